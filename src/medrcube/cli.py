@@ -1,0 +1,50 @@
+"""The `medrcube` command. Each subcommand lives in medrcube/commands/<name>.py with
+`add_arguments(parser)` and `run(args) -> int`, imported only when chosen so that
+`medrcube validate` never pays for torch or the openai client."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# name -> (module under medrcube.commands, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "validate": ("validate", "validate a cube; exits non-zero on any error"),
+    "cube": ("cube", "cube utilities: `cube stats CUBE`, `cube export`"),
+    "run": ("run", "ask a model every item of a cube and write reports/<run-id>/"),
+    "qualify": ("qualify", "run the pytest gate (tests_benchmark) on a cube"),
+    "power": ("power", "probability that a check passes, and the n needed for 80%% power"),
+    "report": ("report", "report and leaderboard across run directories"),
+    "build": ("build", "build a cube from a recipe (DICOM, NIfTI or PNG+CSV sources)"),
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="medrcube", description=__doc__.split("\n")[0])
+    from medrcube import __version__
+
+    parser.add_argument("--version", action="version", version=f"medrcube {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module, help_) in COMMANDS.items():
+        sub.add_parser(name, help=help_, add_help=False)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = _parser()
+    if not argv or argv[0] not in COMMANDS:
+        parser.parse_args(argv)  # prints help, version or "invalid choice"
+        parser.print_help()
+        return 2
+    name, rest = argv[0], argv[1:]
+    module = importlib.import_module(f"medrcube.commands.{COMMANDS[name][0]}")
+    sub = argparse.ArgumentParser(prog=f"medrcube {name}", description=COMMANDS[name][1])
+    module.add_arguments(sub)
+    args = sub.parse_args(rest)
+    return int(module.run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,171 @@
+"""The cube's values: Item (one multiple-choice question), Problem (one validation finding)
+and Cube (validated items plus where they came from).
+
+Everything here is immutable. Loaders (cube/loaders_*.py) build these; every later layer
+reads them and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+LETTERS = string.ascii_uppercase
+
+
+def _freeze(meta: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    # A JSON round trip both deep-copies and proves the metadata is serialisable.
+    return MappingProxyType(json.loads(json.dumps(dict(meta or {}), sort_keys=True)))
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One multiple-choice image question.
+
+    `image` is a key the cube resolves to bytes (a posix path relative to the cube root
+    for directory cubes); None means the image is unavailable (restricted in the release).
+    `task`, `modality` and `part` are canonical names where the taxonomy knows the value,
+    otherwise the value as written (validation reports it).
+    """
+
+    id: str
+    dataset: str
+    image: str | None
+    question: str
+    options: tuple[str, ...]
+    answer: int
+    task: str
+    modality: str
+    part: str
+    original_task: str = ""
+    restricted: bool = False
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "options", tuple(self.options))
+        object.__setattr__(self, "meta", _freeze(self.meta))
+
+    @property
+    def answer_letter(self) -> str:
+        return LETTERS[self.answer]
+
+    @property
+    def answer_text(self) -> str:
+        return self.options[self.answer]
+
+    @property
+    def cell(self) -> tuple[str, str, str]:
+        """(part, modality, task): the item's voxel of the cube."""
+        return (self.part, self.modality, self.task)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The canonical JSON Lines record (cube/jsonl.py); `from_dict` inverts it exactly."""
+        return {
+            "id": self.id,
+            "dataset": self.dataset,
+            "image": self.image,
+            "question": self.question,
+            "options": list(self.options),
+            "answer": self.answer,
+            "task": self.task,
+            "modality": self.modality,
+            "part": self.part,
+            "original_task": self.original_task,
+            "restricted": self.restricted,
+            "meta": dict(self.meta),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Item:
+        return cls(
+            id=d["id"],
+            dataset=d["dataset"],
+            image=d["image"],
+            question=d["question"],
+            options=tuple(d["options"]),
+            answer=d["answer"],
+            task=d["task"],
+            modality=d["modality"],
+            part=d["part"],
+            original_task=d.get("original_task", ""),
+            restricted=d.get("restricted", False),
+            meta=d.get("meta", {}),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One validation finding, phrased so that an engineer can act on it.
+
+    `severity` is "error" (the item is skipped, or the whole load fails under --strict)
+    or "warning" (the item is kept: an unknown axis value, an unavailable image).
+    """
+
+    source: str  # the file (or dataset) the finding is about
+    item_id: str | None
+    field: str | None
+    message: str  # what was found and what was expected
+    reason: str  # a short stable code for counting: "duplicate_id", "missing_field", ...
+    severity: str = "error"
+
+    def __str__(self) -> str:
+        where = self.source
+        if self.item_id is not None:
+            where += f" item {self.item_id!r}"
+        if self.field is not None:
+            where += f" field {self.field!r}"
+        return f"{where}: {self.message}"
+
+
+class CubeError(Exception):
+    """A cube cannot be loaded at all (or, under --strict, has a problem). Carries the problems."""
+
+    def __init__(self, problems: Sequence[Problem] | str):
+        if isinstance(problems, str):
+            self.problems: tuple[Problem, ...] = ()
+            super().__init__(problems)
+        else:
+            self.problems = tuple(problems)
+            super().__init__("\n".join(str(p) for p in self.problems))
+
+
+ImageReader = Callable[[str], bytes]
+
+
+@dataclass(frozen=True)
+class Cube:
+    """A validated sequence of Items and where they came from.
+
+    `read_image(key)` returns the encoded bytes of an item's image (PNG, JPEG...), read on
+    demand: a cube never holds decoded images. `fingerprint` is a content hash over the
+    items and the image bytes (cube/fingerprint.py), stable across loads.
+    """
+
+    items: tuple[Item, ...]
+    source: str
+    fingerprint: str
+    read_image: ImageReader
+    digests: Mapping[str, str] = field(default_factory=dict)  # image key -> sha256 of its bytes
+    problems: tuple[Problem, ...] = ()
+    root: str | None = None  # directory of a directory cube (for thumbnails, paths in reports)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __iter__(self):
+        return iter(self.items)
+
+    @property
+    def skipped(self) -> tuple[Problem, ...]:
+        return tuple(p for p in self.problems if p.severity == "error")
+
+    def image_available(self, item: Item) -> bool:
+        return item.image is not None
+
+    def image_digest(self, item: Item) -> str | None:
+        """sha256 of the image bytes (part of the response store's key); computed at load."""
+        return None if item.image is None else self.digests[item.image]

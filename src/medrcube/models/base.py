@@ -1,0 +1,92 @@
+"""The model adapter contract: requests in, one response per request out.
+
+An adapter never grades and never raises for a failed request: a failure is a Response
+with `error` set, so that the runner records it and the gate can tell an outage from a
+wrong answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol, runtime_checkable
+
+
+@dataclass(frozen=True, slots=True)
+class ImageInput:
+    """An image to show the model: its sha256 digest and a reader of its encoded bytes.
+
+    Adapters cache their own encoding (resize, base64) by digest, so each distinct image
+    is decoded once per process however many items share it.
+    """
+
+    digest: str
+    read: Callable[[], bytes] = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One prompt for the model. `item_id`, `task` and `options` are for baselines and
+    logs; a real model sees only `prompt`, `images` and `params`."""
+
+    key: str  # the response-store key (run/store.py)
+    item_id: str
+    prompt: str
+    images: tuple[ImageInput, ...] = ()
+    params: Mapping[str, Any] = field(default_factory=dict)  # generation parameters
+    variant: str = "standard"
+    task: str = ""
+    options: tuple[str, ...] = ()
+
+
+class ErrorKind(StrEnum):
+    RATE_LIMIT = "rate_limit"  # 429 after all retries
+    SERVER = "server"  # 5xx after all retries
+    TIMEOUT = "timeout"
+    CONNECTION = "connection"
+    AUTH = "auth"  # 401/403: the key
+    BAD_REQUEST = "bad_request"  # 400/404/422: the request or the model name
+    MALFORMED = "malformed"  # a body that is not a chat completion
+    INTERNAL = "internal"  # the adapter itself failed (a bug, an unreadable image)
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """What came back for one request.
+
+    Exactly one of `text` and `error` is set. `refused` marks a content-filter stop or an
+    explicit refusal reported by the provider (the text, if any, is kept as evidence).
+    """
+
+    text: str | None
+    error: str | None = None
+    error_kind: ErrorKind | None = None
+    refused: bool = False
+    latency_s: float = 0.0
+    usage: Mapping[str, int] | None = None
+    attempts: int = 1
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@runtime_checkable
+class ModelAdapter(Protocol):
+    """A model behind a spec string (models/registry.py).
+
+    `fingerprint` identifies the model's behaviour for caching: provider, model id and
+    anything that changes answers (never a key). `batch_size` is how many requests one
+    `generate` call takes best (1 for an API, more for in-process batching);
+    `concurrency` how many calls may be in flight at once.
+    """
+
+    spec: str
+    fingerprint: str
+    batch_size: int
+    concurrency: int
+
+    async def generate(self, requests: Sequence[Request]) -> list[Response]: ...
+
+    async def aclose(self) -> None: ...

@@ -1,0 +1,68 @@
+"""Graded records: one per (item, variant instance), the only input of metrics and gate."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class Outcome(StrEnum):
+    CORRECT = "correct"
+    WRONG = "wrong"
+    UNPARSED = "unparsed"  # the response names no single option: never guessed
+    REFUSED = "refused"
+    ERROR = "error"  # the model was not reached or failed: never graded as wrong
+    UNAVAILABLE = "unavailable"  # the image is restricted: not asked in an image variant
+
+
+# Outcomes that count in an accuracy denominator. Errors and unavailable items do not:
+# the gate reports them separately (an error rate above the bound errors the check).
+GRADED = frozenset({Outcome.CORRECT, Outcome.WRONG, Outcome.UNPARSED, Outcome.REFUSED})
+
+
+@dataclass(frozen=True, slots=True)
+class GradedRecord:
+    item_id: str
+    dataset: str
+    task: str
+    modality: str
+    part: str
+    image: str | None  # the cube's image key (groups items into chains)
+    image_digest: str | None
+    variant: str  # "standard", "blind" or "shuffled"
+    rotation: int  # cyclic shift of the options for "shuffled" (0 otherwise)
+    answer: int  # index of the correct option as shown to the model
+    n_options: int
+    prompt_hash: str
+    response: str | None
+    extracted: int | None  # index of the chosen option as shown, None when unparsed
+    how: str  # how extraction decided ("bare_letter", "judge", ...)
+    outcome: Outcome
+    latency_s: float = 0.0
+    cached: bool = False
+    error: str | None = None
+
+    @property
+    def correct(self) -> bool:
+        return self.outcome is Outcome.CORRECT
+
+    @property
+    def graded(self) -> bool:
+        return self.outcome in GRADED
+
+    @property
+    def cell(self) -> tuple[str, str, str]:
+        return (self.part, self.modality, self.task)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["outcome"] = self.outcome.value
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> GradedRecord:
+        fields = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
+        fields["outcome"] = Outcome(d["outcome"])
+        return cls(**fields)
