@@ -1,0 +1,273 @@
+"""models.yaml: named model definitions, validated strictly.
+
+The file has one top-level key, `models`, mapping a name (what `--model NAME` says) to
+an entry::
+
+    models:
+      gpt-5.1:
+        provider: openai
+        model: gpt-5.1
+        params: {max_completion_tokens: 2048, temperature: null}
+
+Every error names the file, the model entry, the key and what would be accepted, because
+a typo in a config file should cost seconds, not a silently different run. Keys are
+never written here: an entry names the environment variable that holds its key
+(`api_key_env`), and anything that looks like a literal secret is refused.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from medrcube.taxonomy import did_you_mean
+
+PROVIDERS_IN_FILE: tuple[str, ...] = ("openai", "hf")
+DTYPES: tuple[str, ...] = ("auto", "float32", "float16", "bfloat16")
+# Spec words the registry reserves; a models.yaml name may not shadow them.
+RESERVED_NAMES: tuple[str, ...] = ("random", "prior", "replay", "openai", "hf")
+
+_COMMON_KEYS = ("provider", "model", "params", "concurrency", "batch_size", "image_max_side")
+_OPENAI_KEYS = ("base_url", "base_urls", "api_key_env", "rpm", "timeout", "max_retries")
+_HF_KEYS = ("dtype", "device")
+ENTRY_KEYS: tuple[str, ...] = _COMMON_KEYS + _OPENAI_KEYS + _HF_KEYS
+_ONLY_FOR = {**{k: "openai" for k in _OPENAI_KEYS}, **{k: "hf" for k in _HF_KEYS}}
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-/]*$")
+# Key names under which a string value is suspected of being a credential.
+_SECRET_KEY = re.compile(r"(^|[_\-])(api[_\-]?key|apikey|key|token|secret|password|passwd|auth|authorization|bearer)s?($|[_\-])", re.I)
+# Values that are credentials whatever key they sit under: well-known key prefixes and
+# bearer headers.
+_SECRET_VALUE = re.compile(
+    r"^((sk-|sk_|hf_|ghp_|gho_|github_pat_|xox[abp]-|AKIA|AIza)(?=[^\s/]*\d)[A-Za-z0-9_\-]{16,}|Bearer\s+\S{8,})$", re.I
+)
+# A long run of key-like characters with no spaces: how a token looks.
+_TOKEN_LIKE = re.compile(r"^[A-Za-z0-9_\-\.=+/:]{16,}$")
+
+
+class ModelSpecError(ValueError):
+    """A model spec or a models.yaml entry that cannot be turned into an adapter."""
+
+
+class ModelsFileError(ModelSpecError):
+    """models.yaml is unreadable or breaks the schema; the message says where and how."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelEntry:
+    """One validated models.yaml entry. Fields left out of the file are None, so that
+    the adapter's own defaults apply; `params` values of None remove a default."""
+
+    name: str
+    provider: str
+    model: str
+    source: str  # the models.yaml path, for messages
+    base_urls: tuple[str, ...] = ()
+    api_key_env: str | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+    concurrency: int | None = None
+    rpm: float | None = None
+    timeout: float | None = None
+    max_retries: int | None = None
+    image_max_side: int | None = None
+    batch_size: int | None = None
+    dtype: str | None = None
+    device: str | None = None
+
+
+def default_models_file() -> Path | None:
+    """`./models.yaml` when it exists (relative to the working directory), else None."""
+    p = Path("models.yaml")
+    return p if p.is_file() else None
+
+
+def load_models_file(path: str | os.PathLike[str]) -> dict[str, ModelEntry]:
+    """Read and validate a models.yaml; returns name -> entry.
+
+    Raises ModelsFileError naming the file, the entry and the key on any problem.
+    """
+    import yaml  # PyYAML; safe_load only: a config file must not construct objects
+
+    p = Path(path)
+    src = str(p)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ModelsFileError(f"{src}: models file not found (pass an existing file, or drop --models-file)") from None
+    except OSError as e:
+        raise ModelsFileError(f"{src}: cannot read models file: {e}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ModelsFileError(f"{src}: not valid YAML: {e}") from None
+    return parse_models(data, src)
+
+
+def parse_models(data: Any, source: str) -> dict[str, ModelEntry]:
+    """Validate already-parsed YAML (`source` names it in messages)."""
+    if data is None:
+        return {}
+    if not isinstance(data, Mapping):
+        raise ModelsFileError(f"{source}: the top level must be a mapping with a 'models' key, got {type(data).__name__}")
+    for key in data:
+        if key not in ("models", "version"):
+            raise ModelsFileError(
+                f"{source}: unknown top-level key {key!r}{did_you_mean(str(key), ['models', 'version'])}; "
+                "the file has the form `models: {NAME: {provider: ..., model: ...}}`"
+            )
+    if data.get("version", 1) != 1:
+        raise ModelsFileError(f"{source}: key 'version' is {data['version']!r}; this medrcube reads version 1")
+    models = data.get("models") or {}
+    if not isinstance(models, Mapping):
+        raise ModelsFileError(f"{source}: key 'models' must map model names to entries, got {type(models).__name__}")
+    out: dict[str, ModelEntry] = {}
+    for name, raw in models.items():
+        out[str(name)] = _parse_entry(str(name), raw, source)
+    return out
+
+
+def _parse_entry(name: str, raw: Any, source: str) -> ModelEntry:
+    where = f"{source}: model {name!r}"
+    if not _NAME.match(name):
+        raise ModelsFileError(
+            f"{where}: invalid name; use letters, digits and . _ - / (no ':' or '@', which spec strings use)"
+        )
+    if name in RESERVED_NAMES:
+        raise ModelsFileError(f"{where}: the name is reserved for a built-in spec; choose another name")
+    if not isinstance(raw, Mapping):
+        raise ModelsFileError(f"{where}: the entry must be a mapping of keys ({', '.join(ENTRY_KEYS)})")
+    _refuse_secrets(raw, where)
+    for key in raw:
+        if key not in ENTRY_KEYS:
+            raise ModelsFileError(
+                f"{where}: unknown key {key!r}{did_you_mean(str(key), ENTRY_KEYS)}; valid keys: {', '.join(ENTRY_KEYS)}"
+            )
+
+    provider = raw.get("provider")
+    if provider not in PROVIDERS_IN_FILE:
+        raise ModelsFileError(
+            f"{where}: key 'provider' is {provider!r}{did_you_mean(str(provider), PROVIDERS_IN_FILE)}; "
+            f"choices: {', '.join(PROVIDERS_IN_FILE)}"
+        )
+    for key in raw:
+        needed = _ONLY_FOR.get(key)
+        if needed and needed != provider:
+            raise ModelsFileError(f"{where}: key {key!r} applies to provider {needed!r} only, this entry is {provider!r}")
+
+    model = raw.get("model")
+    if not isinstance(model, str) or not model.strip():
+        raise ModelsFileError(f"{where}: key 'model' is required: the provider's model id (or, for hf, a local path)")
+
+    if "base_url" in raw and "base_urls" in raw:
+        raise ModelsFileError(f"{where}: give 'base_url' or 'base_urls', not both")
+    base_urls: tuple[str, ...] = ()
+    if "base_url" in raw:
+        base_urls = (_url(raw["base_url"], f"{where}: key 'base_url'"),)
+    elif "base_urls" in raw:
+        urls = raw["base_urls"]
+        if not isinstance(urls, list) or not urls:
+            raise ModelsFileError(f"{where}: key 'base_urls' must be a non-empty list of URLs")
+        base_urls = tuple(_url(u, f"{where}: key 'base_urls' item {i}") for i, u in enumerate(urls))
+        if len(set(base_urls)) != len(base_urls):
+            raise ModelsFileError(f"{where}: key 'base_urls' lists a URL twice")
+
+    api_key_env = raw.get("api_key_env")
+    if api_key_env is not None and (not isinstance(api_key_env, str) or not _ENV_NAME.match(api_key_env)):
+        raise ModelsFileError(
+            f"{where}: key 'api_key_env' must be the NAME of an environment variable (such as OPENAI_API_KEY), "
+            "not the key itself"
+        )
+
+    params = raw.get("params") or {}
+    if not isinstance(params, Mapping) or not all(isinstance(k, str) for k in params):
+        raise ModelsFileError(f"{where}: key 'params' must be a mapping of generation parameter names to values")
+
+    dtype = raw.get("dtype")
+    if dtype is not None and dtype not in DTYPES:
+        raise ModelsFileError(f"{where}: key 'dtype' is {dtype!r}{did_you_mean(str(dtype), DTYPES)}; choices: {', '.join(DTYPES)}")
+    device = raw.get("device")
+    if device is not None and (not isinstance(device, str) or not re.match(r"^(auto|cpu|mps|cuda(:\d+)?)$", device)):
+        raise ModelsFileError(f"{where}: key 'device' is {device!r}; choices: auto, cpu, mps, cuda, cuda:N")
+
+    return ModelEntry(
+        name=name,
+        provider=provider,
+        model=model.strip(),
+        source=source,
+        base_urls=base_urls,
+        api_key_env=api_key_env,
+        params=MappingProxyType(dict(params)),
+        concurrency=_number(raw, "concurrency", where, int, minimum=1),
+        rpm=_number(raw, "rpm", where, float, minimum=0, exclusive=True),
+        timeout=_number(raw, "timeout", where, float, minimum=0, exclusive=True),
+        max_retries=_number(raw, "max_retries", where, int, minimum=0),
+        image_max_side=_number(raw, "image_max_side", where, int, minimum=1),
+        batch_size=_number(raw, "batch_size", where, int, minimum=1),
+        dtype=dtype,
+        device=device,
+    )
+
+
+def _url(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not re.match(r"^https?://\S+$", value):
+        raise ModelsFileError(f"{where} is {value!r}; expected an http:// or https:// URL such as http://127.0.0.1:8000/v1")
+    return value.rstrip("/")
+
+
+def _number(raw: Mapping[str, Any], key: str, where: str, kind: type, *, minimum: float, exclusive: bool = False):
+    if raw.get(key) is None:
+        return None
+    value = raw[key]
+    # bool is an int in Python; `concurrency: yes` is a mistake, not 1.
+    ok = isinstance(value, int) if kind is int else isinstance(value, (int, float))
+    if isinstance(value, bool) or not ok or (value <= minimum if exclusive else value < minimum):
+        bound = f"> {minimum:g}" if exclusive else f">= {minimum:g}"
+        what = "an integer" if kind is int else "a number"
+        raise ModelsFileError(f"{where}: key {key!r} is {value!r}; expected {what} {bound}")
+    return kind(value)
+
+
+def looks_like_secret(key: str, value: Any) -> bool:
+    """True when `value` under `key` looks like a literal credential."""
+    if not isinstance(value, str):
+        return False
+    v = value.strip()
+    if _SECRET_VALUE.match(v):
+        return True
+    return bool(_SECRET_KEY.search(key)) and bool(_TOKEN_LIKE.match(v))
+
+
+def _refuse_secrets(node: Any, where: str, path: str = "") -> None:
+    """Refuse `api_key` and anything that looks like a credential, anywhere in an entry.
+
+    The message never echoes the value: it may be a real key.
+    """
+    if isinstance(node, Mapping):
+        for k, v in node.items():
+            key = str(k)
+            here = f"{path}.{key}" if path else key
+            if re.sub(r"[^a-z]", "", key.lower()) == "apikey" or (key != "api_key_env" and looks_like_secret(key, v)):
+                raise ModelsFileError(
+                    f"{where}: key {here!r} holds a literal secret; keys come from environment variables, "
+                    "never from models.yaml: remove it, export the key (e.g. `export MY_KEY=...`) and set "
+                    "`api_key_env: MY_KEY` on the entry"
+                )
+            if key == "api_key_env" and looks_like_secret("key", v) and not _ENV_NAME.match(str(v)):
+                raise ModelsFileError(
+                    f"{where}: key 'api_key_env' must be the NAME of an environment variable, not the key itself"
+                )
+            _refuse_secrets(v, where, here)
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            if isinstance(v, str) and _SECRET_VALUE.match(v.strip()):
+                raise ModelsFileError(
+                    f"{where}: {path}[{i}] looks like a literal secret; keys come from environment variables: "
+                    "set `api_key_env: VARIABLE_NAME` instead"
+                )
+            _refuse_secrets(v, where, f"{path}[{i}]")

@@ -1,0 +1,256 @@
+"""Spec string -> ModelAdapter.
+
+Grammar (first match wins)::
+
+    random[:SEED]            uniform over the item's own options (baselines.py)
+    prior                    text-only answer prior, leave-one-out (needs the cube)
+    replay:FILE              recorded responses: JSON Lines or a reference results.json
+    openai:NAME[@BASE_URL]   an OpenAI-compatible chat completions endpoint
+    hf:PATH_OR_ID            in-process transformers model (pip install 'medrcube[hf]')
+    NAME                     an entry of models.yaml (./models.yaml or --models-file)
+    NAME                     otherwise: openai:NAME with the OPENAI_API_KEY/OPENAI_BASE_URL env
+
+Provider modules are imported inside their branch: choosing `random` must not pay for
+the openai client, and nothing but `hf:` may import torch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import itertools
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from medrcube.models.base import ModelAdapter, Request, Response
+from medrcube.models.models_file import (
+    ModelEntry,
+    ModelsFileError,
+    ModelSpecError,
+    default_models_file,
+    load_models_file,
+)
+from medrcube.taxonomy import did_you_mean
+
+if TYPE_CHECKING:
+    from medrcube.cube.item import Cube
+
+__all__ = ["PROVIDERS", "ModelSpecError", "ModelsFileError", "load_adapter", "RoundRobinAdapter"]
+
+PROVIDERS: tuple[str, ...] = ("random", "prior", "replay", "openai", "hf")
+
+HF_INSTALL_HINT = (
+    "the hf: provider needs torch and transformers: pip install 'medrcube[hf]' "
+    "(on a machine without a GPU, install the CPU build of torch first: "
+    "pip install torch --index-url https://download.pytorch.org/whl/cpu)"
+)
+
+
+def load_adapter(
+    spec: str,
+    *,
+    cube: Cube | None = None,
+    models_file: str | os.PathLike[str] | None = None,
+    concurrency: int | None = None,
+) -> ModelAdapter:
+    """Build the adapter a spec string names (grammar in the module docstring).
+
+    `cube` is needed by `prior` only. `models_file` overrides `./models.yaml`.
+    `concurrency` overrides the adapter's (or the models.yaml entry's) concurrency.
+    Raises ModelSpecError (ModelsFileError for a bad models.yaml) with the fix in the message.
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise ModelSpecError(f"empty model spec; use one of: {_grammar()}")
+    spec = spec.strip()
+    if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1):
+        raise ModelSpecError(f"concurrency must be a positive integer, got {concurrency!r}")
+
+    prefix, sep, rest = spec.partition(":")
+    if not sep:
+        if spec == "random":
+            return _random("0", spec, concurrency)
+        if spec == "prior":
+            return _prior(cube, concurrency)
+        if spec in ("replay", "openai", "hf"):
+            raise ModelSpecError(f"model spec {spec!r} needs an argument: {_grammar()}")
+        return _named(spec, models_file, concurrency)
+
+    if prefix == "random":
+        return _random(rest, spec, concurrency)
+    if prefix == "prior":
+        raise ModelSpecError("the prior baseline takes no argument: write `prior` (it is built from the cube being run)")
+    if prefix == "replay":
+        from medrcube.models.replay import ReplayAdapter
+
+        if not rest:
+            raise ModelSpecError("replay needs a file: replay:PATH/TO/results.jsonl")
+        return ReplayAdapter(rest, concurrency=concurrency)
+    if prefix == "openai":
+        name, base_url = _split_openai(rest, spec)
+        return _openai(name, spec=spec, base_urls=(base_url,) if base_url else (), concurrency=concurrency)
+    if prefix == "hf":
+        if not rest:
+            raise ModelSpecError("hf needs a model directory or hub id: hf:PATH_OR_ID")
+        return _hf(rest, spec=spec, concurrency=concurrency)
+    # A bare name never contains ':' by models.yaml's rules, so this is a mistyped
+    # provider (or a model id with a colon, which must be spelled openai:NAME).
+    raise ModelSpecError(
+        f"unknown model provider {prefix!r} in spec {spec!r}{did_you_mean(prefix, PROVIDERS)}; "
+        f"providers: {', '.join(PROVIDERS)}. A model id that contains ':' is written openai:{spec}"
+    )
+
+
+def _grammar() -> str:
+    return "random[:SEED], prior, replay:FILE, openai:NAME[@BASE_URL], hf:PATH_OR_ID, or a name from models.yaml"
+
+
+def _random(seed: str, spec: str, concurrency: int | None) -> ModelAdapter:
+    from medrcube.models.baselines import RandomAdapter
+
+    try:
+        value = int(seed)
+    except ValueError:
+        raise ModelSpecError(f"in model spec {spec!r}: the random seed must be an integer, as in random:42") from None
+    return RandomAdapter(value, concurrency=concurrency)
+
+
+def _prior(cube: Cube | None, concurrency: int | None) -> ModelAdapter:
+    from medrcube.models.baselines import PriorAdapter
+
+    if cube is None:
+        raise ModelSpecError(
+            "the prior baseline learns answer priors from the cube being run; "
+            "pass cube= to load_adapter (the CLI and the pytest plugin do this for you)"
+        )
+    return PriorAdapter(cube, concurrency=concurrency)
+
+
+def _split_openai(rest: str, spec: str) -> tuple[str, str | None]:
+    # The base URL is everything after the first '@' that starts a URL; a model id may
+    # itself contain ':' (ollama-style tags), so split on '@' only.
+    name, at, url = rest.partition("@")
+    if not name:
+        raise ModelSpecError(f"in model spec {spec!r}: missing model name, as in openai:gpt-5.1")
+    if at and not (url.startswith("http://") or url.startswith("https://")):
+        raise ModelSpecError(
+            f"in model spec {spec!r}: the part after '@' must be a base URL such as http://127.0.0.1:8000/v1"
+        )
+    return name, (url.rstrip("/") if at else None)
+
+
+def _named(name: str, models_file: str | os.PathLike[str] | None, concurrency: int | None) -> ModelAdapter:
+    path = Path(models_file) if models_file is not None else default_models_file()
+    if path is not None:
+        entries = load_models_file(path)
+        if name in entries:
+            return adapter_from_entry(entries[name], concurrency=concurrency)
+    # Not defined anywhere: the standard OpenAI environment, as the openai SDK itself does.
+    return _openai(name, spec=name, base_urls=(), concurrency=concurrency)
+
+
+def adapter_from_entry(entry: ModelEntry, *, concurrency: int | None = None) -> ModelAdapter:
+    """The adapter for a validated models.yaml entry."""
+    if entry.provider == "hf":
+        return _hf(
+            entry.model,
+            spec=entry.name,
+            concurrency=concurrency or entry.concurrency,
+            params=entry.params,
+            batch_size=entry.batch_size,
+            dtype=entry.dtype,
+            device=entry.device,
+            image_max_side=entry.image_max_side,
+        )
+    kwargs: dict[str, Any] = {"params": dict(entry.params)}
+    for key in ("api_key_env", "rpm", "timeout", "max_retries", "image_max_side"):
+        value = getattr(entry, key)
+        if value is not None:
+            kwargs[key] = value
+    return _openai(
+        entry.model,
+        spec=entry.name,
+        base_urls=entry.base_urls,
+        concurrency=concurrency or entry.concurrency,
+        **kwargs,
+    )
+
+
+def _openai(
+    model: str, *, spec: str, base_urls: Sequence[str], concurrency: int | None, **kwargs: Any
+) -> ModelAdapter:
+    try:
+        from medrcube.models.openai_adapter import OpenAIAdapter
+    except ImportError as e:  # the openai package is a core dependency; say so if it is broken
+        raise ModelSpecError(f"cannot load the OpenAI-compatible adapter for {spec!r}: {e} (pip install openai)") from e
+
+    if len(base_urls) <= 1:
+        if concurrency is not None:
+            kwargs["concurrency"] = concurrency
+        return OpenAIAdapter(model, base_url=base_urls[0] if base_urls else None, spec=spec, **kwargs)
+    # Several servers for one model: one adapter (client, limits) per URL, requests spread
+    # round-robin. The total concurrency is split so the whole stays within the bound.
+    shares = _split(concurrency, len(base_urls)) if concurrency is not None else [None] * len(base_urls)
+    children = []
+    for url, share in zip(base_urls, shares):
+        kw = dict(kwargs)
+        if share is not None:
+            kw["concurrency"] = share
+        children.append(OpenAIAdapter(model, base_url=url, spec=spec, **kw))
+    return RoundRobinAdapter(children, spec=spec)
+
+
+def _split(total: int, k: int) -> list[int]:
+    base, extra = divmod(total, k)
+    return [max(1, base + (1 if i < extra else 0)) for i in range(k)]
+
+
+def _hf(model: str, *, spec: str, concurrency: int | None, **kwargs: Any) -> ModelAdapter:
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as e:
+        raise ModelSpecError(f"cannot load {spec!r}: {HF_INSTALL_HINT} ({e})") from e
+    from medrcube.models.hf_adapter import HFAdapter
+
+    kwargs = {k: v for k, v in kwargs.items() if v is not None}
+    return HFAdapter(model, spec=spec, concurrency=concurrency, **kwargs)
+
+
+class RoundRobinAdapter:
+    """One model served at several base URLs: each request goes to the next server in turn.
+
+    Requests are dealt one by one (not batch by batch), so that even a runner sending one
+    request per call spreads evenly. The fingerprint is the children's when they agree
+    (the same model answers wherever it is served), so adding a server keeps the cache.
+    """
+
+    def __init__(self, children: Sequence[ModelAdapter], *, spec: str):
+        if not children:
+            raise ModelSpecError(f"{spec!r}: no servers to spread requests over")
+        self.children = list(children)
+        self.spec = spec
+        prints = sorted({c.fingerprint for c in self.children})
+        self.fingerprint = (
+            prints[0] if len(prints) == 1 else "multi:" + hashlib.sha256("\n".join(prints).encode()).hexdigest()[:16]
+        )
+        self.batch_size = max(c.batch_size for c in self.children)
+        self.concurrency = sum(c.concurrency for c in self.children)
+        self._turn = itertools.cycle(range(len(self.children)))
+
+    async def generate(self, requests: Sequence[Request]) -> list[Response]:
+        groups: dict[int, list[int]] = {}
+        for i in range(len(requests)):
+            groups.setdefault(next(self._turn), []).append(i)
+        results = await asyncio.gather(
+            *(self.children[c].generate([requests[i] for i in idx]) for c, idx in groups.items())
+        )
+        out: list[Response | None] = [None] * len(requests)
+        for (c, idx), responses in zip(groups.items(), results):
+            for i, r in zip(idx, responses):
+                out[i] = r
+        return out  # type: ignore[return-value]
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*(c.aclose() for c in self.children))
