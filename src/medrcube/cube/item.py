@@ -124,13 +124,15 @@ class Problem:
 class CubeError(Exception):
     """A cube cannot be loaded at all (or, under --strict, has a problem). Carries the problems."""
 
-    def __init__(self, problems: Sequence[Problem] | str):
+    def __init__(self, problems: Sequence[Problem] | str, message: str | None = None):
+        # `message` (an extension) heads the listed problems, e.g. "no loadable item".
         if isinstance(problems, str):
             self.problems: tuple[Problem, ...] = ()
             super().__init__(problems)
         else:
             self.problems = tuple(problems)
-            super().__init__("\n".join(str(p) for p in self.problems))
+            lines = [str(p) for p in self.problems]
+            super().__init__("\n".join(([message] if message else []) + lines))
 
 
 ImageReader = Callable[[str], bytes]

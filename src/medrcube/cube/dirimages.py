@@ -1,0 +1,118 @@
+"""Images of a cube that lives in a directory (release layout or JSON Lines beside images).
+
+A path read from a cube file is untrusted: it must be relative, stay inside the cube
+root lexically (no `..` escape) and physically (no symlink pointing out). The key of an
+image is its posix path relative to the root. Every distinct image is read exactly once;
+the reads and hashes run on a few threads (hashlib releases the GIL), the header checks on
+the calling thread (Pillow's warnings state is global).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from medrcube.cube.images import DEFAULT_MAX_PIXELS, ImageCheck, check_image_bytes, sha256
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """A path checked against the root: `key` when it may be read, else an error reason."""
+
+    key: str | None
+    reason: str | None = None
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FileCheck:
+    """The outcome of reading one image file: `missing`, an ImageCheck, or a read error."""
+
+    missing: bool = False
+    check: ImageCheck | None = None
+    read_error: str | None = None
+
+
+class DirImages:
+    """Resolves, reads and checks the image files of one directory cube."""
+
+    def __init__(self, root: str | os.PathLike[str], *, max_pixels: int = DEFAULT_MAX_PIXELS, workers: int = 4):
+        self.root = os.path.realpath(root)
+        self.max_pixels = max_pixels
+        self.workers = workers
+        self._prefix = self.root.rstrip(os.sep) + os.sep
+
+    def _inside(self, path: str) -> bool:
+        return path == self.root or path.startswith(self._prefix)
+
+    def resolve(self, base: str, ref: str) -> Resolved:
+        """Check `ref` (as written in a cube file, relative to directory `base`)."""
+        if "\x00" in ref:
+            return Resolved(None, "image_path_escapes", f"image_path {ref!r} contains a NUL byte; expected a relative path")
+        if os.path.isabs(ref) or ref.startswith(("/", "\\")) or (len(ref) > 1 and ref[1] == ":"):
+            return Resolved(
+                None, "image_path_absolute", f"image_path {ref!r} is absolute; expected a path relative to {_rel(base, self.root)!r}"
+            )
+        lexical = os.path.normpath(os.path.join(base, ref))
+        if not self._inside(lexical):
+            return Resolved(
+                None,
+                "image_path_escapes",
+                f"image_path {ref!r} resolves to {lexical!r}, outside the cube root {self.root!r}; expected a path inside the cube",
+            )
+        real = os.path.realpath(lexical)
+        if not self._inside(real):
+            return Resolved(
+                None,
+                "image_symlink_escapes",
+                f"image_path {ref!r} goes through a symlink to {real!r}, outside the cube root {self.root!r}; "
+                "expected the image file itself inside the cube",
+            )
+        return Resolved(os.path.relpath(lexical, self.root).replace(os.sep, "/"))
+
+    def path(self, key: str) -> str:
+        return os.path.join(self.root, *key.split("/"))
+
+    def _read(self, key: str) -> tuple[str, FileCheck | None, bytes | None, str | None]:
+        """(key, a final FileCheck when the read failed, else the bytes and their sha256)."""
+        try:
+            with open(self.path(key), "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return key, FileCheck(missing=True), None, None
+        except OSError as exc:  # a directory, no permission, an I/O error
+            return key, FileCheck(read_error=f"{type(exc).__name__}: {exc.strerror or exc}"), None, None
+        return key, None, data, sha256(data)
+
+    def check_all(self, keys: Iterable[str]) -> dict[str, FileCheck]:
+        """Read each distinct key once: hash and header from the same bytes, no decoding."""
+        unique = list(dict.fromkeys(keys))
+        out: dict[str, FileCheck] = {}
+        # Bounded chunks keep memory at (chunk x image size) whatever the cube size.
+        chunk = 64
+        with ThreadPoolExecutor(max_workers=self.workers) as pool:
+            for start in range(0, len(unique), chunk):
+                for key, failed, data, digest in pool.map(self._read, unique[start : start + chunk]):
+                    if failed is not None or data is None:
+                        out[key] = failed or FileCheck(read_error="no data")
+                    else:
+                        out[key] = FileCheck(check=check_image_bytes(data, max_pixels=self.max_pixels, digest=digest))
+        return out
+
+    def reader(self, digests: dict[str, str]):
+        """`Cube.read_image`: only keys validated at load are readable (never a path from outside)."""
+
+        def read_image(key: str) -> bytes:
+            if key not in digests:
+                raise KeyError(f"{key!r} is not an available image of the cube at {self.root}")
+            with open(self.path(key), "rb") as f:
+                return f.read()
+
+        return read_image
+
+
+def _rel(path: str, root: str) -> str:
+    rel = os.path.relpath(path, root)
+    return "." if rel == "." else rel.replace(os.sep, "/")

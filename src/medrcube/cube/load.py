@@ -1,0 +1,73 @@
+"""`load_cube(spec)`: one entry point for every cube source, dispatching on what `spec` is.
+
+- `hf:NAME`                         a Hugging Face hub dataset (split `test`)
+- `FILE.jsonl`                      JSON Lines of canonical records
+- `FILE.parquet`, a glob of them    a dataset exported to parquet (release columns + image)
+- a directory with `dataset_info.json` / `dataset_dict.json`   a `save_to_disk` dataset
+- a directory with `*.parquet` files and no test.json          parquet files
+- any other directory               the release layout (`<dataset>/test.json`)
+
+Policy (all sources): a bad item is reported and skipped, the rest load; `strict=True`
+raises CubeError on the first error; a cube with no loadable item is a CubeError.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+
+from medrcube.cube.images import DEFAULT_MAX_PIXELS
+from medrcube.cube.item import Cube, CubeError
+
+HF_PREFIX = "hf:"
+
+
+def load_cube(spec: str | os.PathLike[str], *, strict: bool = False, max_pixels: int = DEFAULT_MAX_PIXELS) -> Cube:
+    """Load and validate a cube. See the module docstring for the accepted specs."""
+    text = os.fspath(spec)
+    if isinstance(text, str) and text.startswith(HF_PREFIX):
+        from medrcube.cube.hf import load_hub  # datasets is imported only when needed
+
+        return load_hub(text[len(HF_PREFIX) :], strict=strict, max_pixels=max_pixels)
+    if os.path.isdir(text):
+        kind = _directory_kind(text)
+        if kind == "release":
+            from medrcube.cube.release import load_release
+
+            return load_release(text, strict=strict, max_pixels=max_pixels)
+        from medrcube.cube.hf import load_disk, load_parquet
+
+        if kind == "disk":
+            return load_disk(text, strict=strict, max_pixels=max_pixels)
+        return load_parquet(sorted(glob.glob(os.path.join(glob.escape(text), "**", "*.parquet"), recursive=True)), source=text, strict=strict, max_pixels=max_pixels)
+    if text.endswith(".jsonl") and os.path.isfile(text):
+        from medrcube.cube.jsonl import load_jsonl
+
+        return load_jsonl(text, strict=strict, max_pixels=max_pixels)
+    if text.endswith(".parquet"):
+        files = sorted(glob.glob(text)) if glob.has_magic(text) else [text] if os.path.isfile(text) else []
+        if files:
+            from medrcube.cube.hf import load_parquet
+
+            return load_parquet(files, source=text, strict=strict, max_pixels=max_pixels)
+    if os.path.exists(text):
+        raise CubeError(
+            f"{text}: not a cube source I know; expected a release-layout directory, a .jsonl file, "
+            "parquet file(s), a save_to_disk directory, or hf:NAME"
+        )
+    raise CubeError(
+        f"{text}: no such file or directory; expected a release-layout directory (<dataset>/test.json), "
+        "a .jsonl file, parquet file(s), a save_to_disk directory, or hf:NAME"
+    )
+
+
+def _directory_kind(path: str) -> str:
+    if os.path.isfile(os.path.join(path, "dataset_info.json")) or os.path.isfile(os.path.join(path, "dataset_dict.json")):
+        return "disk"
+    from medrcube.cube.release import find_release_files
+
+    if find_release_files(path):
+        return "release"
+    if glob.glob(os.path.join(glob.escape(path), "**", "*.parquet"), recursive=True):
+        return "parquet"
+    return "release"  # load_release explains what is missing

@@ -1,0 +1,108 @@
+"""Loader for the MedRCube release layout: a directory tree of `<dataset>/test.json` files.
+
+Each test.json is a JSON list of release records (cube/records.py) whose `image_path` is
+relative to the test.json's folder. The reference evaluator walks the tree the same way;
+unlike it, this loader checks every record and every image and says what is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from medrcube.cube.assemble import ImageOutcome, build_items, drop_duplicate_ids, finish
+from medrcube.cube.dirimages import DirImages
+from medrcube.cube.images import DEFAULT_MAX_PIXELS
+from medrcube.cube.item import Cube, CubeError
+from medrcube.cube.problems import Collector
+from medrcube.cube.records import Draft, parse_release_record
+
+RELEASE_FILE = "test.json"
+
+
+def find_release_files(root: str | os.PathLike[str]) -> list[str]:
+    """Paths of every test.json under `root` relative to it, sorted (symlinked dirs not followed)."""
+    found: list[str] = []
+    for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        if RELEASE_FILE in files:
+            found.append(os.path.relpath(os.path.join(folder, RELEASE_FILE), root))
+    return sorted(found, key=lambda p: p.split(os.sep))
+
+
+def read_json_file(path: str, shown: str, col: Collector) -> object | None:
+    """Parse one JSON file; on failure report where (line and column) and return None."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        col.error(shown, None, None, f"cannot read the file ({exc.strerror or exc}); expected a readable JSON file", "unreadable_file")
+        return None
+    try:
+        return json.loads(data)
+    except json.JSONDecodeError as exc:
+        col.error(shown, None, None, f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}; expected a JSON list of records", "malformed_json")
+    except UnicodeDecodeError as exc:
+        col.error(shown, None, None, f"not UTF-8 text (byte {exc.start}: {exc.reason}); expected a UTF-8 JSON file", "malformed_json")
+    return None
+
+
+def load_release(root: str | os.PathLike[str], *, strict: bool = False, max_pixels: int = DEFAULT_MAX_PIXELS) -> Cube:
+    """Load and validate a release-layout directory; see load_cube for the policy."""
+    shown_root = os.fspath(root)
+    if not os.path.isdir(root):
+        raise CubeError(f"{shown_root}: not a directory; expected a release-layout cube (<dataset>/test.json files)")
+    files = find_release_files(root)
+    if not files:
+        raise CubeError(
+            f"{shown_root}: no {RELEASE_FILE} found anywhere below it; expected the release layout "
+            f"<dataset>/{RELEASE_FILE} (a JSON list of records per dataset folder)"
+        )
+    col = Collector(strict=strict)
+    images = DirImages(root, max_pixels=max_pixels)
+    drafts: list[Draft] = []
+    bases: dict[int, str] = {}  # id(draft) -> absolute folder its image_path is relative to
+    for rel in files:
+        shown = str(Path(shown_root) / rel)
+        records = read_json_file(os.path.join(root, rel), shown, col)
+        if records is None:
+            continue
+        if not isinstance(records, list):
+            col.error(shown, None, None, f"holds a JSON {type(records).__name__}; expected a JSON list of records", "not_a_list")
+            continue
+        folder_rel = os.path.dirname(rel)
+        default_dataset = folder_rel.replace(os.sep, "/") or os.path.basename(os.path.realpath(root))
+        base = os.path.join(images.root, folder_rel)
+        for n, rec in enumerate(records, start=1):
+            d = parse_release_record(rec, source=shown, where=f"record #{n}", default_dataset=default_dataset, col=col)
+            if d is not None:
+                drafts.append(d)
+                bases[id(d)] = base
+    drafts = drop_duplicate_ids(drafts, col)
+    return _attach_images(drafts, bases, images, col, source=shown_root)
+
+
+def _attach_images(drafts: list[Draft], bases: dict[int, str], images: DirImages, col: Collector, *, source: str) -> Cube:
+    resolved = [None if d.image_ref is None else images.resolve(bases[id(d)], d.image_ref) for d in drafts]
+    checks = images.check_all(r.key for r in resolved if r is not None and r.key is not None)
+    outcomes = [image_outcome(d.image_ref, r, checks) for d, r in zip(drafts, resolved, strict=True)]
+    items = build_items(drafts, outcomes, col)
+    digests = {k: c.check.digest for k, c in checks.items() if c.check is not None and c.check.reason is None}
+    return finish(items, col, source=source, reader=images.reader, digests=digests, root=images.root)
+
+
+def image_outcome(ref: str | None, r, checks, field: str = "image_path") -> ImageOutcome:
+    """Map a resolved path and its file check onto the loader-independent outcome."""
+    if ref is None:
+        return ImageOutcome(absent=True, message=f"no {field}", field=field)
+    if r.key is None:
+        return ImageOutcome(reason=r.reason, message=r.message, field=field)
+    c = checks[r.key]
+    if c.missing:
+        return ImageOutcome(absent=True, message=f"{field} {ref!r}: file {r.key!r} does not exist in the cube", field=field)
+    if c.read_error is not None:
+        return ImageOutcome(reason="image_unreadable", message=f"{field} {ref!r}: cannot read {r.key!r} ({c.read_error}); expected a readable image file", field=field)
+    if c.check is not None and c.check.reason is not None:
+        return ImageOutcome(reason=c.check.reason, message=f"{field} {ref!r}: {c.check.message}", field=field)
+    return ImageOutcome(key=r.key, field=field)
