@@ -1,0 +1,149 @@
+"""A tiny, randomly initialised LLaVA-style vision-language model, built offline.
+
+`build_tiny_vlm(path)` writes a complete model directory (config, weights, tokenizer,
+processor, chat template) that `AutoProcessor` + `AutoModelForImageTextToText` load back,
+so tests exercise the hf adapter's real loading, chat-template, batching and decoding
+path on a CPU in seconds without downloading anything. Its answers are noise.
+
+Sizes: a 2-layer Llama text model (hidden 32, 2 heads) and a 2-layer CLIP vision tower
+(hidden 32, 32x32 images in 8x8 patches = 16 image tokens), and a byte-level BPE
+tokenizer trained on a few prompt strings.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+# The tokenizer's training text: the words our prompts use, so that prompts tokenize
+# into a few hundred merges instead of raw bytes.
+_CORPUS = [
+    "Question: Which imaging modality was used to acquire this image?",
+    "Options:\nA. CT\nB. MRI\nC. X-Ray\nD. US",
+    "Answer with the option's letter from the given choices directly.",
+    "What is the most likely diagnosis? Normal Pneumonia Effusion Cardiomegaly",
+    "Which organ is shown? Brain Chest Heart Lungs Breast liver kidney",
+    "The answer is A. The answer is B. ANSWER: C. ANSWER: D.",
+    "USER: ASSISTANT: user assistant system",
+]
+
+IMAGE_TOKEN = "<image>"
+# A minimal LLaVA-style template: text parts verbatim, each image part as one <image>
+# placeholder (the processor expands it to image_seq_length tokens).
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ message['role'] | upper }}: "
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for part in message['content'] %}"
+    "{% if part['type'] == 'image' %}<image>\n{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
+    "{% endfor %}{% endif %}{{ '\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}ASSISTANT:{% endif %}"
+)
+
+IMAGE_SIZE = 32
+PATCH_SIZE = 8
+IMAGE_SEQ_LENGTH = (IMAGE_SIZE // PATCH_SIZE) ** 2
+
+
+def build_tiny_vlm(path: str | os.PathLike[str], *, seed: int = 0) -> Path:
+    """Build and save the tiny model under `path` (created if needed); returns the path.
+
+    Deterministic for a given seed. Imports torch, transformers and tokenizers (the
+    `medrcube[hf]` extra).
+    """
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import (
+        CLIPVisionConfig,
+        LlamaConfig,
+        LlavaConfig,
+        LlavaForConditionalGeneration,
+        LlavaProcessor,
+        PreTrainedTokenizerFast,
+    )
+
+    try:  # transformers >= 5 names the Pillow backend explicitly; older ones have one class
+        from transformers import CLIPImageProcessorPil as ImageProcessor
+    except ImportError:  # pragma: no cover - depends on the installed transformers
+        from transformers import CLIPImageProcessor as ImageProcessor
+
+    out = Path(path)
+    out.mkdir(parents=True, exist_ok=True)
+
+    specials = ["<unk>", "<s>", "</s>", "<pad>", IMAGE_TOKEN]
+    bpe = Tokenizer(models.BPE(unk_token="<unk>"))
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    bpe.train_from_iterator(_CORPUS, trainer=trainer)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=bpe,
+        unk_token="<unk>",
+        bos_token="<s>",
+        eos_token="</s>",
+        pad_token="<pad>",
+        extra_special_tokens={"image_token": IMAGE_TOKEN},
+        padding_side="left",  # batched generation appends on the right
+    )
+    tokenizer.chat_template = CHAT_TEMPLATE
+
+    text_config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    vision_config = CLIPVisionConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        image_size=IMAGE_SIZE,
+        patch_size=PATCH_SIZE,
+        projection_dim=32,
+    )
+    config = LlavaConfig(
+        vision_config=vision_config,
+        text_config=text_config,
+        image_token_index=tokenizer.convert_tokens_to_ids(IMAGE_TOKEN),
+        # CLIP prepends a CLS token (17 features); "default" drops it, leaving the 16
+        # patch features that the 16 <image> tokens stand for.
+        vision_feature_select_strategy="default",
+        vision_feature_layer=-1,
+        image_seq_length=IMAGE_SEQ_LENGTH,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(seed)
+    model = LlavaForConditionalGeneration(config).eval()
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.bos_token_id = tokenizer.bos_token_id
+    model.save_pretrained(out)
+
+    image_processor = ImageProcessor(
+        size={"shortest_edge": IMAGE_SIZE},
+        crop_size={"height": IMAGE_SIZE, "width": IMAGE_SIZE},
+    )
+    processor = LlavaProcessor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        patch_size=PATCH_SIZE,
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,  # the CLS token, which "default" removes again
+        chat_template=CHAT_TEMPLATE,
+        image_token=IMAGE_TOKEN,
+    )
+    processor.save_pretrained(out)
+    return out
