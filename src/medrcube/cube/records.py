@@ -63,7 +63,9 @@ class _Record:
     def text(self, key: str, *, required: bool, default: str = "") -> str | None:
         """A string field; numbers are accepted as their decimal text (an option "2")."""
         value = self.rec.get(key)
-        if value is None or (isinstance(value, str) and not value.strip()):
+        # A required field must say something; an optional one is "absent" only when it
+        # is None or "" (any other text is kept as written, so records round-trip).
+        if value is None or value == "" or (required and isinstance(value, str) and not value.strip()):
             if required:
                 found = "is missing" if key not in self.rec else f"is empty ({value!r})"
                 self.error(key, f"{key} {found}; expected a non-empty string", "missing_field")
