@@ -35,6 +35,7 @@ def test_random_specs(spec: str, seed: int) -> None:
     assert isinstance(adapter, ModelAdapter)
     assert adapter.seed == seed
     assert adapter.fingerprint == f"random:{seed}"
+    assert adapter.spec == spec.strip()
 
 
 def test_random_bad_seed() -> None:
@@ -121,6 +122,15 @@ def test_bare_unknown_name_is_openai(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     a = load_adapter("gpt-5.1")
     assert isinstance(a, cls)
     assert a.spec == "gpt-5.1"
+
+
+def test_near_miss_of_a_defined_name_warns(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    cls = _openai_cls()
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-real")
+    models = _write(tmp_path, "models:\n  qwen-vl-7b:\n    provider: openai\n    model: q\n")
+    with pytest.warns(UserWarning, match="did you mean 'qwen-vl-7b'"):
+        a = load_adapter("qwen-vl-7", models_file=models)
+    assert isinstance(a, cls)
 
 
 def test_models_yaml_entry_and_round_robin(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

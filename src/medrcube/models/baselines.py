@@ -37,9 +37,9 @@ def _no_options(req: Request, who: str) -> Response:
 class RandomAdapter:
     """Uniform over the request's options, reproducible by seed (see module docstring)."""
 
-    def __init__(self, seed: int = 0, *, concurrency: int | None = None, batch_size: int = 64):
+    def __init__(self, seed: int = 0, *, spec: str | None = None, concurrency: int | None = None, batch_size: int = 64):
         self.seed = int(seed)
-        self.spec = f"random:{self.seed}"
+        self.spec = spec or f"random:{self.seed}"
         self.fingerprint = f"random:{self.seed}"
         self.batch_size = batch_size
         self.concurrency = concurrency or 4

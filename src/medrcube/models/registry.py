@@ -20,6 +20,7 @@ import asyncio
 import hashlib
 import itertools
 import os
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -113,7 +114,7 @@ def _random(seed: str, spec: str, concurrency: int | None) -> ModelAdapter:
         value = int(seed)
     except ValueError:
         raise ModelSpecError(f"in model spec {spec!r}: the random seed must be an integer, as in random:42") from None
-    return RandomAdapter(value, concurrency=concurrency)
+    return RandomAdapter(value, spec=spec, concurrency=concurrency)
 
 
 def _prior(cube: Cube | None, concurrency: int | None) -> ModelAdapter:
@@ -146,6 +147,15 @@ def _named(name: str, models_file: str | os.PathLike[str] | None, concurrency: i
         entries = load_models_file(path)
         if name in entries:
             return adapter_from_entry(entries[name], concurrency=concurrency)
+        hint = did_you_mean(name, list(entries))
+        if hint:
+            # Not an error: a bare name is a valid OpenAI model id. But a near miss of a
+            # defined name is usually a typo that would otherwise surface as a 404 later.
+            warnings.warn(
+                f"model {name!r} is not defined in {path}{hint}; using it as an OpenAI model id "
+                "with the OPENAI_API_KEY / OPENAI_BASE_URL environment",
+                stacklevel=3,
+            )
     # Not defined anywhere: the standard OpenAI environment, as the openai SDK itself does.
     return _openai(name, spec=name, base_urls=(), concurrency=concurrency)
 
