@@ -480,6 +480,20 @@ class ResponseStore:
                 )
         return [k for k in keys if k not in live]
 
+    def claim_owners(self, keys: Sequence[str]) -> dict[str, str]:
+        """{key: owner} of the live claims on `keys`."""
+        now = time.time()
+        out: dict[str, str] = {}
+        with self._read() as conn:
+            for chunk in _chunks(list(keys)):
+                marks = ",".join("?" * len(chunk))
+                out.update(
+                    conn.execute(
+                        f"SELECT key, owner FROM claims WHERE key IN ({marks}) AND expires >= ?", (*chunk, now)
+                    ).fetchall()
+                )
+        return out
+
     def renew(self, owner: str, ttl_s: float) -> int:
         """Extend every claim `owner` holds (a heartbeat for slow requests); returns how many."""
         with self._write() as conn:

@@ -1,0 +1,101 @@
+"""Grading: a planned ask plus what came back -> one GradedRecord.
+
+The rules that keep a gate honest live here:
+- an adapter error is ERROR (never WRONG) and carries the error text;
+- a provider refusal (content filter, refusal field) or a refusal recognised in the text
+  is REFUSED;
+- a response that names no single option is UNPARSED, never a guess; an optional judge
+  model may resolve it later (`apply_judge`), and the record then says how="judge".
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from medrcube.models.base import Response
+from medrcube.run.extract import extract
+from medrcube.run.plan import PlannedAsk
+from medrcube.run.records import GradedRecord, Outcome
+
+
+def _record(ask: PlannedAsk, **kw: object) -> GradedRecord:
+    item = ask.item
+    return GradedRecord(
+        item_id=item.id,
+        dataset=item.dataset,
+        task=item.task,
+        modality=item.modality,
+        part=item.part,
+        image=item.image,
+        image_digest=ask.image_digest,
+        variant=ask.variant,
+        rotation=ask.rotation,
+        answer=ask.answer,
+        n_options=len(ask.options),
+        prompt_hash=ask.prompt_hash,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def unavailable(ask: PlannedAsk) -> GradedRecord:
+    """The record of an image variant whose image is unavailable: not asked, not graded."""
+    return _record(
+        ask,
+        response=None,
+        extracted=None,
+        how="unavailable",
+        outcome=Outcome.UNAVAILABLE,
+        error=None,
+    )
+
+
+def grade(ask: PlannedAsk, response: Response, *, cached: bool = False) -> GradedRecord:
+    """Grade one response to one planned ask."""
+    if not ask.available:
+        return unavailable(ask)
+    common = {"latency_s": float(response.latency_s), "cached": cached}
+    if not response.ok:
+        kind = f"{response.error_kind}: " if response.error_kind is not None else ""
+        return _record(
+            ask,
+            response=response.text,
+            extracted=None,
+            how="error",
+            outcome=Outcome.ERROR,
+            error=f"{kind}{response.error}",
+            **common,
+        )
+    text = response.text or ""
+    if response.refused:
+        # The provider itself says it refused (content filter, refusal field): trust that
+        # over whatever partial text came with it.
+        return _record(
+            ask, response=response.text, extracted=None, how="provider_refusal", outcome=Outcome.REFUSED, **common
+        )
+    ext = extract(text, ask.options)
+    if ext.choice is not None:
+        outcome = Outcome.CORRECT if ext.choice == ask.answer else Outcome.WRONG
+    elif ext.refused:
+        outcome = Outcome.REFUSED
+    else:
+        outcome = Outcome.UNPARSED
+    return _record(ask, response=response.text, extracted=ext.choice, how=ext.how, outcome=outcome, **common)
+
+
+def apply_judge(record: GradedRecord, judge_response: Response) -> GradedRecord:
+    """Resolve an UNPARSED record with a judge model's verdict.
+
+    A choice from the judge grades the record (how="judge"); a judge that cannot decide
+    or fails leaves it unparsed, saying so in `how` ("judge_undecided", "judge_error").
+    """
+    from medrcube.run.judge import parse_judge  # only a run with a judge needs it
+
+    if record.outcome is not Outcome.UNPARSED:
+        return record
+    if not judge_response.ok or judge_response.refused:
+        return replace(record, how="judge_error")
+    choice = parse_judge(judge_response.text or "", record.n_options)
+    if choice is None:
+        return replace(record, how="judge_undecided")
+    outcome = Outcome.CORRECT if choice == record.answer else Outcome.WRONG
+    return replace(record, extracted=choice, how="judge", outcome=outcome)

@@ -1,0 +1,62 @@
+"""The run's progress bar on stderr: done/total, rate, errors and cache hits.
+
+Shown only when asked for and stderr is a terminal (CI logs and pytest output stay
+clean). Counting is always on, so the same object answers "how many so far" either way.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+
+class Progress:
+    """A thin wrapper over tqdm that also keeps the counts when no bar is shown."""
+
+    def __init__(self, total: int, *, enabled: bool = True, desc: str = "", stream: Any = None):
+        self.total = total
+        self.done = 0
+        self.errors = 0
+        self.cached = 0
+        stream = stream if stream is not None else sys.stderr
+        isatty = getattr(stream, "isatty", None)
+        self._bar = None
+        if enabled and callable(isatty) and isatty():
+            from tqdm import tqdm
+
+            self._bar = tqdm(
+                total=total,
+                desc=desc,
+                unit="ask",
+                file=stream,
+                dynamic_ncols=True,
+                mininterval=0.2,
+                smoothing=0.1,
+            )
+
+    @property
+    def shown(self) -> bool:
+        return self._bar is not None
+
+    def advance(self, n: int = 1, *, error: bool = False, cached: bool = False) -> None:
+        if n <= 0:
+            return
+        self.done += n
+        if error:
+            self.errors += n
+        if cached:
+            self.cached += n
+        if self._bar is not None:
+            # refresh=False: the postfix is drawn with the next (rate-limited) refresh,
+            # so a fast run does not pay for a redraw per response.
+            self._bar.set_postfix(errors=self.errors, cached=self.cached, refresh=False)
+            self._bar.update(n)
+
+    def set_description(self, desc: str) -> None:
+        if self._bar is not None:
+            self._bar.set_description(desc)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
