@@ -1,0 +1,54 @@
+"""Exact pass probabilities and required n."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from medrcube.metrics.accuracy import wilson_interval
+from medrcube.metrics.power import min_successes, pass_probability, passes, power_report, required_n
+
+
+def test_point_rule_hand_computed():
+    # n=5, bound .6: pass needs k >= 3. P = sum_{k=3..5} C(5,k) .7^k .3^(5-k)
+    p = sum(math.comb(5, k) * 0.7**k * 0.3 ** (5 - k) for k in range(3, 6))
+    assert min_successes(5, "point", 0.6) == 3
+    assert pass_probability("point", 0.6, 0.7, 5) == pytest.approx(p)  # .83692
+    assert p == pytest.approx(0.83692, abs=1e-5)
+    # n=1..4 stay below 80%, n=5 is the first to reach it.
+    assert required_n("point", 0.6, 0.7) == 5
+
+
+def test_lower_bound_min_successes_matches_wilson():
+    for n in (10, 37, 50, 123):
+        k = min_successes(n, "lower_bound", 0.6)
+        assert wilson_interval(k, n)[0] >= 0.6
+        assert k == 0 or wilson_interval(k - 1, n)[0] < 0.6
+
+
+def test_lower_bound_required_n_near_normal_approximation():
+    # Normal approximation: ((1.96 sqrt(.24) + .8416 sqrt(.21)) / .1)^2 = 181.
+    n = required_n("lower_bound", 0.6, 0.7)
+    assert 160 <= n <= 200
+    assert pass_probability("lower_bound", 0.6, 0.7, n) >= 0.8
+    assert pass_probability("lower_bound", 0.6, 0.7, n - 1) < 0.8
+
+
+def test_unreachable_when_accuracy_at_or_below_bound():
+    assert required_n("lower_bound", 0.6, 0.6) is None
+    r = power_report("lower_bound", 0.6, 0.55, n=40)
+    assert r.required_n is None and "does not exceed the bound" in r.text()
+    with pytest.raises(ValueError, match="unknown rule"):
+        passes(3, 5, "median", 0.5)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(["point", "lower_bound"]), st.floats(0.3, 0.8), st.integers(1, 150))
+def test_pass_probability_is_the_binomial_sum(rule, bound, n):
+    # Brute force over every k against the rule itself.
+    p = bound + 0.1
+    brute = sum(math.comb(n, k) * p**k * (1 - p) ** (n - k) for k in range(n + 1) if passes(k, n, rule, bound))
+    assert pass_probability(rule, bound, p, n) == pytest.approx(brute, abs=1e-9)
