@@ -54,7 +54,8 @@ def check_image_bytes(data: bytes, *, max_pixels: int = DEFAULT_MAX_PIXELS, dige
             with Image.open(io.BytesIO(data), formats=ACCEPTED_FORMATS) as im:
                 fmt, size = im.format, im.size
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        return ImageCheck(digest, reason="decompression_bomb", message=f"{exc}; expected at most {max_pixels} pixels")
+        said = str(exc).rstrip(".")
+        return ImageCheck(digest, reason="decompression_bomb", message=f"Pillow refuses it as a decompression bomb ({said}); expected at most {max_pixels} pixels")
     except UnidentifiedImageError:
         head = data[:8]
         return ImageCheck(

@@ -1,0 +1,89 @@
+"""`medrcube validate CUBE [--strict] [--json]`: check a cube before any model sees it.
+
+Prints every problem grouped by reason (most frequent first) with counts, each naming the
+file, the item, the field, what was found and what was expected. Exits 1 when there is
+any error (a skipped item, an unreadable file, a cube that does not load), 0 when there
+are only warnings (an unknown axis value, a restricted item without its image).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+
+from medrcube.cube import REASONS, CubeError, Problem, load_cube
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("cube", help="release-layout directory, .jsonl, parquet, save_to_disk directory or hf:NAME")
+    parser.add_argument("--strict", action="store_true", help="stop at the first error (default: skip bad items, report all)")
+    parser.add_argument("--json", action="store_true", help="print a JSON report instead of text")
+    parser.add_argument("--limit", type=int, default=0, metavar="N", help="list at most N problems per reason (default: all)")
+
+
+def group(problems: list[Problem]) -> dict[str, list[Problem]]:
+    """Problems by reason: errors before warnings, then the most frequent first."""
+    by: dict[str, list[Problem]] = defaultdict(list)
+    for p in problems:
+        by[p.reason].append(p)
+    return dict(sorted(by.items(), key=lambda kv: (kv[1][0].severity != "error", -len(kv[1]), kv[0])))
+
+
+def render_text(source: str, problems: list[Problem], *, n_items: int | None, fingerprint: str | None, fatal: str | None, limit: int = 0) -> str:
+    errors = sum(1 for p in problems if p.severity == "error")
+    warnings = len(problems) - errors
+    lines = [f"cube: {source}"]
+    if fatal is not None:
+        lines.append(f"NOT LOADABLE: {fatal.splitlines()[0]}")
+    else:
+        skipped = len({(p.source, p.item_id) for p in problems if p.severity == "error" and p.item_id is not None})
+        anonymous = sum(1 for p in problems if p.severity == "error" and p.item_id is None)
+        extra = f", plus {anonymous} file(s) or record(s) without an id that could not be read" if anonymous else ""
+        lines.append(f"{n_items} items loaded, {skipped} skipped{extra}; fingerprint {fingerprint}")
+    lines.append(f"{errors} error(s), {warnings} warning(s)")
+    for reason, ps in group(problems).items():
+        lines += ["", f"{ps[0].severity.upper()} {reason} ({len(ps)}): {REASONS.get(reason, '')}"]
+        shown = ps if limit <= 0 else ps[:limit]
+        lines += [f"  {p}" for p in shown]
+        if len(shown) < len(ps):
+            lines.append(f"  ... and {len(ps) - len(shown)} more (--limit 0 lists all)")
+    if fatal is None and errors:
+        lines += ["", f"FAILED: {errors} error(s). By default the items concerned are skipped (listed above); fix them for a complete cube."]
+    elif fatal is None:
+        lines += ["", "OK" + (" (warnings only)" if warnings else "")]
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    fatal: str | None = None
+    n_items = fingerprint = None
+    try:
+        cube = load_cube(args.cube, strict=args.strict)
+        problems, n_items, fingerprint = list(cube.problems), len(cube), cube.fingerprint
+    except CubeError as exc:
+        problems, fatal = list(exc.problems), str(exc)
+    errors = sum(1 for p in problems if p.severity == "error")
+    if args.json:
+        report = {
+            "source": str(args.cube),
+            "ok": fatal is None and errors == 0,
+            "loaded": fatal is None,
+            "fatal": fatal,
+            "n_items": n_items,
+            "fingerprint": fingerprint,
+            "errors": errors,
+            "warnings": len(problems) - errors,
+            "by_reason": {r: {"severity": ps[0].severity, "count": len(ps), "meaning": REASONS.get(r, "")} for r, ps in group(problems).items()},
+            "problems": [
+                {"source": p.source, "item_id": p.item_id, "field": p.field, "reason": p.reason, "severity": p.severity, "message": p.message}
+                for p in problems
+            ],
+        }
+        sys.stdout.write(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write(render_text(str(args.cube), problems, n_items=n_items, fingerprint=fingerprint, fatal=fatal, limit=args.limit))
+        if fatal is not None and not problems:
+            sys.stdout.write(fatal + "\n")
+    return 1 if fatal is not None or errors else 0
