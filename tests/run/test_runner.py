@@ -9,6 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,6 +26,7 @@ from medrcube.cube import load_cube
 from medrcube.cube.item import Cube
 from medrcube.models.base import ErrorKind, Request, Response
 from medrcube.models.baselines import RandomAdapter
+from medrcube.run.outputs import read_results
 from medrcube.run.plan import plan_asks
 from medrcube.run.records import GRADED, Outcome
 from medrcube.run.runner import owner_is_dead, run_cube
@@ -278,3 +286,213 @@ def test_a_dead_owner_is_recognised_and_a_live_one_is_not() -> None:
     assert not owner_is_dead(f"{host}:{os.getpid()}:abcd")
     assert not owner_is_dead(f"{host}:{os.getppid()}:abcd")
     assert not owner_is_dead(f"other-host-{host}:{proc.pid}:abcd")
+
+
+# ------------------------------------------------------------------ against the local server
+#
+# The real OpenAI adapter and the real `openai` client against the scripted server
+# (medrcube.testing.server); counts are taken at the server.
+
+MARKER_KEY = "sk-medrcube-MARKER-0123456789abcdef"
+
+
+def _openai(server, **kw):
+    from medrcube.models.openai_adapter import OpenAIAdapter
+
+    kw.setdefault("concurrency", 8)
+    return OpenAIAdapter("scripted-model", base_url=server.base_url, **kw)
+
+
+def _cli(*args: str, env_key: str = MARKER_KEY) -> list[str]:
+    return [sys.executable, "-m", "medrcube.cli", "run", "--no-progress", *args]
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["OPENAI_API_KEY"] = MARKER_KEY
+    return env
+
+
+def _no_marker_under(*roots: Path) -> None:
+    for root in roots:
+        for f in root.rglob("*"):
+            if f.is_file():
+                assert MARKER_KEY.encode() not in f.read_bytes(), f"the API key leaked into {f}"
+
+
+def test_faults_end_as_responses_or_recorded_errors_and_reruns_ask_only_the_failed(
+    unique_cube: Cube, tmp_path: Path, scripted_server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", MARKER_KEY)
+    scripted_server.set_script({
+        "default": "B",
+        "seed": 1,
+        "faults": [
+            {"fault": "status", "status": 429, "retry_after": 0, "first": 4},
+            {"fault": "status", "status": 500, "fraction": 0.25},
+            {"fault": "malformed", "fraction": 0.05},
+            {"fault": "drop", "fraction": 0.05},
+            {"fault": "empty_choices", "fraction": 0.05},
+            {"fault": "refusal", "fraction": 0.05},
+        ],
+    })
+    store = ResponseStore(tmp_path / "store")
+    adapter = _openai(scripted_server, max_retries=1, backoff_base=0.01, timeout=5)
+    result = run_cube(unique_cube, adapter, variants=("standard", "blind"), store=store)
+    asked = [r for r in result.records if r.outcome is not Outcome.UNAVAILABLE]
+    assert all(r.graded or r.outcome is Outcome.ERROR for r in asked)
+    errors = [r for r in asked if r.outcome is Outcome.ERROR]
+    assert errors and len(errors) < len(asked)  # the faults hit some, not all
+    assert all(r.error and r.extracted is None for r in errors)
+    assert any(r.outcome is Outcome.REFUSED for r in asked)
+    plan = {(a.item.id, a.variant): a.key for a in plan_asks(unique_cube, ("standard", "blind"),
+                                                             fingerprint=adapter.fingerprint)}
+    stored = store.get_many(plan.values())
+    error_keys = {plan[(r.item_id, r.variant)] for r in errors}
+    assert error_keys.isdisjoint(stored) and set(stored) | error_keys == {plan[(r.item_id, r.variant)] for r in asked}
+    assert {e.key for e in store.errors()} >= error_keys
+    stats = scripted_server.stats(log=False)
+    assert stats["auth"].get("present", 0) == stats["total"]  # the key was sent, as a header
+
+    scripted_server.set_script({"default": "B"})
+    scripted_server.reset_stats()
+    again = run_cube(unique_cube, adapter, variants=("standard", "blind"), store=store)
+    assert scripted_server.stats(log=False)["total"] == len(error_keys) == again.requests_sent
+    assert again.errors == 0
+
+    scripted_server.reset_stats()
+    third = run_cube(unique_cube, adapter, variants=("standard", "blind"), store=store)
+    assert scripted_server.stats(log=False)["total"] == 0 and third.requests_sent == 0
+    store.close()
+    _no_marker_under(tmp_path)
+
+
+def _wait_for(condition, what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def _stored(store_dir: Path) -> int:
+    if not (store_dir / "responses.sqlite3").exists():
+        return 0
+    with ResponseStore(store_dir) as s:
+        return s.stats()["responses"]
+
+
+def test_a_sigkilled_run_resumes_without_a_duplicated_request(
+    unique_cube: Cube, tmp_path: Path, scripted_server
+) -> None:
+    """Kill the run (SIGKILL) once K responses are committed and the next requests hang at
+    the server, then resume: the server answered every request exactly once, the K stored
+    responses were never asked again, and only the requests in flight at the kill (never
+    answered, never stored) were sent twice."""
+    asked_items = [it for it in unique_cube.items if it.image is not None]
+    k, concurrency = 10, 4
+    slow = {it.question: 30.0 for it in asked_items[k:]}
+    scripted_server.set_script({"default": "A", "latency_by_question": slow})
+    store_dir, out = tmp_path / "store", tmp_path / "reports"
+    args = _cli("--model", f"openai:scripted-model@{scripted_server.base_url}", "--cube", str(unique_cube.root),
+                "--response-store", str(store_dir), "--out", str(out), "--concurrency", str(concurrency))
+    proc = subprocess.Popen([*args, "--run-id", "killed"], env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        _wait_for(lambda: _stored(store_dir) == k and scripted_server.stats(log=False)["in_flight"] == concurrency,
+                  "K stored responses and every worker waiting on a slow request")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert _stored(store_dir) == k
+    before = scripted_server.stats()
+    in_flight_at_kill = {e["request_hash"] for e in before["requests"] if e["outcome"] is None}
+    assert len(in_flight_at_kill) == concurrency
+    assert sum(before["answered"].values()) == k
+
+    scripted_server.set_script({"default": "A"})  # the slow ones now answer at once
+    done = subprocess.run([*args, "--run-id", "resumed"], env=_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    after = scripted_server.stats()
+    # Exactly one answer per request, and one per asked item: nothing stored was asked again.
+    assert after["duplicates"] == 0
+    assert sorted(after["answered"].values()) == [1] * len(asked_items)
+    twice = {h for h, n in after["by_request"].items() if n > 1}
+    assert twice == in_flight_at_kill  # re-sent: in flight at the kill, never answered or stored
+    assert after["total"] == len(asked_items) + concurrency
+    meta = json.loads((out / "resumed" / "run.json").read_text())
+    assert meta["counts"]["cache_hits"] == k
+    assert meta["counts"]["requests_sent"] == len(asked_items) - k
+    assert meta["counts"]["errors"] == 0
+    _no_marker_under(store_dir, out)
+
+
+def test_a_run_killed_at_a_random_point_asks_no_stored_response_again(
+    unique_cube: Cube, tmp_path: Path, scripted_server
+) -> None:
+    asked_items = [it for it in unique_cube.items if it.image is not None]
+    scripted_server.set_script({"default": "A", "latency": {"uniform": [0.01, 0.06]}, "seed": 3})
+    store_dir, out = tmp_path / "store", tmp_path / "reports"
+    args = _cli("--model", f"openai:scripted-model@{scripted_server.base_url}", "--cube", str(unique_cube.root),
+                "--response-store", str(store_dir), "--out", str(out), "--concurrency", "4")
+    target = random.Random().randint(3, len(asked_items) // 2)
+    proc = subprocess.Popen([*args, "--run-id", "killed"], env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        _wait_for(lambda: _stored(store_dir) >= target, f"{target} stored responses")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    with ResponseStore(store_dir) as s:
+        plan = plan_asks(unique_cube, "standard", fingerprint=_openai(scripted_server).fingerprint)
+        stored_questions = {a.item.question for a in plan if a.available and s.get(a.key) is not None}
+    assert len(stored_questions) >= target
+    done = subprocess.run([*args, "--run-id", "resumed"], env=_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    after = scripted_server.stats(log=False)
+    by_question = after["by_question"]
+    assert all(by_question[q] == 1 for q in stored_questions)
+    assert set(by_question) == {it.question for it in asked_items}
+    # Only requests in flight at the kill (at most the concurrency) can have gone twice.
+    assert sum(n - 1 for n in by_question.values()) <= 4
+
+
+def test_two_processes_sharing_a_store_send_each_request_once(
+    unique_cube: Cube, tmp_path: Path, scripted_server
+) -> None:
+    """Both processes are made to overlap: the server holds every answer until requests
+    from both are in flight at once (more than one process's concurrency)."""
+    asked_items = [it for it in unique_cube.items if it.image is not None]
+    concurrency = 2
+    both_running = threading.Event()
+
+    def hold(prompt: str, body: dict) -> None:
+        if not both_running.is_set():
+            if scripted_server.stats(log=False)["in_flight"] > concurrency:
+                both_running.set()
+            else:
+                both_running.wait(timeout=30)
+        return None  # fall through to the script's answer
+
+    scripted_server.set_script({"default": "C", "latency": 0.02}, reply=hold)
+    store_dir = tmp_path / "store"
+    procs = [
+        subprocess.Popen(
+            _cli("--model", f"openai:scripted-model@{scripted_server.base_url}", "--cube", str(unique_cube.root),
+                 "--response-store", str(store_dir), "--out", str(tmp_path / "reports"), "--run-id", f"p{i}",
+                 "--concurrency", str(concurrency)),
+            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for i in range(2)
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    assert both_running.is_set()
+    stats = scripted_server.stats(log=False)
+    assert stats["total"] == len(asked_items)
+    assert sorted(stats["by_request"].values()) == [1] * len(asked_items)
+    sent = [json.loads((tmp_path / "reports" / f"p{i}" / "run.json").read_text())["counts"] for i in range(2)]
+    assert all(c["requests_sent"] >= 1 for c in sent)
+    assert sum(c["requests_sent"] for c in sent) == len(asked_items)
+    assert all(c["requests_sent"] + c["cache_hits"] == len(asked_items) and c["errors"] == 0 for c in sent)
+    a, b = (read_results(tmp_path / "reports" / f"p{i}" / "results.jsonl") for i in range(2))
+    assert [(r.item_id, r.outcome, r.extracted) for r in a] == [(r.item_id, r.outcome, r.extracted) for r in b]
+    _no_marker_under(store_dir, tmp_path / "reports")
