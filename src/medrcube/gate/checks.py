@@ -1,0 +1,269 @@
+"""The gate's checks: one per cube cell, axis slice, overall, credibility scope, image
+dependence, position robustness and regression, built from the cube's cells and the
+policy alone, so that pytest can parametrize them at collection time before any
+record exists.
+
+Ids read as pytest ids: `overall`, `slice/part/Chest`, `Chest/X-Ray/Disease Diagnosis`,
+`credibility/overall`, `credibility/part/Chest`, `image-dependence/overall`,
+`position/overall`, `regression/overall`, `regression/Chest/X-Ray/Disease Diagnosis`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from medrcube.gate.thresholds import AXES, Bound, Policy
+from medrcube.run.records import GradedRecord
+from medrcube.taxonomy import MODALITIES, PARTS, TASK_NAMES, Level, task_level
+
+# Labels of checks that span an axis, so that Allure groups them beside the cells.
+ALL_PARTS = "All parts"
+ALL_MODALITIES = "All modalities"
+ALL_TASKS = "All tasks"
+
+
+class CheckKind(StrEnum):
+    CELL = "cell"
+    SLICE = "slice"
+    OVERALL = "overall"
+    CREDIBILITY = "credibility"
+    IMAGE_DEPENDENCE = "image_dependence"
+    POSITION = "position"
+    REGRESSION = "regression"
+
+
+ACCURACY_KINDS = frozenset({CheckKind.CELL, CheckKind.SLICE, CheckKind.OVERALL})
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One gate case. `params` holds the kind's extra bounds (max_shortcut_prob, max_gap,
+    alpha, margin, rotations, exclude_low_tasks); `labels` are for Allure: part,
+    modality, task, level, severity and kind. Treat both dicts as read-only."""
+
+    id: str
+    kind: CheckKind
+    metric: str  # accuracy, rationality, blind_drop, circular_accuracy, regression_drop
+    part: str | None  # selector: None means any value of the axis
+    modality: str | None
+    task: str | None
+    bound: float | None  # the primary bound (None: the check relies on params only)
+    rule: str  # point, lower_bound, or mcnemar (regression)
+    confidence: float
+    min_n: int
+    max_error_rate: float
+    source: str = ""  # the thresholds.yaml key the bound came from
+    variants: tuple[str, ...] = ("standard",)  # record variants the check reads
+    params: dict[str, Any] = field(default_factory=dict, hash=False, compare=True)
+    labels: dict[str, str] = field(default_factory=dict, hash=False, compare=True)
+
+    @property
+    def selector(self) -> tuple[str | None, str | None, str | None]:
+        return (self.part, self.modality, self.task)
+
+    @property
+    def needs_baseline(self) -> bool:
+        return self.kind is CheckKind.REGRESSION
+
+    def selects(self, record: GradedRecord) -> bool:
+        """Whether the record lies in the check's part/modality/task scope (any variant)."""
+        return (
+            (self.part is None or record.part == self.part)
+            and (self.modality is None or record.modality == self.modality)
+            and (self.task is None or record.task == self.task)
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["kind"] = self.kind.value
+        d["variants"] = list(self.variants)
+        return d
+
+
+# --------------------------------------------------------------------------- ordering, labels
+
+
+def _order(values: Iterable[str], canonical: Sequence[str]) -> list[str]:
+    rank = {v: i for i, v in enumerate(canonical)}
+    return sorted(set(values), key=lambda v: (rank.get(v, len(rank)), v))
+
+
+def _level_name(task: str | None) -> str:
+    level = task_level(task) if task else None
+    return level.name.lower() if level else "unknown"
+
+
+_SEVERITY_BY_LEVEL = {"high": "critical", "mid": "normal", "low": "minor", "unknown": "normal"}
+
+
+def _labels(part: str, modality: str, task: str, level: str, severity: str, kind: CheckKind) -> dict[str, str]:
+    return {"part": part, "modality": modality, "task": task, "level": level, "severity": severity,
+            "kind": kind.value}
+
+
+def _variant_names(variants: Iterable[Any] | str) -> tuple[list[str], int | None]:
+    """Variant names from spec strings ("standard,blind,shuffled:3") or Variant objects,
+    and K of shuffled:K (None when shuffled has no K)."""
+    if isinstance(variants, str):
+        variants = [v for v in variants.split(",") if v.strip()]
+    names: list[str] = []
+    rotations: int | None = None
+    for v in variants:
+        name = getattr(v, "name", None) or str(v).strip()
+        base, _, arg = name.partition(":")
+        names.append(base.strip())
+        k = getattr(v, "k", None) or getattr(v, "rotations", None)
+        if base.strip() == "shuffled":
+            if isinstance(k, int):
+                rotations = k
+            elif arg.strip().isdigit():
+                rotations = int(arg)
+            elif hasattr(v, "instances"):
+                rotations = sum(1 for n, _ in v.instances() if n == "shuffled")
+    return names, rotations
+
+
+def _accuracy_check(
+    cid: str, kind: CheckKind, b: Bound, sel: tuple[str | None, str | None, str | None], labels: dict[str, str]
+) -> Check:
+    return Check(
+        id=cid, kind=kind, metric="accuracy", part=sel[0], modality=sel[1], task=sel[2], bound=b.bound, rule=b.rule,
+        confidence=b.confidence, min_n=b.min_n, max_error_rate=b.max_error_rate, source=b.source, labels=labels,
+    )
+
+
+# --------------------------------------------------------------------------- building
+
+
+def build_checks(
+    cells: Iterable[Sequence[str]],
+    policy: Policy,
+    *,
+    variants: Iterable[Any] | str = ("standard",),
+    has_baseline: bool = False,
+) -> list[Check]:
+    """Every check the policy asks for on a cube with these (part, modality, task) cells.
+
+    Image-dependence checks exist only if `blind` is among the variants, position
+    checks only with `shuffled:K`, regression checks only with a baseline.
+    """
+    cube_cells = sorted({(c[0], c[1], c[2]) for c in cells})
+    parts = _order((c[0] for c in cube_cells), PARTS)
+    modalities = _order((c[1] for c in cube_cells), MODALITIES)
+    tasks = _order((c[2] for c in cube_cells), TASK_NAMES)
+    rank = (
+        {v: i for i, v in enumerate(parts)},
+        {v: i for i, v in enumerate(modalities)},
+        {v: i for i, v in enumerate(tasks)},
+    )
+    cube_cells.sort(key=lambda c: (rank[0][c[0]], rank[1][c[1]], rank[2][c[2]]))
+    names, rotations = _variant_names(variants)
+    checks: list[Check] = []
+
+    if policy.overall is not None:
+        checks.append(_accuracy_check(
+            "overall", CheckKind.OVERALL, policy.overall, (None, None, None),
+            _labels(ALL_PARTS, ALL_MODALITIES, ALL_TASKS, "overall", "blocker", CheckKind.OVERALL),
+        ))
+
+    axis_values = {"part": parts, "modality": modalities, "task": tasks}
+    for axis in AXES:
+        sp = policy.slices.get(axis)
+        if sp is None:
+            continue
+        for value in axis_values[axis]:
+            b = sp.bound_for(value)
+            if b is None:
+                continue
+            sel = (value if axis == "part" else None, value if axis == "modality" else None,
+                   value if axis == "task" else None)
+            level = _level_name(value) if axis == "task" else "slice"
+            labels = _labels(sel[0] or ALL_PARTS, sel[1] or ALL_MODALITIES, sel[2] or ALL_TASKS, level,
+                             _SEVERITY_BY_LEVEL[level] if axis == "task" else "critical", CheckKind.SLICE)
+            checks.append(_accuracy_check(f"slice/{axis}/{value}", CheckKind.SLICE, b, sel, labels))
+
+    for cell in cube_cells:
+        b = policy.cell_bound(cell)
+        if b is None:
+            continue
+        level = _level_name(cell[2])
+        checks.append(_accuracy_check(
+            "/".join(cell), CheckKind.CELL, b, cell,
+            _labels(*cell, level, _SEVERITY_BY_LEVEL[level], CheckKind.CELL),
+        ))
+
+    checks.extend(_credibility_checks(cube_cells, parts, policy))
+
+    idp = policy.image_dependence
+    if "blind" in names and idp.enabled:
+        checks.append(Check(
+            id="image-dependence/overall", kind=CheckKind.IMAGE_DEPENDENCE, metric="blind_drop",
+            part=None, modality=None, task=None, bound=idp.min_drop, rule=idp.rule, confidence=idp.confidence,
+            min_n=idp.min_n, max_error_rate=idp.max_error_rate, source=f"{idp.source}.min_drop",
+            variants=("standard", "blind"),
+            labels=_labels(ALL_PARTS, "Image dependence", "Standard vs blind", "overall", "critical",
+                           CheckKind.IMAGE_DEPENDENCE),
+        ))
+
+    pos = policy.position
+    if "shuffled" in names and pos.enabled and (pos.max_gap is not None or pos.min_circular_accuracy is not None):
+        checks.append(Check(
+            id="position/overall", kind=CheckKind.POSITION, metric="circular_accuracy",
+            part=None, modality=None, task=None, bound=pos.min_circular_accuracy, rule=pos.rule,
+            confidence=pos.confidence, min_n=pos.min_n, max_error_rate=pos.max_error_rate, source=pos.source,
+            variants=("standard", "shuffled"), params={"max_gap": pos.max_gap, "rotations": rotations},
+            labels=_labels(ALL_PARTS, "Position robustness", "Circular accuracy", "overall", "normal",
+                           CheckKind.POSITION),
+        ))
+
+    reg = policy.regression
+    if has_baseline and reg.enabled:
+        scopes: list[tuple[str, tuple[str | None, str | None, str | None]]] = [("regression/overall", (None, None, None))]
+        if reg.per_cell:
+            scopes += [("regression/" + "/".join(c), c) for c in cube_cells]
+        for cid, sel in scopes:
+            level = _level_name(sel[2]) if sel[2] else "overall"
+            checks.append(Check(
+                id=cid, kind=CheckKind.REGRESSION, metric="regression_drop", part=sel[0], modality=sel[1],
+                task=sel[2], bound=reg.margin, rule="mcnemar", confidence=reg.confidence, min_n=reg.min_n,
+                max_error_rate=reg.max_error_rate, source=f"{reg.source}.margin",
+                params={"alpha": reg.alpha, "margin": reg.margin},
+                labels=_labels(sel[0] or ALL_PARTS, sel[1] or ALL_MODALITIES, sel[2] or ALL_TASKS, level,
+                               "critical" if level in ("overall", "high") else _SEVERITY_BY_LEVEL[level],
+                               CheckKind.REGRESSION),
+            ))
+    return checks
+
+
+def _credibility_checks(cube_cells: list[tuple[str, str, str]], parts: list[str], policy: Policy) -> list[Check]:
+    cred = policy.credibility
+    if cred is None or not cred.enabled:
+        return []
+    excluded = set(cred.exclude_low_tasks)
+
+    def has_chain(part: str | None) -> bool:
+        tasks = {c[2] for c in cube_cells if part is None or c[0] == part}
+        high = any(task_level(t) is Level.HIGH for t in tasks)
+        low = any(task_level(t) in (Level.LOW, Level.MID) and t not in excluded for t in tasks)
+        return high and low
+
+    scopes: list[tuple[str, str | None]] = [("credibility/overall", None)]
+    if cred.by_part:
+        scopes += [(f"credibility/part/{p}", p) for p in parts]
+    out = []
+    for cid, part in scopes:
+        bounds = cred.overall if part is None else cred.for_part(part)
+        if (bounds.min_rationality is None and bounds.max_shortcut_prob is None) or not has_chain(part):
+            continue
+        out.append(Check(
+            id=cid, kind=CheckKind.CREDIBILITY, metric="rationality", part=part, modality=None, task=None,
+            bound=bounds.min_rationality, rule=cred.rule, confidence=cred.confidence, min_n=bounds.min_pairs,
+            max_error_rate=cred.max_error_rate, source=bounds.source,
+            params={"max_shortcut_prob": bounds.max_shortcut_prob, "exclude_low_tasks": list(cred.exclude_low_tasks)},
+            labels=_labels(part or ALL_PARTS, "Credibility", "Rationality and shortcuts", "credibility",
+                           "critical", CheckKind.CREDIBILITY),
+        ))
+    return out
