@@ -124,6 +124,15 @@ def test_bare_unknown_name_is_openai(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     assert a.spec == "gpt-5.1"
 
 
+def test_missing_key_variable_is_a_spec_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _openai_cls()
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ModelSpecError, match="OPENAI_API_KEY"):
+        load_adapter("gpt-5.1")
+
+
 def test_near_miss_of_a_defined_name_warns(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     cls = _openai_cls()
     monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-real")
@@ -160,6 +169,51 @@ def test_models_yaml_entry_and_round_robin(monkeypatch: pytest.MonkeyPatch, tmp_
 
 
 # ---------------------------------------------------------------- round robin over real adapters
+
+
+def test_base_urls_spread_requests_over_real_servers(
+    scripted_server_factory, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """models.yaml with two base_urls, the real openai client, two local servers."""
+    _openai_cls()
+    one = scripted_server_factory({"default": "B"})
+    two = scripted_server_factory({"default": "B"})
+    monkeypatch.setenv("LOCAL_KEY", "test-key-not-real")
+    models = _write(
+        tmp_path,
+        f"""
+        models:
+          pair:
+            provider: openai
+            model: tiny-vl
+            base_urls: [{one.base_url}, {two.base_url}]
+            api_key_env: LOCAL_KEY
+            params: {{max_tokens: 5, temperature: null}}
+            concurrency: 4
+        """,
+    )
+    adapter = load_adapter("pair", models_file=models)
+    reqs = [
+        Request(key=str(i), item_id=f"i{i}", prompt=f"Question: q{i}?\nOptions:\nA. x\nB. y", options=("x", "y"))
+        for i in range(10)
+    ]
+
+    async def go():
+        try:
+            return await adapter.generate(reqs)
+        finally:
+            await adapter.aclose()
+
+    out = asyncio.run(go())
+    assert [r.text for r in out] == ["B"] * 10
+    s1, s2 = one.stats(), two.stats()
+    assert (s1["total"], s2["total"]) == (5, 5)
+    questions = {e["question"] for e in s1["requests"]} | {e["question"] for e in s2["requests"]}
+    assert len(questions) == 10  # every request once, none twice
+    for entry in s1["requests"] + s2["requests"]:
+        assert entry["params"]["max_tokens"] == 5
+        assert "temperature" not in entry["params"]  # null removed it
+        assert entry["model"] == "tiny-vl"
 
 
 def test_round_robin_deals_requests_in_turn() -> None:

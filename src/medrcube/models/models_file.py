@@ -207,7 +207,7 @@ def _parse_entry(name: str, raw: Any, source: str) -> ModelEntry:
         rpm=_number(raw, "rpm", where, float, minimum=0, exclusive=True),
         timeout=_number(raw, "timeout", where, float, minimum=0, exclusive=True),
         max_retries=_number(raw, "max_retries", where, int, minimum=0),
-        image_max_side=_number(raw, "image_max_side", where, int, minimum=1),
+        image_max_side=_number(raw, "image_max_side", where, int, minimum=0),  # 0: no downscaling
         batch_size=_number(raw, "batch_size", where, int, minimum=1),
         dtype=dtype,
         device=device,

@@ -195,10 +195,16 @@ def _openai(
     except ImportError as e:  # the openai package is a core dependency; say so if it is broken
         raise ModelSpecError(f"cannot load the OpenAI-compatible adapter for {spec!r}: {e} (pip install openai)") from e
 
+    def build(url: str | None, **kw: Any) -> ModelAdapter:
+        try:
+            return OpenAIAdapter(model, base_url=url, spec=spec, **kw)
+        except ValueError as e:  # a missing key variable, a bad limit: the spec cannot be served
+            raise ModelSpecError(f"model {spec!r}: {e}") from e
+
     if len(base_urls) <= 1:
         if concurrency is not None:
             kwargs["concurrency"] = concurrency
-        return OpenAIAdapter(model, base_url=base_urls[0] if base_urls else None, spec=spec, **kwargs)
+        return build(base_urls[0] if base_urls else None, **kwargs)
     # Several servers for one model: one adapter (client, limits) per URL, requests spread
     # round-robin. The total concurrency is split so the whole stays within the bound.
     shares = _split(concurrency, len(base_urls)) if concurrency is not None else [None] * len(base_urls)
@@ -207,7 +213,7 @@ def _openai(
         kw = dict(kwargs)
         if share is not None:
             kw["concurrency"] = share
-        children.append(OpenAIAdapter(model, base_url=url, spec=spec, **kw))
+        children.append(build(url, **kw))
     return RoundRobinAdapter(children, spec=spec)
 
 
