@@ -1,0 +1,78 @@
+"""`medrcube qualify`: run the pytest qualification gate (the suite in tests_benchmark/).
+
+    medrcube qualify [--model SPEC] [--cube CUBE] [--suite DIR] [pytest args...]
+
+It is `pytest tests_benchmark --model=SPEC --cube=CUBE [pytest args...]`, in process, so
+every pytest and gate option works (`-n 8`, `--alluredir`, `--thresholds`, `-k Chest`).
+
+The suite is not packaged: it lives in the repository's `tests_benchmark/`, beside the
+thresholds.yaml and the mini cube it defaults to, so that a site can read and extend it.
+It is found at `--suite`, else `./tests_benchmark`, else in the checkout medrcube was
+installed from (`pip install -e .`). From a wheel, pass `--suite` to a copy of it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+SUITE_DIR = "tests_benchmark"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", help="model spec to qualify (default: random)")
+    parser.add_argument("--cube", help="cube to run (default: the bundled mini cube fixtures/mini)")
+    parser.add_argument("--suite", help=f"the qualification suite directory (default: ./{SUITE_DIR})")
+    parser.allow_abbrev = False  # `--co` is pytest's, not an abbreviation of ours
+    parser.epilog = "Any other argument is passed to pytest, e.g. -n 8 --alluredir=reports/allure -k Chest."
+    # Everything the parser does not know is a pytest argument. The dispatcher calls
+    # parse_args; this parser keeps the unknown ones instead of failing on them.
+    known = parser.parse_known_args
+
+    def parse_args(args=None, namespace=None):  # type: ignore[no-untyped-def]
+        ns, rest = known(args, namespace)
+        ns.pytest_args = [a for a in rest if a != "--"] if rest[:1] == ["--"] else rest
+        return ns
+
+    parser.parse_args = parse_args  # type: ignore[method-assign]
+
+
+def find_suite(explicit: str | None = None) -> Path:
+    """The suite directory: --suite, ./tests_benchmark, or the checkout's tests_benchmark."""
+    if explicit:
+        path = Path(explicit).expanduser()
+        if not (path / "conftest.py").is_file():
+            raise FileNotFoundError(f"--suite {explicit}: no conftest.py there; point it at a copy of {SUITE_DIR}/")
+        return path
+    import medrcube
+
+    checkout = Path(medrcube.__file__).resolve().parents[2]  # src/medrcube -> the checkout
+    for path in (Path.cwd() / SUITE_DIR, checkout / SUITE_DIR):
+        if (path / "conftest.py").is_file():
+            return path
+    raise FileNotFoundError(
+        f"cannot find the qualification suite {SUITE_DIR}/ (looked in {Path.cwd()} and {checkout}); "
+        "run from the medrcube checkout or pass --suite DIR"
+    )
+
+
+def pytest_argv(args: argparse.Namespace, suite: Path) -> list[str]:
+    argv = [str(suite)]
+    if args.model:
+        argv.append(f"--model={args.model}")
+    if args.cube:
+        argv.append(f"--cube={args.cube}")
+    return argv + list(getattr(args, "pytest_args", []))
+
+
+def run(args: argparse.Namespace) -> int:
+    import sys
+
+    import pytest
+
+    try:
+        suite = find_suite(args.suite)
+    except FileNotFoundError as e:
+        print(f"medrcube qualify: {e}", file=sys.stderr)
+        return 4  # pytest's usage-error exit code
+    return int(pytest.main(pytest_argv(args, suite)))
