@@ -37,6 +37,26 @@ def test_lower_bound_required_n_near_normal_approximation():
     assert pass_probability("lower_bound", 0.6, 0.7, n - 1) < 0.8
 
 
+def test_stable_n_is_where_power_stays_above_target():
+    # Point rule, bound .6, true .7: n=5 reaches 80% (.837) but n=6..17 dip below again.
+    first, stable = required_n("point", 0.6, 0.7), required_n("point", 0.6, 0.7, stable=True)
+    assert first == 5 and stable > first
+    assert pass_probability("point", 0.6, 0.7, stable - 1) < 0.8
+    assert all(pass_probability("point", 0.6, 0.7, n) >= 0.8 for n in range(stable, 4 * stable))
+    assert "stays >= 80%" in power_report("point", 0.6, 0.7).text()
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from(["point", "lower_bound"]), st.floats(0.2, 0.9), st.floats(0.0, 1.0), st.integers(1, 400))
+def test_vectorised_curve_matches_the_exact_scalar(rule, bound, accuracy, n):
+    import numpy as np
+
+    from medrcube.metrics.power import _power_curve
+
+    curve = _power_curve(rule, bound, accuracy, np.array([float(n)]), 0.95)
+    assert curve[0] == pytest.approx(pass_probability(rule, bound, accuracy, n), abs=1e-12)
+
+
 def test_unreachable_when_accuracy_at_or_below_bound():
     assert required_n("lower_bound", 0.6, 0.6) is None
     r = power_report("lower_bound", 0.6, 0.55, n=40)

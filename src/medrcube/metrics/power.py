@@ -17,13 +17,15 @@ images the cluster-aware interval is wider, so these numbers are a lower bound o
 items needed there.
 
 Power is not monotone in n (the binomial lattice makes it saw-toothed): `required_n`
-returns the smallest n reaching the target, as asked; a few larger n may dip below it.
+returns the smallest n reaching the target, and with `stable=True` the smallest n from
+which it stays there (what skip messages quote: the number to plan a cube with).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from medrcube.metrics.accuracy import wilson_interval, z_value
 
@@ -79,6 +81,38 @@ def pass_probability(rule: str, bound: float, accuracy: float, n: int, confidenc
     return float(binom.sf(k - 1, n, accuracy))
 
 
+def _power_curve(rule: str, bound: float, accuracy: float, ns: Any, confidence: float) -> Any:
+    """P(pass) for every n in the array `ns`, exact: the smallest passing k of each n is
+    found with the closed form and then settled against the rule itself, vectorised."""
+    import numpy as np
+    from scipy.stats import binom
+
+    z = z_value(confidence)
+    z2 = z * z
+
+    def ok(k: Any) -> Any:
+        k = np.clip(k, 0, ns)
+        p = k / ns
+        if rule == "point":
+            return p >= bound
+        # The same arithmetic as accuracy.wilson_from_proportion, element by element.
+        denom = 1.0 + z2 / ns
+        centre = (p + z2 / (2.0 * ns)) / denom
+        half = (z / denom) * np.sqrt(p * (1.0 - p) / ns + z2 / (4.0 * ns * ns))
+        lo = np.where(p == 0.0, 0.0, np.maximum(0.0, centre - half))
+        return lo >= bound
+
+    if rule == "point":
+        ks = np.ceil(ns * bound)
+    else:
+        ks = np.ceil(ns * bound + z * np.sqrt(ns * bound * (1.0 - bound)))
+    ks = np.clip(ks, 0, ns + 1)
+    for _ in range(2):  # floating point may put the closed form one step off either way
+        ks = np.where((ks > 0) & ok(ks - 1), ks - 1, ks)
+        ks = np.where((ks <= ns) & ~ok(ks), ks + 1, ks)
+    return np.where(ks <= ns, binom.sf(ks - 1, ns, accuracy), 0.0)
+
+
 def required_n(
     rule: str,
     bound: float,
@@ -86,41 +120,41 @@ def required_n(
     confidence: float = 0.95,
     power: float = DEFAULT_POWER,
     n_max: int = N_MAX,
+    *,
+    stable: bool = False,
 ) -> int | None:
-    """The smallest n whose pass probability reaches `power`; None if none up to n_max."""
+    """The smallest n whose pass probability reaches `power`; None if none up to n_max.
+
+    With `stable=True`, the smallest n from which the pass probability stays at or
+    above `power` for every larger n up to a horizon of 4n (+400): the number to plan
+    with, since the saw-tooth can reach 80% at a tiny n and fall below it again.
+    """
     _check_rule(rule)
     if not 0.0 <= accuracy <= 1.0:
         raise ValueError(f"accuracy must be in [0, 1], got {accuracy!r}")
-    # A point check at p <= bound passes about half the time at best, a lower-bound
-    # check at p <= bound ever less: no n reaches 80%. Saves the whole search.
-    if accuracy <= bound and power > 0.5:
-        return None
     import numpy as np
-    from scipy.stats import binom
 
-    z = z_value(confidence)
-    start = 1
-    step = 256
-    while start <= n_max:
-        ns = np.arange(start, min(n_max, start + step - 1) + 1)
-        if rule == "point":
-            ks = np.ceil(ns * bound - 1e-9)
-        else:
-            ks = np.ceil(ns * bound + z * np.sqrt(ns * bound * (1.0 - bound)) - 1e-9)
-        ks = np.clip(ks, 0, None)
-        probs = np.where(ks <= ns, binom.sf(ks - 1, ns, accuracy), 0.0)
-        # The vectorised k's can be off by one in floating point, which moves P(pass) by
-        # at most one binomial term (< 0.02 beyond n = 2000): take every n within that
-        # slack as a candidate and confirm it with the exact rule.
-        slack = np.where(ns < 2000, 0.3, 0.02)
-        hits = np.nonzero(probs >= power - slack)[0]
-        for i in hits:
-            n = int(ns[i])
-            if pass_probability(rule, bound, accuracy, n, confidence) >= power:
-                return n
+    # At a true accuracy at or below the bound, power falls towards 1/2 (point) or 0
+    # (lower bound) as n grows: only small n can reach the target, by luck of the lattice.
+    limit = min(n_max, 1000) if accuracy <= bound else n_max
+    first: int | None = None
+    start, step = 1, 512
+    while start <= limit and first is None:
+        ns = np.arange(start, min(limit, start + step - 1) + 1, dtype=float)
+        hits = np.nonzero(_power_curve(rule, bound, accuracy, ns, confidence) >= power)[0]
+        if hits.size:
+            first = int(ns[hits[0]])
         start += step
-        step = min(step * 2, 16384)
-    return None
+        step = min(step * 2, 32768)
+    if first is None or not stable:
+        return first
+    horizon = min(n_max, 4 * first + 400)
+    ns = np.arange(1, horizon + 1, dtype=float)
+    below = np.nonzero(_power_curve(rule, bound, accuracy, ns, confidence) < power)[0]
+    if below.size == 0:
+        return 1
+    last_below = int(ns[below[-1]])
+    return None if last_below >= horizon else last_below + 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +167,8 @@ class PowerReport:
     probability: float | None  # P(pass) at n, when n is given
     required_n: int | None  # smallest n with P(pass) >= power
     power: float
+    stable_n: int | None = None  # smallest n from which P(pass) stays >= power
+
 
     def text(self) -> str:
         head = (
@@ -146,7 +182,11 @@ class PowerReport:
         if self.required_n is None:
             lines.append(f"n for {self.power:.0%} power: unreachable ({_why_unreachable(self)})")
         else:
-            lines.append(f"n for {self.power:.0%} power: {self.required_n}")
+            lines.append(f"n for {self.power:.0%} power: {self.required_n} (smallest n reaching it)")
+            if self.stable_n is None:
+                lines.append(f"n from which power stays >= {self.power:.0%}: none (it falls back below)")
+            elif self.stable_n != self.required_n:
+                lines.append(f"n from which power stays >= {self.power:.0%}: {self.stable_n}")
         return "\n".join(lines)
 
 
@@ -166,7 +206,8 @@ def power_report(
 ) -> PowerReport:
     prob = pass_probability(rule, bound, accuracy, n, confidence) if n is not None else None
     return PowerReport(
-        rule, confidence, bound, accuracy, n, prob, required_n(rule, bound, accuracy, confidence, power), power
+        rule, confidence, bound, accuracy, n, prob, required_n(rule, bound, accuracy, confidence, power), power,
+        required_n(rule, bound, accuracy, confidence, power, stable=True),
     )
 
 
@@ -183,7 +224,7 @@ def needed_n_text(
 ) -> str:
     """'at a true accuracy of 0.70 a lower-bound check against 0.60 needs n>=153 for 80% power'."""
     p = planning_accuracy(bound, observed)
-    need = required_n(rule, bound, p, confidence, power)
+    need = required_n(rule, bound, p, confidence, power, stable=True)
     what = f"at a true accuracy of {p:.2f} {RULE_TEXT[rule]} against {bound:.2f}"
     if need is None:
         return f"{what} cannot reach {power:.0%} power"
