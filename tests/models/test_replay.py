@@ -91,3 +91,35 @@ def test_bad_files_name_the_file_and_line(tmp_path: Path, content: str, needle: 
 )
 def test_split_variant(variant: str, expected: tuple[str, int]) -> None:
     assert split_variant(variant) == expected
+
+
+# ---------------------------------------------------------------- a run replays itself
+
+
+def test_a_run_replays_to_the_same_records(tmp_path: Path) -> None:
+    """random -> results.jsonl -> replay: every (item, variant, rotation) answered the same.
+
+    This goes through the real cube loader, runner and run directory, so the replay
+    file format and the runner's variant labels ("shuffled:2") are checked to agree.
+    """
+    from medrcube.cube import load_cube
+    from medrcube.run.outputs import write_run_dir
+    from medrcube.run.runner import run_cube
+    from medrcube.testing.gencube import generate_release_cube
+
+    root = generate_release_cube(tmp_path / "cube", n_items=40, n_datasets=4, n_images=12, image_size=32, n_base_images=4, seed=3)
+    cube = load_cube(root)
+    variants = ("standard", "blind", "shuffled:2")
+    first = run_cube(cube, load_adapter("random:5"), variants=variants)
+    run_dir = write_run_dir(tmp_path / "run", first)
+    replayed = run_cube(cube, load_adapter(f"replay:{run_dir / 'results.jsonl'}"), variants=variants)
+
+    def key(r):
+        return (r.item_id, r.variant, r.rotation)
+
+    a = {key(r): (r.response, r.extracted, r.outcome) for r in first.records}
+    b = {key(r): (r.response, r.extracted, r.outcome) for r in replayed.records}
+    assert a == b
+    assert replayed.errors == 0 and first.errors == 0
+    assert {r.variant for r in first.records} == {"standard", "blind", "shuffled"}
+    assert any(r.rotation == 1 for r in first.records)
