@@ -27,3 +27,12 @@ def small_cube_template(tmp_path_factory) -> Path:
 def small_cube(small_cube_template, tmp_path) -> Path:
     """A private copy of a small generated cube that a test may break."""
     return Path(shutil.copytree(small_cube_template, tmp_path / "cube", symlinks=True))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _quiet_datasets():
+    """`datasets` draws a progress bar per export; the test log does not need them."""
+    import datasets
+
+    datasets.disable_progress_bars()
+    yield
