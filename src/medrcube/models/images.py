@@ -1,0 +1,206 @@
+"""Images for chat APIs: base64 data URLs, downscaled, prepared once per process.
+
+`prepare_image` turns encoded image bytes into a PNG or JPEG data URL whose longest side
+is at most `max_side`. A PNG or JPEG that already fits is passed through byte for byte
+(no decode, no re-encode: the cheapest path and the most faithful one). Anything else is
+decoded, converted to a mode the format can hold (16-bit and float images are windowed
+to their own min..max range, as a viewer's default window would), resized with Lanczos
+and encoded.
+
+`ImageCache` keeps prepared images by (digest, max_side, format), bounded in bytes so
+that a cube of thousands of images does not sit in memory, and makes concurrent requests
+for the same image wait for one preparation instead of repeating it. Its `get` runs the
+CPU work on a worker thread so the event loop keeps other requests moving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Literal
+
+from medrcube.models.base import ImageInput
+
+ImageFormat = Literal["auto", "png", "jpeg"]
+IMAGE_FORMATS: tuple[str, ...] = ("auto", "png", "jpeg")
+
+# Modes each target format stores as is (anything else is converted first).
+_KEEP_MODES = {"PNG": {"1", "L", "LA", "P", "RGB", "RGBA"}, "JPEG": {"L", "RGB"}}
+
+
+class ImageError(ValueError):
+    """Image bytes that cannot be prepared; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedImage:
+    """An image ready to send: its data URL and what it holds."""
+
+    data_url: str
+    mime: str
+    width: int
+    height: int
+    nbytes: int  # size of the encoded image (before base64)
+    passthrough: bool  # True when the original bytes were sent unchanged
+
+
+def _target_format(source: str | None, fmt: str) -> str:
+    if fmt == "png":
+        return "PNG"
+    if fmt == "jpeg":
+        return "JPEG"
+    return "JPEG" if source == "JPEG" else "PNG"  # auto: keep JPEG lossy, everything else lossless
+
+
+def _to_8bit(im: "Image.Image") -> "Image.Image":  # noqa: F821 (PIL imported lazily)
+    """16-bit / integer / float images to 8-bit grayscale over their own value range."""
+    import numpy as np
+    from PIL import Image
+
+    arr = np.asarray(im, dtype=np.float32)
+    lo, hi = float(arr.min()), float(arr.max())
+    scaled = np.zeros(arr.shape, np.uint8) if hi <= lo else ((arr - lo) * (255.0 / (hi - lo))).round().astype(np.uint8)
+    return Image.fromarray(scaled, mode="L")
+
+
+def _web_mode(im: "Image.Image", target: str) -> "Image.Image":  # noqa: F821
+    """Convert to a mode that resizes well and that `target` can store."""
+    if im.mode in ("I", "I;16", "I;16B", "I;16L", "I;16N", "F"):
+        return _to_8bit(im)
+    if im.mode == "P":
+        im = im.convert("RGBA" if "transparency" in im.info else "RGB")
+    elif im.mode == "1":
+        im = im.convert("L")
+    elif im.mode not in ("L", "LA", "RGB", "RGBA"):
+        im = im.convert("RGB")  # CMYK, YCbCr, LAB, HSV ...
+    if target == "JPEG" and im.mode in ("LA", "RGBA"):
+        im = im.convert("L" if im.mode == "LA" else "RGB")  # JPEG has no alpha
+    return im
+
+
+def prepare_image(data: bytes, *, max_side: int | None = 1024, fmt: str = "auto",
+                  jpeg_quality: int = 90) -> PreparedImage:
+    """Encoded image bytes -> a data URL no larger than `max_side` on its longest side.
+
+    `max_side` None or 0 keeps the size. Raises ImageError for bytes that are not an image.
+    """
+    from PIL import Image, UnidentifiedImageError
+
+    if fmt not in IMAGE_FORMATS:
+        raise ImageError(f"image format {fmt!r} is not one of {', '.join(IMAGE_FORMATS)}")
+    try:
+        im = Image.open(io.BytesIO(data))  # lazy: reads the header only
+        source, (w, h) = im.format, im.size
+    except (UnidentifiedImageError, OSError, ValueError) as exc:
+        raise ImageError(f"not a readable image ({len(data)} bytes): {exc}") from exc
+    if w <= 0 or h <= 0:
+        raise ImageError(f"the image has no pixels ({w}x{h})")
+    target = _target_format(source, fmt)
+    fits = not max_side or max(w, h) <= max_side
+    if fits and source == target and im.mode in _KEEP_MODES[target]:
+        return _encoded(data, target, w, h, passthrough=True)
+    try:
+        if not fits and source == "JPEG":
+            im.draft(im.mode, (max_side, max_side))  # let the JPEG decoder downscale by 2^k first
+        im.load()
+        im = _web_mode(im, target)
+        if not fits:
+            scale = max_side / max(im.size)
+            size = (max(1, int(im.width * scale + 0.5)), max(1, int(im.height * scale + 0.5)))
+            im = im.resize(size, Image.Resampling.LANCZOS, reducing_gap=3.0)
+        buf = io.BytesIO()
+        if target == "JPEG":
+            im.save(buf, format="JPEG", quality=jpeg_quality)
+        else:
+            im.save(buf, format="PNG")
+    except (OSError, ValueError, Image.DecompressionBombError) as exc:
+        raise ImageError(f"cannot decode the {source or 'unknown'} image ({w}x{h}): {exc}") from exc
+    return _encoded(buf.getvalue(), target, im.width, im.height, passthrough=False)
+
+
+def _encoded(payload: bytes, target: str, w: int, h: int, *, passthrough: bool) -> PreparedImage:
+    mime = "image/jpeg" if target == "JPEG" else "image/png"
+    url = f"data:{mime};base64,{base64.b64encode(payload).decode('ascii')}"
+    return PreparedImage(url, mime, w, h, len(payload), passthrough)
+
+
+class ImageCache:
+    """Prepared images by (digest, max_side, format): a thread-safe LRU bounded in bytes.
+
+    `prepared` counts preparations actually done (each distinct key once while it stays
+    cached); `hits` counts requests answered from the cache.
+    """
+
+    def __init__(self, max_bytes: int = 256 * 1024 * 1024) -> None:
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[tuple[str, int, str], PreparedImage] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+        self._key_locks: dict[tuple[str, int, str], threading.Lock] = {}
+        self.prepared = 0
+        self.hits = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def _lookup(self, key: tuple[str, int, str]) -> PreparedImage | None:
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None:
+                self._entries.move_to_end(key)
+                self.hits += 1
+            return hit
+
+    def get_sync(self, image: ImageInput, *, max_side: int, fmt: str = "auto",
+                 jpeg_quality: int = 90) -> PreparedImage:
+        """The prepared image, preparing it on this thread if no one has (blocking)."""
+        key = (image.digest, max_side or 0, fmt)
+        hit = self._lookup(key)
+        if hit is not None:
+            return hit
+        with self._lock:
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:  # a second thread wanting the same image waits here for the first
+            hit = self._lookup(key)
+            if hit is not None:
+                return hit
+            try:
+                prepared = prepare_image(image.read(), max_side=max_side, fmt=fmt, jpeg_quality=jpeg_quality)
+            finally:
+                with self._lock:
+                    self._key_locks.pop(key, None)
+            with self._lock:
+                self.prepared += 1
+                cost = len(prepared.data_url)
+                if cost <= self.max_bytes:
+                    self._entries[key] = prepared
+                    self._size += cost
+                    while self._size > self.max_bytes:
+                        _, old = self._entries.popitem(last=False)
+                        self._size -= len(old.data_url)
+            return prepared
+
+    async def get(self, image: ImageInput, *, max_side: int, fmt: str = "auto",
+                  jpeg_quality: int = 90) -> PreparedImage:
+        """As `get_sync`, with the decoding and encoding on a worker thread."""
+        hit = self._lookup((image.digest, max_side or 0, fmt))
+        if hit is not None:  # no thread hop for a cached image
+            return hit
+        return await asyncio.to_thread(self.get_sync, image, max_side=max_side, fmt=fmt, jpeg_quality=jpeg_quality)
+
+
+_shared: ImageCache | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_image_cache() -> ImageCache:
+    """The process-wide cache every adapter uses unless given its own."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = ImageCache()
+        return _shared
