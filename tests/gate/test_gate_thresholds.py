@@ -209,3 +209,13 @@ def test_validate_against_cells():
 
 def test_repository_file_validates_against_a_standard_cube():
     validate_against_cells(load_policy(REPO_THRESHOLDS, "deployment"), CELLS)
+
+
+def test_packaged_default_is_the_repository_file():
+    """The plugin falls back to the packaged copy when no ./thresholds.yaml is around."""
+    from importlib.resources import files
+
+    packaged = files("medrcube.gate").joinpath("default_thresholds.yaml").read_text(encoding="utf-8")
+    assert packaged == REPO_THRESHOLDS.read_text(encoding="utf-8"), (
+        "src/medrcube/gate/default_thresholds.yaml differs from thresholds.yaml: copy the repository's file over it"
+    )
