@@ -163,3 +163,22 @@ def test_default_run_id_is_a_timestamp_and_a_slug() -> None:
         "20260102T030405Z-openai-gpt-5.1-http-127.0.0.1-8000-v1"
     assert default_run_id("random", now) == "20260102T030405Z-random"
     assert "/" not in default_run_id("hf:/models/x/y")
+
+
+def test_a_bad_cube_calls_no_model(tmp_path: Path, scripted_server, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "cube" / "DS").mkdir(parents=True)
+    (tmp_path / "cube" / "DS" / "test.json").write_text("[{not json", encoding="utf-8")
+    rc = _run(tmp_path, cube=tmp_path / "cube", model=f"openai:m@{scripted_server.base_url}")
+    assert rc == 1
+    assert "test.json" in capsys.readouterr().err
+    assert scripted_server.stats(log=False)["total"] == 0
+
+
+def test_a_missing_api_key_is_refused_before_any_request(
+    cube_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    assert _run(tmp_path, cube=cube_dir, model="openai:gpt-test") == 1
+    assert "OPENAI_API_KEY" in capsys.readouterr().err
+    assert not (tmp_path / "reports").exists()

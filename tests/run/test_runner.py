@@ -496,3 +496,30 @@ def test_two_processes_sharing_a_store_send_each_request_once(
     a, b = (read_results(tmp_path / "reports" / f"p{i}" / "results.jsonl") for i in range(2))
     assert [(r.item_id, r.outcome, r.extracted) for r in a] == [(r.item_id, r.outcome, r.extracted) for r in b]
     _no_marker_under(store_dir, tmp_path / "reports")
+
+
+def test_the_progress_bar_shows_counts_on_a_terminal_only() -> None:
+    import io
+
+    from medrcube.run.progress import Progress
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    tty = Tty()
+    bar = Progress(10, stream=tty, desc="m")
+    bar.advance(3, cached=True)
+    bar.advance(1, error=True)
+    bar.close()
+    shown = tty.getvalue()
+    assert bar.done == 4 and bar.errors == 1 and bar.cached == 3
+    assert "4/10" in shown and "errors=1" in shown and "cached=3" in shown
+
+    pipe = io.StringIO()
+    quiet = Progress(10, stream=pipe)
+    quiet.advance(10)
+    quiet.close()
+    assert pipe.getvalue() == "" and not quiet.shown and quiet.done == 10
+    off = Progress(10, stream=Tty(), enabled=False)
+    assert not off.shown

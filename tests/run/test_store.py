@@ -252,3 +252,30 @@ def test_nothing_but_what_it_was_given_is_written(tmp_path: Path) -> None:
         store.put("e", Response(text=None, error="401 check OPENAI_API_KEY", error_kind=ErrorKind.AUTH))
     for f in tmp_path.iterdir():
         assert marker.encode() not in f.read_bytes()
+
+
+def test_a_damaged_value_reads_as_missing_and_is_claimed_again(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A flipped byte inside a stored answer passes SQLite's structural checks; the row
+    checksum catches it, so the answer is asked again instead of graded."""
+    with ResponseStore(tmp_path) as store:
+        store.put("good", Response(text="The answer is B-unique-good"))
+        store.put("bad", Response(text="The answer is B-unique-flip"))
+    db = tmp_path / DB_NAME
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    data = bytearray(db.read_bytes())
+    at = data.find(b"B-unique-flip")
+    assert at > 0
+    data[at] = ord("C")
+    db.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING, logger="medrcube.run.store"):
+        store = ResponseStore(tmp_path)
+    assert store.recovered is None  # the file itself is sound
+    assert store.get("good").text == "The answer is B-unique-good"
+    assert store.get("bad") is None
+    assert "damaged response" in caplog.text and store.damaged == {"bad"}
+    assert store.claim("bad", "me", 30)  # a damaged row never blocks re-asking
+    store.put("bad", Response(text="fresh"), owner="me")
+    assert store.get("bad").text == "fresh"
+    store.close()

@@ -15,6 +15,12 @@ committed transaction survives the death of the process; only a power loss can u
 last few). A SIGKILL therefore loses exactly the responses that were in flight (sent,
 not yet committed); every stored response is kept and never requested again.
 
+Damage: a database file SQLite cannot read (or whose `quick_check` fails at open) is
+moved aside to `responses.sqlite3.corrupt-<UTC time>` (with its WAL) and a fresh store
+is started, with a warning. Each response row also carries a CRC-32 of what grading
+reads (key, text, refused flag, usage): a value damaged on disk reads as missing and is
+asked again, never graded.
+
 Concurrency: one SQLite connection per thread (and per process), write transactions
 taken with BEGIN IMMEDIATE so that a writer waits (busy_timeout) instead of failing
 on a lock upgrade, and kept short.
@@ -33,6 +39,7 @@ import os
 import sqlite3
 import threading
 import time
+import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -58,7 +65,8 @@ CREATE TABLE IF NOT EXISTS responses (
     usage      TEXT,
     latency_s  REAL NOT NULL DEFAULT 0,
     attempts   INTEGER NOT NULL DEFAULT 1,
-    created    REAL NOT NULL
+    created    REAL NOT NULL,
+    checksum   INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS errors (
     id         INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -137,8 +145,22 @@ def _chunks(seq: Sequence[str], n: int = _CHUNK) -> Iterator[Sequence[str]]:
         yield seq[i : i + n]
 
 
-def _row_to_response(row: sqlite3.Row | tuple) -> Response:
-    text, refused, usage, latency_s, attempts = row
+def _checksum(key: str, text: str | None, refused: int, usage: str | None) -> int:
+    """CRC-32 over what grading reads from a row. SQLite's own checks (quick_check) see
+    the file's structure, not the bytes of a value: a flipped byte inside a stored answer
+    ("B" -> "C") would pass them and be graded. This catches it."""
+    payload = json.dumps([key, text, int(refused), usage], ensure_ascii=False, separators=(",", ":"))
+    return zlib.crc32(payload.encode("utf-8"))
+
+
+_RESPONSE_COLS = "key, text, refused, usage, latency_s, attempts, checksum"
+
+
+def _row_to_response(row: Sequence[Any]) -> Response | None:
+    """The Response of a row of _RESPONSE_COLS, or None if its checksum does not match."""
+    key, text, refused, usage, latency_s, attempts, checksum = row
+    if _checksum(key, text, refused, usage) != checksum:
+        return None
     return Response(
         text=text,
         refused=bool(refused),
@@ -161,6 +183,7 @@ class ResponseStore:
         self.path = self.directory / DB_NAME
         self.busy_timeout_s = busy_timeout_s
         self.recovered: Path | None = None
+        self.damaged: set[str] = set()  # keys whose stored row failed its checksum
         self._local = threading.local()
         self._conns: list[sqlite3.Connection] = []
         self._conns_lock = threading.Lock()
@@ -337,13 +360,28 @@ class ResponseStore:
             for chunk in _chunks(keys):
                 marks = ",".join("?" * len(chunk))
                 rows = conn.execute(
-                    f"SELECT key, text, refused, usage, latency_s, attempts FROM responses "
-                    f"WHERE key IN ({marks}) AND created >= ?",
+                    f"SELECT {_RESPONSE_COLS} FROM responses WHERE key IN ({marks}) AND created >= ?",
                     (*chunk, cutoff),
                 )
-                for key, *rest in rows:
-                    found[key] = _row_to_response(rest)
+                for row in rows:
+                    response = _row_to_response(row)
+                    if response is None:
+                        self._report_damaged(row[0])
+                    else:
+                        found[row[0]] = response
         return found
+
+    def _report_damaged(self, key: str) -> None:
+        # A damaged row is never trusted: it reads as missing, so the key is asked again
+        # and the new response overwrites it.
+        if key not in self.damaged:
+            self.damaged.add(key)
+            log.warning(
+                "the response store %s holds a damaged response (key %s...: checksum mismatch); "
+                "it is ignored and will be requested again",
+                self.path,
+                key[:16],
+            )
 
     def put(self, key: str, response: Response, *, model: str = "", owner: str | None = None) -> None:
         """Store a response (overwriting any earlier one) or, if it is an error, record the
@@ -363,20 +401,8 @@ class ResponseStore:
             if ok:
                 conn.executemany(
                     "INSERT OR REPLACE INTO responses (key, model, text, refused, usage, latency_s, "
-                    "attempts, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        (
-                            k,
-                            model,
-                            r.text,
-                            int(r.refused),
-                            json.dumps(dict(r.usage), sort_keys=True) if r.usage else None,
-                            float(r.latency_s),
-                            int(r.attempts),
-                            now,
-                        )
-                        for k, r in ok
-                    ],
+                    "attempts, created, checksum) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [self._response_row(k, r, model, now) for k, r in ok],
                 )
             if failed:
                 conn.executemany(
@@ -396,6 +422,22 @@ class ResponseStore:
                     ],
                 )
             self._release_in(conn, [k for k, _ in items], owner)
+
+    @staticmethod
+    def _response_row(key: str, r: Response, model: str, now: float) -> tuple[Any, ...]:
+        usage = json.dumps(dict(r.usage), sort_keys=True) if r.usage else None
+        refused = int(r.refused)
+        return (
+            key,
+            model,
+            r.text,
+            refused,
+            usage,
+            float(r.latency_s),
+            int(r.attempts),
+            now,
+            _checksum(key, r.text, refused, usage),
+        )
 
     def record_error(self, key: str, response: Response, *, model: str = "", owner: str | None = None) -> None:
         """Record a failed attempt (never a final response). Same as `put` of an error."""
@@ -451,10 +493,13 @@ class ResponseStore:
         won: set[str] = set()
         with self._write() as conn:
             for key in dict.fromkeys(keys):
-                if conn.execute(
-                    "SELECT 1 FROM responses WHERE key = ? AND created >= ?", (key, cutoff)
-                ).fetchone():
-                    continue
+                row = conn.execute(
+                    f"SELECT {_RESPONSE_COLS} FROM responses WHERE key = ? AND created >= ?", (key, cutoff)
+                ).fetchone()
+                if row is not None:
+                    if _row_to_response(row) is not None:
+                        continue  # answered: the caller reads it with get
+                    self._report_damaged(key)  # damaged: claim it, so that it is asked again
                 cur = conn.execute(
                     "INSERT INTO claims (key, owner, expires) VALUES (?, ?, ?) "
                     "ON CONFLICT(key) DO UPDATE SET owner = excluded.owner, expires = excluded.expires "
