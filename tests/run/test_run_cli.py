@@ -182,3 +182,21 @@ def test_a_missing_api_key_is_refused_before_any_request(
     assert _run(tmp_path, cube=cube_dir, model="openai:gpt-test") == 1
     assert "OPENAI_API_KEY" in capsys.readouterr().err
     assert not (tmp_path / "reports").exists()
+
+
+def test_specs_in_files_carry_no_url_credentials() -> None:
+    from medrcube.run.outputs import redact_spec
+
+    spec = "openai:m@https://alice:s3cret@gateway.example/v1"
+    assert "s3cret" not in redact_spec(spec) and "alice" not in redact_spec(spec)
+    assert redact_spec(spec) == "openai:m@https://[redacted]@gateway.example/v1"
+    assert redact_spec("openai:m@http://127.0.0.1:8000/v1") == "openai:m@http://127.0.0.1:8000/v1"
+    assert "s3cret" not in default_run_id(spec)
+
+
+def test_default_run_directories_never_collide(cube_dir: Path, tmp_path: Path) -> None:
+    base = ["run", "--model", "random", "--cube", str(cube_dir), "--out", str(tmp_path / "reports"),
+            "--response-store", str(tmp_path / "store"), "--no-progress"]
+    assert main(base) == 0 and main(base) == 0
+    dirs = sorted(p.name for p in (tmp_path / "reports").iterdir())
+    assert len(dirs) == 2 and all(d.endswith("-random") or d.endswith("-random-2") for d in dirs)

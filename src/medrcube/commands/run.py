@@ -125,6 +125,13 @@ def run(args: argparse.Namespace) -> int:
 
     run_id = args.run_id or default_run_id(adapter.spec)
     run_dir = Path(args.out) / run_id
+    if args.run_id is None:
+        # Two runs started within the same second must not share a directory; an explicit
+        # --run-id is the user's to reuse (its files are replaced atomically).
+        base, i = run_id, 2
+        while run_dir.exists():
+            run_id, i = f"{base}-{i}", i + 1
+            run_dir = Path(args.out) / run_id
     meta: dict[str, Any] = {"run_id": run_id, "cube_spec": str(args.cube), "strict": bool(args.strict)}
     try:
         write_run_dir(run_dir, result, meta)

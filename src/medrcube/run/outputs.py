@@ -156,6 +156,16 @@ def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]+@")
+
+
+def redact_spec(spec: str | None) -> str | None:
+    """A model spec fit for a file: credentials written into a URL (http://user:pw@host)
+    are cut. Keys never reach a spec by design; this covers the one way a user could
+    still type one in."""
+    return None if spec is None else _URL_USERINFO.sub(r"\1[redacted]@", spec)
+
+
 def run_document(result: RunResult, meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """run.json: what ran (model spec, never a key; fingerprints; variants), when, how long,
     with which versions, and the counts."""
@@ -165,6 +175,9 @@ def run_document(result: RunResult, meta: Mapping[str, Any] | None = None) -> di
     doc: dict[str, Any] = {"schema_version": RUN_SCHEMA_VERSION}
     doc.update(result.info)
     doc.update(dict(meta or {}))
+    for field in ("model_spec", "judge_spec"):
+        if isinstance(doc.get(field), str):
+            doc[field] = redact_spec(doc[field])
     doc["versions"] = versions()
     doc["timings"] = {
         "started": _iso(result.started) if result.started else None,
@@ -196,7 +209,7 @@ def _slug(text: str) -> str:
 def default_run_id(model_spec: str, now: datetime | None = None) -> str:
     """`<UTC timestamp>-<model slug>`, e.g. 20260101T120000Z-openai-gpt-5.1."""
     now = now or datetime.now(UTC)
-    return f"{now.strftime('%Y%m%dT%H%M%SZ')}-{_slug(model_spec)}"
+    return f"{now.strftime('%Y%m%dT%H%M%SZ')}-{_slug(redact_spec(model_spec) or '')}"
 
 
 def atomic_write(path: Path, write: Callable[[Any], None]) -> None:
