@@ -328,3 +328,19 @@ def test_verdict_serialises(rec):
     d = v.to_dict()
     assert d["status"] == "fail" and d["check_id"] == "Chest/X-Ray/Disease Diagnosis"
     assert d["worst"][0]["item_id"] == "i0" and isinstance(d["interval"], list)
+
+
+def test_above_chance_raises_the_bound_on_few_option_questions(rec):
+    cs = checks(cells=[{"match": "*/*/*", "bound": 0.4, "above_chance": 0.1}])
+    c = cs["Chest/X-Ray/Disease Diagnosis"]
+    assert c.above_chance == 0.1
+    # Yes/no questions answered 11 of 20 right: above the written .4, not above chance .5 + .1.
+    binary = cell_records(rec, ["correct"] * 11 + ["wrong"] * 9, n_options=2)
+    v = evaluate(c, binary)
+    assert v.status is Status.FAIL and v.bound == pytest.approx(0.6)
+    assert "bound 0.600 (raised from 0.400 to chance level 0.500 + above_chance 0.10" in v.message
+    assert v.details["policy_bound"] == 0.4
+    # On 5-option questions chance + .1 = .3 < .4: the written bound stands.
+    five = cell_records(rec, ["correct"] * 11 + ["wrong"] * 9, n_options=5)
+    ok = evaluate(c, five)
+    assert ok.status is Status.PASS and ok.bound == 0.4 and "raised" not in ok.message

@@ -95,6 +95,8 @@ BAD = [
      []),
     ("version: 1\nprofiles:\n  deployment:\n    overal: 0.7\n", "profiles.deployment.overal: unknown key",
      ["did you mean 'overall'?"]),
+    ("version: 1\ncells:\n  - {match: '*/*/*', bound: 0.4, above_chance: -0.1}\n",
+     "cells[0].above_chance: a margin over chance must be between 0 and 1", []),
     ("version: 1\nregression: {alpha: 0}\n", "regression.alpha: a significance level must be strictly", []),
     ("version: 1\nimage_dependence: {enabled: 'yes'}\n", "image_dependence.enabled: must be true or false", []),
     ("version: 1\ncredibility: {exclude_low_tasks: View Recognition}\n",

@@ -56,6 +56,7 @@ class Check:
     min_n: int
     max_error_rate: float
     source: str = ""  # the thresholds.yaml key the bound came from
+    above_chance: float = 0.0  # accuracy checks: bound raised to chance level + this
     variants: tuple[str, ...] = ("standard",)  # record variants the check reads
     params: dict[str, Any] = field(default_factory=dict, hash=False, compare=True)
     labels: dict[str, str] = field(default_factory=dict, hash=False, compare=True)
@@ -131,7 +132,8 @@ def _accuracy_check(
 ) -> Check:
     return Check(
         id=cid, kind=kind, metric="accuracy", part=sel[0], modality=sel[1], task=sel[2], bound=b.bound, rule=b.rule,
-        confidence=b.confidence, min_n=b.min_n, max_error_rate=b.max_error_rate, source=b.source, labels=labels,
+        confidence=b.confidence, min_n=b.min_n, max_error_rate=b.max_error_rate, source=b.source,
+        above_chance=b.above_chance, labels=labels,
     )
 
 

@@ -147,6 +147,19 @@ def _skip_text(check: Check, n: int, what: str = "graded items") -> str:
 # --------------------------------------------------------------------------- accuracy
 
 
+def _effective_bound(check: Check, chance: float | None) -> tuple[float, str]:
+    """The bound after `above_chance`, and a note when it was raised."""
+    if check.above_chance <= 0.0 or chance is None:
+        return check.bound, ""
+    floor = min(1.0, chance + check.above_chance)
+    if floor <= check.bound:
+        return check.bound, ""
+    return floor, (
+        f" (raised from {check.bound:.3f} to chance level {chance:.3f} + above_chance {check.above_chance:.2f}:"
+        " these questions have few options)"
+    )
+
+
 def _accuracy(check: Check, records: list[GradedRecord]) -> Verdict:
     std = [r for r in records if r.variant == "standard"]
     rate, err = _errors_gate(check, std)
@@ -155,23 +168,24 @@ def _accuracy(check: Check, records: list[GradedRecord]) -> Verdict:
     a = accuracy(std, check.confidence)
     ci = clustered_accuracy(std, check.confidence)
     chance = _chance(std)
+    bound, raised = _effective_bound(check, chance)
     details = {
         "correct": a.correct, "unparsed": a.unparsed, "refused": a.refused, "errors": a.errors,
         "unavailable": a.unavailable, "clusters": ci.clusters, "icc": ci.icc, "design_effect": ci.deff,
         "n_eff": ci.n_eff, "rule": check.rule, "confidence": check.confidence, "source": check.source,
-        "wilson_unclustered": [a.lo, a.hi],
+        "wilson_unclustered": [a.lo, a.hi], "policy_bound": check.bound, "above_chance": check.above_chance,
     }
-    common = dict(n=a.n, chance=chance, error_rate=rate, details=details)
+    common = dict(n=a.n, chance=chance, error_rate=rate, details=details, bound=bound)
     if a.n < check.min_n or a.acc is None:
         extra = f" ({a.unavailable} unavailable: restricted images)" if a.unavailable else ""
         if a.n and a.acc is not None:
             extra += f"; observed {a.correct}/{a.n} = {a.acc:.3f}"
-        plan = needed_n_text(check.rule, check.bound, a.acc, check.confidence)
+        plan = needed_n_text(check.rule, bound, a.acc, check.confidence)
         return _verdict(check, Status.SKIP, f"{_skip_text(check, a.n)}{extra}; {plan}",
                         observed=a.acc, interval=(ci.lo, ci.hi), **common)
     interval = (ci.lo, ci.hi)
     decided = a.acc if check.rule == "point" else ci.lo
-    ok = decided >= check.bound
+    ok = decided >= bound
     clustered = (
         f" (clustered by image: {ci.clusters} images, design effect {ci.deff:.2f})" if ci.deff > 1.0 + 1e-9 else ""
     )
@@ -181,19 +195,19 @@ def _accuracy(check: Check, records: list[GradedRecord]) -> Verdict:
         f"{a.refused} refused; {a.errors} errors and {a.unavailable} unavailable excluded"
     )
     if check.rule == "point":
-        head = f"accuracy {a.acc:.3f} {'>=' if ok else '<'} bound {check.bound:.3f} (point rule){_bound_ref(check)}"
+        head = f"accuracy {a.acc:.3f} {'>=' if ok else '<'} bound {bound:.3f}{raised} (point rule){_bound_ref(check)}"
     else:
         head = (
-            f"lower {_pct(check.confidence)} bound {ci.lo:.3f} {'>=' if ok else '<'} bound {check.bound:.3f} "
+            f"lower {_pct(check.confidence)} bound {ci.lo:.3f} {'>=' if ok else '<'} bound {bound:.3f}{raised} "
             f"(lower_bound rule){_bound_ref(check)}"
         )
     if ok:
         return _verdict(check, Status.PASS, f"{head}; {facts}", observed=a.acc, interval=interval, **common)
     worst = _worst_wrong(std)
-    if check.rule == "lower_bound" and a.acc >= check.bound:
+    if check.rule == "lower_bound" and a.acc >= bound:
         head += (
             f"; the estimate clears the bound but the evidence does not: "
-            f"{needed_n_text(check.rule, check.bound, a.acc, check.confidence)}"
+            f"{needed_n_text(check.rule, bound, a.acc, check.confidence)}"
         )
     return _verdict(check, Status.FAIL, _with_worst(f"{head}\n  {facts}", worst), observed=a.acc,
                     interval=interval, worst=worst, **common)

@@ -4,8 +4,8 @@ The file (version 1) is the whole policy; the repository's own thresholds.yaml i
 commented reference. In short:
 
     version: 1
-    defaults:            rule, confidence, min_n, max_error_rate for every check
-    overall:             a bound, or {bound, rule, confidence, min_n, max_error_rate}
+    defaults:            rule, confidence, min_n, max_error_rate (every check), above_chance
+    overall:             a bound, or {bound, rule, confidence, min_n, max_error_rate, above_chance}
     slices:              {part|modality|task: {default: ENTRY, <value>: ENTRY}}
     cells:               [{match: "Chest/X-Ray/*", bound, rule?, ...}, ...]  later entries win
     credibility:         min_rationality, max_shortcut_prob, min_pairs, parts, exclude_low_tasks
@@ -50,6 +50,8 @@ from medrcube.taxonomy import (
 SCHEMA_VERSION = 1
 AXES: tuple[str, ...] = ("part", "modality", "task")
 DECISION_KEYS = ("rule", "confidence", "min_n", "max_error_rate")
+# Accuracy checks (overall, slices, cells) also take `above_chance`.
+ACCURACY_KEYS = (*DECISION_KEYS, "above_chance")
 TOP_KEYS = (
     "version",
     "defaults",
@@ -63,7 +65,7 @@ TOP_KEYS = (
     "profiles",
 )
 # Built-in decision defaults, used for any key the file's `defaults` leaves out.
-BUILTIN_DEFAULTS = {"rule": "lower_bound", "confidence": 0.95, "min_n": 10, "max_error_rate": 0.05}
+BUILTIN_DEFAULTS = {"rule": "lower_bound", "confidence": 0.95, "min_n": 10, "max_error_rate": 0.05, "above_chance": 0.0}
 
 
 class ThresholdsError(ValueError):
@@ -87,6 +89,9 @@ class Decision:
     confidence: float  # of the two-sided Wilson interval whose lower end lower_bound uses
     min_n: int  # fewer graded items: skipped as insufficient evidence
     max_error_rate: float  # more API errors: the check errors instead of deciding
+    # Accuracy checks: the bound is raised to chance level + above_chance, so that a bound
+    # written for 4-option questions does not pass a coin-flipper on 2-option ones.
+    above_chance: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,10 +104,11 @@ class Bound:
     min_n: int
     max_error_rate: float
     source: str = ""
+    above_chance: float = 0.0
 
     @property
     def decision(self) -> Decision:
-        return Decision(self.rule, self.confidence, self.min_n, self.max_error_rate)
+        return Decision(self.rule, self.confidence, self.min_n, self.max_error_rate, self.above_chance)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +125,7 @@ class CellRule:
     confidence: float | None = None
     min_n: int | None = None
     max_error_rate: float | None = None
+    above_chance: float | None = None
 
     def matches(self, cell: tuple[str, str, str]) -> bool:
         return all(fnmatch.fnmatchcase(v, p) for v, p in zip(cell, self.pattern, strict=True))
@@ -221,14 +228,14 @@ class Policy:
                 fields["bound"] = None
             elif rule.bound is not None:
                 fields["bound"] = rule.bound
-            for k in DECISION_KEYS:
+            for k in ACCURACY_KEYS:
                 v = getattr(rule, k)
                 if v is not None:
                     fields[k] = v
         if not matched or fields.get("bound") is None:
             return None
         d = asdict(self.defaults)
-        d.update({k: fields[k] for k in DECISION_KEYS if k in fields})
+        d.update({k: fields[k] for k in ACCURACY_KEYS if k in fields})
         return Bound(bound=fields["bound"], source=source, **d)
 
     def to_dict(self) -> dict[str, Any]:
@@ -348,6 +355,8 @@ class _Checker:
             out["min_n"] = self.count(f"{key}.min_n", d["min_n"])
         if "max_error_rate" in d:
             out["max_error_rate"] = self.prob(f"{key}.max_error_rate", d["max_error_rate"], "an error rate")
+        if "above_chance" in d:
+            out["above_chance"] = self.prob(f"{key}.above_chance", d["above_chance"], "a margin over chance")
         return out
 
     def optional_prob(self, key: str, d: Mapping[str, Any], name: str, what: str = "a bound") -> Any:
@@ -373,7 +382,7 @@ def _validate_entry(c: _Checker, key: str, value: Any, *, need_bound: bool) -> d
     if not isinstance(value, dict):
         c.fail(key, "must be a bound (a number in [0, 1]), a mapping with `bound`, or null", value,
                "write e.g. `0.5` or `{bound: 0.5, rule: point}`")
-    c.mapping(key, value, ("bound", *DECISION_KEYS))
+    c.mapping(key, value, ("bound", *ACCURACY_KEYS))
     out = c.decision(key, value)
     if "bound" in value:
         if value["bound"] is None:
@@ -406,7 +415,7 @@ def _validate_cells(c: _Checker, key: str, value: Any) -> list[CellRule]:
         k = f"{key}[{i}]"
         if not isinstance(entry, dict):
             c.fail(k, "must be a mapping with `match` and `bound`", entry, 'write `- {match: "Chest/*/*", bound: 0.5}`')
-        c.mapping(k, entry, ("match", "bound", "optional", *DECISION_KEYS))
+        c.mapping(k, entry, ("match", "bound", "optional", *ACCURACY_KEYS))
         if "optional" in entry:
             c.boolean(f"{k}.optional", entry["optional"])
         if "match" not in entry:
@@ -435,7 +444,7 @@ def _validate_doc(c: _Checker, doc: Any, prefix: str, *, top: bool) -> None:
                    doc["version"], f"write `version: {SCHEMA_VERSION}` and follow the repository's thresholds.yaml")
     p = lambda k: _join(prefix, k)  # noqa: E731
     if "defaults" in doc:
-        c.mapping(p("defaults"), doc["defaults"], DECISION_KEYS)
+        c.mapping(p("defaults"), doc["defaults"], ACCURACY_KEYS)
         c.decision(p("defaults"), doc["defaults"])
     if "overall" in doc:
         _validate_entry(c, p("overall"), doc["overall"], need_bound=top)
@@ -551,8 +560,8 @@ def _cells_with_keys(doc: dict[str, Any], profile: str | None, base_len: int) ->
 
 def _bound(defaults: Decision, fields: Mapping[str, Any], source: str, inherit: Mapping[str, Any] = {}) -> Bound:
     d = asdict(defaults)
-    d.update({k: v for k, v in inherit.items() if k in DECISION_KEYS})
-    d.update({k: v for k, v in fields.items() if k in DECISION_KEYS})
+    d.update({k: v for k, v in inherit.items() if k in ACCURACY_KEYS})
+    d.update({k: v for k, v in fields.items() if k in ACCURACY_KEYS})
     bound = fields.get("bound", inherit.get("bound"))
     return Bound(bound=bound, source=source, **d)
 
