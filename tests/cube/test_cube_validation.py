@@ -337,3 +337,18 @@ def test_cube_with_no_loadable_item_is_a_cube_error(tmp_path):
     with pytest.raises(CubeError, match="no loadable item") as info:
         load_cube(tmp_path / "cube")
     assert {p.reason for p in info.value.problems} == {"missing_field", "too_few_options"}
+
+
+def test_test_json_symlinked_from_outside_is_not_read(small_cube, tmp_path):
+    outside = tmp_path / "elsewhere.json"
+    outside.write_text("[]")
+    (small_cube / "ZZ_linked").mkdir()
+    os.symlink(outside, small_cube / "ZZ_linked" / "test.json")
+    p = only(load_cube(small_cube).problems, "unreadable_file")
+    assert p.source == str(small_cube / "ZZ_linked" / "test.json") and str(outside) in p.message
+
+
+def test_a_single_test_json_is_pointed_to_its_cube_root(target):
+    root, f, _ = target
+    with pytest.raises(CubeError, match="pass the cube root directory"):
+        load_cube(f)

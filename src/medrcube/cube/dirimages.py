@@ -43,12 +43,22 @@ class DirImages:
         self.max_pixels = max_pixels
         self.workers = workers
         self._prefix = self.root.rstrip(os.sep) + os.sep
+        self._memo: dict[tuple[str, str], Resolved] = {}
 
     def _inside(self, path: str) -> bool:
         return path == self.root or path.startswith(self._prefix)
 
     def resolve(self, base: str, ref: str) -> Resolved:
-        """Check `ref` (as written in a cube file, relative to directory `base`)."""
+        """Check `ref` (as written in a cube file, relative to directory `base`).
+
+        Memoised: the items of a chain share an image, and realpath costs a stat per
+        path component."""
+        hit = self._memo.get((base, ref))
+        if hit is None:
+            hit = self._memo[(base, ref)] = self._resolve(base, ref)
+        return hit
+
+    def _resolve(self, base: str, ref: str) -> Resolved:
         if "\x00" in ref:
             return Resolved(None, "image_path_escapes", f"image_path {ref!r} contains a NUL byte; expected a relative path")
         if os.path.isabs(ref) or ref.startswith(("/", "\\")) or (len(ref) > 1 and ref[1] == ":"):

@@ -50,6 +50,8 @@ def load_cube(spec: str | os.PathLike[str], *, strict: bool = False, max_pixels:
             from medrcube.cube.hf import load_parquet
 
             return load_parquet(files, source=text, strict=strict, max_pixels=max_pixels)
+    if os.path.basename(text) == "test.json":
+        raise CubeError(f"{text}: a single test.json is one dataset of a cube; pass the cube root directory (the folder above <dataset>/test.json)")
     if os.path.exists(text):
         raise CubeError(
             f"{text}: not a cube source I know; expected a release-layout directory, a .jsonl file, "

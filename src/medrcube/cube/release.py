@@ -65,7 +65,11 @@ def load_release(root: str | os.PathLike[str], *, strict: bool = False, max_pixe
     bases: dict[int, str] = {}  # id(draft) -> absolute folder its image_path is relative to
     for rel in files:
         shown = str(Path(shown_root) / rel)
-        records = read_json_file(os.path.join(root, rel), shown, col)
+        real = os.path.realpath(os.path.join(root, rel))
+        if not (real + os.sep).startswith(images.root + os.sep):
+            col.error(shown, None, None, f"is a symlink to {real!r}, outside the cube root {images.root!r}; expected the file itself inside the cube", "unreadable_file")
+            continue
+        records = read_json_file(real, shown, col)
         if records is None:
             continue
         if not isinstance(records, list):
