@@ -344,3 +344,23 @@ def test_above_chance_raises_the_bound_on_few_option_questions(rec):
     five = cell_records(rec, ["correct"] * 11 + ["wrong"] * 9, n_options=5)
     ok = evaluate(c, five)
     assert ok.status is Status.PASS and ok.bound == 0.4 and "raised" not in ok.message
+
+
+def test_verdicts_do_not_depend_on_record_order(rec):
+    """xdist workers may deliver records in any order: verdicts must be identical."""
+    import random
+
+    rng = random.Random(7)
+    records = []
+    for i in range(120):
+        cell = CELLS[i % 4]
+        for variant, rotation in (("standard", 0), ("blind", 0), ("shuffled", 1), ("shuffled", 2)):
+            records.append(rec(f"q{i}", rng.choice(["correct", "wrong", "unparsed"]), part=cell[0],
+                               modality=cell[1], task=cell[2], image=f"img{i // 3}", variant=variant,
+                               rotation=rotation, n_options=rng.choice([2, 3, 4, 5])))
+    baseline = [rec(r.item_id, "correct", part=r.part, modality=r.modality, task=r.task, image=r.image)
+                for r in records if r.variant == "standard"]
+    shuffled = records[:]
+    rng.shuffle(shuffled)
+    for check in checks().values():
+        assert evaluate(check, records, baseline).to_dict() == evaluate(check, shuffled, baseline[::-1]).to_dict()

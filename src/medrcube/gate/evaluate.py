@@ -16,7 +16,7 @@ where it was set, n, chance level, and up to five worst items.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -104,8 +104,13 @@ def _errors_gate(check: Check, asked: Sequence[GradedRecord]) -> tuple[float, Ve
 
 
 def _chance(records: Iterable[GradedRecord], power: int = 1) -> float | None:
-    vals = [(1.0 / r.n_options) ** power for r in records if r.graded and r.n_options > 0]
-    return sum(vals) / len(vals) if vals else None
+    """Mean of (1/n_options)^power over graded records, summed by option count so that
+    the result does not depend on the order of the records."""
+    counts = Counter(r.n_options for r in records if r.graded and r.n_options > 0)
+    total = sum(counts.values())
+    if not total:
+        return None
+    return sum(c * (1.0 / k) ** power for k, c in sorted(counts.items())) / total
 
 
 def _worst_wrong(records: Sequence[GradedRecord]) -> tuple[WorstItem, ...]:

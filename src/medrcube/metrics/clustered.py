@@ -115,13 +115,15 @@ def image_key(record: GradedRecord) -> str:
 def cluster_counts(
     units: Iterable[tuple[str, bool]],
 ) -> list[tuple[int, int]]:
-    """(k_i, m_i) per cluster from (cluster key, success) units, in first-seen order."""
+    """(k_i, m_i) per cluster from (cluster key, success) units, ordered by key so that
+    the floating-point sums, hence the interval, do not depend on the order of records
+    (pytest-xdist workers may deliver them in any order)."""
     acc: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for key, ok in units:
         cell = acc[key]
         cell[0] += 1 if ok else 0
         cell[1] += 1
-    return [(k, m) for k, m in acc.values()]
+    return [(acc[key][0], acc[key][1]) for key in sorted(acc)]
 
 
 def clustered_accuracy(
