@@ -176,3 +176,20 @@ def test_hub_name_without_network_fails_fast_with_a_local_copy_hint(tmp_path, mo
     for hint in ("save_to_disk", "parquet", "release-layout directory"):
         assert hint in out.stdout
     assert not (Path(env["HF_HOME"]) / "hub").exists() or not any((Path(env["HF_HOME"]) / "hub").iterdir())
+
+
+def test_table_without_image_path_keys_images_by_content(cube):
+    from medrcube.cube.stats import cube_stats
+
+    ds = to_hf_dataset(cube).remove_columns("image_path")
+    again = load_dataset_object(ds, source="mem")
+    assert again.fingerprint == cube.fingerprint
+    for a, b in zip(cube.items, again.items, strict=True):
+        if a.image is None:
+            assert b.image is None
+        else:
+            assert b.image == f"{a.dataset}/{cube.digests[a.image][:20]}.png"
+    # Rows of one image share its key, so the chains are those of the directory cube.
+    s, t = cube_stats(cube), cube_stats(again)
+    assert (t.n_images, t.n_chain_images, t.n_chain_pairs) == (s.n_images, s.n_chain_images, s.n_chain_pairs)
+    assert len(set(again.digests)) == len(set(cube.digests))

@@ -8,8 +8,8 @@ column (a struct of encoded bytes and a path): never decoded, hashed once at loa
 batches, and re-read lazily by `Cube.read_image`, so a cube never holds its images.
 
 An image key is the row's `image_path` when it has one (so a cube exported with
-`to_hf_dataset` comes back with the same keys), else `<dataset>/<id>`; a key is never
-used as a file path.
+`to_hf_dataset` comes back with the same keys), else `<dataset>/<sha256 prefix>.<ext>`, so
+that rows holding the same image share a key (chains); a key is never used as a path.
 """
 
 from __future__ import annotations
@@ -227,7 +227,7 @@ def load_table(table: pa.Table, *, source: str, strict: bool = False, max_pixels
             if check.reason is not None:
                 outcomes[row] = ImageOutcome(reason=check.reason, message=f"{IMAGE_COLUMN}: {check.message}", field=IMAGE_COLUMN)
                 continue
-            key = _key_for(d, check.digest, digests)
+            key = _key_for(d, check.digest, check.format, digests)
             digests[key] = check.digest
             key_row.setdefault(key, row)
             outcomes[row] = ImageOutcome(key=key, field=IMAGE_COLUMN)
@@ -237,12 +237,19 @@ def load_table(table: pa.Table, *, source: str, strict: bool = False, max_pixels
     return finish(items, col, source=source, reader=_reader(table, read_rows, key_row, paths_trusted), digests=digests, root=None)
 
 
-def _key_for(d: Draft, digest: str, digests: Mapping[str, str]) -> str:
-    """The row's image_path when it names these bytes unambiguously, else dataset/id."""
+_EXT = {"JPEG": "jpg", "JPEG2000": "jp2", "TIFF": "tif"}
+
+
+def _key_for(d: Draft, digest: str, fmt: str | None, digests: Mapping[str, str]) -> str:
+    """The row's image_path when it names these bytes unambiguously, else a name made of
+    the dataset and the content (`<dataset>/<sha256 prefix>.<ext>`): stable per row, and
+    the rows of one image (a chain stored once per row) share it, as files share a path."""
     candidates = []
     if d.image_ref:
         candidates.append(d.image_ref.replace("\\", "/"))
-    candidates.append(f"{d.fields['dataset']}/{d.id}" if d.fields["dataset"] else d.id)
+    ext = _EXT.get(fmt or "", (fmt or "img").lower())
+    name = f"{digest[:20]}.{ext}"
+    candidates.append(f"{d.fields['dataset']}/{name}" if d.fields["dataset"] else name)
     for key in candidates:
         if digests.get(key, digest) == digest:
             return key
