@@ -523,3 +523,23 @@ def test_the_progress_bar_shows_counts_on_a_terminal_only() -> None:
     assert pipe.getvalue() == "" and not quiet.shown and quiet.done == 10
     off = Progress(10, stream=Tty(), enabled=False)
     assert not off.shown
+
+
+def test_a_store_failing_mid_run_stops_the_run_with_its_error(unique_cube: Cube, tmp_path: Path) -> None:
+    from medrcube.run.store import StoreError
+
+    store = ResponseStore(tmp_path)
+    calls = 0
+
+    def answer(r: Request) -> Response:
+        nonlocal calls
+        calls += 1
+        if calls == 5:
+            store.close()  # as if the disk had gone: every later store call fails
+        return Response(text="A")
+
+    with pytest.raises(StoreError, match="closed"):
+        run_cube(unique_cube, Scripted(answer, concurrency=2), variants=("blind",), store=store)
+    assert calls < len(unique_cube)  # it stopped instead of asking on without storing
+    with ResponseStore(tmp_path) as again:
+        assert again.stats()["responses"] == 4  # what was stored before the failure is kept

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import os
 import socket
 import time
@@ -44,7 +45,7 @@ from medrcube.run.grade import apply_judge, grade, unavailable
 from medrcube.run.plan import PlannedAsk, as_variants, plan_asks, variant_specs
 from medrcube.run.progress import Progress
 from medrcube.run.records import GradedRecord, Outcome
-from medrcube.run.store import ResponseStore, make_key
+from medrcube.run.store import ResponseStore, StoreError, make_key
 
 DEFAULT_CLAIM_TTL_S = 60.0
 
@@ -332,7 +333,10 @@ async def run_cube_async(
     finally:
         bar.close()
         if store is not None:
-            store.release_all(owner)
+            # Best effort: a store that just failed (disk full) must not mask the original
+            # error; claims left behind expire, or are freed at once as a dead owner's.
+            with contextlib.suppress(StoreError):
+                store.release_all(owner)
         if close_adapters:
             await adapter.aclose()
             if judge is not None:
