@@ -23,6 +23,7 @@ How a check's verdict shows up in pytest:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Generator
 
 import pytest
@@ -129,6 +130,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     # it raised (an error verdict), else call. xdist forwards it to the controller.
     if payload is not None and (report.when == "call" or (report.when == "setup" and not report.passed)):
         report.user_properties.extend(summary.report_properties(payload))
+        if report.skipped and isinstance(report.longrepr, tuple):
+            # Point `-rs` at the test, not at the line of gate/session.py that skipped.
+            path, line = item.reportinfo()[:2]
+            report.longrepr = (os.fspath(path), (line or 0) + 1, report.longrepr[2])
     return report
 
 

@@ -513,6 +513,6 @@ def enforce(decided: Decided) -> None:
     if decided.status == "fail":
         pytest.fail(decided.message, pytrace=False)
     if decided.status == "skip":
-        pytest.skip(decided.message)
+        pytest.skip(f"{decided.check.id}: {decided.message}")
     if decided.status == "error":  # normally raised in setup already (verdict_for)
         raise GateError(decided.message)
