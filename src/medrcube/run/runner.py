@@ -8,19 +8,23 @@ Design, and why:
 - Stored responses are looked up in bulk before anything is asked; only misses queue.
 - Before asking, a worker claims its keys in the store (one transaction per batch). A
   key claimed by another live process is not asked here: a waiter polls (with backoff)
-  for that process's response and takes the key back only if the claim expires (its
-  owner died). A heartbeat renews this process's claims while its requests are slow.
+  for that process's response and takes the key back only if that process gives it up
+  (an error), dies, or lets the claim expire. A heartbeat renews this process's claims
+  while its requests are slow.
 - Every response is committed to the store as soon as its batch returns, before
-  anything else is done with it (one short transaction, ~tens of microseconds in WAL).
+  anything else is done with it (one short transaction: tens of microseconds in WAL;
+  the runner's whole CPU cost, plan to grade, measured ~0.15 ms per request).
 
 Guarantee after a SIGKILL: every response committed before the kill is kept and never
 requested again; the requests that were in flight (sent, response not yet committed)
 are asked again on resume. That window is the network round trip of the in-flight
 requests plus the few microseconds between a response's arrival and its commit; a
 response the server has answered but whose commit had not finished is the only kind
-that can be requested twice. A claim left by the killed process does not block the
-resumed run: a run takes over claims of its own past owners only after their expiry,
-so the resumed run (a new owner) waits at most `claim_ttl_s` for such keys.
+that can be requested twice (tests/run/test_runner.py kills a run after K commits while
+the next requests hang, and counts exactly one answer per item at the server). Claims
+left by the killed process do not hold up the resumed run: a claim whose owner is a dead
+process of this host is freed at once (`owner_is_dead`); any other is taken over when
+its expiry (`claim_ttl_s`, renewed by the heartbeat while the owner lives) passes.
 
 An authentication error stops the run early (every further request would fail the same
 way): the remaining asks end as errors saying they were not asked.
