@@ -160,29 +160,42 @@ def generate_release_cube(
 ) -> Path:
     """Write a synthetic release-layout cube under `root` and return `root` as a Path.
 
-    Datasets are named `DS01_<Part>_<Modality>`; a restricted dataset's test.json has
-    `restricted: true` and image paths whose files are not written (as in the release).
+    `n_images` image files are written (fewer if n_items is smaller). Datasets are named
+    `DS01_<Part>_<Modality>`; a restricted dataset's test.json has `restricted: true` and
+    image paths of its own, whose files are not written (as in the release): about
+    `restricted_fraction` of the items.
     """
     if n_items < 1 or n_datasets < 1 or n_images < 1:
         raise ValueError("n_items, n_datasets and n_images must be positive")
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
-    n_images = min(n_images, n_items)
-
     # Datasets: cycle through the cells so each gets at least one when n_datasets >= 11.
     cells = [_CELLS[i % len(_CELLS)] for i in range(n_datasets)]
     names = [f"DS{i + 1:02d}_{part}_{mod.replace('-', '')}" for i, (part, mod, _) in enumerate(cells)]
-    images_per_ds = _apportion(n_images, [w for _, _, w in cells])
-    image_ds: list[int] = [d for d, k in enumerate(images_per_ds) for _ in range(k)]
+    weights = [w for _, _, w in cells]
 
-    # Restricted datasets: a seeded choice whose image share is closest to the fraction.
+    # Restricted datasets: a seeded choice whose weight share is close to the fraction.
     restricted: set[int] = set()
-    share = 0
+    target, share = restricted_fraction * sum(weights), 0.0
     for d in rng.sample(range(n_datasets), n_datasets):
-        if share + images_per_ds[d] <= restricted_fraction * n_images + 0.5 * images_per_ds[d] and restricted_fraction > 0:
+        if len(restricted) < n_datasets - 1 and share + weights[d] / 2 <= target:
             restricted.add(d)
-            share += images_per_ds[d]
+            share += weights[d]
+
+    # `n_images` files are written for the open datasets; the restricted ones reference
+    # their share of images on top, which stay absent (as in the release).
+    open_ds = [d for d in range(n_datasets) if d not in restricted]
+    n_images = min(n_images, n_items)
+    n_closed = min(round(n_images * share / (sum(weights) - share)), n_items - n_images) if restricted else 0
+    images_per_ds = [0] * n_datasets
+    for group, n in ((open_ds, n_images), (sorted(restricted), n_closed)):
+        if not group:
+            continue
+        for d, k in zip(group, _apportion(n, [weights[d] for d in group]), strict=True):
+            images_per_ds[d] = k
+    image_ds: list[int] = [d for d, k in enumerate(images_per_ds) for _ in range(k)]
+    n_images = len(image_ds)
     int_index = {d for d in range(n_datasets) if d % 3 == 2}  # correct_index as 0-based int here
 
     # Tasks: the release mix scaled to n_items; every image gets one item first (a
