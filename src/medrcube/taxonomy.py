@@ -54,6 +54,7 @@ _TASK_ALIASES: dict[str, str] = {
     "modality identification": "Modality Recognition",
     "modality classification": "Modality Recognition",
     "protocol recognition": "Imaging Protocol Recognition",
+    "imaging protocols recognition": "Imaging Protocol Recognition",  # the release's statistics figure
     "imaging protocol identification": "Imaging Protocol Recognition",
     "sequence recognition": "Imaging Protocol Recognition",
     "organ identification": "Organ Recognition",
