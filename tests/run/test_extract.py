@@ -96,6 +96,7 @@ CASES: list[tuple[str, str, tuple[str, ...], int | None, str | None]] = [
     ("diagnosis-is-text", "The most likely diagnosis is pneumonia.", CXR, 1, "answer_line"),
     ("answer-is-lower-letter", "the answer is a", CXR, 0, "answer_line"),
     ("chinese-answer", "答案：C", CXR, 2, "answer_line"),
+    ("chinese-correct-answer", "根据影像表现，正确答案是B。", CXR, 1, None),
     ("answer-colon-out-of-range", "The answer is E", CXR, None, "out_of_range"),
     ("article-then-answer", "A chest X-ray shows consolidation, so the answer is C", CXR, 2, None),
     (
@@ -623,3 +624,21 @@ def test_huge_inputs_are_handled() -> None:
     assert extract("<think>" + "A " * 200_000 + "</think>B", CXR).choice == 1
     assert extract("(" * 100_000 + "{" * 100_000, CXR).choice is None
     assert extract("Ω" * 200_000, CXR).choice is None
+
+
+# The reference evaluator reads the first standalone A-D of the upper-cased response.
+# Wherever a response is a plain letter, our reading must be the same, so per-voxel
+# correct counts agree with the published scoring.
+_REFERENCE = re.compile(r"\b([A-D])\b")
+
+
+@given(
+    st.sampled_from("ABCDabcd"),
+    st.sampled_from(["{}", "{}.", "({})", "{})", " {}\n", "**{}**", "{}\n"]),
+)
+def test_plain_letters_agree_with_the_reference_scoring(letter: str, form: str) -> None:
+    response = form.format(letter)
+    ref = _REFERENCE.search(response.upper())
+    assert ref is not None
+    got = extract(response, CXR)
+    assert got.letter == ref.group(1)

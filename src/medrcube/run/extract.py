@@ -210,7 +210,8 @@ _SPECIAL_TOKENS = re.compile(
 _LATEX_WRAP = re.compile(
     r"\\(?:text|textbf|textit|texttt|mathrm|mathbf|mathit|mathsf|operatorname|emph)\s*\{([^{}]*)\}"
 )
-_MARKUP = re.compile(r"\*+|`+|\$+|\\[()\[\]]|(?<!\w)_+|_+(?!\w)")
+_MARKUP = re.compile(r"[*`$]+|\\[()\[\]]")
+_UNDERSCORE_EMPHASIS = re.compile(r"(?<!\w)_+|_+(?!\w)")
 _ANSWER_TAG_MARKUP = re.compile(r"<\s*/?\s*answer\s*>", re.I | re.A)
 
 
@@ -248,8 +249,10 @@ def _clean(text: str) -> str:
         if new == text:
             break
         text = new
-    text = _ANSWER_TAG_MARKUP.sub("\n", text)
-    return _MARKUP.sub("", text)
+    if "<" in text:
+        text = _ANSWER_TAG_MARKUP.sub("\n", text)
+    text = _MARKUP.sub("", text)
+    return _UNDERSCORE_EMPHASIS.sub("", text) if "_" in text else text
 
 
 # ----------------------------------------------------------------------------------
@@ -452,30 +455,58 @@ def _parse_text(tail: str, o: _Options) -> _Find | None:
 # ----------------------------------------------------------------------------------
 
 _BOXED_ANY = re.compile(r"\\boxed\s*\{((?:[^{}]|\{[^{}]*\}){0,300})\}")
+# Markers are searched in an ASCII-lowercased copy of the text (same length, so offsets
+# carry over) with patterns that start with a literal and no re.I: the regex engine then
+# skips quickly to candidate positions, several times faster on long reasoning than
+# case-insensitive patterns opening with \b. The word boundary before a match is
+# checked in Python (`_starts_word`). Letters are always read from the original text.
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+
 # rank 1: "final answer ...", and "Answer:" at the start of a line
 _FINAL = re.compile(
-    r"\bfinal\s+(?:answer|choice|option|selection|response)\b(?:\s+is\b)?\s*(?:[:：=]|-(?=\s))?",
-    re.I,
+    r"final\s+(?:answer|choice|option|selection|response)\b(?:\s+is\b)?\s*(?:[:：=]|-(?=\s))?"
 )
-_ANSWER_COLON = re.compile(r"\b(?:answer|答案)\s*(?:[:：=]|-(?=\s))|答案\s*(?:是|为)", re.I)
+_ANSWER_COLON = re.compile(r"answer\s*(?:[:：=]|-(?=\s))")
+_ANSWER_COLON_ZH = re.compile(r"答案\s*(?:[:：=]|-(?=\s)|是|为)")
 _LINE_START_JUNK = " \t>#-•"
 # rank 2: answer phrases in running prose
-_PHRASES = re.compile(
-    r"\b(?:answer|option|choice|response|diagnosis|selection)\s+(?:is|would\s+be|should\s+be|will\s+be|must\s+be)\b\s*(?:[:：]|-(?=\s))?"
-    r"|\b(?:correct|right|best|my|selected|chosen|appropriate)\s+(?:answer|option|choice)s?\s*[:：]"
-    r"|\bI\s*(?:'d|’d|would|will|'ll|’ll|must|should)?\s+(?:choose|select|pick|go\s+with|opt\s+for)\b(?:\s+(?:option|choice|answer))?"
-    r"|\b(?:answer|choose|select)\s*[:：]?\s*(?=\(\s*[A-Za-z]\s*\))"
-    # "So B." / "Therefore, option C.": a conclusion that is only a letter
-    r"|\b(?:so|thus|therefore|hence|it's|it’s|it\s+is|that's|that\s+is|definitely|clearly|likely|probably)[ \t]*,?[ \t]+(?=(?:(?:option|choice)\s+)?[\(\[]?(?-i:[A-Z])[\)\]]?[ \t]*(?:[.!]|\n|$))",
-    re.I,
+_PHRASES: tuple[re.Pattern[str], ...] = (
+    re.compile(
+        r"(?:answer|option|choice|response|diagnosis|selection)\s+"
+        r"(?:is|would\s+be|should\s+be|will\s+be|must\s+be)\b\s*(?:[:：]|-(?=\s))?"
+    ),
+    re.compile(r"(?:correct|right|best|my|selected|chosen|appropriate)\s+(?:answer|option|choice)s?\s*[:：]"),
+    re.compile(
+        r"i\s*(?:'d|’d|would|will|'ll|’ll|must|should)?\s+(?:choose|select|pick|go\s+with|opt\s+for)\b"
+        r"(?:\s+(?:option|choice|answer))?"
+    ),
+    re.compile(r"(?:answer|choose|select)\s*[:：]?\s*(?=\(\s*[a-z]\s*\))"),
 )
-# "B is correct", "Option C is the most likely answer"
+# "So B." / "Therefore, option C.": a conclusion that is only a letter (checked to be a
+# capital letter in the original text by _CONCLUDED_LETTER)
+_CONCLUSION = re.compile(
+    r"(?:so|thus|therefore|hence|it's|it’s|it\s+is|that's|that\s+is|definitely|clearly|likely|probably)"
+    r"[ \t]*,?[ \t]+"
+)
+_CONCLUDED_LETTER = re.compile(
+    r"(?:(?i:option|choice)\s+)?[\(\[]?[A-Z][\)\]]?[ \t]*(?:[.!]|\n|$)"
+)
+# "B is correct", "Option C is the most likely answer": the verb phrase is found in the
+# lowercased text, the letter before it in the original (_LETTER_BEFORE)
 _LETTER_FIRST = re.compile(
-    r"(?<![A-Za-z0-9'’\-])(?:(?:option|choice)\s+)?[\(\[]?(?-i:([A-Z]))[\)\]]?"
-    r"\s+(?:is|seems|appears|would\s+be|looks)\s+(?:to\s+be\s+)?(?:the\s+)?"
-    r"(?:correct|right|best|most\s+(?:likely|appropriate|accurate|consistent|probable)|answer)\b",
-    re.I,
+    r"(?:is|seems|appears|would\s+be|looks)\s+(?:to\s+be\s+)?(?:the\s+)?"
+    r"(?:correct|right|best|most\s+(?:likely|appropriate|accurate|consistent|probable)|answer)\b"
 )
+_LETTER_BEFORE = re.compile(
+    r"(?<![A-Za-z0-9'’\-])(?:(?i:option|choice)\s+)?[\(\[]?([A-Z])[\)\]]?\s+\Z"
+)
+
+
+def _starts_word(low: str, pos: int) -> bool:
+    if pos == 0:
+        return True
+    c = low[pos - 1]
+    return not (c.isalnum() or c == "_")
 
 
 def _line_start(text: str, pos: int) -> bool:
@@ -496,30 +527,46 @@ def _tail_at(text: str, pos: int, *, next_line: bool) -> str:
 
 def _statements(text: str, o: _Options) -> tuple[list[_Find], list[_Find]]:
     """(rank-1 findings, rank-2 findings) of explicit answer statements in `text`."""
+    low = text.translate(_ASCII_LOWER)
     rank1: list[_Find] = []
     rank2: list[_Find] = []
-    for m in _BOXED_ANY.finditer(text):
-        f = _short(m.group(1), o)
+
+    def read(pos: int, start: int, out: list[_Find], *, next_line: bool) -> None:
+        f = _parse_tail(_tail_at(text, pos, next_line=next_line), o)
         if f is not None:
-            rank1.append(_Find(f.choice, _OK_BOXED if f.ok else f.status, m.start()))
-    for m in _FINAL.finditer(text):
-        f = _parse_tail(_tail_at(text, m.end(), next_line=True), o)
-        if f is not None:
-            rank1.append(_Find(f.choice, f.status, m.start()))
-    for m in _ANSWER_COLON.finditer(text):
-        first = _line_start(text, m.start()) or text[: m.start()].rstrip().casefold().endswith("final")
-        f = _parse_tail(_tail_at(text, m.end(), next_line=first), o)
-        if f is not None:
-            (rank1 if first else rank2).append(_Find(f.choice, f.status, m.start()))
-    for m in _PHRASES.finditer(text):
-        f = _parse_tail(_tail_at(text, m.end(), next_line=False), o)
-        if f is not None:
-            rank2.append(_Find(f.choice, f.status, m.start()))
-    for m in _LETTER_FIRST.finditer(text):
-        f = _letter_index(m.group(1), o)
+            out.append(_Find(f.choice, f.status, start))
+
+    if "\\boxed" in text:
+        for m in _BOXED_ANY.finditer(text):
+            f = _short(m.group(1), o)
+            if f is not None:
+                rank1.append(_Find(f.choice, _OK_BOXED if f.ok else f.status, m.start()))
+    for m in _FINAL.finditer(low):
+        if _starts_word(low, m.start()):
+            read(m.end(), m.start(), rank1, next_line=True)
+    colons = [m for m in _ANSWER_COLON.finditer(low) if _starts_word(low, m.start())]
+    if "答案" in text:  # Chinese has no word boundaries: "正确答案：B"
+        colons += _ANSWER_COLON_ZH.finditer(text)
+    for m in colons:
+        first = _line_start(text, m.start()) or low[max(0, m.start() - 12) : m.start()].rstrip().endswith("final")
+        read(m.end(), m.start(), rank1 if first else rank2, next_line=first)
+    for rx in _PHRASES:
+        for m in rx.finditer(low):
+            if _starts_word(low, m.start()):
+                read(m.end(), m.start(), rank2, next_line=False)
+    for m in _CONCLUSION.finditer(low):
+        if _starts_word(low, m.start()) and _CONCLUDED_LETTER.match(text, m.end()):
+            read(m.end(), m.start(), rank2, next_line=False)
+    for m in _LETTER_FIRST.finditer(low):
+        if not _starts_word(low, m.start()):
+            continue
+        before = _LETTER_BEFORE.search(text, max(0, m.start() - 30), m.start())
+        if before is None:
+            continue
+        f = _letter_index(before.group(1), o)
         if f.ok and _hedged(_sentence(text[m.end() : m.end() + 300]), f.choice, o):
             f = _Find(None, _BAD_AMBIGUOUS)  # "B is most likely, or possibly C"
-        rank2.append(_Find(f.choice, f.status, m.start()))
+        rank2.append(_Find(f.choice, f.status, before.start()))
     return rank1, rank2
 
 
