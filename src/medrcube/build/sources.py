@@ -1,0 +1,321 @@
+"""Reading real DICOM and NIfTI files into 2-D arrays, with the metadata that answers come from.
+
+The functions here are what a cube recipe calls on a source: locate a file inside an
+installed package, read a DICOM dataset (refusing codecs we must not depend on), get its
+frames with the modality LUT applied, find a frame's orientation and display window, name
+the anatomical plane of a slice from ImageOrientationPatient or from a NIfTI affine, and
+decode an ultrasound Image Type's mode bitmap. None of them guesses: a value that the
+metadata does not determine comes back as None.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+# Transfer syntaxes whose only pure-pip decoder (pylibjpeg-libjpeg) is GPL: never decode them.
+GPL_ONLY_SYNTAXES: dict[str, str] = {
+    "1.2.840.10008.1.2.4.57": "JPEG Lossless (Process 14)",
+    "1.2.840.10008.1.2.4.70": "JPEG Lossless (Process 14, SV1)",
+    "1.2.840.10008.1.2.4.80": "JPEG-LS Lossless",
+    "1.2.840.10008.1.2.4.81": "JPEG-LS Near-Lossless",
+}
+# Files that must never go into a cube: a non-commercial licence (CQ500) or a patient ID
+# without a de-identification flag.
+EXCLUDED_FILE_PREFIXES: tuple[str, ...] = ("693_", "J2K_pixelrep_mismatch")
+
+PLANES: tuple[str, ...] = ("axial", "coronal", "sagittal")
+# A plane is named only when the slice normal lies within this angle of a patient axis;
+# beyond it the slice is oblique and no single plane is the true answer.
+OBLIQUE_LIMIT_DEG = 20.0
+
+
+class SourceError(ValueError):
+    """A source file cannot be used; the message names the file and why."""
+
+
+@dataclass(frozen=True, slots=True)
+class PackageFile:
+    """A data file shipped inside an installed Python package."""
+
+    distribution: str  # what `pip install` calls it: "pydicom-data"
+    module: str  # the importable module that holds it: "data_store"
+    relpath: str  # posix path inside the module directory
+
+    @property
+    def name(self) -> str:
+        return self.relpath.rsplit("/", 1)[-1]
+
+    def path(self) -> Path:
+        spec = importlib.util.find_spec(self.module)
+        if spec is None or spec.origin is None:
+            raise SourceError(
+                f"{self.relpath}: the package {self.distribution!r} is not installed; "
+                f"install it with `pip install {self.distribution}` (medrcube's [fixtures] extra)"
+            )
+        p = Path(spec.origin).parent / self.relpath
+        if not p.is_file():
+            raise SourceError(f"{p}: not found in the installed {self.distribution!r}; a different version may ship other files")
+        return p
+
+    def citation(self) -> str:
+        return f"{self.distribution}: {self.module}/{self.relpath}"
+
+
+# -- DICOM -------------------------------------------------------------------------------
+
+
+def read_dicom(path: str | Path):
+    """Read a DICOM file (optionally gzip-compressed), refusing excluded files and GPL-only codecs."""
+    import pydicom
+
+    p = Path(path)
+    if p.name.startswith(EXCLUDED_FILE_PREFIXES):
+        raise SourceError(f"{p}: this file is excluded from cubes (licence or patient identifier); pick another source")
+    raw = gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else None
+    ds = pydicom.dcmread(io.BytesIO(raw) if raw is not None else p)
+    ts = str(getattr(ds.file_meta, "TransferSyntaxUID", "")) if hasattr(ds, "file_meta") else ""
+    if ts in GPL_ONLY_SYNTAXES:
+        raise SourceError(
+            f"{p}: transfer syntax {GPL_ONLY_SYNTAXES[ts]} ({ts}) needs a GPL decoder, which medrcube does not "
+            "depend on; use an uncompressed or JPEG 2000 copy of the image"
+        )
+    return ds
+
+
+def _functional_item(ds, index: int, sequence: str, attribute: str):
+    """An attribute from a frame's functional groups: per-frame first, then shared."""
+    for groups_kw, i in (("PerFrameFunctionalGroupsSequence", index), ("SharedFunctionalGroupsSequence", 0)):
+        groups = ds.get(groups_kw)
+        if groups is None or len(groups) <= i:
+            continue
+        seq = groups[i].get(sequence)
+        if seq and attribute in seq[0]:
+            return seq[0][attribute].value
+    return None
+
+
+def frame_attribute(ds, index: int, sequence: str, attribute: str):
+    """A top-level attribute, else the frame's functional-group value (None when absent)."""
+    if attribute in ds:
+        return ds[attribute].value
+    return _functional_item(ds, index, sequence, attribute)
+
+
+def number_of_frames(ds) -> int:
+    try:
+        return max(1, int(ds.get("NumberOfFrames", 1) or 1))
+    except (TypeError, ValueError):
+        return 1
+
+
+def frames(ds) -> np.ndarray:
+    """All frames as (n, rows, cols) float64 with the rescale applied, or (n, rows, cols, 3) uint8 RGB.
+
+    Palette-colour images are expanded through their lookup table; YBR images arrive as
+    RGB (pydicom converts them).
+    """
+    from pydicom.pixels import apply_color_lut
+
+    arr = ds.pixel_array
+    n = number_of_frames(ds)
+    pi = str(ds.get("PhotometricInterpretation", ""))
+    if pi == "PALETTE COLOR":
+        rgb = np.asarray(apply_color_lut(arr, ds), dtype=np.float64)
+        peak = 65535.0 if rgb.max() > 255 else 255.0
+        arr = np.floor(rgb / peak * 255.0 + 0.5).astype(np.uint8)
+    if int(ds.get("SamplesPerPixel", 1)) == 3 or pi == "PALETTE COLOR":
+        return arr.reshape((n, *arr.shape[-3:])).astype(np.uint8)
+    out = arr.reshape((n, *arr.shape[-2:])).astype(np.float64)
+    for i in range(n):
+        slope = frame_attribute(ds, i, "PixelValueTransformationSequence", "RescaleSlope")
+        intercept = frame_attribute(ds, i, "PixelValueTransformationSequence", "RescaleIntercept")
+        out[i] = out[i] * float(slope if slope is not None else 1.0) + float(intercept if intercept is not None else 0.0)
+    return out
+
+
+def frame_window(ds, index: int = 0) -> tuple[float, float] | None:
+    """The first (centre, width) display window of a frame, or None when the file has none."""
+    c = frame_attribute(ds, index, "FrameVOILUTSequence", "WindowCenter")
+    w = frame_attribute(ds, index, "FrameVOILUTSequence", "WindowWidth")
+    if c is None or w is None:
+        return None
+    first = lambda v: float(v[0]) if isinstance(v, Sequence) and not isinstance(v, str) else float(v)  # noqa: E731
+    return first(c), first(w)
+
+
+def frame_orientation(ds, index: int = 0) -> tuple[float, ...] | None:
+    """ImageOrientationPatient of a frame (top level or plane-orientation functional group)."""
+    iop = frame_attribute(ds, index, "PlaneOrientationSequence", "ImageOrientationPatient")
+    if iop is None or len(iop) != 6:
+        return None
+    return tuple(float(v) for v in iop)
+
+
+def slice_normal(iop: Sequence[float]) -> np.ndarray:
+    row, col = np.asarray(iop[:3], dtype=float), np.asarray(iop[3:], dtype=float)
+    n = np.cross(row, col)
+    norm = np.linalg.norm(n)
+    if norm == 0:
+        raise SourceError(f"ImageOrientationPatient {list(iop)} has parallel row and column vectors")
+    return n / norm
+
+
+def view_from_iop(iop: Sequence[float], limit_deg: float = OBLIQUE_LIMIT_DEG) -> str | None:
+    """The anatomical plane of a slice from ImageOrientationPatient, or None when oblique.
+
+    DICOM patient axes: x to the patient's left, y posterior, z head. A normal along z is
+    axial, along y coronal, along x sagittal.
+    """
+    n = np.abs(slice_normal(iop))
+    axis = int(np.argmax(n))
+    if n[axis] < np.cos(np.radians(limit_deg)):
+        return None
+    return ("sagittal", "coronal", "axial")[axis]
+
+
+def display_axial(img: np.ndarray, iop: Sequence[float]) -> tuple[np.ndarray, str]:
+    """Turn an axial slice to the radiological display: anterior up, patient's right on the left.
+
+    That is: image rows run +x (towards the patient's left) and columns +y (posterior)
+    in DICOM patient coordinates. Returns the image and what was done ("" if nothing).
+    """
+    row, col = np.asarray(iop[:3], dtype=float), np.asarray(iop[3:], dtype=float)
+    if view_from_iop(iop) != "axial":
+        raise SourceError(f"display_axial: ImageOrientationPatient {list(iop)} is not axial")
+    steps = []
+    out = img
+    if abs(row[0]) < abs(row[1]):  # rows run front-back: swap the image axes
+        out, row, col = np.swapaxes(out, 0, 1), col, row
+        steps.append("transposed")
+    if row[0] < 0:
+        out = out[:, ::-1]
+        steps.append("flipped left-right")
+    if col[1] < 0:
+        out = out[::-1]
+        steps.append("flipped up-down")
+    return np.ascontiguousarray(out), ", ".join(steps)
+
+
+def ultrasound_modes(image_type: Sequence[str] | None) -> tuple[str, ...]:
+    """The imaging modes of an ultrasound image from Image Type value 4 (a hex bitmap).
+
+    DICOM PS3.3 C.8.5.6.1.1 defines the bits: 0001 2D imaging, 0002 M-mode, 0004 CW
+    Doppler, 0008 PW Doppler, 0010 colour Doppler, 0020 colour M-mode, 0040 3D
+    rendering, 0100 colour power mode, 0200 tissue characterisation, 0400 spatially
+    related frames. An absent or malformed value gives ().
+    """
+    bits = {
+        0x0001: "2D", 0x0002: "M-mode", 0x0004: "CW Doppler", 0x0008: "PW Doppler",
+        0x0010: "Color Doppler", 0x0020: "Color M-mode", 0x0040: "3D Rendering",
+        0x0100: "Color Power Mode", 0x0200: "Tissue Characterization", 0x0400: "Spatially-related frames",
+    }  # fmt: skip
+    if not image_type or len(image_type) < 4:
+        return ()
+    try:
+        value = int(str(image_type[3]).strip(), 16)
+    except ValueError:
+        return ()
+    return tuple(name for bit, name in bits.items() if value & bit)
+
+
+def ultrasound_regions(ds, scale: float = 1.0) -> list[tuple[int, int, int, int]]:
+    """Image regions (x0, y0, x1, y1 inclusive) of an ultrasound frame, from SequenceOfUltrasoundRegions.
+
+    Only tissue regions (Region Data Type 1 = tissue, 2 = colour flow) are returned:
+    everything outside them is annotation (text, scales, logos). `scale` maps the stored
+    coordinates to the pixel grid when an image was downsized after they were written.
+    """
+    out = []
+    for r in ds.get("SequenceOfUltrasoundRegions", []):
+        if int(r.get("RegionDataType", 0)) not in (1, 2):
+            continue
+        box = (r.RegionLocationMinX0, r.RegionLocationMinY0, r.RegionLocationMaxX1, r.RegionLocationMaxY1)
+        out.append(tuple(int(round(int(v) * scale)) for v in box))
+    return out
+
+
+# -- NIfTI -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Volume:
+    """A 3-D volume reoriented to RAS+ (axis 0 to the right... axis 2 to the head)."""
+
+    data: np.ndarray  # float64, axes (x, y, z) in RAS+ order
+    zooms: tuple[float, float, float]  # voxel size (mm) along those axes
+    source_axcodes: tuple[str, str, str]  # nibabel.aff2axcodes of the file's affine
+    plane_of_source_axis: tuple[str, str, str]  # plane obtained by fixing each file axis
+    source_of_axis: tuple[tuple[int, bool], ...]  # per RAS axis: (file axis, reversed?)
+
+    def source_index(self, plane: str, index: int) -> tuple[int, int]:
+        """(file voxel axis, index along it) of the RAS slice `index` in `plane`."""
+        axis = plane_axis(plane)
+        src, flipped = self.source_of_axis[axis]
+        return src, (self.data.shape[axis] - 1 - index) if flipped else index
+
+
+def plane_of_axcode(code: str) -> str:
+    """Fixing a voxel axis that runs L-R gives a sagittal slice, A-P coronal, S-I axial."""
+    return {"L": "sagittal", "R": "sagittal", "A": "coronal", "P": "coronal", "S": "axial", "I": "axial"}[code]
+
+
+def load_volume(path: str | Path, volume_index: int = 0) -> Volume:
+    """Load a NIfTI file's 3-D volume (the `volume_index`-th of a 4-D series) in RAS+ orientation."""
+    import nibabel as nib
+    from nibabel.orientations import apply_orientation, axcodes2ornt, io_orientation, ornt_transform
+
+    img = nib.load(str(path))
+    data = np.asanyarray(img.dataobj, dtype=np.float64)
+    if data.ndim == 4:
+        data = data[..., volume_index]
+    elif data.ndim != 3:
+        raise SourceError(f"{path}: expected a 3-D or 4-D NIfTI volume, got {data.ndim} dimensions")
+    axcodes = tuple(nib.aff2axcodes(img.affine))
+    if None in axcodes:
+        raise SourceError(f"{path}: the affine does not determine the axis directions ({axcodes})")
+    ornt = io_orientation(img.affine)
+    transform = ornt_transform(ornt, axcodes2ornt(("R", "A", "S")))
+    zooms_src = [float(z) for z in img.header.get_zooms()[:3]]
+    zooms = [0.0, 0.0, 0.0]
+    source_of: list[tuple[int, bool]] = [(0, False)] * 3
+    for src_axis, (dst_axis, flip) in enumerate(transform):
+        zooms[int(dst_axis)] = zooms_src[src_axis]
+        source_of[int(dst_axis)] = (src_axis, bool(flip < 0))
+    return Volume(
+        data=apply_orientation(data, transform),
+        zooms=(zooms[0], zooms[1], zooms[2]),
+        source_axcodes=axcodes,  # type: ignore[arg-type]
+        plane_of_source_axis=tuple(plane_of_axcode(c) for c in axcodes),  # type: ignore[arg-type]
+        source_of_axis=tuple(source_of),
+    )
+
+
+def volume_slice(vol: Volume, plane: str, index: int) -> tuple[np.ndarray, tuple[float, float]]:
+    """A display slice of a RAS+ volume and its (row, column) pixel size in mm.
+
+    Radiological display: axial and coronal slices put the patient's right on the image's
+    left, superior (or anterior, for axial) at the top; sagittal slices face left.
+    """
+    x, y, z = vol.zooms
+    d = vol.data
+    if plane == "axial":
+        sl, spacing = d[:, :, index].T[::-1, ::-1], (y, x)
+    elif plane == "coronal":
+        sl, spacing = d[:, index, :].T[::-1, ::-1], (z, x)
+    elif plane == "sagittal":
+        sl, spacing = d[index, :, :].T[::-1, ::-1], (z, y)
+    else:
+        raise ValueError(f"plane must be one of {PLANES}, got {plane!r}")
+    return np.ascontiguousarray(sl), spacing
+
+
+def plane_axis(plane: str) -> int:
+    """The RAS+ axis that is fixed to cut a slice in `plane`."""
+    return {"sagittal": 0, "coronal": 1, "axial": 2}[plane]
