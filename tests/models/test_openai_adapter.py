@@ -169,6 +169,27 @@ def test_each_distinct_image_is_prepared_once(scripted_server, make_adapter):
     assert sizes == {(256, 14)}
 
 
+def test_image_preparation_runs_a_bounded_way_ahead(scripted_server, make_adapter):
+    """A big batch never holds more than 2 x concurrency prepared payloads at once."""
+    scripted_server.set_script({"latency": 0.01})
+    ahead: list[int] = []
+
+    def reader(data: bytes) -> Callable[[], bytes]:
+        def read() -> bytes:
+            ahead.append(len(ahead) + 1 - scripted_server.stats(log=False)["by_outcome"].get("200", 0))
+            return data
+        return read
+
+    rng = np.random.default_rng(1)
+    images = []
+    for _ in range(30):
+        data = encode(Image.fromarray(rng.integers(0, 255, (8, 8), dtype=np.uint8)))
+        images.append(ImageInput(hashlib.sha256(data).hexdigest(), reader(data)))
+    out = run(make_adapter(scripted_server, concurrency=2), [req(f"q{i}", images=[im]) for i, im in enumerate(images)])
+    assert all(r.ok for r in out) and len(ahead) == 30
+    assert max(ahead) <= 4
+
+
 def test_unreadable_image_fails_its_request_only(scripted_server, make_adapter):
     bad = ImageInput("deadbeef" * 8, lambda: b"not an image at all")
     out = run(make_adapter(scripted_server), [req("good"), req("bad", images=[bad]), req("good2")])

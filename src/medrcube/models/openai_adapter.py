@@ -14,6 +14,9 @@ counted and `Retry-After` is honoured exactly.
   with a message that says what to check.
 - A `content_filter` finish or a provider refusal is `Response(refused=True)`.
 - `generate` never raises for a failed request: the failure is a Response with `error`.
+- Each Response carries `attempts`, `usage` (the provider's token counts) and `latency_s`:
+  from the first send to the final answer, retries and their waits included, time queued
+  behind the concurrency and rate limits before the first send excluded.
 
 The API key is read from its environment variable when the adapter is built and handed
 to the client only; it is never logged, never put in an error message, never part of
@@ -179,13 +182,18 @@ class _Attempt:
 
 @dataclass
 class _LoopState:
-    """What belongs to one event loop: the HTTP client and the concurrency semaphore."""
+    """What belongs to one event loop: the HTTP client and the two semaphores.
+
+    `semaphore` bounds HTTP requests in flight (`concurrency`). `admission` bounds the
+    requests that hold a prepared payload (images encoded, waiting or in flight or backing
+    off) to twice that: image preparation runs ahead of the wire so that it overlaps the
+    model's latency, but a batch of thousands never holds thousands of encoded images.
+    """
 
     loop: asyncio.AbstractEventLoop
     client: Any
     semaphore: asyncio.Semaphore
-    in_flight: int = 0
-    max_in_flight: int = 0
+    admission: asyncio.Semaphore
 
 
 @dataclass
@@ -195,6 +203,8 @@ class AdapterStats:
     requests: int = 0
     attempts: int = 0
     retries: int = 0
+    in_flight: int = 0
+    max_in_flight: int = 0
     errors: Counter[str] = field(default_factory=Counter)
 
 
@@ -286,12 +296,16 @@ class OpenAIAdapter:
 
             client = AsyncOpenAI(api_key=self._api_key, base_url=self.base_url, timeout=self.timeout,
                                  max_retries=0)
-            self._state = _LoopState(loop, client, asyncio.Semaphore(self.concurrency))
+            self._state = _LoopState(loop, client, asyncio.Semaphore(self.concurrency),
+                                     asyncio.Semaphore(2 * self.concurrency))
         return self._state
 
     async def aclose(self) -> None:
+        """Close the HTTP client (a later `generate` opens a new one)."""
         state, self._state = self._state, None
-        if state is not None and not state.loop.is_closed():
+        # A client of another (finished) loop cannot be closed from here; its sockets go
+        # with that loop.
+        if state is not None and state.loop is asyncio.get_running_loop():
             await state.client.close()
 
     # -- generation -------------------------------------------------------------------
@@ -311,14 +325,19 @@ class OpenAIAdapter:
                               f"{type(exc).__name__}: {self._redact(str(exc))}", 0.0, 0)
 
     async def _run(self, request: Request) -> Response:
+        state = self._loop_state()
+        async with state.admission:
+            return await self._admitted(state, request)
+
+    async def _admitted(self, state: _LoopState, request: Request) -> Response:
         try:
             messages = await self._messages(request)
         except ImageError as exc:
             return self._fail(ErrorKind.INTERNAL, f"item {request.item_id}: {exc}", 0.0, 0)
-        body = {**self.params, **{k: v for k, v in request.params.items()}}
-        params = {k: v for k, v in body.items() if v is not None}  # None removes a default
-        state = self._loop_state()
-        started = time.monotonic()
+        merged = {**self.params, **request.params}
+        params = {k: v for k, v in merged.items() if v is not None}  # None removes a default
+        stats = self.stats
+        started: float | None = None
         history: list[str] = []
         attempt = 0
         while True:
@@ -326,14 +345,16 @@ class OpenAIAdapter:
             async with state.semaphore:
                 if self._bucket is not None:
                     await self._bucket.acquire()
-                state.in_flight += 1
-                state.max_in_flight = max(state.max_in_flight, state.in_flight)
+                if started is None:  # latency counts from the first send, not the queue before it
+                    started = time.monotonic()
+                stats.in_flight += 1
+                stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
                 try:
                     result = await self._attempt(state.client, messages, params)
                 finally:
-                    state.in_flight -= 1
-            self.stats.attempts += 1
-            elapsed = time.monotonic() - started
+                    stats.in_flight -= 1
+            stats.attempts += 1
+            elapsed = time.monotonic() - started if started is not None else 0.0
             if result.response is not None:
                 r = result.response
                 return Response(text=r.text, refused=r.refused, usage=r.usage, latency_s=elapsed, attempts=attempt)
@@ -345,10 +366,10 @@ class OpenAIAdapter:
                     message = f"{result.message} (gave up after {attempt} attempts: {tally})"
                 else:
                     message = result.message
-                self.stats.errors[result.kind.value] += 1
+                stats.errors[result.kind.value] += 1
                 return self._fail(result.kind, message, elapsed, attempt)
             wait = self.retry.delay(attempt, result.retry_after, self._rng)
-            self.stats.retries += 1
+            stats.retries += 1
             log.debug("item %s: attempt %d failed (%s); retrying in %.2fs", request.item_id, attempt,
                       result.label, wait)
             await asyncio.sleep(wait)

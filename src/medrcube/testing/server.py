@@ -65,9 +65,10 @@ response). Apart from "status" and "reset", a fault waits the scripted latency f
 In process, `ScriptedServer(script, reply=fn)` also takes a callable
 `fn(prompt: str, body: dict) -> str | None` consulted before `answers` (None: fall through).
 
-Statistics (`.stats()` or `GET /_stats`): `total` chat requests; `by_status` (HTTP status
-sent, as a string key); `by_outcome` ("200", "429", ..., "hang", "drop", "reset");
-`by_fault`; `by_question`, `by_prompt` (sha256 of the prompt text, 16 hex digits) and
+Statistics (`.stats()` or `GET /_stats`): `total` chat requests; `by_fault` (counted
+when a request arrives); `by_status` (HTTP status sent, as a string key) and `by_outcome`
+("200", "429", ..., "hang", "drop", "reset"), both counted when the request ends, just
+before its last bytes go out (so a hang still hanging is in `by_fault` and `in_flight`); `by_question`, `by_prompt` (sha256 of the prompt text, 16 hex digits) and
 `by_request` (the same over model, prompt and image digests) request counts; `answered`
 (successful answers per request hash) and `duplicates` (answers beyond the first for the
 same request); `models`; `auth` ({"present": n, "absent": n}: the Authorization header's
