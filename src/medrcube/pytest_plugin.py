@@ -125,15 +125,10 @@ def verdict(request: pytest.FixtureRequest, check, medrcube_session: gate.GateSe
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, object, object]:
     report = yield
-    payload = item.stash.get(gate.VERDICT_KEY, None)
-    # The report of the phase that decided the outcome carries the verdict: setup when
-    # it raised (an error verdict), else call. xdist forwards it to the controller.
-    if payload is not None and (report.when == "call" or (report.when == "setup" and not report.passed)):
-        report.user_properties.extend(summary.report_properties(payload))
-        if report.skipped and isinstance(report.longrepr, tuple):
-            # Point `-rs` at the test, not at the line of gate/session.py that skipped.
-            path, line = item.reportinfo()[:2]
-            report.longrepr = (os.fspath(path), (line or 0) + 1, report.longrepr[2])
+    if report.skipped and isinstance(report.longrepr, tuple) and gate.VERDICT_KEY in item.stash:
+        # Point `-rs` at the test, not at the line of gate/session.py that skipped.
+        path, line = item.reportinfo()[:2]
+        report.longrepr = (os.fspath(path), (line or 0) + 1, report.longrepr[2])
     return report
 
 

@@ -185,7 +185,9 @@ class GateWorkspace:
     # -- running ---------------------------------------------------------------------------
 
     def args(self, *extra: str, model: str | None = None, store: str = ".medrcube") -> list[str]:
+        # hypothesis's plugin imports hypothesis in every run's summary: seconds per xdist worker.
         out = ["tests_benchmark", "--cube=cube/cube.jsonl", "--thresholds=thresholds.yaml", "-p", "no:cacheprovider"]
+        out += ["-p", "no:hypothesispytest"]
         out += [f"--response-store={store}", "-rA"]
         if model:
             out.append(f"--model={model}")

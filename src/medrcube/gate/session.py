@@ -359,6 +359,7 @@ class GateSession:
             return None
         r = self._result
         return {
+            "worker": f"gw{self.worker[0]}" if self.worker[1] > 1 else "main",
             "records": [rec.to_dict() for rec in r.records],
             "requests_sent": self.requests_sent,
             "judge_requests": self.judge_requests,
@@ -481,6 +482,9 @@ def verdict_for(node: pytest.Item, check: Any, session: GateSession) -> Decided:
     else:
         payload = summary.verdict_payload(check, verdict, session.questions)
     node.stash[VERDICT_KEY] = payload
+    # On the item, as record_property does: every later report carries it, xdist sends
+    # it to the controller, and --junitxml writes it as properties.
+    node.user_properties.extend(summary.report_properties(payload))
     if payload["verdict"] == "error":
         allure_labels.describe_verdict(check, payload)  # the test body will not run
         raise GateError(payload["message"])

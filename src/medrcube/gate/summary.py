@@ -167,7 +167,11 @@ def merge_handovers(handovers: Iterable[Mapping[str, Any]]) -> Any:
         started=min(float(h["started"]) for h in handovers),
         finished=max(float(h["finished"]) for h in handovers),
         aborted=next((h["aborted"] for h in handovers if h.get("aborted")), None),
-        info=dict(first.get("info") or {}),
+        info={
+            **dict(first.get("info") or {}),
+            # How the asks were spread over the processes (xdist workers) of this run.
+            "requests_by_process": {str(h.get("worker", i)): int(h["requests_sent"]) for i, h in enumerate(handovers)},
+        },
     )
 
 
@@ -244,10 +248,10 @@ def cell_tables(entries: Iterable[Mapping[str, Any]], task_order: Iterable[str])
         heads = [task_abbrev(t) for t in tasks]
         width = max(4, *(len(h) for h in heads))
         first = max(len(modality), *(len(p) + 2 for p in parts))
-        lines.append(modality.ljust(first) + "  " + "  ".join(h.ljust(width) for h in heads))
+        lines.append((modality.ljust(first) + "  " + "  ".join(h.ljust(width) for h in heads)).rstrip())
         for part in parts:
             marks = [MARKS.get(cells.get((part, modality, t), ""), ".") for t in tasks]
-            lines.append(f"  {part}".ljust(first) + "  " + "  ".join(m.ljust(width) for m in marks))
+            lines.append((f"  {part}".ljust(first) + "  " + "  ".join(m.ljust(width) for m in marks)).rstrip())
     lines.append("(pass, FAIL, skip: insufficient evidence, ERR: not graded, .: no check)")
     return lines
 
@@ -372,4 +376,5 @@ def run_meta(session: Any, run_id: str, result: Any) -> dict[str, Any]:
         "baseline": opts.baseline,
         "judge": opts.judge,
         "requests_sent": result.requests_sent if result is not None else None,
+        "requests_by_process": result.info.get("requests_by_process") if result is not None else None,
     }

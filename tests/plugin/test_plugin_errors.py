@@ -1,0 +1,111 @@
+"""API errors become pytest errors (never failures), and every mistake in the options or
+the thresholds is exactly one usage error, raised before any model call."""
+
+from __future__ import annotations
+
+import pytest
+
+MODELS_YAML = """\
+version: 1
+models:
+  flaky:
+    provider: openai
+    model: test-model
+    base_url: {url}
+    api_key_env: MEDRCUBE_TEST_KEY
+    max_retries: 0
+    timeout: 10
+"""
+
+
+def usage_errors(result: pytest.RunResult) -> list[str]:
+    return [line for line in result.errlines if line.startswith("ERROR:")]
+
+
+@pytest.mark.parametrize("status", [500, 401])
+def test_api_errors_are_errors_not_failures(gate_ws, gate_server, status):
+    gate_server.set_script({"faults": [{"fault": "status", "status": status}]})
+    (gate_ws.path / "models.yaml").write_text(MODELS_YAML.format(url=gate_server.base_url), encoding="utf-8")
+    result = gate_ws.run("--models-file=models.yaml", model="flaky")
+
+    counts = result.parseoutcomes()
+    assert counts.get("failed", 0) == 0 and counts.get("passed", 0) == 0
+    decided = gate_ws.gate_json()["checks"]
+    assert decided and all(c["verdict"] == "error" for c in decided)
+    assert counts["errors"] == len(decided)  # each check errors in setup: "errors", not "failed"
+    result.stdout.fnmatch_lines(["*GateError: * errors of * requests (100% > max_error_rate 5%): the evidence is incomplete; not graded*"])
+    assert result.ret == 1
+    assert gate_server.stats()["total"] >= 1
+
+
+def test_bad_thresholds_file_is_one_usage_error(gate_ws, gate_server):
+    (gate_ws.path / "thresholds.yaml").write_text(
+        "version: 1\noverall: {bound: 1.5}\ncells:\n  - {match: '*/*/*', bound: 0.5}\n", encoding="utf-8"
+    )
+    result = gate_ws.run(model=gate_ws.openai(gate_server))
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = usage_errors(result)
+    assert len(errors) == 1, result.errlines
+    assert errors[0].startswith("ERROR: --thresholds=")
+    assert "overall.bound" in errors[0] and "1.5" in errors[0]
+    assert gate_server.stats()["total"] == 0
+    assert gate_ws.run_dirs() == []
+
+
+def test_cell_pattern_matching_no_cell_is_one_usage_error(gate_ws):
+    (gate_ws.path / "thresholds.yaml").write_text(
+        "version: 1\ncells:\n  - {match: 'Chest/X-Ray/Disease Diagnosis', bound: 0.5}\n"
+        "  - {match: 'Chset/X-Ray/*', bound: 0.5}\n",
+        encoding="utf-8",
+    )
+    result = gate_ws.run(model="random")
+    errors = usage_errors(result)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and len(errors) == 1, result.errlines
+    assert "cells[1].match" in errors[0] and "did you mean 'Chest'" in errors[0]
+
+
+@pytest.mark.parametrize(
+    ("option", "expected"),
+    [
+        ("--variants=standard,blnd", ["--variants=standard,blnd", "did you mean 'blind'", "choices: standard, blind"]),
+        ("--model=opneai:gpt", ["--model=opneai:gpt", "did you mean 'openai'", "providers:"]),
+        ("--concurrency=0", ["--concurrency=0", "positive integer"]),
+        ("--profile=deploy", ["--profile=deploy", "unknown profile 'deploy'"]),
+        ("--baseline=replay:missing.jsonl", ["--baseline=replay:missing.jsonl", "not found"]),
+    ],
+)
+def test_bad_option_is_one_usage_error(gate_ws, gate_server, option, expected):
+    result = gate_ws.run(option, model=None if option.startswith("--model") else gate_ws.openai(gate_server))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = usage_errors(result)
+    assert len(errors) == 1, result.errlines
+    for text in expected:
+        assert text in errors[0]
+    assert gate_server.stats()["total"] == 0
+
+
+def test_usage_error_under_xdist_stops_in_the_controller(gate_ws, gate_server):
+    # Raised in the controller's pytest_sessionstart, before xdist starts any worker.
+    result = gate_ws.run_subprocess("-n", "2", "--variants=blind,blnd", model=gate_ws.openai(gate_server))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = usage_errors(result)
+    assert len(errors) == 1 and "did you mean 'blind'" in errors[0], result.errlines
+    assert "gw0" not in result.stdout.str()
+    assert gate_server.stats()["total"] == 0
+
+
+def test_missing_default_cube_is_a_usage_error(gate_ws):
+    result = gate_ws.pytester.runpytest("tests_benchmark", "--thresholds=thresholds.yaml", "-p", "no:cacheprovider")
+    errors = usage_errors(result)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and len(errors) == 1, result.errlines
+    assert "--cube" in errors[0] and "fixtures/mini" in errors[0]
+
+
+def test_the_plugin_is_idle_without_a_gate_suite(pytester):
+    # Installed through its entry point, it must not load a cube or a model elsewhere.
+    pytester.makepyfile("def test_plain():\n    assert 1 + 1 == 2\n")
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert "medrcube gate" not in result.stdout.str()
+    assert not (pytester.path / "reports").exists()

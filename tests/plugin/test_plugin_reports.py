@@ -1,0 +1,143 @@
+"""What a gate run leaves behind: the run directory, JUnit properties, Allure results
+(Behaviors labels, excluded parameters, stable history ids, attachments), the terminal
+summary, and `medrcube qualify`."""
+
+from __future__ import annotations
+
+import json
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from medrcube.commands import qualify
+
+
+def _allure_results(directory: Path) -> dict[str, dict]:
+    out = {}
+    for path in directory.glob("*-result.json"):
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        params = {p["name"]: p for p in doc.get("parameters", [])}
+        check = params["check"]["value"].strip("'")
+        if check != "None":  # the placeholder of a kind with no check (skipped by a mark)
+            out[check] = doc
+    return out
+
+
+def _labels(doc: dict, name: str) -> list[str]:
+    return [label["value"] for label in doc["labels"] if label["name"] == name]
+
+
+def test_run_directory_and_junit_properties(gate_ws):
+    wrong = gate_ws.ids("Disease Diagnosis")
+    result = gate_ws.run("--junitxml=junit.xml", model=gate_ws.replay("half.jsonl", wrong=wrong))
+
+    run_dir = gate_ws.run_dirs()[-1]
+    records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    assert len(records) == 27 and {r["outcome"] for r in records} == {"correct", "wrong"}
+    summary = json.loads((run_dir / "metrics_summary.json").read_text())
+    assert summary  # written by run.outputs in the reference layout
+    assert json.loads((run_dir / "run.json").read_text())["run_id"] == run_dir.name
+
+    root = ET.parse(gate_ws.path / "junit.xml").getroot()
+    cases = {tc.get("name"): tc for tc in root.iter("testcase")}
+    props = {p.get("name"): p.get("value") for p in cases["test_cell[Chest/X-Ray/Disease Diagnosis]"].iter("property")}
+    assert props["medrcube_status"] == "fail"
+    assert props["medrcube_observed"] == "0" and props["medrcube_n"] == "12" and props["medrcube_bound"] == "0.6"
+    assert json.loads(props["medrcube_verdict"])["id"] == "Chest/X-Ray/Disease Diagnosis"
+
+    # The terminal summary: the table per modality, the numbers and the paths.
+    result.stdout.fnmatch_lines(
+        [
+            "*= medrcube gate =*",
+            "X-Ray *MR *DD",
+            "  Chest *pass *FAIL",
+            "MRI *OR",
+            "  Brain *skip",
+            "overall accuracy 0.556 * n=27 (bound 0.60, point): fail",
+            "credibility overall: rationality n/a, shortcut probability n/a, 12 pairs (A=0 B=12 C=0 D=0): skip",
+            "checks: 1 passed, 3 failed, 3 skipped (insufficient evidence), 0 errors (not graded)",
+            f"written: {run_dir}/ (results.jsonl, metrics_summary.json, run.json, gate.json)",
+        ]
+    )
+
+
+def test_allure_labels_parameters_and_attachments(gate_ws):
+    model = gate_ws.replay("half.jsonl", wrong=gate_ws.ids("Disease Diagnosis"))
+    gate_ws.run("--alluredir=allure-a", model=model)
+    results = _allure_results(gate_ws.path / "allure-a")
+
+    cell = results["Chest/X-Ray/Disease Diagnosis"]
+    assert _labels(cell, "epic") == ["Chest"]
+    assert _labels(cell, "feature") == ["X-Ray"]
+    assert _labels(cell, "story") == ["Disease Diagnosis"]
+    assert _labels(cell, "severity") == ["critical"]  # a high-level task
+    assert _labels(results["Chest/X-Ray/Modality Recognition"], "severity") == ["minor"]  # low level
+    assert cell["status"] == "failed"
+    assert cell["name"] == "Chest / X-Ray / Disease Diagnosis: accuracy"
+    params = {p["name"]: p for p in cell["parameters"]}
+    assert params["observed"]["value"] == "'0.000'" and params["observed"]["excluded"] is True
+    assert params["n"]["value"] == "12" and params["bound"]["excluded"] is True
+    assert not params["check"].get("excluded")
+    attachments = {a["name"]: a for a in cell["attachments"]}
+    assert set(attachments) == {"check and verdict", "worst items"}
+    csv_text = (gate_ws.path / "allure-a" / attachments["worst items"]["source"]).read_text()
+    assert csv_text.splitlines()[0].startswith("item_id,cell,variant")
+    assert "cx-dd-00" in csv_text
+    attached = json.loads((gate_ws.path / "allure-a" / attachments["check and verdict"]["source"]).read_text())
+    assert attached["check"]["id"] == attached["verdict"]["id"] == "Chest/X-Ray/Disease Diagnosis"
+
+    assert (_labels(results["slice/part/Chest"], "epic"), _labels(results["slice/part/Chest"], "feature")) == (
+        ["Slices"],
+        ["By part"],
+    )
+    assert _labels(results["overall"], "epic") == ["Overall"]
+    assert _labels(results["credibility/overall"], "epic") == ["Credibility"]
+    assert results["Brain/MRI/Organ Recognition"]["status"] == "skipped"
+
+    # A changed bound changes the numbers, not the history: same history ids.
+    thresholds = gate_ws.path / "thresholds.yaml"
+    thresholds.write_text(thresholds.read_text().replace('bound: 0.6}\n', 'bound: 0.3}\n'), encoding="utf-8")
+    gate_ws.run("--alluredir=allure-b", model=model)
+    again = _allure_results(gate_ws.path / "allure-b")
+    moved = again["Chest/X-Ray/Modality Recognition"]
+    assert {p["name"]: p["value"] for p in moved["parameters"]}["bound"] == "'0.300'"
+    assert {k: v["historyId"] for k, v in again.items()} == {k: v["historyId"] for k, v in results.items()}
+
+
+def test_errored_case_keeps_its_labels(gate_ws, gate_server):
+    gate_server.set_script({"faults": [{"fault": "status", "status": 401}]})
+    gate_ws.run("--alluredir=allure", model=gate_ws.openai(gate_server))
+    results = _allure_results(gate_ws.path / "allure")
+    cell = results["Chest/X-Ray/Disease Diagnosis"]
+    assert cell["status"] == "broken"
+    assert (_labels(cell, "epic"), _labels(cell, "feature"), _labels(cell, "story")) == (
+        ["Chest"],
+        ["X-Ray"],
+        ["Disease Diagnosis"],
+    )
+    assert {p["name"]: p["value"] for p in cell["parameters"]}["verdict"] == "'error'"
+
+
+def test_qualify_arguments_pass_through_to_pytest():
+    parser = __import__("argparse").ArgumentParser()
+    qualify.add_arguments(parser)
+    args = parser.parse_args(["--model", "random:3", "-n", "2", "--co", "-k", "Chest", "--alluredir=out"])
+    assert args.model == "random:3" and args.cube is None
+    assert qualify.pytest_argv(args, Path("suite")) == ["suite", "--model=random:3", "-n", "2", "--co", "-k", "Chest", "--alluredir=out"]
+    # The suite of this checkout is found from anywhere (an editable install).
+    assert (qualify.find_suite() / "test_gate.py").is_file()
+    with pytest.raises(FileNotFoundError, match="no conftest.py"):
+        qualify.find_suite("/nonexistent-suite")
+
+
+def test_medrcube_qualify_runs_the_suite(gate_ws):
+    result = gate_ws.pytester.run(
+        sys.executable, "-m", "medrcube.cli", "qualify",
+        "--suite", str(gate_ws.path / "tests_benchmark"), "--cube", "cube/cube.jsonl", "--model", gate_ws.replay("good.jsonl"),
+        "--thresholds=thresholds.yaml", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-q",
+    )  # fmt: skip
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["*= medrcube gate =*", "*5 passed, 5 skipped*"])
+    assert gate_ws.gate_json()["passed"] is True

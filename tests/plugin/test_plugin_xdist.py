@@ -1,0 +1,48 @@
+"""pytest-xdist: `-n 3` decides exactly as `-n 0`, sends each request to the model once,
+spreads the asks over the workers, and only the controller writes reports."""
+
+from __future__ import annotations
+
+import pytest
+
+VARIANTS = "--variants=standard,blind"
+
+
+def _without_nodeids(checks: list[dict]) -> list[dict]:
+    return [{k: v for k, v in c.items()} for c in checks]
+
+
+@pytest.mark.slow  # three xdist workers each start an interpreter and import scipy: ~15 s on 2 cores
+def test_n0_and_n3_identical_verdicts_and_requests(gate_ws, gate_server):
+    # A mixed model: diagnosis half wrong, so that verdicts differ between checks.
+    wrong = gate_ws.ids("Disease Diagnosis")[::2]
+    gate_server.set_script({"answer_key": gate_ws.answer_key(wrong=wrong)})
+    model = gate_ws.openai(gate_server)
+
+    serial = gate_ws.run(VARIANTS, model=model, store="store-serial")
+    serial_doc = gate_ws.gate_json()
+    serial_stats = gate_server.stats()
+    gate_server.reset_stats()
+
+    parallel = gate_ws.run_subprocess("-n", "3", VARIANTS, model=model, store="store-parallel")
+    parallel_doc = gate_ws.gate_json()
+    parallel_stats = gate_server.stats()
+
+    assert len(gate_ws.run_dirs()) == 2  # one per run: the workers wrote nothing
+    assert parallel_doc["checks"] == serial_doc["checks"]
+    assert {c["verdict"] for c in serial_doc["checks"]} >= {"pass", "fail", "skip"}
+    assert parallel.parseoutcomes() == serial.parseoutcomes()
+
+    # 27 items x (standard, blind), each sent exactly once in both runs.
+    assert serial_stats["total"] == parallel_stats["total"] == 54
+    assert serial_stats["by_request"] == parallel_stats["by_request"]
+    assert parallel_stats["duplicates"] == 0
+    assert parallel_doc["requests_sent"] == 54
+    # The asks were spread: every worker sent its own shard.
+    by_process = parallel_doc["requests_by_process"]
+    assert sorted(by_process) == ["gw0", "gw1", "gw2"]
+    assert sum(by_process.values()) == 54 and all(n > 0 for n in by_process.values())
+
+    # The summary is printed once, by the controller.
+    assert parallel.stdout.str().count("= medrcube gate =") == 1
+    parallel.stdout.fnmatch_lines(["X-Ray *MR *DD*", "  Chest *pass *FAIL*"])
