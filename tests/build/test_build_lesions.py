@@ -71,7 +71,8 @@ def test_invalid_arguments_are_named() -> None:
 
 
 def test_size_classes_partition_and_label() -> None:
-    assert [lesions.size_class_of(f) for f in (0.01, 0.079, 0.08, 0.139, 0.14, 0.5)] == ["small", "small", "medium", "medium", "large", "large"]
+    fractions = (0.01, 0.079, 0.08, 0.139, 0.14, 0.249, 0.25, 0.9)
+    assert [lesions.size_class_of(f) for f in fractions] == ["small", "small", "medium", "medium", "large", "large", "very large", "very large"]
     for s in lesions.SIZE_CLASSES:
         assert s.low <= s.nominal < s.high and lesions.size_class_of(s.nominal) == s.name
     assert lesions.SIZE_BY_NAME["medium"].label() == "Medium (8% to 14% of the shorter image side)"
@@ -83,3 +84,12 @@ def test_body_mask_fills_holes() -> None:
     img[25:35, 25:35] = 0.0  # a dark cavity inside the body
     mask = lesions.body_mask(img)
     assert mask[30, 30] and not mask[2, 2]
+
+
+def test_textured_mask_excludes_a_flat_gray_fill() -> None:
+    rng = np.random.default_rng(0)
+    img = np.full((80, 80), 0.15)
+    img[20:70, 10:60] = np.clip(0.4 + 0.1 * rng.standard_normal((50, 50)), 0, 1)  # speckled "sector"
+    mask = lesions.textured_mask(img)
+    assert mask[45, 35] and not mask[5, 75] and not mask[75, 5]
+    assert not lesions.body_mask(img)[5, 75] or lesions.body_mask(img).mean() > 0.9  # a threshold alone keeps the fill

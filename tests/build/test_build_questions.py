@@ -24,7 +24,7 @@ def test_correct_letters_cycle_per_task_and_option_count() -> None:
     for r in recs:
         by_task.setdefault(r["task"], Counter())[r["correct_index"]] += 1
     assert by_task["Modality Recognition"] == Counter({x: 4 for x in "ABCD"})
-    assert by_task["View Recognition"] == Counter({x: 8 // 3 + (1 if x < "C" else 0) for x in "ABC"})
+    assert by_task["View Recognition"] == Counter({x: 2 for x in "ABCD"})
     for r in recs:
         opts = [r[f"option_{x}"] for x in LETTERS if f"option_{x}" in r]
         assert opts[LETTERS.index(r["correct_index"])] == r["gt_answer"] and len(set(opts)) == len(opts)
@@ -64,5 +64,5 @@ def test_lesion_facts() -> None:
             "diameter_fraction": 0.18, "polarity": "brighter"}  # fmt: skip
     ad, rg, sg = questions.lesion_facts(meta)
     assert (ad.answer, rg.answer) == ("Yes", "Lower right")
-    assert sg.answer.startswith("Large") and len(rg.distractors) == 3 and len(sg.distractors) == 2
+    assert sg.answer.startswith("Large") and len(rg.distractors) == 3 and len(sg.distractors) == 3
     assert all(f.synthetic for f in (ad, rg, sg))

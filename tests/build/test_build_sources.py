@@ -133,3 +133,17 @@ def test_the_plane_of_a_permuted_volume_follows_its_affine(tmp_path: Path) -> No
     # Sagittal display: rows run S (top) to I, columns A (left) to P.
     assert np.array_equal(sl, data[:, :, 1].T[::-1, ::-1])
     assert spacing == (4.0, 3.0)
+
+
+def test_plane_of_file_axis_follows_the_affine_and_refuses_oblique_cuts() -> None:
+    vol = sources.load_volume(ANATOMICAL.path())
+    assert [sources.plane_of_file_axis(vol.affine, a) for a in range(3)] == ["sagittal", "coronal", "axial"]
+    # dipy's S0 volume has a sheared slice axis; its in-plane axes are exact, so it is axial.
+    s0 = sources.load_volume(PackageFile("dipy", "dipy", "data/files/S0_10slices.nii.gz").path())
+    assert sources.plane_of_file_axis(s0.affine, 2) == "axial"
+    tilt = np.radians(35)
+    rotated = np.eye(4)
+    rotated[1:3, 1:3] = [[np.cos(tilt), -np.sin(tilt)], [np.sin(tilt), np.cos(tilt)]]  # 35 degrees about x
+    assert nib.aff2axcodes(rotated)[2] == "S"  # the axis codes still say S...
+    assert sources.plane_of_file_axis(rotated, 2) is None  # ...but the cut is oblique
+    assert sources.plane_of_file_axis(rotated, 0) == "sagittal"

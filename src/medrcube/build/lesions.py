@@ -38,7 +38,8 @@ class SizeClass:
 SIZE_CLASSES: tuple[SizeClass, ...] = (
     SizeClass("small", 0.0, 0.08, 0.055),
     SizeClass("medium", 0.08, 0.14, 0.11),
-    SizeClass("large", 0.14, 1.0, 0.18),
+    SizeClass("large", 0.14, 0.25, 0.18),
+    SizeClass("very large", 0.25, 1.0, 0.30),
 )
 SIZE_BY_NAME: dict[str, SizeClass] = {s.name: s for s in SIZE_CLASSES}
 
@@ -81,6 +82,16 @@ def body_mask(img01: np.ndarray, threshold: float = 0.12, smooth: float = 2.0) -
     """Pixels inside the imaged anatomy: a smoothed image above `threshold`, holes filled."""
     gray = img01 if img01.ndim == 2 else img01.mean(axis=2)
     mask = ndimage.gaussian_filter(gray, smooth) > threshold
+    return ndimage.binary_fill_holes(mask)
+
+
+def textured_mask(img01: np.ndarray, size: int = 5, min_std: float = 0.01) -> np.ndarray:
+    """Pixels inside the imaged anatomy when the background is a flat (but not black) fill,
+    as around an ultrasound sector: anatomy has texture, the fill has none."""
+    gray = img01 if img01.ndim == 2 else img01.mean(axis=2)
+    mean = ndimage.uniform_filter(gray, size)
+    var = np.maximum(ndimage.uniform_filter(gray * gray, size) - mean * mean, 0.0)
+    mask = ndimage.binary_closing(np.sqrt(var) >= min_std, iterations=3)
     return ndimage.binary_fill_holes(mask)
 
 

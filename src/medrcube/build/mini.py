@@ -54,8 +54,10 @@ from medrcube.build.sources import (
     frame_orientation,
     frame_window,
     frames,
+    OBLIQUE_LIMIT_DEG,
     load_volume,
     plane_axis,
+    plane_of_file_axis,
     read_dicom,
     display_axial,
     ultrasound_modes,
@@ -189,8 +191,8 @@ def _volume_pictures(dataset: str, pf: PackageFile, cuts: list[tuple[str, float]
         size = vol.data.shape[plane_axis(plane)]
         index = int(round(frac * (size - 1)))
         src_axis, src_index = vol.source_index(plane, index)
-        if vol.plane_of_source_axis[src_axis] != plane:
-            raise SourceError(f"{pf.citation()}: file axis {src_axis} does not cut {plane} slices")
+        if vol.plane_of_source_axis[src_axis] != plane or plane_of_file_axis(vol.affine, src_axis) != plane:
+            raise SourceError(f"{pf.citation()}: fixing file axis {src_axis} does not cut a true {plane} slice")
         sl, (dr, dc) = volume_slice(vol, plane, index)
         img = imageio.resize(imageio.window(sl, low, high), output_shape(sl.shape[0] * dr, sl.shape[1] * dc, long_side))
         facts = [
@@ -199,7 +201,8 @@ def _volume_pictures(dataset: str, pf: PackageFile, cuts: list[tuple[str, float]
                 plane,
                 f"nibabel.aff2axcodes(affine) = {vol.source_axcodes}: voxel axis {src_axis} runs towards "
                 f"{vol.source_axcodes[src_axis]}, so fixing it (at index {src_index}, 0-based, of {size}) cuts "
-                f"{'an' if plane == 'axial' else 'a'} {plane} slice.",
+                f"{'an' if plane == 'axial' else 'a'} {plane} slice (its normal, from the affine, lies within "
+                f"{OBLIQUE_LIMIT_DEG:g} degrees of that axis).",
                 "NIfTI affine",
             ),
             region_fact("Brain", f"Documented source: {doc}.", "documented source"),
@@ -226,7 +229,9 @@ def nibabel_brain() -> list[Picture]:
 
 def dipy_brain() -> list[Picture]:
     pics = _volume_pictures("dipy-brain", dipy_file("S0_10slices.nii.gz"), [("axial", 0.44), ("axial", 0.67)])
-    cuts = [("axial", 0.55), ("coronal", 0.45), ("coronal", 0.6), ("sagittal", 0.35), ("sagittal", 0.62)]
+    # aniso_vox is acquired 35 degrees off the axial plane: only its sagittal cuts are true
+    # planes (plane_of_file_axis refuses the others), so only those are used.
+    cuts = [("sagittal", 0.35), ("sagittal", 0.5), ("sagittal", 0.64)]
     pics += _volume_pictures("dipy-brain", dipy_file("aniso_vox.nii.gz"), cuts)
     return pics
 
@@ -583,13 +588,15 @@ def echo_us() -> list[Picture]:
     box = (0, 0, 232, 120)  # drops the focal-zone marker at the right edge
     rgb = deid.crop(frames(ds)[0].astype(np.float64) / 255.0, box)
     img = imageio.resize(rgb, output_shape(rgb.shape[0] * aspect[0] / aspect[1], rgb.shape[1], 348))
+    # The sector sits on a flat gray fill: lesions go into the textured sector only.
+    sector = ndimage.binary_erosion(lesions.textured_mask(img), iterations=3)
     for n, lesion in enumerate((False, True, True)):
         pics.append(
             Picture(
                 ds_name, f"tee_{n + 1:02d}", img, modality, "Heart", pf, "the single frame",
                 f"cropped to x {box[0]}-{box[2]} (focal-zone marker removed), pixel aspect {aspect[0]}:{aspect[1]} "
                 f"corrected, colour kept, resampled to {img.shape[1]}x{img.shape[0]}",
-                [mfact, ipr, organ], lesion=lesion, normal_ok=True, contrast=0.5,
+                [mfact, ipr, organ], lesion=lesion, normal_ok=True, contrast=0.5, allowed=sector,
             )  # fmt: skip
         )
     return pics
@@ -639,7 +646,8 @@ RECIPE: tuple[Callable[[], list[Picture]], ...] = (nibabel_brain, dipy_brain, py
 
 def _lesion_plan() -> Iterator[tuple[str, str]]:
     """(quadrant, size) combinations in an order that spreads both evenly."""
-    combos = [(q, lesions.SIZE_CLASSES[(i + j) % 3].name) for j in range(3) for i, q in enumerate(lesions.QUADRANTS)]
+    n = len(lesions.SIZE_CLASSES)
+    combos = [(q, lesions.SIZE_CLASSES[(i + j) % n].name) for j in range(n) for i, q in enumerate(lesions.QUADRANTS)]
     while True:
         yield from combos
 
@@ -686,7 +694,7 @@ def _draw_lesion(pic: Picture, plan: Iterator[tuple[str, str]], rng: np.random.G
     if not pic.lesion:
         return pic.pixels, None
     allowed = pic.allowed if pic.allowed is not None else lesions.body_mask(pic.pixels)
-    for _ in range(12):  # every (quadrant, size) once at most; a combination that does not fit is skipped
+    for _ in range(len(lesions.QUADRANTS) * len(lesions.SIZE_CLASSES)):  # a combination that does not fit is skipped
         quadrant, size = next(plan)
         try:
             pixels, lesion = lesions.insert_lesion(

@@ -45,10 +45,12 @@ Answers come from metadata or from construction, never from a guess:
   X-ray). NIfTI files have no modality field; for them the answer is the documented source
   (nibabel's and dipy's brain MRI test volumes).
 - **View Recognition**: for NIfTI volumes, the plane is known from the affine: the volume
-  is cut along a voxel axis and `nibabel.aff2axcodes` says whether that axis runs L-R
-  (sagittal), A-P (coronal) or S-I (axial). For DICOM slices, from ImageOrientationPatient
-  (the slice normal must lie within 20 degrees of a patient axis; oblique slices get no
-  view item). For radiographs, from ViewPosition (PA, AP).
+  is cut along a voxel axis, `nibabel.aff2axcodes` says whether that axis runs L-R
+  (sagittal), A-P (coronal) or S-I (axial), and the slice normal computed from the affine
+  must lie within 20 degrees of that axis (dipy's aniso_vox volume is tilted 35 degrees,
+  so only its sagittal cuts are used). For DICOM slices, from ImageOrientationPatient
+  under the same 20-degree rule (oblique slices get no view item). For radiographs, from
+  ViewPosition (PA, AP).
 - **Imaging Protocol Recognition**: MRI sequence tags (ImageType, AcquisitionContrast,
   PulseSequenceName, ProtocolName, ScanningSequence, ScanOptions, TR/TE); the CT
   ImageType (PERFUSION, RCBF); the ultrasound mode bitmap in ImageType value 4 (0001 = 2D,
@@ -57,18 +59,18 @@ Answers come from metadata or from construction, never from a guess:
   Study/Series description, the position reference (sternal notch) and slice location,
   or the documented source; the distractors are body regions far from the answer.
 - **Abnormality Diagnosis / ROI Grounding / Severity Grading**: synthetic round lesions
-  drawn into real slices by `medrcube.build.lesions` with a fixed seed: present or absent,
-  which image quadrant (the whole disc lies inside it, clear of the midlines), and a size
-  class by diameter relative to the shorter image side (small under 8%, medium 8-14%,
-  large over 14%; drawn at 5.5%, 11% and 18%). Lesions are placed inside the anatomy
-  (inside the lungs for the chest CT and radiograph). "No lesion" is asked only of
-  unmodified images from sources with no documented pathology and none visible on review
-  (never of the CT perfusion study, the liver MRI with its marked lesion, or the chest
-  radiograph). The chest radiograph shows several real round opacities of its own (no
-  finding is documented for it), so its synthetic nodules support only a presence item:
-  a location or size item about "the lesion" would be ambiguous there. One real finding
-  is used as it is: the abdominal MRI whose series is titled "marked lesion" and whose
-  overlay circles a liver lesion.
+  drawn into real slices by `medrcube.build.lesions` with a fixed seed: present or
+  absent, which image quadrant (the whole disc lies inside it, clear of the midlines),
+  and a size class by diameter relative to the shorter image side (small under 8%,
+  medium 8-14%, large 14-25%, very large over 25%; drawn at 5.5%, 11%, 18% and 30%).
+  Lesions are placed inside the anatomy (inside the lungs for the chest CT and
+  radiograph). "No lesion" is asked only of unmodified images from sources with no
+  documented pathology and none visible on review (never of the CT perfusion study, the
+  liver MRI with its marked lesion, or the chest radiograph). The chest radiograph shows
+  several real round opacities of its own (no finding is documented for it), so its
+  synthetic nodules support only a presence item: a location or size item about "the
+  lesion" would be ambiguous there. One real finding is used as it is: the abdominal MRI
+  whose series is titled "marked lesion" and whose overlay circles a liver lesion.
 - **Disease Diagnosis**: the one real diagnosis that ships, the distal tibia radiograph
   whose StudyDescription reads "Non-ossifying fibroma of distal tibia". Its part,
   "Lower Limb", is not one of the five MedRCube regions: the axes are open sets and the

@@ -25,9 +25,11 @@ from medrcube.taxonomy import TASK_BY_NAME
 # -- option pools (one axis each; every value excludes every other) ----------------------
 
 MODALITY_OPTIONS: dict[str, str] = {"CT": "CT", "MRI": "MRI", "X-Ray": "X-ray radiography", "US": "Ultrasound"}
-PLANE_OPTIONS: tuple[str, ...] = ("Axial", "Coronal", "Sagittal")
-CHEST_PROJECTIONS: tuple[str, ...] = ("Posteroanterior (PA)", "Anteroposterior (AP)", "Lateral")
-LIMB_PROJECTIONS: tuple[str, ...] = ("Anteroposterior (AP)", "Lateral", "Oblique")
+# "Oblique" is a real alternative: a slice more than 20 degrees off every patient axis gets
+# no plane item at all (sources.view_from_iop), so it is never the right answer here.
+PLANE_OPTIONS: tuple[str, ...] = ("Axial", "Coronal", "Sagittal", "Oblique")
+CHEST_PROJECTIONS: tuple[str, ...] = ("Posteroanterior (PA)", "Anteroposterior (AP)", "Lateral", "Oblique")
+LIMB_PROJECTIONS: tuple[str, ...] = ("Anteroposterior (AP)", "Posteroanterior (PA)", "Lateral", "Oblique")
 # MRI protocols. Each answer lists the distractors that exclude it: a diffusion b0 image
 # is T2-weighted and a TOF angiogram is a T1-weighted gradient echo, so those pairs
 # never appear together.

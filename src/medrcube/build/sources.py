@@ -253,6 +253,7 @@ class Volume:
     source_axcodes: tuple[str, str, str]  # nibabel.aff2axcodes of the file's affine
     plane_of_source_axis: tuple[str, str, str]  # plane obtained by fixing each file axis
     source_of_axis: tuple[tuple[int, bool], ...]  # per RAS axis: (file axis, reversed?)
+    affine: np.ndarray  # the file's voxel -> world (RAS mm) affine
 
     def source_index(self, plane: str, index: int) -> tuple[int, int]:
         """(file voxel axis, index along it) of the RAS slice `index` in `plane`."""
@@ -294,7 +295,28 @@ def load_volume(path: str | Path, volume_index: int = 0) -> Volume:
         source_axcodes=axcodes,  # type: ignore[arg-type]
         plane_of_source_axis=tuple(plane_of_axcode(c) for c in axcodes),  # type: ignore[arg-type]
         source_of_axis=tuple(source_of),
+        affine=np.asarray(img.affine, dtype=np.float64),
     )
+
+
+def plane_of_file_axis(affine: np.ndarray, axis: int, limit_deg: float = OBLIQUE_LIMIT_DEG) -> str | None:
+    """The plane of the slices cut by fixing voxel `axis`, from the affine; None when oblique.
+
+    The slice is spanned by the other two voxel axes; its normal (their cross product in
+    world space) must lie within `limit_deg` of a world axis, as for DICOM orientations.
+    aff2axcodes alone names the nearest axis of each voxel axis, which a sheared or
+    rotated affine can make misleading.
+    """
+    a, b = (i for i in range(3) if i != axis)
+    n = np.cross(np.asarray(affine)[:3, a], np.asarray(affine)[:3, b])
+    norm = np.linalg.norm(n)
+    if norm == 0:
+        raise SourceError(f"affine columns {a} and {b} are parallel")
+    n = np.abs(n) / norm
+    world = int(np.argmax(n))
+    if n[world] < np.cos(np.radians(limit_deg)):
+        return None
+    return ("sagittal", "coronal", "axial")[world]
 
 
 def volume_slice(vol: Volume, plane: str, index: int) -> tuple[np.ndarray, tuple[float, float]]:
