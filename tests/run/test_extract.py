@@ -624,6 +624,10 @@ def test_huge_inputs_are_handled() -> None:
     assert extract("<think>" + "A " * 200_000 + "</think>B", CXR).choice == 1
     assert extract("(" * 100_000 + "{" * 100_000, CXR).choice is None
     assert extract("Ω" * 200_000, CXR).choice is None
+    # many statements and mentions without sentence or line breaks stay linear
+    assert extract("the answer is B " * 20_000, CXR).choice == 1
+    assert extract("pneumonia " * 50_000, CXR).how == "option_text_mention"
+    assert extract("Answer: B Answer: C " * 10_000, CXR).choice is None
 
 
 # The reference evaluator reads the first standalone A-D of the upper-cased response.

@@ -333,6 +333,7 @@ _TAIL_LETTER = re.compile(
 _PROSE_AFTER = re.compile(r"\s+[A-Za-z]")  # "A chest", "a pneumonia": an article, not a letter
 _LEADING_SEP = re.compile(r"\s*(?:[.:)\-–—,]\s*|\s+(?=\())")
 _BRACKET_SEP = re.compile(r"[\s.:\-–—,]*")
+_OPENING_SEP = re.compile(r"[.:),]|\s[-–—]")
 _SENTENCE_END = re.compile(r"[.!?;](?=\s|$)|\n")
 _TAIL_LEAD = " \t:：-–—=\"'“”‘’"
 # another option named after a hedge word: "B or C", "B, but possibly D", "B/C"
@@ -362,9 +363,13 @@ def _hedged(segment: str, chosen: int, o: _Options) -> bool:
     return False
 
 
+_SENTENCE_MAX = 400
+
+
 def _sentence(s: str) -> str:
-    m = _SENTENCE_END.search(s)
-    return s if m is None else s[: m.start()]
+    """`s` up to its first sentence end (at most _SENTENCE_MAX characters)."""
+    m = _SENTENCE_END.search(s, 0, _SENTENCE_MAX)
+    return s[:_SENTENCE_MAX] if m is None else s[: m.start()]
 
 
 def _prefix_option(s: str, o: _Options) -> tuple[int, str] | None:
@@ -401,7 +406,7 @@ def _parse_tail(tail: str, o: _Options, *, need_separator: bool = False) -> _Fin
         is_word = bare is not None and (
             (bare in "AI" or bare.islower()) and _PROSE_AFTER.match(rest) is not None
         )
-        if need_separator and bare is not None and not re.match(r"[.:),]|\s[-–—]", rest):
+        if need_separator and bare is not None and not _OPENING_SEP.match(rest):
             is_word = True
         if not is_word:
             if rest.startswith("?"):
@@ -510,18 +515,26 @@ def _starts_word(low: str, pos: int) -> bool:
 
 
 def _line_start(text: str, pos: int) -> bool:
-    start = text.rfind("\n", 0, pos) + 1
-    return not text[start:pos].strip(_LINE_START_JUNK)
+    # Bounded look-back: a line whose start is 200 characters back is not a short
+    # "Answer:" line, and unbounded scans would make huge inputs quadratic.
+    lo = max(0, pos - 200)
+    nl = text.rfind("\n", lo, pos)
+    if nl < 0 and lo > 0:
+        return False
+    return not text[nl + 1 : pos].strip(_LINE_START_JUNK)
+
+
+_TAIL_MAX = 400  # an answer sits right after its marker; more is reasoning
 
 
 def _tail_at(text: str, pos: int, *, next_line: bool) -> str:
-    end = text.find("\n", pos)
-    tail = text[pos:] if end < 0 else text[pos:end]
+    end = text.find("\n", pos, pos + _TAIL_MAX)
+    tail = text[pos : pos + _TAIL_MAX] if end < 0 else text[pos:end]
     if next_line and not tail.strip(_TAIL_LEAD) and end >= 0:
         # "**Final Answer:**\n\nB. Pneumonia": the answer is on the next line
-        for line in text[end + 1 :].split("\n", 4)[:4]:
+        for line in text[end + 1 : end + 1 + 4 * _TAIL_MAX].split("\n", 4)[:4]:
             if line.strip():
-                return line
+                return line[:_TAIL_MAX]
     return tail
 
 
@@ -826,10 +839,11 @@ def _negated(text: str, start: int, end: int) -> bool:
     A window rather than the whole sentence: "I'm not a radiologist, but the findings
     suggest option C" names C; "option A is incorrect" and "not (A)" reject A.
     """
-    left = max(text.rfind(". ", 0, start), text.rfind("\n", 0, start), text.rfind("; ", 0, start))
-    left = max(left + 1, start - 30)
-    m = _SENTENCE_END.search(text, end)
-    right = min(m.start() if m else len(text), end + 40)
+    lo = max(0, start - 30)
+    left = max(text.rfind(". ", lo, start), text.rfind("\n", lo, start), text.rfind("; ", lo, start))
+    left = max(left + 1, lo)
+    m = _SENTENCE_END.search(text, end, end + 40)
+    right = m.start() if m else min(len(text), end + 40)
     return _NEGATION.search(text, left, start) is not None or _NEGATION.search(text, end, right) is not None
 
 
@@ -860,16 +874,20 @@ def _by_option_text(inp: _Input) -> Extraction | None:
     if not o.mentionable:
         return None
     words = f" {_norm(inp.text)} "
-    taken: list[tuple[int, int]] = []  # spans already covered by a longer option text
+    # characters already covered by a longer option's mention: options are tried
+    # longest first, so "viral pneumonia" hides the "pneumonia" inside it
+    covered = bytearray(len(words))
     found: set[int] = set()
-    for t, i in o.mentionable:  # longest first, so "viral pneumonia" hides "pneumonia"
+    for t, i in o.mentionable:
         needle = f" {t} "
         at = words.find(needle)
         while at >= 0:
-            span = (at + 1, at + 1 + len(t))
-            if not any(s <= span[0] and span[1] <= e for s, e in taken):
-                taken.append(span)
+            s, e = at + 1, at + 1 + len(t)
+            if covered.find(0, s, e) >= 0:  # not wholly inside a longer mention
+                covered[s:e] = b"\x01" * (e - s)
                 found.add(i)
+                if len(found) > 1:
+                    return Extraction(None, AMBIGUOUS)
                 before = words[max(0, at - 40) : at].split()[-4:]
                 if _NEGATORS.intersection(before):
                     return Extraction(None, AMBIGUOUS)
