@@ -264,6 +264,15 @@ def test_stop_releases_hung_requests():
     assert not t.is_alive() and errors  # the client saw its connection end
 
 
+def test_in_process_restart_keeps_the_port_and_the_counts(scripted_server):
+    url = scripted_server.base_url
+    assert post(scripted_server, chat_body("hi"))[0] == 200
+    scripted_server.restart()
+    assert scripted_server.base_url == url
+    assert post(scripted_server, chat_body("hi"))[0] == 200
+    assert scripted_server.stats()["total"] == 2
+
+
 # ---------------------------------------------------------------------------- concurrency
 
 

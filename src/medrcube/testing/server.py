@@ -660,6 +660,7 @@ class ScriptedServer:
         httpd = _HTTPServer((self._host, self._port), _Handler)
         httpd.owner = self
         self._httpd = httpd
+        self._port = httpd.server_address[1]  # a restart comes back on the same port
         self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="scripted-server", daemon=True)
         self._thread.start()
@@ -682,6 +683,12 @@ class ScriptedServer:
         httpd.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)
+
+    def restart(self) -> ScriptedServer:
+        """Stop (cutting open connections) and serve again on the same port; the script
+        and the statistics are kept."""
+        self.stop()
+        return self.start()
 
     def __enter__(self) -> ScriptedServer:
         return self.start()
