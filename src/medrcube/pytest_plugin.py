@@ -89,7 +89,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    kind = gate.test_kind(metafunc.function.__name__)
+    kind = gate.kind_of_test(metafunc.function.__name__)
     if kind is None or "check" not in metafunc.fixturenames:
         return
     run = gate.open_session(metafunc.config)

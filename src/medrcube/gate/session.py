@@ -47,7 +47,7 @@ TEST_KINDS: dict[str, str] = {
     "test_regression": "regression",
 }
 
-PACKAGED_CUBE_HINT = "fixtures/mini"
+BUNDLED_CUBE = "fixtures/mini"
 PACKAGED_THRESHOLDS = "default_thresholds.yaml"  # in medrcube/gate/
 QUESTION_CHARS = 200
 
@@ -64,7 +64,7 @@ def is_controller(config: pytest.Config) -> bool:
     return not hasattr(config, "workerinput")
 
 
-def test_kind(function_name: str) -> str | None:
+def kind_of_test(function_name: str) -> str | None:
     return TEST_KINDS.get(function_name)
 
 
@@ -179,10 +179,10 @@ def resolve_cube_spec(options: GateOptions) -> str:
     """The cube to load: --cube, else the bundled mini cube under the rootdir."""
     if options.cube is not None:
         return options.cube
-    mini = options.rootdir / PACKAGED_CUBE_HINT
+    mini = options.rootdir / BUNDLED_CUBE
     if not mini.is_dir():
         raise pytest.UsageError(
-            f"--cube not given and the bundled mini cube {PACKAGED_CUBE_HINT}/ is not under the rootdir "
+            f"--cube not given and the bundled mini cube {BUNDLED_CUBE}/ is not under the rootdir "
             f"{options.rootdir}; pass --cube=PATH (a release directory, a .jsonl file or hf:NAME)"
         )
     return str(mini)

@@ -233,18 +233,23 @@ def _interval(e: Mapping[str, Any]) -> str:
     return f" [{iv[0]:.3f}, {iv[1]:.3f}]" if iv else ""
 
 
-def cell_tables(entries: Iterable[Mapping[str, Any]], task_order: Iterable[str]) -> list[str]:
+def _ordered(values: Iterable[str], canonical: Iterable[str]) -> list[str]:
+    """Values in the taxonomy's order, unknown ones (a site's own part) after, by name."""
+    rank = {v: i for i, v in enumerate(canonical)}
+    return sorted(set(values), key=lambda v: (rank.get(v, len(rank)), v))
+
+
+def cell_tables(entries: Iterable[Mapping[str, Any]]) -> list[str]:
     """Per modality, a part x task table of the cell verdicts."""
-    from medrcube.gate.checks import _order
-    from medrcube.taxonomy import MODALITIES, PARTS, task_abbrev
+    from medrcube.taxonomy import MODALITIES, PARTS, TASK_NAMES, task_abbrev
 
     cells = {(e["part"], e["modality"], e["task"]): e["verdict"] for e in entries if e["kind"] == "cell"}
     if not cells:
         return []
     lines: list[str] = []
-    for modality in _order({c[1] for c in cells}, MODALITIES):
-        parts = _order({c[0] for c in cells if c[1] == modality}, PARTS)
-        tasks = _order({c[2] for c in cells if c[1] == modality}, tuple(task_order))
+    for modality in _ordered({c[1] for c in cells}, MODALITIES):
+        parts = _ordered({c[0] for c in cells if c[1] == modality}, PARTS)
+        tasks = _ordered({c[2] for c in cells if c[1] == modality}, TASK_NAMES)
         heads = [task_abbrev(t) for t in tasks]
         width = max(4, *(len(h) for h in heads))
         first = max(len(modality), *(len(p) + 2 for p in parts))
@@ -295,15 +300,13 @@ def number_lines(entries: list[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
-def summary_lines(
-    entries: list[Mapping[str, Any]], meta: Mapping[str, Any], written: list[Path], task_order: Iterable[str]
-) -> list[str]:
+def summary_lines(entries: list[Mapping[str, Any]], meta: Mapping[str, Any], written: list[Path]) -> list[str]:
     lines = [
         f"model {meta.get('model')} on cube {meta.get('cube', {}).get('source')} "
         f"({meta.get('cube', {}).get('items')} items); thresholds {meta.get('thresholds')}"
         + (f", profile {meta['profile']}" if meta.get("profile") else "")
     ]
-    lines += cell_tables(entries, task_order)
+    lines += cell_tables(entries)
     lines += number_lines(entries)
     counts = {s: sum(e["verdict"] == s for e in entries) for s in STATUSES}
     lines.append(
@@ -328,7 +331,6 @@ class GateReport:
     handovers: list[dict[str, Any]] = field(default_factory=list)
     written: list[Path] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
-    task_order: tuple[str, ...] = ()
 
     def add_report(self, report: pytest.TestReport) -> None:
         payload = payload_of(report)
@@ -342,8 +344,6 @@ class GateReport:
 
     def finish(self, session: Any) -> None:
         """Write reports/<run-id>/ (controller only, once every process has reported)."""
-        from medrcube.taxonomy import TASK_NAMES
-
         if not self.entries:
             return
         order = {c.id: i for i, c in enumerate(session.checks)}
@@ -352,14 +352,13 @@ class GateReport:
         result = merge_handovers(self.handovers)
         run_dir = new_run_dir(session.options.report_dir, session.options.model)
         self.meta = run_meta(session, run_dir.name, result)
-        self.task_order = TASK_NAMES
         self.written = write_outputs(run_dir, list(self.entries.values()), result, self.meta)
 
     def lines(self) -> list[str]:
         if not self.entries:
             return []
         entries = sorted(self.entries.values(), key=lambda e: e.get("order", 0))
-        return summary_lines(entries, self.meta, self.written, self.task_order)
+        return summary_lines(entries, self.meta, self.written)
 
 
 def run_meta(session: Any, run_id: str, result: Any) -> dict[str, Any]:
