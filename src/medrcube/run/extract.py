@@ -34,7 +34,7 @@ Pipeline
       over reading it as a letter.
    5. `answer_line`, `final_answer_after_reasoning`, `boxed`: explicit answer
       statements ("Answer: B", "The answer is B", "Final answer: B", "\\boxed{B}",
-      "B is correct", "So B."). Final statements (a line-initial "Answer:", "final
+      "B is correct", "So B."). Declarations ("Answer: X", "final
       answer", \\boxed) outrank answer phrases in running prose, so letters discussed
       during reasoning do not count; within the deciding rank all statements must
       agree. `answer_line` when the statement opens the response,
@@ -467,7 +467,8 @@ _BOXED_ANY = re.compile(r"\\boxed\s*\{((?:[^{}]|\{[^{}]*\}){0,300})\}")
 # checked in Python (`_starts_word`). Letters are always read from the original text.
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
-# rank 1: "final answer ...", and "Answer:" at the start of a line
+# rank 1: "final answer ...", and "Answer: X" declarations (the answer may be on the next
+# line when "Answer:" starts a line)
 _FINAL = re.compile(
     r"final\s+(?:answer|choice|option|selection|response)\b(?:\s+is\b)?\s*(?:[:：=]|-(?=\s))?"
 )
@@ -562,7 +563,7 @@ def _statements(text: str, o: _Options) -> tuple[list[_Find], list[_Find]]:
         colons += _ANSWER_COLON_ZH.finditer(text)
     for m in colons:
         first = _line_start(text, m.start()) or low[max(0, m.start() - 12) : m.start()].rstrip().endswith("final")
-        read(m.end(), m.start(), rank1 if first else rank2, next_line=first)
+        read(m.end(), m.start(), rank1, next_line=first)
     for rx in _PHRASES:
         for m in rx.finditer(low):
             if _starts_word(low, m.start()):
