@@ -314,7 +314,9 @@ def heatmaps(p: Profile, verdicts: Mapping[Cell, str], plots_dir: Path | None) -
     out = []
     for modality in modalities:
         rows = []
-        for part in parts:
+        # Only the parts this modality covers: a site cube's many parts would otherwise
+        # fill every grid with empty rows (the figure under plots/ keeps one common grid).
+        for part in [x for x in parts if any((x, modality, t) in p.cells for t in tasks)]:
             row = []
             for task in tasks:
                 s = p.cells.get((part, modality, task))
@@ -360,7 +362,7 @@ def build_page(run: RunData, *, cube: Any = None, plots_dir: Path | None = None)
     verdicts = cell_verdicts(run.gate)
     order = _axis_order(p)
 
-    figures: dict[str, str] = {}
+    figures: dict[str, str | None] = {"axes": None, "blind": None}
     maps = heatmaps(p, verdicts, plots_dir) if p.cells else []
     if any(p.axes.values()):
         figures["axes"] = plots.save(plots.axis_bars(p.axes, order), "accuracy_by_axis", plots_dir,

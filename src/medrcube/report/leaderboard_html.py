@@ -120,7 +120,7 @@ def render_leaderboard(
         shortcut_p=format_p(result.shortcut.p) if result.shortcut is not None else None,
         correlation=corr,
         clusters=clusters,
-        figures=dict(figures),
+        figures={k: figures.get(k) for k in ("clustered", "anatomical", "quadrant", "shortcut")},
         notes=result.notes,
         n_runs=len(rows),
     )

@@ -117,8 +117,7 @@ def _heatmap_panel(ax: Any, modality: str, parts: Sequence[str], tasks: Sequence
     from matplotlib import colormaps
     from matplotlib.colors import Normalize
 
-    cmap, norm = colormaps[CMAP].copy(), Normalize(0.0, 1.0)
-    cmap.set_bad(EMPTY)
+    cmap, norm = colormaps[CMAP].with_extremes(bad=EMPTY), Normalize(0.0, 1.0)
     grid = np.full((len(parts), len(tasks)), np.nan)
     for i, p in enumerate(parts):
         for j, t in enumerate(tasks):
@@ -196,8 +195,10 @@ def axis_bars(axes: Mapping[str, Mapping[str, Stat]], order: Mapping[str, Sequen
         for x, s in zip(xs, stats, strict=True):
             if s.chance is not None:
                 ax.hlines(100 * s.chance, x - 0.42, x + 0.42, colors="black", linestyles="--", linewidth=1.2)
-        labels = [f"{task_abbrev(v) if axis == 'task' else v}\nn={s.n}" for v, s in zip(values, stats, strict=True)]
-        ax.set_xticks(xs, labels, fontsize=8)
+        # Multi-word values ("Lower Limb") wrap so that neighbouring labels never overlap.
+        labels = [f"{task_abbrev(v) if axis == 'task' else v.replace(' ', chr(10))}\nn={s.n}"
+                  for v, s in zip(values, stats, strict=True)]
+        ax.set_xticks(xs, labels, fontsize=7.5)
         ax.tick_params(axis="x", length=0)
         ax.set_title(AXIS_TITLES[axis])
         ax.set_ylim(0, 100)

@@ -1,0 +1,144 @@
+"""report.html of a real run (`medrcube run` on a generated cube), with a gate.json made by
+the gate's own functions: self-contained, verdict up front, heatmaps, worst items with
+thumbnails; robust to missing optional files."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from medrcube.cli import main
+from medrcube.cube import load_cube
+from medrcube.report.html import worst_records, write_report_html
+from medrcube.run.outputs import read_results
+
+
+@pytest.fixture(scope="module")
+def run_dir(small_cube: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("runs")
+    code = main(["run", "--model", "random", "--cube", str(small_cube), "--variant", "standard,blind",
+                 "--out", str(out), "--run-id", "rnd", "--no-store", "--no-progress"])
+    assert code == 0
+    return out / "rnd"
+
+
+def _gate_document(cube_dir: Path, run: Path, *, only_passing: bool = False) -> dict:
+    """gate.json as the plugin writes it, from the gate's own checks and verdicts."""
+    from medrcube.gate.checks import build_checks
+    from medrcube.gate.evaluate import evaluate
+    from medrcube.gate.session import packaged_thresholds
+    from medrcube.gate.summary import gate_document, verdict_payload
+    from medrcube.gate.thresholds import load_policy
+    from medrcube.run.variants import parse_variants
+
+    cube = load_cube(cube_dir)
+    records = read_results(run / "results.jsonl")
+    policy = load_policy(packaged_thresholds())
+    checks = build_checks(sorted({it.cell for it in cube.items}), policy,
+                          variants=parse_variants("standard,blind"), has_baseline=False)
+    questions = {it.id: it.question for it in cube.items}
+    entries = [verdict_payload(c, evaluate(c, records), questions) for c in checks]
+    if only_passing:
+        entries = [e for e in entries if e["verdict"] in ("pass", "skip")]
+    return gate_document(entries, {"run_id": run.name, "model": "random",
+                                   "cube": {"source": str(cube_dir), "fingerprint": cube.fingerprint}})
+
+
+def _copy(run: Path, tmp_path: Path, name: str) -> Path:
+    dest = tmp_path / name
+    shutil.copytree(run, dest)
+    return dest
+
+
+def _assert_self_contained(page: str) -> None:
+    assert "http://" not in page and "https://" not in page
+    assert "<script" not in page and "<link" not in page and "@import" not in page
+    sources = re.findall(r'src="([^"]*)"', page)
+    assert sources and all(s.startswith("data:image/") for s in sources)
+    assert re.findall(r"url\(", page) == []
+
+
+def test_report_with_a_failed_gate(small_cube: Path, run_dir: Path, tmp_path: Path) -> None:
+    run = _copy(run_dir, tmp_path, "with-gate")
+    doc = _gate_document(small_cube, run)
+    assert doc["passed"] is False  # a random model fails
+    (run / "gate.json").write_text(json.dumps(doc), encoding="utf-8")
+    path = write_report_html(run)
+    assert path == run / "report.html"
+    page = path.read_text(encoding="utf-8")
+    _assert_self_contained(page)
+
+    # The verdict comes first, with the counts.
+    assert page.index("NOT QUALIFIED") < page.index("The cube: accuracy per cell")
+    counts = doc["counts"]
+    for status, words in (("pass", "passed"), ("fail", "failed"), ("skip", "skipped"), ("error", "errors")):
+        assert f"{counts[status]} {words}" in page
+    failing = [c["id"] for c in doc["checks"] if c["verdict"] == "fail"]
+    assert failing and f"<code>{failing[0]}</code>" in page
+
+    # One heatmap per modality of the cube, with the gate's marks on the cells it failed.
+    cube = load_cube(small_cube)
+    modalities = {it.modality for it in cube.items}
+    captions = re.findall(r'<table class="heat">\s*<caption>([^<]+)</caption>', page)
+    assert set(captions) == modalities
+    if any(c["kind"] == "cell" and c["verdict"] == "fail" for c in doc["checks"]):
+        assert 'class="mark fail">✗<' in page
+
+    # The worst items, each with its image, question and the expected and given options.
+    records = read_results(run / "results.jsonl")
+    worst = worst_records(records)
+    assert worst
+    items = {it.id: it for it in cube.items}
+    for r in worst:
+        assert f"<code>{r.item_id}</code>" in page
+        assert items[r.item_id].question.replace("'", "&#39;") in page
+    assert page.count('src="data:image/jpeg;base64,') == len(worst)
+    assert page.count('<span class="tag">expected</span>') == len(worst)
+
+    # Standard against blind, credibility, and the figures on disk as PNG and SVG.
+    assert "With the image and without it" in page and "rationality" in page
+    for name in ("cube_heatmaps", "accuracy_by_axis", "standard_vs_blind"):
+        assert (run / "plots" / f"{name}.png").stat().st_size > 1000
+        assert (run / "plots" / f"{name}.svg").read_text(encoding="utf-8").lstrip().startswith("<?xml")
+
+
+def test_report_with_a_passed_gate_and_regression_rows(small_cube: Path, run_dir: Path, tmp_path: Path) -> None:
+    run = _copy(run_dir, tmp_path, "passed")
+    doc = _gate_document(small_cube, run, only_passing=True)
+    doc["checks"].append({
+        "id": "regression/overall", "kind": "regression", "verdict": "pass", "observed": 0.012,
+        "interval": [-0.03, 0.05], "n": 120, "bound": 0.05, "message": "no regression",
+        "details": {"counts": {"first_acc": 0.41, "second_acc": 0.422, "b": 9, "c": 11},
+                    "mcnemar": {"p_first_worse": 0.41}},
+    })
+    (run / "gate.json").write_text(json.dumps(doc), encoding="utf-8")
+    page = write_report_html(run).read_text(encoding="utf-8")
+    assert "QUALIFIED" in page and "NOT QUALIFIED" not in page
+    assert "Against the baseline" in page and "<code>regression/overall</code>" in page
+    assert "41.0%" in page and "42.2%" in page
+
+
+def test_report_without_optional_files_or_cube(run_dir: Path, tmp_path: Path) -> None:
+    run = _copy(run_dir, tmp_path, "bare")
+    for name in ("run.json", "metrics_summary.json"):
+        (run / name).unlink()
+    page = write_report_html(run).read_text(encoding="utf-8")
+    _assert_self_contained(page)
+    assert "NO GATE RUN" in page
+    assert "no run.json" in page
+    assert "question not available" in page  # no cube: worst items without their questions
+    assert 'src="data:image/jpeg' not in page
+
+
+def test_a_changed_cube_is_not_used_for_thumbnails(small_cube: Path, run_dir: Path, tmp_path: Path) -> None:
+    from medrcube.testing.gencube import generate_release_cube
+
+    run = _copy(run_dir, tmp_path, "changed")
+    other = load_cube(generate_release_cube(tmp_path / "other-cube", n_items=30, n_datasets=3, n_images=10,
+                                            image_size=16, n_base_images=2, seed=9))
+    page = write_report_html(run, cube=other).read_text(encoding="utf-8")
+    assert "changed since" in page and 'src="data:image/jpeg' not in page
