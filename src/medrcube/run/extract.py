@@ -142,6 +142,9 @@ class _Options:
     # options whose text can be spotted in prose: at least 3 characters with a letter,
     # so "1", "A" or "No." are never "mentioned" by accident
     mentionable: tuple[tuple[str, int], ...]
+    # two-letter capitalised options ("CT", "US", "MR"): too short to spot in lowercased
+    # prose, but unmistakable as a capitalised word ("a CT scan of the chest")
+    acronyms: tuple[tuple[re.Pattern[str], int], ...]
 
 
 @lru_cache(maxsize=4096)
@@ -161,6 +164,11 @@ def _options(options: tuple[str, ...]) -> _Options:
         by_text={k: tuple(v) for k, v in by_text.items()},
         longest_first=longest,
         mentionable=mentionable,
+        acronyms=tuple(
+            (re.compile(rf"(?<![A-Za-z0-9]){re.escape(str(x).strip())}(?![A-Za-z0-9])"), i)
+            for i, x in enumerate(options)
+            if re.fullmatch(r"[A-Z]{2}", str(x).strip())
+        ),
     )
 
 
@@ -774,6 +782,12 @@ def _by_lines(inp: _Input) -> Extraction | None:
         return None
     if not decided.ok:
         return _unparsed(decided)
+    if all(f.status == _OK_TEXT for f in finds):
+        # A line that is only an option's text ("- Effusion" closing a list of findings)
+        # counts only if no other option is mentioned anywhere in the response.
+        found, _ = _mentions(text, o)
+        if found - {decided.choice}:
+            return Extraction(None, AMBIGUOUS)
     return Extraction(decided.choice, LEADING_ANSWER if lead is not None else FINAL_AFTER_REASONING)
 
 
@@ -870,15 +884,17 @@ _NEGATORS = frozenset(
 )
 
 
-def _by_option_text(inp: _Input) -> Extraction | None:
-    o = inp.o
-    if not o.mentionable:
-        return None
-    words = f" {_norm(inp.text)} "
+def _mentions(text: str, o: _Options) -> tuple[set[int], bool]:
+    """(options whose text appears in `text`, whether any appearance is negated).
+
+    Stops early once two options are found: callers only need to know "exactly one".
+    """
+    words = f" {_norm(text)} "
     # characters already covered by a longer option's mention: options are tried
     # longest first, so "viral pneumonia" hides the "pneumonia" inside it
     covered = bytearray(len(words))
     found: set[int] = set()
+    negated = False
     for t, i in o.mentionable:
         needle = f" {t} "
         at = words.find(needle)
@@ -887,15 +903,29 @@ def _by_option_text(inp: _Input) -> Extraction | None:
             if covered.find(0, s, e) >= 0:  # not wholly inside a longer mention
                 covered[s:e] = b"\x01" * (e - s)
                 found.add(i)
-                if len(found) > 1:
-                    return Extraction(None, AMBIGUOUS)
-                before = words[max(0, at - 40) : at].split()[-4:]
-                if _NEGATORS.intersection(before):
-                    return Extraction(None, AMBIGUOUS)
+                if _NEGATORS.intersection(words[max(0, at - 40) : at].split()[-4:]):
+                    negated = True
+                if len(found) > 1 or negated:
+                    return found, negated
             at = words.find(needle, at + 1)
+    for rx, i in o.acronyms:
+        for m in rx.finditer(text):
+            found.add(i)
+            if _NEGATORS.intersection(_norm(text[max(0, m.start() - 40) : m.start()]).split()[-4:]):
+                negated = True
+            if len(found) > 1 or negated:
+                return found, negated
+    return found, negated
+
+
+def _by_option_text(inp: _Input) -> Extraction | None:
+    o = inp.o
+    if not o.mentionable and not o.acronyms:
+        return None
+    found, negated = _mentions(inp.text, o)
     if not found:
         return None
-    if len(found) > 1 or len(o.by_text.get(o.norms[next(iter(found))], ())) > 1:
+    if negated or len(found) > 1 or len(o.by_text.get(o.norms[next(iter(found))], ())) > 1:
         return Extraction(None, AMBIGUOUS)
     return Extraction(found.pop(), OPTION_TEXT_MENTION)
 
