@@ -142,3 +142,14 @@ def test_a_changed_cube_is_not_used_for_thumbnails(small_cube: Path, run_dir: Pa
                                             image_size=16, n_base_images=2, seed=9))
     page = write_report_html(run, cube=other).read_text(encoding="utf-8")
     assert "changed since" in page and 'src="data:image/jpeg' not in page
+
+
+def test_a_gate_without_results_still_gets_its_verdict_page(small_cube: Path, run_dir: Path, tmp_path: Path) -> None:
+    """When inference failed the gate leaves only gate.json: the page shows the verdict."""
+    doc = _gate_document(small_cube, run_dir)
+    run = tmp_path / "gate-only"
+    run.mkdir()
+    (run / "gate.json").write_text(json.dumps(doc), encoding="utf-8")
+    page = write_report_html(run).read_text(encoding="utf-8")
+    assert "http://" not in page and "https://" not in page and "<script" not in page
+    assert "NOT QUALIFIED" in page and "no results.jsonl" in page

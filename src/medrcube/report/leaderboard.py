@@ -519,6 +519,10 @@ def leaderboard(
     rows = standard_rows(runs)
     if not rows:
         raise ValueError("none of the runs has standard-variant records or a summary: nothing to rank")
+    ranked = {id(r.run) for r in rows}
+    for r in runs:
+        if id(r) not in ranked and not any(x.variant == "blind" for x in r.records):
+            notes.append(f"{r.label} ({r.path}): no standard-variant records: not ranked")
     columns = table_columns(r.profile for r in rows)
     table, counts = accuracy_frame(rows, columns)
     ranks = dense_ranks(table)

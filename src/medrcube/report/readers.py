@@ -142,6 +142,9 @@ def read_run(path: str | os.PathLike[str]) -> RunData:
             return _read_reference(p / "results.json", p)
         if (p / "metrics_summary.json").is_file():
             return _read_summary_only(p / "metrics_summary.json", p)
+        if (p / "gate.json").is_file():
+            # The gate leaves only gate.json when inference failed: its verdict still reads.
+            return _read_gate_only(p)
         raise RunReadError(
             f"{p}: holds neither results.jsonl (a medrcube run directory) nor results.json or "
             "metrics_summary.json (the reference evaluator's output); pass a run directory such as "
@@ -230,6 +233,15 @@ def _read_medrcube(run_dir: Path, results: Path | None = None) -> RunData:
         gate=_optional_json(run_dir / "gate.json", notes),
         notes=notes,
     )
+
+
+def _read_gate_only(run_dir: Path) -> RunData:
+    notes: list[str] = []
+    gate = _optional_json(run_dir / "gate.json", notes)
+    meta = dict(gate or {})
+    meta.pop("checks", None)
+    notes.append(f"{run_dir}: no results.jsonl (inference did not complete): only the gate's verdict is shown")
+    return RunData(path=run_dir, kind=MEDRCUBE, records=[], meta=meta, gate=gate, notes=notes)
 
 
 # -- the reference evaluator ------------------------------------------------------------------
