@@ -98,9 +98,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         # Indirect, by id: the parameter is a plain string, so pytest ids, xdist
         # scheduling and Allure's history id stay stable when a bound changes.
         metafunc.parametrize("check", ids, ids=ids, indirect=True)
-    else:
-        skip = pytest.mark.skip(reason=run.why_no_checks(kind))
-        metafunc.parametrize("check", [pytest.param(None, marks=skip)], ids=["not-requested"], indirect=True)
+    else:  # one case that says why (the `check` fixture skips it), rather than silence
+        metafunc.parametrize("check", [None], ids=["not-requested"], indirect=True)
 
 
 @pytest.fixture(scope="session")
@@ -112,6 +111,11 @@ def medrcube_session(pytestconfig: pytest.Config) -> gate.GateSession:
 @pytest.fixture
 def check(request: pytest.FixtureRequest, medrcube_session: gate.GateSession):
     """The Check a gate test is parametrized with (by id: see pytest_generate_tests)."""
+    kind = gate.kind_of_test(request.function.__name__)
+    if kind is None or not hasattr(request, "param"):
+        pytest.fail("the `check` fixture belongs to the medrcube gate's test_<kind> functions", pytrace=False)
+    if request.param is None:
+        gate.skip_absent(kind, medrcube_session)
     return medrcube_session.check(request.param)
 
 
@@ -125,7 +129,7 @@ def verdict(request: pytest.FixtureRequest, check, medrcube_session: gate.GateSe
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, object, object]:
     report = yield
-    if report.skipped and isinstance(report.longrepr, tuple) and gate.VERDICT_KEY in item.stash:
+    if report.skipped and isinstance(report.longrepr, tuple) and gate.kind_of_test(getattr(item, "originalname", "")):
         # Point `-rs` at the test, not at the line of gate/session.py that skipped.
         path, line = item.reportinfo()[:2]
         report.longrepr = (os.fspath(path), (line or 0) + 1, report.longrepr[2])

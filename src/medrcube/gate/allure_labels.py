@@ -114,6 +114,13 @@ def label_case(check: Any) -> None:
         allure.dynamic.tag(f"level:{level}")
 
 
+def label_absent(kind: str) -> None:
+    """The case of a kind with no check in this run (no --baseline, no blind variant)."""
+    allure.dynamic.epic(EPICS.get(kind, kind))
+    allure.dynamic.feature("Not requested")
+    allure.dynamic.severity(allure.severity_level.TRIVIAL)
+
+
 def describe_verdict(check: Any, payload: Mapping[str, Any]) -> None:
     """The decided numbers as excluded parameters, the message as description, and the
     check + verdict (JSON) and the worst items (CSV) as attachments."""

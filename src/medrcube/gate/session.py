@@ -491,6 +491,14 @@ def verdict_for(node: pytest.Item, check: Any, session: GateSession) -> Decided:
     return Decided(check, verdict, payload)
 
 
+def skip_absent(kind: str, session: GateSession) -> None:
+    """Skip the one case of a kind that has no check in this run, saying why."""
+    from medrcube.gate import allure_labels
+
+    allure_labels.label_absent(kind)
+    pytest.skip(session.why_no_checks(kind))
+
+
 def with_questions(verdict: Any, questions: Mapping[str, str]) -> Any:
     """The verdict with each worst item's question under its line in the message (the
     gate's message names items by id; an engineer wants to read the question too)."""
