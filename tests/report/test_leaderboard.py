@@ -259,3 +259,25 @@ def test_errors_and_unavailable_items_are_not_counted_as_wrong(tmp_path: Path) -
                          plots=False)
     assert result.table.at["a", "Overall"] == 50.0 and result.counts.at["a", "Overall"] == 10
     assert result.table.at["b", "Overall"] == pytest.approx(25.0)
+
+
+def test_the_report_command_writes_the_leaderboard_and_each_run_page(
+    credibility_runs, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dirs, _ = credibility_runs
+    runs = [tmp_path / d.name for d in dirs[:2]]
+    for src, dst in zip(dirs[:2], runs, strict=True):
+        dst.mkdir()
+        for f in src.iterdir():
+            if f.is_file() and f.suffix in (".json", ".jsonl"):
+                (dst / f.name).write_bytes(f.read_bytes())
+    out = tmp_path / "board"
+    assert main(["report", *map(str, runs), "--out", str(out), "--no-plots"]) == 0
+    printed = capsys.readouterr().out
+    assert str(out / "leaderboard.html") in printed and "m0: overall" in printed
+    for name in ("leaderboard.csv", "leaderboard.md", "credibility.csv", "analysis.json", "leaderboard.html"):
+        assert (out / name).is_file(), name
+    assert not (out / "plots").exists()
+    for run in runs:
+        page = (run / "report.html").read_text(encoding="utf-8")
+        assert "NO GATE RUN" in page and "Credibility" in page

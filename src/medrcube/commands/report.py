@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     print(Path(args.out) / "leaderboard.html")
     for label in result.order:
         overall = result.table.at[label, "Overall"]
-        print(f"  {label}: overall {overall:.2f}%")
+        print(f"  {label}: overall " + ("n/a" if overall != overall else f"{overall:.2f}%"))
     if result.shortcut is not None:
         s = result.shortcut
         print(f"  shortcut probability vs high-level accuracy: r = {s.r:.3f}, p = {s.p:.3g} ({s.n} models)")

@@ -127,7 +127,7 @@ def thumbnail(data: bytes, side: int = THUMB_SIDE) -> str | None:
         from PIL import Image
 
         with Image.open(io.BytesIO(data)) as im:
-            im.draft("L", (side * 2, side * 2))  # JPEG sources decode at reduced size
+            im.draft(im.mode, (side * 2, side * 2))  # a JPEG decodes at reduced size, colours kept
             if im.mode not in ("L", "RGB"):
                 if im.mode in ("I", "I;16", "I;16B", "I;16L", "F"):
                     a = np.asarray(im, dtype=np.float64)
