@@ -2,7 +2,7 @@
 
     medrcube qualify [--model SPEC] [--cube CUBE] [--suite DIR] [pytest args...]
 
-It is `pytest tests_benchmark --model=SPEC --cube=CUBE [pytest args...]`, in process, so
+It is `python -m pytest tests_benchmark --model=SPEC --cube=CUBE [pytest args...]`, so
 every pytest and gate option works (`-n 8`, `--alluredir`, `--thresholds`, `-k Chest`).
 
 The suite is not packaged: it lives in the repository's `tests_benchmark/`, beside the
@@ -66,13 +66,14 @@ def pytest_argv(args: argparse.Namespace, suite: Path) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    import subprocess
     import sys
-
-    import pytest
 
     try:
         suite = find_suite(args.suite)
     except FileNotFoundError as e:
         print(f"medrcube qualify: {e}", file=sys.stderr)
         return 4  # pytest's usage-error exit code
-    return int(pytest.main(pytest_argv(args, suite)))
+    # A fresh interpreter rather than pytest.main(): pytest rewrites the asserts of its
+    # plugins' modules at import, which it cannot do once this process imported medrcube.
+    return subprocess.call([sys.executable, "-m", "pytest", *pytest_argv(args, suite)])
