@@ -188,7 +188,6 @@ def resolve_cube_spec(options: GateOptions) -> str:
     return str(mini)
 
 
-
 def packaged_thresholds() -> Path | None:
     """The policy shipped inside the package, used when no thresholds.yaml is around."""
     from importlib.resources import files
@@ -268,11 +267,6 @@ class GateSession:
 
     # -- inference: lazy, once per process ------------------------------------------------
 
-    @property
-    def result(self) -> Any:
-        """The candidate's RunResult, or None before inference ran (or if it failed)."""
-        return self._result
-
     def _infer(self) -> None:
         """Run the candidate (and a baseline model) in one event loop, then close them."""
         from medrcube.run.runner import run_cube_async
@@ -280,15 +274,13 @@ class GateSession:
 
         store = ResponseStore(self.options.response_store)
         index, count = self.worker
-        shard = dataclasses.replace(
-            self.cube, items=tuple(it for it in self.cube.items if _stable_shard(it.id, count) == index)
-        )
 
         async def run(adapter: Any, variants: Sequence[Any]) -> Any:
             kwargs = dict(variants=tuple(variants), store=store, judge=self.judge, concurrency=self.options.concurrency)
             first = None
             if count > 1:  # this worker's shard first, so that the workers split the asks
-                first = await run_cube_async(shard, adapter, **kwargs)
+                mine = tuple(it for it in self.cube.items if _stable_shard(it.id, count) == index)
+                first = await run_cube_async(dataclasses.replace(self.cube, items=mine), adapter, **kwargs)
             full = await run_cube_async(self.cube, adapter, **kwargs)
             if adapter is self.adapter:
                 self.requests_sent = full.requests_sent + (first.requests_sent if first else 0)
