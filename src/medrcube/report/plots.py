@@ -144,7 +144,7 @@ def _heatmap_panel(ax: Any, modality: str, parts: Sequence[str], tasks: Sequence
     ax.set_yticks(np.arange(-0.5, len(parts)), minor=True)
     ax.grid(which="minor", color="white", linewidth=2)
     ax.tick_params(which="minor", length=0)
-    ax.set_title(modality, loc="left", fontweight="bold")
+    ax.set_title(modality, loc="left", fontweight="bold", pad=16)
 
 
 def cube_heatmaps(
