@@ -88,7 +88,9 @@ def test_random_run_grades_every_ask_in_plan_order(small_cube: Cube, tmp_path: P
     adapter = RandomAdapter(7)
     store = ResponseStore(tmp_path / "store")
     result = run_cube(small_cube, adapter, variants=("standard", "blind", "shuffled:2"), store=store)
-    plan = plan_asks(small_cube, ("standard", "blind", "shuffled:2"), fingerprint=adapter.fingerprint)
+    plan = plan_asks(
+        small_cube, ("standard", "blind", "shuffled:2"), fingerprint=adapter.fingerprint, keyed_by_item=True
+    )
     assert [(r.item_id, r.variant, r.rotation) for r in result.records] == [
         (a.item.id, a.variant, a.rotation) for a in plan
     ]
@@ -104,13 +106,16 @@ def test_random_run_grades_every_ask_in_plan_order(small_cube: Cube, tmp_path: P
         else:
             assert rec.outcome in GRADED
     assert result.asked == 4 * n - 3 * restricted
-    # Asks with the same key (the same prompt and image: identical questions in blind)
-    # are one request, as they would be one store entry.
+    # The random baseline answers per item (keyed_by_item), so even identical blind
+    # prompts of different items are separate requests; a prompt-only model would share
+    # them (tests/run/test_keyed_by_item.py).
     first_of_key: dict[str, object] = {}
     for ask in plan:
         if ask.available:
             first_of_key.setdefault(ask.key, ask)
-    assert len(first_of_key) < result.asked  # the fixture has such repeats
+    assert len(first_of_key) == result.asked
+    shared = plan_asks(small_cube, ("standard", "blind", "shuffled:2"), fingerprint=adapter.fingerprint)
+    assert len({a.key for a in shared if a.available}) < result.asked  # the fixture has such repeats
     assert result.requests_sent == len(first_of_key)
     assert result.cache_hits == 0 and result.errors == 0
     # The grade is exactly the baseline's choice compared with the answer as shown.

@@ -80,6 +80,12 @@ class ModelAdapter(Protocol):
     anything that changes answers (never a key). `batch_size` is how many requests one
     `generate` call takes best (1 for an API, more for in-process batching);
     `concurrency` how many calls may be in flight at once.
+
+    An adapter whose answer depends on the item rather than on what it is shown (the
+    baselines: replayed, leave-one-out or seeded per item) sets `keyed_by_item = True`, so
+    that the response store keeps one answer per item even where two items render the
+    same prompt (blind variants of templated questions). A model that sees only the
+    prompt leaves it unset: identical requests then share one stored response.
     """
 
     spec: str

@@ -37,6 +37,8 @@ def _no_options(req: Request, who: str) -> Response:
 class RandomAdapter:
     """Uniform over the request's options, reproducible by seed (see module docstring)."""
 
+    keyed_by_item = True  # seeded per item: see ModelAdapter
+
     def __init__(self, seed: int = 0, *, spec: str | None = None, concurrency: int | None = None, batch_size: int = 64):
         self.seed = int(seed)
         self.spec = spec or f"random:{self.seed}"
@@ -85,6 +87,8 @@ class PriorAdapter:
     on the order the options are shown in. The answer is the letter of the chosen text in
     the order shown, like a model's answer.
     """
+
+    keyed_by_item = True  # leave-one-out per item: see ModelAdapter
 
     def __init__(self, cube: Cube, *, concurrency: int | None = None, batch_size: int = 64):
         self.spec = "prior"

@@ -40,6 +40,8 @@ def split_variant(variant: str) -> tuple[str, int]:
 class ReplayAdapter:
     """Responses from a file (module docstring); fingerprint `replay:<sha256 of the file>`."""
 
+    keyed_by_item = True  # responses are recorded per item: see ModelAdapter
+
     def __init__(self, path: str | Path, *, concurrency: int | None = None, batch_size: int = 256):
         self.path = Path(path)
         try:

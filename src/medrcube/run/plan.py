@@ -70,16 +70,20 @@ def plan_asks(
     fingerprint: str,
     params: Mapping[str, Any] | None = None,
     template: str = "default",
+    keyed_by_item: bool = False,
 ) -> list[PlannedAsk]:
     """Every ask of a run, variant by variant, items in cube order within a variant (so a
     run killed early has whole variants done first). `fingerprint` is the model's (part
-    of every key); `params` the generation parameters sent with every request."""
+    of every key); `params` the generation parameters sent with every request;
+    `keyed_by_item` puts the item id into every key (ModelAdapter docstring)."""
     params = dict(params or {})
     plan: list[PlannedAsk] = []
     for variant in as_variants(variants):
         for item in cube.items:
             for name, rotation in variant.instances(len(item.options)):
-                plan.append(_plan_one(cube, item, variant, name, rotation, fingerprint, params, template))
+                plan.append(
+                    _plan_one(cube, item, variant, name, rotation, fingerprint, params, template, keyed_by_item)
+                )
     return plan
 
 
@@ -92,6 +96,7 @@ def _plan_one(
     fingerprint: str,
     params: Mapping[str, Any],
     template: str,
+    keyed_by_item: bool = False,
 ) -> PlannedAsk:
     options, answer = rotate(item.options, item.answer, rotation)
     prompt = render_prompt(item.question, options, template)
@@ -103,7 +108,17 @@ def _plan_one(
         images = (ImageInput(digest, functools.partial(cube.read_image, item.image)),)
     asked = available or not variant.uses_image
     key = (
-        make_key(fingerprint, prompt, [i.digest for i in images], params, name, rotation) if asked else ""
+        make_key(
+            fingerprint,
+            prompt,
+            [i.digest for i in images],
+            params,
+            name,
+            rotation,
+            item_id=item.id if keyed_by_item else None,
+        )
+        if asked
+        else ""
     )
     return PlannedAsk(
         item=item,

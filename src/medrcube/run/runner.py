@@ -294,7 +294,14 @@ async def run_cube_async(
     """The async core of `run_cube` (same arguments); for callers with an event loop."""
     started, t0 = time.time(), time.perf_counter()
     variant_objs = as_variants(variants)
-    plan = plan_asks(cube, variant_objs, fingerprint=adapter.fingerprint, params=params, template=template)
+    plan = plan_asks(
+        cube,
+        variant_objs,
+        fingerprint=adapter.fingerprint,
+        params=params,
+        template=template,
+        keyed_by_item=getattr(adapter, "keyed_by_item", False),
+    )
     owner = new_owner()
     newer_than = started if refresh else None
     bar = Progress(total=len(plan), enabled=progress, desc=f"{adapter.spec}")

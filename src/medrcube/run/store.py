@@ -104,11 +104,13 @@ def make_key(
     params: Mapping[str, Any] | None = None,
     variant: str = "standard",
     rotation: int = 0,
+    item_id: str | None = None,
 ) -> str:
     """The store key of one request: sha256 over the canonical JSON of everything that
     changes the answer (model fingerprint, prompt, images, generation parameters) plus
-    the variant instance, so that two variants never share a response by accident."""
-    payload = {
+    the variant instance, so that two variants never share a response by accident.
+    `item_id` is part of the key only for adapters that answer per item (`keyed_by_item`)."""
+    payload: dict[str, Any] = {
         "model": fingerprint,
         "prompt": prompt,
         "images": list(image_digests),
@@ -116,6 +118,8 @@ def make_key(
         "variant": variant,
         "rotation": int(rotation),
     }
+    if item_id is not None:
+        payload["item"] = item_id
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
