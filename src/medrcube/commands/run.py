@@ -141,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
             "free space or pass another --out and run the same command again (nothing is re-asked)"
         )
 
+    _write_report(run_dir, cube)
     _print_summary(run_dir, result)
     if result.aborted:
         return _err(f"the run stopped early: {result.aborted}")
@@ -165,3 +166,15 @@ def _print_summary(run_dir: Path, result: Any) -> None:
         a = accuracy(records)
         acc = "n/a" if a.acc is None else f"{a.acc:.1%} [{a.lo:.1%}, {a.hi:.1%}]"
         print(f"  {name}: accuracy {acc} over {a.n} graded ({a.unparsed} unparsed, {a.refused} refused)")
+
+
+def _write_report(run_dir: Path, cube: Any) -> None:
+    """report.html beside the results; a report that cannot be drawn never fails the run
+    (the results are written and `medrcube report RUN_DIR` can draw it again)."""
+    from medrcube.report.html import write_report_html
+
+    try:
+        write_report_html(run_dir, cube=cube)
+    except Exception as exc:  # noqa: BLE001 - any report failure is a warning, by design
+        print(f"warning: report.html was not written ({type(exc).__name__}: {exc}); "
+              f"retry with `medrcube report {run_dir}`", file=sys.stderr)

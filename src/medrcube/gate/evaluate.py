@@ -16,13 +16,13 @@ where it was set, n, chance level, and up to five worst items.
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from medrcube.gate.checks import ACCURACY_KINDS, Check, CheckKind
 from medrcube.gate.verdict import Status, Verdict, WorstItem
-from medrcube.metrics.accuracy import accuracy
+from medrcube.metrics.accuracy import accuracy, chance_level
 from medrcube.metrics.clustered import clustered_accuracy, clustered_wilson, cluster_counts
 from medrcube.metrics.comparison import regression
 from medrcube.metrics.credibility import chain_pairs, credibility_of_pairs
@@ -103,16 +103,6 @@ def _errors_gate(check: Check, asked: Sequence[GradedRecord]) -> tuple[float, Ve
     return rate, None
 
 
-def _chance(records: Iterable[GradedRecord], power: int = 1) -> float | None:
-    """Mean of (1/n_options)^power over graded records, summed by option count so that
-    the result does not depend on the order of the records."""
-    counts = Counter(r.n_options for r in records if r.graded and r.n_options > 0)
-    total = sum(counts.values())
-    if not total:
-        return None
-    return sum(c * (1.0 / k) ** power for k, c in sorted(counts.items())) / total
-
-
 def _worst_wrong(records: Sequence[GradedRecord]) -> tuple[WorstItem, ...]:
     """Wrong answers, weakest cells first, one cell at a time (round robin), so that a
     slice's list shows where it fails rather than five items of one cell."""
@@ -172,7 +162,7 @@ def _accuracy(check: Check, records: list[GradedRecord]) -> Verdict:
         return err
     a = accuracy(std, check.confidence)
     ci = clustered_accuracy(std, check.confidence)
-    chance = _chance(std)
+    chance = chance_level(std)
     bound, raised = _effective_bound(check, chance)
     details = {
         "correct": a.correct, "unparsed": a.unparsed, "refused": a.refused, "errors": a.errors,
@@ -292,7 +282,7 @@ def _image_dependence(check: Check, records: list[GradedRecord]) -> Verdict:
     if err:
         return err
     d = image_dependence(asked, check.confidence)
-    chance = _chance(r for r in asked if r.variant == "blind")
+    chance = chance_level(r for r in asked if r.variant == "blind")
     details = {**d.to_dict(), "rule": check.rule, "source": check.source}
     common = dict(n=d.counts.n, error_rate=rate, chance=chance, details=details, observed=d.drop,
                   interval=d.interval)
@@ -329,7 +319,7 @@ def _position(check: Check, records: list[GradedRecord]) -> Verdict:
     k = check.params.get("rotations")
     pr = position_robustness(asked, rotations=k, confidence=check.confidence)
     max_gap = check.params.get("max_gap")
-    chance = _chance((r for r in asked if r.variant == "standard"), power=pr.rotations + 1)
+    chance = chance_level((r for r in asked if r.variant == "standard"), power=pr.rotations + 1)
     ci = pr.circular_interval
     interval = (ci.lo, ci.hi) if pr.n else None
     details = {**pr.to_dict(), "max_gap": max_gap, "rule": check.rule, "source": check.source}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -353,6 +354,9 @@ class GateReport:
         run_dir = new_run_dir(session.options.report_dir, session.options.model)
         self.meta = run_meta(session, run_dir.name, result)
         self.written = write_outputs(run_dir, list(self.entries.values()), result, self.meta)
+        report = _write_report(run_dir, session.cube)
+        if report is not None:
+            self.written.append(report)
 
     def lines(self) -> list[str]:
         if not self.entries:
@@ -377,3 +381,16 @@ def run_meta(session: Any, run_id: str, result: Any) -> dict[str, Any]:
         "requests_sent": result.requests_sent if result is not None else None,
         "requests_by_process": result.info.get("requests_by_process") if result is not None else None,
     }
+
+
+def _write_report(run_dir: Path, cube: Any) -> Path | None:
+    """report.html for the run; a report that cannot be drawn never changes the gate's
+    outcome (a warning says how to draw it again)."""
+    from medrcube.report.html import write_report_html
+
+    try:
+        return write_report_html(run_dir, cube=cube)
+    except Exception as exc:  # noqa: BLE001 - any report failure is a warning, by design
+        warnings.warn(f"medrcube: report.html was not written ({type(exc).__name__}: {exc}); "
+                      f"retry with `medrcube report {run_dir}`", stacklevel=1)
+        return None

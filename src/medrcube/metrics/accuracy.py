@@ -8,6 +8,7 @@ counted but never enter the denominator: an API error is not a wrong answer.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from statistics import NormalDist
@@ -106,3 +107,16 @@ def accuracy(records: Iterable[GradedRecord], confidence: float = 0.95) -> Accur
         errors=counts[Outcome.ERROR],
         unavailable=counts[Outcome.UNAVAILABLE],
     )
+
+
+def chance_level(records: Iterable[GradedRecord], power: int = 1) -> float | None:
+    """The accuracy of uniform random answers over the graded records: the mean of
+    (1/n_options)^power (power = the number of rotations that must all be right, for
+    circular accuracy), summed by option count so that record order cannot change it.
+    None when nothing was graded. The gate's bounds and the report's chance lines both
+    use this one definition."""
+    counts = Counter(r.n_options for r in records if r.graded and r.n_options > 0)
+    total = sum(counts.values())
+    if not total:
+        return None
+    return sum(c * (1.0 / k) ** power for k, c in sorted(counts.items())) / total

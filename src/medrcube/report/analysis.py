@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from medrcube.metrics.accuracy import accuracy
+from medrcube.metrics.accuracy import accuracy, chance_level
 from medrcube.metrics.credibility import Credibility, credibility
 from medrcube.run.records import GradedRecord
 from medrcube.taxonomy import MODALITIES, PARTS, TASK_NAMES, is_high_level, task_abbrev
@@ -92,14 +92,6 @@ class Stat:
     def of(cls, records: Sequence[GradedRecord]) -> Stat:
         a = accuracy(records)
         return cls(a.n, a.correct, a.acc, a.lo, a.hi, chance_level(records))
-
-
-def chance_level(records: Iterable[GradedRecord]) -> float | None:
-    """The accuracy of uniform random answers: the gate's chance level (mean 1/n_options
-    over graded records), so that the report's chance line is the gate's."""
-    from medrcube.gate.evaluate import _chance  # one definition for the gate and the report
-
-    return _chance(records)
 
 
 @dataclass
