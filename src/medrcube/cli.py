@@ -1,6 +1,10 @@
-"""The `medrcube` command. Each subcommand lives in medrcube/commands/<name>.py with
-`add_arguments(parser)` and `run(args) -> int`, imported only when chosen so that
-`medrcube validate` never pays for torch or the openai client."""
+"""The `medrcube` command.
+
+Each subcommand lives in medrcube/commands/<name>.py with `add_arguments(parser)` and
+`run(args) -> int`, imported only when chosen so that `medrcube validate` never pays for
+torch or the openai client. A module that sets `PASSTHROUGH = "attr"` receives the
+arguments its parser does not know in `args.attr` (for commands that wrap another tool).
+"""
 
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="medrcube", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="medrcube", description=__doc__.splitlines()[0])
     from medrcube import __version__
 
     parser.add_argument("--version", action="version", version=f"medrcube {__version__}")
@@ -42,7 +46,12 @@ def main(argv: list[str] | None = None) -> int:
     module = importlib.import_module(f"medrcube.commands.{COMMANDS[name][0]}")
     sub = argparse.ArgumentParser(prog=f"medrcube {name}", description=COMMANDS[name][1])
     module.add_arguments(sub)
-    args = sub.parse_args(rest)
+    passthrough = getattr(module, "PASSTHROUGH", None)
+    if passthrough:  # a wrapper command (qualify): unknown arguments belong to the tool it runs
+        args, extra = sub.parse_known_args(rest)
+        setattr(args, passthrough, extra[1:] if extra[:1] == ["--"] else extra)
+    else:
+        args = sub.parse_args(rest)
     return int(module.run(args) or 0)
 
 

@@ -58,7 +58,7 @@ def test_run_directory_and_junit_properties(gate_ws):
             "overall accuracy 0.556 * n=27 (bound 0.60, point): fail",
             "credibility overall: rationality n/a, shortcut probability n/a, 12 pairs (A=0 B=12 C=0 D=0): skip",
             "checks: 1 passed, 3 failed, 3 skipped (insufficient evidence), 0 errors (not graded)",
-            f"written: {run_dir}/ (results.jsonl, metrics_summary.json, run.json, gate.json)",
+            f"written: {run_dir}/ (results.jsonl, metrics_summary.json, run.json, gate.json, report.html)",
         ]
     )
 
@@ -120,10 +120,17 @@ def test_errored_case_keeps_its_labels(gate_ws, gate_server):
     assert {p["name"]: p["value"] for p in cell["parameters"]}["verdict"] == "'error'"
 
 
-def test_qualify_arguments_pass_through_to_pytest():
+def test_qualify_arguments_pass_through_to_pytest(capfd):
+    from medrcube.cli import main
+
+    # Unknown arguments (-k, --co, -q) reach pytest: only the Chest checks are collected.
+    assert main(["qualify", "--model", "random:3", "--co", "-q", "-k", "Chest", "-p", "no:cacheprovider"]) == 0
+    collected = [line for line in capfd.readouterr().out.splitlines() if "::test_" in line]
+    assert collected and all("Chest" in line for line in collected)
     parser = __import__("argparse").ArgumentParser()
     qualify.add_arguments(parser)
-    args = parser.parse_args(["--model", "random:3", "-n", "2", "--co", "-k", "Chest", "--alluredir=out"])
+    args, extra = parser.parse_known_args(["--model", "random:3", "-n", "2", "--co", "-k", "Chest", "--alluredir=out"])
+    args.pytest_args = extra
     assert args.model == "random:3" and args.cube is None
     assert qualify.pytest_argv(args, Path("suite")) == ["suite", "--model=random:3", "-n", "2", "--co", "-k", "Chest", "--alluredir=out"]
     # The suite of this checkout is found from anywhere (an editable install).

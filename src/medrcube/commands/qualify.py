@@ -17,6 +17,8 @@ import argparse
 from pathlib import Path
 
 SUITE_DIR = "tests_benchmark"
+# Arguments this parser does not know are pytest's: the dispatcher (cli.py) keeps them here.
+PASSTHROUGH = "pytest_args"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,16 +27,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--suite", help=f"the qualification suite directory (default: ./{SUITE_DIR})")
     parser.allow_abbrev = False  # `--co` is pytest's, not an abbreviation of ours
     parser.epilog = "Any other argument is passed to pytest, e.g. -n 8 --alluredir=reports/allure -k Chest."
-    # Everything the parser does not know is a pytest argument. The dispatcher calls
-    # parse_args; this parser keeps the unknown ones instead of failing on them.
-    known = parser.parse_known_args
-
-    def parse_args(args=None, namespace=None):  # type: ignore[no-untyped-def]
-        ns, rest = known(args, namespace)
-        ns.pytest_args = [a for a in rest if a != "--"] if rest[:1] == ["--"] else rest
-        return ns
-
-    parser.parse_args = parse_args  # type: ignore[method-assign]
 
 
 def find_suite(explicit: str | None = None) -> Path:
