@@ -72,3 +72,13 @@ def test_pass_probability_is_the_binomial_sum(rule, bound, n):
     p = bound + 0.1
     brute = sum(math.comb(n, k) * p**k * (1 - p) ** (n - k) for k in range(n + 1) if passes(k, n, rule, bound))
     assert pass_probability(rule, bound, p, n) == pytest.approx(brute, abs=1e-9)
+
+
+def test_needed_n_text_quotes_min_n_when_it_is_the_larger_requirement():
+    from medrcube.metrics.power import needed_n_text, required_n
+
+    need = required_n("point", 0.6, 0.9, 0.95, stable=True)
+    assert need is not None and need < 10
+    text = needed_n_text("point", 0.6, 0.9, min_n=10)
+    assert f"needs n>=10 (the policy's min_n; 80% power from n>={need})" in text
+    assert needed_n_text("point", 0.6, 0.9, min_n=0).endswith(f"needs n>={need} for 80% power")

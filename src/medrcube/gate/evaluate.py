@@ -175,7 +175,7 @@ def _accuracy(check: Check, records: list[GradedRecord]) -> Verdict:
         extra = f" ({a.unavailable} unavailable: restricted images)" if a.unavailable else ""
         if a.n and a.acc is not None:
             extra += f"; observed {a.correct}/{a.n} = {a.acc:.3f}"
-        plan = needed_n_text(check.rule, bound, a.acc, check.confidence)
+        plan = needed_n_text(check.rule, bound, a.acc, check.confidence, min_n=check.min_n)
         return _verdict(check, Status.SKIP, f"{_skip_text(check, a.n)}{extra}; {plan}",
                         observed=a.acc, interval=(ci.lo, ci.hi), **common)
     interval = (ci.lo, ci.hi)

@@ -220,12 +220,22 @@ def planning_accuracy(bound: float, observed: float | None) -> float:
 
 
 def needed_n_text(
-    rule: str, bound: float, observed: float | None, confidence: float = 0.95, power: float = DEFAULT_POWER
+    rule: str,
+    bound: float,
+    observed: float | None,
+    confidence: float = 0.95,
+    power: float = DEFAULT_POWER,
+    min_n: int = 0,
 ) -> str:
-    """'at a true accuracy of 0.70 a lower-bound check against 0.60 needs n>=153 for 80% power'."""
+    """'at a true accuracy of 0.70 a lower-bound check against 0.60 needs n>=153 for 80% power'.
+
+    When the policy's `min_n` is the larger requirement, it is the number quoted (a skip
+    message saying "needs n>=1" for a cell skipped by min_n=10 would mislead)."""
     p = planning_accuracy(bound, observed)
     need = required_n(rule, bound, p, confidence, power, stable=True)
     what = f"at a true accuracy of {p:.2f} {RULE_TEXT[rule]} against {bound:.2f}"
     if need is None:
         return f"{what} cannot reach {power:.0%} power"
+    if need < min_n:
+        return f"{what} needs n>={min_n} (the policy's min_n; {power:.0%} power from n>={need})"
     return f"{what} needs n>={need} for {power:.0%} power"
