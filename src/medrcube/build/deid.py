@@ -83,6 +83,9 @@ class DeidResult:
     removed: tuple[str, ...]  # "PatientName", "private tags (12)", "overlay group 6000", ...
     profile: str = PROFILE_NAME
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # How many elements of each kind were removed ("PatientName": 1, "private tags": 12);
+    # attribute keywords and counts only, never values: this is what an export's manifest carries.
+    counts: dict[str, int] = field(default_factory=dict)
 
 
 def _walk(ds) -> Iterable:
@@ -111,6 +114,10 @@ def deidentify(ds) -> DeidResult:
         for tag in [e.tag for e in d if 0x6000 <= e.tag.group <= 0x60FF and e.tag.group % 2 == 0]:
             del d[tag]
             removed[f"overlay group {tag.group:04X}"] = 1
+        # Curves (retired groups 50xx) can carry annotations drawn by a workstation.
+        for tag in [e.tag for e in d if 0x5000 <= e.tag.group <= 0x50FF and e.tag.group % 2 == 0]:
+            del d[tag]
+            removed[f"curve group {tag.group:04X}"] = 1
         for elem in list(d):
             if elem.VR == "SQ":
                 for item in elem.value:
@@ -125,9 +132,11 @@ def deidentify(ds) -> DeidResult:
     out.PatientIdentityRemoved = "YES"
     out.DeidentificationMethod = PROFILE_NAME
     manifest = sorted(removed)
+    counts = dict(sorted(removed.items()))
     if n_private:
         manifest.append(f"private tags ({n_private})")
-    return DeidResult(dataset=out, removed=tuple(manifest))
+        counts["private tags"] = n_private
+    return DeidResult(dataset=out, removed=tuple(manifest), counts=counts)
 
 
 # The attributes whose values identify someone or something, searched for in exports.
@@ -141,15 +150,12 @@ LEAK_KEYWORDS: frozenset[str] = frozenset(IDENTIFYING_KEYWORDS) - {
 }  # fmt: skip
 
 
-def identifying_values(ds, min_length: int = 4, min_digits: int = 5) -> set[str]:
-    """The identifying strings of a dataset (names, IDs, institutions, dates, UIDs), for leak checks.
+def identifying_items(ds, min_length: int = 4, min_digits: int = 5) -> dict[str, str]:
+    """The identifying strings of a dataset, each with the keyword it came from (value -> keyword).
 
-    A person name is also listed with its '^' separators as spaces ("Doe^John" and
-    "Doe John"). Values shorter than `min_length`, and all-digit values shorter than
-    `min_digits` (an ID such as "0010" is also a DICOM group number), are dropped so that
-    a search does not flag every short word or number.
+    As `identifying_values`; the keyword lets a leak be reported without printing the value.
     """
-    values: set[str] = set()
+    items: dict[str, str] = {}
     for elem in _walk(ds):
         if elem.keyword not in LEAK_KEYWORDS or elem.VR == "SQ" or elem.value is None:
             continue
@@ -159,10 +165,21 @@ def identifying_values(ds, min_length: int = 4, min_digits: int = 5) -> set[str]
             candidates = {text}
             if elem.VR == "PN":
                 candidates.add(" ".join(text.replace("^", " ").replace("=", " ").split()))
-            for c in candidates:
+            for c in sorted(candidates):
                 if len(c) >= min_length and not (c.isdigit() and len(c) < min_digits):
-                    values.add(c)
-    return values
+                    items.setdefault(c, elem.keyword)
+    return items
+
+
+def identifying_values(ds, min_length: int = 4, min_digits: int = 5) -> set[str]:
+    """The identifying strings of a dataset (names, IDs, institutions, dates, UIDs), for leak checks.
+
+    A person name is also listed with its '^' separators as spaces ("Doe^John" and
+    "Doe John"). Values shorter than `min_length`, and all-digit values shorter than
+    `min_digits` (an ID such as "0010" is also a DICOM group number), are dropped so that
+    a search does not flag every short word or number.
+    """
+    return set(identifying_items(ds, min_length, min_digits))
 
 
 def technical_metadata(ds, keywords: Sequence[str] = TECHNICAL_KEYWORDS) -> dict[str, object]:

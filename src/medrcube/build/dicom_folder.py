@@ -1,0 +1,169 @@
+"""A folder of DICOM files as a source: series grouped by SeriesInstanceUID, de-identified on read.
+
+Every file is read, its identifying values are noted for the final leak scan, and it is
+de-identified (deid.deidentify) before anything else looks at it: the rest of the
+pipeline sees the cleaned dataset, its allow-listed technical attributes and its pixels.
+The UIDs that group files into series are used in memory only; a series is named by its
+position in the folder ("series 3").
+
+From each series the recipe's number of slices is taken, evenly spaced around the
+middle (frames of a multi-frame file count as slices). Pixels get the file's own display
+window (else the 1st-99.5th percentile), MONOCHROME1 is inverted, and the burned-in
+annotation screen of `privacy` decides whether a frame is kept, cropped, masked or refused.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from medrcube.build import deid, imageio
+from medrcube.build.mapping import documented
+from medrcube.build.observation import SourceImage
+from medrcube.build.privacy import Manifest, screen_dicom
+from medrcube.build.recipe import PrivacySpec, SourceSpec
+from medrcube.build.sources import SourceError, frame_orientation, frame_window, frames, number_of_frames, read_dicom
+from medrcube.build.tabular import LabelTable, SourceLog, rois_of
+
+# Technical attributes read into an image's metadata (the allow-list plus the sequence
+# parameters that protocol rules need). Free text is not among them.
+META_KEYWORDS: tuple[str, ...] = (*deid.TECHNICAL_KEYWORDS, "InversionTime", "DiffusionBValue", "InstanceNumber")
+
+
+@dataclass
+class _Instance:
+    rel: str
+    ds: object  # the de-identified dataset
+    order: tuple
+
+
+def _files(root: Path) -> list[Path]:
+    out = []
+    for folder, dirs, names in os.walk(root):
+        dirs.sort()
+        out += [Path(folder) / n for n in sorted(names) if not n.startswith(".")]
+    return out
+
+
+def _order(ds, rel: str) -> tuple:
+    """Sort key within a series: InstanceNumber, then position along the slice normal, then path."""
+    try:
+        number = int(ds.get("InstanceNumber", 0) or 0)
+    except (TypeError, ValueError):
+        number = 0
+    pos = ds.get("ImagePositionPatient")
+    z = float(pos[2]) if pos is not None and len(pos) == 3 else 0.0
+    return (number, z, rel)
+
+
+def pick_positions(n: int, k: int) -> list[int]:
+    """k indices out of n, evenly spaced and centred (k = 1: the middle one)."""
+    if n <= 0:
+        return []
+    if k >= n:
+        return list(range(n))
+    return sorted({int(round((i + 1) / (k + 1) * (n - 1))) for i in range(k)})
+
+
+def display(ds, frame: np.ndarray, index: int) -> tuple[np.ndarray, str]:
+    """A frame as [0, 1] display values and how (window, inversion)."""
+    if frame.ndim == 3:
+        return frame.astype(np.float64) / 255.0, "colour as stored"
+    win = frame_window(ds, index)
+    if win is not None and win[1] > 0:
+        img, how = imageio.window_center_width(frame, *win), f"DICOM window {win[0]:g}/{win[1]:g}"
+    else:
+        img, how = imageio.percentile_window(frame, 1.0, 99.5), "window 1-99.5th percentile"
+    if str(ds.get("PhotometricInterpretation", "")) == "MONOCHROME1":
+        img, how = 1.0 - img, how + ", inverted (MONOCHROME1)"
+    return img, how
+
+
+def read_dicom_folder(spec: SourceSpec, privacy: PrivacySpec, manifest: Manifest, leaks: dict[str, str], log: SourceLog) -> Iterator[SourceImage]:
+    """The chosen slices of every series in the folder, de-identified, in folder order."""
+    import pydicom
+
+    assert spec.path is not None
+    root = spec.path.resolve()
+    table = LabelTable(spec.labels, leaks, manifest) if spec.labels is not None else None
+    series: dict[str, list[_Instance]] = {}
+    first_seen: dict[str, int] = {}
+    for i, path in enumerate(_files(root)):
+        rel = path.relative_to(root).as_posix()
+        try:
+            raw = read_dicom(path)
+        except (pydicom.errors.InvalidDicomError, SourceError) as exc:
+            log.note("not a usable DICOM file", f"{path}: {exc}" if isinstance(exc, SourceError) else str(path))
+            continue
+        except Exception as exc:  # noqa: BLE001 - a damaged file raises anything from struct to KeyError
+            log.note("unreadable DICOM file", f"{path}: {type(exc).__name__}: {exc}")
+            continue
+        for value, keyword in deid.identifying_items(raw).items():
+            leaks.setdefault(value, keyword)
+        if "PixelData" not in raw:
+            log.note("DICOM file without pixels", str(path))
+            continue
+        key = str(raw.get("SeriesInstanceUID", "")) or f"file:{rel}"  # in memory only
+        result = deid.deidentify(raw)
+        manifest.add_deid(result)
+        series.setdefault(key, []).append(_Instance(rel, result.dataset, _order(result.dataset, rel)))
+        first_seen.setdefault(key, i)
+    for s, key in enumerate(sorted(series, key=lambda k: first_seen[k])):
+        instances = sorted(series[key], key=lambda x: x.order)
+        slots = [(inst, f) for inst in instances for f in range(number_of_frames(inst.ds))]
+        for j in pick_positions(len(slots), spec.slices):
+            inst, f = slots[j]
+            where = f"{root / inst.rel}" + (f" frame {f + 1}" if number_of_frames(inst.ds) > 1 else "")
+            image = _image(spec, inst, f, s, j, len(slots), privacy, manifest, table, log, where, root)
+            if image is not None:
+                yield image
+
+
+def _image(spec: SourceSpec, inst: _Instance, f: int, s: int, j: int, n: int, privacy: PrivacySpec, manifest: Manifest,
+           table: LabelTable | None, log: SourceLog, where: str, root: Path) -> SourceImage | None:  # fmt: skip
+    ds = inst.ds
+    try:
+        data = frames(ds)
+    except Exception as exc:  # noqa: BLE001 - pixel decoding fails in many ways (codec missing, truncated data)
+        log.note("pixels cannot be decoded", f"{where}: {type(exc).__name__}: {exc}")
+        return None
+    frame = data[f]
+    screen = screen_dicom(ds, frame.shape[:2], privacy)
+    manifest.add_pixels(screen)
+    if screen.action == "refuse":
+        log.note(f"refused: {screen.reason}", where)
+        return None
+    pixels, how = display(ds, frame, f)
+    pixels = screen.apply(pixels)
+    processing = [how]
+    if screen.action == "crop":
+        processing.append(f"cropped to x {screen.crop[0]}-{screen.crop[2]}, y {screen.crop[1]}-{screen.crop[3]} ({screen.reason})")
+    elif screen.action == "mask":
+        processing.append(f"masked {len(screen.boxes)} region(s) ({screen.reason})")
+    meta = deid.technical_metadata(ds, META_KEYWORDS)
+    iop = frame_orientation(ds, f)
+    if iop is not None:
+        meta["ImageOrientationPatient"] = list(iop)
+    if ds.get("ContrastBolusAgent"):
+        meta["ContrastBolusAgent"] = "present"  # the agent's name is free text: only its presence is used
+    spacing = meta.get("PixelSpacing")
+    hints, labels, rois = {}, {}, []
+    if table is not None:
+        rows = table.find(inst.rel)
+        if rows:
+            hints, labels = table.hints(rows, log, where)
+            offset = (screen.crop[0], screen.crop[1]) if screen.action == "crop" and screen.crop else (0, 0)
+            rois = rois_of(table, rows, root, pixels.shape[:2], log, where, offset=offset)
+    for name, value in (("modality", spec.modality), ("part", spec.part), ("organ", spec.organ)):
+        d = documented(value, name)
+        if d is not None and name not in hints:
+            hints[name] = d
+    return SourceImage(
+        dataset=spec.dataset, ref=f"series {s + 1} image {j + 1} of {n}", pixels=pixels, origin="dicom",
+        spacing=(float(spacing[0]), float(spacing[1])) if isinstance(spacing, list) and len(spacing) == 2 else (1.0, 1.0),
+        meta=meta, hints=hints, labels=labels, rois=rois, processing=processing,
+    )  # fmt: skip

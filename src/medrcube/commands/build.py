@@ -1,0 +1,69 @@
+"""`medrcube build RECIPE [--out DIR]`: build a cube from a recipe (DICOM, NIfTI or PNG+CSV sources).
+
+Before anything is read, the command says whether anything will leave the machine:
+nothing does unless the recipe names a remote reviewer model, which must be allowed
+explicitly (`review.allow_remote: true` or `--allow-remote`). Exit status: 0 built; 1
+the recipe, a source or the export failed (nothing usable written); 2 built, but some
+items could not be reviewed (reviewer errors: run again, the response store keeps what
+was answered); 3 an identifying value was found in the export, which was deleted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+EXIT_OK, EXIT_ERROR, EXIT_REVIEW_ERRORS, EXIT_LEAK = 0, 1, 2, 3
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("recipe", help="the recipe YAML (see recipes/site-example.yaml; recipes/mini.yaml rebuilds the mini cube)")
+    parser.add_argument("--out", default=None, metavar="DIR", help="output directory (default: the recipe's 'out')")
+    parser.add_argument("--reviewer", default=None, metavar="SPEC", help="review with this model instead of the recipe's review.model")
+    parser.add_argument("--models-file", default=None, metavar="FILE", help="models.yaml for --reviewer")
+    parser.add_argument("--response-store", default=None, metavar="DIR", help="response store for the review (default: the recipe's review.store)")
+    parser.add_argument("--allow-remote", action="store_true", help="allow a remote reviewer to receive item texts and images")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _err(message: str, code: int = EXIT_ERROR) -> int:
+    print(f"medrcube build: error: {message}", file=sys.stderr)
+    return code
+
+
+def run(args: argparse.Namespace) -> int:
+    from medrcube.build.mapping import VocabularyError
+    from medrcube.build.ontology import OntologyError
+    from medrcube.build.pipeline import BuildError, PrivacyLeakError, prepare
+    from medrcube.build.pipeline import run as run_build
+    from medrcube.build.recipe import RecipeError
+
+    reviewer = None
+    try:
+        if args.reviewer is not None:
+            from medrcube.models.registry import ModelSpecError, load_adapter
+
+            try:
+                reviewer = load_adapter(args.reviewer, models_file=args.models_file)
+            except ModelSpecError as exc:
+                return _err(f"--reviewer: {exc}")
+        plan = prepare(args.recipe, args.out, reviewer=reviewer, allow_remote=args.allow_remote, store_dir=args.response_store)
+    except (RecipeError, OntologyError, VocabularyError, BuildError) as exc:
+        return _err(str(exc))
+    print(plan.notice(), file=sys.stderr, flush=True)
+    try:
+        result = run_build(plan, progress=not args.no_progress and sys.stderr.isatty())
+    except PrivacyLeakError as exc:
+        return _err(str(exc), EXIT_LEAK)
+    except BuildError as exc:
+        return _err(str(exc))
+    print(result.report.summary())
+    print(f"release layout: {result.release}")
+    if result.hf is not None:
+        print(f"Hugging Face dataset (save_to_disk): {result.hf}")
+    if result.report_dir is not None:
+        print(f"build report: {result.report_dir / 'build_report.md'}")
+    if result.review_errors:
+        return _err(f"{result.review_errors} item(s) could not be reviewed (reviewer errors) and were held out; run the "
+                    "build again to retry them", EXIT_REVIEW_ERRORS)  # fmt: skip
+    return EXIT_OK
