@@ -11,6 +11,8 @@ writes, under the given folder:
   outside them), every file carrying invented identifying tags (names, IDs, dates,
   institution, UIDs, private tags) on purpose, plus a stray text file; and
   `dicom_labels.csv` (diagnosis and severity per series folder);
+- `volumes/`: two brain MR volumes (NIfTI, BIDS names `_T1w`, `_FLAIR`; the second tilted 35
+  degrees), with `volume_labels.csv`;
 - `images/`: chest radiographs as PNG and JPEG (one JPEG carries an EXIF artist name)
   with `labels.csv`: diagnosis, severity, projection, boxes, a mask, a burned-in flag, and
   two identifying columns (patient id and name) that a recipe must declare private.
@@ -229,6 +231,7 @@ def write_images(root: Path) -> list[dict[str, str]]:
         ("sarcoidosis", "mild", "", "", "PA", ""),
         ("pneumothorax", "severe", "", "", "PA", ""),
         ("normal", "", "", "", "LATERAL", ""),
+        ("bronchiectasis", "", "", "", "PA", ""),  # not in the bundled ontology: reported as unmapped
     ]
     for i, (dx, grade, box, finding, view, burned) in enumerate(plan):
         img = _body(72, 72, rng, lungs=True)
@@ -260,6 +263,23 @@ def write_images(root: Path) -> list[dict[str, str]]:
     return rows
 
 
+def write_volumes(root: Path) -> None:
+    """Two brain MR volumes: a T1w on a plain 2 mm grid, and a FLAIR tilted 35 degrees about the
+    left-right axis (only its sagittal cuts are true planes)."""
+    import nibabel as nib
+
+    rng = np.random.default_rng(5)
+    x, y, z = np.mgrid[0:32, 0:40, 0:28]
+    head = (((x - 15.5) / 13) ** 2 + ((y - 19.5) / 17) ** 2 + ((z - 13.5) / 12) ** 2 <= 1).astype(np.float32)
+    vol = head * (600 + 80 * rng.standard_normal(head.shape)).astype(np.float32)
+    vol[((x - 10) ** 2 + (y - 26) ** 2 + (z - 16) ** 2) <= 9] = 1100  # a bright lesion
+    affine = np.diag([2.0, 2.0, 2.0, 1.0])
+    nib.save(nib.Nifti1Image(vol, affine), root / "sub-01_T1w.nii.gz")
+    a = np.radians(35)
+    tilt = np.array([[2.0, 0, 0, 0], [0, 2 * np.cos(a), -2 * np.sin(a), 0], [0, 2 * np.sin(a), 2 * np.cos(a), 0], [0, 0, 0, 1]])
+    nib.save(nib.Nifti1Image(vol, tilt), root / "sub-02_FLAIR.nii.gz")
+
+
 def make_demo_site(root: str | Path) -> DemoSite:
     """Write the demo archive under `root` (replacing a previous one)."""
     import shutil
@@ -275,6 +295,10 @@ def make_demo_site(root: str | Path) -> DemoSite:
         w = csv.writer(f)
         w.writerow(["folder", "diagnosis", "severity"])
         w.writerows(dicom_rows)
+    (base / "volumes").mkdir()
+    write_volumes(base / "volumes")
+    with open(base / "volume_labels.csv", "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([["file", "diagnosis"], ["sub-01_T1w.nii.gz", "glioma"], ["sub-02_FLAIR.nii.gz", "multiple sclerosis"]])
     image_rows = write_images(images)
     with open(base / "labels.csv", "w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=list(image_rows[0]))
@@ -301,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("root", nargs="?", default="build/demo-site", help="where to write it (default: %(default)s)")
     args = parser.parse_args(argv)
     site = make_demo_site(args.root)
-    print(f"demo archive written to {site.root} (dicom/, dicom_labels.csv, images/, labels.csv)")
+    print(f"demo archive written to {site.root} (dicom/, dicom_labels.csv, volumes/, volume_labels.csv, images/, labels.csv)")
     return 0
 
 
