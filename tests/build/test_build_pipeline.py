@@ -59,18 +59,6 @@ def test_answers_come_from_the_metadata_they_quote(demo_build) -> None:
         assert re.fullmatch(r"[a-z0-9-]+/\d{3}", meta["chain"]), r["id"]
         # The source is named by position, never by a file path or a UID.
         assert "/" not in meta["source"]["ref"] and ".dcm" not in json.dumps(meta)
-    by = {(r["dataset"], r["task"], r["gt_answer"]) for r in recs}
-    assert ("demo-dicom", "Imaging Protocol Recognition", "T2-weighted") in by  # SE, TR 4000 / TE 100
-    assert ("demo-dicom", "Imaging Protocol Recognition", "T1-weighted") in by  # SE, TR 500 / TE 15
-    assert ("demo-dicom", "Imaging Protocol Recognition", "Contrast-enhanced CT") in by  # ContrastBolusAgent
-    assert ("demo-dicom", "Imaging Protocol Recognition", "B-mode (2D grayscale)") in by  # ultrasound bitmap 0001
-    assert ("demo-mri", "Imaging Protocol Recognition", "T2-FLAIR") in by  # BIDS suffix
-    assert ("demo-dicom", "View Recognition", "Sagittal") in by and ("demo-dicom", "View Recognition", "Axial") in by
-    assert ("demo-mri", "View Recognition", "Coronal") in by
-    # The tilted FLAIR volume is cut only where the affine makes a true plane (sagittal).
-    flair = [r for r in recs if r["dataset"] == "demo-mri" and r["task"] == "View Recognition"
-             and any(o["gt_answer"] == "T2-FLAIR" for o in recs if o["meta"]["chain"] == r["meta"]["chain"])]  # fmt: skip
-    assert flair and {r["gt_answer"] for r in flair} == {"Sagittal"}
     for r in recs:
         if r["task"] == "Modality Recognition" and r["dataset"] == "demo-dicom":
             assert "Modality (0008,0060)" in r["meta"]["derivation"]

@@ -61,12 +61,12 @@ def _order(ds, rel: str) -> tuple:
 
 
 def pick_positions(n: int, k: int) -> list[int]:
-    """k indices out of n, evenly spaced and centred (k = 1: the middle one)."""
+    """k distinct indices out of n, evenly spaced and centred (k = 1: the middle one)."""
     if n <= 0:
         return []
     if k >= n:
         return list(range(n))
-    return sorted({int(round((i + 1) / (k + 1) * (n - 1))) for i in range(k)})
+    return [int((i + 0.5) * n / k) for i in range(k)]
 
 
 def display(ds, frame: np.ndarray, index: int) -> tuple[np.ndarray, str]:

@@ -386,8 +386,9 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
 
 def _reason_key(reason: str) -> str:
     """A reason for counting: the principle and its name, without the reviewer's free text."""
-    head = reason.split(":", 1)[0]
-    return head if not reason.startswith("review:") else reason.split("(", 1)[0].strip()
+    if reason.startswith("review:"):
+        return reason.rsplit(" (", 1)[0]  # drop the parser's or the adapter's detail
+    return reason.split(":", 1)[0]
 
 
 def _chains(drafts: list) -> int:
