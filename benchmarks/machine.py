@@ -11,7 +11,7 @@ from typing import Any
 
 from benchmarks.harness import ROOT
 
-PACKAGES = ("medrcube", "pytest", "pytest-xdist", "openai", "httpx", "Pillow", "numpy", "pandas", "matplotlib",
+PACKAGES = ("medrcube", "pytest", "pytest-xdist", "openai", "httpx", "httpx2", "Pillow", "numpy", "pandas", "matplotlib",
             "allure-pytest", "scipy")
 
 

@@ -74,6 +74,16 @@ def span_s(stats: dict[str, Any]) -> float | None:
     return max(r["t_end"] for r in reqs) - min(r["t_start"] for r in reqs)
 
 
+def mean_in_flight(stats: dict[str, Any]) -> float | None:
+    """Requests in flight at the server on average over the span (Little's law from the
+    log): how many of the client's concurrency slots were actually busy."""
+    reqs = [r for r in stats.get("requests", []) if r.get("t_end") is not None]
+    span = span_s(stats)
+    if not reqs or not span:
+        return None
+    return sum(r["t_end"] - r["t_start"] for r in reqs) / span
+
+
 def each_once(stats: dict[str, Any]) -> tuple[int, int, int]:
     """(requests received, distinct requests answered, duplicate answers) at the server."""
     return int(stats["total"]), len(stats.get("answered", {})), int(stats.get("duplicates", 0))

@@ -40,7 +40,8 @@ def run(ctx: Context) -> list[Metric]:
         gate_points[items] = statistics.median(rss)
         metrics.append(Metric(f"memory.gate_rss_{items}", f"qualification run, {items} items: peak RSS", "MiB", rss,
                               Target("<", 1024.0, "< 1 GiB") if judge and n == max(ctx.sizes.memory_points) else None))
-    metrics.append(_flatness("memory.gate_growth", "  growth from fewest to most items", gate_points, judge))
+    metrics.append(_flatness("memory.gate_growth", "  growth of the qualification run's RSS, fewest to most items",
+                             gate_points, judge))
 
     # The OpenAI path: images read, encoded, sent.
     api_points: dict[int, float] = {}
@@ -58,7 +59,8 @@ def run(ctx: Context) -> list[Metric]:
             api_points[items] = statistics.median(rss)
             metrics.append(Metric(f"memory.api_rss_{items}", f"OpenAI-path client, {items} items with images: peak RSS",
                                   "MiB", rss))
-    metrics.append(_flatness("memory.api_growth", "  growth from fewest to most items", api_points, judge))
+    metrics.append(_flatness("memory.api_growth", "  growth of the client's RSS, fewest to most items", api_points,
+                             judge))
     ctx.log("memory: gate " + ", ".join(f"{k}: {v:.0f} MiB" for k, v in gate_points.items())
             + "; api " + ", ".join(f"{k}: {v:.0f} MiB" for k, v in api_points.items()))
     return metrics

@@ -23,7 +23,7 @@ import statistics
 from benchmarks.context import Context
 from benchmarks.cubes import subset
 from benchmarks.harness import BenchError, Metric, Target, python, run_proc
-from benchmarks.server import BenchServer, each_once, span_s
+from benchmarks.server import BenchServer, each_once, mean_in_flight, span_s
 
 NAME = "throughput"
 TITLE = "3. Throughput, OpenAI-compatible path (scripted server in its own process)"
@@ -73,11 +73,12 @@ def run(ctx: Context) -> list[Metric]:
     metrics: list[Metric] = []
     with BenchServer() as srv:
         for c, tol in ((16, 0.15), (64, 0.25)):
-            walls, spans, cpu_ms = [], [], []
+            walls, spans, cpu_ms, busy = [], [], [], []
             for i in range(n_runs):
                 r, st, _ = measured(ctx, srv, cube, {"default": "A", "latency": L}, concurrency=c, name=f"lat-c{c}-{i}")
                 walls.append(r["wall_s"])
                 spans.append(span_s(st) or float("nan"))
+                busy.append(mean_in_flight(st) or float("nan"))
                 cpu_ms.append(r["cpu_ms_per_request"])
             n = r["requests_sent"]
             ctx.shared["throughput_requests"] = n
@@ -91,6 +92,9 @@ def run(ctx: Context) -> list[Metric]:
                        Target("<", 1 + tol, f"< {1 + tol:.2f} (within {tol:.0%})") if judge else None,
                        extra={"ideal_s": ideal, "server_span_s": spans}),
                 Metric(f"throughput.c{c}_cpu_ms", "  client CPU per request", "ms", cpu_ms),
+                Metric(f"throughput.c{c}_busy", f"  requests in flight at the server, mean (of {c})", "req", busy,
+                       note="Little's law over the server's log: busy slots; below c means the client or the "
+                            "machine could not keep every slot filled"),
             ]
 
         # No barrier between batches.
