@@ -199,7 +199,7 @@ def test_the_hugging_face_export_holds_the_same_items(demo_build) -> None:
 def test_a_rebuild_writes_the_same_bytes_and_replaces_only_its_own_output(demo_root: Path, demo_build, tmp_path: Path, site_recipe) -> None:
     write_recipe = site_recipe
     again = build(write_recipe(demo_root, "site-plain"), tmp_path / "again")
-    files = lambda root: {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}  # noqa: E731
+    files = lambda root: {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
     assert files(again.release) == files(demo_build.release)
     build(write_recipe(demo_root, "site-plain"), tmp_path / "again")  # a previous build is replaced
     foreign = tmp_path / "foreign"

@@ -12,7 +12,14 @@ import pytest
 
 from medrcube.build.production import Draft, OutImage
 from medrcube.build.questions import Fact
-from medrcube.build.review import CODES, Reviewer, VerdictError, parse_verdict, pass_rates, review_prompt
+from medrcube.build.review import (
+    CODES,
+    Reviewer,
+    VerdictError,
+    parse_verdict,
+    pass_rates,
+    review_prompt,
+)
 from medrcube.models.registry import load_adapter
 from medrcube.testing.server import question_of
 
@@ -29,8 +36,9 @@ def _draft(i: int, answer: str, distractors: tuple[str, ...]) -> Draft:
 
 
 def _image(i: int) -> OutImage:
-    from medrcube.build.imageio import encode_png
     import numpy as np
+
+    from medrcube.build.imageio import encode_png
 
     png = encode_png(np.full((8, 8), 10 * i, dtype=np.uint8))
     return OutImage("d", f"images/{i:03d}.png", png, hashlib.sha256(png).hexdigest(), f"d/{i:03d}")

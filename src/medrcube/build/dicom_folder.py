@@ -26,7 +26,14 @@ from medrcube.build.mapping import documented
 from medrcube.build.observation import SourceImage
 from medrcube.build.privacy import Manifest, screen_dicom
 from medrcube.build.recipe import PrivacySpec, SourceSpec
-from medrcube.build.sources import SourceError, frame_orientation, frame_window, frames, number_of_frames, read_dicom
+from medrcube.build.sources import (
+    SourceError,
+    frame_orientation,
+    frame_window,
+    frames,
+    number_of_frames,
+    read_dicom,
+)
 from medrcube.build.tabular import LabelTable, SourceLog, rois_of
 
 # Technical attributes read into an image's metadata (the allow-list plus the sequence

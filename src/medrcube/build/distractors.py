@@ -43,7 +43,7 @@ def _shuffled(ids: Sequence[str], *seed: str) -> list[str]:
 def similar_pool(onto: Ontology, answer: str, region: str, seed: str = "") -> list[str]:
     """Candidates of the similar strategy, best first: similar phenotype, then same site."""
     c = onto[answer]
-    fits = lambda i: onto[i].category == c.category and onto[i].in_region(region)  # noqa: E731
+    fits = lambda i: onto[i].category == c.category and onto[i].in_region(region)
     direct = [i for i in c.similar if fits(i)]
     site = [i for i in onto.similar_to(answer) if i not in c.similar and fits(i)]
     return _shuffled(direct, seed, answer, "similar") + _shuffled(site, seed, answer, "site")
@@ -67,13 +67,13 @@ def pick(onto: Ontology, answer: str, candidates: Sequence[str], k: int) -> tupl
 
 
 def choose(onto: Ontology, answer: str, region: str, strategy: str, k: int = 3, seed: str = "") -> Choice | None:
-    """Distractors for `answer` by `strategy`, all from one strategy's pool.
+    """Distractors for `answer` by `strategy`, all from one strategy's pool (never mixed).
 
-    When the requested strategy finds fewer than `k` exclusive distractors and the other
-    one finds more, the other one is used (recorded in `Choice.strategy`): an item with
-    more options is a better item, and a strategy is never mixed within one item.
-    Returns None when neither finds a single exclusive distractor (the answer's category
-    has nothing else in this region): such an item cannot be written.
+    The requested strategy is used when it finds at least k - 1 exclusive distractors
+    (a similar item with one option fewer is still a similar item); otherwise the strategy
+    that finds more is used, recorded in `Choice.strategy`. Returns None when neither
+    finds a single exclusive distractor (the answer's category has nothing else in this
+    region): such an item cannot be written.
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"distractor strategy must be one of {STRATEGIES}, got {strategy!r}")
@@ -81,7 +81,7 @@ def choose(onto: Ontology, answer: str, region: str, strategy: str, k: int = 3, 
     for s in (strategy, *(x for x in STRATEGIES if x != strategy)):
         pool = similar_pool(onto, answer, region, seed) if s == "similar" else normal_pool(onto, answer, region, seed)
         found[s] = pick(onto, answer, pool, k)
-        if len(found[s]) == k:
+        if len(found[s]) >= max(1, k - 1) and (s == strategy or len(found[s]) > len(found[strategy])):
             return Choice(answer, found[s], s)
     best = max(found, key=lambda s: (len(found[s]), s == strategy))
     return Choice(answer, found[best], best) if found[best] else None

@@ -71,10 +71,10 @@ def write_hf(release_root: Path, hf_dir: Path) -> int:
     Goes through the cube loader (strict), so the HF export holds exactly the items a
     user of the release directory would load.
     """
+    import datasets
+
     from medrcube.cube import load_cube
     from medrcube.cube.hf import to_hf_dataset
-
-    import datasets
 
     cube = load_cube(release_root, strict=True)
     ds = to_hf_dataset(cube)

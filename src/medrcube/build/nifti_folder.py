@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 
@@ -23,7 +22,12 @@ from medrcube.build.mapping import documented
 from medrcube.build.observation import Hint, SourceImage
 from medrcube.build.privacy import Manifest
 from medrcube.build.recipe import PrivacySpec, SourceSpec
-from medrcube.build.sources import load_volume, plane_axis, plane_of_file_axis, volume_slice
+from medrcube.build.sources import (
+    load_volume,
+    plane_axis,
+    plane_of_file_axis,
+    volume_slice,
+)
 from medrcube.build.tabular import LabelTable, SourceLog
 
 SUFFIXES = (".nii", ".nii.gz")

@@ -113,7 +113,7 @@ class Ontology:
             return Lookup(None, f"{raw!r} names {', '.join(ids)}, none{kinds}{where}")
         return Lookup(None, f"{raw!r} is ambiguous: {', '.join(c.id for c in fits)}")
 
-    @functools.lru_cache(maxsize=None)  # noqa: B019 - the ontology is immutable and long-lived
+    @functools.cache  # noqa: B019 - the ontology is immutable and long-lived
     def ancestors(self, cid: str) -> frozenset[str]:
         out: set[str] = set()
         todo = list(self.concepts[cid].is_a)

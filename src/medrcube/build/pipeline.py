@@ -169,6 +169,12 @@ def _run_package(plan: Plan) -> BuildResult:
 
     r = plan.recipe
     release = plan.out / (r.export.release or ".")
+    # The builder reads every source before it looks at its output directory: check first.
+    readme = release / "README.md"
+    if release.is_dir() and any(release.iterdir()) and not (
+        readme.is_file() and readme.read_text(encoding="utf-8").startswith(mini.mini_docs.README_TITLE)
+    ):
+        raise BuildError(f"{release}: not empty and not a previous mini-cube build; choose an empty or new directory")
     try:
         report = mini.build(release)
     except SystemExit as exc:  # the builder refuses a directory that is not its own
@@ -209,7 +215,7 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
     from medrcube.build.ontology import load_ontology
     from medrcube.build.production import Draft, OutImage, Producer
     from medrcube.build.report import BuildReport
-    from medrcube.build.review import ReviewOutcome, Reviewer, pass_rates
+    from medrcube.build.review import Reviewer, ReviewOutcome, pass_rates
     from medrcube.build.sampling import select
     from medrcube.build.tabular import SourceDataError, SourceLog
     from medrcube.build.templates import check_templates
@@ -345,7 +351,11 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
                                     "distractors": list(d.fact.distractors), "status": o.status, "reasons": o.reasons()},
                                    ensure_ascii=False) + "\n")  # fmt: skip
     if r.review is not None and r.review.expert_judgments is not None:
-        from medrcube.build.agreement import AgreementError, agreement, read_judgments_csv
+        from medrcube.build.agreement import (
+            AgreementError,
+            agreement,
+            read_judgments_csv,
+        )
 
         try:
             expert = read_judgments_csv(r.review.expert_judgments)

@@ -275,6 +275,9 @@ def parse_recipe(data: Any, path: Path, src: str | None = None) -> Recipe:
     raw_sources = top.get("sources")
     if not isinstance(raw_sources, list) or not raw_sources:
         raise top.fail("sources", raw_sources, "must be a non-empty list", "list at least one source, e.g. '- kind: dicom-folder'")
+    kinds = [s.get("kind") if isinstance(s, Mapping) else None for s in raw_sources]
+    if "package-images" in kinds and len(kinds) > 1:
+        raise RecipeError(f"{src}: key 'sources': a package-images source builds a whole cube and cannot be combined with other sources")
     sources = tuple(_source(s, i, base, src, name) for i, s in enumerate(raw_sources))
     datasets = [s.dataset for s in sources]
     dup = sorted({d for d in datasets if datasets.count(d) > 1})
@@ -282,16 +285,12 @@ def parse_recipe(data: Any, path: Path, src: str | None = None) -> Recipe:
         raise RecipeError(f"{src}: key 'sources': dataset name {dup[0]!r} is used by several sources; give each source its own 'dataset'")
     export = _export(top.node("export"), src)
     if any(s.kind == "package-images" for s in sources):
-        if len(sources) != 1:
-            raise RecipeError(f"{src}: key 'sources': a package-images source builds a whole cube and cannot be combined with other sources")
         for k in ("tasks", "labels", "targets", "items", "templates", "review", "privacy", "ontology", "vocabulary"):
             if top.has(k):
                 raise RecipeError(
                     f"{src}: key {k!r} does not apply to a package-images source (its builder fixes items, review "
                     "and privacy itself); remove it"
                 )
-        if export.hf is not None or export.report is not None:
-            pass  # allowed: written beside the release directory
         top.done(_TOP)
         return Recipe(path=path, name=name, sources=sources, out=out, export=export)
 

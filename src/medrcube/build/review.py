@@ -150,7 +150,7 @@ def review_prompt(draft: Draft, attempt: int = 0, problem: str = "") -> str:
     return "\n".join(lines)
 
 
-_FENCE = re.compile(r"^```(?:json)?\s*\n?(.*?)\n?```$", re.S | re.I)
+_FENCE = re.compile(r"^```(?:json)?\s*\n?(.*?)\n?```$", re.DOTALL | re.IGNORECASE)
 
 
 def parse_verdict(text: str | None) -> Verdict:
@@ -204,7 +204,7 @@ def destinations(adapter: ModelAdapter) -> list[str]:
     if children:
         return [d for c in children for d in destinations(c)]
     if hasattr(adapter, "base_url"):
-        return [getattr(adapter, "base_url") or "https://api.openai.com/v1"]
+        return [adapter.base_url or "https://api.openai.com/v1"]
     return []
 
 
