@@ -65,3 +65,23 @@ def test_the_mini_builder_refuses_a_foreign_directory(tmp_path: Path, capsys) ->
     assert "not empty and not a previous mini-cube build" in capsys.readouterr().err
     assert (out / "data.csv").read_text(encoding="utf-8") == "keep me"
     shutil.rmtree(out)
+
+
+def test_reviewer_errors_exit_2_and_a_dead_reviewer_stops_the_build(demo_root: Path, site_recipe, scripted_server_factory,
+                                                                   tmp_path: Path, capsys) -> None:  # fmt: skip
+    from medrcube.build.review import CODES
+
+    ok = json.dumps({c: {"verdict": "pass", "reason": ""} for c in CODES})
+    # Every diagnosis question is refused with a 400 (not retried by the adapter): those items are held out.
+    server = scripted_server_factory({"default": ok, "faults": [{"fault": "status", "status": 400, "match": "most likely diagnosis"}]})
+    recipe = site_recipe(demo_root, "site-errors", {"tasks": ["MR", "DD"], "export": {"hf": None},
+                                                    "review": {"model": f"openai:r@{server.base_url}", "retries": 0}})  # fmt: skip
+    assert main(["build", str(recipe), "--out", str(tmp_path / "o"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "item(s) could not be reviewed (reviewer errors) and were held out" in err
+    report = json.loads((tmp_path / "o" / "report" / "build_report.json").read_text(encoding="utf-8"))
+    assert report["review"]["by_status"]["error"] > 0 and not any(c["task"] == "Disease Diagnosis" and c["selected"] for c in report["cells"])
+    dead = scripted_server_factory({"faults": [{"fault": "status", "status": 400}]})
+    recipe = site_recipe(demo_root, "site-dead", {"tasks": ["MR"], "review": {"model": f"openai:r@{dead.base_url}", "retries": 0}})
+    assert main(["build", str(recipe), "--out", str(tmp_path / "d"), "--no-progress"]) == 1
+    assert "answered none of" in capsys.readouterr().err and dead.stats()["total"] < 40

@@ -1,10 +1,12 @@
 """A folder of DICOM files as a source: series grouped by SeriesInstanceUID, de-identified on read.
 
-Every file is read, its identifying values are noted for the final leak scan, and it is
-de-identified (deid.deidentify) before anything else looks at it: the rest of the
-pipeline sees the cleaned dataset, its allow-listed technical attributes and its pixels.
-The UIDs that group files into series are used in memory only; a series is named by its
-position in the folder ("series 3").
+Two passes, so that a large archive is never held in memory. The first reads every
+file's header: its identifying values are noted for the final leak scan, it is
+de-identified (counted in the manifest), and it is placed in its series. The second
+reads only the files whose slices are used, and de-identifies each again before
+anything else looks at it: the rest of the pipeline sees the cleaned dataset, its
+allow-listed technical attributes and its pixels. The UIDs that group files into series
+are used in memory only; a series is named by its position in the folder ("series 3").
 
 From each series the recipe's number of slices is taken, evenly spaced around the
 middle (frames of a multi-frame file count as slices). Pixels get the file's own display
@@ -43,9 +45,10 @@ META_KEYWORDS: tuple[str, ...] = (*deid.TECHNICAL_KEYWORDS, "InversionTime", "Di
 
 @dataclass
 class _Instance:
+    path: Path
     rel: str
-    ds: object  # the de-identified dataset
     order: tuple
+    frames: int
 
 
 def _files(root: Path) -> list[Path]:
@@ -99,10 +102,10 @@ def read_dicom_folder(spec: SourceSpec, privacy: PrivacySpec, manifest: Manifest
     table = LabelTable(spec.labels, leaks, manifest) if spec.labels is not None else None
     series: dict[str, list[_Instance]] = {}
     first_seen: dict[str, int] = {}
-    for i, path in enumerate(_files(root)):
+    for i, path in enumerate(_files(root)):  # pass 1: headers
         rel = path.relative_to(root).as_posix()
         try:
-            raw = read_dicom(path)
+            raw = read_dicom(path, stop_before_pixels=True, package_rules=False)
         except (pydicom.errors.InvalidDicomError, SourceError) as exc:
             log.note("not a usable DICOM file", f"{path}: {exc}" if isinstance(exc, SourceError) else str(path))
             continue
@@ -111,33 +114,43 @@ def read_dicom_folder(spec: SourceSpec, privacy: PrivacySpec, manifest: Manifest
             continue
         for value, keyword in deid.identifying_items(raw).items():
             leaks.setdefault(value, keyword)
-        if "PixelData" not in raw:
-            log.note("DICOM file without pixels", str(path))
+        if "Rows" not in raw or "Columns" not in raw:
+            log.note("DICOM file without an image", str(path))
             continue
         key = str(raw.get("SeriesInstanceUID", "")) or f"file:{rel}"  # in memory only
-        result = deid.deidentify(raw)
-        manifest.add_deid(result)
-        series.setdefault(key, []).append(_Instance(rel, result.dataset, _order(result.dataset, rel)))
+        manifest.add_deid(deid.deidentify(raw))
+        series.setdefault(key, []).append(_Instance(path, rel, _order(raw, rel), number_of_frames(raw)))
         first_seen.setdefault(key, i)
-    for s, key in enumerate(sorted(series, key=lambda k: first_seen[k])):
+    for s, key in enumerate(sorted(series, key=lambda k: first_seen[k])):  # pass 2: the slices used
         instances = sorted(series[key], key=lambda x: x.order)
-        slots = [(inst, f) for inst in instances for f in range(number_of_frames(inst.ds))]
+        slots = [(inst, f) for inst in instances for f in range(inst.frames)]
+        decoded: dict[str, tuple[object, object]] = {}
         for j in pick_positions(len(slots), spec.slices):
             inst, f = slots[j]
-            where = f"{root / inst.rel}" + (f" frame {f + 1}" if number_of_frames(inst.ds) > 1 else "")
-            image = _image(spec, inst, f, s, j, len(slots), privacy, manifest, table, log, where, root)
+            where = f"{inst.path}" + (f" frame {f + 1}" if inst.frames > 1 else "")
+            if inst.rel not in decoded:
+                decoded.clear()  # one file's pixels at a time
+                decoded[inst.rel] = _load(inst, log, where)
+            ds, data = decoded[inst.rel]
+            if ds is None:
+                continue
+            image = _image(spec, inst, ds, data, f, s, j, len(slots), privacy, manifest, table, log, where, root)
             if image is not None:
                 yield image
 
 
-def _image(spec: SourceSpec, inst: _Instance, f: int, s: int, j: int, n: int, privacy: PrivacySpec, manifest: Manifest,
-           table: LabelTable | None, log: SourceLog, where: str, root: Path) -> SourceImage | None:  # fmt: skip
-    ds = inst.ds
+def _load(inst: _Instance, log: SourceLog, where: str) -> tuple[object, object]:
+    """(de-identified dataset, decoded frames) of a file, or (None, None) when its pixels cannot be decoded."""
     try:
-        data = frames(ds)
+        ds = deid.deidentify(read_dicom(inst.path, package_rules=False)).dataset
+        return ds, frames(ds)
     except Exception as exc:  # noqa: BLE001 - pixel decoding fails in many ways (codec missing, truncated data)
         log.note("pixels cannot be decoded", f"{where}: {type(exc).__name__}: {exc}")
-        return None
+        return None, None
+
+
+def _image(spec: SourceSpec, inst: _Instance, ds, data, f: int, s: int, j: int, n: int, privacy: PrivacySpec, manifest: Manifest,
+           table: LabelTable | None, log: SourceLog, where: str, root: Path) -> SourceImage | None:  # fmt: skip
     frame = data[f]
     screen = screen_dicom(ds, frame.shape[:2], privacy)
     manifest.add_pixels(screen)

@@ -87,3 +87,47 @@ def write_hf(release_root: Path, hf_dir: Path) -> int:
         if quiet:
             datasets.enable_progress_bars()
     return len(ds)
+
+
+README_TEXT = """\
+# {name}
+
+A cube in the MedRCube release layout, built by `medrcube build` from a site's own
+images: `<dataset>/test.json` (records `id, dataset, image_path, question, option_A..,
+gt_answer, correct_index, task, modality, parts, original_task, restricted, meta`) and
+`<dataset>/images/*.png`. Load it with `medrcube.cube.load_cube("<this folder>")`, check
+it with `medrcube validate <this folder>`.
+
+{counts}
+
+## How answers were derived
+
+Each record's `meta.derivation` quotes its evidence. Modality from the DICOM Modality tag
+(or a label or the recipe's documented modality); the plane from ImageOrientationPatient
+or a NIfTI affine (within 20 degrees of a patient axis: oblique slices get no item); the
+projection from ViewPosition or a label; MRI weighting from the sequence parameters
+(diffusion b-value; inversion time; TR and TE of spin echoes) and sequence names, CT
+protocol from ImageType or a contrast agent, the ultrasound mode from the ImageType bitmap
+(conflicting evidence gives no item); the organ from BodyPartExamined, a label or the
+recipe; diagnoses, abnormalities, severities and regions from the labels, mapped to the
+bundled vocabulary and ontology. Distractors come from the ontology
+(`meta.distractor_strategy`: `similar`, clinically confusable; `normal`, same region and
+category) or from the task's fixed option set (`pool`); options are mutually exclusive.
+Answer letters are balanced per task. ROI items marked `meta.marked_region` show the
+region outlined in red.
+
+## Privacy
+
+No DICOM header is exported: images are re-encoded PNG (pixels only). `deid_manifest.json`
+lists what was removed from the sources (attribute keywords and counts, never values) and
+what was done to pixels with burned-in text; `DEIDENTIFICATION.md` is the profile applied
+(DICOM PS3.15 Annex E actions). Every exported file was searched for every identifying
+value met in the sources before the build finished.
+"""
+
+
+def release_readme(name: str, per_task: Counter, per_cell: int, items: int, images: int, reviewed: str) -> str:
+    """The README.md of an exported cube (deterministic: counts only, no date, no path)."""
+    lines = [f"{items} items on {images} images in {per_cell} cells; review: {reviewed}.", "", "| task | items |", "|---|---:|"]
+    lines += [f"| {t} | {per_task[t]} |" for t in TASK_NAMES if per_task.get(t)]
+    return README_TEXT.format(name=name, counts="\n".join(lines))

@@ -287,12 +287,22 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
             if reviewer is None or not todo:
                 break
             bar.total = (bar.total or 0) + len(todo)
-            outcomes.update(reviewer.review(todo, images, on_done=bar.update))
+            round_ = reviewer.review(todo, images, on_done=bar.update)
+            outcomes.update(round_)
+            if all(o.status == "error" for o in round_.values()):
+                # A reviewer that answers nothing (down, wrong URL, wrong key) would otherwise be
+                # asked every item of the pool in turn.
+                first = next(iter(round_.values())).problems
+                raise BuildError(f"the reviewer {plan.adapter.spec} answered none of {len(round_)} item(s) "
+                                 f"({first[-1] if first else 'no response'}); nothing was exported")  # fmt: skip
     finally:
         bar.close()
         if store is not None:
             store.close()
     chosen = selection.chosen
+    if not chosen:
+        raise BuildError(f"{r.path}: no item is left after review and sampling ({len(drafts)} drafted, "
+                         f"{len(outcomes)} reviewed); see the review verdicts of the reviewer")  # fmt: skip
     by_id = {d.id: d for d in drafts}
     held = [o for o in outcomes.values() if not eligible(by_id[o.item_id])]
     for o in held:
@@ -326,6 +336,13 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
     for (task, n, letter), count in sorted(info.letters.items()):
         letters.setdefault(f"{task} ({n} options)", {})[letter] = count
     report.letters = letters
+    reviewed = "none (no reviewer in the recipe)" if reviewer is None else f"every item passed the model reviewer {plan.adapter.spec}"
+    if reviewer is not None and keep_malformed:
+        reviewed += " (or returned a malformed verdict, kept by the recipe)"
+    (release / "README.md").write_text(
+        exporter.release_readme(r.name, Counter(d.fact.task for d in chosen), len(selection.counts), info.items, info.images, reviewed),
+        encoding="utf-8",
+    )
     manifest.values_searched = len(leaks)
     manifest.write(release)
     hf = None

@@ -71,15 +71,19 @@ class PackageFile:
 # -- DICOM -------------------------------------------------------------------------------
 
 
-def read_dicom(path: str | Path):
-    """Read a DICOM file (optionally gzip-compressed), refusing excluded files and GPL-only codecs."""
+def read_dicom(path: str | Path, *, stop_before_pixels: bool = False, package_rules: bool = True):
+    """Read a DICOM file (optionally gzip-compressed), refusing GPL-only codecs and, with
+    `package_rules`, the package files excluded from cubes (EXCLUDED_FILE_PREFIXES).
+
+    `stop_before_pixels` reads the header only (a first pass over a large archive).
+    """
     import pydicom
 
     p = Path(path)
-    if p.name.startswith(EXCLUDED_FILE_PREFIXES):
+    if package_rules and p.name.startswith(EXCLUDED_FILE_PREFIXES):
         raise SourceError(f"{p}: this file is excluded from cubes (licence or patient identifier); pick another source")
     raw = gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else None
-    ds = pydicom.dcmread(io.BytesIO(raw) if raw is not None else p)
+    ds = pydicom.dcmread(io.BytesIO(raw) if raw is not None else p, stop_before_pixels=stop_before_pixels)
     ts = str(getattr(ds.file_meta, "TransferSyntaxUID", "")) if hasattr(ds, "file_meta") else ""
     if ts in GPL_ONLY_SYNTAXES:
         raise SourceError(
