@@ -13,7 +13,7 @@ import pytest
 
 from medrcube.cli import main
 from medrcube.cube import load_cube
-from medrcube.report.html import worst_records, write_report_html
+from medrcube.report.html import standard_worst, write_report_html
 from medrcube.run.outputs import read_results
 
 
@@ -90,7 +90,7 @@ def test_report_with_a_failed_gate(small_cube: Path, run_dir: Path, tmp_path: Pa
 
     # The worst items, each with its image, question and the expected and given options.
     records = read_results(run / "results.jsonl")
-    worst = worst_records(records)
+    worst = standard_worst(records)
     assert worst
     items = {it.id: it for it in cube.items}
     for r in worst:

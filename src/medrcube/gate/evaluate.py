@@ -28,6 +28,7 @@ from medrcube.metrics.comparison import regression
 from medrcube.metrics.credibility import chain_pairs, credibility_of_pairs
 from medrcube.metrics.power import needed_n_text
 from medrcube.metrics.robustness import image_dependence, position_robustness
+from medrcube.metrics.worst import worst_records
 from medrcube.run.records import GradedRecord, Outcome
 
 MAX_WORST = 5
@@ -104,29 +105,7 @@ def _errors_gate(check: Check, asked: Sequence[GradedRecord]) -> tuple[float, Ve
 
 
 def _worst_wrong(records: Sequence[GradedRecord]) -> tuple[WorstItem, ...]:
-    """Wrong answers, weakest cells first, one cell at a time (round robin), so that a
-    slice's list shows where it fails rather than five items of one cell."""
-    by_cell: dict[tuple[str, str, str], list[GradedRecord]] = defaultdict(list)
-    acc: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0])
-    for r in records:
-        if not r.graded:
-            continue
-        acc[r.cell][1] += 1
-        if r.correct:
-            acc[r.cell][0] += 1
-        else:
-            by_cell[r.cell].append(r)
-    severity = {Outcome.WRONG: 0, Outcome.UNPARSED: 1, Outcome.REFUSED: 2}
-    queues = [
-        sorted(rs, key=lambda r: (severity.get(r.outcome, 3), r.item_id))
-        for _, rs in sorted(by_cell.items(), key=lambda kv: (acc[kv[0]][0] / acc[kv[0]][1], kv[0]))
-    ]
-    out: list[WorstItem] = []
-    while len(out) < MAX_WORST and any(queues):
-        for q in queues:
-            if q and len(out) < MAX_WORST:
-                out.append(WorstItem.of(q.pop(0)))
-    return tuple(out)
+    return tuple(WorstItem.of(r) for r in worst_records(records, MAX_WORST))
 
 
 def _with_worst(message: str, worst: Sequence[WorstItem]) -> str:

@@ -25,6 +25,7 @@ from typing import Any
 
 from medrcube.report.analysis import AXES, CANONICAL, Cell, Profile, Stat, cell_id, ordered, profile
 from medrcube.report.readers import MEDRCUBE, RunData, read_run
+from medrcube.metrics.worst import worst_records
 from medrcube.run.records import GradedRecord, Outcome
 from medrcube.taxonomy import MODALITIES, PARTS, TASK_NAMES
 
@@ -149,36 +150,16 @@ def thumbnail(data: bytes, side: int = THUMB_SIDE) -> str | None:
 # -- worst items ------------------------------------------------------------------------------
 
 
-def worst_records(records: Sequence[GradedRecord], limit: int = WORST_ITEMS) -> list[GradedRecord]:
-    """Wrong, unparsed or refused standard answers, weakest cells first, taken one cell at a
-    time so that the list shows where the model fails rather than many items of one cell."""
-    by_cell: dict[Cell, list[GradedRecord]] = defaultdict(list)
-    tally: dict[Cell, list[int]] = defaultdict(lambda: [0, 0])
-    for r in records:
-        if r.variant != "standard" or not r.graded:
-            continue
-        tally[r.cell][1] += 1
-        tally[r.cell][0] += r.correct
-        if not r.correct:
-            by_cell[r.cell].append(r)
-    rank = {Outcome.WRONG: 0, Outcome.UNPARSED: 1, Outcome.REFUSED: 2}
-    queues = [
-        sorted(rs, key=lambda r: (rank.get(r.outcome, 3), r.item_id))
-        for cell, rs in sorted(by_cell.items(), key=lambda kv: (tally[kv[0]][0] / tally[kv[0]][1], kv[0]))
-    ]
-    out: list[GradedRecord] = []
-    while len(out) < limit and any(queues):
-        for q in queues:
-            if q and len(out) < limit:
-                out.append(q.pop(0))
-    return out
+def standard_worst(records: Sequence[GradedRecord], limit: int = WORST_ITEMS) -> list[GradedRecord]:
+    """The gate's choice of worst items (metrics/worst.py), among standard answers."""
+    return worst_records([r for r in records if r.variant == "standard"], limit)
 
 
 def worst_rows(run: RunData, cube: Any, notes: list[str]) -> list[dict[str, Any]]:
     """The worst items as the template shows them."""
     items = {it.id: it for it in cube.items} if cube is not None else {}
     rows = []
-    for r in worst_records(run.records):
+    for r in standard_worst(run.records):
         item = items.get(r.item_id)
         if item is not None:
             question, options = item.question, tuple(item.options)

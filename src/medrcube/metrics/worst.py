@@ -1,0 +1,38 @@
+"""Which wrong answers to show first: the evidence attached to a failed check and the
+report's "worst items" table, chosen by one rule."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from medrcube.run.records import GradedRecord, Outcome
+
+# A wrong answer is the clearest evidence, then an unreadable one, then a refusal.
+_RANK = {Outcome.WRONG: 0, Outcome.UNPARSED: 1, Outcome.REFUSED: 2}
+
+
+def worst_records(records: Iterable[GradedRecord], limit: int = 5) -> list[GradedRecord]:
+    """Graded, not-correct records, weakest cells first, taken one cell at a time (round
+    robin) so that the list shows where a model fails rather than many items of one cell.
+    Deterministic: ties break on the cell and the item id, never on record order."""
+    by_cell: dict[tuple[str, str, str], list[GradedRecord]] = defaultdict(list)
+    tally: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for r in records:
+        if not r.graded:
+            continue
+        tally[r.cell][1] += 1
+        if r.correct:
+            tally[r.cell][0] += 1
+        else:
+            by_cell[r.cell].append(r)
+    queues = [
+        sorted(rs, key=lambda r: (_RANK.get(r.outcome, 3), r.item_id))
+        for _, rs in sorted(by_cell.items(), key=lambda kv: (tally[kv[0]][0] / tally[kv[0]][1], kv[0]))
+    ]
+    out: list[GradedRecord] = []
+    while len(out) < limit and any(queues):
+        for q in queues:
+            if q and len(out) < limit:
+                out.append(q.pop(0))
+    return out
