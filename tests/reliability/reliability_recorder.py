@@ -19,8 +19,9 @@ Column meanings (also printed under the table):
   committed response that disappeared, or a good item dropped with a bad neighbour;
 - duplicated requests: a request for a key whose response was already committed, or a
   request the server answered twice within one uninterrupted run;
-- re-sent by design: requests asked again because their answer could not have been
-  kept (in flight at a SIGKILL, not committable on a full disk, or read back damaged);
+- re-sent by design: requests asked again because no answer had been kept for them: in
+  flight at a SIGKILL or a restart, not committable on a full disk, read back damaged,
+  or ended as an error and asked again by a rerun;
 - gate passes on incomplete evidence: checks that passed although their error rate
   exceeded max_error_rate;
 - unclear: tracebacks, hangs or leaked secrets instead of a clear outcome.
