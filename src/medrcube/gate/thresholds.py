@@ -34,8 +34,6 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from medrcube.metrics.power import RULES
 from medrcube.taxonomy import (
     MODALITIES,
@@ -46,6 +44,7 @@ from medrcube.taxonomy import (
     canonical_task,
     did_you_mean,
 )
+from medrcube.yamlconf import YamlFileError, read_yaml_file
 
 SCHEMA_VERSION = 1
 AXES: tuple[str, ...] = ("part", "modality", "task")
@@ -245,43 +244,11 @@ class Policy:
 # --------------------------------------------------------------------------- YAML loading
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys (PyYAML silently keeps the last one)."""
-
-
-def _mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-    seen: dict[Any, Any] = {}
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}: each key may appear once in a mapping", key_node.start_mark
-            )
-        seen[key] = loader.construct_object(value_node, deep=deep)
-    return seen
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
-
-
 def _read(path: Path) -> Any:
-    name = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ThresholdsError(
-            name, "", "file not found", fix="pass --thresholds PATH, or copy the repository's thresholds.yaml here",
-            show_value=False,
-        ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ThresholdsError(name, "", f"cannot read the file: {exc}", show_value=False, fix="check the path") from None
-    try:
-        return yaml.load(text, Loader=_StrictLoader)
-    except yaml.YAMLError as exc:
-        raise ThresholdsError(
-            name, "", f"not valid YAML: {' '.join(str(exc).split())}", show_value=False,
-            fix="correct the YAML syntax at the line shown",
-        ) from None
+        return read_yaml_file(path, missing_fix="pass --thresholds PATH, or copy the repository's thresholds.yaml here")
+    except YamlFileError as exc:
+        raise ThresholdsError(exc.path, "", exc.problem, show_value=False, fix=exc.fix) from None
 
 
 # --------------------------------------------------------------------------- validation

@@ -92,20 +92,13 @@ def load_models_file(path: str | os.PathLike[str]) -> dict[str, ModelEntry]:
 
     Raises ModelsFileError naming the file, the entry and the key on any problem.
     """
-    import yaml  # PyYAML; safe_load only: a config file must not construct objects
+    from medrcube.yamlconf import YamlFileError, read_yaml_file  # safe loading, duplicate keys refused
 
-    p = Path(path)
-    src = str(p)
+    src = str(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ModelsFileError(f"{src}: models file not found (pass an existing file, or drop --models-file)") from None
-    except OSError as e:
-        raise ModelsFileError(f"{src}: cannot read models file: {e}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise ModelsFileError(f"{src}: not valid YAML: {e}") from None
+        data = read_yaml_file(path, missing_fix="pass an existing file, or drop --models-file")
+    except YamlFileError as e:
+        raise ModelsFileError(f"{src}: {e.problem} ({e.fix})") from None
     return parse_models(data, src)
 
 
