@@ -59,6 +59,9 @@ def markdown(doc: dict[str, Any]) -> str:
         + (f"; **{len(doc['summary']['failed'])} scenario(s) failed** ({', '.join(doc['summary']['failed'])})"
            if doc["summary"]["failed"] else "") + ".",
         "",
+        *[f"Rerun {m['date']} (`--only {','.join(m['scenarios'])} --merge`, load average "
+          f"{m['load_average']['start']}): {', '.join(m['scenarios'])}." for m in doc.get("merged", [])],
+        *([""] if doc.get("merged") else []),
         "Median of the runs, with min and max; `n` runs. The machine is shared: load average "
         f"{doc['load_average']['start']} at the start, {doc['load_average']['end']} at the end "
         "(1, 5, 15 min), so absolute times carry that noise; ratios to an ideal are steadier.",
