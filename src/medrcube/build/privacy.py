@@ -252,6 +252,9 @@ class Leak:
     source: str  # where the value came from (an attribute keyword, a label column): never the value
 
 
+_ALNUM = re.compile(rb"[0-9a-z]+")
+
+
 def _patterns(value: str) -> list[re.Pattern[bytes]]:
     pats = []
     for enc in ("utf-8", "utf-16-le"):
@@ -265,18 +268,41 @@ def _patterns(value: str) -> list[re.Pattern[bytes]]:
     return pats
 
 
+@dataclass(frozen=True)
+class _Needle:
+    source: str
+    tokens: frozenset[bytes]  # the value's runs of ASCII letters and digits, lower-cased
+    patterns: tuple[re.Pattern[bytes], ...]
+
+
+def _needles(values: Mapping[str, str]) -> list[_Needle]:
+    return [_Needle(src, frozenset(_ALNUM.findall(v.lower().encode("utf-8", "ignore"))), tuple(_patterns(v))) for v, src in values.items()]
+
+
+def _file_tokens(data: bytes) -> set[bytes]:
+    """Every run of ASCII letters and digits in the data, as UTF-8 and as UTF-16 (NULs dropped)."""
+    low = data.lower()
+    return set(_ALNUM.findall(low)) | set(_ALNUM.findall(low.replace(b"\x00", b"")))
+
+
+def _hits(data: bytes, needles: list[_Needle]) -> list[str]:
+    # A value can only occur as a whole token if each of its own tokens occurs as a whole
+    # token: one pass over the file rules out almost every value before any pattern runs
+    # (a scan of thousands of UIDs over a whole export stays linear in its size).
+    tokens = _file_tokens(data)
+    return [n.source for n in needles if n.tokens <= tokens and any(p.search(data) for p in n.patterns)]
+
+
 def scan_bytes(data: bytes, values: Mapping[str, str]) -> list[str]:
     """The sources (keywords) of the identifying values found in `data`, case-insensitively, as whole tokens."""
-    return sorted({src for value, src in values.items() if any(p.search(data) for p in _patterns(value))})
+    return sorted(set(_hits(data, _needles(values))))
 
 
 def scan_tree(root: Path, values: Mapping[str, str], files: Iterable[Path] | None = None) -> list[Leak]:
     """Search every byte of every file under `root` for every identifying value (value -> source)."""
+    needles = _needles(values)
     leaks = []
-    compiled = [(src, _patterns(v)) for v, src in values.items()]
     for path in sorted(files if files is not None else (p for p in root.rglob("*") if p.is_file())):
-        data = path.read_bytes()
-        for src, pats in compiled:
-            if any(p.search(data) for p in pats):
-                leaks.append(Leak(path.relative_to(root).as_posix(), src))
+        for src in sorted(set(_hits(path.read_bytes(), needles))):
+            leaks.append(Leak(path.relative_to(root).as_posix(), src))
     return leaks
