@@ -27,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--slow", type=int, default=0, help="mark this many items for the server to delay")
     ap.add_argument("--slow-spread", type=int, default=0, help="spread the marked items over the first N")
     ap.add_argument("--start-at", type=float, default=0.0)
+    ap.add_argument("--image-cache-mb", type=float, default=None,
+                    help="bound of the prepared-image cache (default: the adapter's shared cache)")
     ap.add_argument("--out", required=True, help="write the JSON result here")
     args = ap.parse_args(argv)
 
@@ -42,8 +44,13 @@ def main(argv: list[str] | None = None) -> int:
     cube = load_cube(args.cube)
     if args.slow:
         cube, _ = with_slow_marks(cube, args.slow, args.slow_spread or len(cube))
+    cache = None
+    if args.image_cache_mb is not None:
+        from medrcube.models.images import ImageCache
+
+        cache = ImageCache(max_bytes=int(args.image_cache_mb * 1024 * 1024))
     adapter = OpenAIAdapter("bench-model", base_url=args.base_url, concurrency=args.concurrency, max_retries=0,
-                            timeout=120.0)
+                            timeout=120.0, image_cache=cache)
     store = ResponseStore(args.store)
     if args.start_at:
         time.sleep(max(0.0, args.start_at - time.time()))
