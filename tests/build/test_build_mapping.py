@@ -161,3 +161,20 @@ def test_severity_needs_a_scale_and_regions_a_clear_quadrant() -> None:
     no_scale = _mapper()
     no_scale.map(img)
     assert no_scale.report.unmapped[("severity", "2", "the recipe names no severity scale (labels.severity.scale)")] == 1
+
+
+def test_damaged_dicom_files_are_skipped_and_named_on_the_console(demo_root: Path, tmp_path: Path) -> None:
+    from medrcube.build.dicom_folder import read_dicom_folder
+    from medrcube.build.recipe import PrivacySpec, SourceSpec
+
+    good = sorted((demo_root / "build" / "demo-site" / "dicom" / "study-b" / "series-2").glob("*.dcm"))
+    folder = tmp_path / "archive"
+    folder.mkdir()
+    for i, p in enumerate(good):
+        data = p.read_bytes()
+        (folder / f"{i}.dcm").write_bytes(data if i == 0 else data[: len(data) - 500] if i == 1 else data[:200])
+    log = SourceLog()
+    images = list(read_dicom_folder(SourceSpec("dicom-folder", "t", path=folder, slices=3), PrivacySpec(), Manifest(), {}, log))
+    assert len(images) == 1  # the intact file; the one cut in its pixels and the one cut in its header are skipped
+    assert sum(log.counts.values()) == 2
+    assert all(str(folder) in m for m in log.messages)
