@@ -108,6 +108,9 @@ def test_unreadable_recipes(tmp_path: Path) -> None:
     bad.write_text("version: 1\nname: [unclosed\n", encoding="utf-8")
     with pytest.raises(RecipeError, match="not valid YAML"):
         load_recipe(bad)
+    bad.write_text("version: 1\nname: a\nname: b\n", encoding="utf-8")
+    with pytest.raises(RecipeError, match="duplicate key 'name'"):
+        load_recipe(bad)
     bad.write_text("- a list\n", encoding="utf-8")
     with pytest.raises(RecipeError, match="the recipe is list"):
         load_recipe(bad)

@@ -127,12 +127,12 @@ def _bundled_vocabulary() -> Vocabulary:
 
 
 def _read_vocabulary(path: Path) -> Vocabulary:
-    import yaml
+    from medrcube.yamlconf import YamlFileError, read_yaml_file
 
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise VocabularyError(f"{path}: cannot read the vocabulary ({exc})") from None
+        data = read_yaml_file(path, missing_fix="give the path of a vocabulary file (see the bundled vocabulary.yaml)")
+    except YamlFileError as exc:
+        raise VocabularyError(f"{path}: vocabulary {exc.problem}; {exc.fix}") from None
     return parse_vocabulary(data, str(path))
 
 

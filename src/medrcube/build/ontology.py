@@ -253,12 +253,10 @@ def _bundled() -> Ontology:
 
 
 def _read(path: Path) -> Ontology:
-    import yaml
+    from medrcube.yamlconf import YamlFileError, read_yaml_file
 
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise OntologyError(f"{path}: ontology file not found") from None
-    except yaml.YAMLError as exc:
-        raise OntologyError(f"{path}: not valid YAML: {exc}") from None
+        data = read_yaml_file(path, missing_fix="give the path of an ontology file (see the bundled ontology.yaml)")
+    except YamlFileError as exc:
+        raise OntologyError(f"{path}: ontology {exc.problem}; {exc.fix}") from None
     return parse_ontology(data, str(path))

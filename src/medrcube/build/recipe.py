@@ -240,21 +240,18 @@ def _short(v: Any) -> str:
 
 
 def load_recipe(path: str | Path) -> Recipe:
-    """Read and check a recipe file; raises RecipeError naming the key and the fix."""
-    import yaml
+    """Read and check a recipe file; raises RecipeError naming the key and the fix.
+
+    Read with the project's strict YAML reader (safe, duplicate keys refused).
+    """
+    from medrcube.yamlconf import YamlFileError, read_yaml_file
 
     p = Path(path)
     src = str(p)
     try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise RecipeError(f"{src}: recipe file not found; pass the path of a recipe YAML (see recipes/site-example.yaml)") from None
-    except OSError as exc:
-        raise RecipeError(f"{src}: cannot read the recipe ({exc})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise RecipeError(f"{src}: not valid YAML: {exc}") from None
+        data = read_yaml_file(p, missing_fix="pass the path of a recipe YAML (see recipes/site-example.yaml)")
+    except YamlFileError as exc:
+        raise RecipeError(f"{src}: recipe {exc.problem}; {exc.fix}") from None
     return parse_recipe(data, p.resolve(), src)
 
 
