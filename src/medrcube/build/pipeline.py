@@ -92,6 +92,8 @@ def prepare(recipe: Recipe | str | Path, out: str | Path | None = None, *, revie
         raise BuildError(f"{r.path}: no output directory; pass --out DIR or set 'out:' in the recipe")
     plan = Plan(r, target)
     if r.package_only:
+        if reviewer is not None:
+            raise BuildError(f"{r.path}: a package-images recipe is not reviewed (its builder fixes its items); drop --reviewer")
         return plan
     from medrcube.build.mapping import check_vocabulary_against, load_vocabulary
     from medrcube.build.ontology import load_ontology
