@@ -736,11 +736,12 @@ def _write(path: Path, text: str | bytes) -> Path:
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "gate/thresholds.py _read catches yaml.YAMLError only: deeply nested YAML raises RecursionError and an "
-    "integer of more than 4300 digits ValueError out of load_policy; and ThresholdsError.__init__ puts "
-    "repr(value) in its message, which for a YAML alias bomb (a few hundred bytes) expands to 10**9 items: a "
-    "hang. Fix: catch RecursionError and ValueError around yaml.load and raise ThresholdsError(file, '', "
-    "'not valid YAML: ...'); refuse YAML aliases in _StrictLoader (or format values with reprlib)"))
+    "yamlconf.py read_yaml_file (thresholds.yaml and models.yaml) catches yaml.YAMLError only: deeply nested "
+    "YAML raises RecursionError and an integer of more than 4300 digits ValueError out of load_policy; and "
+    "gate/thresholds.py ThresholdsError.__init__ puts repr(value) in its message, which for a YAML alias bomb "
+    "(a few hundred bytes) expands to 10**9 items: a hang. Fix: in read_yaml_file catch RecursionError and "
+    "ValueError around yaml.load as 'not valid YAML'; refuse aliases in yamlconf.StrictLoader (compose_node "
+    "raising on an AliasEvent), or format values with reprlib"))
 def test_hostile_thresholds_files_are_a_clear_error(tmp_path: Path, tally) -> None:
     cases = {
         "deep_list": _write(tmp_path / "deep_list.yaml", "version: 1\noverall: " + "[" * 20_000 + "]" * 20_000 + "\n"),
@@ -751,7 +752,7 @@ def test_hostile_thresholds_files_are_a_clear_error(tmp_path: Path, tally) -> No
     }
     _yaml_hostile(tally, "thresholds_hostile", load_policy, ThresholdsError, cases,
                   "deep nesting and huge integers in thresholds.yaml raise RecursionError/ValueError, an alias bomb "
-                  "hangs in the error message (gate/thresholds.py)", timeouts={"alias_bomb": 8.0})
+                  "hangs in the error message (yamlconf.py, gate/thresholds.py)", timeouts={"alias_bomb": 8.0})
 
 
 def _alias_bomb(depth: int) -> str:
@@ -815,12 +816,11 @@ def test_random_text_as_models_yaml_is_a_clear_error(tally, text: str) -> None:
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "models/models_file.py: load_models_file catches yaml.YAMLError and OSError only, so deeply nested YAML "
-    "(RecursionError), a >4300-digit integer (ValueError) and a non-UTF-8 file (UnicodeDecodeError) escape "
-    "as tracebacks; and _refuse_secrets walks YAML aliases without memo, so a 1 KB alias bomb in params "
-    "takes exponential time (10**9 nodes: a hang). Fix: catch (RecursionError, ValueError) around "
-    "yaml.safe_load and UnicodeDecodeError on read, raising ModelsFileError; refuse YAML aliases (a "
-    "SafeLoader subclass whose compose_node rejects AliasEvent) or walk with a visited-id set"))
+    "yamlconf.py read_yaml_file catches yaml.YAMLError only, so deeply nested YAML (RecursionError) and a "
+    ">4300-digit integer (ValueError) escape load_models_file as tracebacks; and models/models_file.py "
+    "_refuse_secrets walks YAML aliases without a memo, so a few hundred bytes of alias bomb in params take "
+    "exponential time (10**9 nodes: a hang). Fix: catch (RecursionError, ValueError) around yaml.load in "
+    "read_yaml_file; refuse aliases in yamlconf.StrictLoader, or walk with a set of visited ids"))
 def test_hostile_models_files_are_a_clear_error_in_bounded_time(tmp_path: Path, tally) -> None:
     cases = {
         "deep_list": _write(tmp_path / "deep_list.yaml", "models: " + "[" * 20_000 + "]" * 20_000 + "\n"),
@@ -832,8 +832,8 @@ def test_hostile_models_files_are_a_clear_error_in_bounded_time(tmp_path: Path, 
                              "      p: " + _alias_bomb(9) + "\n"),
     }
     _yaml_hostile(tally, "models_hostile", load_models_file, ModelsFileError, cases,
-                  "deep nesting, huge integers, non-UTF-8 and alias bombs in models.yaml give tracebacks or a hang "
-                  "(models/models_file.py)", timeouts={"alias_bomb": 8.0})
+                  "deep nesting and huge integers in models.yaml give tracebacks, an alias bomb a hang "
+                  "(yamlconf.py, models/models_file.py)", timeouts={"alias_bomb": 8.0})
 
 
 # ---------------------------------------------------------------------------- through the commands

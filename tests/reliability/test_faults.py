@@ -407,7 +407,9 @@ def test_two_runs_at_once_on_one_store_send_each_request_once(
 def _populate(cube: Cube, server, store_dir: Path, texts: dict[str, str]) -> None:
     server.set_script({"answers": texts})
     store = ResponseStore(store_dir)
-    run_cube(cube, openai_adapter(server.base_url), variants=("standard",), store=store)
+    # One at a time: rows are inserted in plan order, so the file's layout (and where a
+    # seeded corruption lands) is the same on every run.
+    run_cube(cube, openai_adapter(server.base_url, concurrency=1), variants=("standard",), store=store)
     store.close()  # the last connection checkpoints the WAL into the database file
 
 
@@ -426,9 +428,12 @@ def _corrupt(mode: str, store_dir: Path, rng: random.Random, first_text: str) ->
         with open(db, "r+b") as fh:
             fh.truncate(size // 3)
     elif mode == "random_bytes":
-        # A few short runs of garbage anywhere after the header page.
+        # A few short runs of garbage anywhere after the header page. Printable ASCII, so
+        # that a stored text stays valid UTF-8: damage that makes it invalid is the known
+        # bug of test_a_stored_text_damaged_into_invalid_utf8_is_reasked.
         for _ in range(3):
-            _overwrite(db, rng.randrange(4096, size - 32), rng.randbytes(rng.randint(1, 32)))
+            junk = bytes(rng.randint(0x20, 0x7E) for _ in range(rng.randint(1, 32)))
+            _overwrite(db, rng.randrange(4096, size - 32), junk)
     elif mode == "flipped_value":
         raw = db.read_bytes()
         needle = first_text.encode()
@@ -452,9 +457,7 @@ def _corrupt(mode: str, store_dir: Path, rng: random.Random, first_text: str) ->
         raise ValueError(mode)
 
 
-# Seed 3 of random_bytes damages a stored text into invalid UTF-8, which is the known bug
-# of test_a_stored_text_damaged_into_invalid_utf8_is_reasked: left out here.
-CORRUPTIONS = ["garbage_header", "truncated", "flipped_value", "garbage_wal"] + [f"random_bytes:{s}" for s in (0, 1, 2, 4)]
+CORRUPTIONS = ["garbage_header", "truncated", "flipped_value", "garbage_wal"] + [f"random_bytes:{s}" for s in range(6)]
 
 
 @pytest.mark.parametrize("mode", CORRUPTIONS)
@@ -525,8 +528,11 @@ def test_a_damaged_store_is_detected_reported_and_never_trusted(
     assert len(from_store) == len(trusted)
     if attempts > 1:  # it stopped first: the message said what to do
         assert "damaged" in messages[0] and "start it again" in messages[0]
-    if len(trusted) < len(keys):  # damage was found: it was said, not silently repaired
-        assert messages or any("damaged" in r.getMessage() for r in caplog.records)
+    said = bool(messages) or any("damaged" in r.getMessage() for r in caplog.records)
+    if len(trusted) < len(keys) and not said:
+        # Damage inside an index page passes quick_check: re-asked, but not reported
+        # (the known gap of test_damage_inside_the_key_index_is_reported).
+        t.note("some random damage (inside the key index) was re-asked without being reported")
 
 
 @pytest.mark.xfail(strict=True, reason=(
@@ -564,6 +570,48 @@ def test_a_stored_text_damaged_into_invalid_utf8_is_reasked(rel_cube: Cube, tmp_
            "(run/store.py _connect: text_factory)")
     assert outcomes[-1][0] == "completed", outcomes
     assert scripted_server.stats(log=False)["total"] == 1  # only the damaged answer is asked again
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "run/store.py _check runs PRAGMA quick_check, which does not compare indexes with their table: a byte "
+    "damaged in the key index (sqlite_autoindex_responses_1) opens as healthy, the lookup misses the row, the "
+    "answer is asked again without a word and the damaged file stays in use (a second row under the same "
+    "key). Never trusted, but neither detected nor reported. Fix: PRAGMA integrity_check at open (it checks "
+    "index against table), moving the file aside on failure as for other damage"))
+def test_damage_inside_the_key_index_is_reported(rel_cube: Cube, tmp_path: Path, scripted_server, tally,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    t = tally("store_corruption")
+    first = replies(rel_cube, template="The answer is {letter} (first run, item {i}).")
+    store_dir = tmp_path / "store"
+    _populate(rel_cube, scripted_server, store_dir, first)
+    db = store_dir / DB_NAME
+    key = next(p.key for p in plan_asks(rel_cube, "standard", fingerprint=fingerprint()) if p.available)
+    pristine = db.read_bytes()
+    # The key is in the file twice: in its table row and in the index. Damage the copy
+    # whose loss only PRAGMA integrity_check notices: the index entry.
+    for at in [i for i in range(len(pristine)) if pristine.startswith(key.encode(), i)]:
+        db.write_bytes(pristine)
+        _overwrite(db, at + 10, b"ZZZZ")
+        with sqlite3.connect(db) as conn:
+            quick = conn.execute("PRAGMA quick_check").fetchall()
+            full = conn.execute("PRAGMA integrity_check").fetchall()
+        if quick == [("ok",)] and full != [("ok",)]:
+            break
+    else:
+        pytest.fail("no index copy of the key found")
+    caplog.clear()
+    scripted_server.reset_stats()
+    with ResponseStore(store_dir) as store:
+        recovered = store.recovered
+        run_cube(rel_cube, openai_adapter(scripted_server.base_url), variants=("standard",), store=store)
+    reasked = scripted_server.stats(log=False)["total"]
+    said = recovered is not None or any("damaged" in r.getMessage() for r in caplog.records)
+    t.injected += 1
+    t.runs += 1
+    t.completed += 1
+    t.resent += reasked
+    t.note("BUG: damage inside the key index passes quick_check: re-asked but never reported (run/store.py _check)")
+    assert said, "damaged store used without a word"
 
 
 def test_a_damaged_store_is_reported_by_medrcube_run(rel_cube: Cube, tmp_path: Path, scripted_server, tally) -> None:
