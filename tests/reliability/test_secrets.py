@@ -377,7 +377,7 @@ def test_yaml_python_tags_are_refused_and_construct_nothing(tmp_path: Path, tall
                 unsafe.append(f"{f.relative_to(REPO)}:{node.lineno} yaml.{name}")
     t.unclear += len(unsafe)
     t.note(f"{sites} YAML load sites in the package, every one safe")
-    assert sites >= 2  # the scan saw the package's YAML readers
+    assert sites >= 1  # the scan saw the package's YAML reader(s)
     assert not unsafe, unsafe
 
 
