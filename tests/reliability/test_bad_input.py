@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import string
 import subprocess
 import sys
 import tempfile

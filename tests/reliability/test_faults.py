@@ -34,7 +34,7 @@ from medrcube.run.outputs import read_results
 from medrcube.run.plan import plan_asks
 from medrcube.run.records import Outcome
 from medrcube.run.runner import run_cube
-from medrcube.run.store import DB_NAME, ResponseStore, StoreCorruptError, StoreError
+from medrcube.run.store import DB_NAME, ResponseStore, StoreError
 
 from reliability_kit import (
     MARKER_KEY,

@@ -33,7 +33,7 @@ from medrcube.run.plan import plan_asks
 from medrcube.run.runner import run_cube
 from medrcube.run.store import ResponseStore
 
-from reliability_kit import MODEL, TRACEBACK, make_cube, openai_adapter, replies
+from reliability_kit import MODEL, make_cube, openai_adapter, replies
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "src" / "medrcube"
@@ -392,7 +392,7 @@ def test_no_pickle_eval_or_exec_in_the_package(tally) -> None:
     files = sorted(PACKAGE.rglob("*.py"))
     for f in files:
         tree = ast.parse(f.read_text(encoding="utf-8"))
-        where = lambda n: f"{f.relative_to(REPO)}:{n.lineno}"  # noqa: E731
+        where = lambda n, f=f: f"{f.relative_to(REPO)}:{n.lineno}"  # noqa: E731
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 found += [f"{where(node)} import {a.name}" for a in node.names if a.name.split(".")[0] in _BANNED_MODULES]
