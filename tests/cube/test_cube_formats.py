@@ -125,6 +125,22 @@ def test_jsonl_malformed_line_names_the_line(cube, small_cube):
     assert p.source == str(path) and "line 3 column" in p.message
 
 
+def test_jsonl_lines_beyond_the_parser_limits_name_their_line(cube, small_cube):
+    # json.loads raises RecursionError / ValueError (not JSONDecodeError) for these.
+    path = small_cube / "cube.jsonl"
+    write_jsonl(cube.items[:5], path)
+    lines = path.read_text().splitlines()
+    lines[1] = "[" * 50_000 + "]" * 50_000
+    lines[3] = lines[3].replace('"answer": ', '"answer": ' + "9" * 5000 + ", \"was\": ", 1)
+    path.write_text("\n".join(lines) + "\n")
+    again = load_cube(path)
+    assert len(again) == 3  # the other lines still load
+    found = sorted(p.message for p in again.problems if p.reason == "malformed_json")
+    assert len(found) == 2 and all(p.source == str(path) for p in again.problems if p.reason == "malformed_json")
+    assert "line 2: arrays or objects nested too deeply" in found[0]
+    assert "line 4: an integer longer than" in found[1]
+
+
 def test_jsonl_record_missing_a_field(cube, small_cube):
     path = small_cube / "cube.jsonl"
     recs = [i.to_dict() for i in cube.items[:3]]

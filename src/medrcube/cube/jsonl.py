@@ -19,7 +19,7 @@ from medrcube.cube.images import DEFAULT_MAX_PIXELS
 from medrcube.cube.item import Cube, CubeError, Item
 from medrcube.cube.problems import Collector
 from medrcube.cube.records import Draft, _axis, _Record, _short, parse_bool
-from medrcube.cube.release import image_outcome
+from medrcube.cube.release import image_outcome, json_limit
 
 CANONICAL_KEYS: frozenset[str] = frozenset(Item.__dataclass_fields__)  # type: ignore[attr-defined]
 
@@ -111,6 +111,9 @@ def load_jsonl(path: str | os.PathLike[str], *, strict: bool = False, max_pixels
             continue
         except UnicodeDecodeError as exc:
             col.error(shown, None, None, f"line {n} is not UTF-8 (byte {exc.start}: {exc.reason}); expected UTF-8 JSON Lines", "malformed_json")
+            continue
+        except (RecursionError, ValueError) as exc:  # beyond the parser's limits
+            col.error(shown, None, None, f"malformed JSON at line {n}: {json_limit(exc)}; expected one JSON object per line", "malformed_json")
             continue
         d = parse_canonical_record(rec, source=shown, where=f"line {n}", col=col)
         if d is not None:

@@ -276,7 +276,7 @@ def _meta(r: _Record, rec: Mapping[str, Any], extra_keys: frozenset[str], from_t
     if from_table and isinstance(inner, str):
         try:
             inner = json.loads(inner) if inner.strip() else None
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested beyond the parser's limit
             r.error("meta", f"meta column holds invalid JSON ({exc}); expected a JSON object", "invalid_value")
             return meta
     if inner is not None and not isinstance(inner, Mapping):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 from medrcube.cube.assemble import ImageOutcome, build_items, drop_duplicate_ids, finish
@@ -45,7 +46,24 @@ def read_json_file(path: str, shown: str, col: Collector) -> object | None:
         col.error(shown, None, None, f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}; expected a JSON list of records", "malformed_json")
     except UnicodeDecodeError as exc:
         col.error(shown, None, None, f"not UTF-8 text (byte {exc.start}: {exc.reason}); expected a UTF-8 JSON file", "malformed_json")
+    except (RecursionError, ValueError) as exc:  # beyond the parser's limits: no line to give
+        col.error(shown, None, None, f"malformed JSON: {json_limit(exc)}; expected a JSON list of records", "malformed_json")
     return None
+
+
+def json_limit(exc: RecursionError | ValueError) -> str:
+    """Say which of the parser's limits a JSON text crossed.
+
+    json.loads raises these outside JSONDecodeError (so without a position): RecursionError
+    for arrays or objects nested beyond the recursion limit, ValueError for an integer
+    literal longer than Python's integer-string limit (4300 digits by default). Neither
+    belongs in a cube record, so the file (or line) is refused rather than the limit raised.
+    """
+    if isinstance(exc, RecursionError):
+        return "arrays or objects nested too deeply to read"
+    if "integer string conversion" in str(exc):
+        return f"an integer longer than {sys.get_int_max_str_digits()} digits"
+    return str(exc)
 
 
 def load_release(root: str | os.PathLike[str], *, strict: bool = False, max_pixels: int = DEFAULT_MAX_PIXELS) -> Cube:
