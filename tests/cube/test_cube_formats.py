@@ -113,6 +113,18 @@ def test_hf_rows_are_checked_like_release_records(cube):
     assert p.reason == "gt_answer_no_match" and p.field == "gt_answer"
 
 
+def test_hf_meta_json_with_a_lone_surrogate_escape_is_refused(cube):
+    # Arrow strings are valid UTF-8, but the JSON text of the meta column can decode to a
+    # lone surrogate (\\ud800), which no later UTF-8 encode (the fingerprint) accepts.
+    ds = to_hf_dataset(cube)
+    victim = cube.items[0]
+    ds = ds.map(lambda r: {"meta": '{"note": "\\ud800"}'} if r["id"] == victim.id else {}, features=ds.features)
+    loaded = load_dataset_object(ds, source="mem")
+    p = next(p for p in loaded.problems if p.item_id == victim.id)
+    assert (p.reason, p.field) == ("invalid_value", "meta") and "lone UTF-16 surrogate" in p.message
+    assert victim.id not in {i.id for i in loaded} and len(loaded) == len(cube) - 1
+
+
 def test_jsonl_malformed_line_names_the_line(cube, small_cube):
     path = small_cube / "cube.jsonl"
     write_jsonl(cube.items[:5], path)

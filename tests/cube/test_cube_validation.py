@@ -105,6 +105,35 @@ def test_field_of_the_wrong_type(target):
     assert "list" in p.message and "expected a string" in p.message
 
 
+@pytest.mark.parametrize(
+    "field, value",
+    [("question", "Which \ud800 one?"), ("image_path", "images/\udfff.png"), ("meta", {"site": ["ok", {"\ud801": 1}]})],
+)
+def test_lone_surrogate_in_a_field_is_refused_naming_it(target, field, value):
+    # A JSON escape \ud800 decodes to a string no UTF-8 encode accepts (fingerprint, paths).
+    root, f, rec = target
+    recs = json.loads(f.read_text(encoding="utf-8"))
+    next(r for r in recs if r["id"] == rec["id"])[field] = value
+    f.write_text(json.dumps(recs), encoding="utf-8")  # ASCII: the surrogate as its \u escape
+    cube = load_cube(root)
+    p = only(cube.problems, "invalid_value")
+    assert_names(p, f, rec["id"], field)
+    assert "lone UTF-16 surrogate" in p.message and "expected UTF-8 text" in p.message
+    str(p).encode("utf-8")  # the message itself can be printed and written
+    assert rec["id"] not in loaded_ids(cube) and len(cube) > 0
+
+
+def test_lone_surrogate_in_an_id_is_refused_without_quoting_it_raw(target):
+    root, f, rec = target
+    recs = json.loads(f.read_text(encoding="utf-8"))
+    n, r = next((n, r) for n, r in enumerate(recs, start=1) if r["id"] == rec["id"])
+    r["id"] = "x\udfff"
+    f.write_text(json.dumps(recs), encoding="utf-8")
+    p = only(load_cube(root).problems, "invalid_value")
+    assert_names(p, f, None, "id")
+    assert p.item_id is None and f"record #{n} id 'x\\udfff'" in str(p).encode("utf-8").decode()
+
+
 def test_fewer_than_two_options(target):
     root, f, rec = target
     edit_record(root, rec["id"], option_B=DELETE, option_C=DELETE, option_D=DELETE, gt_answer=rec["option_A"], correct_index="A")

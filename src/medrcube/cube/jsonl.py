@@ -18,7 +18,7 @@ from medrcube.cube.dirimages import DirImages
 from medrcube.cube.images import DEFAULT_MAX_PIXELS
 from medrcube.cube.item import Cube, CubeError, Item
 from medrcube.cube.problems import Collector
-from medrcube.cube.records import Draft, _axis, _Record, _short, parse_bool
+from medrcube.cube.records import Draft, _axis, _Record, _short, parse_bool, refuse_non_utf8
 from medrcube.cube.release import image_outcome, json_limit
 
 CANONICAL_KEYS: frozenset[str] = frozenset(Item.__dataclass_fields__)  # type: ignore[attr-defined]
@@ -35,6 +35,8 @@ def parse_canonical_record(rec: Any, *, source: str, where: str, col: Collector)
     """Check one canonical record; a key outside the schema is kept in `meta`."""
     if not isinstance(rec, Mapping):
         col.error(source, None, None, f"{where} is {type(rec).__name__} {_short(rec)}; expected a JSON object", "not_an_object")
+        return None
+    if not refuse_non_utf8(rec, source=source, where=where, col=col):
         return None
     r = _Record(rec, source, where, col)
     raw_id = rec.get("id")

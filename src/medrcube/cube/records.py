@@ -77,6 +77,50 @@ class _Record:
         return value if isinstance(value, str) else str(value)
 
 
+def _lone_surrogate(value: Any) -> str | None:
+    """The first lone UTF-16 surrogate in the strings of `value` (a JSON value), or None.
+
+    A JSON escape such as \\ud800 decodes to a lone surrogate: a Python string that no
+    UTF-8 encode accepts, so the cube's fingerprint, image paths and every file written
+    later would fail on it with a traceback. One serialisation finds it in nested values.
+    """
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return text[exc.start]
+    return None
+
+
+def refuse_non_utf8(rec: Mapping[str, Any], *, source: str, where: str, col: Collector) -> bool:
+    """Report each field of `rec` (key or value) holding a lone surrogate; True when none does.
+
+    A record with one is skipped whole: its other checks would quote the bad text in
+    messages that cannot be printed or written either. Names and values in the messages
+    carry the surrogate as its escape, so the message itself encodes."""
+    found = [(k, c) for k, v in rec.items() if (c := _lone_surrogate(k) or _lone_surrogate(v)) is not None]
+    if not found:
+        return True
+    raw_id = rec.get("id")
+    clean_id = isinstance(raw_id, (str, int)) and not isinstance(raw_id, bool) and raw_id != "" and _lone_surrogate(raw_id) is None
+    item_id = str(raw_id) if clean_id else None
+    for key, char in found:
+        field = _escaped(str(key))
+        subject = f"{where} id '{_escaped(str(raw_id))}'" if key == "id" else field
+        col.error(
+            source, item_id, field,
+            f"{subject} holds a lone UTF-16 surrogate (\\u{ord(char):04x}), which is not valid Unicode text; "
+            "expected UTF-8 text (correct or remove that \\u escape in the file)",
+            "invalid_value",
+        )  # fmt: skip
+    return False
+
+
+def _escaped(text: str) -> str:
+    """`text` with any lone surrogate written as its backslash escape (encodable, printable)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _short(value: Any, limit: int = 60) -> str:
     text = json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -130,6 +174,8 @@ def parse_release_record(
     """
     if not isinstance(rec, Mapping):
         col.error(source, None, None, f"{where} is {type(rec).__name__} {_short(rec)}; expected a JSON object", "not_an_object")
+        return None
+    if not refuse_non_utf8(rec, source=source, where=where, col=col):
         return None
     r = _Record(rec, source, where, col)
 
@@ -278,6 +324,9 @@ def _meta(r: _Record, rec: Mapping[str, Any], extra_keys: frozenset[str], from_t
             inner = json.loads(inner) if inner.strip() else None
         except (ValueError, RecursionError) as exc:  # RecursionError: nested beyond the parser's limit
             r.error("meta", f"meta column holds invalid JSON ({exc}); expected a JSON object", "invalid_value")
+            return meta
+        if (char := _lone_surrogate(inner)) is not None:  # a \\ud800 escape inside the JSON text
+            r.error("meta", f"meta column holds a lone UTF-16 surrogate (\\u{ord(char):04x}); expected UTF-8 text", "invalid_value")
             return meta
     if inner is not None and not isinstance(inner, Mapping):
         r.error("meta", f"meta is {type(inner).__name__} {_short(inner)}; expected an object", "invalid_type")
