@@ -801,10 +801,6 @@ def _children(pid: int) -> list[int]:
     return sorted(out)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "run/runner.py owner_is_dead: os.kill(pid, 0) succeeds on a zombie, so the claims of a SIGKILLed "
-    "xdist worker (a zombie until execnet reaps it) are taken over only at their expiry (60 s): the gate "
-    "stalls for a minute. Fix: on Linux also treat /proc/<pid>/stat state 'Z' as dead"))
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads process states through /proc")
 def test_a_zombie_owner_is_dead(tally) -> None:
     import socket
@@ -819,7 +815,8 @@ def test_a_zombie_owner_is_dead(tally) -> None:
         dead = owner_is_dead(f"{socket.gethostname()}:{child.pid}:feedbeef")
     finally:
         child.wait()
-    t.note("BUG: a SIGKILLed worker's claims wait for their expiry while it is a zombie (run/runner.py owner_is_dead)")
+    t.note("a SIGKILLed process counts as dead while it is a zombie (run/runner.py owner_is_dead reads "
+           "/proc/<pid>/stat), so its claims are taken over at once, not at their expiry")
     assert dead
 
 
@@ -883,8 +880,8 @@ def test_an_xdist_worker_killed_mid_run_is_reported_and_the_rerun_completes_from
     t.lost += len(questions) - len(stored_first | reasked)
     t.note("one of two workers SIGKILLed while its requests hung at the server; xdist replaced it")
     if zombie:
-        t.note("the killed worker stayed a zombie until xdist reaped it, so its claims were taken over only "
-               "at their expiry (60 s): see test_a_zombie_owner_is_dead")
+        t.note("the killed worker stayed a zombie until xdist reaped it; its claims were taken over at once "
+               "all the same (see test_a_zombie_owner_is_dead)")
 
     assert killed is not None
     assert proc.returncode != 0 and "crashed" in first_out, first_out[-3000:]

@@ -293,6 +293,34 @@ def test_a_dead_owner_is_recognised_and_a_live_one_is_not() -> None:
     assert not owner_is_dead(f"other-host-{host}:{proc.pid}:abcd")
 
 
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="process states are read through /proc")
+def test_a_zombie_owner_is_dead_even_when_its_name_mimics_a_state(tmp_path: Path) -> None:
+    """A SIGKILLed process stays a zombie until its parent reaps it; os.kill(pid, 0) still
+    succeeds on it, so owner_is_dead reads its state from /proc. The state is parsed after
+    the *last* ")" of the command name, so a name holding ") Z (" cannot fake or hide it."""
+    import shutil
+    import socket
+
+    sleep = shutil.which("sleep")
+    if sleep is None:
+        pytest.skip("no sleep executable")
+    tricky = tmp_path / "x) Z (y"  # the kernel takes the command name from the executed path
+    tricky.symlink_to(sleep)
+    proc = subprocess.Popen([str(tricky), "60"])
+    owner = f"{socket.gethostname()}:{proc.pid}:abcd"
+    try:
+        assert ") Z (" in Path(f"/proc/{proc.pid}/stat").read_text()  # the trap is really set
+        assert not owner_is_dead(owner)  # alive (sleeping), whatever its name says
+        os.kill(proc.pid, signal.SIGKILL)
+        _wait_for(lambda: Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z",
+                  "the killed process to become a zombie", timeout=10)
+        assert owner_is_dead(owner)  # a zombie, not yet reaped
+    finally:
+        proc.kill()
+        proc.wait()
+    assert owner_is_dead(owner)  # reaped: gone
+
+
 # ------------------------------------------------------------------ against the local server
 #
 # The real OpenAI adapter and the real `openai` client against the scripted server

@@ -23,8 +23,9 @@ response the server has answered but whose commit had not finished is the only k
 that can be requested twice (tests/run/test_runner.py kills a run after K commits while
 the next requests hang, and counts exactly one answer per item at the server). Claims
 left by the killed process do not hold up the resumed run: a claim whose owner is a dead
-process of this host is freed at once (`owner_is_dead`); any other is taken over when
-its expiry (`claim_ttl_s`, renewed by the heartbeat while the owner lives) passes.
+process of this host (gone, or a zombie not yet reaped) is freed at once (`owner_is_dead`);
+any other is taken over when its expiry (`claim_ttl_s`, renewed by the heartbeat while
+the owner lives) passes.
 
 An authentication error stops the run early (every further request would fail the same
 way): the remaining asks end as errors saying they were not asked.
@@ -41,6 +42,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from medrcube.cube.item import Cube
@@ -83,7 +85,9 @@ def new_owner() -> str:
 
 
 def owner_is_dead(owner: str) -> bool:
-    """True if `owner` (from `new_owner`) is a process of this host that no longer exists.
+    """True if `owner` (from `new_owner`) is a process of this host that no longer exists,
+    or has died and not yet been reaped by its parent (a zombie; read from /proc where
+    there is one, else a zombie counts as alive and only the expiry frees its claims).
 
     Lets a resumed run take over the claims of the run it replaces (killed with SIGKILL)
     at once instead of waiting for their expiry. Owners on other hosts, or whose process
@@ -100,9 +104,25 @@ def owner_is_dead(owner: str) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return True
-    except PermissionError:  # alive, owned by another user
-        return False
-    return False
+    except PermissionError:  # exists, owned by another user: alive unless a zombie
+        pass
+    # kill(pid, 0) succeeds on a zombie: a SIGKILLed xdist worker stays one until execnet
+    # reaps it, and its claims would otherwise wait for their expiry.
+    return _process_state(pid) == "Z"
+
+
+def _process_state(pid: int) -> str | None:
+    """The one-letter state of process `pid` from /proc/<pid>/stat ("R", "S", "Z"...), or
+    None where it cannot be read (no /proc: macOS, Windows; or the process is gone).
+
+    The command name (field 2) is in parentheses and may itself hold spaces and ")", so
+    the state is the first field after the *last* ")"."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 1 :].split()
+    return fields[0].decode("ascii", "replace") if fields else None
 
 
 class _Pump:
