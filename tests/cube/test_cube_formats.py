@@ -170,6 +170,27 @@ def test_jsonl_answer_out_of_range(cube, small_cube):
     assert (p.reason, p.field) == ("invalid_value", "answer") and "outside the" in p.message
 
 
+def test_jsonl_options_beyond_the_26_letters_are_refused(cube, small_cube):
+    path = small_cube / "cube.jsonl"
+    letters26 = cube.items[0].to_dict() | {"id": "ok-26", "options": [f"o{k}" for k in range(26)], "answer": 25}
+    too_many = cube.items[1].to_dict() | {"id": "bad-27", "options": [f"o{k}" for k in range(27)], "answer": 0}
+    path.write_text(json.dumps(letters26) + "\n" + json.dumps(too_many) + "\n")
+    loaded = load_cube(path)
+    assert [i.id for i in loaded] == ["ok-26"]
+    p = next(p for p in loaded.problems if p.severity == "error")
+    assert (p.reason, p.item_id, p.field) == ("invalid_value", "bad-27", "options")
+    assert "27 options; expected at most 26" in p.message
+
+
+def test_jsonl_repeated_options_are_warned_naming_the_first(cube, small_cube):
+    path = small_cube / "cube.jsonl"
+    rec = cube.items[0].to_dict() | {"options": ["x", "y", "x", "x"], "answer": 1}
+    path.write_text(json.dumps(rec) + "\n")
+    found = [p.message for p in load_cube(path).problems if p.reason == "duplicate_options"]
+    assert found == ["option 2 repeats option 0 ('x'); expected distinct options",
+                     "option 3 repeats option 0 ('x'); expected distinct options"]
+
+
 def test_jsonl_image_escaping_the_folder(cube, small_cube):
     path = small_cube / "cube.jsonl"
     item = next(i for i in cube if i.image)

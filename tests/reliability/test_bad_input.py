@@ -473,12 +473,6 @@ def test_huge_json_loads_or_is_refused_in_bounded_time(tmp_path: Path, tally) ->
     assert len(next(it for it in cube.items if it.id == "rec-0").question) > 8_000_000
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "cube/jsonl.py parse_canonical_record accepts any number of options, but prompts can letter only 26: "
-    "`medrcube run` then dies in run/prompts.py render_prompt with a bare ValueError traceback naming no item. "
-    "Its duplicate-option check is also quadratic (`o in options[:i]`: 100 000 options take ~50 s). "
-    "Fix: refuse len(options) > 26 in parse_canonical_record (reason invalid_value, field options), before "
-    "the duplicate check, which a set makes linear"))
 def test_more_options_than_letters_is_a_clear_error_at_load(tmp_path: Path, tally) -> None:
     t = tally("huge_json")
     recs = canonical_records()

@@ -16,7 +16,7 @@ from medrcube import taxonomy
 from medrcube.cube.assemble import build_items, drop_duplicate_ids, finish
 from medrcube.cube.dirimages import DirImages
 from medrcube.cube.images import DEFAULT_MAX_PIXELS
-from medrcube.cube.item import Cube, CubeError, Item
+from medrcube.cube.item import LETTERS, Cube, CubeError, Item
 from medrcube.cube.problems import Collector
 from medrcube.cube.records import Draft, _axis, _Record, _short, parse_bool, refuse_non_utf8
 from medrcube.cube.release import image_outcome, json_limit
@@ -54,6 +54,9 @@ def parse_canonical_record(rec: Any, *, source: str, where: str, col: Collector)
     elif len(options) < 2:
         r.error("options", f"{len(options)} option(s); expected at least 2", "too_few_options")
         options = None
+    elif len(options) > len(LETTERS):  # a prompt letters its options A..Z
+        r.error("options", f"{len(options)} options; expected at most {len(LETTERS)} (a prompt letters them A..Z)", "invalid_value")
+        options = None
     answer = rec.get("answer")
     if isinstance(answer, bool) or not isinstance(answer, int):
         r.error("answer", f"answer is {_short(answer)}; expected the 0-based index of the correct option", "invalid_type" if "answer" in rec else "missing_field")
@@ -61,9 +64,11 @@ def parse_canonical_record(rec: Any, *, source: str, where: str, col: Collector)
     elif options is not None and not 0 <= answer < len(options):
         r.error("answer", f"answer {answer} is outside the {len(options)} options; expected 0..{len(options) - 1}", "invalid_value")
     if options is not None:
+        first: dict[str, int] = {}  # text -> index of its first occurrence
         for i, o in enumerate(options):
-            if o in options[:i]:
-                r.warn("options", f"option {i} repeats option {options.index(o)} ({o!r}); expected distinct options", "duplicate_options")
+            if o in first:
+                r.warn("options", f"option {i} repeats option {first[o]} ({o!r}); expected distinct options", "duplicate_options")
+            first.setdefault(o, i)
     task = _axis(r, "task", taxonomy.canonical_task, taxonomy.TASK_NAMES, "unknown_task")
     modality = _axis(r, "modality", taxonomy.canonical_modality, taxonomy.MODALITIES, "unknown_modality")
     part = _axis(r, "part", taxonomy.canonical_part, taxonomy.PARTS, "unknown_part")
