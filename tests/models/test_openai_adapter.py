@@ -198,6 +198,23 @@ def test_unreadable_image_fails_its_request_only(scripted_server, make_adapter):
     assert scripted_server.stats()["total"] == 2  # nothing was sent for the broken item
 
 
+@pytest.mark.parametrize("fmt", ["PNG", "JPEG"])
+def test_an_image_truncated_past_its_header_fails_its_request_not_sent(scripted_server, make_adapter, fmt):
+    # It fits max_side and the format: once passed through undecoded, its answer was graded.
+    whole = encode(Image.radial_gradient("L").resize((64, 64)).convert("RGB"), fmt)
+    cut = whole[: int(len(whole) * 0.8)]
+    with Image.open(io.BytesIO(cut)) as im:
+        assert im.size == (64, 64)  # the header is intact
+    bad = ImageInput("c0ffee00" * 8, lambda: cut)
+    good = ImageInput(hashlib.sha256(whole).hexdigest(), lambda: whole)
+    out = run(make_adapter(scripted_server), [req("good", images=[good]), req("bad", images=[bad])])
+    assert out[0].ok
+    assert out[1].error_kind is ErrorKind.INTERNAL and out[1].text is None
+    assert "c0ffee00" in out[1].error and "cannot decode" in out[1].error and "truncated" in out[1].error
+    assert scripted_server.stats()["total"] == 1  # nothing was sent for the truncated image
+    assert prepare_image(whole, max_side=100).passthrough  # a whole one is still sent as it is
+
+
 # ---------------------------------------------------------------------------- retried faults
 
 

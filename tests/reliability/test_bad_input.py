@@ -372,11 +372,6 @@ def test_truncated_images_are_refused_or_fail_their_item_only(tally, scripted_se
         t.completed += 1
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "models/images.py prepare_image passes an image that already fits (size, format, mode) through without "
-    "decoding it, and the cube loader reads headers only: a PNG or JPEG truncated past its header is sent to "
-    "the model as it is and the answer graded. Fix: im.load() before the passthrough return (once per distinct "
-    "image: the cache keeps the result), so that truncated data raises ImageError and the item is an error"))
 def test_an_image_truncated_past_its_header_is_an_item_error(tmp_path: Path, scripted_server, tally) -> None:
     t = tally("truncated_images")
     graded = []

@@ -2,7 +2,9 @@
 
 `prepare_image` turns encoded image bytes into a PNG or JPEG data URL whose longest side
 is at most `max_side`. A PNG or JPEG that already fits is passed through byte for byte
-(no decode, no re-encode: the cheapest path and the most faithful one). Anything else is
+(no re-encode: the cheapest path and the most faithful one), but only once it decoded
+whole: the cube loader reads headers only, and a file truncated past its header must be
+an item error here, never an image sent to the model and its answer graded. Anything else is
 decoded, converted to a mode the format can hold (16-bit and float images are windowed
 to their own min..max range, as a viewer's default window would), resized with Lanczos
 and encoded.
@@ -101,24 +103,26 @@ def prepare_image(data: bytes, *, max_side: int | None = 1024, fmt: str = "auto"
         raise ImageError(f"the image has no pixels ({w}x{h})")
     target = _target_format(source, fmt)
     fits = not max_side or max(w, h) <= max_side
-    if fits and source == target and im.mode in _KEEP_MODES[target]:
-        return _encoded(data, target, w, h, passthrough=True)
+    passthrough = fits and source == target and im.mode in _KEEP_MODES[target]
     try:
         if not fits and source == "JPEG":
             im.draft(im.mode, (max_side, max_side))  # let the JPEG decoder downscale by 2^k first
-        im.load()
-        im = _web_mode(im, target)
-        if not fits:
-            scale = max_side / max(im.size)
-            size = (max(1, int(im.width * scale + 0.5)), max(1, int(im.height * scale + 0.5)))
-            im = im.resize(size, Image.Resampling.LANCZOS, reducing_gap=3.0)
-        buf = io.BytesIO()
-        if target == "JPEG":
-            im.save(buf, format="JPEG", quality=jpeg_quality)
-        else:
-            im.save(buf, format="PNG")
+        im.load()  # also before a passthrough: truncated or corrupt pixel data raises here
+        if not passthrough:
+            im = _web_mode(im, target)
+            if not fits:
+                scale = max_side / max(im.size)
+                size = (max(1, int(im.width * scale + 0.5)), max(1, int(im.height * scale + 0.5)))
+                im = im.resize(size, Image.Resampling.LANCZOS, reducing_gap=3.0)
+            buf = io.BytesIO()
+            if target == "JPEG":
+                im.save(buf, format="JPEG", quality=jpeg_quality)
+            else:
+                im.save(buf, format="PNG")
     except (OSError, ValueError, Image.DecompressionBombError) as exc:
         raise ImageError(f"cannot decode the {source or 'unknown'} image ({w}x{h}): {exc}") from exc
+    if passthrough:
+        return _encoded(data, target, w, h, passthrough=True)  # the original bytes, decoded whole above
     return _encoded(buf.getvalue(), target, im.width, im.height, passthrough=False)
 
 
