@@ -279,3 +279,62 @@ def test_a_damaged_value_reads_as_missing_and_is_claimed_again(tmp_path: Path, c
     store.put("bad", Response(text="fresh"), owner="me")
     assert store.get("bad").text == "fresh"
     store.close()
+
+
+def _checkpoint(db: Path) -> None:
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+
+
+def test_a_text_damaged_into_invalid_utf8_reads_as_damaged_and_the_file_is_kept(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Invalid UTF-8 in a stored text used to fail every query touching the row ("Could
+    not decode to UTF-8"), so every run stopped at it. It is one damaged row: refused,
+    reported and asked again; the other rows, and the file, stay in use."""
+    with ResponseStore(tmp_path) as store:
+        store.put("good", Response(text="The answer is B-utf8-good"))
+        store.put("bad", Response(text="The answer is B-utf8-bad"))
+        store.record_error("bad", Response(text=None, error="earlier failure -utf8-err"))
+    db = tmp_path / DB_NAME
+    _checkpoint(db)
+    data = bytearray(db.read_bytes())
+    for needle in (b"utf8-bad", b"utf8-err"):
+        at = data.find(needle)
+        assert at > 0
+        data[at : at + 4] = b"\xff\xfe\xc3\x28"  # invalid UTF-8, same length
+    db.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING, logger="medrcube.run.store"):
+        store = ResponseStore(tmp_path)
+    assert store.recovered is None and not list(tmp_path.glob(f"{DB_NAME}.corrupt-*"))
+    assert store.get_many(["good", "bad"]).keys() == {"good"}
+    assert store.get("good").text == "The answer is B-utf8-good"
+    assert store.damaged == {"bad"} and "damaged response" in caplog.text
+    # Other tables read too: the damaged error message comes back with replacement characters.
+    assert "\ufffd" in store.errors(["bad"])[0].message
+    assert store.claim("bad", "me", 30)  # asked again
+    store.put("bad", Response(text="fresh"), owner="me")
+    assert store.get("bad").text == "fresh"
+    store.close()
+
+
+def test_a_value_whose_type_was_damaged_reads_as_damaged(tmp_path: Path) -> None:
+    """A damaged record header changes a value's type (a text read back as a blob or a
+    number). The row is refused like any damaged value, never a crash in the checksum."""
+    with ResponseStore(tmp_path) as store:
+        for k in ("blob", "number", "refused", "latency", "fine"):
+            store.put(k, Response(text=f"The answer is {k}", usage={"prompt_tokens": 3}))
+    conn = sqlite3.connect(tmp_path / DB_NAME)
+    # The file as a flipped serial-type byte leaves it: same row, another storage class.
+    conn.execute("UPDATE responses SET text = CAST(text AS BLOB) WHERE key = 'blob'")
+    conn.execute("UPDATE responses SET text = 12 WHERE key = 'number'")
+    conn.execute("UPDATE responses SET refused = 'x' WHERE key = 'refused'")
+    conn.execute("UPDATE responses SET latency_s = X'00' WHERE key = 'latency'")
+    conn.commit()
+    conn.close()
+    with ResponseStore(tmp_path) as store:
+        assert store.get_many(["blob", "number", "refused", "latency", "fine"]).keys() == {"fine"}
+        assert store.damaged == {"blob", "number", "refused", "latency"}
+        assert store.claim_many(["blob", "number", "fine"], "me", 30) == {"blob", "number"}
+

@@ -15,11 +15,15 @@ committed transaction survives the death of the process; only a power loss can u
 last few). A SIGKILL therefore loses exactly the responses that were in flight (sent,
 not yet committed); every stored response is kept and never requested again.
 
-Damage: a database file SQLite cannot read (or whose `quick_check` fails at open) is
-moved aside to `responses.sqlite3.corrupt-<UTC time>` (with its WAL) and a fresh store
-is started, with a warning. Each response row also carries a CRC-32 of what grading
-reads (key, text, refused flag, usage): a value damaged on disk reads as missing and is
-asked again, never graded.
+Damage, two kinds:
+- the file's structure: a database file SQLite cannot read, or whose `quick_check`
+  fails at open, is moved aside to `responses.sqlite3.corrupt-<UTC time>` (with its WAL)
+  and a fresh store is started, with a warning.
+- a value inside a sound file: each response row carries a CRC-32 of what grading reads
+  (key, text, refused flag, usage). A row whose bytes no longer match it, including
+  text damaged into invalid UTF-8, reads as missing and is asked again (the new
+  response overwrites it), never graded; the file stays in use, since every other row
+  is still good and moving it aside would re-ask them all.
 
 Concurrency: one SQLite connection per thread (and per process), write transactions
 taken with BEGIN IMMEDIATE so that a writer waits (busy_timeout) instead of failing
@@ -137,6 +141,22 @@ class StoredError:
     created: float
 
 
+class _Undecodable(str):
+    """A stored text that was not valid UTF-8, decoded with replacement characters.
+
+    Text on disk is always written as valid UTF-8, so invalid bytes are damage. SQLite's
+    default decoding raises on them for the whole query, which would stop every run at
+    the same row; this marker lets the row be read and refused as damaged instead."""
+
+
+def _decode_text(raw: bytes) -> str:
+    """The text_factory of every connection: strict UTF-8, or an `_Undecodable` marker."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return _Undecodable(raw.decode("utf-8", "replace"))
+
+
 def _is_corruption(exc: BaseException) -> bool:
     msg = str(exc).lower()
     return isinstance(exc, sqlite3.DatabaseError) and (
@@ -161,8 +181,25 @@ _RESPONSE_COLS = "key, text, refused, usage, latency_s, attempts, checksum"
 
 
 def _row_to_response(row: Sequence[Any]) -> Response | None:
-    """The Response of a row of _RESPONSE_COLS, or None if its checksum does not match."""
+    """The Response of a row of _RESPONSE_COLS, or None if it is damaged: its checksum
+    does not match, or one of its texts was not valid UTF-8 on disk."""
     key, text, refused, usage, latency_s, attempts, checksum = row
+    # A damaged record header can change a value's type (a text read back as a blob or a
+    # number): a damaged row, not a crash in the checksum or the conversions below.
+    if not (
+        isinstance(key, str)
+        and isinstance(text, str | None)
+        and isinstance(usage, str | None)
+        and type(refused) is int
+        and type(attempts) is int
+        and type(checksum) is int
+        and isinstance(latency_s, int | float)
+    ):
+        return None
+    # Replacement characters change the text, so the checksum alone nearly always
+    # refuses an undecodable row; the marker makes it certain.
+    if any(isinstance(v, _Undecodable) for v in (key, text, usage)):
+        return None
     if _checksum(key, text, refused, usage) != checksum:
         return None
     return Response(
@@ -212,6 +249,9 @@ class ResponseStore:
             self.path, timeout=self.busy_timeout_s, isolation_level=None, check_same_thread=False
         )
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
+        # Invalid UTF-8 in a stored text is damage to one row, not a reason to fail
+        # every query that touches it (_decode_text, _row_to_response).
+        conn.text_factory = _decode_text
         return conn
 
     def _open_checked(self) -> None:
@@ -381,7 +421,8 @@ class ResponseStore:
         if key not in self.damaged:
             self.damaged.add(key)
             log.warning(
-                "the response store %s holds a damaged response (key %s...: checksum mismatch); "
+                "the response store %s holds a damaged response (key %s...: checksum mismatch or "
+                "invalid UTF-8); "
                 "it is ignored and will be requested again",
                 self.path,
                 key[:16],
