@@ -98,6 +98,25 @@ def test_read_dicom_refuses_gpl_only_codecs() -> None:
     assert "MR_small_jpeg_ls_lossless.dcm" in str(err.value)
 
 
+@pytest.mark.parametrize("gz", [False, True])
+def test_read_dicom_names_a_damaged_file(tmp_path: Path, gz: bool) -> None:
+    import gzip
+
+    data = CT_SMALL.path().read_bytes()
+    cases = {"empty": b"", "header": data[:100], "pixels": data[: len(data) - 1000]}
+    for name, cut in cases.items():
+        path = tmp_path / (f"{name}.dcm.gz" if gz else f"{name}.dcm")
+        path.write_bytes(gzip.compress(cut) if gz else cut)
+        with pytest.raises(SourceError) as err:
+            sources.frames(sources.read_dicom(path))
+        assert str(err.value).startswith(f"{path}: "), str(err.value)
+    # The header-only pass reads a file cut in its pixels; the pixels are not touched.
+    assert "Rows" in sources.read_dicom(tmp_path / ("pixels.dcm.gz" if gz else "pixels.dcm"), stop_before_pixels=True)
+    whole = tmp_path / "whole.dcm"
+    whole.write_bytes(data)
+    assert sources.frames(sources.read_dicom(whole)).shape == (1, 128, 128)
+
+
 def test_package_file_names_the_missing_package() -> None:
     with pytest.raises(SourceError, match="pip install no-such-dist"):
         PackageFile("no-such-dist", "no_such_module_xyz", "a.dcm").path()

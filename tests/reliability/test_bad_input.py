@@ -391,10 +391,6 @@ def test_an_image_truncated_past_its_header_is_an_item_error(tmp_path: Path, scr
     assert not graded, graded
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "build/sources.py read_dicom: a truncated DICOM raises pydicom's InvalidDicomError, or AttributeError/"
-    "ValueError from ds.pixel_array in frames(), none naming the file. Fix: in read_dicom wrap dcmread and a "
-    "first ds.pixel_array access, re-raising SourceError(f'{p}: not a readable DICOM file ({exc})')"))
 def test_a_truncated_dicom_source_is_a_clear_error_naming_the_file(tmp_path: Path, tally) -> None:
     from medrcube.build.sources import SourceError, frames, read_dicom
 

@@ -106,11 +106,11 @@ def read_dicom_folder(spec: SourceSpec, privacy: PrivacySpec, manifest: Manifest
         rel = path.relative_to(root).as_posix()
         try:
             raw = read_dicom(path, stop_before_pixels=True, package_rules=False)
-        except (pydicom.errors.InvalidDicomError, SourceError) as exc:
-            log.note("not a usable DICOM file", f"{path}: {exc}" if isinstance(exc, SourceError) else str(path))
-            continue
-        except Exception as exc:  # noqa: BLE001 - a damaged file raises anything from struct to KeyError
-            log.note("unreadable DICOM file", f"{path}: {type(exc).__name__}: {exc}")
+        except SourceError as exc:  # it names the file; pydicom's own error, if any, is its cause
+            if isinstance(exc.__cause__, pydicom.errors.InvalidDicomError):  # no DICOM header: a README, a thumbnail
+                log.note("not a usable DICOM file", str(path))
+            else:  # damaged (anything from struct to KeyError), or a codec we refuse
+                log.note("unreadable DICOM file" if exc.__cause__ is not None else "not a usable DICOM file", str(exc))
             continue
         for value, keyword in deid.identifying_items(raw).items():
             leaks.setdefault(value, keyword)
@@ -144,6 +144,9 @@ def _load(inst: _Instance, log: SourceLog, where: str) -> tuple[object, object]:
     try:
         ds = deid.deidentify(read_dicom(inst.path, package_rules=False)).dataset
         return ds, frames(ds)
+    except SourceError as exc:  # read_dicom decoded the pixels and names the file
+        log.note("pixels cannot be decoded", str(exc))
+        return None, None
     except Exception as exc:  # noqa: BLE001 - pixel decoding fails in many ways (codec missing, truncated data)
         log.note("pixels cannot be decoded", f"{where}: {type(exc).__name__}: {exc}")
         return None, None

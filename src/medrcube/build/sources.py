@@ -75,21 +75,31 @@ def read_dicom(path: str | Path, *, stop_before_pixels: bool = False, package_ru
     """Read a DICOM file (optionally gzip-compressed), refusing GPL-only codecs and, with
     `package_rules`, the package files excluded from cubes (EXCLUDED_FILE_PREFIXES).
 
-    `stop_before_pixels` reads the header only (a first pass over a large archive).
+    `stop_before_pixels` reads the header only (a first pass over a large archive); else
+    the pixels are decoded here (pydicom keeps the array for `frames`), so that a damaged
+    or truncated file fails as a SourceError naming it, not later as pydicom's own error.
     """
     import pydicom
 
     p = Path(path)
     if package_rules and p.name.startswith(EXCLUDED_FILE_PREFIXES):
         raise SourceError(f"{p}: this file is excluded from cubes (licence or patient identifier); pick another source")
-    raw = gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else None
-    ds = pydicom.dcmread(io.BytesIO(raw) if raw is not None else p, stop_before_pixels=stop_before_pixels)
+    try:
+        raw = gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else None
+        ds = pydicom.dcmread(io.BytesIO(raw) if raw is not None else p, stop_before_pixels=stop_before_pixels)
+    except Exception as exc:  # noqa: BLE001 - a damaged file raises anything from struct to KeyError
+        raise SourceError(f"{p}: not a readable DICOM file ({type(exc).__name__}: {exc})") from exc
     ts = str(getattr(ds.file_meta, "TransferSyntaxUID", "")) if hasattr(ds, "file_meta") else ""
     if ts in GPL_ONLY_SYNTAXES:
         raise SourceError(
             f"{p}: transfer syntax {GPL_ONLY_SYNTAXES[ts]} ({ts}) needs a GPL decoder, which medrcube does not "
             "depend on; use an uncompressed or JPEG 2000 copy of the image"
         )
+    if not stop_before_pixels:
+        try:
+            _ = ds.pixel_array  # the first pixel access: truncated pixel data, a missing element
+        except Exception as exc:  # noqa: BLE001 - decoders fail in many ways (codec, length, attributes)
+            raise SourceError(f"{p}: the pixel data cannot be decoded ({type(exc).__name__}: {exc})") from exc
     return ds
 
 
