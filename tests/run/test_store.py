@@ -338,3 +338,31 @@ def test_a_value_whose_type_was_damaged_reads_as_damaged(tmp_path: Path) -> None
         assert store.damaged == {"blob", "number", "refused", "latency"}
         assert store.claim_many(["blob", "number", "fine"], "me", 30) == {"blob", "number"}
 
+
+def test_damage_inside_the_key_index_moves_the_file_aside(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """quick_check does not compare an index with its table: a key damaged in the primary
+    key index alone passed it, the lookup then missed the row and the damaged file stayed
+    in use. integrity_check at open finds it; the file is moved aside like other damage."""
+    key = make_key("fp", "index damage")
+    with ResponseStore(tmp_path) as store:
+        store.put(key, Response(text="The answer is A"))
+    db = tmp_path / DB_NAME
+    _checkpoint(db)
+    pristine = db.read_bytes()
+    for at in [i for i in range(len(pristine)) if pristine.startswith(key.encode(), i)]:
+        damaged = bytearray(pristine)
+        damaged[at + 10 : at + 14] = b"ZZZZ"
+        db.write_bytes(bytes(damaged))
+        with sqlite3.connect(db) as conn:
+            quick = conn.execute("PRAGMA quick_check").fetchall()
+            full = conn.execute("PRAGMA integrity_check").fetchall()
+        if quick == [("ok",)] and full != [("ok",)]:
+            break
+    else:
+        pytest.fail("no copy of the key that only integrity_check notices")
+    with caplog.at_level(logging.WARNING, logger="medrcube.run.store"):
+        store = ResponseStore(tmp_path)
+    assert store.recovered is not None and store.recovered.read_bytes() == bytes(damaged)
+    assert "integrity_check" in caplog.text and "moved aside" in caplog.text
+    assert store.stats()["responses"] == 0 and store.get(key) is None
+    store.close()

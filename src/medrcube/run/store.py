@@ -16,9 +16,14 @@ last few). A SIGKILL therefore loses exactly the responses that were in flight (
 not yet committed); every stored response is kept and never requested again.
 
 Damage, two kinds:
-- the file's structure: a database file SQLite cannot read, or whose `quick_check`
-  fails at open, is moved aside to `responses.sqlite3.corrupt-<UTC time>` (with its WAL)
-  and a fresh store is started, with a warning.
+- the file's structure (pages, b-trees, the key index): a database file SQLite cannot
+  read, or whose `integrity_check` fails at open, is moved aside to
+  `responses.sqlite3.corrupt-<UTC time>` (with its WAL) and a fresh store is started,
+  with a warning. `integrity_check` rather than `quick_check`: only it compares each
+  index with its table, and a damaged key index otherwise goes unnoticed (the lookup
+  misses the row, which is asked again silently while the damaged file stays in use).
+  Its cost is small: ~6 ms for a store of 10,000 responses (5 MB), against ~3 ms for
+  quick_check (~115 ms against ~30 ms at 100,000), once per store opened.
 - a value inside a sound file: each response row carries a CRC-32 of what grading reads
   (key, text, refused flag, usage). A row whose bytes no longer match it, including
   text damaged into invalid UTF-8, reads as missing and is asked again (the new
@@ -286,10 +291,12 @@ class ResponseStore:
                 f"the response store {self.path} has schema version {version}, newer than this "
                 f"medrcube understands ({SCHEMA_VERSION}); upgrade medrcube or use another --response-store"
             )
-        result = conn.execute("PRAGMA quick_check").fetchall()
+        # integrity_check, not quick_check: it also verifies every index against its
+        # table, so damage inside the key index is found here (module docstring).
+        result = conn.execute("PRAGMA integrity_check").fetchall()
         if result != [("ok",)]:
             detail = "; ".join(str(r[0]) for r in result[:3])
-            raise sqlite3.DatabaseError(f"database disk image is malformed (quick_check: {detail})")
+            raise sqlite3.DatabaseError(f"database disk image is malformed (integrity_check: {detail})")
         if version < SCHEMA_VERSION:
             conn.execute("BEGIN IMMEDIATE")
             try:
