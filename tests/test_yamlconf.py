@@ -34,3 +34,39 @@ def test_models_file_and_thresholds_share_the_strict_reader(tmp_path):
         load_policy(thresholds)
     with pytest.raises(ModelsFileError, match="missing.yaml: file not found"):
         load_models_file(tmp_path / "missing.yaml")
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("a: " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply"),
+        ("a: " + "{b: " * 3000 + "1" + "}" * 3000 + "\n", "nested too deeply"),
+        ("a: 1\nb: " + "7" * 5000 + "\n", "an integer longer than 4300 digits at line 2, column 4"),
+    ],
+)
+def test_documents_beyond_the_parser_limits_are_not_valid_yaml(tmp_path, text, problem):
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(YamlFileError, match=f"not valid YAML: .*{problem}.*Fix: ") as err:
+        read_yaml_file(path, missing_fix="-")
+    assert str(err.value).startswith(f"{path}: ")
+
+
+def test_big_integers_within_the_limit_and_quoted_digits_still_load(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("a: " + "9" * 4000 + "\nb: '" + "9" * 5000 + "'\n")
+    data = read_yaml_file(path, missing_fix="-")
+    assert data["a"] == int("9" * 4000) and data["b"] == "9" * 5000
+
+
+def test_the_repository_yaml_files_use_no_anchors_and_load():
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    files = [repo / "thresholds.yaml", repo / "models.example.yaml", *sorted((repo / "recipes").glob("*.yaml")),
+             *sorted((repo / "src" / "medrcube").rglob("*.yaml"))]
+    assert len(files) >= 7
+    for f in files:
+        assert isinstance(read_yaml_file(f, missing_fix="-"), dict), f
+    load_policy(repo / "thresholds.yaml")
+    load_models_file(repo / "models.example.yaml")

@@ -3,19 +3,35 @@
 Safe loading only (a configuration file never constructs Python objects), and duplicate
 keys are refused: PyYAML silently keeps the last of two equal keys, which would turn a
 typo'd copy-paste into a silently different gate policy.
+
+A document nested beyond Python's recursion limit, or an integer longer than Python's
+integer-string limit, is "not valid YAML" as well, never a traceback.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 
+class _Refused(yaml.MarkedYAMLError):
+    """A refusal with its own remedy (a value beyond a reader limit, a construct configuration
+    files do not accept): `fix` says what to write instead."""
+
+    def __init__(self, problem: str, mark: yaml.Mark, fix: str):
+        super().__init__(problem=problem, problem_mark=mark)
+        self.fix = fix
+
+    def __str__(self) -> str:  # the line, without PyYAML's snippet of a possibly huge line
+        return f"{self.problem} at line {self.problem_mark.line + 1}, column {self.problem_mark.column + 1}"
+
+
 class StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys."""
+    """SafeLoader that refuses duplicate keys and over-long integers."""
 
 
 def _mapping(loader: StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
@@ -30,7 +46,19 @@ def _mapping(loader: StrictLoader, node: yaml.MappingNode, deep: bool = False) -
     return seen
 
 
+def _int(loader: StrictLoader, node: yaml.ScalarNode) -> int:
+    try:
+        return yaml.SafeLoader.construct_yaml_int(loader, node)
+    except ValueError:  # more digits than int() converts (sys.get_int_max_str_digits)
+        raise _Refused(
+            f"not valid YAML: an integer longer than {sys.get_int_max_str_digits()} digits",
+            node.start_mark,
+            "write a shorter number (or quote it if it is text)",
+        ) from None
+
+
 StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+StrictLoader.add_constructor("tag:yaml.org,2002:int", _int)
 
 
 class YamlFileError(Exception):
@@ -54,7 +82,15 @@ def read_yaml_file(path: str | os.PathLike[str], *, missing_fix: str) -> Any:
         raise YamlFileError(name, f"cannot read the file: {exc}", "check the path and that the file is UTF-8 text") from None
     try:
         return yaml.load(text, Loader=StrictLoader)
+    except _Refused as exc:
+        raise YamlFileError(name, str(exc), exc.fix) from None
     except yaml.YAMLError as exc:
         raise YamlFileError(
             name, f"not valid YAML: {' '.join(str(exc).split())}", "correct the YAML syntax at the line shown"
         ) from None
+    except RecursionError:  # PyYAML composes nested collections recursively
+        raise YamlFileError(
+            name, "not valid YAML: lists or mappings nested too deeply to read", "flatten the structure: a configuration file needs only a few levels"
+        ) from None
+    except ValueError as exc:  # a constructor's conversion that PyYAML does not wrap in a YAMLError
+        raise YamlFileError(name, f"not valid YAML: {exc}", "correct the value") from None
