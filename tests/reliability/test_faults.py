@@ -194,12 +194,6 @@ def test_faults_beyond_the_retry_budget_are_recorded_never_graded_and_reasked_al
     assert server_duplicates(stats) == 0 and server_duplicates(healed_stats) == 0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "report/html.py write_report_html raises ValueError ('Number of columns must be a positive integer, not "
-    "0') for a run without a single graded record, so `medrcube run` (commands/run.py _write_report) only "
-    "warns and the run where every request failed, the one an engineer most needs to read, has no "
-    "report.html. Fix: draw the heatmap and per-axis panels only when there are graded records, and say "
-    "'no graded answer: every request failed' instead"))
 def test_a_run_where_every_request_failed_still_gets_its_report(rel_cube: Cube, tmp_path: Path, scripted_server,
                                                                 tally) -> None:
     t = tally("f_persistent")
@@ -209,11 +203,13 @@ def test_a_run_where_every_request_failed_still_gets_its_report(rel_cube: Cube, 
     t.injected += scripted_server.stats(log=False)["total"]
     t.runs += 1
     t.stopped += int(done.returncode == 1 and "every request failed" in done.stderr)
-    t.note("BUG: a run where every request failed gets no report.html (report/html.py)")
+    t.note("a run where every request failed gets its report.html, saying so and listing the errors")
     assert done.returncode == 1 and "every request failed" in done.stderr, done.stderr
     assert no_traceback(done.stdout, done.stderr)
     assert (tmp_path / "out" / "all-failed" / "results.jsonl").exists()
     assert (tmp_path / "out" / "all-failed" / "report.html").exists(), done.stderr
+    page = (tmp_path / "out" / "all-failed" / "report.html").read_text(encoding="utf-8")
+    assert "No graded answer: every request failed" in page and "bad request" in page
 
 
 def test_refusals_and_content_filters_are_refused_outcomes_not_errors(

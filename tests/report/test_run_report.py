@@ -153,3 +153,51 @@ def test_a_gate_without_results_still_gets_its_verdict_page(small_cube: Path, ru
     page = write_report_html(run).read_text(encoding="utf-8")
     assert "http://" not in page and "https://" not in page and "<script" not in page
     assert "NOT QUALIFIED" in page and "no results.jsonl" in page
+
+
+def test_a_run_where_every_request_failed_gets_a_page_saying_so(tmp_path: Path) -> None:
+    """No graded answer means no accuracy to draw: the figures used to fail ("Number of
+    columns must be a positive integer, not 0") and the run most in need of reading had
+    no report.html. The page is written, says why, and lists the most frequent errors."""
+    from dataclasses import replace
+
+    from report_builders import rec, write_run
+
+    from medrcube.report.plots import axis_bars, cube_heatmaps, save
+    from medrcube.run.records import Outcome
+
+    cells = [("Chest", "X-Ray", "Disease Diagnosis"), ("Brain", "MRI", "Modality Recognition")]
+    messages = ["HTTP 400 from http://127.0.0.1/v1: bad request", "connection refused"]
+    records = [
+        replace(rec(f"it-{i:02d}", cells[i % 2], outcome=Outcome.ERROR, variant=variant),
+                error=messages[int(i % 3 == 0)])
+        for i in range(9) for variant in ("standard", "blind")
+    ]
+    run = write_run(tmp_path, "all-failed", records)
+    page = write_report_html(run).read_text(encoding="utf-8")
+    assert "http://" not in page.replace(messages[0], "") and "<script" not in page
+    assert "No graded answer: every request failed (9 errors)" in page
+    # The errors, most frequent first, with their counts.
+    assert page.index(messages[0]) < page.index(messages[1])
+    assert re.search(rf"<code>{re.escape(messages[0])}</code></td><td>6<", page)
+    assert re.search(rf"<code>{re.escape(messages[1])}</code></td><td>3<", page)
+    # No accuracy figure or heatmap of nothing, and no claim that nothing was wrong.
+    assert '<table class="heat">' not in page and "accuracy per axis" not in page
+    assert "With the image and without it" not in page
+    assert "No wrong answer" not in page and "no worst items" in page
+    assert not (run / "plots" / "accuracy_by_axis.png").exists()
+
+    # Items with a restricted image were never asked: every request sent still failed.
+    restricted = replace(records[2], outcome=Outcome.UNAVAILABLE, error=None)
+    page = write_report_html(write_run(tmp_path, "mixed", [records[0], restricted])).read_text(encoding="utf-8")
+    assert "No graded answer: every request failed (1 error; 1 item not asked, image unavailable)" in page
+    # Nothing asked at all: the page says how the records ended.
+    page = write_report_html(write_run(tmp_path, "none-asked", [restricted])).read_text(encoding="utf-8")
+    assert "No graded answer: 1 unavailable" in page and "every request failed" not in page
+
+    # The figure functions themselves draw an empty state rather than raise.
+    from medrcube.report.analysis import profile
+
+    p = profile([r for r in records if r.variant == "standard"])
+    assert save(axis_bars(p.axes, {a: list(p.axes[a]) for a in p.axes}), "axes", None).png[:4] == b"\x89PNG"
+    assert save(cube_heatmaps([], [], [], {}, {}), "cube", None).png[:4] == b"\x89PNG"

@@ -344,8 +344,11 @@ def build_page(run: RunData, *, cube: Any = None, plots_dir: Path | None = None)
     order = _axis_order(p)
 
     figures: dict[str, str | None] = {"axes": None, "blind": None}
-    maps = heatmaps(p, verdicts, plots_dir) if p.cells else []
-    if any(p.axes.values()):
+    # Figures of accuracy only when there is one: a run where every request failed gets
+    # its page all the same, saying so (`nothing_graded`), instead of crashing in them.
+    graded = p.overall.n > 0
+    maps = heatmaps(p, verdicts, plots_dir) if p.cells and graded else []
+    if graded:
         figures["axes"] = plots.save(plots.axis_bars(p.axes, order), "accuracy_by_axis", plots_dir,
                                      tight=False).data_uri
 
@@ -354,11 +357,12 @@ def build_page(run: RunData, *, cube: Any = None, plots_dir: Path | None = None)
     }
 
     blind = None
-    if any(r.variant == "blind" for r in run.records):
+    bp = profile(run.of_variant("blind"), with_credibility=False) if any(
+        r.variant == "blind" for r in run.records) else None
+    if bp is not None and (graded or bp.overall.n > 0):
         from medrcube.metrics.robustness import image_dependence
 
         dep = image_dependence(run.records)
-        bp = profile(run.of_variant("blind"), with_credibility=False)
         tasks = ordered(set(p.axes["task"]) | set(bp.axes["task"]), TASK_NAMES)
         figures["blind"] = plots.save(
             plots.blind_bars(tasks, p.axes["task"], bp.axes["task"]), "standard_vs_blind", plots_dir, tight=False
@@ -425,8 +429,36 @@ def build_page(run: RunData, *, cube: Any = None, plots_dir: Path | None = None)
         "worst": worst,
         "notes": notes,
         "errors": counts.get(Outcome.ERROR.value, 0),
+        "nothing_graded": None if graded else nothing_graded(standard),
         "unavailable": counts.get(Outcome.UNAVAILABLE.value, 0),
     }
+
+
+def nothing_graded(standard: Sequence[GradedRecord], top: int = 5) -> dict[str, Any]:
+    """What the page says instead of its accuracy figures when no standard answer was
+    graded: why (every request failed, or how the records ended) and the most frequent
+    error messages, the first thing to read when a run failed."""
+    outcomes: dict[str, int] = defaultdict(int)
+    messages: dict[str, int] = defaultdict(int)
+    for r in standard:
+        outcomes[r.outcome.value] += 1
+        if r.outcome is Outcome.ERROR:
+            messages[(r.error or "no message recorded").split("\n")[0]] += 1
+    errors, unavailable = outcomes[Outcome.ERROR.value], outcomes[Outcome.UNAVAILABLE.value]
+    if not standard:
+        why = "No graded answer: the run has no standard-variant record"
+    elif errors and errors + unavailable == len(standard):
+        # Items whose image is restricted were never asked: every request *sent* failed.
+        why = f"No graded answer: every request failed ({_plural(errors, 'error')}"
+        why += f"; {_plural(unavailable, 'item')} not asked, image unavailable)" if unavailable else ")"
+    else:
+        why = "No graded answer: " + ", ".join(f"{v} {k}" for k, v in sorted(outcomes.items()) if v)
+    common = sorted(messages.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    return {"why": why, "errors": [{"message": m, "count": c} for m, c in common]}
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def render_run_page(page: Mapping[str, Any]) -> str:

@@ -100,6 +100,15 @@ def _pct(x: float | None, digits: int = 0) -> str:
 # -- the single-run report ------------------------------------------------------------------
 
 
+def empty_figure(message: str, *, size: tuple[float, float] = (6.0, 1.2)) -> Figure:
+    """A figure that only says why there is nothing to draw (no graded answer, say), so
+    that a figure asked for with no data is an explanation instead of an exception."""
+    plt = _pyplot()
+    fig = plt.figure(figsize=size)
+    fig.text(0.5, 0.5, message, ha="center", va="center", color=INK, style="italic", wrap=True)
+    return fig
+
+
 def accuracy_colour(acc: float | None) -> tuple[str, str]:
     """(background, text) hex colours of an accuracy on the heatmap scale; grey when None."""
     if acc is None:
@@ -157,6 +166,8 @@ def cube_heatmaps(
     """The cube as a figure: one part x task panel per modality, coloured by accuracy, each
     cell labelled with the accuracy, n and the gate's verdict mark (✓ pass, ✗ fail,
     ? insufficient evidence, ! error). Cells without items are grey."""
+    if not modalities or not parts or not tasks:
+        return empty_figure("no cell to draw: the run has no records")
     plt = _pyplot()
     cols = 2 if len(modalities) > 1 else 1
     rows = -(-len(modalities) // cols)
@@ -180,6 +191,8 @@ def axis_bars(axes: Mapping[str, Mapping[str, Stat]], order: Mapping[str, Sequen
 
     shown = {a: [v for v in order.get(a, ()) if a in axes and axes[a][v].n > 0] for a in ("task", "modality", "part")}
     names = [a for a in ("task", "modality", "part") if shown[a]]
+    if not names:  # every request failed, say: no value has a graded item to draw
+        return empty_figure("no graded answer: no accuracy to draw")
     widths = [max(len(shown[a]), 2) for a in names]
     fig, subplots = plt.subplots(1, len(names), figsize=(1.0 + 0.62 * sum(widths), 3.4), squeeze=False,
                                  gridspec_kw={"width_ratios": widths}, sharey=True)
