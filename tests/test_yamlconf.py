@@ -37,6 +37,27 @@ def test_models_file_and_thresholds_share_the_strict_reader(tmp_path):
 
 
 @pytest.mark.parametrize(
+    "text, found, line",
+    [
+        ("a: &x [1, 2]\nb: 3\n", "anchor '&x'", 1),
+        ("a: [1, 2]\nb: *x\n", "alias '*x'", 2),
+        ("base: {k: 1}\nc:\n  <<: *base\n", "alias '*base'", 3),
+        # A few hundred bytes that would expand to 10**9 scalars (the "billion laughs").
+        ("a: [&l0 [x, x, x, x, x, x, x, x, x, x]"
+         + "".join(f", &l{k} [" + ", ".join([f"*l{k - 1}"] * 10) + "]" for k in range(1, 9)) + "]\n", "anchor '&l0'", 1),
+    ],
+)
+def test_anchors_and_aliases_are_refused_with_their_line(tmp_path, text, found, line):
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(YamlFileError) as err:
+        read_yaml_file(path, missing_fix="-")
+    message = str(err.value)
+    assert message.startswith(f"{path}: YAML anchors and aliases are not allowed in configuration files: {found} at line {line},")
+    assert "Fix: write the value out in full" in message
+
+
+@pytest.mark.parametrize(
     "text, problem",
     [
         ("a: " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply"),

@@ -4,8 +4,11 @@ Safe loading only (a configuration file never constructs Python objects), and du
 keys are refused: PyYAML silently keeps the last of two equal keys, which would turn a
 typo'd copy-paste into a silently different gate policy.
 
-A document nested beyond Python's recursion limit, or an integer longer than Python's
-integer-string limit, is "not valid YAML" as well, never a traceback.
+Anchors and aliases are refused too: a few hundred bytes of nested aliases (the "billion
+laughs") expand to 10**9 values, which every later walk over the document (validation,
+an error message quoting a value) would take forever to visit. Configuration files never
+need them. A document nested beyond Python's recursion limit, or an integer longer than
+Python's integer-string limit, is "not valid YAML" as well, never a traceback.
 """
 
 from __future__ import annotations
@@ -31,7 +34,19 @@ class _Refused(yaml.MarkedYAMLError):
 
 
 class StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys and over-long integers."""
+    """SafeLoader that refuses duplicate keys, anchors and aliases, and over-long integers."""
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        # Refused while composing, before an alias could be expanded anywhere.
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            found = f"alias '*{event.anchor}'" if isinstance(event, yaml.AliasEvent) else f"anchor '&{event.anchor}'"
+            raise _Refused(
+                f"YAML anchors and aliases are not allowed in configuration files: {found}",
+                event.start_mark,
+                "write the value out in full wherever it is needed",
+            )
+        return super().compose_node(parent, index)
 
 
 def _mapping(loader: StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
