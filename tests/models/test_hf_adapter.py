@@ -155,6 +155,47 @@ def test_missing_directory_and_missing_chat_template(tiny_vlm: Path, tmp_path: P
         load_adapter(f"hf:{bare}")
 
 
+def test_weights_load_from_safetensors_only(tiny_vlm: Path, tmp_path: Path) -> None:
+    """A pickled checkpoint is never unpickled: a directory holding only pytorch_model.bin
+    (a real state dict, which transformers would load without use_safetensors=True) is
+    refused with the way to convert it; beside model.safetensors a .bin is ignored."""
+    import torch
+    from transformers import AutoModelForImageTextToText
+
+    state = AutoModelForImageTextToText.from_pretrained(tiny_vlm).state_dict()
+    only_bin = tmp_path / "only-bin"
+    shutil.copytree(tiny_vlm, only_bin)
+    (only_bin / "model.safetensors").unlink()
+    torch.save(state, only_bin / "pytorch_model.bin")
+    with pytest.raises(ModelSpecError) as err:
+        load_adapter(f"hf:{only_bin}")
+    message = str(err.value)
+    assert str(only_bin) in message and "pytorch_model.bin" in message
+    assert "safetensors only" in message and "save_pretrained" in message
+
+    # Both present: the safetensors weights load and the .bin is never read, even one
+    # that would run code when unpickled.
+    both = tmp_path / "both"
+    shutil.copytree(tiny_vlm, both)
+    marker = tmp_path / "unpickled"
+    (both / "pytorch_model.bin").write_bytes(_pickle_that_touches(marker))
+    adapter = load_adapter(f"hf:{both}")
+    out = asyncio.run(adapter.generate([_req(0, _image(_png((9, 9, 9), (32, 32)), "x"))]))
+    assert out[0].ok, out[0].error
+    assert not marker.exists()
+
+
+def _pickle_that_touches(marker: Path) -> bytes:
+    """A pickle whose loading creates `marker`: what a hostile checkpoint could do."""
+    import pickle
+
+    class Touch:
+        def __reduce__(self) -> tuple[object, tuple[Path]]:
+            return (Path.touch, (marker,))
+
+    return pickle.dumps(Touch())
+
+
 def test_hub_id_offline_fails_clearly(monkeypatch: pytest.MonkeyPatch) -> None:
     import huggingface_hub.constants
 

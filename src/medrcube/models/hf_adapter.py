@@ -5,6 +5,10 @@ has a chat template. Prompts go through the processor's chat template (image par
 the prompt text), batches are left-padded so that generation appends on the right, and
 decoding is greedy unless the parameters say otherwise.
 
+Weights load from safetensors only (`use_safetensors=True`): a PyTorch `.bin`/`.pt`
+checkpoint is a pickle, and unpickling one from an untrusted directory can run arbitrary
+code. A directory with only such weights is refused with the way to convert it.
+
 Generation runs in a worker thread (`asyncio.to_thread`): the event loop keeps serving
 the response store and the progress bar while the model computes. Any failure inside a
 batch becomes an error Response for that batch (never an exception out of `generate`);
@@ -39,6 +43,8 @@ DEFAULT_PARAMS: dict[str, Any] = {"max_new_tokens": 64, "do_sample": False}
 DEFAULT_BATCH_SIZE = 8
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 # Samples taken from each weight file for the fingerprint (see _weights_digest).
+# Pickled PyTorch checkpoints, which are never loaded (module docstring).
+_PICKLE_WEIGHTS = (".bin", ".pt", ".pth")
 _WEIGHT_SAMPLES = 64
 _SAMPLE_BYTES = 16 * 1024
 
@@ -95,16 +101,23 @@ class HFAdapter:
                 "(config.json, weights, processor and tokenizer files)"
             )
         where = str(local) if local.is_dir() else source
+        if local.is_dir():
+            _require_safetensors(local, source)
         try:
             processor = AutoProcessor.from_pretrained(where)
-            model = AutoModelForImageTextToText.from_pretrained(where, dtype=self.dtype, device_map=device_map)
-        except (OSError, ValueError, KeyError) as e:
-            hint = (
-                "the directory must hold a model saved with save_pretrained"
-                if local.is_dir()
-                else "a hub id loads only where a Hugging Face hub (or its local cache) is reachable; "
-                "offline, download the model elsewhere and pass its local directory"
+            model = AutoModelForImageTextToText.from_pretrained(
+                where, dtype=self.dtype, device_map=device_map, use_safetensors=True
             )
+        except (OSError, ValueError, KeyError) as e:
+            if local.is_dir():
+                hint = "the directory must hold a model saved with save_pretrained"
+            elif "safetensors" in str(e):
+                hint = f"medrcube loads safetensors weights only (never a pickled .bin checkpoint); {_CONVERT}"
+            else:
+                hint = (
+                    "a hub id loads only where a Hugging Face hub (or its local cache) is reachable; "
+                    "offline, download the model elsewhere and pass its local directory"
+                )
             raise ModelSpecError(f"cannot load hf model {source!r}: {hint} ({type(e).__name__}: {_first_line(e)})") from e
         if not getattr(processor, "chat_template", None):
             raise ModelSpecError(
@@ -245,6 +258,30 @@ class HFAdapter:
         gc.collect()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
+
+
+_CONVERT = (
+    "convert it once, on a machine and from a source you trust: "
+    "`AutoModelForImageTextToText.from_pretrained(SRC).save_pretrained(DEST)` and "
+    "`AutoProcessor.from_pretrained(SRC).save_pretrained(DEST)` (save_pretrained writes "
+    "model.safetensors), then pass DEST"
+)
+
+
+def _require_safetensors(directory: Path, source: str) -> None:
+    """Refuse a model directory whose weights are only pickled checkpoints (.bin, .pt,
+    .pth): `use_safetensors=True` would fail on it with a bare "no file named
+    model.safetensors", and loading them at all would mean unpickling untrusted data."""
+    names = [f.name for f in directory.iterdir() if f.is_file()]
+    if any(n.endswith((".safetensors", ".safetensors.index.json")) for n in names):
+        return
+    pickled = sorted(n for n in names if n.endswith(_PICKLE_WEIGHTS))
+    if pickled:
+        raise ModelSpecError(
+            f"hf model {source!r}: its weights are only PyTorch pickle files ({', '.join(pickled[:3])}); "
+            "medrcube loads safetensors only, since unpickling a checkpoint can run arbitrary code. "
+            + _CONVERT[0].upper() + _CONVERT[1:]
+        )
 
 
 def _choose_device(device: str | None) -> tuple[str, str | None]:
