@@ -42,9 +42,9 @@ from medrcube.models.models_file import ModelSpecError
 DEFAULT_PARAMS: dict[str, Any] = {"max_new_tokens": 64, "do_sample": False}
 DEFAULT_BATCH_SIZE = 8
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-# Samples taken from each weight file for the fingerprint (see _weights_digest).
 # Pickled PyTorch checkpoints, which are never loaded (module docstring).
 _PICKLE_WEIGHTS = (".bin", ".pt", ".pth")
+# Samples taken from each weight file for the fingerprint (see _weights_digest).
 _WEIGHT_SAMPLES = 64
 _SAMPLE_BYTES = 16 * 1024
 
@@ -112,7 +112,7 @@ class HFAdapter:
             if local.is_dir():
                 hint = "the directory must hold a model saved with save_pretrained"
             elif "safetensors" in str(e):
-                hint = f"medrcube loads safetensors weights only (never a pickled .bin checkpoint); {_CONVERT}"
+                hint = f"medrcube loads safetensors weights only, never a pickled .bin checkpoint. {_CONVERT}"
             else:
                 hint = (
                     "a hub id loads only where a Hugging Face hub (or its local cache) is reachable; "
@@ -261,7 +261,7 @@ class HFAdapter:
 
 
 _CONVERT = (
-    "convert it once, on a machine and from a source you trust: "
+    "Convert it once, on a machine and from a source you trust: "
     "`AutoModelForImageTextToText.from_pretrained(SRC).save_pretrained(DEST)` and "
     "`AutoProcessor.from_pretrained(SRC).save_pretrained(DEST)` (save_pretrained writes "
     "model.safetensors), then pass DEST"
@@ -279,8 +279,7 @@ def _require_safetensors(directory: Path, source: str) -> None:
     if pickled:
         raise ModelSpecError(
             f"hf model {source!r}: its weights are only PyTorch pickle files ({', '.join(pickled[:3])}); "
-            "medrcube loads safetensors only, since unpickling a checkpoint can run arbitrary code. "
-            + _CONVERT[0].upper() + _CONVERT[1:]
+            f"medrcube loads safetensors only, since unpickling a checkpoint can run arbitrary code. {_CONVERT}"
         )
 
 
