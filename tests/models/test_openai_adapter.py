@@ -198,6 +198,18 @@ def test_unreadable_image_fails_its_request_only(scripted_server, make_adapter):
     assert scripted_server.stats()["total"] == 2  # nothing was sent for the broken item
 
 
+def test_credentials_in_the_base_url_never_reach_an_error_message(scripted_server, key_env, monkeypatch):
+    # Refused in specs and models.yaml; OPENAI_BASE_URL (or a direct construction) can still carry them.
+    url = scripted_server.base_url.replace("http://", "http://user:pa55-Word@")
+    monkeypatch.setenv("OPENAI_BASE_URL", url)
+    scripted_server.set_script({"faults": [{"fault": "status", "status": 404}]})
+    adapter = OpenAIAdapter("scripted", api_key_env=key_env, timeout=5.0, image_cache=ImageCache(), seed=0)
+    out = run(adapter, [req("q")])
+    assert out[0].error_kind is ErrorKind.BAD_REQUEST and "HTTP 404" in out[0].error
+    assert "pa55-Word" not in out[0].error and "http://[redacted]@127.0.0.1" in out[0].error
+    assert scripted_server.stats()["total"] >= 1  # the request did go to the server
+
+
 @pytest.mark.parametrize("fmt", ["PNG", "JPEG"])
 def test_an_image_truncated_past_its_header_fails_its_request_not_sent(scripted_server, make_adapter, fmt):
     # It fits max_side and the format: once passed through undecoded, its answer was graded.

@@ -70,6 +70,22 @@ def test_openai_base_url_must_be_a_url() -> None:
         load_adapter("openai:gpt-5.1@localhost:8000")
 
 
+@pytest.mark.parametrize("url", ["http://user:pa55-Word@127.0.0.1:9/v1", "https://tok3n-only@api.example.com/v1"])
+def test_credentials_in_a_spec_base_url_are_refused_without_echoing_them(url: str, tmp_path: Path) -> None:
+    with pytest.raises(ModelSpecError) as err:
+        load_adapter(f"openai:m@{url}")
+    message = str(err.value)
+    assert "pa55-Word" not in message and "tok3n-only" not in message
+    assert "holds credentials" in message and "[redacted]@" in message and "OPENAI_API_KEY" in message
+    p = tmp_path / "models.yaml"
+    p.write_text(f"models:\n  m:\n    provider: openai\n    model: x\n    base_urls: [http://a/v1, '{url}']\n")
+    with pytest.raises(ModelsFileError) as err:
+        load_models_file(p)
+    message = str(err.value)
+    assert "pa55-Word" not in message and "tok3n-only" not in message
+    assert str(p) in message and "'base_urls' item 1 holds credentials" in message and "api_key_env" in message
+
+
 def test_prior_needs_the_cube() -> None:
     with pytest.raises(ModelSpecError, match="cube="):
         load_adapter("prior")

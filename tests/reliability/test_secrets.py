@@ -285,12 +285,6 @@ def test_a_literal_key_in_models_yaml_is_refused_without_echoing_it(case: str, t
     assert "environment" in message or "NAME of an environment variable" in message
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "models/models_file.py _url accepts http://user:SECRET@host/v1, and models/openai_adapter.py puts the "
-    "base URL, credentials included, into every error message (_where), which lands in results.jsonl and "
-    "the store's errors table (run.json is redacted by run/outputs.py redact_spec, nothing else). Fix: "
-    "refuse userinfo in _url ('credentials belong in the key variable'), and make _where() return the URL "
-    "with its userinfo cut (the regex of outputs.redact_spec)"))
 def test_credentials_in_a_base_url_are_refused_or_never_written(tmp_path: Path, scripted_server, tally) -> None:
     t = tally("url_credentials")
     cube = make_cube(tmp_path / "cube", n_items=6)

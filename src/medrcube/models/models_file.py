@@ -209,8 +209,22 @@ def _parse_entry(name: str, raw: Any, source: str) -> ModelEntry:
 
 def _url(value: Any, where: str) -> str:
     if not isinstance(value, str) or not re.match(r"^https?://\S+$", value):
-        raise ModelsFileError(f"{where} is {value!r}; expected an http:// or https:// URL such as http://127.0.0.1:8000/v1")
+        shown = redacted_url(value) if isinstance(value, str) else value
+        raise ModelsFileError(f"{where} is {shown!r}; expected an http:// or https:// URL such as http://127.0.0.1:8000/v1")
+    if value != redacted_url(value):
+        raise ModelsFileError(
+            f"{where} holds credentials ({redacted_url(value)!r}); a URL is written into error messages, results "
+            "and the response store, a key never is: remove the 'user:password@' part, export the key and name its "
+            "variable with `api_key_env` (OPENAI_API_KEY by default)"
+        )
     return value.rstrip("/")
+
+
+def redacted_url(url: str) -> str:
+    """`url` with any credentials (`user:password@`) cut, as run.json shows a model spec."""
+    from medrcube.run.outputs import redact_spec  # the one rule for URL credentials (imported when needed)
+
+    return redact_spec(url) or ""
 
 
 def _number(raw: Mapping[str, Any], key: str, where: str, kind: type, *, minimum: float, exclusive: bool = False):

@@ -41,6 +41,7 @@ from typing import Any
 
 from medrcube.models.base import ErrorKind, Request, Response
 from medrcube.models.images import IMAGE_FORMATS, ImageCache, ImageError, shared_image_cache
+from medrcube.models.models_file import redacted_url
 
 __all__ = [
     "APIKeyMissingError", "OpenAIAdapter", "RetryPolicy", "TokenBucket", "parse_retry_after",
@@ -419,13 +420,16 @@ class OpenAIAdapter:
         return self._completion(content)
 
     def _where(self) -> str:
-        return self.base_url or "api.openai.com"
+        # Messages built with it are stored (results.jsonl, the store's errors table): a URL
+        # with credentials (refused in specs and models.yaml, still possible through
+        # OPENAI_BASE_URL or a direct construction) is shown with them cut.
+        return redacted_url(self.base_url) if self.base_url else "api.openai.com"
 
     def _redact(self, text: str) -> str:
-        """Provider messages can quote a (masked) key: cut the key and anything key-like."""
+        """Provider messages can quote a (masked) key, or the URL with its credentials: cut them."""
         if self._api_key and self._api_key != PLACEHOLDER_KEY:
             text = text.replace(self._api_key, "[redacted]")
-        return _KEY_LIKE.sub("[redacted]", text)
+        return _KEY_LIKE.sub("[redacted]", redacted_url(text))
 
     def _provider_says(self, exc: Any) -> tuple[str, str | None]:
         body = getattr(exc, "body", None)

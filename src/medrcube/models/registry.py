@@ -32,6 +32,7 @@ from medrcube.models.models_file import (
     ModelSpecError,
     default_models_file,
     load_models_file,
+    redacted_url,
 )
 from medrcube.taxonomy import did_you_mean
 
@@ -134,6 +135,12 @@ def _split_openai(rest: str, spec: str) -> tuple[str, str | None]:
     name, at, url = rest.partition("@")
     if not name:
         raise ModelSpecError(f"in model spec {spec!r}: missing model name, as in openai:gpt-5.1")
+    if at and url != redacted_url(url):  # checked first: the messages below quote the spec
+        raise ModelSpecError(
+            f"in model spec 'openai:{name}@{redacted_url(url)}': the base URL holds credentials, which would be "
+            "written into error messages and results; remove the 'user:password@' part and export the key in "
+            "OPENAI_API_KEY (or use a models.yaml entry whose `api_key_env` names its variable)"
+        )
     if at and not (url.startswith("http://") or url.startswith("https://")):
         raise ModelSpecError(
             f"in model spec {spec!r}: the part after '@' must be a base URL such as http://127.0.0.1:8000/v1"
