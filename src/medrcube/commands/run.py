@@ -169,12 +169,8 @@ def _print_summary(run_dir: Path, result: Any) -> None:
 
 
 def _write_report(run_dir: Path, cube: Any) -> None:
-    """report.html beside the results; a report that cannot be drawn never fails the run
-    (the results are written and `medrcube report RUN_DIR` can draw it again)."""
-    from medrcube.report.html import write_report_html
+    from medrcube.report.html import write_report_after_run
 
-    try:
-        write_report_html(run_dir, cube=cube)
-    except Exception as exc:  # noqa: BLE001 - any report failure is a warning, by design
-        print(f"warning: report.html was not written ({type(exc).__name__}: {exc}); "
-              f"retry with `medrcube report {run_dir}`", file=sys.stderr)
+    _, warning = write_report_after_run(run_dir, cube=cube)
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)

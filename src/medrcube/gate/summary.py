@@ -384,13 +384,9 @@ def run_meta(session: Any, run_id: str, result: Any) -> dict[str, Any]:
 
 
 def _write_report(run_dir: Path, cube: Any) -> Path | None:
-    """report.html for the run; a report that cannot be drawn never changes the gate's
-    outcome (a warning says how to draw it again)."""
-    from medrcube.report.html import write_report_html
+    from medrcube.report.html import write_report_after_run
 
-    try:
-        return write_report_html(run_dir, cube=cube)
-    except Exception as exc:  # noqa: BLE001 - any report failure is a warning, by design
-        warnings.warn(f"medrcube: report.html was not written ({type(exc).__name__}: {exc}); "
-                      f"retry with `medrcube report {run_dir}`", stacklevel=1)
-        return None
+    path, warning = write_report_after_run(run_dir, cube=cube)
+    if warning:
+        warnings.warn(f"medrcube: {warning}", stacklevel=1)
+    return path

@@ -480,3 +480,14 @@ def write_report_html(run_dir: str | os.PathLike[str], *, cube: Any = None) -> P
 
 
 __all__ = ["REPORT_NAME", "build_page", "write_report_html", "Stat"]
+
+
+def write_report_after_run(run_dir: str | os.PathLike[str], *, cube: Any = None) -> tuple[Path | None, str | None]:
+    """`write_report_html` for the end of a run: a report that cannot be drawn never fails
+    the run (the results are written already). Returns (path, None), or (None, a warning
+    saying how to draw it again) for the caller to show its own way."""
+    try:
+        return write_report_html(run_dir, cube=cube), None
+    except Exception as exc:  # noqa: BLE001 - any report failure is a warning, by design
+        return None, (f"report.html was not written ({type(exc).__name__}: {exc}); "
+                      f"retry with `medrcube report {run_dir}`")
