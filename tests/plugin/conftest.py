@@ -213,6 +213,34 @@ class GateWorkspace:
         return {c["id"]: c["verdict"] for c in self.gate_json()["checks"]}
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _transport_loaded() -> None:
+    """One real request through the OpenAI adapter before any in-process pytester run.
+
+    The HTTP stack imports part of itself at the first request. Imported inside a
+    pytester run, those modules are dropped by its sys.modules snapshot afterwards, and a
+    later test in this worker re-imports them as new module objects: their exception
+    classes then no longer match the ones the client maps (a read timeout escapes as a raw
+    transport error instead of openai.APITimeoutError). Loading them here, outside any
+    run, keeps one copy for the whole worker.
+    """
+    import asyncio
+
+    from medrcube.models.base import Request
+    from medrcube.models.openai_adapter import OpenAIAdapter
+
+    async def ask(url: str) -> None:
+        adapter = OpenAIAdapter("warm-up", base_url=url, timeout=30.0, max_retries=0)
+        try:
+            (response,) = await adapter.generate([Request(key="k", item_id="warm-up", prompt="Question: x\nOptions:\nA. a\nB. b")])
+        finally:
+            await adapter.aclose()
+        assert response.ok, response.error
+
+    with ScriptedServer() as server:
+        asyncio.run(ask(server.base_url))
+
+
 @pytest.fixture
 def gate_ws(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> GateWorkspace:
     ws = GateWorkspace(pytester)
