@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from medrcube.run.records import GradedRecord, Outcome
+from medrcube.records import GradedRecord, Outcome
 from medrcube.testing.server import ScriptedServer, ServerProcess
 
 

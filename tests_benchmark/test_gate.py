@@ -12,7 +12,7 @@ process and decides the check; `enforce` turns the verdict into the outcome:
     error                   -> error (in setup): too many API errors, never a failed gate
 """
 
-from medrcube.gate.session import enforce
+from medrcube.plugin.session import enforce
 
 
 def test_cell(check, verdict):

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from medrcube.metrics.credibility import chain_pairs, credibility, credibility_by_part
-from medrcube.run.records import Outcome
+from medrcube.records import Outcome
 from medrcube.taxonomy import TASK_NAMES
 
 

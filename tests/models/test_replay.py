@@ -103,7 +103,7 @@ def test_a_run_replays_to_the_same_records(tmp_path: Path) -> None:
     file format and the runner's variant labels ("shuffled:2") are checked to agree.
     """
     from medrcube.cube import load_cube
-    from medrcube.run.outputs import write_run_dir
+    from medrcube.rundir.files import write_run_dir
     from medrcube.run.runner import run_cube
     from medrcube.testing.gencube import generate_release_cube
 

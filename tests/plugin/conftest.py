@@ -35,8 +35,8 @@ import scipy.stats  # noqa: F401
 
 import medrcube.gate.evaluate  # noqa: F401
 import medrcube.models.openai_adapter  # noqa: F401
-import medrcube.pytest_plugin  # noqa: F401
-import medrcube.run.outputs  # noqa: F401
+import medrcube.plugin.hooks  # noqa: F401
+import medrcube.rundir.files  # noqa: F401
 import medrcube.run.runner  # noqa: F401
 from medrcube.testing.server import ScriptedServer
 

@@ -26,7 +26,7 @@ from typing import Any
 from medrcube.cube import load_cube
 from medrcube.cube.item import Cube
 from medrcube.run.plan import PlannedAsk, plan_asks
-from medrcube.run.records import GRADED, GradedRecord, Outcome
+from medrcube.records import GRADED, GradedRecord, Outcome
 from medrcube.run.runner import RunResult
 from medrcube.run.store import ResponseStore
 from medrcube.testing.gencube import generate_release_cube

@@ -33,8 +33,8 @@ from medrcube.cube.images import DEFAULT_MAX_PIXELS
 from medrcube.gate.thresholds import ThresholdsError, load_policy, validate_against_cells
 from medrcube.models.baselines import RandomAdapter
 from medrcube.models.models_file import ModelsFileError, ModelSpecError, load_models_file
-from medrcube.run.outputs import write_run_dir
-from medrcube.run.records import Outcome
+from medrcube.rundir.files import write_run_dir
+from medrcube.records import Outcome
 from medrcube.run.runner import run_cube
 from medrcube.testing.gencube import write_bomb_png
 
@@ -393,7 +393,7 @@ def test_an_image_truncated_past_its_header_is_an_item_error(tmp_path: Path, scr
 
 
 def test_a_truncated_dicom_source_is_a_clear_error_naming_the_file(tmp_path: Path, tally) -> None:
-    from medrcube.build.sources import SourceError, frames, read_dicom
+    from medrcube.construction.readers.sources import SourceError, frames, read_dicom
 
     t = tally("truncated_images")
     full = FULL_IMAGES["dicom"]

@@ -30,9 +30,9 @@ from typing import Any
 import pytest
 
 from medrcube.cube.item import Cube
-from medrcube.run.outputs import read_results
+from medrcube.rundir.files import read_results
 from medrcube.run.plan import plan_asks
-from medrcube.run.records import Outcome
+from medrcube.records import Outcome
 from medrcube.run.runner import run_cube
 from medrcube.run.store import DB_NAME, ResponseStore, StoreError
 

@@ -1,13 +1,13 @@
 """Builders for the report tests (imported as `report_builders`): graded records and run directories written by the real
-writer (`medrcube.run.outputs.write_run_dir`), with structure chosen by each test."""
+writer (`medrcube.rundir.files.write_run_dir`), with structure chosen by each test."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from medrcube.run.outputs import write_run_dir
-from medrcube.run.records import GradedRecord, Outcome
+from medrcube.rundir.files import write_run_dir
+from medrcube.records import GradedRecord, Outcome
 from medrcube.run.runner import RunResult
 
 

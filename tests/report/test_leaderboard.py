@@ -19,7 +19,7 @@ from medrcube.cli import main
 from medrcube.metrics.accuracy import accuracy
 from medrcube.report.leaderboard import MixedRunsError, leaderboard
 from medrcube.report.readers import read_run
-from medrcube.run.records import Outcome
+from medrcube.records import Outcome
 
 from report_builders import counts_records, rec, write_run
 

@@ -10,7 +10,7 @@ import pytest
 
 from medrcube.report.leaderboard import MixedRunsError, leaderboard
 from medrcube.report.readers import REFERENCE, REFERENCE_SUMMARY, RunReadError, read_run
-from medrcube.run.records import Outcome
+from medrcube.records import Outcome
 
 from report_builders import rec, write_run
 

@@ -14,7 +14,7 @@ import pytest
 from medrcube.cli import main
 from medrcube.cube import load_cube
 from medrcube.report.html import standard_worst, write_report_html
-from medrcube.run.outputs import read_results
+from medrcube.rundir.files import read_results
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +30,8 @@ def _gate_document(cube_dir: Path, run: Path, *, only_passing: bool = False) -> 
     """gate.json as the plugin writes it, from the gate's own checks and verdicts."""
     from medrcube.gate.checks import build_checks
     from medrcube.gate.evaluate import evaluate
-    from medrcube.gate.session import packaged_thresholds
-    from medrcube.gate.summary import gate_document, verdict_payload
+    from medrcube.plugin.session import packaged_thresholds
+    from medrcube.plugin.summary import gate_document, verdict_payload
     from medrcube.gate.thresholds import load_policy
     from medrcube.run.variants import parse_variants
 
@@ -164,7 +164,7 @@ def test_a_run_where_every_request_failed_gets_a_page_saying_so(tmp_path: Path) 
     from report_builders import rec, write_run
 
     from medrcube.report.plots import axis_bars, cube_heatmaps, save
-    from medrcube.run.records import Outcome
+    from medrcube.records import Outcome
 
     cells = [("Chest", "X-Ray", "Disease Diagnosis"), ("Brain", "MRI", "Modality Recognition")]
     messages = ["HTTP 400 from http://127.0.0.1/v1: bad request", "connection refused"]

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from medrcube.cli import main
-from medrcube.run.outputs import default_run_id, read_results
-from medrcube.run.records import Outcome
+from medrcube.rundir.files import default_run_id, read_results
+from medrcube.records import Outcome
 from medrcube.run.store import DB_NAME
 from medrcube.testing.gencube import generate_release_cube
 
@@ -185,7 +185,7 @@ def test_a_missing_api_key_is_refused_before_any_request(
 
 
 def test_specs_in_files_carry_no_url_credentials() -> None:
-    from medrcube.run.outputs import redact_spec
+    from medrcube.rundir.files import redact_spec
 
     spec = "openai:m@https://alice:s3cret@gateway.example/v1"
     assert "s3cret" not in redact_spec(spec) and "alice" not in redact_spec(spec)

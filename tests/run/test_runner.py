@@ -26,9 +26,9 @@ from medrcube.cube import load_cube
 from medrcube.cube.item import Cube
 from medrcube.models.base import ErrorKind, Request, Response
 from medrcube.models.baselines import RandomAdapter
-from medrcube.run.outputs import read_results
+from medrcube.rundir.files import read_results
 from medrcube.run.plan import plan_asks
-from medrcube.run.records import GRADED, Outcome
+from medrcube.records import GRADED, Outcome
 from medrcube.run.runner import owner_is_dead, run_cube
 from medrcube.run.store import ResponseStore
 from medrcube.testing.gencube import generate_release_cube

@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:  # ModelSpecError, ModelsFileError
         return _err(str(exc))
 
-    from medrcube.run.outputs import default_run_id, write_run_dir
+    from medrcube.rundir.files import default_run_id, write_run_dir
     from medrcube.run.runner import run_cube
     from medrcube.run.store import ResponseStore, StoreError
 

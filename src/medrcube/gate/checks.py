@@ -16,7 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from medrcube.gate.thresholds import AXES, Bound, Policy
-from medrcube.run.records import GradedRecord
+from medrcube.records import GradedRecord
 from medrcube.taxonomy import MODALITIES, PARTS, TASK_NAMES, Level, task_level
 
 # Labels of checks that span an axis, so that Allure groups them beside the cells.

@@ -29,7 +29,7 @@ from medrcube.metrics.credibility import chain_pairs, credibility_of_pairs
 from medrcube.metrics.power import needed_n_text
 from medrcube.metrics.robustness import image_dependence, position_robustness
 from medrcube.metrics.worst import worst_records
-from medrcube.run.records import GradedRecord, Outcome
+from medrcube.records import GradedRecord, Outcome
 
 MAX_WORST = 5
 

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from medrcube.run.records import GradedRecord
+from medrcube.records import GradedRecord
 
 EXCERPT_CHARS = 160
 

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from statistics import NormalDist
 from typing import Any
 
-from medrcube.run.records import GradedRecord, Outcome
+from medrcube.records import GradedRecord, Outcome
 
 
 def z_value(confidence: float) -> float:

@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from medrcube.metrics.accuracy import wilson_from_proportion
-from medrcube.run.records import GradedRecord
+from medrcube.records import GradedRecord
 
 
 @dataclass(frozen=True, slots=True)

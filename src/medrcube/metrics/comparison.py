@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from medrcube.metrics.accuracy import wilson_interval
-from medrcube.run.records import GradedRecord
+from medrcube.records import GradedRecord
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from medrcube.run.records import GradedRecord
+from medrcube.records import GradedRecord
 from medrcube.taxonomy import Level, task_level
 
 # The reference's DEFAULT_IGNORE_TASKS, in canonical names ("View Identification";

@@ -20,7 +20,7 @@ from typing import Any
 
 from medrcube.metrics.clustered import ClusteredInterval, clustered_wilson, cluster_counts, image_key
 from medrcube.metrics.comparison import PairedCounts, newcombe_paired_interval, paired_records
-from medrcube.run.records import GradedRecord
+from medrcube.records import GradedRecord
 
 
 @dataclass(frozen=True, slots=True)

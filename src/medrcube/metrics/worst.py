@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from medrcube.run.records import GradedRecord, Outcome
+from medrcube.records import GradedRecord, Outcome
 
 # A wrong answer is the clearest evidence, then an unreadable one, then a refusal.
 _RANK = {Outcome.WRONG: 0, Outcome.UNPARSED: 1, Outcome.REFUSED: 2}

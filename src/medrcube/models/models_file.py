@@ -222,7 +222,7 @@ def _url(value: Any, where: str) -> str:
 
 def redacted_url(url: str) -> str:
     """`url` with any credentials (`user:password@`) cut, as run.json shows a model spec."""
-    from medrcube.run.outputs import redact_spec  # the one rule for URL credentials (imported when needed)
+    from medrcube.rundir.files import redact_spec  # the one rule for URL credentials (imported when needed)
 
     return redact_spec(url) or ""
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from medrcube.metrics.accuracy import accuracy, chance_level
 from medrcube.metrics.credibility import Credibility, credibility
-from medrcube.run.records import GradedRecord
+from medrcube.records import GradedRecord
 from medrcube.taxonomy import MODALITIES, PARTS, TASK_NAMES, is_high_level, task_abbrev
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ from typing import Any
 from medrcube.report.analysis import AXES, CANONICAL, Cell, Profile, Stat, cell_id, ordered, profile
 from medrcube.report.readers import MEDRCUBE, RunData, read_run
 from medrcube.metrics.worst import worst_records
-from medrcube.run.records import GradedRecord, Outcome
+from medrcube.records import GradedRecord, Outcome
 from medrcube.taxonomy import MODALITIES, PARTS, TASK_NAMES
 
 REPORT_NAME = "report.html"
@@ -64,7 +64,7 @@ def num(x: float | None, digits: int = 3) -> str:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    from medrcube.run.outputs import atomic_write
+    from medrcube.rundir.files import atomic_write
 
     atomic_write(path, lambda fh: fh.write(text))
 

@@ -487,7 +487,7 @@ class LeaderboardResult:
 
 
 def _write(path: Path, text: str) -> Path:
-    from medrcube.run.outputs import atomic_write
+    from medrcube.rundir.files import atomic_write
 
     atomic_write(path, lambda fh: fh.write(text))
     return path

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from medrcube.run.records import GradedRecord, Outcome
+from medrcube.records import GradedRecord, Outcome
 from medrcube.taxonomy import canonical_modality, canonical_part, canonical_task
 
 MEDRCUBE = "medrcube"

@@ -15,7 +15,7 @@ from dataclasses import replace
 from medrcube.models.base import Response
 from medrcube.run.extract import extract
 from medrcube.run.plan import PlannedAsk
-from medrcube.run.records import GradedRecord, Outcome
+from medrcube.records import GradedRecord, Outcome
 
 
 def _record(ask: PlannedAsk, **kw: object) -> GradedRecord:

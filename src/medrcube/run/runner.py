@@ -50,7 +50,7 @@ from medrcube.models.base import ErrorKind, ModelAdapter, Request, Response
 from medrcube.run.grade import apply_judge, grade, unavailable
 from medrcube.run.plan import PlannedAsk, as_variants, plan_asks, variant_specs
 from medrcube.run.progress import Progress
-from medrcube.run.records import GradedRecord, Outcome
+from medrcube.records import GradedRecord, Outcome
 from medrcube.run.store import ResponseStore, StoreError, make_key
 
 DEFAULT_CLAIM_TTL_S = 60.0

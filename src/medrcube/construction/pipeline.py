@@ -1,0 +1,427 @@
+"""The construction pipeline: recipe -> sources -> Stage I -> Stage II -> review -> sampling -> export.
+
+    plan = prepare("recipes/site.yaml", out="build/site")   # checks the recipe, builds the reviewer
+    print(plan.notice())                                    # says whether anything leaves the machine
+    result = run(plan, progress=True)
+
+`prepare` fails before anything is read when the recipe is wrong or when a remote
+reviewer was not explicitly allowed (`review.allow_remote: true` or `--allow-remote`).
+`run` reads and de-identifies every source, maps it (mapping.Mapper), writes items
+(production.Producer), reviews them (review.Reviewer: only the items sampling would
+keep, refilling cells from the pool as reviewed items fail), samples a balanced cube
+(sampling.select), and exports the release layout, a Hugging Face dataset, the
+de-identification manifest and the build report. Last, every byte of every exported file
+is searched for every identifying value met in the sources; any hit deletes the export
+and fails the build.
+
+A recipe whose source is `package-images` (the bundled mini cube) runs its builder
+instead of the generic stages, and writes exactly the builder's files.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from medrcube.construction.privacy import safeguards as privacy
+from medrcube.construction.recipe import Recipe, load_recipe
+from medrcube.taxonomy import Level, task_level
+
+MARKER = ".medrcube-build"
+
+
+class BuildError(RuntimeError):
+    """The build cannot go on; the message says why and what to do."""
+
+
+class PrivacyLeakError(BuildError):
+    """An identifying value was found in the export (which has been deleted)."""
+
+
+@dataclass
+class Plan:
+    recipe: Recipe
+    out: Path
+    adapter: Any = None  # the reviewer's ModelAdapter, or None
+    remote: list[str] = field(default_factory=list)  # remote endpoints the reviewer sends to
+    local: list[str] = field(default_factory=list)
+    store_dir: Path | None = None
+
+    def notice(self) -> str:
+        """What this build sends off the machine (said before it starts)."""
+        r = self.recipe
+        if r.package_only:
+            return f"Nothing leaves this machine: the {r.sources[0].builder} cube is rebuilt from installed packages into {self.out}."
+        if self.adapter is None:
+            return f"Nothing leaves this machine: no reviewer model in the recipe; the cube is written to {self.out}."
+        if self.remote:
+            return (
+                f"REMOTE REVIEWER: {self.adapter.spec} sends requests to {', '.join(self.remote)}. The de-identified item "
+                "texts and exported PNG images (never DICOM headers, source files or label files) WILL leave this machine."
+            )
+        where = ", ".join(self.local) if self.local else "in this process"
+        return f"Nothing leaves this machine: the reviewer {self.adapter.spec} runs locally ({where}); the cube is written to {self.out}."
+
+
+@dataclass
+class BuildResult:
+    out: Path
+    release: Path
+    hf: Path | None
+    report_dir: Path | None
+    report: Any  # report.BuildReport, or the mini builder's BuildReport
+    review_errors: int = 0
+
+
+def prepare(recipe: Recipe | str | Path, out: str | Path | None = None, *, reviewer: Any = None, allow_remote: bool = False,
+            store_dir: str | Path | None = None) -> Plan:  # fmt: skip
+    """Check everything that can be checked before reading a source; build the reviewer.
+
+    `reviewer` (an adapter) replaces the recipe's reviewer model; `store_dir` its
+    response store.
+    """
+    r = recipe if isinstance(recipe, Recipe) else load_recipe(recipe)
+    target = Path(out) if out is not None else r.out
+    if target is None:
+        raise BuildError(f"{r.path}: no output directory; pass --out DIR or set 'out:' in the recipe")
+    plan = Plan(r, target)
+    if r.package_only:
+        if reviewer is not None:
+            raise BuildError(f"{r.path}: a package-images recipe is not reviewed (its builder fixes its items); drop --reviewer")
+        return plan
+    from medrcube.construction.stages.mapping import check_vocabulary_against, load_vocabulary
+    from medrcube.construction.stages.ontology import load_ontology
+
+    check_vocabulary_against(load_vocabulary(r.vocabulary), load_ontology(r.ontology))
+    if reviewer is None and r.review is not None:
+        from medrcube.models.registry import ModelSpecError, load_adapter
+
+        try:
+            reviewer = load_adapter(r.review.model, models_file=r.review.models_file, concurrency=r.review.concurrency)
+        except ModelSpecError as exc:
+            raise BuildError(f"{r.path}: key 'review.model': {exc}") from None
+    if reviewer is not None:
+        from medrcube.construction.stages.review import destinations, is_remote
+
+        dests = destinations(reviewer)
+        plan.adapter = reviewer
+        plan.remote = [d for d in dests if is_remote(d)]
+        plan.local = [d for d in dests if not is_remote(d)]
+        allowed = allow_remote or (r.review is not None and r.review.allow_remote)
+        if plan.remote and not allowed:
+            raise BuildError(
+                f"{r.path}: the reviewer {reviewer.spec} is remote ({', '.join(plan.remote)}): item texts and images would leave "
+                "this machine. Set 'review.allow_remote: true' in the recipe (or pass --allow-remote) to allow it, or use a "
+                "local model (openai:NAME@http://127.0.0.1:PORT/v1, hf:PATH)"
+            )
+        if store_dir is not None:
+            plan.store_dir = Path(store_dir)
+        elif r.review is not None and r.review.store is not None:
+            plan.store_dir = r.review.store
+    return plan
+
+
+def _bar(enabled: bool, desc: str, unit: str, total: int | None = None):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, disable=not enabled, dynamic_ncols=True, leave=False)
+
+
+def _prepare_out(out: Path, keep: set[str] = frozenset()) -> None:
+    """Empty `out` when it is a previous build (or empty); refuse anything else."""
+    if out.exists():
+        if not out.is_dir():
+            raise BuildError(f"{out}: exists and is not a directory; choose another --out")
+        entries = [p for p in out.iterdir() if p.name not in keep]
+        if entries and not (out / MARKER).is_file():
+            raise BuildError(f"{out}: not empty and not a previous medrcube build; choose an empty or new directory")
+        for p in entries:
+            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def run(plan: Plan, *, progress: bool = False, echo: Callable[[str], None] | None = None) -> BuildResult:
+    """Run a prepared build; see the module docstring."""
+    echo = echo or (lambda msg: print(msg, file=sys.stderr))
+    if plan.recipe.package_only:
+        return _run_package(plan)
+    return _run_generic(plan, progress, echo)
+
+
+def build(recipe: Recipe | str | Path, out: str | Path | None = None, **kwargs: Any) -> BuildResult:
+    """prepare + run, for callers that need no notice in between."""
+    progress = kwargs.pop("progress", False)
+    echo = kwargs.pop("echo", None)
+    return run(prepare(recipe, out, **kwargs), progress=progress, echo=echo)
+
+
+# -- package-images: the mini cube -------------------------------------------------------------
+
+
+def _run_package(plan: Plan) -> BuildResult:
+    from medrcube.construction.mini import cube as mini
+    from medrcube.construction.readers.sources import SourceError
+    from medrcube.cube import CubeError, load_cube
+
+    r = plan.recipe
+    release = plan.out / (r.export.release or ".")
+    # The builder reads every source before it looks at its output directory: check first.
+    readme = release / "README.md"
+    if release.is_dir() and any(release.iterdir()) and not (
+        readme.is_file() and readme.read_text(encoding="utf-8").startswith(mini.mini_docs.README_TITLE)
+    ):
+        raise BuildError(f"{release}: not empty and not a previous mini-cube build; choose an empty or new directory")
+    try:
+        report = mini.build(release)
+    except SystemExit as exc:  # the builder refuses a directory that is not its own
+        raise BuildError(str(exc)) from None
+    except SourceError as exc:
+        raise BuildError(f"{r.path}: {exc}") from None
+    try:
+        cube = load_cube(release, strict=True)
+    except CubeError as exc:
+        raise BuildError(f"the rebuilt cube at {release} does not validate:\n{exc}") from None
+    if len(cube) != report.items:
+        raise BuildError(f"the rebuilt cube at {release} holds {len(cube)} items; the builder wrote {report.items}")
+    hf = None
+    if r.export.hf is not None:
+        from medrcube.construction.export import write_hf
+
+        hf = plan.out / r.export.hf
+        if hf.exists():
+            shutil.rmtree(hf)
+        write_hf(release, hf)
+    return BuildResult(plan.out, release, hf, None, report)
+
+
+# -- the generic pipeline ------------------------------------------------------------------------
+
+
+def _readers() -> dict[str, Callable]:
+    from medrcube.construction.readers.dicom_folder import read_dicom_folder
+    from medrcube.construction.readers.nifti_folder import read_nifti_folder
+    from medrcube.construction.readers.tabular import read_images_csv
+
+    return {"dicom-folder": read_dicom_folder, "nifti-folder": read_nifti_folder, "images-csv": read_images_csv}
+
+
+def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> BuildResult:
+    from medrcube.construction import export as exporter
+    from medrcube.construction.stages.mapping import Mapper, load_vocabulary
+    from medrcube.construction.stages.ontology import load_ontology
+    from medrcube.construction.stages.production import Draft, OutImage, Producer
+    from medrcube.construction.report import BuildReport
+    from medrcube.construction.stages.review import Reviewer, ReviewOutcome, pass_rates
+    from medrcube.construction.stages.sampling import select
+    from medrcube.construction.readers.tabular import SourceDataError, SourceLog
+    from medrcube.construction.stages.templates import check_templates
+
+    r = plan.recipe
+    onto, vocab = load_ontology(r.ontology), load_vocabulary(r.vocabulary)
+    mapper = Mapper(vocab, onto, tasks=r.tasks, diagnosis_values=r.diagnosis_values,
+                    severity_scale=r.severity.scale if r.severity else None, severity_values=r.severity.values if r.severity else None)  # fmt: skip
+    producer = Producer(onto, templates_=check_templates(r.templates, str(r.path)), options=r.options,
+                        similar_fraction=r.similar_fraction, seed=r.seed, max_side=r.export.max_side)  # fmt: skip
+    report = BuildReport(r.name, sources=[{"kind": s.kind, "dataset": s.dataset} for s in r.sources])
+    manifest, leaks, log = privacy.Manifest(), {}, SourceLog()
+    images: dict[tuple[str, str], OutImage] = {}
+    drafts: list[Draft] = []
+
+    # Stage I and II, image by image (only PNG bytes are kept in memory).
+    readers = _readers()
+    bar = _bar(progress, "reading sources", "image")
+    try:
+        for spec in r.sources:
+            try:
+                for img in readers[spec.kind](spec, r.privacy, manifest, leaks, log):
+                    report.images_read += 1
+                    bar.update()
+                    mapped = mapper.map(img)
+                    if mapped is None:
+                        continue
+                    outs, ds = producer.produce(mapped)
+                    images.update({(o.dataset, o.key): o for o in outs})
+                    drafts += ds
+            except SourceDataError as exc:
+                raise BuildError(str(exc)) from None
+    finally:
+        bar.close()
+    for m in log.messages:
+        echo(f"medrcube build: {m}")
+    report.source_problems = log.counts
+    report.mapping = mapper.report.to_dict()
+    report.not_written = producer.not_written
+    report.drafted = len(drafts)
+    for d in drafts:
+        report.cell(d.cell).drafted += 1
+    if not drafts:
+        raise BuildError(f"{r.path}: no item could be written from the sources ({report.images_read} images read); "
+                         f"see the mapping report: {json.dumps(report.mapping)[:600]}")  # fmt: skip
+
+    # Review and sampling: review what sampling keeps; refill from the pool as items fail.
+    outcomes: dict[str, ReviewOutcome] = {}
+    reviewer = None
+    store = None
+    if plan.adapter is not None:
+        if plan.store_dir is not None:
+            from medrcube.run.store import ResponseStore
+
+            store = ResponseStore(plan.store_dir)
+        reviewer = Reviewer(plan.adapter, retries=r.review.retries if r.review else 2, store=store,
+                            params=r.review.params if r.review else None)  # fmt: skip
+    keep_malformed = r.review is not None and r.review.on_malformed == "keep"
+
+    def eligible(d: Draft) -> bool:
+        o = outcomes.get(d.id)
+        return o is None or o.status == "pass" or (o.status == "malformed" and keep_malformed)
+
+    bar = _bar(progress and reviewer is not None, "reviewing", "item")
+    try:
+        while True:
+            selection = select([d for d in drafts if eligible(d)], per_cell=r.per_cell, cell_targets=r.cell_targets, seed=r.seed)
+            todo = [d for d in selection.chosen if d.id not in outcomes]
+            if reviewer is None or not todo:
+                break
+            bar.total = (bar.total or 0) + len(todo)
+            round_ = reviewer.review(todo, images, on_done=bar.update)
+            outcomes.update(round_)
+            if all(o.status == "error" for o in round_.values()):
+                # A reviewer that answers nothing (down, wrong URL, wrong key) would otherwise be
+                # asked every item of the pool in turn.
+                first = next(iter(round_.values())).problems
+                raise BuildError(f"the reviewer {plan.adapter.spec} answered none of {len(round_)} item(s) "
+                                 f"({first[-1] if first else 'no response'}); nothing was exported")  # fmt: skip
+    finally:
+        bar.close()
+        if store is not None:
+            store.close()
+    chosen = selection.chosen
+    if not chosen:
+        raise BuildError(f"{r.path}: no item is left after review and sampling ({len(drafts)} drafted, "
+                         f"{len(outcomes)} reviewed); see the review verdicts of the reviewer")  # fmt: skip
+    by_id = {d.id: d for d in drafts}
+    held = [o for o in outcomes.values() if not eligible(by_id[o.item_id])]
+    for o in held:
+        for reason in o.reasons():
+            report.held_out[_reason_key(reason)] += 1
+        report.cell(by_id[o.item_id].cell).held_out += 1
+    if reviewer is not None:
+        report.review = pass_rates(list(outcomes.values()))
+        report.reviewer = plan.adapter.spec
+    report.surplus = selection.surplus
+    for cell, n in selection.counts.items():
+        report.cell(cell).selected = n
+    for cell, t in selection.targets.items():
+        report.cell(cell).target = t
+    for cell, n in selection.chain_extras.items():
+        report.cell(cell).chain_extras = n
+    report.distractor_strategies = Counter(d.strategy for d in chosen)
+    report.chains = _chains(chosen)
+
+    # Export.
+    out = plan.out
+    _prepare_out(out)
+    release = out / (r.export.release or "release")
+    release.mkdir(parents=True, exist_ok=True)
+    item_meta = {
+        d.id: {"review": outcomes[d.id].status if d.id in outcomes else "not reviewed"} for d in chosen
+    }
+    info = exporter.write_release(release, chosen, images, options=r.options, item_meta=item_meta)
+    report.exported_items, report.exported_images = info.items, info.images
+    letters: dict[str, dict[str, int]] = {}
+    for (task, n, letter), count in sorted(info.letters.items()):
+        letters.setdefault(f"{task} ({n} options)", {})[letter] = count
+    report.letters = letters
+    reviewed = "none (no reviewer in the recipe)" if reviewer is None else f"every item passed the model reviewer {plan.adapter.spec}"
+    if reviewer is not None and keep_malformed:
+        reviewed += " (or returned a malformed verdict, kept by the recipe)"
+    (release / "README.md").write_text(
+        exporter.release_readme(r.name, Counter(d.fact.task for d in chosen), len(selection.counts), info.items, info.images, reviewed),
+        encoding="utf-8",
+    )
+    manifest.values_searched = len(leaks)
+    manifest.write(release)
+    hf = None
+    if r.export.hf is not None:
+        hf = out / r.export.hf
+        bar = _bar(progress, "writing the Hugging Face dataset", "dataset", total=1)
+        exporter.write_hf(release, hf)
+        bar.update()
+        bar.close()
+        manifest.write(hf)
+    report_dir = None
+    if r.export.report is not None:
+        report_dir = out / r.export.report
+        report_dir.mkdir(parents=True, exist_ok=True)
+        with open(report_dir / "review.jsonl", "w", encoding="utf-8") as f:
+            for d in drafts:
+                if d.id in outcomes:
+                    f.write(json.dumps(outcomes[d.id].to_dict(), ensure_ascii=False) + "\n")
+        with open(report_dir / "held_out.jsonl", "w", encoding="utf-8") as f:
+            for o in sorted(held, key=lambda o: o.item_id):
+                d = by_id[o.item_id]
+                f.write(json.dumps({"id": d.id, "cell": list(d.cell), "question": d.fact.question, "answer": d.fact.answer,
+                                    "distractors": list(d.fact.distractors), "status": o.status, "reasons": o.reasons()},
+                                   ensure_ascii=False) + "\n")  # fmt: skip
+    if r.review is not None and r.review.expert_judgments is not None:
+        from medrcube.construction.stages.agreement import (
+            AgreementError,
+            agreement,
+            read_judgments_csv,
+        )
+
+        try:
+            expert = read_judgments_csv(r.review.expert_judgments)
+        except AgreementError as exc:
+            raise BuildError(str(exc)) from None
+        model = {i: dict(o.verdict.judgments) for i, o in outcomes.items() if o.verdict is not None}
+        table = agreement(model, expert)
+        report.agreement, report.agreement_markdown = table.to_dict(), table.to_markdown()
+    report.privacy = manifest.to_dict()
+    report.outputs = {"release": str(release), "hf": str(hf) if hf else "", "report": str(report_dir) if report_dir else ""}
+    if report_dir is not None:
+        report.write(report_dir)
+    (out / MARKER).write_text("medrcube build output; `medrcube build` may replace this directory\n", encoding="utf-8")
+
+    # The last word on privacy: search the whole export for every identifying value.
+    found = privacy.scan_tree(out, leaks)
+    if found:
+        shutil.rmtree(out)
+        where = "; ".join(f"{leak.file} ({leak.source})" for leak in found[:20])
+        raise PrivacyLeakError(f"identifying values found in the export, which has been deleted: {where}; fix the recipe "
+                               "(a label column holding identifiers must be listed under labels.private)")  # fmt: skip
+    manifest.leaks = 0
+    rewritten = [release / privacy.MANIFEST_NAME]
+    manifest.write(release)
+    if hf is not None:
+        manifest.write(hf)
+        rewritten.append(hf / privacy.MANIFEST_NAME)
+    report.privacy = manifest.to_dict()
+    if report_dir is not None:
+        report.write(report_dir)
+        rewritten += [report_dir / "build_report.json", report_dir / "build_report.md"]
+    if privacy.scan_tree(out, leaks, files=rewritten):  # cannot happen (no values are written); checked all the same
+        shutil.rmtree(out)
+        raise PrivacyLeakError("identifying values found in the rewritten manifest or report; the export has been deleted")
+    errors = sum(1 for o in outcomes.values() if o.status == "error")
+    return BuildResult(out, release, hf, report_dir, report, review_errors=errors)
+
+
+def _reason_key(reason: str) -> str:
+    """A reason for counting: the principle and its name, without the reviewer's free text."""
+    if reason.startswith("review:"):
+        return reason.rsplit(" (", 1)[0]  # drop the parser's or the adapter's detail
+    return reason.split(":", 1)[0]
+
+
+def _chains(drafts: list) -> int:
+    levels: dict[str, set] = {}
+    for d in drafts:
+        levels.setdefault(d.chain, set()).add(task_level(d.fact.task))
+    return sum(1 for v in levels.values() if Level.HIGH in v and v & {Level.LOW, Level.MID})

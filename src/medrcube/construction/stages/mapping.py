@@ -1,0 +1,601 @@
+"""Stage I, competency mapping: what an image's metadata and labels say, in the cube's terms.
+
+For each de-identified `SourceImage` this module derives its part and modality and the
+tasks its metadata supports, each with an answer and a derivation that quotes the
+evidence:
+
+- Modality Recognition: the DICOM Modality tag, else a label column or the recipe's
+  documented modality;
+- View Recognition: the plane from ImageOrientationPatient (or a NIfTI affine), within
+  20 degrees of a patient axis (oblique slices get no item); the projection of a
+  radiograph from ViewPosition or a label;
+- Imaging Protocol Recognition: MRI weighting from the sequence parameters (diffusion
+  b-value; inversion time; TR and TE of spin-echo sequences) and the sequence names; CT
+  perfusion from ImageType, contrast from ContrastBolusAgent; the ultrasound mode bitmap;
+  conflicting evidence gives no item;
+- Organ Recognition: BodyPartExamined, a label, or the recipe's documented organ;
+- Abnormality Diagnosis, Disease Diagnosis, Severity Grading: the label columns, mapped
+  to ontology concepts and severity scales;
+- ROI Grounding: boxes and masks (the finding inside a region outlined on the image,
+  and the quadrant of a region that lies wholly in one quadrant).
+
+Terms are mapped to canonical names through the bundled vocabulary (`vocabulary.yaml`)
+and ontology (`ontology.yaml`); what cannot be mapped is counted in a `MappingReport`,
+never guessed.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from medrcube.construction.stages import lesions
+from medrcube.construction.stages import questions
+from medrcube.construction.observation import Competency, Hint, Mapped, SourceImage
+from medrcube.construction.stages.ontology import Ontology, norm_term
+from medrcube.construction.readers.sources import ultrasound_modes, view_from_iop
+from medrcube.taxonomy import canonical_modality, canonical_part
+
+BUNDLED_VOCABULARY = Path(__file__).with_name("vocabulary.yaml")
+CROSS_SECTIONAL = ("CT", "MRI")
+
+
+class VocabularyError(ValueError):
+    """The vocabulary file breaks its schema; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    source: str
+    modality: Mapping[str, str]  # norm term -> modality axis value
+    body_part: Mapping[str, tuple[str, str]]  # norm term -> (part, organ answer)
+    organ_options: Mapping[str, tuple[str, ...]]  # organ answer -> distractors
+    view_position: Mapping[str, tuple[str, str]]  # norm term -> (projection set, answer)
+    projection_sets: Mapping[str, tuple[str, ...]]
+    protocol_terms: Mapping[str, str]  # norm term -> ontology concept id
+    normal_labels: frozenset[str]
+    abnormal_labels: frozenset[str]
+    severity_scales: Mapping[str, tuple[str, ...]]
+
+    def organ(self, raw: str) -> str | None:
+        """An organ answer (an organ_options key) from an organ name or a body-part term."""
+        for name in self.organ_options:
+            if norm_term(name) == norm_term(raw):
+                return name
+        hit = self.body_part.get(norm_term(raw))
+        return hit[1] if hit else None
+
+
+def _key(term: Any) -> str:
+    return norm_term(str(term))
+
+
+def parse_vocabulary(data: Any, src: str) -> Vocabulary:
+    if not isinstance(data, Mapping):
+        raise VocabularyError(f"{src}: expected a mapping of tables")
+    need = ("modality", "body_part", "organ_options", "view_position", "projection_sets", "protocol_terms",
+            "normal_labels", "abnormal_labels", "severity_scales")  # fmt: skip
+    for k in need:
+        if k not in data:
+            raise VocabularyError(f"{src}: table {k!r} is missing")
+    organ_options = {str(k): tuple(str(x) for x in v) for k, v in data["organ_options"].items()}
+    body = {}
+    for term, entry in data["body_part"].items():
+        if not isinstance(entry, Mapping) or "part" not in entry or "organ" not in entry:
+            raise VocabularyError(f"{src}: body_part {term!r} is {entry!r}; expected {{part: ..., organ: ...}}")
+        if entry["organ"] not in organ_options:
+            raise VocabularyError(f"{src}: body_part {term!r} names organ {entry['organ']!r}, which has no organ_options entry")
+        body[_key(term)] = (canonical_part(str(entry["part"])).value, str(entry["organ"]))
+    sets = {str(k): tuple(str(x) for x in v) for k, v in data["projection_sets"].items()}
+    views = {}
+    for term, entry in data["view_position"].items():
+        if entry.get("set") not in sets or entry.get("answer") not in sets[entry["set"]]:
+            raise VocabularyError(f"{src}: view_position {term!r} names {entry!r}, which is not in projection_sets")
+        views[_key(term)] = (str(entry["set"]), str(entry["answer"]))
+    modality = {}
+    for term, value in data["modality"].items():
+        c = canonical_modality(str(value))
+        if not c.known:
+            raise VocabularyError(f"{src}: modality {term!r} maps to {value!r}, not a canonical modality")
+        modality[_key(term)] = c.value
+    return Vocabulary(
+        source=src,
+        modality=modality,
+        body_part=body,
+        organ_options=organ_options,
+        view_position=views,
+        projection_sets=sets,
+        protocol_terms={_key(k): str(v) for k, v in data["protocol_terms"].items()},
+        normal_labels=frozenset(_key(x) for x in data["normal_labels"]),
+        abnormal_labels=frozenset(_key(x) for x in data["abnormal_labels"]),
+        severity_scales={str(k): tuple(str(x) for x in v) for k, v in data["severity_scales"].items()},
+    )
+
+
+def load_vocabulary(path: str | Path | None = None) -> Vocabulary:
+    """The bundled vocabulary (cached) or the file at `path`."""
+    return _bundled_vocabulary() if path is None else _read_vocabulary(Path(path))
+
+
+@functools.lru_cache(maxsize=1)
+def _bundled_vocabulary() -> Vocabulary:
+    return _read_vocabulary(BUNDLED_VOCABULARY)
+
+
+def _read_vocabulary(path: Path) -> Vocabulary:
+    from medrcube.yamlconf import YamlFileError, read_yaml_file
+
+    try:
+        data = read_yaml_file(path, missing_fix="give the path of a vocabulary file (see the bundled vocabulary.yaml)")
+    except YamlFileError as exc:
+        raise VocabularyError(f"{path}: vocabulary {exc.problem}; {exc.fix}") from None
+    return parse_vocabulary(data, str(path))
+
+
+def check_vocabulary_against(vocab: Vocabulary, onto: Ontology) -> None:
+    """Every protocol term must name an acquisition concept of the ontology."""
+    for term, cid in vocab.protocol_terms.items():
+        if cid not in onto.concepts or onto.concepts[cid].category not in ("mr_protocol", "ct_protocol", "us_mode"):
+            raise VocabularyError(f"{vocab.source}: protocol term {term!r} names {cid!r}, not an acquisition concept of {onto.source}")
+
+
+# -- the report ----------------------------------------------------------------------------
+
+
+@dataclass
+class MappingReport:
+    """What Stage I could not map or derive, counted (values are technical terms and labels)."""
+
+    images: int = 0
+    mapped: int = 0
+    unmapped: Counter = field(default_factory=Counter)  # (field, raw value, why) -> images
+    not_derived: Counter = field(default_factory=Counter)  # (task, why) -> images
+    skipped: Counter = field(default_factory=Counter)  # why an image got no item at all -> images
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "images": self.images,
+            "mapped": self.mapped,
+            "unmapped": [{"field": f, "value": v, "why": w, "images": n} for (f, v, w), n in sorted(self.unmapped.items())],
+            "not_derived": [{"task": t, "why": w, "images": n} for (t, w), n in sorted(self.not_derived.items())],
+            "skipped": dict(sorted(self.skipped.items())),
+        }
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def _tags(keyword: str) -> str:
+    from pydicom.datadict import tag_for_keyword
+
+    tag = tag_for_keyword(keyword)
+    return f"{keyword} ({tag >> 16:04X},{tag & 0xFFFF:04X})" if tag is not None else keyword
+
+
+def _quote(keyword: str, value: Any) -> str:
+    shown = "[" + ", ".join(repr(str(v)) for v in value) + "]" if isinstance(value, (list, tuple)) else repr(str(value))
+    return f"{_tags(keyword)} = {shown}"
+
+
+def _listify(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return [str(v).strip().upper() for v in value]
+    return [v.strip().upper() for v in str(value).split("\\") if v.strip()]
+
+
+def _num(value: Any) -> float | None:
+    try:
+        v = value[0] if isinstance(value, (list, tuple)) else value
+        return float(v)
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
+def _tokens(text: str) -> list[str]:
+    return [t for t in re.split(r"[^0-9a-z]+", str(text).lower()) if t]
+
+
+def split_labels(raw: str) -> list[str]:
+    """A label cell may hold several values separated by ';' or '|'."""
+    return [p.strip() for p in re.split(r"[;|]", str(raw)) if p.strip()]
+
+
+# -- protocol rules ------------------------------------------------------------------------
+
+
+def mr_protocol_from_parameters(meta: Mapping[str, Any]) -> tuple[str | None, str]:
+    """MRI weighting from sequence parameters, or (None, why not).
+
+    Rules (documented in the build README): a diffusion b-value above 0 (or ImageType
+    DIFFUSION/TRACEW) is DWI; an inversion-recovery sequence with TI >= 1500 ms and
+    TE >= 70 ms is FLAIR, with TI 80-250 ms STIR; a spin-echo sequence with TR <= 800 ms
+    and TE <= 30 ms is T1-weighted, TR >= 2000 ms and TE >= 70 ms T2-weighted, TR >= 2000
+    ms and TE <= 40 ms proton-density-weighted. Gradient echoes and intermediate
+    parameters are left undecided (their contrast depends on the flip angle).
+    """
+    image_type = _listify(meta.get("ImageType"))
+    b = _num(meta.get("DiffusionBValue"))
+    if (b is not None and b > 0) or "DIFFUSION" in image_type or "TRACEW" in image_type:
+        why = _quote("DiffusionBValue", meta["DiffusionBValue"]) if b is not None and b > 0 else _quote("ImageType", meta.get("ImageType"))
+        return "dwi", f"{why}: a diffusion-weighted image"
+    seq = _listify(meta.get("ScanningSequence"))
+    tr, te, ti = _num(meta.get("RepetitionTime")), _num(meta.get("EchoTime")), _num(meta.get("InversionTime"))
+    if "IR" in seq and ti is not None:
+        if ti >= 1500 and te is not None and te >= 70:
+            return "flair", f"{_quote('ScanningSequence', meta['ScanningSequence'])}, InversionTime {ti:g} ms and EchoTime {te:g} ms: fluid-attenuated inversion recovery"
+        if 80 <= ti <= 250:
+            return "stir", f"{_quote('ScanningSequence', meta['ScanningSequence'])} and InversionTime {ti:g} ms: short-tau inversion recovery"
+        return None, f"inversion recovery with TI {ti:g} ms matches no rule"
+    if "SE" in seq and tr is not None and te is not None:
+        where = f"{_quote('ScanningSequence', meta['ScanningSequence'])}, RepetitionTime {tr:g} ms and EchoTime {te:g} ms"
+        if tr <= 800 and te <= 30:
+            return "t1w", f"{where} (short TR and TE: T1 weighting)"
+        if tr >= 2000 and te >= 70:
+            return "t2w", f"{where} (long TR and TE: T2 weighting)"
+        if tr >= 2000 and te <= 40:
+            return "pdw", f"{where} (long TR, short TE: proton-density weighting)"
+        return None, f"spin echo with TR {tr:g} ms and TE {te:g} ms is intermediate"
+    return None, "no diffusion, inversion-recovery or spin-echo parameters"
+
+
+def protocol_from_names(texts: Sequence[tuple[str, str]], vocab: Vocabulary) -> tuple[set[str], str]:
+    """Protocol concepts named by the words of sequence and protocol names.
+
+    `texts` holds (text, how to quote it) pairs; returns the concepts and the quotes of
+    the texts that named one.
+    """
+    found: set[str] = set()
+    quoted = []
+    for text, quote in texts:
+        hits = {vocab.protocol_terms[t] for t in _tokens(text) if t in vocab.protocol_terms}
+        m = re.search(r"ep_b(\d+)", str(text).lower())
+        if m and int(m.group(1)) > 0:
+            hits.add("dwi")
+        if hits:
+            found |= hits
+            quoted.append(quote)
+    return found, ", ".join(quoted)
+
+
+def _combine(onto: Ontology, a: str | None, b: set[str]) -> tuple[str | None, str]:
+    """One concept from a rule result and name hits, or (None, the conflict)."""
+    cands = ({a} if a else set()) | b
+    if not cands:
+        return None, ""
+    # Keep the most specific of concepts related by is-a (T1 and T1 contrast-enhanced).
+    specific = {c for c in cands if not any(o != c and c in onto.ancestors(o) for o in cands)}
+    if len(specific) == 1:
+        return specific.pop(), ""
+    return None, f"conflicting evidence: {', '.join(sorted(specific))}"
+
+
+# -- the mapper ----------------------------------------------------------------------------
+
+
+class Mapper:
+    """Stage I for one recipe: SourceImage -> Mapped (or None, counted in the report)."""
+
+    def __init__(self, vocab: Vocabulary, onto: Ontology, *, tasks: Sequence[str], diagnosis_values: Mapping[str, str] | None = None,
+                 severity_scale: Sequence[str] | None = None, severity_values: Mapping[str, str] | None = None):  # fmt: skip
+        self.vocab, self.onto = vocab, onto
+        self.tasks = set(tasks)
+        self.diagnosis_values = {norm_term(k): v for k, v in (diagnosis_values or {}).items()}
+        self.scale = tuple(severity_scale or ())
+        self.severity_values = {norm_term(k): v for k, v in (severity_values or {}).items()}
+        self.report = MappingReport()
+
+    # -- axes --
+
+    def _modality(self, img: SourceImage) -> tuple[str, str, str] | None:
+        raw = img.meta.get("Modality")
+        if raw:
+            hit = self.vocab.modality.get(_key(raw))
+            if hit:
+                note = " (computed radiography: an X-ray technique)" if str(raw).upper() == "CR" else ""
+                return hit, f"DICOM {_quote('Modality', raw)}{note}.", "DICOM Modality tag"
+            self.report.unmapped[("modality", str(raw), "not in the vocabulary's modality table")] += 1
+            return None
+        h = img.hints.get("modality")
+        if h:
+            hit = self.vocab.modality.get(_key(h.value)) or (canonical_modality(h.value).value if canonical_modality(h.value).known else None)
+            if hit:
+                return hit, f"{h.derivation}.", h.original_task
+            self.report.unmapped[("modality", h.value, "not in the vocabulary's modality table")] += 1
+            return None
+        self.report.unmapped[("modality", "", "no Modality tag, label or documented modality")] += 1
+        return None
+
+    def _part_organ(self, img: SourceImage) -> tuple[str | None, tuple[str, str, str] | None]:
+        """(part axis value, (organ answer, derivation, original task)); either may be None."""
+        part = organ = None
+        raw = img.meta.get("BodyPartExamined")
+        if raw:
+            hit = self.vocab.body_part.get(_key(raw))
+            if hit:
+                part = hit[0]
+                organ = (hit[1], f"{_quote('BodyPartExamined', raw)}.", "DICOM BodyPartExamined")
+            else:
+                self.report.unmapped[("body part", str(raw), "not in the vocabulary's body_part table")] += 1
+        h = img.hints.get("organ")
+        if h and organ is None:
+            name = self.vocab.organ(h.value)
+            if name:
+                organ = (name, f"{h.derivation}.", h.original_task)
+            else:
+                self.report.unmapped[("organ", h.value, "not an organ_options entry or body part of the vocabulary")] += 1
+        h = img.hints.get("part")
+        if h:
+            hit = self.vocab.body_part.get(_key(h.value))
+            hinted = hit[0] if hit else canonical_part(h.value).value
+            if part is None:
+                part = hinted
+                if organ is None and hit:
+                    organ = (hit[1], f"{h.derivation}.", h.original_task)
+            elif hinted != part:
+                self.report.unmapped[("part", h.value, f"disagrees with BodyPartExamined ({part}); the metadata is used")] += 1
+        return part, organ
+
+    # -- tasks --
+
+    def _view(self, img: SourceImage, modality: str) -> Competency | None:
+        if modality in CROSS_SECTIONAL:
+            iop = img.meta.get("ImageOrientationPatient")
+            if iop is not None and len(iop) == 6:
+                plane = view_from_iop([float(v) for v in iop])
+                if plane is None:
+                    self.report.not_derived[("View Recognition", "oblique ImageOrientationPatient")] += 1
+                    return None
+                axis = {"axial": "head-foot", "coronal": "front-back", "sagittal": "left-right"}[plane]
+                deriv = (f"ImageOrientationPatient {[round(float(v), 4) for v in iop]}: the slice normal (row x column) lies "
+                         f"within 20 degrees of the patient's {axis} axis, so the slice is {plane}.")  # fmt: skip
+                return self._plane(plane, deriv, "DICOM ImageOrientationPatient")
+            h = img.hints.get("plane")
+            if h:
+                return self._plane(h.value, f"{h.derivation}.", h.original_task)
+            self.report.not_derived[("View Recognition", "no orientation")] += 1
+            return None
+        if modality == "X-Ray":
+            raw = img.meta.get("ViewPosition")
+            deriv, orig = (f"DICOM {_quote('ViewPosition', raw)}.", "DICOM ViewPosition tag") if raw else ("", "")
+            if not raw and img.hints.get("view"):
+                h = img.hints["view"]
+                raw, deriv, orig = h.value, f"{h.derivation}.", h.original_task
+            if not raw:
+                self.report.not_derived[("View Recognition", "no ViewPosition or view label")] += 1
+                return None
+            hit = self.vocab.view_position.get(_key(raw))
+            if hit is None:
+                self.report.unmapped[("view", str(raw), "not in the vocabulary's view_position table")] += 1
+                return None
+            pool = tuple(p for p in self.vocab.projection_sets[hit[0]] if p != hit[1])
+            return Competency("View Recognition", "projection", hit[1], deriv, orig, pool=pool)
+        return None
+
+    def _plane(self, plane: str, deriv: str, orig: str) -> Competency | None:
+        answer = plane.strip().capitalize()
+        if answer not in questions.PLANE_OPTIONS or answer == "Oblique":
+            self.report.unmapped[("plane", plane, "not axial, coronal or sagittal")] += 1
+            return None
+        return Competency("View Recognition", "plane", answer, deriv, orig, pool=tuple(p for p in questions.PLANE_OPTIONS if p != answer))
+
+    def _protocol(self, img: SourceImage, modality: str) -> Competency | None:
+        meta, vocab, onto = img.meta, self.vocab, self.onto
+        rule: str | None = None
+        rule_why = ""
+        names = [(str(meta[k]), _quote(k, meta[k])) for k in ("ProtocolName", "SequenceName") if meta.get(k)]
+        h = img.hints.get("protocol")
+        if h:
+            names.append((h.value, h.derivation))
+        if modality == "MRI":
+            rule, rule_why = mr_protocol_from_parameters(meta)
+            hits, quoted = protocol_from_names(names, vocab)
+            hits = {c for c in hits if onto[c].category == "mr_protocol"}
+            kind, orig = "mr_protocol", "DICOM sequence tags"
+        elif modality == "CT":
+            it = _listify(meta.get("ImageType"))
+            if "PERFUSION" in it:
+                rule, rule_why = "ct_perfusion", f"{_quote('ImageType', meta['ImageType'])} (PERFUSION)"
+            elif meta.get("ContrastBolusAgent"):
+                rule, rule_why = "contrast_ct", "ContrastBolusAgent (0018,0010) is present: a contrast agent was given"
+            hits, quoted = protocol_from_names(names, vocab)
+            hits = {c for c in hits if onto[c].category == "ct_protocol"}
+            kind, orig = "ct_protocol", "DICOM acquisition tags"
+        elif modality == "US":
+            modes = ultrasound_modes(_listify(meta.get("ImageType")) or None)
+            mode = {("2D",): "b_mode"}.get(modes)
+            if mode is None and "Color Doppler" in modes:
+                mode = "color_doppler"
+            elif mode is None and "Color Power Mode" in modes:
+                mode = "power_doppler"
+            elif mode is None and modes in (("PW Doppler",), ("2D", "PW Doppler")):
+                mode = "pw_doppler"
+            elif mode is None and "M-mode" in modes and "Color M-mode" not in modes:
+                mode = "m_mode"
+            if mode:
+                rule, rule_why = mode, (f"{_quote('ImageType', meta['ImageType'])}: value 4 is the ultrasound mode bitmap "
+                                        f"(DICOM PS3.3 C.8.5.6.1.1) = {' + '.join(modes)}")  # fmt: skip
+            hits, quoted = protocol_from_names(names, vocab)
+            hits = {c for c in hits if onto[c].category == "us_mode"}
+            kind, orig = "us_mode", "DICOM ImageType mode bitmap"
+        else:
+            return None
+        concept, conflict = _combine(onto, rule, hits)
+        if conflict:
+            self.report.not_derived[("Imaging Protocol Recognition", conflict)] += 1
+            return None
+        if concept is None:
+            self.report.not_derived[("Imaging Protocol Recognition", f"{modality}: {rule_why or 'no sequence evidence'}")] += 1
+            return None
+        evidence = [e for e in (rule_why if rule else "", quoted) if e]
+        if h and not img.meta:
+            orig = h.original_task
+        return Competency("Imaging Protocol Recognition", kind, concept, "; ".join(evidence) + ".", orig, concept=True)
+
+    def _concept(self, raw: str, part: str, categories: tuple[str, ...], field_name: str) -> str | None:
+        target = self.diagnosis_values.get(norm_term(raw), raw)
+        look = self.onto.lookup(target, region=part, categories=categories)
+        if look.concept is None:
+            self.report.unmapped[(field_name, raw, look.reason)] += 1
+            return None
+        return look.concept.id
+
+    def _labels(self, img: SourceImage, part: str) -> list[Competency]:
+        out: list[Competency] = []
+        dx_concept: str | None = None
+        normal: bool | None = None
+        abn_deriv = ""
+        h = img.labels.get("diagnosis")
+        if h:
+            values = split_labels(h.value)
+            normals = [v for v in values if _key(v) in self.vocab.normal_labels]
+            others = [v for v in values if _key(v) not in self.vocab.normal_labels]
+            if normals and others:
+                self.report.unmapped[("diagnosis", h.value, "both normal and abnormal labels")] += 1
+            elif normals:
+                normal, abn_deriv = True, f"{h.derivation} (a normal study)."
+            elif others:
+                concepts = [self._concept(v, part, ("disease", "finding", "lesion_class"), "diagnosis") for v in others]
+                if all(concepts):
+                    normal, abn_deriv = False, f"{h.derivation} (a labelled abnormality)."
+                    if len(set(concepts)) == 1:
+                        dx_concept = concepts[0]
+                        c = self.onto[dx_concept]
+                        task, kind = ("Abnormality Diagnosis", "finding") if c.category == "finding" else ("Disease Diagnosis", "diagnosis")
+                        out.append(Competency(task, kind, dx_concept, f"{h.derivation}.", h.original_task, concept=True))
+                    else:
+                        self.report.not_derived[("Disease Diagnosis", "several diagnoses on one image")] += 1
+        h = img.labels.get("abnormality")
+        if h:
+            v = _key(h.value)
+            stated = True if v in self.vocab.normal_labels else False if v in self.vocab.abnormal_labels else None
+            if stated is None:
+                self.report.unmapped[("abnormality", h.value, "neither a normal nor an abnormal label of the vocabulary")] += 1
+            elif normal is not None and stated != normal:
+                self.report.unmapped[("abnormality", h.value, "contradicts the diagnosis label")] += 1
+                normal = None
+            else:
+                normal, abn_deriv = stated, f"{h.derivation}."
+        if normal is not None:
+            answer = "No" if normal else "Yes"
+            out.append(Competency("Abnormality Diagnosis", "abnormality", answer, abn_deriv, "labels", pool=tuple(x for x in questions.YES_NO if x != answer)))
+        h = img.labels.get("severity")
+        if h:
+            if not self.scale:
+                self.report.unmapped[("severity", h.value, "the recipe names no severity scale (labels.severity.scale)")] += 1
+            elif normal:
+                self.report.unmapped[("severity", h.value, "a severity on a normal study")] += 1
+            else:
+                grade = self.severity_values.get(norm_term(h.value)) or next((s for s in self.scale if norm_term(s) == norm_term(h.value)), None)
+                if grade is None:
+                    self.report.unmapped[("severity", h.value, f"not a grade of the scale {list(self.scale)} nor in labels.severity.values")] += 1
+                else:
+                    finding = self.onto[dx_concept].name if dx_concept else None
+                    out.append(Competency("Severity Grading", "severity", grade, f"{h.derivation} -> {grade!r}.", h.original_task,
+                                          pool=tuple(s for s in self.scale if s != grade), finding=finding))  # fmt: skip
+        return out + self._rois(img, part, dx_concept)
+
+    def _rois(self, img: SourceImage, part: str, dx_concept: str | None) -> list[Competency]:
+        out: list[Competency] = []
+        if not img.rois:
+            return out
+        h, w = img.pixels.shape[:2]
+        concepts: list[str | None] = []
+        for roi in img.rois:
+            x0, y0, x1, y1 = roi.box
+            if not (0 <= x0 < x1 <= w and 0 <= y0 < y1 <= h):
+                self.report.unmapped[("roi", f"{roi.box}", f"outside the {w}x{h} image")] += 1
+                concepts.append(None)
+                continue
+            if roi.label:
+                concepts.append(self._concept(roi.label, part, ("finding", "disease", "lesion_class"), "roi label"))
+            else:
+                concepts.append(dx_concept if len(img.rois) == 1 else None)
+        for i, (roi, cid) in enumerate(zip(img.rois, concepts, strict=True)):
+            if cid is None:
+                continue
+            deriv = f"{'Mask' if roi.source == 'mask' else 'Box'} {list(roi.box)} (x0, y0, x1, y1 in source pixels) labelled {self.onto[cid].name!r}"
+            same = [j for j, c in enumerate(concepts) if c == cid]
+            if len(same) == 1:
+                out.append(Competency("ROI Grounding", "roi_identify", cid, f"{deriv}; the region is outlined in red on the image.",
+                                      "labelled region", concept=True, roi=i, marked=True))  # fmt: skip
+                quadrant = _quadrant_of_box(roi.box, (h, w))
+                if quadrant is None:
+                    self.report.not_derived[("ROI Grounding", "region crosses an image midline (no quadrant item)")] += 1
+                else:
+                    pool = tuple(q.capitalize() for q in lesions.QUADRANTS if q != quadrant)
+                    out.append(Competency("ROI Grounding", "roi_locate", quadrant.capitalize(),
+                                          f"{deriv}; the whole region lies in the {quadrant} quadrant.", "labelled region",
+                                          pool=pool, finding=self.onto[cid].name, roi=i))  # fmt: skip
+            else:
+                self.report.not_derived[("ROI Grounding", "the same finding is marked more than once")] += 1
+        return out
+
+    # -- one image --
+
+    def map(self, img: SourceImage) -> Mapped | None:
+        self.report.images += 1
+        mod = self._modality(img)
+        part, organ = self._part_organ(img)
+        if mod is None or part is None:
+            why = "modality not mapped" if mod is None else "part not mapped (no BodyPartExamined, label or recipe part)"
+            if part is None and mod is not None:
+                self.report.unmapped[("part", "", "no BodyPartExamined, label or documented part")] += 1
+            self.report.skipped[why] += 1
+            return None
+        modality, mod_deriv, mod_orig = mod
+        comps: list[Competency] = []
+        if modality in questions.MODALITY_OPTIONS:
+            answer = questions.MODALITY_OPTIONS[modality]
+            comps.append(Competency("Modality Recognition", "modality", answer, mod_deriv, mod_orig,
+                                    pool=tuple(v for v in questions.MODALITY_OPTIONS.values() if v != answer)))  # fmt: skip
+        view = self._view(img, modality)
+        if view:
+            comps.append(view)
+        proto = self._protocol(img, modality)
+        if proto:
+            comps.append(proto)
+        if organ:
+            name, deriv, orig = organ
+            comps.append(Competency("Organ Recognition", "organ", name, deriv, orig, pool=self.vocab.organ_options[name]))
+        else:
+            self.report.not_derived[("Organ Recognition", "no body part, organ label or documented organ")] += 1
+        comps += self._labels(img, part)
+        kept = [c for c in comps if c.task in self.tasks]
+        if not kept:
+            self.report.skipped["no task derivable (or none of the recipe's tasks)"] += 1
+            return None
+        self.report.mapped += 1
+        return Mapped(image=img, part=part, modality=modality, competencies=kept)
+
+
+def _quadrant_of_box(box: tuple[int, int, int, int], shape: tuple[int, int]) -> str | None:
+    """The quadrant that holds the whole box (end-exclusive), or None if it crosses a midline."""
+    x0, y0, x1, y1 = box
+    h, w = shape
+    if y1 <= h / 2:
+        vert = "upper"
+    elif y0 >= h / 2:
+        vert = "lower"
+    else:
+        return None
+    if x1 <= w / 2:
+        horiz = "left"
+    elif x0 >= w / 2:
+        horiz = "right"
+    else:
+        return None
+    return f"{vert} {horiz}"
+
+
+def documented(value: str | None, what: str) -> Hint | None:
+    """A recipe-level documented value (for sources whose files cannot state it)."""
+    if not value:
+        return None
+    return Hint(value, f"recipe: the source is documented as {what} {value!r}", "documented source")

@@ -1,0 +1,252 @@
+"""A run directory: results.jsonl, metrics_summary.json and run.json, written atomically.
+
+`metrics_summary.json` is a superset of the MedRCube reference evaluator's summary: the
+same `global` / `slice_results` (`by_task`, `by_modality`, `by_parts`, `by_dataset`) /
+`voxel_results` (`by_task_modality_parts`) layout with the same group keys
+(`task=Disease Diagnosis`, `task=...|modality=...|parts=...`), and each group extended
+with a Wilson 95% interval and the unparsed, refused, error and unavailable counts.
+As in the reference, `n` counts graded answers only: unavailable images are left out,
+and so are errors (the reference would have counted those as wrong).
+
+When several variants ran, the standard variant fills the top-level layout and every
+other variant has the same layout under `variants.<name>`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import re
+import sys
+import tempfile
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from medrcube.metrics.accuracy import accuracy
+from medrcube.records import GradedRecord
+from medrcube.run.runner import RunResult
+
+SUMMARY_SCHEMA_VERSION = 1
+RUN_SCHEMA_VERSION = 1
+RESULTS_SCHEMA_VERSION = 1
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+# Reference evaluator field names: its summary groups by these record keys.
+_SLICES: tuple[tuple[str, Callable[[GradedRecord], str], str], ...] = (
+    ("by_task", lambda r: r.task, "task"),
+    ("by_modality", lambda r: r.modality, "modality"),
+    ("by_parts", lambda r: r.part, "parts"),
+    ("by_dataset", lambda r: r.dataset, "dataset"),
+)
+
+
+# -- summary -----------------------------------------------------------------------------
+
+
+def group_stats(records: Iterable[GradedRecord]) -> dict[str, Any]:
+    """One group's numbers: the reference's n/correct/acc plus interval and side counts."""
+    a = accuracy(records)
+    return {
+        "n": a.n,
+        "correct": a.correct,
+        "acc": a.acc,
+        "ci95": [a.lo, a.hi],
+        "unparsed": a.unparsed,
+        "refused": a.refused,
+        "error": a.errors,
+        "unavailable": a.unavailable,
+    }
+
+
+def _grouped(records: Sequence[GradedRecord], key: Callable[[GradedRecord], str]) -> dict[str, Any]:
+    groups: dict[str, list[GradedRecord]] = defaultdict(list)
+    for r in records:
+        groups[key(r)].append(r)
+    return {k: group_stats(groups[k]) for k in sorted(groups)}
+
+
+def summarize(records: Sequence[GradedRecord]) -> dict[str, Any]:
+    """global / slice_results / voxel_results for one variant's records."""
+    slices = {
+        name: _grouped(records, lambda r, f=field, label=label: f"{label}={f(r)}") for name, field, label in _SLICES
+    }
+    voxels = _grouped(records, lambda r: f"task={r.task}|modality={r.modality}|parts={r.part}")
+    return {
+        "global": group_stats(records),
+        "slice_results": slices,
+        "voxel_results": {"by_task_modality_parts": voxels},
+    }
+
+
+def metrics_summary(records: Sequence[GradedRecord], variants: Sequence[str] | None = None) -> dict[str, Any]:
+    """The whole metrics_summary.json document.
+
+    `variants` (names, in run order) decides which variant fills the top level: standard
+    if it ran, else the first one. Records of a shuffled variant are pooled over their
+    rotations (n counts every rotation asked)."""
+    by_variant: dict[str, list[GradedRecord]] = defaultdict(list)
+    for r in records:
+        by_variant[r.variant].append(r)
+    names = [v.split(":", 1)[0] for v in variants] if variants else list(by_variant)
+    names = list(dict.fromkeys(names + [v for v in by_variant if v not in names]))
+    top = "standard" if "standard" in names else (names[0] if names else "standard")
+    doc: dict[str, Any] = {"schema_version": SUMMARY_SCHEMA_VERSION, "variant": top}
+    doc.update(summarize(by_variant.get(top, [])))
+    others = {name: summarize(by_variant.get(name, [])) for name in names if name != top}
+    if others:
+        doc["variants"] = others
+    return doc
+
+
+# -- results -----------------------------------------------------------------------------
+
+
+def result_row(r: GradedRecord) -> dict[str, Any]:
+    """One line of results.jsonl: the GradedRecord fields (GradedRecord.from_dict reads it
+    back) plus the reference-style `id` and the letters, for people reading the file."""
+    row = r.to_dict()
+    row["id"] = r.item_id
+    row["extracted_letter"] = LETTERS[r.extracted] if r.extracted is not None else None
+    row["answer_letter"] = LETTERS[r.answer]
+    return row
+
+
+def read_results(path: str | os.PathLike[str]) -> list[GradedRecord]:
+    """The records of a results.jsonl written by `write_run_dir`."""
+    out = []
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                out.append(GradedRecord.from_dict(json.loads(line)))
+    return out
+
+
+# -- run.json ----------------------------------------------------------------------------
+
+
+def versions() -> dict[str, str | None]:
+    """Versions that matter for reproducing a run. torch only if this process loaded it
+    (an API run must not pay for importing it)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def pkg(name: str) -> str | None:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return None
+
+    out: dict[str, str | None] = {
+        "python": platform.python_version(),
+        "medrcube": pkg("medrcube"),
+        "openai": pkg("openai"),
+    }
+    for name in ("torch", "transformers"):
+        mod = sys.modules.get(name)
+        if mod is not None:
+            out[name] = getattr(mod, "__version__", None)
+    return out
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]+@")
+
+
+def redact_spec(spec: str | None) -> str | None:
+    """A model spec fit for a file: credentials written into a URL (http://user:pw@host)
+    are cut. Keys never reach a spec by design; this covers the one way a user could
+    still type one in."""
+    return None if spec is None else _URL_USERINFO.sub(r"\1[redacted]@", spec)
+
+
+def run_document(result: RunResult, meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """run.json: what ran (model spec, never a key; fingerprints; variants), when, how long,
+    with which versions, and the counts."""
+    outcomes: dict[str, int] = defaultdict(int)
+    for r in result.records:
+        outcomes[r.outcome.value] += 1
+    doc: dict[str, Any] = {"schema_version": RUN_SCHEMA_VERSION}
+    doc.update(result.info)
+    doc.update(dict(meta or {}))
+    for field in ("model_spec", "judge_spec"):
+        if isinstance(doc.get(field), str):
+            doc[field] = redact_spec(doc[field])
+    doc["versions"] = versions()
+    doc["timings"] = {
+        "started": _iso(result.started) if result.started else None,
+        "finished": _iso(result.finished) if result.finished else None,
+        "wall_s": round(result.wall_s, 3),
+    }
+    doc["counts"] = {
+        "records": len(result.records),
+        "asked": result.asked,
+        "requests_sent": result.requests_sent,
+        "cache_hits": result.cache_hits,
+        "errors": result.errors,
+        "unavailable": result.unavailable,
+        "judge_requests": result.judge_requests,
+        "judge_cache_hits": result.judge_cache_hits,
+        "outcomes": dict(sorted(outcomes.items())),
+    }
+    doc["aborted"] = result.aborted
+    return doc
+
+
+# -- writing -----------------------------------------------------------------------------
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")[:60] or "model"
+
+
+def default_run_id(model_spec: str, now: datetime | None = None) -> str:
+    """`<UTC timestamp>-<model slug>`, e.g. 20260101T120000Z-openai-gpt-5.1."""
+    now = now or datetime.now(UTC)
+    return f"{now.strftime('%Y%m%dT%H%M%SZ')}-{_slug(redact_spec(model_spec) or '')}"
+
+
+def atomic_write(path: Path, write: Callable[[Any], None]) -> None:
+    """Write through a temporary file in the same directory, then rename it into place: a
+    reader (or a crash) never sees half a file. Raises OSError (e.g. disk full) with the
+    target untouched."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_run_dir(run_dir: str | os.PathLike[str], result: RunResult, meta: Mapping[str, Any] | None = None) -> Path:
+    """Write results.jsonl, metrics_summary.json and run.json into `run_dir` (created if
+    needed) and return it. `meta` adds to run.json (run id, command line, ...); it must
+    never hold a secret, and nothing here adds one."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+
+    def results(fh: Any) -> None:
+        for r in result.records:
+            fh.write(json.dumps(result_row(r), ensure_ascii=False, sort_keys=True))
+            fh.write("\n")
+
+    summary = metrics_summary(result.records, result.info.get("variants"))
+
+    atomic_write(run_dir / "results.jsonl", results)
+    atomic_write(run_dir / "metrics_summary.json", lambda fh: json.dump(summary, fh, indent=2, ensure_ascii=False))
+    atomic_write(
+        run_dir / "run.json",
+        lambda fh: json.dump(run_document(result, meta), fh, indent=2, ensure_ascii=False, sort_keys=False),
+    )
+    return run_dir
