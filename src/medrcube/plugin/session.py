@@ -2,24 +2,16 @@
 
 One `GateSession` per pytest process, kept in `config.stash`. Building it is cheap (the
 cube's items and the policy: what collection needs, identical on every xdist worker);
-inference runs lazily, once per process, the first time a test asks for a verdict.
-
-With pytest-xdist every worker needs every record (a slice or a credibility check reads
-items from all over the cube), yet each request must reach the model once per run. The
-response store's claims guarantee that: two processes wanting one key send one request
-and the other waits for the stored response. To spread the work, each worker first asks
-its own shard of the cube (a stable hash of the item id modulo the worker count), then
-runs the whole cube, which reads the other shards from the store (or waits on their
-claims, or asks what a lagging worker has not reached yet: correct either way).
+inference runs lazily, once per process, the first time a test asks for a verdict or
+for the records, through the one run service (medrcube.service.infer, which `medrcube
+run` uses too). With pytest-xdist every worker needs every record; the response store's
+claims make each request reach the model once per run (see service.infer).
 """
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
-import hashlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,8 +25,19 @@ SESSION_KEY = pytest.StashKey["GateSession"]()
 # On an item: the JSON-ready verdict payload its test produced (see summary.py).
 VERDICT_KEY = pytest.StashKey[dict]()
 
-# The conftest.py of a qualification suite sets this to True (tests_benchmark/conftest.py).
+# The conftest.py of a qualification suite sets this to True (medrcube/suite/conftest.py).
 SUITE_FLAG = "MEDRCUBE_SUITE"
+SUITE_MODULE = "medrcube.suite"
+# The gate's options (dest names): given to a run without a gate suite, they are a usage error.
+GATE_OPTIONS = (
+    "model", "cube", "thresholds", "profile", "baseline", "variants", "judge", "response_store",
+    "concurrency", "models_file", "medrcube_report",
+)
+HOW_TO_RUN = (
+    "run the gate with `pytest --model=SPEC` at the medrcube checkout's root, "
+    "`pytest --pyargs medrcube.suite --model=SPEC` anywhere, `medrcube qualify --model=SPEC`, "
+    "or in a site project made by `medrcube init DIR`"
+)
 
 # Test function name -> the kind of check it is parametrized with.
 TEST_KINDS: dict[str, str] = {
@@ -47,9 +50,8 @@ TEST_KINDS: dict[str, str] = {
     "test_regression": "regression",
 }
 
-BUNDLED_CUBE = "fixtures/mini"
+BUNDLED_CUBE = "fixtures/mini"  # in a checkout; the package ships it as medrcube/suite/mini
 PACKAGED_THRESHOLDS = "default_thresholds.yaml"  # in medrcube/gate/
-QUESTION_CHARS = 200
 
 
 class GateError(Exception):
@@ -69,8 +71,50 @@ def kind_of_test(function_name: str) -> str | None:
 
 
 def suite_requested(config: pytest.Config) -> bool:
-    """Whether a qualification suite is part of this run (its conftest declared itself)."""
-    return any(getattr(p, SUITE_FLAG, False) is True for p in config.pluginmanager.get_plugins())
+    """Whether a qualification suite is part of this run: a loaded conftest declared
+    itself, or the arguments name the packaged suite (`--pyargs medrcube.suite`: its
+    conftest is loaded only at collection, too late for session start)."""
+    if any(getattr(p, SUITE_FLAG, False) is True for p in config.pluginmanager.get_plugins()):
+        return True
+    args = [str(a).split("::", 1)[0] for a in config.args]
+    if config.option.pyargs and any(a == SUITE_MODULE or a.startswith(SUITE_MODULE + ".") for a in args):
+        return True
+    here = Path(config.invocation_params.dir)
+    for a in args:  # a suite further down an argument directory (its conftest loads later)
+        path = (here / a).resolve()
+        if path.is_dir() and _declares_suite_below(path):
+            return True
+    return False
+
+
+def _declares_suite_below(directory: Path, depth: int = 3) -> bool:
+    skip = {".venv", "node_modules", ".git", "__pycache__", "reports", ".medrcube"}
+    todo = [(directory, 0)]
+    while todo:
+        d, level = todo.pop()
+        conftest = d / "conftest.py"
+        if conftest.is_file() and SUITE_FLAG in conftest.read_text(encoding="utf-8", errors="replace"):
+            return True
+        if level < depth:
+            try:
+                todo += [(c, level + 1) for c in d.iterdir() if c.is_dir() and c.name not in skip]
+            except OSError:
+                continue
+    return False
+
+
+def gate_options_given(config: pytest.Config) -> list[str]:
+    """The gate options this run was given (their defaults are None: see hooks.py)."""
+    return [f"--{name.replace('_', '-')}" for name in GATE_OPTIONS if getattr(config.option, name, None) is not None]
+
+
+def check_suite_for_options(config: pytest.Config) -> None:
+    """Gate options without a gate suite are a usage error, never silently ignored."""
+    given = gate_options_given(config)
+    if given and not suite_requested(config):
+        raise pytest.UsageError(
+            f"{', '.join(given)} given, but this pytest run collects no medrcube gate suite; {HOW_TO_RUN}"
+        )
 
 
 # -- options ------------------------------------------------------------------------------
@@ -107,7 +151,7 @@ def read_options(config: pytest.Config) -> GateOptions:
     def path_of(value: str) -> Path:
         return (here / os.path.expanduser(value)).resolve()
 
-    model = (opt.model or "").strip()
+    model = (opt.model if opt.model is not None else "random").strip()
     if not model:
         raise _usage("--model", opt.model, "empty model spec; e.g. --model=random or --model=openai:NAME@URL")
 
@@ -136,17 +180,17 @@ def read_options(config: pytest.Config) -> GateOptions:
         if not models_file.is_file():
             raise _usage("--models-file", opt.models_file, f"no such file ({models_file})")
 
-    variants = (opt.variants or "").strip()
+    variants = (opt.variants if opt.variants is not None else "standard").strip()
     _parse_variants(variants)  # syntax only; raises UsageError
 
     cube = opt.cube
     if cube is not None and ":" not in cube.split(os.sep)[0]:
         cube = str(path_of(cube))  # a path: absolute, so every worker reads the same cube
 
-    store = path_of(opt.response_store)
+    store = path_of(opt.response_store or ".medrcube")
     if store.exists() and not store.is_dir():
         raise _usage("--response-store", opt.response_store, f"{store} exists and is not a directory")
-    report = path_of(opt.medrcube_report)
+    report = path_of(opt.medrcube_report or "reports")
     if report.exists() and not report.is_dir():
         raise _usage("--medrcube-report", opt.medrcube_report, f"{report} exists and is not a directory")
 
@@ -176,14 +220,16 @@ def _parse_variants(spec: str) -> tuple[Any, ...]:
 
 
 def resolve_cube_spec(options: GateOptions) -> str:
-    """The cube to load: --cube, else the bundled mini cube under the rootdir."""
+    """The cube to load: --cube, else the bundled mini cube (shipped in the package)."""
     if options.cube is not None:
         return options.cube
-    mini = options.rootdir / BUNDLED_CUBE
-    if not mini.is_dir():
+    from medrcube.suite import bundled_cube
+
+    mini = bundled_cube()
+    if mini is None:
         raise pytest.UsageError(
-            f"--cube not given and the bundled mini cube {BUNDLED_CUBE}/ is not under the rootdir "
-            f"{options.rootdir}; pass --cube=PATH (a release directory, a .jsonl file or hf:NAME)"
+            "--cube not given and this install of medrcube lacks its bundled mini cube "
+            "(medrcube/suite/mini); pass --cube=PATH (a release directory, a .jsonl file or hf:NAME)"
         )
     return str(mini)
 
@@ -197,11 +243,6 @@ def packaged_thresholds() -> Path | None:
 
 
 # -- the session --------------------------------------------------------------------------
-
-
-def _stable_shard(item_id: str, count: int) -> int:
-    # sha256, not hash(): Python salts str hashes per process, and workers must agree.
-    return int.from_bytes(hashlib.sha256(item_id.encode("utf-8")).digest()[:8], "big") % count
 
 
 def worker_slot(config: pytest.Config) -> tuple[int, int]:
@@ -236,8 +277,8 @@ class GateSession:
     _failure: str | None = field(default=None, repr=False)
     _verdicts: dict[str, Any] = field(default_factory=dict, repr=False)
     questions: dict[str, str] = field(default_factory=dict, repr=False)  # item id -> question
-    requests_sent: int = 0  # candidate requests this process sent (both passes)
-    judge_requests: int = 0
+    progress: Any = None  # a medrcube.plugin.progress.GateProgress, set by the plugin
+    _inference: Any = field(default=None, repr=False)  # medrcube.service.Inference
 
     def __post_init__(self) -> None:
         self._by_id = {c.id: c for c in self.checks}
@@ -261,6 +302,10 @@ class GateSession:
         }
         return reasons.get(kind, f"the policy {self.thresholds_label} gives no {kind} check on this cube")
 
+    def kinds_off(self) -> dict[str, str]:
+        """Kinds of check with no case in this run, each with how to turn it on."""
+        return {kind: self.why_no_checks(kind) for kind in TEST_KINDS.values() if not self.checks_of(kind)}
+
     @property
     def has_baseline(self) -> bool:
         return self.baseline_adapter is not None or self.baseline_dir is not None
@@ -268,42 +313,23 @@ class GateSession:
     # -- inference: lazy, once per process ------------------------------------------------
 
     def _infer(self) -> None:
-        """Run the candidate (and a baseline model) in one event loop, then close them."""
-        from medrcube.run.runner import run_cube_async
-        from medrcube.run.store import ResponseStore
+        """Run the candidate (and a baseline model) through the one run service."""
+        from medrcube.service import infer
 
-        store = ResponseStore(self.options.response_store)
-        index, count = self.worker
-
-        async def run(adapter: Any, variants: Sequence[Any]) -> Any:
-            kwargs = dict(variants=tuple(variants), store=store, judge=self.judge, concurrency=self.options.concurrency)
-            first = None
-            if count > 1:  # this worker's shard first, so that the workers split the asks
-                mine = tuple(it for it in self.cube.items if _stable_shard(it.id, count) == index)
-                first = await run_cube_async(dataclasses.replace(self.cube, items=mine), adapter, **kwargs)
-            full = await run_cube_async(self.cube, adapter, **kwargs)
-            if adapter is self.adapter:
-                self.requests_sent = full.requests_sent + (first.requests_sent if first else 0)
-                self.judge_requests = full.judge_requests + (first.judge_requests if first else 0)
-            return full
-
-        async def everything() -> tuple[Any, Any]:
-            try:
-                result = await run(self.adapter, self.variants)
-                baseline = await run(self.baseline_adapter, ("standard",)) if self.baseline_adapter else None
-                return result, baseline
-            finally:
-                for a in (self.adapter, self.baseline_adapter, self.judge):
-                    if a is not None:
-                        await a.aclose()
-
-        try:
-            result, baseline = asyncio.run(everything())
-        finally:
-            store.close()
-        self._result = result
-        if baseline is not None:
-            self._baseline_records = list(baseline.records)
+        self._inference = infer(
+            self.cube,
+            self.adapter,
+            variants=self.variants,
+            store_dir=self.options.response_store,
+            judge=self.judge,
+            baseline=self.baseline_adapter,
+            concurrency=self.options.concurrency,
+            progress=self.progress if self.progress is not None else False,
+            shard=self.worker,
+        )
+        self._result = self._inference.result
+        if self._inference.baseline is not None:
+            self._baseline_records = list(self._inference.baseline.records)
 
     def records(self) -> list[GradedRecord]:
         """Every graded record of the candidate (runs inference on the first call)."""
@@ -345,16 +371,18 @@ class GateSession:
     # -- hand-over to the controller -------------------------------------------------------
 
     def handover(self) -> dict[str, Any] | None:
-        """What this process tells the controller: its records and request counts
+        """What this process tells the controller: its records, request counts and usage
         (JSON-ready, small enough for xdist's workeroutput). None if it ran no inference."""
         if self._result is None:
             return None
         r = self._result
+        usage = self._inference.usage if self._inference is not None else {}
         return {
             "worker": f"gw{self.worker[0]}" if self.worker[1] > 1 else "main",
             "records": [rec.to_dict() for rec in r.records],
-            "requests_sent": self.requests_sent,
-            "judge_requests": self.judge_requests,
+            "requests_sent": r.requests_sent,
+            "judge_requests": r.judge_requests,
+            "usage": {name: u.to_dict() for name, u in usage.items()},
             "started": r.started,
             "finished": r.finished,
             "wall_s": r.wall_s,
@@ -406,7 +434,7 @@ def _build(options: GateOptions) -> GateSession:
     def adapter(option: str, spec: str) -> Any:
         try:
             return load_adapter(spec, cube=cube, models_file=options.models_file, concurrency=options.concurrency)
-        except ModelSpecError as e:  # ModelsFileError is one too
+        except (ModelSpecError, ValueError) as e:  # ModelsFileError, a missing API key
             raise _usage(option, spec, str(e)) from None
 
     return GateSession(
@@ -439,6 +467,19 @@ def _split_baseline(options: GateOptions) -> tuple[Path | None, str | None]:
     return None, value
 
 
+def preflight(session: GateSession) -> None:
+    """One short request to each HTTP endpoint of the run (medrcube.service.preflight):
+    a dead URL, a refused key or an unknown model stops the run at once, in one message
+    naming the URL, the HTTP status and the provider's words."""
+    from medrcube.service import EndpointError
+    from medrcube.service import preflight as ask_once
+
+    try:
+        ask_once([session.adapter, session.judge, session.baseline_adapter])
+    except EndpointError as e:
+        raise pytest.UsageError(f"--model={session.options.model}: {e}") from None
+
+
 # -- verdict -> pytest outcome ------------------------------------------------------------
 
 
@@ -446,34 +487,41 @@ def _split_baseline(options: GateOptions) -> tuple[Path | None, str | None]:
 class Decided:
     """A check with its verdict: what the `verdict` fixture hands to the test body."""
 
-    check: Any  # medrcube.gate.checks.Check
-    verdict: Any  # medrcube.gate.verdict.Verdict, its message with the worst items' questions
+    check: Any  # medrcube.gate.checks.Check, or a plugin.site.SiteCheck
+    verdict: Any  # medrcube.gate.verdict.Verdict (None for a site check: see payload)
     payload: dict[str, Any]  # the gate.json entry (summary.verdict_payload)
 
     @property
     def status(self) -> str:
-        return str(self.verdict.status)
+        return str(self.payload["verdict"])
 
     @property
     def message(self) -> str:
-        return self.verdict.message
+        return str(self.payload.get("message") or "")
 
 
-def verdict_for(node: pytest.Item, check: Any, session: GateSession) -> Decided:
+def verdict_for(node: pytest.Item, check: Any, session: GateSession, model: str | None = None) -> Decided:
     """The `verdict` fixture's work: label the Allure case (first, so that an errored
     case is grouped too), evaluate, keep the payload on the item for the report hook,
     and raise GateError for an error verdict or a failed inference."""
-    from medrcube.plugin import allure as allure_labels
     from medrcube.plugin import summary
 
-    allure_labels.label_case(check)
     try:
-        verdict = with_questions(session.verdict(check), session.questions)
+        verdict = session.verdict(check)
     except GateError as e:
         payload = summary.error_payload(check, str(e))
         verdict = None
     else:
         payload = summary.verdict_payload(check, verdict, session.questions)
+    return publish(node, check, verdict, payload, model=model)
+
+
+def publish(node: pytest.Item, check: Any, verdict: Any, payload: dict[str, Any], model: str | None = None) -> Decided:
+    """Hand a decided payload to the controller (built-in and site checks alike)."""
+    from medrcube.plugin import allure as allure_labels
+    from medrcube.plugin import summary
+
+    allure_labels.label_case(check, payload, model=model)
     node.stash[VERDICT_KEY] = payload
     # On the item, as record_property does: every later report carries it, xdist sends
     # it to the controller, and --junitxml writes it as properties.
@@ -484,26 +532,13 @@ def verdict_for(node: pytest.Item, check: Any, session: GateSession) -> Decided:
     return Decided(check, verdict, payload)
 
 
-def skip_absent(kind: str, session: GateSession) -> None:
-    """Skip the one case of a kind that has no check in this run, saying why."""
-    from medrcube.plugin import allure as allure_labels
+def failure_text(decided: Decided) -> str:
+    """The failure's text: the verdict's message, then the worst items' questions (held
+    as structured data in the payload, never patched into the message)."""
+    from medrcube.plugin.render import worst_questions
 
-    allure_labels.label_absent(kind)
-    pytest.skip(session.why_no_checks(kind))
-
-
-def with_questions(verdict: Any, questions: Mapping[str, str]) -> Any:
-    """The verdict with each worst item's question under its line in the message (the
-    gate's message names items by id; an engineer wants to read the question too)."""
-    message = verdict.message
-    for w in verdict.worst:
-        q = questions.get(w.item_id)
-        line = f"    - {w.line()}"
-        if q and line in message:
-            q = " ".join(q.split())
-            q = q if len(q) <= QUESTION_CHARS else q[: QUESTION_CHARS - 1] + "…"
-            message = message.replace(line, f"{line}\n      question: {q}", 1)
-    return dataclasses.replace(verdict, message=message)
+    lines = [decided.message, *worst_questions(decided.payload)]
+    return "\n".join(line for line in lines if line)
 
 
 def enforce(decided: Decided) -> None:
@@ -513,11 +548,13 @@ def enforce(decided: Decided) -> None:
     allure-pytest renames the case and takes attachments as the fixture's while setup runs.
     """
     from medrcube.plugin import allure as allure_labels
+    from medrcube.plugin.render import outcome_of
 
     allure_labels.describe_verdict(decided.check, decided.payload)
-    if decided.status == "fail":
-        pytest.fail(decided.message, pytrace=False)
-    if decided.status == "skip":
+    outcome = outcome_of(decided.status)
+    if outcome == "failed":
+        pytest.fail(failure_text(decided), pytrace=False)
+    if outcome == "skipped":
         pytest.skip(f"{decided.check.id}: {decided.message}")
-    if decided.status == "error":  # normally raised in setup already (verdict_for)
+    if outcome == "error":  # normally raised in setup already (verdict_for)
         raise GateError(decided.message)

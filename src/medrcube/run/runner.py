@@ -306,7 +306,7 @@ async def run_cube_async(
     concurrency: int | None = None,
     refresh: bool = False,
     template: str = "default",
-    progress: bool = False,
+    progress: bool | Progress = False,
     params: Mapping[str, Any] | None = None,
     claim_ttl_s: float = DEFAULT_CLAIM_TTL_S,
     close_adapters: bool = False,
@@ -324,7 +324,13 @@ async def run_cube_async(
     )
     owner = new_owner()
     newer_than = started if refresh else None
-    bar = Progress(total=len(plan), enabled=progress, desc=f"{adapter.spec}")
+    # A Progress given by the caller (the gate's progress file, shared by xdist workers)
+    # is used as-is, after learning the plan's size.
+    if isinstance(progress, Progress):
+        bar = progress
+        bar.begin(len(plan))
+    else:
+        bar = Progress(total=len(plan), enabled=progress, desc=f"{adapter.spec}")
 
     by_key: dict[str, list[int]] = {}
     records: list[GradedRecord | None] = [None] * len(plan)
@@ -465,7 +471,7 @@ def run_cube(
     concurrency: int | None = None,
     refresh: bool = False,
     template: str = "default",
-    progress: bool = False,
+    progress: bool | Progress = False,
     params: Mapping[str, Any] | None = None,
     claim_ttl_s: float = DEFAULT_CLAIM_TTL_S,
     close_adapters: bool = False,

@@ -1,5 +1,7 @@
 """The qualification gate: one tiny test per kind of check; the checks are data.
 
+A site project runs these beside its own tests with `from medrcube.suite.test_gate import *`.
+
 Each function is parametrized by the medrcube plugin with the checks that
 `medrcube.gate.checks.build_checks` derives from the cube's cells, thresholds.yaml and
 the options (`--variants`, `--baseline`), one case per check with a readable id, e.g.
@@ -8,11 +10,21 @@ process and decides the check; `enforce` turns the verdict into the outcome:
 
     pass                    -> passed
     fail                    -> failed, with observed value, interval, bound, n, worst items
-    insufficient evidence   -> skipped, with the n that would be needed
+    undecided               -> skipped (insufficient evidence), with the n that would be needed
     error                   -> error (in setup): too many API errors, never a failed gate
 """
 
 from medrcube.plugin.session import enforce
+
+__all__ = [
+    "test_cell",
+    "test_slice",
+    "test_overall",
+    "test_credibility",
+    "test_image_dependence",
+    "test_position",
+    "test_regression",
+]
 
 
 def test_cell(check, verdict):
