@@ -285,8 +285,9 @@ def undecided_lines(entries: list[Mapping[str, Any]]) -> list[str]:
     out = [f"undecided (insufficient evidence), {len(rows)} checks:"]
     for e in rows:
         d = e.get("details") or {}
-        needed = e.get("n_needed", d.get("n_needed", e.get("min_n")))
-        out.append(f"  {e['id']}: n={e['n']}, needs n>={needed}")
+        needed = e.get("n_needed") or d.get("n_needed") or (e.get("min_n") if e["n"] < (e.get("min_n") or 0) else None)
+        why = f"needs n>={needed}" if needed else f"interval{_interval(e)} contains the bound {_fmt(e.get('bound'), 2)}"
+        out.append(f"  {e['id']}: n={e['n']}, {why}")
     return out
 
 
