@@ -54,11 +54,12 @@ def test_run_directory_and_junit_properties(gate_ws):
             "X-Ray *MR *DD",
             "  Chest *pass *FAIL",
             "MRI *OR",
-            "  Brain *skip",
+            "  Brain *undec",
             "overall accuracy 0.556 * n=27 (bound 0.60, point): fail",
-            "credibility overall: rationality n/a, shortcut probability n/a, 12 pairs (A=0 B=12 C=0 D=0): skip",
-            "checks: 1 passed, 3 failed, 3 skipped (insufficient evidence), 0 errors (not graded)",
+            "credibility overall: rationality n/a, shortcut probability n/a, 12 pairs (A=0 B=12 C=0 D=0): undecided",
+            "checks: 1 passed, 3 failed, 3 undecided (insufficient evidence), 0 errors (not graded)",
             f"written: {run_dir}/ (results.jsonl, metrics_summary.json, run.json, gate.json, report.html)",
+            "gate verdict: NOT QUALIFIED",
         ]
     )
 
@@ -77,7 +78,7 @@ def test_allure_labels_parameters_and_attachments(gate_ws):
     assert cell["status"] == "failed"
     assert cell["name"] == "Chest / X-Ray / Disease Diagnosis: accuracy"
     params = {p["name"]: p for p in cell["parameters"]}
-    assert params["observed"]["value"] == "'0.000'" and params["observed"]["excluded"] is True
+    assert params["observed"]["value"] == "0.0" and params["observed"]["excluded"] is True  # a number, unquoted
     assert params["n"]["value"] == "12" and params["bound"]["excluded"] is True
     assert not params["check"].get("excluded")
     attachments = {a["name"]: a for a in cell["attachments"]}
@@ -102,13 +103,18 @@ def test_allure_labels_parameters_and_attachments(gate_ws):
     gate_ws.run("--alluredir=allure-b", model=model)
     again = _allure_results(gate_ws.path / "allure-b")
     moved = again["Chest/X-Ray/Modality Recognition"]
-    assert {p["name"]: p["value"] for p in moved["parameters"]}["bound"] == "'0.300'"
+    assert {p["name"]: p["value"] for p in moved["parameters"]}["bound"] == "0.3"
     assert {k: v["historyId"] for k, v in again.items()} == {k: v["historyId"] for k, v in results.items()}
 
 
 def test_errored_case_keeps_its_labels(gate_ws, gate_server):
-    gate_server.set_script({"faults": [{"fault": "status", "status": 401}]})
-    gate_ws.run("--alluredir=allure", model=gate_ws.openai(gate_server))
+    gate_server.set_script({"faults": [{"fault": "status", "status": 500}]})
+    (gate_ws.path / "models.yaml").write_text(
+        "version: 1\nmodels:\n  flaky: {provider: openai, model: test-model, base_url: '%s', max_retries: 0}\n"
+        % gate_server.base_url,
+        encoding="utf-8",
+    )
+    gate_ws.run("--alluredir=allure", "--models-file=models.yaml", model="flaky")
     results = _allure_results(gate_ws.path / "allure")
     cell = results["Chest/X-Ray/Disease Diagnosis"]
     assert cell["status"] == "broken"
@@ -117,7 +123,7 @@ def test_errored_case_keeps_its_labels(gate_ws, gate_server):
         ["X-Ray"],
         ["Disease Diagnosis"],
     )
-    assert {p["name"]: p["value"] for p in cell["parameters"]}["verdict"] == "'error'"
+    assert {p["name"]: p["value"] for p in cell["parameters"]}["verdict"] == "error"
 
 
 def test_qualify_arguments_pass_through_to_pytest(capfd):
@@ -133,7 +139,7 @@ def test_qualify_arguments_pass_through_to_pytest(capfd):
     args.pytest_args = extra
     assert args.model == "random:3" and args.cube is None
     assert qualify.pytest_argv(args, Path("suite")) == ["suite", "--model=random:3", "-n", "2", "--co", "-k", "Chest", "--alluredir=out"]
-    # The suite of this checkout is found from anywhere (an editable install).
+    # The packaged suite is found from anywhere.
     assert (qualify.find_suite() / "test_gate.py").is_file()
     with pytest.raises(FileNotFoundError, match="no conftest.py"):
         qualify.find_suite("/nonexistent-suite")
@@ -146,5 +152,5 @@ def test_medrcube_qualify_runs_the_suite(gate_ws):
         "--thresholds=thresholds.yaml", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-q",
     )  # fmt: skip
     assert result.ret == 0, result.stdout.str()
-    result.stdout.fnmatch_lines(["*= medrcube gate =*", "*5 passed, 5 skipped*"])
+    result.stdout.fnmatch_lines(["*= medrcube gate =*", "*5 passed, 2 skipped, 3 deselected*"])
     assert gate_ws.gate_json()["passed"] is True
