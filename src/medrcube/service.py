@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from medrcube.models.base import ErrorKind, Request, Response
+from medrcube.models.base import Request, Response
 from medrcube.rundir.files import atomic_write, default_run_id, write_run_dir
 
 if TYPE_CHECKING:
@@ -33,11 +33,8 @@ if TYPE_CHECKING:
     from medrcube.run.progress import Progress
     from medrcube.run.runner import RunResult
 
-# The pre-flight asks a trivial question; one attempt, no retries, at most this long.
+# The pre-flight (GET /models): one attempt (the adapter's client never retries), at most this long.
 PREFLIGHT_TIMEOUT_S = 20.0
-PREFLIGHT_PROMPT = "Reply with the letter A.\nOptions:\nA. yes\nB. no"
-# Error kinds that mean "this endpoint cannot answer at all": the run stops at once.
-FATAL_KINDS = frozenset({ErrorKind.CONNECTION, ErrorKind.AUTH})
 
 
 # -- usage metering --------------------------------------------------------------------------
@@ -125,35 +122,43 @@ def endpoint_of(adapter: Any) -> str | None:
 
 
 async def _preflight_one(adapter: Any) -> str | None:
+    """GET /models through the adapter's own client (its URL, key and timeout): cheap,
+    served by OpenAI and by vLLM, SGLang and TGI alike, and never a chat request, so the
+    run's request counts stay those of its items. Only a connection failure or a refused
+    key (401/403) is fatal; anything else (a server without the route) lets the run go on."""
+    import openai
+
     inner = getattr(adapter, "inner", adapter)
     url = endpoint_of(inner)
-    if url is None:
+    loop_state = getattr(inner, "_loop_state", None)
+    if url is None or loop_state is None:
         return None
-    saved = inner.retry
-    # One attempt: a dead endpoint must cost seconds, not the retry loop's minutes.
-    inner.retry = dataclasses.replace(saved, max_retries=0)
     try:
-        (response,) = await asyncio.wait_for(
-            inner.generate([Request(key="medrcube-preflight", item_id="preflight", prompt=PREFLIGHT_PROMPT)]),
-            PREFLIGHT_TIMEOUT_S,
-        )
+        await asyncio.wait_for(loop_state().client.models.list(), PREFLIGHT_TIMEOUT_S)
     except TimeoutError:
-        return None  # a slow model is not a dead one: the run proceeds with its retries
+        return None  # a slow endpoint is not a dead one: the run proceeds with its retries
+    except openai.APIConnectionError as exc:
+        cause = exc.__cause__ or exc
+        return (
+            f"the model endpoint {url} cannot be reached ({inner.spec}): connection failed "
+            f"({type(cause).__name__}: {cause}); check the base URL (OPENAI_BASE_URL or models.yaml) "
+            "and that the server is up"
+        )
+    except openai.APIStatusError as exc:
+        if exc.status_code not in (401, 403):
+            return None
+        status_error = getattr(inner, "_status_error", None)  # the adapter's own wording
+        words = status_error(exc).message if status_error is not None else f"HTTP {exc.status_code}: {exc.message}"
+        return f"the model endpoint {url} refused the key ({inner.spec}): {words}"
     finally:
-        inner.retry = saved
         await inner.aclose()
-    fatal = response.error_kind in FATAL_KINDS or (
-        response.error_kind is ErrorKind.BAD_REQUEST and "404" in (response.error or "")
-    )
-    if response.ok or not fatal:
-        return None
-    return f"the model endpoint {url} cannot be used ({inner.spec}): {response.error}"
+    return None
 
 
 def preflight(adapters: Sequence[Any]) -> None:
     """One short request to each HTTP endpoint before the run; raises EndpointError with
     one message naming the URL, the HTTP status and the provider's words when an
-    endpoint cannot answer at all (connection refused, key refused, model not found)."""
+    endpoint cannot answer at all (nothing listens, the key is refused)."""
     todo = [a for a in adapters if a is not None and endpoint_of(a) is not None]
     if not todo:
         return

@@ -30,8 +30,8 @@ def test_correct_answers_pass_and_small_cells_skip(gate_ws, gate_server):
     counts = outcomes(result)
     assert counts.get("failed", 0) == 0 and counts.get("errors", 0) == 0
     assert counts["passed"] == sum(v == "pass" for v in verdicts.values())
-    # 27 items, one standard request each, and the pre-flight request.
-    assert gate_server.stats()["total"] == 27 + 1
+    # 27 items, one standard request each (the pre-flight is a GET /models, not counted here).
+    assert gate_server.stats()["total"] == 27
     assert result.ret == 0
 
 
@@ -78,7 +78,7 @@ def test_image_dependence_fails_when_blind_equals_standard(gate_ws, gate_server)
     assert entry["verdict"] == "fail"
     assert entry["observed"] == 0.0  # the same answers with and without the image
     result.stdout.fnmatch_lines(["*standard - blind accuracy: drop 0.000 < 0.200*"])
-    assert gate_server.stats()["images"]["without"] == 27 + 1  # the blind asks, and the text-only pre-flight
+    assert gate_server.stats()["images"]["without"] == 27
 
 
 def test_image_dependence_passes_when_the_image_matters(gate_ws, gate_server):

@@ -22,8 +22,11 @@ def usage_errors(result: pytest.RunResult) -> list[str]:
     return [line for line in result.errlines if line.startswith("ERROR:")]
 
 
-def test_api_errors_are_errors_not_failures(gate_ws, gate_server):
-    gate_server.set_script({"faults": [{"fault": "status", "status": 500}]})
+@pytest.mark.parametrize("status", [500, 401])
+def test_api_errors_are_errors_not_failures(gate_ws, gate_server, status):
+    # (A key refused by a real provider stops the run in the pre-flight's GET /models;
+    # the scripted server faults chat completions only, so 401 reaches the checks here.)
+    gate_server.set_script({"faults": [{"fault": "status", "status": status}]})
     (gate_ws.path / "models.yaml").write_text(MODELS_YAML.format(url=gate_server.base_url), encoding="utf-8")
     result = gate_ws.run("--models-file=models.yaml", model="flaky")
 
@@ -39,26 +42,15 @@ def test_api_errors_are_errors_not_failures(gate_ws, gate_server):
     assert len(lines) == len(decided)
     assert "errors of" in lines[0] and "the evidence is incomplete; not graded" in lines[0]
     # The most frequent causes, once, in the summary.
-    result.stdout.fnmatch_lines(["failed requests: *; most frequent causes:", "  27 x server error (HTTP 500) from *"])
+    result.stdout.fnmatch_lines(["failed requests: *; most frequent causes:", f"  * x *HTTP {status}*"])
     assert result.ret == 1
     assert gate_server.stats()["total"] >= 1
 
 
-@pytest.mark.parametrize(
-    ("script", "expected"),
-    [
-        ({"faults": [{"fault": "status", "status": 401}]}, "HTTP 401"),
-        (None, "connection to"),
-    ],
-)
-def test_dead_endpoint_or_refused_key_stops_at_once_naming_the_url(gate_ws, gate_server, script, expected):
+def test_dead_endpoint_stops_at_once_naming_the_url(gate_ws):
     import time
 
-    if script is None:  # nothing listens there
-        url = "http://127.0.0.1:9/v1"
-    else:
-        gate_server.set_script(script)
-        url = gate_server.base_url
+    url, expected = "http://127.0.0.1:9/v1", "connection failed"  # nothing listens there
     start = time.monotonic()
     result = gate_ws.run(model=f"openai:test-model@{url}")
     assert time.monotonic() - start < 30

@@ -43,6 +43,7 @@ EPICS = {
     "image_dependence": "Image dependence",
     "position": "Position robustness",
     "regression": "Regression",
+    "site": "Site checks",
 }
 ALL_PARTS = "All parts"
 WORST_COLUMNS = ("item_id", "cell", "variant", "rotation", "expected", "extracted", "outcome", "question", "response", "note")
@@ -64,6 +65,8 @@ def behaviors(check: Any) -> tuple[str, str, str]:
         return EPICS["image_dependence"], check.part or ALL_PARTS, "Standard vs blind"
     if kind == "position":
         return EPICS["position"], check.part or ALL_PARTS, "Circular accuracy"
+    if kind == "site":
+        return EPICS["site"], check.part or ALL_PARTS, check.id
     if kind == "regression":
         if check.task is None and check.modality is None:
             return EPICS["regression"], check.part or ALL_PARTS, "Overall"
@@ -88,6 +91,8 @@ def title(check: Any) -> str:
         return f"{feature.removeprefix('By ')} {story}: accuracy"
     if kind == "overall":
         return "Overall accuracy"
+    if kind == "site":
+        return f"{check.id}: {check.metric}"
     if kind == "regression":
         scope = "overall" if story == "Overall" else f"{feature} / {story}"
         return f"Regression against the baseline: {scope}"

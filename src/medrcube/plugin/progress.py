@@ -163,8 +163,8 @@ class ControllerLine:
         text = line(total, elapsed)
         if tr.isatty:
             tr.write("\r" + text.ljust(100) + ("\n" if final else ""), flush=True)
-        elif final:
-            tr.write_line(text)
+        elif final:  # after xdist's "[100%]", which ends no line
+            tr.write("\n" + text + "\n", flush=True)
         self.shown = True
 
     def _loop(self) -> None:
