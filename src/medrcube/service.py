@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 
 # The pre-flight (GET /models): one attempt (the adapter's client never retries), at most this long.
 PREFLIGHT_TIMEOUT_S = 20.0
+# spec -> the model name the endpoint's GET /models reported (filled by the pre-flight).
+SERVED: dict[str, str | None] = {}
 
 
 # -- usage metering --------------------------------------------------------------------------
@@ -134,7 +136,11 @@ async def _preflight_one(adapter: Any) -> str | None:
     if url is None or loop_state is None:
         return None
     try:
-        await asyncio.wait_for(loop_state().client.models.list(), PREFLIGHT_TIMEOUT_S)
+        listing = await asyncio.wait_for(loop_state().client.models.list(), PREFLIGHT_TIMEOUT_S)
+        ids = [getattr(m, "id", "") for m in getattr(listing, "data", [])]
+        name = getattr(inner, "model", None)
+        # The served model as the endpoint names it: the configured one if it lists it.
+        SERVED[inner.spec] = name if name in ids else ", ".join(ids[:5]) or None
     except TimeoutError:
         return None  # a slow endpoint is not a dead one: the run proceeds with its retries
     except openai.APIConnectionError as exc:

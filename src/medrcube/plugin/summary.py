@@ -415,6 +415,13 @@ def merged_usage(handovers: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, 
     return {role: u.to_dict() for role, u in out.items()}
 
 
+def served_model(adapter: Any) -> str | None:
+    """The model name the endpoint reported in the pre-flight (None for a local baseline)."""
+    from medrcube.service import SERVED
+
+    return SERVED.get(getattr(adapter, "spec", ""))
+
+
 def run_meta(session: Any, run_id: str, result: Any, handovers: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """The run's identity, for gate.json and run.json (a spec, never a key)."""
     from medrcube.plugin.costs import priced
@@ -426,8 +433,7 @@ def run_meta(session: Any, run_id: str, result: Any, handovers: Iterable[Mapping
         "run_id": run_id,
         "model": redact_spec(opts.model),
         "model_fingerprint": session.adapter.fingerprint,
-        "served_model": (result.info.get("served_model") if result is not None else None)
-        or getattr(session.adapter, "model", None),
+        "served_model": served_model(session.adapter),
         "cube": {"source": session.cube.source, "fingerprint": session.cube.fingerprint, "items": len(session.cube)},
         "thresholds": session.thresholds_label,
         "profile": opts.profile,
