@@ -204,6 +204,16 @@ def _image_bytes(r: GradedRecord, cube: Any, run: RunData) -> bytes | None:
     return None
 
 
+def usage_rows(usage: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """Requests, tokens and cost per model role (candidate, judge, baseline) of run.json."""
+    rows = []
+    for role in ("candidate", "judge", "baseline"):
+        u = (usage or {}).get(role)
+        if u:
+            rows.append({"role": role, **u})
+    return rows
+
+
 # -- the gate ---------------------------------------------------------------------------------
 
 
@@ -213,11 +223,14 @@ def gate_section(gate: Mapping[str, Any] | None) -> dict[str, Any]:
         return {"ran": False}
     checks = gate.get("checks") or []
     counts = dict(gate.get("counts") or {})
-    for s in ("pass", "fail", "skip", "error"):
+    for s in ("pass", "fail", "undecided", "error"):
         counts.setdefault(s, sum(1 for c in checks if c.get("verdict") == s))
+    # Older gate.json files (and the gate core before its Verdict rewrite) say "skip".
+    counts["undecided"] = counts.get("undecided", 0) + counts.pop("skip", 0)
     passed = gate.get("passed")
     if passed is None:
         passed = counts["fail"] == 0 and counts["error"] == 0
+    word = gate.get("verdict") or ("QUALIFIED" if passed else "NOT QUALIFIED")
     failing = [
         {
             "id": c.get("id"),
@@ -235,6 +248,7 @@ def gate_section(gate: Mapping[str, Any] | None) -> dict[str, Any]:
     return {
         "ran": True,
         "passed": bool(passed),
+        "word": word,
         "counts": counts,
         "total": sum(counts.values()),
         "failing": failing,
@@ -281,7 +295,7 @@ def _axis_order(p: Profile) -> dict[str, list[str]]:
 
 
 def heatmaps(p: Profile, verdicts: Mapping[Cell, str], plots_dir: Path | None) -> list[dict[str, Any]]:
-    """The cube as HTML tables (one per modality, part x task, cells coloured by accuracy:
+    """The cube as HTML tables (one per modality, part x task, cells shaded by verdict and interval:
     crisp at any zoom and cheap to draw) and, under plots/, the same as a figure."""
     from medrcube.report import plots
     from medrcube.taxonomy import task_abbrev
@@ -302,7 +316,9 @@ def heatmaps(p: Profile, verdicts: Mapping[Cell, str], plots_dir: Path | None) -
             for task in tasks:
                 s = p.cells.get((part, modality, task))
                 verdict = verdicts.get((part, modality, task), "")
-                bg, fg = plots.accuracy_colour(s.acc if s is not None else None)
+                # Shaded by the verdict and the interval, never by the point estimate alone.
+                bg, fg = plots.cell_colour(verdict, s.lo, s.hi) if s is not None and s.acc is not None \
+                    else plots.accuracy_colour(None)
                 row.append({
                     "stat": s,
                     "bg": bg,
@@ -413,6 +429,7 @@ def build_page(run: RunData, *, cube: Any = None, plots_dir: Path | None = None)
             "wall_s": timings.get("wall_s"),
             "records": len(run.records),
             "outcomes": dict(sorted(counts.items())),
+            "usage": usage_rows(meta.get("usage")),
         },
         "gate": gate,
         "overall": p.overall,
