@@ -154,3 +154,25 @@ def test_medrcube_qualify_runs_the_suite(gate_ws):
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines(["*= medrcube gate =*", "*5 passed, 2 skipped, 3 deselected*"])
     assert gate_ws.gate_json()["passed"] is True
+
+
+def test_usage_and_cost_per_run(gate_ws, gate_server):
+    gate_server.set_script({"answer_key": gate_ws.answer_key()})
+    (gate_ws.path / "models.yaml").write_text(
+        "version: 1\nmodels:\n  priced:\n    provider: openai\n    model: test-model\n"
+        f"    base_url: '{gate_server.base_url}'\n    price: {{prompt: 2.0, completion: 8.0, currency: USD}}\n",
+        encoding="utf-8",
+    )
+    result = gate_ws.run("--models-file=models.yaml", model="priced")
+    doc = gate_ws.gate_json()
+    usage = doc["usage"]["candidate"]
+    assert usage["requests"] == 27 and usage["prompt_tokens"] > 0 and usage["completion_tokens"] > 0
+    expected = (usage["prompt_tokens"] * 2.0 + usage["completion_tokens"] * 8.0) / 1e6
+    assert usage["cost"] == pytest.approx(expected) and usage["currency"] == "USD"
+    # The full public cube (7,626 items) at this run's cost per item.
+    assert usage["projected_full_cube"] == pytest.approx(expected / 27 * 7626, abs=0.01)
+    run_doc = json.loads((gate_ws.run_dirs()[-1] / "run.json").read_text(encoding="utf-8"))
+    assert run_doc["usage"]["candidate"]["cost"] == usage["cost"]
+    result.stdout.fnmatch_lines(["usage candidate: 27 requests, * prompt + 27 completion tokens, cost USD *"
+                                 " (full public cube, 7,626 items: ~USD *)"])
+    assert "usage" in (gate_ws.run_dirs()[-1] / "report.html").read_text(encoding="utf-8")
