@@ -390,7 +390,7 @@ class GateReport:
         for e in self.entries.values():
             e["order"] = order.get(e["id"], len(order))
         result = merge_handovers(self.handovers)
-        run_dir = new_run_dir(session.options.report_dir, session.options.model)
+        run_dir = new_run_dir(session.options.report_dir, session.adapter.spec)  # as `medrcube run` names it
         self.meta = run_meta(session, run_dir.name, result, self.handovers)
         self.meta["kinds_off"] = dict(kinds_off or {})
         doc = gate_document(self.entries.values(), self.meta)
