@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -26,9 +27,17 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("install")
+    # Built from a copy of the sources, so that setuptools' build/ and egg-info never land
+    # in the checkout; the link src/medrcube/suite/mini -> fixtures/mini is kept as a link.
+    source = root / "source"
+    shutil.copytree(
+        REPO, source, symlinks=True,
+        ignore=shutil.ignore_patterns(".git", ".venv", ".tools", "node_modules", "reports", "build", "dist",
+                                      ".medrcube", "__pycache__", "*.egg-info", ".hypothesis", "benchmarks", "tests"),
+    )  # fmt: skip
     wheels = root / "wheels"
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(REPO)],
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(source)],
         check=True,
         capture_output=True,
     )

@@ -121,7 +121,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def pytest_collection_finish(session: pytest.Session) -> None:
     # Without xdist, conftests below the arguments are loaded now: check again.
     if gate.is_controller(session.config) and session.config.stash.get(gate.SESSION_KEY, None) is None:
-        gate.check_suite_for_options(session.config)
+        gate.check_suite_for_options(session.config, collected=True)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -70,15 +70,18 @@ def kind_of_test(function_name: str) -> str | None:
     return TEST_KINDS.get(function_name)
 
 
-def suite_requested(config: pytest.Config) -> bool:
+def suite_requested(config: pytest.Config, *, scan: bool = True) -> bool:
     """Whether a qualification suite is part of this run: a loaded conftest declared
     itself, or the arguments name the packaged suite (`--pyargs medrcube.suite`: its
-    conftest is loaded only at collection, too late for session start)."""
+    conftest is loaded only at collection, too late for session start), or (`scan`,
+    at session start only) a conftest.py below an argument directory declares one."""
     if any(getattr(p, SUITE_FLAG, False) is True for p in config.pluginmanager.get_plugins()):
         return True
     args = [str(a).split("::", 1)[0] for a in config.args]
     if config.option.pyargs and any(a == SUITE_MODULE or a.startswith(SUITE_MODULE + ".") for a in args):
         return True
+    if not scan:
+        return False
     here = Path(config.invocation_params.dir)
     for a in args:  # a suite further down an argument directory (its conftest loads later)
         path = (here / a).resolve()
@@ -108,10 +111,11 @@ def gate_options_given(config: pytest.Config) -> list[str]:
     return [f"--{name.replace('_', '-')}" for name in GATE_OPTIONS if getattr(config.option, name, None) is not None]
 
 
-def check_suite_for_options(config: pytest.Config) -> None:
-    """Gate options without a gate suite are a usage error, never silently ignored."""
+def check_suite_for_options(config: pytest.Config, *, collected: bool = False) -> None:
+    """Gate options without a gate suite are a usage error, never silently ignored.
+    After collection every conftest of the run is loaded: only a declared flag counts."""
     given = gate_options_given(config)
-    if given and not suite_requested(config):
+    if given and not suite_requested(config, scan=not collected):
         raise pytest.UsageError(
             f"{', '.join(given)} given, but this pytest run collects no medrcube gate suite; {HOW_TO_RUN}"
         )
