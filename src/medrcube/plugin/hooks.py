@@ -238,7 +238,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     run = config.stash.get(gate.SESSION_KEY, None)
     if run is not None and not gate.is_controller(config):
         # A worker hands its records over; the controller writes (ControllerHooks).
-        config.workeroutput[summary.HANDOVER] = run.handover()
+        config.workeroutput[summary.HANDOVER] = run.handover()  # type: ignore[attr-defined]
 
 
 class ControllerHooks:

@@ -169,6 +169,6 @@ class ControllerLine:
 
     def _loop(self) -> None:
         while not self._stop.wait(INTERVAL_S):
-            if self.config.pluginmanager.get_plugin("terminalreporter") is not None and \
-                    self.config.pluginmanager.get_plugin("terminalreporter").isatty:
+            tr = self.config.pluginmanager.get_plugin("terminalreporter")
+            if tr is not None and tr.isatty:  # a log gets the final line only
                 self._draw()

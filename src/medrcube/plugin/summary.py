@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -128,7 +127,7 @@ def _num(x: Any) -> str:
 def payload_of(report: pytest.TestReport) -> dict[str, Any] | None:
     for name, value in report.user_properties:
         if name == PROPERTY:
-            return json.loads(value)
+            return json.loads(str(value))
     return None
 
 
@@ -234,7 +233,7 @@ def cell_tables(entries: Iterable[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
-def number_lines(entries: list[Mapping[str, Any]]) -> list[str]:
+def number_lines(entries: Sequence[Mapping[str, Any]]) -> list[str]:
     """Overall accuracy, credibility, image dependence, position, regression and site numbers."""
     by_id = {e["id"]: e for e in entries}
     lines: list[str] = []
@@ -275,7 +274,7 @@ def number_lines(entries: list[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
-def undecided_lines(entries: list[Mapping[str, Any]]) -> list[str]:
+def undecided_lines(entries: Sequence[Mapping[str, Any]]) -> list[str]:
     """Each undecided check with its n and the n it would need (no -rs needed)."""
     from medrcube.plugin.render import canonical
 
@@ -331,7 +330,7 @@ def off_lines(meta: Mapping[str, Any]) -> list[str]:
     return ["not requested: " + "; ".join(f"{kind} ({how})" for kind, how in off.items())]
 
 
-def summary_lines(entries: list[Mapping[str, Any]], meta: Mapping[str, Any], written: list[Path]) -> list[str]:
+def summary_lines(entries: Sequence[Mapping[str, Any]], meta: Mapping[str, Any], written: list[Path]) -> list[str]:
     from medrcube.plugin.render import STATUSES, gate_verdict
     from medrcube.plugin.render import counts as count_statuses
 
