@@ -335,8 +335,10 @@ def summary_lines(entries: Sequence[Mapping[str, Any]], meta: Mapping[str, Any],
     from medrcube.plugin.render import counts as count_statuses
 
     cube = meta.get("cube", {})
+    served = meta.get("served_model")
     lines = [
-        f"model {meta.get('model')} on cube {cube.get('source')} ({cube.get('items')} items); "
+        f"model {meta.get('model')}" + (f" (the endpoint serves: {served})" if served else "")
+        + f" on cube {cube.get('source')} ({cube.get('items')} items); "
         f"thresholds {meta.get('thresholds')}" + (f", profile {meta['profile']}" if meta.get("profile") else "")
     ]
     lines += cell_tables(entries)
