@@ -140,7 +140,10 @@ async def _preflight_one(adapter: Any) -> str | None:
         ids = [getattr(m, "id", "") for m in getattr(listing, "data", [])]
         name = getattr(inner, "model", None)
         # The served model as the endpoint names it: the configured one if it lists it.
-        SERVED[inner.spec] = name if name in ids else ", ".join(ids[:5]) or None
+        if name in ids:
+            SERVED[inner.spec] = name
+        elif ids:  # a typo, or an alias the endpoint resolves: said, never fatal
+            SERVED[inner.spec] = f"{name!r} is not listed by GET /models, which lists {', '.join(ids[:5])}"
     except TimeoutError:
         return None  # a slow endpoint is not a dead one: the run proceeds with its retries
     except openai.APIConnectionError as exc:

@@ -337,7 +337,7 @@ def summary_lines(entries: Sequence[Mapping[str, Any]], meta: Mapping[str, Any],
     cube = meta.get("cube", {})
     served = meta.get("served_model")
     lines = [
-        f"model {meta.get('model')}" + (f" (the endpoint serves: {served})" if served else "")
+        f"model {meta.get('model')}" + (f" (served as {served})" if served and " " not in served else f" ({served})" if served else "")
         + f" on cube {cube.get('source')} ({cube.get('items')} items); "
         f"thresholds {meta.get('thresholds')}" + (f", profile {meta['profile']}" if meta.get("profile") else "")
     ]
