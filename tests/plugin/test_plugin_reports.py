@@ -176,3 +176,29 @@ def test_usage_and_cost_per_run(gate_ws, gate_server):
     result.stdout.fnmatch_lines(["usage candidate: 27 requests, * prompt + 27 completion tokens, cost USD *"
                                  " (full public cube, 7,626 items: ~USD *)"])
     assert "usage" in (gate_ws.run_dirs()[-1] / "report.html").read_text(encoding="utf-8")
+
+
+def test_medrcube_run_and_the_gate_write_the_same_run_directory(gate_ws):
+    # One run service behind both: the same records, summary and run.json counts for the
+    # same model and cube (each with its own fresh store).
+    model = gate_ws.replay("half.jsonl", wrong=gate_ws.ids("Disease Diagnosis"))
+    cli = gate_ws.pytester.run(
+        sys.executable, "-m", "medrcube.cli", "run", "--model", model, "--cube", "cube/cube.jsonl",
+        "--out", "cli-reports", "--response-store", "cli-store", "--no-progress",
+    )  # fmt: skip
+    assert cli.ret == 0, cli.stderr.str()
+    gate_ws.run(model=model, store="gate-store")
+    (cli_dir,) = sorted((gate_ws.path / "cli-reports").iterdir())
+    gate_dir = gate_ws.run_dirs()[-1]
+    assert cli_dir.name.rsplit("Z-", 1)[1] == gate_dir.name.rsplit("Z-", 1)[1]  # named by one function
+
+    def rows(d: Path) -> list[dict]:
+        out = [json.loads(line) for line in (d / "results.jsonl").read_text(encoding="utf-8").splitlines()]
+        for r in out:
+            r.pop("latency_s")
+        return out
+
+    assert rows(cli_dir) == rows(gate_dir) and rows(cli_dir)[0]["schema_version"] == 1
+    assert (cli_dir / "metrics_summary.json").read_bytes() == (gate_dir / "metrics_summary.json").read_bytes()
+    counts = [json.loads((d / "run.json").read_text(encoding="utf-8"))["counts"] for d in (cli_dir, gate_dir)]
+    assert counts[0] == counts[1]
