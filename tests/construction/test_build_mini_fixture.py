@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from medrcube.construction.mini import cube as mini
 from medrcube.construction.privacy import deid
 from medrcube.construction.readers import imageio
-from medrcube.construction.mini import cube as mini
-from medrcube.construction.stages.lesions import SIZE_CLASSES
 from medrcube.construction.readers.sources import PackageFile, read_dicom
+from medrcube.construction.stages.lesions import SIZE_CLASSES
 from medrcube.cube.item import LETTERS
 from medrcube.taxonomy import TASK_NAMES, Level, task_level
 

@@ -46,9 +46,11 @@ class BuildReport:
 
     def summary(self) -> str:
         lines = [
-            f"mini cube written to {self.out_dir}: {self.items} items, {self.images} images, "
-            f"{len(self.cells)} cells ({self.cells_with(24)} with 24 items or more), {self.chains} chains, "
-            f"{self.bytes / 1e6:.2f} MB",
+            (
+                f"mini cube written to {self.out_dir}: {self.items} items, {self.images} images, "
+                f"{len(self.cells)} cells ({self.cells_with(24)} with 24 items or more), {self.chains} chains, "
+                f"{self.bytes / 1e6:.2f} MB"
+            ),
             "per task: " + ", ".join(f"{k} {v}" for k, v in sorted(self.per_task.items())),
             "per modality: " + ", ".join(f"{k} {v}" for k, v in sorted(self.per_modality.items())),
             "per part: " + ", ".join(f"{k} {v}" for k, v in sorted(self.per_part.items())),

@@ -131,16 +131,6 @@ def resize_mask(mask: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     return np.asarray(imageio.resize(mask.astype(np.float64), shape) > 0.5)
 
 
-def spread(n: int, size: int, low: float = 0.0, high: float = 1.0) -> list[int]:
-    """`n` distinct indices into an axis of `size`, evenly spread over [low, high] of it."""
-    if n > size:
-        raise ValueError(f"cannot pick {n} distinct indices from {size}")
-    picks = sorted({int(round(low * (size - 1) + (high - low) * (size - 1) * i / max(n - 1, 1))) for i in range(n)})
-    if len(picks) != n:
-        raise ValueError(f"{n} indices over [{low}, {high}] of {size} collide; widen the range")
-    return picks
-
-
 def fractions(n: int, low: float, high: float) -> Sequence[float]:
     """`n` evenly spaced fractions from `low` to `high` (slice positions in a volume)."""
     return [low + (high - low) * i / max(n - 1, 1) for i in range(n)]

@@ -55,7 +55,7 @@ def _emri() -> list[Picture]:
                 DATASET, f"emri_{n + 1:02d}", img, modality, "Brain", pf, f"frame {f + 1} of {len(data)}",
                 "window 1-99.5th percentile, resampled 64 -> 256 px", [mfact, ipr, organ],
                 lesion=n % 2 == 1, normal_ok=True,
-            )  # fmt: skip
+            )
         )
     return pics
 
@@ -152,7 +152,7 @@ def _abdomen() -> list[Picture]:
             DATASET, "abdomen_01", img, modality, "Abdomen", pf, "the single frame",
             f"DICOM window {center:g}/{width:g}, native {img.shape[1]}x{img.shape[0]}",
             [mfact, iop_plane_fact(ds, 0), ipr, organ, finding],
-        )  # fmt: skip
+        )
     ]
 
 

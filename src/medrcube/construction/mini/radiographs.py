@@ -50,7 +50,7 @@ def _chest() -> list[Picture]:
             "nodules only inside the darker lung fields",
             [mfact, vfact, organ], lesion=True, allowed=lungs, contrast=0.45,
             lesion_tasks=("Abnormality Diagnosis",),
-        )  # fmt: skip
+        )
         for n in range(3)
     ]
 
@@ -93,7 +93,7 @@ def _tibia() -> list[Picture]:
                 f"inverted (MONOCHROME1), window 0.5-99.5th percentile, side marker masked, cropped to x {box[0]}-{box[2]}, "
                 f"y {box[1]}-{box[3]}, resampled to {img.shape[1]}x{img.shape[0]}",
                 [mfact, vfact, organ, dd],
-            )  # fmt: skip
+            )
         )
     return pics
 

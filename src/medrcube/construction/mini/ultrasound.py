@@ -68,7 +68,7 @@ def _echo_cine() -> list[Picture]:
                 f"cropped to the sector x {box[0]}-{box[2]}, y {box[1]}-{box[3]} (on-screen text removed), gray, "
                 f"resampled to {img.shape[1]}x{img.shape[0]}",
                 [mfact, ipr, organ], lesion=f % 2 == 1, normal_ok=True, contrast=0.55,
-            )  # fmt: skip
+            )
         )
     return pics
 

@@ -69,7 +69,7 @@ def volume_pictures(dataset: str, pf: PackageFile, cuts: list[tuple[str, float]]
                 locator=f"voxel axis {src_axis} index {src_index} (0-based) of {size}",
                 processing=f"reoriented to RAS, window 1-99.5th percentile of the volume, resampled to {img.shape[1]}x{img.shape[0]}",
                 facts=facts, lesion=n % 2 == 1, normal_ok=True,
-            )  # fmt: skip
+            )
         )
     return out
 
