@@ -43,7 +43,7 @@ def test_copies_of_one_slice_ask_its_view_once_and_every_image_is_a_chain() -> N
     plan = lesion_plan()
     asked = []
     for p in copies(_picture(), 3, normal=True, presence=1):
-        pixels, meta = draw_lesion(p, plan, np.random.default_rng(1))
+        _, meta = draw_lesion(p, plan, np.random.default_rng(1))
         asked.append([f.task for f in choose_facts(p, meta, views)])
     assert asked[0] == ["Modality Recognition", "View Recognition", "Abnormality Diagnosis"]
     assert asked[1] == ["Modality Recognition", "ROI Grounding", "Abnormality Diagnosis", "Severity Grading"]
