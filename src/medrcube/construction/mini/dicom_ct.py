@@ -22,7 +22,14 @@ from medrcube.construction.mini.common import (
 )
 from medrcube.construction.mini.placement import copies
 from medrcube.construction.readers import imageio
-from medrcube.construction.readers.sources import SourceError, display_axial, frame_orientation, frame_window, frames, read_dicom
+from medrcube.construction.readers.sources import (
+    SourceError,
+    display_axial,
+    frame_orientation,
+    frame_window,
+    frames,
+    read_dicom,
+)
 from medrcube.construction.stages.questions import CT_PROTOCOLS, Q_CT_PROTOCOL, protocol_fact, region_fact
 
 DATASET = "pydicom-ct"

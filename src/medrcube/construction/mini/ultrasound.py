@@ -10,7 +10,14 @@ from __future__ import annotations
 import numpy as np
 from scipy import ndimage
 
-from medrcube.construction.mini.common import Picture, dicom_modality, output_shape, pydicom_data_file, pydicom_file, tagref
+from medrcube.construction.mini.common import (
+    Picture,
+    dicom_modality,
+    output_shape,
+    pydicom_data_file,
+    pydicom_file,
+    tagref,
+)
 from medrcube.construction.mini.placement import copies
 from medrcube.construction.privacy import deid
 from medrcube.construction.readers import imageio
