@@ -129,3 +129,13 @@ def test_unreadable_recipes(tmp_path: Path) -> None:
     bad.write_text("- a list\n", encoding="utf-8")
     with pytest.raises(RecipeError, match="the recipe is list"):
         load_recipe(bad)
+
+
+def test_the_site_example_cube_raises_no_unknown_part_warning(demo_build) -> None:
+    """Issue 13: the parts a built site cube uses (Abdomen here, besides Brain, Chest, Heart)
+    are known to the taxonomy; only a genuinely unknown value warns."""
+    from medrcube.cube import load_cube
+
+    cube = load_cube(demo_build.release, strict=True)
+    assert "Abdomen" in {i.part for i in cube}
+    assert [p.message for p in cube.problems if p.reason == "unknown_part"] == []
