@@ -47,6 +47,11 @@ from medrcube.metrics.clustered import ClusteredInterval, cluster_counts, cluste
 from medrcube.records import GradedRecord, Outcome, is_perturbation
 
 STANDARD = "standard"
+# Defaults the report shows decisions against until the gate's policy carries its own
+# robustness margin and agreement bound (thresholds.yaml): at most 5 points of accuracy
+# lost under a perturbation, and 90% of the answers unchanged.
+DEFAULT_MARGIN = 0.05
+DEFAULT_AGREEMENT = 0.90
 
 
 class Decision(StrEnum):
