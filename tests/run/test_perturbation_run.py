@@ -9,64 +9,20 @@ first and pass the others, on records produced by the real plan, runner and stor
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 import shutil
-import string
-from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 import pytest
-from PIL import Image
 
 from medrcube.cube import load_cube
-from medrcube.cube.item import Cube
 from medrcube.metrics.perturbation import Decision, decide, robustness_table
-from medrcube.models.base import Request, Response
+from medrcube.testing.pixel_model import NoiseBlindModel
 from medrcube.run.runner import run_cube
 from medrcube.run.store import ResponseStore
 
 MINI = Path(__file__).resolve().parents[2] / "fixtures" / "mini"
 MARGIN, BOUND = 0.05, 0.9
-
-
-def noise_sigma(data: bytes) -> float:
-    """Immerkaer (1996) fast noise-variance estimate, in 8-bit grey levels."""
-    a = np.asarray(Image.open(io.BytesIO(data)).convert("L"), dtype=np.float64)
-    lap = (a[:-2, :-2] - 2 * a[:-2, 1:-1] + a[:-2, 2:] - 2 * a[1:-1, :-2] + 4 * a[1:-1, 1:-1]
-           - 2 * a[1:-1, 2:] + a[2:, :-2] - 2 * a[2:, 1:-1] + a[2:, 2:])
-    h, w = a.shape
-    return float(np.sqrt(np.pi / 2) * np.abs(lap).sum() / (6 * (w - 2) * (h - 2)))
-
-
-class NoiseBlindModel:
-    """Right on ~80% of the items (chosen by item id) when the image is clean (sigma < 5
-    grey levels: every mini-cube image is below 3), wrong on every item when it is noisy."""
-
-    spec = "noise-blind"
-    fingerprint = "test:noise-blind:1"
-    batch_size = 8
-    concurrency = 2
-
-    def __init__(self, cube: Cube) -> None:
-        self.answers = {it.id: it.answer_text for it in cube.items}
-        self.seen = 0
-
-    async def generate(self, requests: Sequence[Request]) -> list[Response]:
-        return [self._one(r) for r in requests]
-
-    def _one(self, r: Request) -> Response:
-        self.seen += 1
-        right = r.options.index(self.answers[r.item_id])
-        knows = int(hashlib.sha256(r.item_id.encode()).hexdigest(), 16) % 10 < 8
-        sees = bool(r.images) and noise_sigma(r.images[0].read()) < 5.0
-        choice = right if (knows and sees) else (right + 1) % len(r.options)
-        return Response(text=string.ascii_uppercase[choice])
-
-    async def aclose(self) -> None:
-        return None
 
 
 def test_a_model_hurt_by_noise_fails_there_and_passes_under_jpeg_and_window(tmp_path: Path) -> None:
