@@ -92,8 +92,14 @@ def _task_cell(r: PerturbationRobustness | None) -> dict[str, Any] | None:
         return None
     d = r.drop.drop or 0.0
     tone = "bad" if r.drop.lo > DEFAULT_MARGIN else ("warn" if d > DEFAULT_MARGIN else "")
-    return {"drop": d, "n": r.drop.n, "tone": tone, "title": f"drop {100 * d:.1f} points, 95% CI "
+    return {"drop": d, "change": signed_points(-d), "n": r.drop.n, "tone": tone, "title": f"drop {100 * d:.1f} points, 95% CI "
             f"[{100 * r.drop.lo:.1f}, {100 * r.drop.hi:.1f}], n={r.drop.n}"}
+
+
+def signed_points(x: float) -> str:
+    """A change in points: "+3", "−12", and "0" (never "-0")."""
+    p = round(100 * x)
+    return "0" if p == 0 else f"{'+' if p > 0 else '−'}{abs(p)}"
 
 
 def accuracy_figure(results: Sequence[PerturbationRobustness]) -> Any:
@@ -103,7 +109,7 @@ def accuracy_figure(results: Sequence[PerturbationRobustness]) -> Any:
 
     plt = _pyplot()
     shown = [r for r in results if r.drop.n]
-    fig, ax = plt.subplots(figsize=(6.4, 0.9 + 0.34 * len(shown)))
+    fig, ax = plt.subplots(figsize=(7.2, 0.9 + 0.3 * len(shown)))
     ys = list(range(len(shown)))[::-1]
     for y, r in zip(ys, shown):
         std, per = 100 * (r.drop.standard_acc or 0.0), 100 * (r.drop.perturbed_acc or 0.0)
@@ -112,14 +118,16 @@ def accuracy_figure(results: Sequence[PerturbationRobustness]) -> Any:
         ax.plot([std, std], [y - 0.38, y + 0.38], color="#222222", linewidth=1.6)
         lo, hi = std - 100 * r.drop.hi, std - 100 * r.drop.lo  # perturbed accuracy implied by the drop's CI
         ax.plot([max(0, lo), min(100, hi)], [y, y], color="#222222", linewidth=0.9)
-        ax.text(101, y, f"{per:.0f}% ({'−' if std >= per else '+'}{abs(std - per):.0f})", va="center", fontsize=7.5)
+        ax.text(101, y, f"{per:.0f}% ({signed_points((per - std) / 100)})", va="center", fontsize=7.5,
+                color="#c0392b" if bad else "#222222")
     ax.set_yticks(ys, [r.variant for r in shown])
     ax.set_xlim(0, 112)
     ax.set_xticks([0, 20, 40, 60, 80, 100])
     ax.set_xlabel("accuracy (%) under the perturbation; black tick: standard on the same items")
     ax.xaxis.grid(True, color="#dddddd", linewidth=0.6)
     ax.set_axisbelow(True)
-    fig.subplots_adjust(left=0.2, right=0.97, top=0.97, bottom=0.45 / (0.9 + 0.34 * len(shown)) + 0.12)
+    height = 0.9 + 0.3 * len(shown)
+    fig.subplots_adjust(left=0.16, right=0.97, top=1 - 0.1 / height, bottom=0.55 / height)
     return fig
 
 
