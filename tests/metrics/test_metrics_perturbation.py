@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import pytest
@@ -17,6 +18,7 @@ from medrcube.metrics.perturbation import (
     perturbation_robustness,
     perturbation_variants,
     robustness_table,
+    tango_interval,
 )
 from medrcube.records import GradedRecord, is_perturbation
 
@@ -28,11 +30,26 @@ def test_is_perturbation() -> None:
     assert not any(is_perturbation(v) for v in ("standard", "blind", "shuffled"))
 
 
-def test_one_item_per_image_is_newcombe() -> None:
+def test_one_item_per_image_is_tangos_score_interval() -> None:
     pairs = [(f"i{i}", i % 3 != 0, i % 4 != 0) for i in range(60)]
     d = clustered_paired_interval(pairs)
     assert d.deff == 1.0
-    assert (d.lo, d.hi) == pytest.approx(newcombe_paired_interval(d.a, d.b, d.c, d.d))
+    assert (d.lo, d.hi) == pytest.approx(tango_interval(d.b, d.c, d.n))
+    # at each bound the score statistic is +-1.96: recompute it from Tango's formula
+    for delta, sign in ((d.lo, 1), (d.hi, -1)):
+        w = -d.b - d.c + delta * (2 * d.n - d.b + d.c)
+        q = (-w + math.sqrt(w * w + 8 * d.n * d.c * delta * (1 - delta))) / (4 * d.n)
+        z = (d.b - d.c - d.n * delta) / math.sqrt(d.n * (2 * q + delta * (1 - delta)))
+        assert z == pytest.approx(sign * 1.959964, abs=1e-6)
+    # close to Newcombe's hybrid interval where discordance is not rare
+    assert (d.lo, d.hi) == pytest.approx(newcombe_paired_interval(d.a, d.b, d.c, d.d), abs=0.02)
+
+
+def test_the_design_effect_divides_the_score() -> None:
+    wide, narrow = tango_interval(30, 5, 200, deff=4.0), tango_interval(30, 5, 200)
+    assert wide[0] < narrow[0] < 25 / 200 < narrow[1] < wide[1]
+    assert tango_interval(0, 0, 0) == (-1.0, 1.0)
+    assert tango_interval(20, 0, 20)[1] == 1.0 and tango_interval(0, 20, 20)[0] == -1.0
 
 
 def test_items_sharing_an_image_widen_the_interval() -> None:

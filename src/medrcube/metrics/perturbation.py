@@ -10,20 +10,30 @@ the perturbed variant:
   standard answer (both parsed; options are in cube order in both variants), with a
   Wilson interval clustered by image (metrics/clustered.py).
 
-The drop's interval (`clustered_paired_interval`): Newcombe's paired method 10 (as for
-regression, metrics/comparison.py) on an effective sample size. The items of one image
-are not independent, so the per-item differences d_i = s_i - p_i in {-1, 0, 1} are
-summed per image and the cluster-robust variance of their mean,
+The drop's interval (`clustered_paired_interval`): Tango's score interval for a paired
+difference (T. Tango 1998, "Equivalence test and confidence interval for the difference
+in proportions for the paired-sample design", Statistics in Medicine 17:891-908), with
+its score statistic divided by the square root of a design effect for the images:
+    Z(delta) = (b - c - n delta) / sqrt(deff * n (2 q(delta) + delta (1 - delta))),
+q(delta) being the maximum-likelihood P(wrong -> right) under the constraint that the
+drop is delta; the interval is every delta with |Z(delta)| <= z. A score interval takes
+its variance at the value tested, not at the estimate, which matters here: lost
+answers are often rare, and an interval built on the observed variance (Wald, or
+Newcombe's hybrid, method 10) is too short on the upper side, the side a
+non-inferiority decision reads (benchmarks/robustness_coverage.py measures both).
+
+The design effect: the items of one image are not independent, so the per-item
+differences d_i = s_i - p_i in {-1, 0, 1} are summed per image and the cluster-robust
+variance of their mean,
     V_cl = K / (K - 1) * sum_c (sum_{i in c} (d_i - D))^2 / n^2,
 is compared with the variance the independent-items formula gives,
     V_iid = sum_i (d_i - D)^2 / (n (n - 1)).
-Their ratio is the design effect of the difference (deff = V_cl / V_iid, never below 1,
-taken as 1 where either is not estimable: one image, or no discordant pair) and the
-margins' Wilson intervals are computed on n / deff trials. With one item per image
-deff is 1 and the interval is Newcombe's; with perfectly correlated images it is about
-Newcombe's on the number of images. Like clustered_wilson it is never narrower than the
-unclustered interval, and with no discordant pair it still has width (a small sample
-proves nothing).
+deff = V_cl / V_iid, never below 1, taken as 1 where either is not estimable (one image,
+or no discordant pair). With one item per image deff is 1 and the interval is Tango's.
+With no discordant pair it still has width (a small sample proves nothing). With few
+images carrying many items each the estimated deff is itself uncertain and the interval
+runs short (simulation: 90% coverage for 30 images of 10 items); decisions should ask
+for enough images (`min_n` counts items; the caller may add its own floor on images).
 
 Decisions (pure; the gate maps them onto its outcomes, with its own confidence per
 family): non-inferiority of accuracy passes when the upper bound of the drop is within
@@ -42,7 +52,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from medrcube.metrics.accuracy import wilson_from_proportion
+from medrcube.metrics.accuracy import z_value
 from medrcube.metrics.clustered import ClusteredInterval, cluster_counts, clustered_wilson, image_key
 from medrcube.records import GradedRecord, Outcome, is_perturbation
 
@@ -93,18 +103,37 @@ class PairedDrop:
                 "drop": self.drop, "lo": self.lo, "hi": self.hi}
 
 
-def _newcombe(a: float, b: float, c: float, d: float, n_eff: float, confidence: float) -> tuple[float, float]:
-    """Newcombe's method 10 for (b - c) / n with the margins' Wilson intervals on n_eff trials."""
-    n = a + b + c + d
-    p1, p2 = (a + b) / n, (a + c) / n
-    l1, u1 = wilson_from_proportion(p1, n_eff, confidence)
-    l2, u2 = wilson_from_proportion(p2, n_eff, confidence)
-    den = (a + b) * (c + d) * (a + c) * (b + d)
-    phi = (a * d - b * c) / math.sqrt(den) if den > 0 else 0.0
-    delta = p1 - p2
-    lo = delta - math.sqrt(max(0.0, (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2))
-    hi = delta + math.sqrt(max(0.0, (u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2))
-    return (max(-1.0, lo), min(1.0, hi))
+def tango_interval(b: int, c: int, n: int, deff: float = 1.0, confidence: float = 0.95) -> tuple[float, float]:
+    """Tango's score interval for (b - c) / n, the score divided by sqrt(deff) (module doc)."""
+    if n <= 0:
+        return (-1.0, 1.0)
+    z = z_value(confidence)
+
+    def score(delta: float) -> float:
+        w = -b - c + delta * (2 * n - b + c)
+        q = (-w + math.sqrt(max(0.0, w * w + 8.0 * n * c * delta * (1.0 - delta)))) / (4.0 * n)
+        var = deff * n * (2.0 * q + delta * (1.0 - delta))
+        diff = b - c - n * delta
+        if var <= 1e-300:
+            return math.copysign(math.inf, diff) if diff else 0.0
+        return diff / math.sqrt(var)
+
+    est = (b - c) / n
+
+    def solve(target: float, lo: float, hi: float) -> float:
+        # score() decreases in delta: bisection to 1e-12, far below any printed digit
+        for _ in range(45):
+            mid = (lo + hi) / 2
+            if score(mid) > target:
+                lo = mid
+            else:
+                hi = mid
+        return (lo + hi) / 2
+
+    edge = 1.0 - 1e-12
+    lo = -1.0 if score(-edge) <= z else solve(z, -edge, est)
+    hi = 1.0 if score(edge) >= -z else solve(-z, est, edge)
+    return (max(-1.0, min(lo, est)), min(1.0, max(hi, est)))
 
 
 def difference_deff(units: Sequence[tuple[str, int]]) -> float:
@@ -135,7 +164,7 @@ def clustered_paired_interval(pairs: Sequence[tuple[str, bool, bool]], confidenc
     if n == 0:
         return PairedDrop(0, 0, 0, 0, 0, 0, 1.0, -1.0, 1.0)
     deff = difference_deff([(k, int(s) - int(p)) for k, s, p in pairs])
-    lo, hi = _newcombe(a, b, c, d, n / deff, confidence)
+    lo, hi = tango_interval(b, c, n, deff, confidence)
     return PairedDrop(n, clusters, a, b, c, d, deff, lo, hi)
 
 
