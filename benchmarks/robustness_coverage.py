@@ -91,7 +91,8 @@ def main() -> None:
     for r in rows:
         pass_rate = f"{r['pass']:.3f}" if "margin" in str(r["case"]) else "–"
         cells = " | ".join(f"{r[n]:.3f} / {r[n + '_up']:.3f}" for n in ("clustered", "tango", "newcombe"))
-        print(f"| {r['images']} x {r['items']} | {r['case']} | {r['truth']:.3f} | {r['deff']:.2f} | {cells} | {pass_rate} |")
+        print(f"| {r['images']} x {r['items']} | {r['case']} | {r['truth']:.3f} | {r['deff']:.2f} | {cells} "
+              f"| {pass_rate} |")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ from medrcube.plugin.allure import behaviors, title
 
 
 def _check(kind: str, variant: str, **sel: str) -> Check:
-    return Check(id=f"{kind}:{variant}", kind=kind, metric="accuracy_drop", part=sel.get("part"),  # type: ignore[arg-type]
+    return Check(id=f"{kind}:{variant}", kind=kind,  # type: ignore[arg-type]  # kinds the lead adds
+                 metric="accuracy_drop", part=sel.get("part"),
                  modality=sel.get("modality"), task=sel.get("task"), bound=0.05, rule="noninferiority",
                  confidence=0.95, min_n=20, max_error_rate=0.1, variants=("standard", variant),
                  params={"variant": variant})

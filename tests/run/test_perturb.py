@@ -205,3 +205,19 @@ def test_max_side_caps_the_perturbed_image() -> None:
     for ask in plan[:20]:
         im = Image.open(io.BytesIO(ask.images[0].read()))
         assert max(im.size) <= 64 and im.mode in ("L", "RGB")
+
+
+def test_the_roi_rule_follows_the_pixels_of_a_rotation() -> None:
+    # a bright square near the top right; rotate:15 (counter-clockwise as displayed)
+    # moves it up-left, towards the top edge: roi_kept must predict where it goes
+    arr = np.zeros((100, 100), np.uint8)
+    arr[8:16, 70:78] = 255
+    buf = io.BytesIO()
+    Image.fromarray(arr).save(buf, format="PNG")
+    out = perturb_image(parse_perturbation("rotate:15"), buf.getvalue())
+    assert out is not None
+    moved = np.asarray(Image.open(io.BytesIO(out)), dtype=np.float64)
+    ys, xs = np.nonzero(moved > 128)
+    assert ys.mean() < 12 - 3 and xs.mean() < 74  # up and to the left
+    assert not roi_kept(Perturbation("rotate", 15), (100, 100), (70, 2, 78, 10))  # pushed off the top
+    assert roi_kept(Perturbation("rotate", -15), (100, 100), (70, 2, 78, 10))  # clockwise: down, stays in

@@ -57,6 +57,14 @@ def test_a_model_hurt_by_noise_fails_there_and_passes_under_jpeg_and_window(tmp_
         r.to_dict() | {"cached": False, "latency_s": 0} for r in result.records]
 
 
+def test_perturbed_images_are_made_within_the_models_size_limit() -> None:
+    cube = load_cube(MINI)
+    model = NoiseBlindModel(cube, image_max_side=96)
+    result = run_cube(cube, model, variants="jpeg:30,rotate:5,flip")
+    assert result.errors == 0 and result.requests_sent > 0
+    assert model.largest_side == 96 and model.modes <= {"L", "RGB"}
+
+
 def _small_cube(tmp_path: Path, n: int = 6) -> Path:
     """A one-dataset release cube from the mini cube: n items, ROI Grounding among them."""
     src = MINI / "pydicom-ct"

@@ -98,8 +98,8 @@ def robustness_markdown(board: RobustnessBoard) -> str:
         "|:--|" + "--:|" * len(board.variants),
     ]
     for label, _, cells in board.rows:
-        lines.append(f"| {label.replace('|', chr(92) + '|')} | " + " | ".join(cell_text(cells[v]) for v in board.variants)
-                     + " |")
+        texts = " | ".join(cell_text(cells[v]) for v in board.variants)
+        lines.append(f"| {label.replace('|', chr(92) + '|')} | {texts} |")
     return "\n".join(lines) + "\n"
 
 

@@ -92,8 +92,8 @@ def _task_cell(r: PerturbationRobustness | None) -> dict[str, Any] | None:
         return None
     d = r.drop.drop or 0.0
     tone = "bad" if r.drop.lo > DEFAULT_MARGIN else ("warn" if d > DEFAULT_MARGIN else "")
-    return {"drop": d, "change": signed_points(-d), "n": r.drop.n, "tone": tone, "title": f"drop {100 * d:.1f} points, 95% CI "
-            f"[{100 * r.drop.lo:.1f}, {100 * r.drop.hi:.1f}], n={r.drop.n}"}
+    title = f"drop {100 * d:.1f} points, 95% CI [{100 * r.drop.lo:.1f}, {100 * r.drop.hi:.1f}], n={r.drop.n}"
+    return {"drop": d, "change": signed_points(-d), "n": r.drop.n, "tone": tone, "title": title}
 
 
 def signed_points(x: float) -> str:

@@ -197,8 +197,8 @@ def roi_kept(p: Perturbation, size: tuple[int, int], box: tuple[float, float, fl
     assert p.level is not None
     t = math.radians(p.level)
     corners = [(x0, y0), (x1, y0), (x0, y1), (x1, y1)]
-    moved = [(cx + (x - cx) * math.cos(t) + (y - cy) * math.sin(t), cy - (x - cx) * math.sin(t) + (y - cy) * math.cos(t))
-             for x, y in corners]
+    cos, sin = math.cos(t), math.sin(t)  # PIL rotates counter-clockwise as displayed (y down)
+    moved = [(cx + (x - cx) * cos + (y - cy) * sin, cy - (x - cx) * sin + (y - cy) * cos) for x, y in corners]
     inside = all(0 <= x <= w and 0 <= y <= h for x, y in moved)
     if task != ROI_GROUNDING:
         return inside
