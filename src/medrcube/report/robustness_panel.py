@@ -114,7 +114,9 @@ def accuracy_figure(results: Sequence[PerturbationRobustness]) -> Any:
     for y, r in zip(ys, shown):
         std, per = 100 * (r.drop.standard_acc or 0.0), 100 * (r.drop.perturbed_acc or 0.0)
         bad = r.drop.lo > DEFAULT_MARGIN
-        ax.barh(y, per, height=0.6, color="#e45756" if bad else "#4c78a8")
+        colour = "#e45756" if bad else "#4c78a8"
+        ax.barh(y, per, height=0.6, color=colour)
+        ax.plot([per], [y], marker="D", markersize=4, color=colour)  # visible where the bar has no length
         ax.plot([std, std], [y - 0.38, y + 0.38], color="#222222", linewidth=1.6)
         lo, hi = std - 100 * r.drop.hi, std - 100 * r.drop.lo  # perturbed accuracy implied by the drop's CI
         ax.plot([max(0, lo), min(100, hi)], [y, y], color="#222222", linewidth=0.9)
