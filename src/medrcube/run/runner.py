@@ -321,6 +321,8 @@ async def run_cube_async(
         params=params,
         template=template,
         keyed_by_item=getattr(adapter, "keyed_by_item", False),
+        # Perturbed images are made no larger than the model is sent (hf: image_max_side).
+        image_max_side=getattr(adapter, "image_max_side", None) or None,
     )
     owner = new_owner()
     newer_than = started if refresh else None
