@@ -66,3 +66,16 @@ class GradedRecord:
         fields = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
         fields["outcome"] = Outcome(d["outcome"])
         return cls(**fields)
+
+
+# Image-perturbation variants (run/perturb.py): such a record's variant is the
+# perturbation's spec, "<kind>:<level>" ("jpeg:30", "noise:0.03", "noise:0.03@7" with a
+# seed) or "flip"; metrics pair it with the standard record of the same item.
+PERTURBATION_KINDS: tuple[str, ...] = (
+    "jpeg", "lowres", "noise", "poisson", "window", "brightness", "rotate", "crop", "flip",
+)
+
+
+def is_perturbation(variant: str) -> bool:
+    """Whether a record's variant is an image perturbation ("jpeg:30", "flip")."""
+    return variant.partition(":")[0].partition("@")[0] in PERTURBATION_KINDS

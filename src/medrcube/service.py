@@ -242,8 +242,8 @@ def infer(
         )
         if count > 1:
             mine = tuple(it for it in cube.items if stable_shard(it.id, count) == index)
-            await run_cube_async(dataclasses.replace(cube, items=mine), model, **kwargs)  # type: ignore[arg-type]
-        return await run_cube_async(cube, model, **kwargs)  # type: ignore[arg-type]
+            await run_cube_async(dataclasses.replace(cube, items=mine), model, **kwargs)
+        return await run_cube_async(cube, model, **kwargs)
 
     async def everything() -> Inference:
         try:

@@ -24,7 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cube", required=True, metavar="CUBE",
                         help="a release-layout directory, a .jsonl file, parquet, a save_to_disk directory or hf:NAME")
     parser.add_argument("--variant", default="standard", metavar="V",
-                        help="comma-separated: standard, blind, shuffled:K (default: standard)")
+                        help="comma-separated: standard, blind, shuffled:K, and image perturbations such as "
+                             "jpeg:30, lowres:256, noise:0.03, window:0.8, flip (docs/robustness.md; default: standard)")
     parser.add_argument("--concurrency", type=int, default=None, metavar="N",
                         help="requests in flight at once (default: the model's own setting)")
     parser.add_argument("--response-store", default=".medrcube", metavar="DIR",

@@ -193,12 +193,19 @@ def _parse_variants(spec: str) -> tuple[Any, ...]:
         raise _usage("--variants", spec, f"{e} (e.g. --variants=standard,blind,shuffled:3)") from None
 
 
+def bundled_cube() -> Path | None:
+    """The bundled mini cube (package data of medrcube.suite, named by a string: the
+    pytest room never imports the suite, which imports it)."""
+    from importlib.resources import files
+
+    mini = Path(str(files("medrcube").joinpath("suite", "mini")))
+    return mini if mini.is_dir() else None
+
+
 def resolve_cube_spec(options: GateOptions) -> str:
     """The cube to load: --cube, else the bundled mini cube (shipped in the package)."""
     if options.cube is not None:
         return options.cube
-    from medrcube.suite import bundled_cube
-
     mini = bundled_cube()
     if mini is None:
         raise pytest.UsageError(

@@ -252,6 +252,7 @@ class LeaderboardResult:
     credibility: pd.DataFrame
     shortcut: Correlation | None  # shortcut probability against high-level accuracy
     notes: list[str] = field(default_factory=list)
+    robustness: Any = None  # report.robustness_board.RobustnessBoard (robustness.csv / .md)
 
 
 def _present(v: Any) -> bool:

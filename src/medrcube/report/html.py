@@ -23,11 +23,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from medrcube.report.analysis import AXES, CANONICAL, Cell, Profile, Stat, cell_id, ordered, profile
-from medrcube.report.readers import MEDRCUBE, RunData, read_run
-from medrcube.report.gate_sections import cell_verdicts, gate_section, regression_rows, usage_rows
 from medrcube.metrics.worst import worst_records
 from medrcube.records import GradedRecord, Outcome
+from medrcube.report.analysis import AXES, CANONICAL, Cell, Profile, Stat, cell_id, ordered, profile
+from medrcube.report.gate_sections import cell_verdicts, gate_section, regression_rows, usage_rows
+from medrcube.report.readers import MEDRCUBE, RunData, read_run
 from medrcube.taxonomy import MODALITIES, PARTS, TASK_NAMES
 
 REPORT_NAME = "report.html"
@@ -325,6 +325,9 @@ def build_page(run: RunData, *, cube: Any = None, plots_dir: Path | None = None)
     elif cube is not None:
         cube = checked_cube(cube, run, notes)
     worst = worst_rows(run, cube, notes)
+    from medrcube.report.robustness_panel import robustness_section  # issue 17: image perturbations
+
+    robustness = robustness_section(run, cube, plots_dir)
 
     counts: dict[str, int] = defaultdict(int)
     for r in run.records:
@@ -360,6 +363,7 @@ def build_page(run: RunData, *, cube: Any = None, plots_dir: Path | None = None)
         "cred_parts": cred_parts,
         "blind": blind,
         "position": position,
+        "robustness": robustness,
         "regression": regression_rows(run.gate),
         "worst": worst,
         "notes": notes,

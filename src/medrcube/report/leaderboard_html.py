@@ -100,6 +100,13 @@ def _shortcut_points(result: LeaderboardResult) -> int:
     )
 
 
+def _robustness(result: LeaderboardResult) -> dict[str, Any] | None:
+    from medrcube.report.robustness_board import html_rows
+
+    board = result.robustness
+    return {"variants": list(board.variants), "rows": html_rows(board)} if board else None
+
+
 def render_leaderboard(
     result: LeaderboardResult,
     rows: Sequence[Row],
@@ -133,4 +140,5 @@ def render_leaderboard(
         figures={k: figures.get(k) for k in ("clustered", "anatomical", "quadrant", "shortcut")},
         notes=result.notes,
         n_runs=len(rows),
+        robustness=_robustness(result),
     )

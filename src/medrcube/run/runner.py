@@ -321,16 +321,13 @@ async def run_cube_async(
         params=params,
         template=template,
         keyed_by_item=getattr(adapter, "keyed_by_item", False),
+        # Perturbed images are made no larger than the model is sent (hf: image_max_side).
+        image_max_side=getattr(adapter, "image_max_side", None) or None,
     )
     owner = new_owner()
     newer_than = started if refresh else None
-    # A Progress given by the caller (the gate's progress file, shared by xdist workers)
-    # is used as-is, after learning the plan's size.
-    if isinstance(progress, Progress):
-        bar = progress
-        bar.begin(len(plan))
-    else:
-        bar = Progress(total=len(plan), enabled=progress, desc=f"{adapter.spec}")
+    bar = progress if isinstance(progress, Progress) else Progress(total=len(plan), enabled=progress, desc=adapter.spec)
+    bar.begin(len(plan))  # a caller's Progress (the gate's live line) learns this pass's size
 
     by_key: dict[str, list[int]] = {}
     records: list[GradedRecord | None] = [None] * len(plan)

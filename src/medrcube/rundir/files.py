@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from medrcube.metrics.accuracy import accuracy
-from medrcube.records import GradedRecord
+from medrcube.records import GradedRecord, is_perturbation
 from medrcube.run.runner import RunResult
 
 SUMMARY_SCHEMA_VERSION = 1
@@ -92,7 +92,8 @@ def metrics_summary(records: Sequence[GradedRecord], variants: Sequence[str] | N
     by_variant: dict[str, list[GradedRecord]] = defaultdict(list)
     for r in records:
         by_variant[r.variant].append(r)
-    names = [v.split(":", 1)[0] for v in variants] if variants else list(by_variant)
+    # "shuffled:3" records are named "shuffled"; a perturbation's records keep its spec ("jpeg:30").
+    names = [v if is_perturbation(v) else v.split(":", 1)[0] for v in variants] if variants else list(by_variant)
     names = list(dict.fromkeys(names + [v for v in by_variant if v not in names]))
     top = "standard" if "standard" in names else (names[0] if names else "standard")
     doc: dict[str, Any] = {"schema_version": SUMMARY_SCHEMA_VERSION, "variant": top}
