@@ -156,14 +156,15 @@ def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]+@")
 
 
 def redact_spec(spec: str | None) -> str | None:
-    """A model spec fit for a file: credentials written into a URL (http://user:pw@host)
-    are cut. Keys never reach a spec by design; this covers the one way a user could
-    still type one in."""
-    return None if spec is None else _URL_USERINFO.sub(r"\1[redacted]@", spec)
+    """A model spec fit for a file: credentials written into a URL (http://user:pw@host,
+    ?api-key=...) are cut (the one rule: models/urls.py). Keys never reach a spec by
+    design (specs with them are refused); this covers the ways one could still get in."""
+    from medrcube.models.urls import redact_urls
+
+    return None if spec is None else redact_urls(spec)
 
 
 def run_document(result: RunResult, meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
