@@ -314,3 +314,14 @@ def _bomb(inflated_mib: int, tail: bytes) -> bytes:
     prefix, state = hit
     z = state.copy()
     return prefix + z.compress(tail) + z.flush()
+
+
+@dataclass
+class _Plan:
+    seq: int
+    entry: dict[str, Any]
+    rule: _Rule | None
+    latency: float
+    reply: str
+    request_hash: str
+    ended: bool = False
