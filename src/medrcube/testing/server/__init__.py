@@ -81,11 +81,6 @@ auth, params (every body key except messages), outcome, status.
 
 from __future__ import annotations
 
-import argparse
-import base64
-import binascii
-import copy
-
 from medrcube.testing.server.process import ScriptedServer, ServerProcess, serve_main
 from medrcube.testing.server.script import FAULTS, Script, ScriptError, question_of
 
