@@ -103,3 +103,11 @@ class ModelAdapter(Protocol):
     async def generate(self, requests: Sequence[Request]) -> list[Response]: ...
 
     async def aclose(self) -> None: ...
+
+
+def same_model(requested: str, served: str) -> bool:
+    """True when `served` names the requested model: equal (case aside), or a dated or
+    versioned snapshot of it, or the requested name as a path's last part (vLLM serves a
+    local path under its full name)."""
+    r, s = requested.strip().lower(), served.strip().lower()
+    return s == r or s.startswith(r + "-") or s.startswith(r + "@") or s.rsplit("/", 1)[-1] == r.rsplit("/", 1)[-1]

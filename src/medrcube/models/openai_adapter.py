@@ -49,7 +49,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from medrcube.models.base import ErrorKind, Request, Response
+from medrcube.models.base import ErrorKind, Request, Response, same_model
 from medrcube.models.http import DEFAULT_MAX_BODY_BYTES, BodyTooLargeError, bounded_client
 from medrcube.models.images import IMAGE_FORMATS, ImageCache, ImageError, shared_image_cache
 from medrcube.models.provider_errors import Attempt, Redactor, provider_says, status_attempt
@@ -428,10 +428,3 @@ class OpenAIAdapter:
             usage["reasoning_tokens"] = int(details["reasoning_tokens"])
         return usage or None
 
-
-def same_model(requested: str, served: str) -> bool:
-    """True when `served` names the requested model: equal (case aside), or a dated or
-    versioned snapshot of it, or the requested name as a path's last part (vLLM serves a
-    local path under its full name)."""
-    r, s = requested.strip().lower(), served.strip().lower()
-    return s == r or s.startswith(r + "-") or s.startswith(r + "@") or s.rsplit("/", 1)[-1] == r.rsplit("/", 1)[-1]

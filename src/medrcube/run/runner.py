@@ -36,13 +36,15 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from medrcube.cube.item import Cube
-from medrcube.models.base import ErrorKind, ModelAdapter, Request, Response
+from medrcube.models.base import ErrorKind, ModelAdapter, Request, Response, same_model
 from medrcube.run.grade import apply_judge, grade, unavailable
 from medrcube.run.plan import PlannedAsk, as_variants, plan_asks, variant_specs
 from medrcube.run.progress import Progress
@@ -50,6 +52,7 @@ from medrcube.records import GradedRecord, Outcome
 from medrcube.run.store import ResponseStore, StoreError, make_key, new_owner, owner_is_dead
 
 DEFAULT_CLAIM_TTL_S = 60.0
+log = logging.getLogger("medrcube.run")
 
 
 @dataclass
@@ -286,8 +289,12 @@ async def run_cube_async(
     n_unavailable = len(plan) - sum(len(v) for v in by_key.values())
     bar.advance(n_unavailable)
 
+    served: Counter[str] = Counter()  # the model each answer names, as its endpoint said
+
     def done(key: str, response: Response, cached: bool) -> None:
         n = len(by_key[key])
+        if response.served_model:
+            served[response.served_model] += n
         bar.advance(n, error=not response.ok, cached=cached)
 
     pump = _Pump(
@@ -353,8 +360,24 @@ async def run_cube_async(
             "batch_size": pump.batch_size,
             "store": str(store.path) if store is not None else None,
             "store_recovered": str(store.recovered) if store is not None and store.recovered else None,
+            "served_models": dict(served.most_common()),
+            "served_model_mismatches": _mismatches(adapter, served),
         },
     )
+
+
+def _mismatches(adapter: ModelAdapter, served: Counter[str]) -> dict[str, int]:
+    """Answers whose endpoint named another model than the one asked for: kept in run.json
+    and logged, so that a gateway routing to another model is seen (strict_model makes
+    them errors instead)."""
+    requested = getattr(adapter, "model", None)
+    if not isinstance(requested, str):
+        return {}
+    other = {name: n for name, n in served.items() if not same_model(requested, name)}
+    for name, n in other.items():
+        log.warning("%d answers of %s name the model %r, not the requested %r (see served_models in run.json)",
+                    n, adapter.spec, name, requested)
+    return other
 
 
 async def _judge_unparsed(

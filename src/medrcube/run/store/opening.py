@@ -20,7 +20,7 @@ log = logging.getLogger("medrcube.run.store")
 
 DEFAULT_DIRECTORY = ".medrcube"
 DB_NAME = "responses.sqlite3"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: responses.served_model and responses.truncated
 # Keys per SQL statement in bulk lookups: well under SQLite's bound-parameter limit.
 _CHUNK = 500
 
@@ -34,7 +34,9 @@ CREATE TABLE IF NOT EXISTS responses (
     latency_s  REAL NOT NULL DEFAULT 0,
     attempts   INTEGER NOT NULL DEFAULT 1,
     created    REAL NOT NULL,
-    checksum   INTEGER NOT NULL
+    checksum   INTEGER NOT NULL,
+    served_model TEXT,
+    truncated  INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS errors (
     id         INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -54,6 +56,7 @@ CREATE TABLE IF NOT EXISTS claims (
 );
 CREATE INDEX IF NOT EXISTS claims_owner ON claims(owner);
 """
+_ADDED_IN_2 = ("served_model TEXT", "truncated INTEGER NOT NULL DEFAULT 0")
 
 
 class StoreError(RuntimeError):
@@ -137,21 +140,41 @@ class StoreBase:
 
         Done under an exclusive file lock so that two processes opening a damaged store
         at once do not both move files (the second would move the first's fresh file)."""
-        with self._file_lock():
+        try:
+            with self._file_lock():
+                self._open_locked()
+        except OSError as exc:  # the lock file: a read-only directory, no permission
+            raise StoreError(
+                f"the response store directory {self.directory} is not usable ({exc.strerror or exc}); pass a "
+                "writable directory with --response-store"
+            ) from exc
+
+    def _open_locked(self) -> None:
+        if self.path.exists() and not self.path.is_file():
+            raise StoreError(
+                f"the response store {self.path} is not a file (a directory or a special file is in its place); "
+                "move it away or pass another directory with --response-store"
+            )
+        try:
             conn = self._connect()
-            try:
-                self._check(conn)
-            except sqlite3.DatabaseError as exc:
-                if not _is_corruption(exc):
-                    conn.close()
-                    raise StoreError(f"cannot open the response store {self.path}: {exc}") from exc
-                # Move the files while the connection is still open: closing it first
-                # would let SQLite checkpoint or delete the WAL we keep as evidence.
-                self.recovered = self._move_aside(str(exc))
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open the response store {self.path}: {exc}; pass a writable directory "
+                             "with --response-store") from exc
+        try:
+            self._check(conn)
+        except sqlite3.DatabaseError as exc:
+            if not _is_corruption(exc):
                 conn.close()
-                conn = self._connect()
-                self._check(conn)
-            self._register(conn)
+                hint = ("the file or its directory is read-only: make them writable or pass another directory "
+                        "with --response-store") if "readonly" in str(exc) else "pass another --response-store"
+                raise StoreError(f"cannot open the response store {self.path}: {exc}; {hint}") from exc
+            # Move the files while the connection is still open: closing it first
+            # would let SQLite checkpoint or delete the WAL we keep as evidence.
+            self.recovered = self._move_aside(str(exc))
+            conn.close()
+            conn = self._connect()
+            self._check(conn)
+        self._register(conn)
 
     def _check(self, conn: sqlite3.Connection) -> None:
         conn.execute("PRAGMA journal_mode = WAL")
@@ -176,6 +199,9 @@ class StoreBase:
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
                         conn.execute(statement)
+                if version == 1:  # a version-1 file: its rows stay valid (their checksums do not change)
+                    for column in _ADDED_IN_2:
+                        conn.execute(f"ALTER TABLE responses ADD COLUMN {column}")
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             except BaseException:
                 conn.execute("ROLLBACK")

@@ -62,21 +62,24 @@ class StoredError:
     created: float
 
 
-def _checksum(key: str, text: str | None, refused: int, usage: str | None) -> int:
+def _checksum(key: str, text: str | None, refused: int, usage: str | None, truncated: int = 0) -> int:
     """CRC-32 over what grading reads from a row. SQLite's own checks (quick_check) see
     the file's structure, not the bytes of a value: a flipped byte inside a stored answer
     ("B" -> "C") would pass them and be graded. This catches it."""
-    payload = json.dumps([key, text, int(refused), usage], ensure_ascii=False, separators=(",", ":"))
+    fields: list[Any] = [key, text, int(refused), usage]
+    if truncated:  # only when set: rows written before the flag existed keep their checksum
+        fields.append(1)
+    payload = json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
     return zlib.crc32(payload.encode("utf-8"))
 
 
-_RESPONSE_COLS = "key, text, refused, usage, latency_s, attempts, checksum"
+_RESPONSE_COLS = "key, text, refused, usage, latency_s, attempts, checksum, truncated, served_model"
 
 
 def _row_to_response(row: Sequence[Any]) -> Response | None:
     """The Response of a row of _RESPONSE_COLS, or None if it is damaged: its checksum
     does not match, or one of its texts was not valid UTF-8 on disk."""
-    key, text, refused, usage, latency_s, attempts, checksum = row
+    key, text, refused, usage, latency_s, attempts, checksum, truncated, served_model = row
     # A damaged record header can change a value's type (a text read back as a blob or a
     # number): a damaged row, not a crash in the checksum or the conversions below.
     if not (
@@ -87,17 +90,21 @@ def _row_to_response(row: Sequence[Any]) -> Response | None:
         and type(attempts) is int
         and type(checksum) is int
         and isinstance(latency_s, int | float)
+        and type(truncated) is int
+        and isinstance(served_model, str | None)
     ):
         return None
     # Replacement characters change the text, so the checksum alone nearly always
     # refuses an undecodable row; the marker makes it certain.
     if any(isinstance(v, _Undecodable) for v in (key, text, usage)):
         return None
-    if _checksum(key, text, refused, usage) != checksum:
+    if _checksum(key, text, refused, usage, truncated) != checksum:
         return None
     return Response(
         text=text,
         refused=bool(refused),
+        truncated=bool(truncated),
+        served_model=served_model if served_model and not isinstance(served_model, _Undecodable) else None,
         usage=json.loads(usage) if usage else None,
         latency_s=float(latency_s),
         attempts=int(attempts),
@@ -166,7 +173,7 @@ class StoreResponses(StoreBase):
             if ok:
                 conn.executemany(
                     "INSERT OR REPLACE INTO responses (key, model, text, refused, usage, latency_s, "
-                    "attempts, created, checksum) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "attempts, created, checksum, truncated, served_model) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [self._response_row(k, r, model, now) for k, r in ok],
                 )
             if failed:
@@ -201,7 +208,9 @@ class StoreResponses(StoreBase):
             float(r.latency_s),
             int(r.attempts),
             now,
-            _checksum(key, r.text, refused, usage),
+            _checksum(key, r.text, refused, usage, int(r.truncated)),
+            int(r.truncated),
+            r.served_model,
         )
 
     def record_error(self, key: str, response: Response, *, model: str = "", owner: str | None = None) -> None:
