@@ -330,16 +330,16 @@ class OpenAIAdapter:
             async with asyncio.timeout(self.timeout):
                 content = await client.post(
                     "/chat/completions", cast_to=bytes, body={**params, "model": self.model, "messages": messages})
+        except BodyTooLargeError as exc:  # a bomb stays a bomb: not retried
+            return self._too_large(exc)
         except (openai.APITimeoutError, TimeoutError):
             return Attempt(kind=ErrorKind.TIMEOUT, label="timeout", retryable=True,
                            message=f"no complete answer within {self.timeout:g}s (timeout) from {self._where()}; "
                                    f"raise timeout in models.yaml if the model is slow")
         except openai.APIConnectionError as exc:
             cause = exc.__cause__ or exc
-            if isinstance(cause, BodyTooLargeError):  # a bomb stays a bomb: not retried
-                return Attempt(kind=ErrorKind.MALFORMED, label="too_large", message=(
-                    f"the response from {self._where()} was refused unread: {cause}; raise max_response_mib in "
-                    f"models.yaml if the endpoint's answers are really this large"))
+            if isinstance(cause, BodyTooLargeError):
+                return self._too_large(cause)
             return Attempt(kind=ErrorKind.CONNECTION, label="connection", retryable=True,
                            message=f"connection to {self._where()} failed ({type(cause).__name__}: "
                                    f"{self._redact(str(cause)) or 'no detail'}); check the base URL and that "
@@ -347,6 +347,11 @@ class OpenAIAdapter:
         except openai.APIStatusError as exc:
             return self._status_error(exc)
         return self._completion(content)
+
+    def _too_large(self, exc: BodyTooLargeError) -> Attempt:
+        return Attempt(kind=ErrorKind.MALFORMED, label="too_large", message=(
+            f"the response from {self._where()} was refused unread: {exc}; raise max_response_mib in "
+            f"models.yaml if the endpoint's answers are really this large"))
 
     def _where(self) -> str:
         # Messages built with it are stored (results.jsonl, the store's errors table).
