@@ -107,6 +107,10 @@ CLASSES: tuple[ClassInfo, ...] = (
        "refused at load or at run time, naming the item; nothing hangs, nothing foreign sent"),
     _C("store_unusable", "endpoint", "a read-only, directory-shaped or unopenable store",
        "a clear error naming the store and the fix, no traceback"),
+    _C("xdist_orphans", "faults", "xdist controller SIGKILLed mid-run",
+       "its orphaned workers stop asking within a second"),
+    _C("report_mismatch", "bad input", "results.jsonl damaged, duplicated or from another run",
+       "`medrcube report` refuses it naming the file and line, no traceback"),
     # -- bad input (tests/reliability/test_bad_input.py) ---------------------------------
     _C("bad_release_record", "bad input", "mutated test.json records (hypothesis)",
        "bad record reported by file, item and field; the others load"),

@@ -22,8 +22,7 @@ from pathlib import Path
 import pytest
 from PIL import Image, PngImagePlugin
 
-from medrcube.cube import CubeError, load_cube
-from medrcube.models.openai_adapter import OpenAIAdapter
+from medrcube.cube import load_cube
 from medrcube.records import GRADED, Outcome
 from medrcube.run.runner import run_cube
 from medrcube.run.store import ResponseStore, StoreError
@@ -438,3 +437,113 @@ def test_a_key_echoed_in_an_answer_is_cut_before_anything_keeps_it(tmp_path: Pat
     answers = [r["response"] for r in results if r.get("response")]
     assert answers and all("[redacted]" in a for a in answers), answers[:2]
     assert not leaks, leaks
+
+
+# ---------------------------------------------------------------------------- orphaned xdist workers
+
+
+def test_orphaned_xdist_workers_stop_asking(tmp_path: Path, scripted_server, tally) -> None:
+    import signal
+
+    from reliability_kit import sigkill, wait_for
+    from test_faults import _children, _gate_workspace
+
+    t = tally("xdist_orphans")
+    items = _gate_workspace(tmp_path, n=40)
+    letters = {it["question"]: "ABCD"[it["answer"]] for it in items}
+    scripted_server.set_script({"answers": letters, "latency": 0.4})
+    (tmp_path / "models.yaml").write_text(
+        "models:\n  reliab-model:\n    provider: openai\n"
+        f"    model: scripted-model\n    base_url: {scripted_server.base_url}\n"
+        "    timeout: 5\n    max_retries: 2\n    concurrency: 2\n", encoding="utf-8")
+    cmd = [sys.executable, "-m", "pytest", "tests_benchmark", "-n", "2", "-p", "no:cacheprovider", "-q",
+           "--cube=cube/cube.jsonl", "--thresholds=thresholds.yaml", "--models-file=models.yaml",
+           "--model=reliab-model", "--response-store=store"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env_with_key(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    workers: list[int] = []
+    try:
+        wait_for(lambda: scripted_server.stats(log=False)["total"] >= 4, "both workers asking", timeout=180)
+        workers = _children(proc.pid)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        time.sleep(1.0)  # the guard polls every 0.2 s; requests already on the wire finish
+        at_1s = scripted_server.stats(log=False)["total"]
+        time.sleep(3.0)
+        at_4s = scripted_server.stats(log=False)["total"]
+        alive = [w for w in workers if Path(f"/proc/{w}").exists() and _state_of(w) not in ("Z", "gone")]
+    finally:
+        if proc.poll() is None:
+            sigkill(proc)
+        for w in workers:  # the workers this test started, by pid
+            with contextlib_suppress():
+                os.kill(w, signal.SIGKILL)
+    t.injected += 1
+    t.runs += 1
+    late = at_4s - at_1s
+    t.stopped += int(late == 0)
+    t.unclear += late
+    t.note(f"controller SIGKILLed with {len(workers)} workers asking at 0.4 s per answer: {late} requests sent "
+           f"between 1 s and 4 s after the kill (at that pace an unguarded pair sends about 30); "
+           f"{len(alive)} workers still running 4 s after")
+    assert late == 0, (at_1s, at_4s)
+
+
+def _state_of(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
+
+
+def contextlib_suppress():
+    import contextlib
+
+    return contextlib.suppress(OSError)
+
+
+# ---------------------------------------------------------------------------- medrcube report
+
+
+def test_report_refuses_damaged_duplicated_or_foreign_results(tmp_path: Path, scripted_server, tally) -> None:
+    t = tally("report_mismatch")
+    cube_a = make_cube(tmp_path / "cube-a", n_items=6, seed=3)
+    cube_b = make_cube(tmp_path / "cube-b", n_items=6, seed=4)
+    scripted_server.set_script({"answers": {**replies(cube_a), **replies(cube_b)}})
+    runs = {}
+    for name, cube in (("a", cube_a), ("b", cube_b)):
+        out = tmp_path / f"out-{name}"
+        done = subprocess.run(cli_run(scripted_server.base_url, cube, tmp_path / "store", out), capture_output=True,
+                              text=True, timeout=240, env=env_with_key())
+        assert done.returncode in (0, 1), done.stderr[-1500:]
+        (runs[name],) = [p.parent for p in out.rglob("run.json")]
+    good = runs["a"]
+    results = (good / "results.jsonl").read_bytes()
+    cases = {}
+    dup = tmp_path / "dup"
+    shutil.copytree(good, dup)
+    first = results.splitlines(keepends=True)[0]
+    (dup / "results.jsonl").write_bytes(results + first)
+    cases["a record twice"] = (dup, ["recorded twice"])
+    foreign = tmp_path / "foreign"
+    shutil.copytree(good, foreign)
+    shutil.copy(runs["b"] / "results.jsonl", foreign / "results.jsonl")
+    cases["another cube's results"] = (foreign, ["not those of run.json", "different runs"])
+    damaged = tmp_path / "damaged"
+    shutil.copytree(good, damaged)
+    (damaged / "results.jsonl").write_bytes(results[:40] + b"\xff\xfe" + results[42:])
+    cases["non-UTF-8 bytes"] = (damaged, ["not UTF-8", "results.jsonl:1"])
+    for what, (run_dir, words) in cases.items():
+        done = subprocess.run([sys.executable, "-m", "medrcube.cli", "report", str(run_dir), "--out",
+                               str(tmp_path / "lb"), "--no-plots"], capture_output=True, text=True, timeout=240)
+        t.injected += 1
+        t.runs += 1
+        clear = done.returncode == 1 and all(w in done.stderr for w in words) and "Traceback" not in done.stderr
+        t.stopped += int(clear)
+        t.unclear += int(not clear)
+        assert clear, (what, done.returncode, done.stderr[-1500:])
+    ok = subprocess.run([sys.executable, "-m", "medrcube.cli", "report", str(good), "--out", str(tmp_path / "lb"),
+                         "--no-plots"], capture_output=True, text=True, timeout=240)
+    t.runs += 1
+    t.completed += int(ok.returncode == 0)
+    assert ok.returncode == 0, ok.stderr[-1500:]

@@ -15,6 +15,7 @@ other variant has the same layout under `variants.<name>`.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import platform
@@ -126,6 +127,14 @@ def read_results(path: str | os.PathLike[str]) -> list[GradedRecord]:
     return out
 
 
+def records_digest(records: Sequence[GradedRecord]) -> str:
+    """sha256 over the sorted identities of the records (item, variant, rotation, prompt,
+    image): run.json keeps it, so that `medrcube report` refuses a results.jsonl that is
+    not the one of its run.json (another cube, another run, records added or dropped)."""
+    rows = sorted(f"{r.item_id}\t{r.variant}\t{r.rotation}\t{r.prompt_hash}\t{r.image_digest}" for r in records)
+    return hashlib.sha256("\n".join(rows).encode("utf-8")).hexdigest()
+
+
 # -- run.json ----------------------------------------------------------------------------
 
 
@@ -197,6 +206,7 @@ def run_document(result: RunResult, meta: Mapping[str, Any] | None = None) -> di
         "outcomes": dict(sorted(outcomes.items())),
     }
     doc["aborted"] = result.aborted
+    doc["records_digest"] = records_digest(result.records)
     return doc
 
 
