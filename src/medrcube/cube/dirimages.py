@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -162,7 +162,7 @@ class DirImages:
                         out[key] = FileCheck(check=check_image_bytes(data, max_pixels=self.max_pixels, digest=digest))
         return out
 
-    def reader(self, digests: dict[str, str]):
+    def reader(self, digests: Mapping[str, str]) -> Callable[[str], bytes]:
         """`Cube.read_image`: only keys validated at load are readable (never a path from outside)."""
 
         real = {k: os.path.realpath(self.path(k)) for k in digests}  # links inside the cube, resolved once

@@ -27,9 +27,12 @@ import io
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from medrcube.models.base import ImageInput
+
+if TYPE_CHECKING:
+    from PIL import Image
 
 ImageFormat = Literal["auto", "png", "jpeg"]
 IMAGE_FORMATS: tuple[str, ...] = ("auto", "png", "jpeg")
@@ -61,7 +64,7 @@ def _target_format(source: str | None, fmt: str) -> str:
     return "JPEG" if source == "JPEG" else "PNG"  # auto: keep JPEG lossy, everything else lossless
 
 
-def _to_8bit(im: "Image.Image") -> "Image.Image":  # noqa: F821 (PIL imported lazily)
+def _to_8bit(im: Image.Image) -> Image.Image:
     """16-bit / integer / float images to 8-bit grayscale over their own value range."""
     import numpy as np
     from PIL import Image
@@ -72,7 +75,7 @@ def _to_8bit(im: "Image.Image") -> "Image.Image":  # noqa: F821 (PIL imported la
     return Image.fromarray(scaled, mode="L")
 
 
-def _web_mode(im: "Image.Image", target: str) -> "Image.Image":  # noqa: F821
+def _web_mode(im: Image.Image, target: str) -> Image.Image:
     """Convert to a mode that resizes well and that `target` can store."""
     if im.mode in ("I", "I;16", "I;16B", "I;16L", "I;16N", "F"):
         return _to_8bit(im)
@@ -105,18 +108,18 @@ def prepare_image(data: bytes, *, max_side: int | None = 1024, fmt: str = "auto"
     if w <= 0 or h <= 0:
         raise ImageError(f"the image has no pixels ({w}x{h})")
     target = _target_format(source, fmt)
-    fits = not max_side or max(w, h) <= max_side
+    bound = max_side or 0
+    fits = not bound or max(w, h) <= bound
     try:
         if not fits and source == "JPEG":
-            im.draft(im.mode, (max_side, max_side))  # let the JPEG decoder downscale by 2^k first
+            im.draft(im.mode, (bound, bound))  # let the JPEG decoder downscale by 2^k first
         im.load()  # truncated or corrupt pixel data raises here
-        im = _upright(im)
-        im = _web_mode(im, target)
+        pixels: Image.Image = _web_mode(_upright(im), target)
         if not fits:
-            scale = max_side / max(im.size)
-            size = (max(1, int(im.width * scale + 0.5)), max(1, int(im.height * scale + 0.5)))
-            im = im.resize(size, Image.Resampling.LANCZOS, reducing_gap=3.0)
-        clean = Image.frombytes(im.mode, im.size, im.tobytes())  # pixels only: no info, no chunks
+            scale = bound / max(pixels.size)
+            size = (max(1, int(pixels.width * scale + 0.5)), max(1, int(pixels.height * scale + 0.5)))
+            pixels = pixels.resize(size, Image.Resampling.LANCZOS, reducing_gap=3.0)
+        clean = Image.frombytes(pixels.mode, pixels.size, pixels.tobytes())  # pixels only: no info, no chunks
         buf = io.BytesIO()
         if target == "JPEG":
             clean.save(buf, format="JPEG", quality=jpeg_quality)
@@ -127,7 +130,7 @@ def prepare_image(data: bytes, *, max_side: int | None = 1024, fmt: str = "auto"
     return _encoded(buf.getvalue(), target, clean.width, clean.height)
 
 
-def _upright(im: "Image.Image") -> "Image.Image":  # noqa: F821
+def _upright(im: Image.Image) -> Image.Image:
     """Apply an EXIF orientation to the pixels (the tag itself is not sent)."""
     from PIL import ImageOps
 

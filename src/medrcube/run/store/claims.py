@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import socket
-import sqlite3
 import time
 import uuid
 from collections.abc import Sequence
@@ -154,10 +153,4 @@ class StoreClaims(StoreResponses):
         """Give up every claim `owner` holds (end of a run, or after an interruption)."""
         with self._write() as conn:
             conn.execute("DELETE FROM claims WHERE owner = ?", (owner,))
-
-    @staticmethod
-    def _release_in(conn: sqlite3.Connection, keys: Sequence[str], owner: str | None) -> None:
-        if owner is None:
-            return
-        conn.executemany("DELETE FROM claims WHERE key = ? AND owner = ?", [(k, owner) for k in keys])
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import sqlite3
 import time
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
@@ -248,3 +249,8 @@ class StoreResponses(StoreBase):
                 "claims": conn.execute("SELECT count(*) FROM claims WHERE expires >= ?", (now,)).fetchone()[0],
             }
 
+    @staticmethod
+    def _release_in(conn: sqlite3.Connection, keys: Sequence[str], owner: str | None) -> None:
+        if owner is None:
+            return
+        conn.executemany("DELETE FROM claims WHERE key = ? AND owner = ?", [(k, owner) for k in keys])

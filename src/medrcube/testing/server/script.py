@@ -246,7 +246,8 @@ class Script:
 
     def latency_for(self, question: str, prompt: str) -> float:
         hit, lat = _lookup(self.latency_by_question, question, prompt) if self.latency_by_question else (False, None)
-        return (lat if hit else self.latency).sample(self.rng)
+        chosen = lat if hit and isinstance(lat, _Latency) else self.latency
+        return chosen.sample(self.rng)
 
 
 
