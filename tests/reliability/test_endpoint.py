@@ -412,6 +412,27 @@ def test_an_unusable_store_is_a_clear_error(tmp_path: Path, scripted_server, tal
     assert scripted_server.stats()["total"] == 0
     t.note("a directory where responses.sqlite3 should be, and a file where the store directory should be: "
            "StoreError naming the path and --response-store; `medrcube run` exits 1 without a traceback")
+    # A store on a read-only file system (a real one: root ignores file modes), holding answers.
+    from reliability_kit import tiny_filesystem
+
+    ro = tmp_path / "ro"
+    with tiny_filesystem(ro, 4096) as mounted:
+        if not mounted:
+            t.note("read-only store: not tested here (needs root to mount a tmpfs)")
+            return
+        first = subprocess.run(cli_run(scripted_server.base_url, cube, ro / "store", tmp_path / "out-ro1"),
+                               capture_output=True, text=True, timeout=180, env=env_with_key())
+        assert first.returncode == 0, first.stderr[-1500:]
+        subprocess.run(["mount", "-o", "remount,ro", str(ro)], check=True, capture_output=True)
+        done = subprocess.run(cli_run(scripted_server.base_url, cube, ro / "store", tmp_path / "out-ro2"),
+                              capture_output=True, text=True, timeout=180, env=env_with_key())
+    t.injected += 1
+    t.runs += 1
+    clear = done.returncode == 1 and "Traceback" not in done.stderr and "--response-store" in done.stderr
+    t.stopped += int(clear)
+    t.unclear += int(not clear)
+    t.note(f"a store on a read-only tmpfs: `medrcube run` says: {done.stderr.strip().splitlines()[-1][:160]}")
+    assert clear, (done.returncode, done.stderr[-1500:])
 
 
 # ---------------------------------------------------------------------------- the key, echoed by the model
