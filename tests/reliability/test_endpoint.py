@@ -89,14 +89,17 @@ def test_a_dripped_body_ends_at_the_total_deadline(tmp_path: Path, scripted_serv
 # ---------------------------------------------------------------------------- gzip bombs
 
 _RSS_CLIENT = r"""
-import asyncio, json, os, resource, sys
+import asyncio, json, os, sys
 from medrcube.models.base import Request
 from medrcube.models.openai_adapter import OpenAIAdapter
 os.environ["OPENAI_API_KEY"] = "sk-bomb-test-0000000000000000"
 a = OpenAIAdapter(sys.argv[2], base_url=sys.argv[1], timeout=60, max_retries=0, concurrency=3)
 reqs = [Request(key=str(i), item_id=str(i), prompt=f"Question: q{i}\nOptions:\nA. a\nB. b\n") for i in range(3)]
 out = asyncio.run(a.generate(reqs))
-print(json.dumps({"rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+# VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the parent across fork and exec,
+# so a child of a big pytest process would report the parent's peak.
+hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:"))
+print(json.dumps({"rss_mib": hwm / 1024,
                   "kinds": [str(r.error_kind) for r in out], "errors": [r.error for r in out],
                   "texts": [r.text for r in out]}))
 """
