@@ -13,12 +13,14 @@ class Outcome(StrEnum):
     WRONG = "wrong"
     UNPARSED = "unparsed"  # the response names no single option: never guessed
     REFUSED = "refused"
+    TRUNCATED = "truncated"  # cut off at the token limit (finish_reason length): never graded as an answer
     ERROR = "error"  # the model was not reached or failed: never graded as wrong
     UNAVAILABLE = "unavailable"  # the image is restricted: not asked in an image variant
 
 
-# Outcomes that count in an accuracy denominator. Errors and unavailable items do not:
-# the gate reports them separately (an error rate above the bound errors the check).
+# Outcomes that count in an accuracy denominator. Errors, truncated answers and
+# unavailable items do not: the gate reports them separately (an error rate above the
+# bound errors the check); a truncated answer is counted like an error, not guessed.
 GRADED = frozenset({Outcome.CORRECT, Outcome.WRONG, Outcome.UNPARSED, Outcome.REFUSED})
 
 

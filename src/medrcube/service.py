@@ -211,6 +211,7 @@ def infer(
     template: str = "default",
     progress: bool | Progress = False,
     shard: tuple[int, int] = (0, 1),
+    stop_when_orphaned: bool = False,
 ) -> Inference:
     """Ask the candidate (then a baseline model) every item in one event loop, through the
     response store at `store_dir` (None: no store), and close every adapter at the end.
@@ -254,8 +255,15 @@ def infer(
             for m in metered.values():
                 await m.aclose()
 
+    async def guarded() -> Inference:
+        if not stop_when_orphaned:
+            return await everything()
+        from medrcube.run.orphan import until_orphaned  # an xdist worker whose controller died
+
+        return await until_orphaned(everything())
+
     try:
-        out = asyncio.run(everything())
+        out = asyncio.run(guarded())
     finally:
         if store is not None:
             store.close()

@@ -159,3 +159,8 @@ def _print_summary(run_dir: Path, result: Any) -> None:
         a = accuracy(records)
         acc = "n/a" if a.acc is None else f"{a.acc:.1%} [{a.lo:.1%}, {a.hi:.1%}]"
         print(f"  {name}: accuracy {acc} over {a.n} graded ({a.unparsed} unparsed, {a.refused} refused)")
+    truncated = sum(1 for r in result.records if r.outcome.value == "truncated")
+    if truncated:
+        print(f"  {truncated} answers cut at the token limit (truncated, not graded): raise max_completion_tokens")
+    for served, n in (result.info.get("served_model_mismatches") or {}).items():
+        print(f"  warning: {n} answers name the model {served!r}, not the one asked for (served_models in run.json)")

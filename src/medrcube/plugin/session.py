@@ -10,6 +10,7 @@ claims make each request reach the model once per run (see service.infer).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -151,6 +152,8 @@ class GateSession:
             concurrency=self.options.concurrency,
             progress=self.progress if self.progress is not None else False,
             shard=self.worker,
+            # An xdist worker whose controller died stops asking at once (run/orphan.py).
+            stop_when_orphaned=bool(os.environ.get("PYTEST_XDIST_WORKER")),
         )
         self._result = self._inference.result
         if self._inference.baseline is not None:
