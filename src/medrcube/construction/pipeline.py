@@ -230,6 +230,8 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
                         similar_fraction=r.similar_fraction, seed=r.seed, max_side=r.export.max_side)  # fmt: skip
     report = BuildReport(r.name, sources=[{"kind": s.kind, "dataset": s.dataset} for s in r.sources])
     manifest, leaks, log = privacy.Manifest(), {}, SourceLog()
+    text_screen = _text_screen(r)
+    manifest.text = text_screen.log
     images: dict[tuple[str, str], OutImage] = {}
     drafts: list[Draft] = []
 
@@ -245,7 +247,13 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
                     mapped = mapper.map(img)
                     if mapped is None:
                         continue
+                    # Before any item, reviewer or export sees the pixels: text found by OCR is masked (or the frame refused).
+                    if not text_screen.screen(mapped.image):
+                        log.note("refused: text found in the pixels", f"{img.dataset} {img.ref}")
+                        continue
                     outs, ds = producer.produce(mapped)
+                    if outs:
+                        text_screen.log.link(img.dataset, img.ref, _base_image(outs[0].chain))
                     images.update({(o.dataset, o.key): o for o in outs})
                     drafts += ds
             except SourceDataError as exc:
@@ -345,6 +353,7 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
         exporter.release_readme(r.name, Counter(d.fact.task for d in chosen), len(selection.counts), info.items, info.images, reviewed),
         encoding="utf-8",
     )
+    text_screen.log.mark_exported({(d.dataset, _base_image(d.chain)) for d in chosen})
     manifest.values_searched = len(leaks)
     manifest.write(release)
     hf = None
@@ -411,6 +420,22 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
         raise PrivacyLeakError("identifying values found in the rewritten manifest or report; the export has been deleted")
     errors = sum(1 for o in outcomes.values() if o.status == "error")
     return BuildResult(out, release, hf, report_dir, report, review_errors=errors)
+
+
+def _text_screen(r: Recipe):
+    """The OCR text screen of a build; a clear BuildError when the OCR model is not installed."""
+    from medrcube.construction.privacy.ocr import OcrUnavailable
+    from medrcube.construction.privacy.textscreen import TextScreen
+
+    try:
+        return TextScreen(r.privacy.text)
+    except OcrUnavailable as exc:
+        raise BuildError(f"{r.path}: every frame is read for burned-in text before export, and {exc}") from None
+
+
+def _base_image(chain: str) -> str:
+    """The key of the unmarked image of a chain ("demo-dicom/007" -> "images/007.png")."""
+    return f"images/{chain.rsplit('/', 1)[-1]}.png"
 
 
 def _reason_key(reason: str) -> str:

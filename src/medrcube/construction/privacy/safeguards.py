@@ -11,7 +11,9 @@ Pixels: an image flagged as carrying burned-in text (BurnedInAnnotation = YES; a
 ultrasound frame without a known tissue region; a secondary capture that does not say
 NO) is masked with the recipe's boxes or refused, never exported as it is. An
 ultrasound frame with a known tissue region (SequenceOfUltrasoundRegions) is cropped to
-it: the scanner writes its text outside that region.
+it: the scanner writes its text outside that region. That header screen is extra
+information and an extra cut, not the decision: every frame is then read by the OCR
+text detector (`textscreen`), flagged or not, and its text masked or the frame refused.
 
 The manifest says what was removed (attribute keywords and counts, never values) and
 what was done to pixels; `scan_tree` searches every byte of every exported file for
@@ -31,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from medrcube.construction.privacy import deid
+from medrcube.construction.privacy.textscreen import TextLog
 from medrcube.construction.recipe import PrivacySpec
 from medrcube.construction.readers.sources import ultrasound_regions
 
@@ -112,6 +115,8 @@ def profile() -> tuple[Rule, ...]:
         Rule("curves", "(50xx,eeee)", "X", "X (removed)", "pixels"),
         Rule("burned-in text", "BurnedInAnnotation (0028,0301) = YES; ultrasound without a tissue region; secondary capture",
              "Clean Pixel Data Option", "masked with the recipe's boxes, or refused (never exported as is)", "pixels"),  # fmt: skip
+        Rule("text in any frame", "every exported frame, whatever BurnedInAnnotation says", "Clean Pixel Data Option",
+             "read by an OCR text detector; each text region masked, or the frame refused (recipe privacy.text)", "pixels"),  # fmt: skip
         Rule("ultrasound frame", "SequenceOfUltrasoundRegions (0018,6011)", "Clean Pixel Data Option",
              "cropped to its tissue region (text lies outside it)", "pixels"),  # fmt: skip
         Rule("every other attribute", "", "K/C by attribute", "not exported: items carry only the allow-listed technical "
@@ -211,6 +216,8 @@ class Manifest:
     private_columns: Counter = field(default_factory=Counter)  # label column never read -> rows
     values_searched: int = 0
     leaks: int = 0
+    text: TextLog | None = None  # what the OCR found on every frame (textscreen), when it ran
+    redactions: Counter = field(default_factory=Counter)  # where free text was redacted -> values
 
     def add_deid(self, result: deid.DeidResult) -> None:
         self.dicom_files += 1
@@ -232,6 +239,8 @@ class Manifest:
                 for kw, n in sorted(self.removed.items())
             ],
             "pixel_actions": dict(sorted(self.pixels.items())),
+            "text_in_pixels": self.text.to_dict() if self.text is not None else None,
+            "free_text_redactions": dict(sorted(self.redactions.items())),
             "private_label_columns": dict(sorted(self.private_columns.items())),
             "header_export": "none: images are re-encoded as PNG (IHDR, IDAT, IEND only); items carry allow-listed technical values",
             "leak_scan": {"identifying_values_searched": self.values_searched, "found": self.leaks},
