@@ -44,10 +44,10 @@ def _find(rows, **answers):
 
 def test_dicom_series_yield_the_tasks_their_tags_support(mapped) -> None:
     rows = mapped[0]["demo-dicom"]
-    assert len(rows) == 10  # 2 slices of each multi-slice series, 1 of the single-image ones
+    assert len(rows) == 13  # 2 slices of each multi-slice series, 1 of the single-image ones
     t2 = _find(rows, mr_protocol="t2w", plane="Axial", organ="Brain", diagnosis="glioma")
     t1 = _find(rows, mr_protocol="t1w", plane="Sagittal", diagnosis="meningioma")
-    assert len(t2) == 2 and len(t1) == 2
+    assert len(t2) == 4 and len(t1) == 2  # series 2, and series 7 (its pixels name the patient)
     assert all(c[("Severity Grading", "severity", None)] == "Severe" for _, c in t2)
     liver = _find(rows, ct_protocol="contrast_ct", organ="Upper abdomen", diagnosis="hepatocellular_carcinoma")
     assert len(liver) == 2

@@ -120,7 +120,7 @@ def test_image_chains_are_kept_together(demo_build) -> None:
 def test_the_deidentification_manifest_counts_what_was_removed(demo_root: Path, demo_build) -> None:
     manifest = json.loads((demo_build.release / privacy.MANIFEST_NAME).read_text(encoding="utf-8"))
     n_dicom = len(list((demo_root / "build" / "demo-site" / "dicom").rglob("*.dcm")))
-    assert manifest["dicom_files_deidentified"] == n_dicom == 14
+    assert manifest["dicom_files_deidentified"] == n_dicom == 17
     removed = {a["attribute"]: a for a in manifest["removed_attributes"]}
     for kw in ("PatientName", "PatientID", "PatientBirthDate", "InstitutionName", "ReferringPhysicianName", "StudyDate",
                "AccessionNumber", "StationName", "SeriesInstanceUID", "SOPInstanceUID", "MediaStorageSOPInstanceUID", "private tags"):  # fmt: skip

@@ -392,7 +392,7 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
         model = {i: dict(o.verdict.judgments) for i, o in outcomes.items() if o.verdict is not None}
         table = agreement(model, expert)
         report.agreement, report.agreement_markdown = table.to_dict(), table.to_markdown()
-    report.privacy = manifest.to_dict()
+    report.privacy = manifest.to_dict(timing=True)
     report.outputs = {"release": str(release), "hf": str(hf) if hf else "", "report": str(report_dir) if report_dir else ""}
     if report_dir is not None:
         report.write(report_dir)
@@ -411,7 +411,7 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
     if hf is not None:
         manifest.write(hf)
         rewritten.append(hf / privacy.MANIFEST_NAME)
-    report.privacy = manifest.to_dict()
+    report.privacy = manifest.to_dict(timing=True)
     if report_dir is not None:
         report.write(report_dir)
         rewritten += [report_dir / "build_report.json", report_dir / "build_report.md"]

@@ -229,7 +229,7 @@ class Manifest:
         if screen.action != "keep":
             self.pixels[f"{screen.action}: {screen.reason}"] += n
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, timing: bool = False) -> dict[str, Any]:
         return {
             "profile": deid.PROFILE_NAME,
             "profile_document": PROFILE_DOC_NAME,
@@ -239,7 +239,7 @@ class Manifest:
                 for kw, n in sorted(self.removed.items())
             ],
             "pixel_actions": dict(sorted(self.pixels.items())),
-            "text_in_pixels": self.text.to_dict() if self.text is not None else None,
+            "text_in_pixels": self.text.to_dict(timing) if self.text is not None else None,
             "free_text_redactions": dict(sorted(self.redactions.items())),
             "private_label_columns": dict(sorted(self.private_columns.items())),
             "header_export": "none: images are re-encoded as PNG (IHDR, IDAT, IEND only); items carry allow-listed technical values",

@@ -98,25 +98,29 @@ class TextLog:
     seconds: float = 0.0
     frames: list[dict[str, Any]] = field(default_factory=list)  # one entry per frame with text
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, timing: bool = False) -> dict[str, Any]:
+        """The log as JSON; `timing` adds seconds per frame (the build report has it, the manifest
+        does not: a rebuild writes the same release bytes)."""
         with_text = [f for f in self.frames if f["regions"]]
         by_header: dict[str, dict[str, int]] = {}
         for f in self.frames:
             row = by_header.setdefault(f["header"], {"frames": 0, "with_text": 0})
             row["frames"] += 1
             row["with_text"] += 1 if f["regions"] else 0
-        return {
+        out: dict[str, Any] = {
             "engine": self.engine,
             "action": self.action,
             "frames_screened": self.frames_screened,
             "frames_with_text": len(with_text),
             "regions": sum(len(f["regions"]) for f in with_text),
             "frames_refused": sum(1 for f in with_text if f["action"] == "refuse"),
-            "seconds_per_frame": round(self.seconds / self.frames_screened, 3) if self.frames_screened else None,
             "by_header": dict(sorted(by_header.items())),
             "tall_regions_not_text": sum(f.get("tall_regions_not_text", 0) for f in self.frames),
             "frames": [f for f in self.frames if f["regions"] or f.get("tall_regions_not_text")],
         }
+        if timing:
+            out["seconds_per_frame"] = round(self.seconds / self.frames_screened, 3) if self.frames_screened else None
+        return out
 
     def link(self, dataset: str, ref: str, image: str) -> None:
         """Name the exported image (`images/007.png`) a screened frame became."""
