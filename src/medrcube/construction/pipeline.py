@@ -260,11 +260,17 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
                 raise BuildError(str(exc)) from None
     finally:
         bar.close()
+    # Free text from the sources is screened for every identifying value read, in every
+    # spelling (privacy.screening), before it is printed, reviewed or written.
+    from medrcube.construction.privacy.screening import Identities, Redactor
+
+    redactor = Redactor(Identities.of(leaks))
     for m in log.messages:
-        echo(f"medrcube build: {m}")
-    report.source_problems = log.counts
-    report.mapping = mapper.report.to_dict()
-    report.not_written = producer.not_written
+        echo(f"medrcube build: {redactor.text(m, 'console messages')}")
+    report.source_problems = redactor.counter(log.counts, "build report")
+    report.mapping = redactor.json(mapper.report.to_dict(), "build report")
+    report.not_written = redactor.counter(producer.not_written, "build report")
+    drafts = redactor.drafts(drafts)
     report.drafted = len(drafts)
     for d in drafts:
         report.cell(d.cell).drafted += 1
@@ -355,6 +361,7 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
     )
     text_screen.log.mark_exported({(d.dataset, _base_image(d.chain)) for d in chosen})
     manifest.values_searched = len(leaks)
+    manifest.redactions.update(redactor.counts)
     manifest.write(release)
     hf = None
     if r.export.hf is not None:
@@ -371,13 +378,13 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
         with open(report_dir / "review.jsonl", "w", encoding="utf-8") as f:
             for d in drafts:
                 if d.id in outcomes:
-                    f.write(json.dumps(outcomes[d.id].to_dict(), ensure_ascii=False) + "\n")
+                    f.write(json.dumps(redactor.json(outcomes[d.id].to_dict(), "review records"), ensure_ascii=False) + "\n")
         with open(report_dir / "held_out.jsonl", "w", encoding="utf-8") as f:
             for o in sorted(held, key=lambda o: o.item_id):
                 d = by_id[o.item_id]
-                f.write(json.dumps({"id": d.id, "cell": list(d.cell), "question": d.fact.question, "answer": d.fact.answer,
+                f.write(json.dumps(redactor.json({"id": d.id, "cell": list(d.cell), "question": d.fact.question, "answer": d.fact.answer,
                                     "distractors": list(d.fact.distractors), "status": o.status, "reasons": o.reasons()},
-                                   ensure_ascii=False) + "\n")  # fmt: skip
+                                   "review records"), ensure_ascii=False) + "\n")  # fmt: skip
     if r.review is not None and r.review.expert_judgments is not None:
         from medrcube.construction.stages.agreement import (
             AgreementError,

@@ -308,10 +308,22 @@ def scan_bytes(data: bytes, values: Mapping[str, str]) -> list[str]:
 
 
 def scan_tree(root: Path, values: Mapping[str, str], files: Iterable[Path] | None = None) -> list[Leak]:
-    """Search every byte of every file under `root` for every identifying value (value -> source)."""
+    """Search every file under `root` for every identifying value (value -> source).
+
+    Every byte of every file for each value as it was read (UTF-8 and UTF-16), and every
+    file but the PNG images (pixels: the OCR screen's part) for the normalised forms of
+    `screening` that free-text redaction uses: the name in another order or case, the
+    date in another format, the record number without its prefix.
+    """
+    from medrcube.construction.privacy.screening import Identities, file_text
+
     needles = _needles(values)
+    identities = Identities.of(values)
     leaks = []
     for path in sorted(files if files is not None else (p for p in root.rglob("*") if p.is_file())):
-        for src in sorted(set(_hits(path.read_bytes(), needles))):
+        found = set(_hits(path.read_bytes(), needles))
+        if path.suffix.lower() != ".png":
+            found |= set(identities.find(file_text(path)))
+        for src in sorted(found):
             leaks.append(Leak(path.relative_to(root).as_posix(), src))
     return leaks
