@@ -168,6 +168,21 @@ class TextReader:
         return self._run(pixels, rec=True)
 
 
+def highpass(pixels: np.ndarray) -> np.ndarray:
+    """The frame's local contrast: itself minus a blur of it (sigma 1/96 of its side), stretched around mid-gray.
+
+    Large smooth structures (a body outline, a bright organ) flatten out and thin strokes
+    stand out, so low-contrast text over anatomy, and text the detector would merge into
+    a body-sized blob, come back as lines of their own.
+    """
+    from scipy import ndimage
+
+    a = np.asarray(pixels, dtype=np.float64)
+    gray = a.mean(axis=2) if a.ndim == 3 else a
+    d = gray - ndimage.gaussian_filter(gray, max(2.0, max(gray.shape) / 96))
+    return np.clip(0.5 + d / (8 * float(d.std()) + 1e-9), 0.0, 1.0)
+
+
 def scale_for(h: int, w: int) -> float:
     """The factor a frame of h x w pixels is resized by before detection."""
     long = max(h, w)

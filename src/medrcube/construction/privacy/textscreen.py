@@ -63,8 +63,13 @@ def _overlap(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> floa
 
 
 def text_regions(reader: ocr.TextReader, pixels: np.ndarray) -> tuple[list[ocr.TextRegion], int]:
-    """The regions of a frame taken for text, and how many tall regions were not (anatomy, read as < 3 characters)."""
-    found = reader.detect(pixels)
+    """The regions of a frame taken for text, and how many tall regions were not (anatomy, read as < 3 characters).
+
+    Two detector passes, their regions united: the frame as displayed, and its local
+    contrast (`ocr.highpass`), which finds low-contrast text and text beside large bright
+    structures that the first pass misses (measured: docs/construction.md).
+    """
+    found = list(dict.fromkeys([*reader.detect(pixels), *reader.detect(ocr.highpass(pixels))]))
     h = pixels.shape[0]
     tall = [r for r in found if (r.box[3] - r.box[1]) > TALL * h]
     if not tall:
