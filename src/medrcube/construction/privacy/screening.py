@@ -111,7 +111,7 @@ def time_forms(value: str) -> set[tuple[str, ...]]:
 
 def number_forms(value: str) -> set[tuple[str, ...]]:
     """Runs of 5 or more digits of a record number, as they are and without leading zeros."""
-    out = set()
+    out: set[tuple[str, ...]] = set()
     for run in re.findall(r"\d{5,}", value):
         out.add((run,))
         if len(run.lstrip("0")) >= 5:
