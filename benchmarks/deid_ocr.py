@@ -18,7 +18,9 @@ What is measured, with the build's own code (textscreen.text_regions, then grow)
   position and background;
 - legible after masking: the OCR model reads the masked frame, and a line counts as
   legible when 4 or more of its characters in a row are read back (case and separators
-  ignored) — the leak that matters;
+  ignored). That read goes through the same detector, so it cannot see what the detector
+  missed; hence also the detector-free check: the recogniser alone on each line's own
+  box (padded), on the frame before masking and, for the lines not wholly masked, after;
 - false-mask rate: the share of frames without text that get any masked region, and
   the share of their pixels masked; on frames with text, the share of pixels masked
   outside the lines' own boxes;
@@ -119,12 +121,23 @@ def legible(line: str, read: str) -> bool:
     return any(a[i : i + 4] in b for i in range(max(0, len(a) - 3))) if len(a) >= 4 else a in b and bool(a)
 
 
+def read_line(reader: ocr.TextReader, img: np.ndarray, box: tuple[int, int, int, int]) -> str:
+    """The recogniser alone (no detector) on the line's own box, padded: what a reader of that spot would see."""
+    x0, y0, x1, y1 = box
+    p = max(2, (y1 - y0) // 2)
+    crop = img[max(0, y0 - p) : y1 + p, max(0, x0 - p) : x1 + p]
+    if crop.size == 0 or float(crop.std()) == 0.0:
+        return ""
+    res = reader.engine(ocr.to_bgr8(crop), use_det=False, use_cls=False, use_rec=True)
+    return " ".join(str(t) for t in (getattr(res, "txts", None) or ()))
+
+
 def run(n: int, seed: int, no_text: int | None = None) -> dict[str, Any]:
     rng = np.random.default_rng(seed)
     reader = ocr.TextReader()
     reader.detect(np.zeros((64, 64)))  # load the model outside the timing
     per: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
-    lines_total = masked_full = masked_90 = legible_after = 0
+    lines_total = masked_full = masked_90 = legible_after = readable_before = readable_after = 0
     false_frames = 0
     false_area: list[float] = []
     over_area: list[float] = []
@@ -162,6 +175,10 @@ def run(n: int, seed: int, no_text: int | None = None) -> dict[str, Any]:
             masked_90 += cov >= 0.9
             leak = legible(b.text, read)
             legible_after += leak
+            # The detector-free check: the recogniser on the line's own box, before and after masking.
+            before = legible(b.text, read_line(reader, img, b.box))
+            readable_before += before
+            readable_after += before and not ok and legible(b.text, read_line(reader, masked_img, b.box))
             for facet, value in facets.items():
                 per[facet][value][0] += ok
                 per[facet][value][1] += 1
@@ -172,6 +189,8 @@ def run(n: int, seed: int, no_text: int | None = None) -> dict[str, Any]:
         "recall_coverage_90": masked_90 / lines_total if lines_total else None,
         "legible_after_masking": legible_after / lines_total if lines_total else None,
         "legible_lines": legible_after,
+        "readable_before": readable_before,
+        "readable_after": readable_after,
         "false_mask_rate": false_frames / n_blank if n_blank else None,
         "false_mask_frames": false_frames,
         "false_mask_area": float(np.mean(false_area)) if false_area else None,
@@ -192,6 +211,8 @@ def markdown(r: dict[str, Any]) -> str:
            f"| line recall (every glyph pixel masked) | {pct(r['recall'])} |",
            f"| line recall (90% of glyph pixels masked) | {pct(r['recall_coverage_90'])} |",
            f"| lines still legible after masking (4+ characters read back) | {pct(r['legible_after_masking'])} ({r['legible_lines']}) |",
+           f"| lines the recogniser reads on their own box, before masking | {r['readable_before']} of {r['lines']} |",
+           f"| ... of those, still read on their own box after masking | {r['readable_after']} ({pct(r['readable_after'] / r['readable_before'] if r['readable_before'] else None)}) |",
            f"| false-mask rate (frames without text given any mask) | {pct(r['false_mask_rate'])} ({r['false_mask_frames']}) |",
            f"| share of pixels masked on frames without text | {pct(r['false_mask_area'])} |",
            f"| share of pixels masked outside the text on frames with text | {pct(r['over_mask_area_on_text_frames'])} |",
