@@ -40,9 +40,18 @@ def font(name: str, size: int) -> Any:
         return ImageFont.load_default(size)
     if name == "pillow-bitmap":
         return ImageFont.load_default_imagefont()
-    import matplotlib
+    return ImageFont.truetype(str(font_dir() / FONT_FILES[name]), size)
 
-    return ImageFont.truetype(str(Path(matplotlib.get_data_path()) / "fonts" / "ttf" / FONT_FILES[name]), size)
+
+def font_dir() -> Path:
+    """matplotlib's bundled TrueType folder, found without importing matplotlib (an import is
+    slow, and a half-imported matplotlib confuses test runs that drop modules afterwards)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("matplotlib")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("matplotlib (a medrcube dependency) is not installed: its wheel ships the DejaVu fonts used here")
+    return Path(next(iter(spec.submodule_search_locations))) / "mpl-data" / "fonts" / "ttf"
 
 
 def background(kind: str, h: int, w: int, rng: np.random.Generator) -> np.ndarray:
