@@ -87,7 +87,8 @@ def _bound_ref(check: Check) -> str:
 def _errors_gate(check: Check, asked: Sequence[GradedRecord]) -> tuple[float, Verdict | None]:
     """The error rate over records that were asked, and an error verdict when above the bound."""
     considered = [r for r in asked if r.outcome is not Outcome.UNAVAILABLE]
-    errors = [r for r in considered if r.outcome is Outcome.ERROR]
+    # A truncated answer was not graded either: it counts against the bound like an error.
+    errors = [r for r in considered if r.outcome in (Outcome.ERROR, Outcome.TRUNCATED)]
     rate = len(errors) / len(considered) if considered else 0.0
     if errors and rate > check.max_error_rate:
         kinds = defaultdict(int)
