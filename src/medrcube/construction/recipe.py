@@ -496,7 +496,7 @@ def _privacy(n: _Node | None, src: str) -> PrivacySpec:
         boxes.append(tuple(float(v) for v in box))
     if action == "mask" and not boxes:
         raise n.fail("mask", raw, "is empty while burned_in is 'mask'", "list the boxes where the scanner writes its text, or use 'burned_in: refuse'")
-    text = n.string("text", default="mask", choices=("mask", "refuse")) or "mask"
+    text = n.string("text", default="mask", choices=("mask", "refuse")) or "mask"  # what the OCR finds in any frame
     n.done(("burned_in", "mask", "text"))
     return PrivacySpec(burned_in=action, mask=tuple(boxes), text=text)  # type: ignore[arg-type]
 

@@ -34,8 +34,8 @@ import numpy as np
 
 from medrcube.construction.privacy import deid
 from medrcube.construction.privacy.textscreen import TextLog
-from medrcube.construction.recipe import PrivacySpec
 from medrcube.construction.readers.sources import ultrasound_regions
+from medrcube.construction.recipe import PrivacySpec
 
 MANIFEST_NAME = "deid_manifest.json"
 PROFILE_DOC_NAME = "DEIDENTIFICATION.md"

@@ -248,10 +248,8 @@ def mr_protocol_from_parameters(meta: Mapping[str, Any]) -> tuple[str | None, st
 def protocol_from_names(texts: Sequence[tuple[str, str]], vocab: Vocabulary) -> tuple[set[str], str]:
     """Protocol concepts named by the words of sequence and protocol names.
 
-    `texts` holds (text, where it was read) pairs; returns the concepts and, for each
-    text that named one, where it was read and the vocabulary terms it named. The rest of
-    the text is never quoted: a protocol name is free text, and can carry anyone's name.
-    """
+    `texts` holds (text, where read) pairs; returns the concepts and, per text that named
+    one, where and the terms: never the free text itself (it can carry anyone's name)."""
     found: set[str] = set()
     quoted = []
     for text, where in texts:
