@@ -15,7 +15,9 @@ call. Option syntax is checked in `pytest_configure` on every run (it is cheap).
 How a check's verdict shows up in pytest:
 - pass: passed;
 - fail: failed, with the numbers and the worst items in the message;
-- insufficient evidence: skipped, with the n that would be needed;
+- fail of an optional check: xfailed (reported, never blocking);
+- undecided (insufficient evidence): skipped with the reason "UNDECIDED" and the n that
+  would decide; not passed in the terminal, JUnit and Allure;
 - error (API-error rate above the bound, or inference itself broke): an *error* in the
   test's setup (the `verdict` fixture raises `GateError`), counted by pytest under
   "errors", never as a failed gate.
@@ -144,6 +146,16 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         config.workeroutput[summary.HANDOVER] = run.handover()
 
 
+def set_exit_status(session: pytest.Session, report: summary.GateReport) -> None:
+    """The gate's verdict as the exit status: QUALIFIED leaves pytest's own, NOT QUALIFIED
+    is 10 and UNDECIDED 11, replacing pytest's 0 (all passed or skipped) or 1 (tests
+    failed) only; interrupted (2), internal error (3), usage error (4) and no tests (5)
+    stay. So CI cannot go green on skipped checks."""
+    outcome = summary.gate_outcome(report.entries.values(), "", report.meta.get("not_run", ()))
+    if outcome.exit_code and int(session.exitstatus) in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+        session.exitstatus = outcome.exit_code
+
+
 class ControllerHooks:
     """The controller's hooks, registered in pytest_configure; bound to their config as
     junitxml's LogXML is, since pytest_runtest_logreport carries no config."""
@@ -165,6 +177,7 @@ class ControllerHooks:
             self.report.add_handover(run.handover())
         if self.report.entries:
             self.report.finish(gate.open_session(self.config))
+            set_exit_status(session, self.report)
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         lines = self.report.lines()

@@ -25,8 +25,8 @@ from medrcube.records import GradedRecord, Outcome
 GATE_SCHEMA_VERSION = 1
 PROPERTY = "medrcube_verdict"  # the user property carrying the payload as JSON
 HANDOVER = "medrcube_handover"  # the workeroutput key carrying a worker's records
-STATUSES = ("pass", "fail", "skip", "error")
-MARKS = {"pass": "pass", "fail": "FAIL", "skip": "skip", "error": "ERR"}
+STATUSES = ("pass", "fail", "undecided", "error")
+MARKS = {"pass": "pass", "fail": "FAIL", "undecided": "und", "error": "ERR"}
 KIND_ORDER = ("overall", "slice", "cell", "credibility", "image_dependence", "position", "regression")
 
 
@@ -60,6 +60,7 @@ def _base_payload(check: Any) -> dict[str, Any]:
         "min_n": check.min_n,
         "max_error_rate": check.max_error_rate,
         "source": check.source,
+        "required": getattr(check, "required", True),
         "params": _clean(check.params),
         "labels": _clean(check.labels),
     }
@@ -86,6 +87,13 @@ def verdict_payload(check: Any, verdict: Any, questions: Mapping[str, str] | Non
             "message": verdict.message,
             "worst": worst,
             "details": verdict.details,
+            "decided_by": verdict.decided_by,
+            "guarantee": verdict.guarantee,
+            "method": verdict.method,
+            "p_pass": verdict.p_pass,
+            "p_fail": verdict.p_fail,
+            "p_fail_adjusted": verdict.p_fail_adjusted,
+            "needed_n": verdict.needed_n,
         }
     )
     return _clean(payload)
@@ -186,10 +194,21 @@ def gate_document(entries: Iterable[Mapping[str, Any]], meta: Mapping[str, Any])
     counts = {s: sum(e["verdict"] == s for e in checks) for s in STATUSES}
     doc: dict[str, Any] = {"schema_version": GATE_SCHEMA_VERSION}
     doc.update(meta)
-    doc["passed"] = counts["fail"] == 0 and counts["error"] == 0
+    gate = gate_outcome(checks, meta.get("guarantee", ""), meta.get("not_run", ()))
+    doc["gate"] = gate.to_dict()
+    doc["passed"] = gate.exit_code == 0  # QUALIFIED only
     doc["counts"] = counts
     doc["checks"] = [{k: v for k, v in e.items() if k != "order"} for e in checks]
     return doc
+
+
+def gate_outcome(entries: Iterable[Mapping[str, Any]], guarantee: str = "", not_run: Iterable[str] = ()) -> Any:
+    """The gate's verdict (medrcube.gate.verdict.GateVerdict) from the payloads; a required
+    check that produced no payload (deselected, or the run stopped) counts as undecided."""
+    from medrcube.gate.verdict import gate_verdict
+
+    missing = [{"id": cid, "verdict": "undecided", "required": True, "needed_n": None} for cid in not_run]
+    return gate_verdict([*entries, *missing], guarantee)
 
 
 def new_run_dir(report_dir: Path, model_spec: str) -> Path:
@@ -258,7 +277,7 @@ def cell_tables(entries: Iterable[Mapping[str, Any]]) -> list[str]:
         for part in parts:
             marks = [MARKS.get(cells.get((part, modality, t), ""), ".") for t in tasks]
             lines.append((f"  {part}".ljust(first) + "  " + "  ".join(m.ljust(width) for m in marks)).rstrip())
-    lines.append("(pass, FAIL, skip: insufficient evidence, ERR: not graded, .: no check)")
+    lines.append("(pass, FAIL, und: undecided, insufficient evidence, ERR: not graded, .: no check)")
     return lines
 
 
@@ -311,9 +330,12 @@ def summary_lines(entries: list[Mapping[str, Any]], meta: Mapping[str, Any], wri
     lines += number_lines(entries)
     counts = {s: sum(e["verdict"] == s for e in entries) for s in STATUSES}
     lines.append(
-        f"checks: {counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped "
+        f"checks: {counts['pass']} passed, {counts['fail']} failed, {counts['undecided']} undecided "
         f"(insufficient evidence), {counts['error']} errors (not graded)"
     )
+    gate = gate_outcome(entries, meta.get("guarantee", ""), meta.get("not_run", ()))
+    lines.append(gate.text())
+    lines.append(f"exit status {gate.exit_code} (QUALIFIED 0, NOT QUALIFIED 10, UNDECIDED 11)")
     if meta.get("requests_sent") is not None:
         lines.append(f"model requests sent this run: {meta['requests_sent']}")
     if written:
@@ -353,6 +375,7 @@ class GateReport:
         result = merge_handovers(self.handovers)
         run_dir = new_run_dir(session.options.report_dir, session.options.model)
         self.meta = run_meta(session, run_dir.name, result)
+        self.meta.update(gate_meta(session, self.entries))
         self.written = write_outputs(run_dir, list(self.entries.values()), result, self.meta)
         report = _write_report(run_dir, session.cube)
         if report is not None:
@@ -363,6 +386,15 @@ class GateReport:
             return []
         entries = sorted(self.entries.values(), key=lambda e: e.get("order", 0))
         return summary_lines(entries, self.meta, self.written)
+
+
+def gate_meta(session: Any, entries: Mapping[str, Any]) -> dict[str, Any]:
+    """What gate.json and the summary need to state the gate's verdict: its guarantee on
+    this policy, and the required checks of the run that produced no verdict."""
+    from medrcube.gate.evaluate import guarantee_text
+
+    not_run = [c.id for c in session.checks if c.required and c.id not in entries]
+    return {"guarantee": guarantee_text(session.checks), "not_run": not_run}
 
 
 def run_meta(session: Any, run_id: str, result: Any) -> dict[str, Any]:

@@ -213,11 +213,13 @@ def gate_section(gate: Mapping[str, Any] | None) -> dict[str, Any]:
         return {"ran": False}
     checks = gate.get("checks") or []
     counts = dict(gate.get("counts") or {})
-    for s in ("pass", "fail", "skip", "error"):
+    for s in ("pass", "fail", "undecided", "skip", "error"):
         counts.setdefault(s, sum(1 for c in checks if c.get("verdict") == s))
+    counts["undecided"] += counts.pop("skip")  # gate.json schema 1 called it skip
     passed = gate.get("passed")
     if passed is None:
         passed = counts["fail"] == 0 and counts["error"] == 0
+    word = (gate.get("gate") or {}).get("verdict") or ("QUALIFIED" if passed else "NOT QUALIFIED")
     failing = [
         {
             "id": c.get("id"),
@@ -235,6 +237,8 @@ def gate_section(gate: Mapping[str, Any] | None) -> dict[str, Any]:
     return {
         "ran": True,
         "passed": bool(passed),
+        "word": word,  # QUALIFIED, NOT QUALIFIED or UNDECIDED
+        "guarantee": (gate.get("gate") or {}).get("guarantee", ""),
         "counts": counts,
         "total": sum(counts.values()),
         "failing": failing,

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 DPI = 110
 CMAP = "RdYlGn"  # accuracy: red (0) through yellow to green (1)
-MARKS = {"pass": "✓", "fail": "✗", "skip": "?", "error": "!"}
+MARKS = {"pass": "✓", "fail": "✗", "undecided": "?", "skip": "?", "error": "!"}
 EMPTY = "#eeeeee"
 INK = "#222222"
 
