@@ -16,9 +16,11 @@ Method (named in every output as METHOD):
        deff = 1 + (m_w - 1) rho,   n_eff = n / deff.
 4. The Wilson score interval of p on n_eff trials (Dean & Pagano 2015, J. Survey Stat.
    Methodol. 3:484-503; Korn & Graubard 1998) with the quantile of Student's t on
-   K - 1 degrees of freedom in place of the normal one: a small-sample correction
-   for few images (the same reference as cluster-robust standard errors, Miller 2024,
-   arXiv 2411.00640). With many images it is the normal quantile.
+   K_eff - 1 degrees of freedom in place of the normal one, K_eff = n / m_w the
+   effective number of images (K when all images carry as many items): a small-sample
+   correction for few or very unequal images (the reference of cluster-robust standard
+   errors with a t(K-1) reference, Miller 2024, arXiv 2411.00640). With many images it
+   is the normal quantile.
 
 Fallbacks, chosen so that the interval is never narrower than the data allow:
 - rho cannot be estimated (one image, or no within-image variation such as every
@@ -41,7 +43,7 @@ from typing import Any
 
 from medrcube.records import GradedRecord
 
-METHOD = "Wilson score on the Kish effective n (sum m^2/n), t(K-1) quantile; ICC=1 when not estimable"
+METHOD = "Wilson score on the Kish effective n (sum m^2/n), t(n/m_w - 1) quantile; ICC=1 when not estimable"
 
 
 def t_quantile(level: float, df: float) -> float:
@@ -178,7 +180,9 @@ def clustered_wilson(clusters: Sequence[tuple[int, int]], confidence: float = 0.
     n_eff = n / deff
     # Independent items (no image carries two): the plain Wilson interval, whose
     # coverage is well studied; with clusters the spread is learnt from K images.
-    df = math.inf if m_w <= 1.0 else float(big_k - 1)
+    # With unequal sizes the spread is learnt from fewer images than K: the effective
+    # number of clusters n^2 / sum m^2 = n / m_w (K when every image has as many items).
+    df = math.inf if m_w <= 1.0 else max(n / m_w - 1.0, 0.0)
     q = t_quantile(0.5 + confidence / 2.0, df)
     lo, hi = wilson_q(k / n, n_eff, q)
     return ClusteredInterval(k, n, big_k, rho, deff, n_eff, lo, hi, confidence, df, estimated, m_w)
