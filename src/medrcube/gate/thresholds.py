@@ -262,7 +262,7 @@ def validate_against_cells(policy: Policy, cells: Iterable[tuple[str, str, str]]
       cube or in the taxonomy (a cube without Severity Grading simply has no such
       slice; "Severity Gradin" is a typo).
     """
-    cells = [tuple(c) for c in cells]
+    cells = [(cell[0], cell[1], cell[2]) for cell in cells]
     c = Checker(policy.source)
     ids = sorted({_cell_id(cell) for cell in cells})
     axis_values = {axis: sorted({cell[i] for cell in cells}) for i, axis in enumerate(AXES)}

@@ -80,7 +80,7 @@ class Checker:
             self.fail(
                 key, "unknown decision rule" + did_you_mean(str(value), RULES), value, f"use one of {', '.join(RULES)}"
             )
-        return value
+        return str(value)
 
     def decision(self, key: str, d: Mapping[str, Any]) -> dict[str, Any]:
         """The decision keys present in d, validated."""
@@ -182,7 +182,9 @@ def validate_doc(c: Checker, doc: Any, prefix: str, *, top: bool) -> None:
         if doc["version"] != SCHEMA_VERSION:
             c.fail("version", f"unsupported schema version; this medrcube reads version {SCHEMA_VERSION}",
                    doc["version"], f"write `version: {SCHEMA_VERSION}` and follow the repository's thresholds.yaml")
-    p = lambda k: _join(prefix, k)  # noqa: E731
+    def p(k: str) -> str:
+        return _join(prefix, k)
+
     if "defaults" in doc:
         c.mapping(p("defaults"), doc["defaults"], ACCURACY_KEYS)
         c.decision(p("defaults"), doc["defaults"])
