@@ -97,3 +97,14 @@ def test_clustered_interval_contains_estimate_and_is_never_narrower(clusters):
     assert ci.hi - ci.lo >= plain[1] - plain[0] - 1e-9
     m_w = sum(m * m for _, m in clusters) / n
     assert n / m_w - 1e-9 <= ci.n_eff <= n + 1e-9
+
+
+def test_metrics_summary_carries_the_gates_clustered_interval(rec):
+    from medrcube.rundir.files import group_stats
+
+    records = [rec(f"a{k}", "correct" if k % 3 else "wrong", image=f"i{k // 4}") for k in range(40)]
+    stats = group_stats(records)
+    ci = clustered_accuracy(records)
+    assert stats["ci95"] == list(wilson_interval(stats["correct"], stats["n"]))  # the reference layout's key
+    assert stats["ci95_clustered"] == [ci.lo, ci.hi] and "Kish" in stats["ci_method"]
+    assert stats["images"] == 10 and stats["design_effect"] == ci.deff

@@ -56,7 +56,8 @@ def test_run_directory_and_junit_properties(gate_ws):
             "MRI *OR",
             "  Brain *und",
             "overall accuracy 0.556 * n=27 (bound 0.60, point): fail",
-            "credibility overall: rationality n/a, shortcut probability n/a, 12 pairs (A=0 B=12 C=0 D=0): undecided",
+            "credibility overall: grounding n/a, rationality n/a, shortcut probability n/a, 12 pairs "
+            "(A=0 B=12 C=0 D=0, D expected if independent 0.0): undecided",
             "checks: 1 passed, 3 failed, 3 undecided (insufficient evidence), 0 errors (not graded)",
             "gate: NOT QUALIFIED (3 required checks failed: *",
             "exit status 10 (QUALIFIED 0, NOT QUALIFIED 10, UNDECIDED 11)",

@@ -89,13 +89,12 @@ def parse_simulation(rest: str) -> SimulationParams:
                 raise SimulationSpecError(f"simulate: grounded={value!r} must be true or false")
             grounded = value.lower() in ("true", "1", "yes")
         else:
-            try:
-                task = canonical_task(key).value
-            except (ValueError, KeyError):
+            task = canonical_task(key)
+            if not task.known:
                 raise SimulationSpecError(
                     f"simulate: unknown key {key!r}; use accuracy, icc, seed, grounded or a task (DD=0.6)"
-                ) from None
-            tasks[task] = _prob(key, value)
+                )
+            tasks[task.value] = _prob(key, value)
     return SimulationParams(acc, icc, seed, grounded, tasks)
 
 

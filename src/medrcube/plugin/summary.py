@@ -127,7 +127,10 @@ def report_properties(payload: Mapping[str, Any]) -> list[tuple[str, str]]:
         (PROPERTY, json.dumps(payload, sort_keys=True)),
         ("medrcube_check", payload["id"]),
         ("medrcube_status", payload["verdict"]),
+        ("medrcube_required", str(payload.get("required", True)).lower()),
     ]
+    if payload.get("guarantee"):
+        props.append(("medrcube_guarantee", payload["guarantee"]))
     for key in ("observed", "bound", "n", "chance", "error_rate"):
         if payload.get(key) is not None:
             props.append((f"medrcube_{key}", _num(payload[key])))
@@ -296,10 +299,15 @@ def number_lines(entries: list[Mapping[str, Any]]) -> list[str]:
             continue
         d = e.get("details") or {}
         groups = " ".join(f"{g}={d[g]}" for g in "ABCD" if g in d)
+        g = d.get("grounding") or {}
+        expected = d.get("expected_D_independent")
         lines.append(
-            f"credibility {e['id'].removeprefix('credibility/')}: rationality {_fmt(d.get('rationality'))}, "
+            f"credibility {e['id'].removeprefix('credibility/')}: grounding {_fmt(g.get('difference'))}"
+            f"{_interval(e)}, rationality {_fmt(d.get('rationality'))}, "
             f"shortcut probability {_fmt(d.get('shortcut_prob'))}, {d.get('pairs', e['n'])} pairs"
-            f"{f' ({groups})' if groups else ''}: {e['verdict']}"
+            f"{f' ({groups}' if groups else ''}"
+            f"{f', D expected if independent {expected:.1f}' if groups and expected is not None else ''}"
+            f"{')' if groups else ''}: {e['verdict']}"
         )
     for e in entries:
         d = e.get("details") or {}
