@@ -43,7 +43,7 @@ def _gate_document(cube_dir: Path, run: Path, *, only_passing: bool = False) -> 
     questions = {it.id: it.question for it in cube.items}
     entries = [verdict_payload(c, evaluate(c, records), questions) for c in checks]
     if only_passing:
-        entries = [e for e in entries if e["verdict"] in ("pass", "skip")]
+        entries = [e for e in entries if e["verdict"] == "pass"]
     return gate_document(entries, {"run_id": run.name, "model": "random",
                                    "cube": {"source": str(cube_dir), "fingerprint": cube.fingerprint}})
 
@@ -73,9 +73,10 @@ def test_report_with_a_failed_gate(small_cube: Path, run_dir: Path, tmp_path: Pa
     _assert_self_contained(page)
 
     # The verdict comes first, with the counts.
+    assert doc["gate"]["verdict"] == "NOT QUALIFIED"
     assert page.index("NOT QUALIFIED") < page.index("The cube: accuracy per cell")
     counts = doc["counts"]
-    for status, words in (("pass", "passed"), ("fail", "failed"), ("skip", "skipped"), ("error", "errors")):
+    for status, words in (("pass", "passed"), ("fail", "failed"), ("undecided", "undecided"), ("error", "errors")):
         assert f"{counts[status]} {words}" in page
     failing = [c["id"] for c in doc["checks"] if c["verdict"] == "fail"]
     assert failing and f"<code>{failing[0]}</code>" in page
@@ -115,6 +116,11 @@ def test_report_with_a_passed_gate_and_regression_rows(small_cube: Path, run_dir
         "details": {"counts": {"first_acc": 0.41, "second_acc": 0.422, "b": 9, "c": 11},
                     "mcnemar": {"p_first_worse": 0.41}},
     })
+    # The gate's verdict over the checks kept (a random model passes few or none of its own).
+    from medrcube.plugin.summary import gate_outcome
+
+    doc["gate"] = gate_outcome(doc["checks"]).to_dict()
+    doc["passed"] = doc["gate"]["verdict"] == "QUALIFIED"
     (run / "gate.json").write_text(json.dumps(doc), encoding="utf-8")
     page = write_report_html(run).read_text(encoding="utf-8")
     assert "QUALIFIED" in page and "NOT QUALIFIED" not in page
