@@ -341,8 +341,17 @@ class GateSession:
 
             records = self.records()
             needs_baseline = any(c.kind == "regression" for c in self.checks)
-            baseline = self.baseline_records() if needs_baseline else None
-            self._verdicts = evaluate_gate(self.checks, records, baseline).by_id()
+            baseline, baseline_error = None, None
+            try:
+                baseline = self.baseline_records() if needs_baseline else None
+            except GateError as e:  # an unreadable baseline errors the regression checks only
+                baseline_error = str(e)
+            verdicts = evaluate_gate(self.checks, records, baseline).by_id()
+            if baseline_error is not None:
+                for c in self.checks:
+                    if c.kind == "regression":
+                        verdicts[c.id] = dataclasses.replace(verdicts[c.id], message=baseline_error)
+            self._verdicts = verdicts
         return self._verdicts[check.id]
 
     # -- hand-over to the controller -------------------------------------------------------
