@@ -135,9 +135,9 @@ def _verdict(e: Evidence, p_adj: float | None, m: int) -> Verdict:
                        f"(p={p_pass:.3g} <= {alpha:.3g}); {e.facts}", decided_by="confidence bound", guarantee=g,
                        **common)
     if e.criteria and p_adj is not None and p_adj <= alpha:
-        bad = [c for c in e.criteria if c.p_fail * len(e.criteria) <= 1.0 and c.p_fail == min(x.p_fail for x in
-                                                                                                 e.criteria)]
-        heads = "; ".join(_head(c, check.confidence, "missed") for c in bad or e.criteria)
+        # Name the criterion that decided (the smallest p of "met").
+        worst = min(e.criteria, key=lambda c: c.p_fail)
+        heads = _head(worst, check.confidence, "missed")
         g = GUARANTEE_FAIL.format(a=alpha, m=m)
         msg = (f"{heads}{note}{ref}; decided by the confidence bound (Holm-adjusted p={p_adj:.3g} <= {alpha:.3g} "
                f"over {m} checks)\n  {e.facts}")
