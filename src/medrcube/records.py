@@ -13,12 +13,14 @@ class Outcome(StrEnum):
     WRONG = "wrong"
     UNPARSED = "unparsed"  # the response names no single option: never guessed
     REFUSED = "refused"
+    TRUNCATED = "truncated"  # cut off at the token limit (finish_reason length): never graded as an answer
     ERROR = "error"  # the model was not reached or failed: never graded as wrong
     UNAVAILABLE = "unavailable"  # the image is restricted: not asked in an image variant
 
 
-# Outcomes that count in an accuracy denominator. Errors and unavailable items do not:
-# the gate reports them separately (an error rate above the bound errors the check).
+# Outcomes that count in an accuracy denominator. Errors, truncated answers and
+# unavailable items do not: the gate reports them separately (an error rate above the
+# bound errors the check); a truncated answer is counted like an error, not guessed.
 GRADED = frozenset({Outcome.CORRECT, Outcome.WRONG, Outcome.UNPARSED, Outcome.REFUSED})
 
 
@@ -66,3 +68,16 @@ class GradedRecord:
         fields = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
         fields["outcome"] = Outcome(d["outcome"])
         return cls(**fields)
+
+
+# Image-perturbation variants (run/perturb.py): such a record's variant is the
+# perturbation's spec, "<kind>:<level>" ("jpeg:30", "noise:0.03", "noise:0.03@7" with a
+# seed) or "flip"; metrics pair it with the standard record of the same item.
+PERTURBATION_KINDS: tuple[str, ...] = (
+    "jpeg", "lowres", "noise", "poisson", "window", "brightness", "rotate", "crop", "flip",
+)
+
+
+def is_perturbation(variant: str) -> bool:
+    """Whether a record's variant is an image perturbation ("jpeg:30", "flip")."""
+    return variant.partition(":")[0].partition("@")[0] in PERTURBATION_KINDS

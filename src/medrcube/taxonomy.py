@@ -41,6 +41,14 @@ TASK_NAMES: tuple[str, ...] = tuple(t.name for t in TASKS)
 
 # Column order of the paper's Table 1.
 PARTS: tuple[str, ...] = ("Brain", "Chest", "Heart", "Lungs", "Breast")
+# Parts the project's own cubes use beyond the paper's five: the bundled mini cube
+# (Abdomen, Pelvis, Shoulder, Lower Limb) and site cubes, whose DICOM BodyPartExamined
+# values the construction vocabulary maps onto these names (Knee too). They are known
+# (no "unknown part" warning) but they are not MedRCube parts: Table 1 and every
+# comparison with the paper use PARTS. A value in neither tuple is still kept as written
+# and reported by validation.
+EXTRA_PARTS: tuple[str, ...] = ("Abdomen", "Pelvis", "Shoulder", "Lower Limb", "Knee")
+KNOWN_PARTS: tuple[str, ...] = PARTS + EXTRA_PARTS
 MODALITIES: tuple[str, ...] = ("CT", "X-Ray", "MRI", "US")
 
 # Aliases are matched case-insensitively after collapsing whitespace, hyphens and
@@ -93,6 +101,9 @@ _PART_ALIASES: dict[str, str] = {
     "thoracic": "Chest",
     "breasts": "Breast",
     "mammary": "Breast",
+    "abdominal": "Abdomen",
+    "pelvic": "Pelvis",
+    "lower extremity": "Lower Limb",
 }
 
 
@@ -109,7 +120,7 @@ def _table(canonical: tuple[str, ...], aliases: dict[str, str], extra: dict[str,
 
 _TASK_TABLE = _table(TASK_NAMES, _TASK_ALIASES, {t.abbrev: t.name for t in TASKS})
 _MODALITY_TABLE = _table(MODALITIES, _MODALITY_ALIASES, {})
-_PART_TABLE = _table(PARTS, _PART_ALIASES, {})
+_PART_TABLE = _table(KNOWN_PARTS, _PART_ALIASES, {})
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ MINI_ROOT = Path(__file__).resolve().parents[2] / "fixtures" / "mini"
 @pytest.fixture(scope="session")
 def mini_root() -> Path:
     if not (MINI_ROOT / "README.md").is_file():
-        pytest.fail(f"{MINI_ROOT} has no README.md: rebuild it with `python -m medrcube.construction.mini.cube fixtures/mini`")
+        pytest.fail(f"{MINI_ROOT} has no README.md: rebuild it with `python -m medrcube.construction.mini fixtures/mini`")
     return MINI_ROOT
 
 

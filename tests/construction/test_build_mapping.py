@@ -44,15 +44,15 @@ def _find(rows, **answers):
 
 def test_dicom_series_yield_the_tasks_their_tags_support(mapped) -> None:
     rows = mapped[0]["demo-dicom"]
-    assert len(rows) == 10  # 2 slices of each multi-slice series, 1 of the single-image ones
+    assert len(rows) == 14  # every slice of the multi-slice series (4, 3, 3, 2), 1 of the single-image ones
     t2 = _find(rows, mr_protocol="t2w", plane="Axial", organ="Brain", diagnosis="glioma")
     t1 = _find(rows, mr_protocol="t1w", plane="Sagittal", diagnosis="meningioma")
-    assert len(t2) == 2 and len(t1) == 2
+    assert len(t2) == 3 and len(t1) == 3
     assert all(c[("Severity Grading", "severity", None)] == "Severe" for _, c in t2)
     liver = _find(rows, ct_protocol="contrast_ct", organ="Upper abdomen", diagnosis="hepatocellular_carcinoma")
     assert len(liver) == 2
     chest_ct = _find(rows, modality="CT", organ="Chest", diagnosis="pneumonia")
-    assert len(chest_ct) == 2 and all(not any(k[1] == "ct_protocol" for k in c) for _, c in chest_ct)  # no evidence, no item
+    assert len(chest_ct) == 4 and all(not any(k[1] == "ct_protocol" for k in c) for _, c in chest_ct)  # no evidence, no item
     cr = _find(rows, modality="X-ray radiography", projection="Posteroanterior (PA)", finding="pleural_effusion")
     assert len(cr) == 1 and cr[0][1][("Abnormality Diagnosis", "abnormality", None)] == "Yes"
     us = _find(rows, modality="Ultrasound", us_mode="b_mode", organ="Heart")
@@ -63,8 +63,8 @@ def test_nifti_cuts_only_true_planes_and_reads_the_bids_suffix(mapped) -> None:
     rows = mapped[0]["demo-mri"]
     t1 = _find(rows, mr_protocol="t1w")
     flair = _find(rows, mr_protocol="flair")
-    assert sorted(c[("View Recognition", "plane", None)] for _, c in t1) == ["Axial", "Coronal", "Sagittal"]
-    assert [c[("View Recognition", "plane", None)] for _, c in flair] == ["Sagittal"]  # tilted 35 degrees
+    assert sorted(c[("View Recognition", "plane", None)] for _, c in t1) == ["Axial"] * 8 + ["Coronal"] * 8 + ["Sagittal"] * 8
+    assert [c[("View Recognition", "plane", None)] for _, c in flair] == ["Sagittal"] * 8  # tilted 35 degrees
     assert all(c[("Disease Diagnosis", "diagnosis", None)] == "multiple_sclerosis" for _, c in flair)
     assert mapped[2].counts["no true axial plane (oblique affine)"] == 1
 

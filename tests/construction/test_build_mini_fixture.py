@@ -1,4 +1,4 @@
-"""The bundled mini cube (fixtures/mini): rebuilt byte for byte, and every number issue 2 asks of it."""
+"""The bundled mini cube (fixtures/mini): rebuilt byte for byte, and every number issues 2 and 12 ask of it."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from medrcube.construction.mini import cube as mini
 from medrcube.construction.privacy import deid
 from medrcube.construction.readers import imageio
-from medrcube.construction.mini import cube as mini
-from medrcube.construction.stages.lesions import SIZE_CLASSES
 from medrcube.construction.readers.sources import PackageFile, read_dicom
+from medrcube.construction.stages.lesions import SIZE_CLASSES
 from medrcube.cube.item import LETTERS
 from medrcube.taxonomy import TASK_NAMES, Level, task_level
 
@@ -42,7 +42,7 @@ def test_rebuild_is_byte_identical_to_the_committed_cube(tmp_path: Path, mini_ro
     built, committed = _files(out), _files(mini_root)
     assert sorted(built) == sorted(committed), (
         f"file sets differ: only in rebuild {sorted(set(built) - set(committed))}, "
-        f"only committed {sorted(set(committed) - set(built))}; rerun `python -m medrcube.construction.mini.cube fixtures/mini`"
+        f"only committed {sorted(set(committed) - set(built))}; rerun `python -m medrcube.construction.mini fixtures/mini`"
     )
     changed = [name for name in built if built[name] != committed[name]]
     if changed:
@@ -58,7 +58,7 @@ def test_rebuild_is_byte_identical_to_the_committed_cube(tmp_path: Path, mini_ro
         ]  # fmt: skip
         pytest.fail(
             f"rebuild differs from fixtures/mini in {changed} (of which PNG files with identical pixels, i.e. only "
-            f"the zlib stream differs: {same_pixels}); rerun `python -m medrcube.construction.mini.cube fixtures/mini`"
+            f"the zlib stream differs: {same_pixels}); rerun `python -m medrcube.construction.mini fixtures/mini`"
         )
     import json
 
@@ -67,9 +67,14 @@ def test_rebuild_is_byte_identical_to_the_committed_cube(tmp_path: Path, mini_ro
 
 
 def test_size_coverage_and_cells(mini_root: Path, mini_records: list[dict[str, Any]]) -> None:
-    assert len(mini_records) >= 150
-    cells = {(r["parts"], r["modality"], r["task"]) for r in mini_records}
-    assert len(cells) >= 30
+    assert len(mini_records) >= 900
+    cells = Counter((r["parts"], r["modality"], r["task"]) for r in mini_records)
+    assert len(cells) >= 50
+    # Issue 12: enough items per cell for checks to decide (24 all-wrong answers put the
+    # Wilson upper bound at 0.14): at least 24 cells of 24 items or more.
+    full = sorted(c for c, n in cells.items() if n >= 24)
+    assert len(full) >= 24, f"only {len(full)} cells hold 24 items: {full}"
+    assert {c[2] for c in full} >= {"Modality Recognition", "Organ Recognition", "ROI Grounding", "Abnormality Diagnosis", "Severity Grading"}
     assert {r["task"] for r in mini_records} == set(TASK_NAMES)
     assert REQUIRED_MODALITIES <= {r["modality"] for r in mini_records}
     assert REQUIRED_PARTS <= {r["parts"] for r in mini_records}
@@ -117,7 +122,34 @@ def test_every_image_is_a_chain(mini_records: list[dict[str, Any]]) -> None:
         by_image[(r["dataset"], r["image_path"])].add(task_level(r["task"]))
     broken = [k for k, levels in by_image.items() if Level.HIGH not in levels or not levels & {Level.LOW, Level.MID}]
     assert broken == []
-    assert len(by_image) >= 30
+    assert len(by_image) >= 200
+
+
+def test_presence_items_are_balanced_where_no_lesion_may_be_asked(mini_records: list[dict[str, Any]]) -> None:
+    """Lesion copies of a slice do not flood the presence cells with "Yes": wherever a source
+    may be asked "no lesion", its synthetic presence answers are balanced."""
+    answers: dict[str, Counter] = defaultdict(Counter)
+    for r in mini_records:
+        if r["task"] == "Abnormality Diagnosis" and r["meta"]["synthetic"]:
+            answers[r["meta"]["source"]["file"]][r["gt_answer"]] += 1
+    balanced = {f: c for f, c in answers.items() if c["No"]}
+    assert len(balanced) >= 8
+    for file, c in balanced.items():
+        assert abs(c["Yes"] - c["No"]) <= 1, f"{file}: {dict(c)}"
+
+
+def test_lesion_copies_of_one_slice_are_distinct_placements(mini_records: list[dict[str, Any]]) -> None:
+    placements: dict[tuple[str, str], list[tuple]] = defaultdict(list)
+    for r in mini_records:
+        if r["task"] == "ROI Grounding":
+            src, lesion = r["meta"]["source"], r["meta"]["lesion"]
+            placements[(src["file"], src["where"])].append((tuple(lesion["center_row_col"]), lesion["size_class"]))
+    many = {k: v for k, v in placements.items() if len(v) >= 12}
+    assert len(many) >= 5  # the single-slice sources carry many placements each
+    for key, spots in placements.items():
+        assert len(set(spots)) == len(spots), f"{key}: a lesion placement repeats"
+    for key, spots in many.items():
+        assert len({s[1] for s in spots}) >= 2, f"{key}: every copy has the same size class"
 
 
 def test_answer_letters_are_balanced_per_task(mini_records: list[dict[str, Any]]) -> None:
@@ -199,7 +231,7 @@ def test_no_identifying_value_of_any_source_appears_in_the_fixture(mini_root: Pa
 def test_readme_and_notice_document_every_image_and_source(mini_root: Path, mini_records: list[dict[str, Any]]) -> None:
     readme = (mini_root / "README.md").read_text(encoding="utf-8")
     notice = (mini_root / "NOTICE").read_text(encoding="utf-8")
-    assert "python -m medrcube.construction.mini.cube" in readme
+    assert "python -m medrcube.construction.mini fixtures/mini" in readme and "medrcube build recipes/mini.yaml" in readme
     assert "breast" in readme.lower()
     sections = readme.split("\n### `")
     for r in mini_records:

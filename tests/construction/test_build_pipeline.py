@@ -94,8 +94,9 @@ def test_cells_are_filled_to_their_targets_and_letters_balanced(demo_build) -> N
         assert counts[cell] == c["selected"]
         assert c["selected"] <= c["target"] + c["chain_extras"], cell
         assert c["selected"] >= min(c["target"], c["drafted"]), cell  # nothing was held out
-    assert next(c for c in report["cells"] if (c["part"], c["modality"], c["task"]) == ("Chest", "X-Ray", "Disease Diagnosis"))["target"] == 8
-    assert max(counts.values()) <= 8 and report["sampling_surplus"] > 0
+    assert next(c for c in report["cells"] if (c["part"], c["modality"], c["task"]) == ("Chest", "X-Ray", "Disease Diagnosis"))["target"] == 30
+    assert max(counts.values()) <= 30 and report["sampling_surplus"] > 0
+    assert sum(1 for n in counts.values() if n >= 24) >= 5  # the Brain/MRI cells reach the recipe's per_cell
     groups: dict[tuple[str, int], Counter] = defaultdict(Counter)
     for r in recs:
         groups[(r["task"], len(_options(r)))][r["correct_index"]] += 1

@@ -19,12 +19,27 @@ def test_the_bundled_recipes_load(demo_root: Path, site_recipe) -> None:
     assert mini.out == REPO / "fixtures" / "mini"
     site = load_recipe(site_recipe(demo_root, "site-load"))
     assert [s.kind for s in site.sources] == ["dicom-folder", "images-csv", "nifti-folder"]
-    assert site.tasks == TASK_NAMES and site.per_cell == 6 and site.cell_targets == {("Chest", "X-Ray", "Disease Diagnosis"): 8}
+    assert site.tasks == TASK_NAMES and site.per_cell == 24 and site.cell_targets == {("Chest", "X-Ray", "Disease Diagnosis"): 30}
     cxr = site.sources[1]
     assert cxr.modality == "X-Ray" and cxr.labels.private == ("patient_id", "patient_name")
     assert cxr.labels.columns["diagnosis"] == "dx" and cxr.labels.columns["path"] == "file"
     assert site.severity.scale == ("Mild", "Moderate", "Severe") and site.privacy.mask == ((0.0, 0.0, 1.0, 0.1),)
     assert site.sources[0].path == demo_root / "build" / "demo-site" / "dicom"  # relative to the recipe, normalised
+
+
+def test_the_site_example_asks_enough_items_per_cell_for_the_default_policy(demo_root: Path, site_recipe) -> None:
+    """Issue 12: a site cube needs enough items per cell for the gate to decide. The example's
+    per-cell target is at least every per-cell min_n of thresholds.yaml, and at least 24
+    (where 24 all-wrong answers already put the Wilson upper bound at 0.14)."""
+    import yaml
+
+    policy = yaml.safe_load((REPO / "thresholds.yaml").read_text(encoding="utf-8"))
+    cell_min_n = [policy["min_n"]] if isinstance(policy.get("min_n"), int) else []
+    cell_min_n += [e["min_n"] for e in policy.get("cells") or [] if isinstance(e, dict) and isinstance(e.get("min_n"), int)]
+    assert cell_min_n, "thresholds.yaml names no per-cell min_n: update this test to the policy's layout"
+    site = load_recipe(site_recipe(demo_root, "site-policy"))
+    assert site.per_cell is not None and site.per_cell >= max(24, *cell_min_n)
+    assert all(n >= site.per_cell for n in site.cell_targets.values())
 
 
 def _errors(demo_root: Path, site_recipe, change) -> str:
@@ -114,3 +129,13 @@ def test_unreadable_recipes(tmp_path: Path) -> None:
     bad.write_text("- a list\n", encoding="utf-8")
     with pytest.raises(RecipeError, match="the recipe is list"):
         load_recipe(bad)
+
+
+def test_the_site_example_cube_raises_no_unknown_part_warning(demo_build) -> None:
+    """Issue 13: the parts a built site cube uses (Abdomen here, besides Brain, Chest, Heart)
+    are known to the taxonomy; only a genuinely unknown value warns."""
+    from medrcube.cube import load_cube
+
+    cube = load_cube(demo_build.release, strict=True)
+    assert "Abdomen" in {i.part for i in cube}
+    assert [p.message for p in cube.problems if p.reason == "unknown_part"] == []

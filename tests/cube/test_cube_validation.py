@@ -315,7 +315,7 @@ def test_decompression_bomb_under_our_own_limit(target):
 
 @pytest.mark.parametrize(
     ("field", "value", "reason", "kept"),
-    [("task", "Report Generation", "unknown_task", "Report Generation"), ("modality", "PET", "unknown_modality", "PET"), ("parts", "Knee", "unknown_part", "Knee")],
+    [("task", "Report Generation", "unknown_task", "Report Generation"), ("modality", "PET", "unknown_modality", "PET"), ("parts", "Elbow", "unknown_part", "Elbow")],
 )
 def test_unknown_axis_values_are_kept_and_warned(target, field, value, reason, kept):
     root, f, rec = target

@@ -144,9 +144,10 @@ def test_image_is_sent_as_a_downscaled_data_url(scripted_server, make_adapter):
     (b,) = seen["q-big"]
     assert (b["mime"], b["format"], b["width"], b["height"]) == ("image/png", "PNG", 512, 256)
     (j,) = seen["q-small"]
-    # a JPEG that fits is passed through byte for byte
+    # a JPEG that fits keeps its size and format, but is re-encoded from its pixels
     assert (j["mime"], j["width"], j["height"]) == ("image/jpeg", 300, 200)
-    assert j["sha256"] == hashlib.sha256(small_jpeg.data).hexdigest()[:16]
+    assert j["sha256"] != hashlib.sha256(small_jpeg.data).hexdigest()[:16]
+    assert j["sha256"] == prepare_image(small_jpeg.data, max_side=512).sha256[:16]  # the digest of what was sent
     assert seen["q-none"] == []
     assert scripted_server.stats()["images"] == {"with": 2, "without": 1, "total": 2}
 
@@ -198,16 +199,23 @@ def test_unreadable_image_fails_its_request_only(scripted_server, make_adapter):
     assert scripted_server.stats()["total"] == 2  # nothing was sent for the broken item
 
 
-def test_credentials_in_the_base_url_never_reach_an_error_message(scripted_server, key_env, monkeypatch):
-    # Refused in specs and models.yaml; OPENAI_BASE_URL (or a direct construction) can still carry them.
-    url = scripted_server.base_url.replace("http://", "http://user:pa55-Word@")
-    monkeypatch.setenv("OPENAI_BASE_URL", url)
-    scripted_server.set_script({"faults": [{"fault": "status", "status": 404}]})
-    adapter = OpenAIAdapter("scripted", api_key_env=key_env, timeout=5.0, image_cache=ImageCache(), seed=0)
-    out = run(adapter, [req("q")])
-    assert out[0].error_kind is ErrorKind.BAD_REQUEST and "HTTP 404" in out[0].error
-    assert "pa55-Word" not in out[0].error and "http://[redacted]@127.0.0.1" in out[0].error
-    assert scripted_server.stats()["total"] >= 1  # the request did go to the server
+def test_credentials_in_the_base_url_are_refused_without_echo(scripted_server, key_env, monkeypatch):
+    # Refused in specs and models.yaml, and in OPENAI_BASE_URL or a direct construction too.
+    for url in (scripted_server.base_url.replace("http://", "http://user:pa55-Word@"),
+                scripted_server.base_url + "?api-key=pa55-Word", scripted_server.base_url + "?sig=pa55-Word&x=1"):
+        monkeypatch.setenv("OPENAI_BASE_URL", url)
+        with pytest.raises(ValueError, match="holds credentials") as info:
+            OpenAIAdapter("scripted", api_key_env=key_env, timeout=5.0, image_cache=ImageCache(), seed=0)
+        assert "pa55-Word" not in str(info.value) and "environment variable" in str(info.value)
+    assert scripted_server.stats()["total"] == 0  # nothing was sent
+
+
+def test_a_404_for_the_model_name_says_model_not_found(scripted_server, make_adapter):
+    scripted_server.set_script({"models": ["served-name"]})
+    out = run(make_adapter(scripted_server), [req("q")])
+    assert out[0].error_kind is ErrorKind.BAD_REQUEST and out[0].attempts == 1
+    assert "model not found" in out[0].error and "'scripted'" in out[0].error
+    assert scripted_server.base_url in out[0].error and "does not exist" in out[0].error  # the provider's words
 
 
 @pytest.mark.parametrize("fmt", ["PNG", "JPEG"])
@@ -224,7 +232,7 @@ def test_an_image_truncated_past_its_header_fails_its_request_not_sent(scripted_
     assert out[1].error_kind is ErrorKind.INTERNAL and out[1].text is None
     assert "c0ffee00" in out[1].error and "cannot decode" in out[1].error and "truncated" in out[1].error
     assert scripted_server.stats()["total"] == 1  # nothing was sent for the truncated image
-    assert prepare_image(whole, max_side=100).passthrough  # a whole one is still sent as it is
+    assert not prepare_image(whole, max_side=100).passthrough  # a whole one is re-encoded too
 
 
 # ---------------------------------------------------------------------------- retried faults
@@ -311,7 +319,7 @@ def test_persistent_faults_end_in_a_recorded_error(scripted_server, make_adapter
     [
         (401, ErrorKind.AUTH, [f"${KEY_ENV}", "was rejected"]),
         (403, ErrorKind.AUTH, [f"${KEY_ENV}", "'scripted'"]),
-        (404, ErrorKind.BAD_REQUEST, ["model name 'scripted'", "base URL", "/v1"]),
+        (404, ErrorKind.BAD_REQUEST, ["no such route", "'scripted'", "base URL", "/v1"]),
         (400, ErrorKind.BAD_REQUEST, ["null in models.yaml"]),
         (422, ErrorKind.BAD_REQUEST, ["HTTP 422"]),
     ],
@@ -457,7 +465,13 @@ def test_fingerprint_tracks_what_changes_answers(key_env, monkeypatch):
 
     base = fp(params={"temperature": 0})
     assert base.startswith("openai:m:")
-    assert fp(params={"temperature": 0}, base_url="http://127.0.0.1:9/v1") == base  # not the URL
+    # The endpoint is part of it: the same model name elsewhere is another model, unless
+    # models.yaml says the endpoints serve the same one (endpoint_identity).
+    local = fp(params={"temperature": 0}, base_url="http://127.0.0.1:9/v1")
+    assert local != base and local != fp(params={"temperature": 0}, base_url="http://127.0.0.1:10/v1")
+    assert fp(params={"temperature": 0}, base_url="http://127.0.0.1:9/v1/") == local
+    assert fp(params={"temperature": 0}, base_url="http://127.0.0.1:9/v1", endpoint_identity="same") == fp(
+        params={"temperature": 0}, base_url="http://127.0.0.1:10/v1", endpoint_identity="same")
     assert fp(params={"temperature": 0, "top_p": None}) == base  # None is no parameter
     assert fp(params={"temperature": 0, "user": "ci"}) == base  # does not change answers
     monkeypatch.setenv(key_env, "sk-another-key-0000000000")
@@ -493,7 +507,7 @@ def test_prepare_image_modes_and_errors():
         assert im.mode == "L" and im.getextrema() == (0, 255)  # windowed to its own range
     assert max(prepare_image(encode(sixteen), max_side=20).width, 0) == 13  # 25x40 -> 13x20
     rgba = encode(Image.new("RGBA", (10, 10), (1, 2, 3, 4)))
-    assert prepare_image(rgba, max_side=100).passthrough
+    assert prepare_image(rgba, max_side=100).mime == "image/png"  # re-encoded, never passed through
     as_jpeg = prepare_image(rgba, max_side=100, fmt="jpeg")
     assert as_jpeg.mime == "image/jpeg" and not as_jpeg.passthrough
     tiff = encode(Image.new("RGB", (8, 8)), "TIFF")

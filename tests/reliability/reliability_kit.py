@@ -83,12 +83,13 @@ def openai_adapter(base_url: str, **kw: Any):
     return OpenAIAdapter(MODEL, base_url=base_url, **kw)
 
 
-def fingerprint() -> str:
-    """The fingerprint `openai:scripted-model@URL` gets (it does not depend on the URL)."""
+def fingerprint(base_url: str) -> str:
+    """The fingerprint `openai:scripted-model@URL` gets (the endpoint is part of it, so
+    that two endpoints never share stored answers)."""
     from medrcube.models.openai_adapter import OpenAIAdapter
 
     os.environ.setdefault("OPENAI_API_KEY", MARKER_KEY)
-    return OpenAIAdapter(MODEL, base_url="http://127.0.0.1:9/v1").fingerprint
+    return OpenAIAdapter(MODEL, base_url=base_url).fingerprint
 
 
 # ---------------------------------------------------------------------------- audit

@@ -326,7 +326,7 @@ def test_run_sigkilled_at_a_random_point_resumes_without_asking_a_stored_respons
         time.sleep(rng.uniform(0.0, 0.04))
     finally:
         sigkill(proc)
-    keys = {p.item.question: p.key for p in plan_asks(rel_cube, "standard", fingerprint=fingerprint()) if p.available}
+    keys = {p.item.question: p.key for p in plan_asks(rel_cube, "standard", fingerprint=fingerprint(scripted_server.base_url)) if p.available}
     kept = stored_responses(store_dir, list(keys.values()))
     stored_q = {q for q, key in keys.items() if key in kept}
     before = Counter(scripted_server.stats(log=False)["by_question"])
@@ -467,7 +467,7 @@ def test_a_damaged_store_is_detected_reported_and_never_trusted(
     second = replies(rel_cube, template="The answer is {letter} (second run, item {i}).")
     store_dir = tmp_path / "store"
     _populate(rel_cube, scripted_server, store_dir, first)
-    plan = plan_asks(rel_cube, ("standard",), fingerprint=fingerprint())
+    plan = plan_asks(rel_cube, ("standard",), fingerprint=fingerprint(scripted_server.base_url))
     keys = [p.key for p in plan if p.available]
     _corrupt(name, store_dir, rng, next(iter(first.values())))
 
@@ -555,7 +555,7 @@ def test_a_stored_text_damaged_into_invalid_utf8_is_reasked(rel_cube: Cube, tmp_
     t.completed += sum(1 for o in outcomes if o[0] == "completed")
     t.stopped += sum(1 for o in outcomes if o[0] == "stopped")
     t.unclear += int(all(o[0] == "stopped" for o in outcomes))
-    t.note("a stored text damaged into invalid UTF-8 reads as a damaged row (run/store.py text_factory): "
+    t.note("a stored text damaged into invalid UTF-8 reads as a damaged row (run/store/opening.py text_factory): "
            "that answer alone is asked again, the file stays in use")
     assert outcomes == [("completed", 0)], outcomes  # the first run completes: no wall to stop at
     assert scripted_server.stats(log=False)["total"] == 1  # only the damaged answer is asked again
@@ -570,7 +570,7 @@ def test_damage_inside_the_key_index_is_reported(rel_cube: Cube, tmp_path: Path,
     store_dir = tmp_path / "store"
     _populate(rel_cube, scripted_server, store_dir, first)
     db = store_dir / DB_NAME
-    key = next(p.key for p in plan_asks(rel_cube, "standard", fingerprint=fingerprint()) if p.available)
+    key = next(p.key for p in plan_asks(rel_cube, "standard", fingerprint=fingerprint(scripted_server.base_url)) if p.available)
     pristine = db.read_bytes()
     # The key is in the file twice: in its table row and in the index. Damage the copy
     # whose loss only PRAGMA integrity_check notices: the index entry.
@@ -595,7 +595,7 @@ def test_damage_inside_the_key_index_is_reported(rel_cube: Cube, tmp_path: Path,
     t.runs += 1
     t.completed += 1
     t.resent += reasked
-    t.note("damage inside the key index passes quick_check but not integrity_check (run/store.py _check): "
+    t.note("damage inside the key index passes quick_check but not integrity_check (run/store/opening.py _check): "
            "the file is moved aside and reported")
     assert said, "damaged store used without a word"
     assert recovered is not None and recovered.exists()  # moved aside, as any structural damage
@@ -648,7 +648,7 @@ def test_disk_full_while_writing_reports_stops_clearly_and_keeps_the_store(
         done = subprocess.run(cmd, env=env_with_key(), capture_output=True, text=True, timeout=180)
         leftovers = _tree_bytes(small)
     first_stats = scripted_server.stats(log=False)
-    keys = [p.key for p in plan_asks(rel_cube, "standard", fingerprint=fingerprint()) if p.available]
+    keys = [p.key for p in plan_asks(rel_cube, "standard", fingerprint=fingerprint(scripted_server.base_url)) if p.available]
     kept = stored_responses(store_dir, keys)
 
     scripted_server.reset_stats()
@@ -683,7 +683,7 @@ def test_disk_full_under_the_store_stops_clearly_and_keeps_what_was_committed(
     scripted_server.set_script({"answers": answers, "latency": 0.01})
     small, out = tmp_path / "small", tmp_path / "reports"
     store_dir = small / "store"
-    keys = {p.key: p.item.question for p in plan_asks(rel_cube, "standard", fingerprint=fingerprint()) if p.available}
+    keys = {p.key: p.item.question for p in plan_asks(rel_cube, "standard", fingerprint=fingerprint(scripted_server.base_url)) if p.available}
     with tiny_filesystem(small, 384) as mounted:
         if not mounted:
             pytest.skip("needs a tmpfs (root): a per-file size limit cannot fill a disk under SQLite's feet")
@@ -792,7 +792,7 @@ def _children(pid: int) -> list[int]:
 def test_a_zombie_owner_is_dead(tally) -> None:
     import socket
 
-    from medrcube.run.runner import owner_is_dead
+    from medrcube.run.store import owner_is_dead
 
     t = tally("xdist_worker_kill")
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
@@ -802,7 +802,7 @@ def test_a_zombie_owner_is_dead(tally) -> None:
         dead = owner_is_dead(f"{socket.gethostname()}:{child.pid}:feedbeef")
     finally:
         child.wait()
-    t.note("a SIGKILLed process counts as dead while it is a zombie (run/runner.py owner_is_dead reads "
+    t.note("a SIGKILLed process counts as dead while it is a zombie (run/store/claims.py owner_is_dead reads "
            "/proc/<pid>/stat), so its claims are taken over at once, not at their expiry")
     assert dead
 
@@ -848,7 +848,7 @@ def test_an_xdist_worker_killed_mid_run_is_reported_and_the_rerun_completes_from
     from medrcube.cube import load_cube
 
     cube = load_cube(tmp_path / "cube" / "cube.jsonl")
-    keys = {p.key: p.item.question for p in plan_asks(cube, "standard", fingerprint=fingerprint())}
+    keys = {p.key: p.item.question for p in plan_asks(cube, "standard", fingerprint=fingerprint(scripted_server.base_url))}
     stored_first = {keys[k] for k in store.get_many(list(keys))}
     store.close()
 

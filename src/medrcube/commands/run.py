@@ -24,7 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cube", required=True, metavar="CUBE",
                         help="a release-layout directory, a .jsonl file, parquet, a save_to_disk directory or hf:NAME")
     parser.add_argument("--variant", default="standard", metavar="V",
-                        help="comma-separated: standard, blind, shuffled:K (default: standard)")
+                        help="comma-separated: standard, blind, shuffled:K, and image perturbations such as "
+                             "jpeg:30, lowres:256, noise:0.03, window:0.8, flip (docs/robustness.md; default: standard)")
     parser.add_argument("--concurrency", type=int, default=None, metavar="N",
                         help="requests in flight at once (default: the model's own setting)")
     parser.add_argument("--response-store", default=".medrcube", metavar="DIR",
@@ -166,6 +167,11 @@ def _print_summary(run_dir: Path, result: Any) -> None:
         a = accuracy(records)
         acc = "n/a" if a.acc is None else f"{a.acc:.1%} [{a.lo:.1%}, {a.hi:.1%}]"
         print(f"  {name}: accuracy {acc} over {a.n} graded ({a.unparsed} unparsed, {a.refused} refused)")
+    truncated = sum(1 for r in result.records if r.outcome.value == "truncated")
+    if truncated:
+        print(f"  {truncated} answers cut at the token limit (truncated, not graded): raise max_completion_tokens")
+    for served, n in (result.info.get("served_model_mismatches") or {}).items():
+        print(f"  warning: {n} answers name the model {served!r}, not the one asked for (served_models in run.json)")
 
 
 def _write_report(run_dir: Path, cube: Any) -> None:

@@ -5,16 +5,65 @@ root lexically (no `..` escape) and physically (no symlink pointing out). The ke
 image is its posix path relative to the root. Every distinct image is read exactly once;
 the reads and hashes run on a few threads (hashlib releases the GIL), the header checks on
 the calling thread (Pillow's warnings state is global).
+
+Every read goes through one handle (`read_regular`), checked before a byte is read: a
+regular file (a FIFO would block the read forever, a device never end), no larger than
+`MAX_IMAGE_BYTES` (a sparse 1 GiB "PNG" costs nothing on disk and a gigabyte in memory).
+At run time (`reader`) the file is opened at the real path resolved at load with
+O_NOFOLLOW, so an image swapped for a symlink during a run is refused, and its bytes must
+hash to the digest taken at load: what is sent is what was validated and keyed.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+import stat
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from medrcube.cube.images import DEFAULT_MAX_PIXELS, ImageCheck, check_image_bytes, sha256
+
+# The largest image file read (bytes). A 16-bit 4,000 x 5,000 mammogram stored
+# uncompressed is 40 MB; anything past this is a mistake or an attack.
+MAX_IMAGE_BYTES = 128 * 1024 * 1024
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # opening a FIFO must not wait for a writer
+
+
+class ImageFileError(OSError):
+    """An image path that is not a readable regular file within the limit."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.strerror = message
+
+
+def read_regular(path: str, *, nofollow: bool = False, max_bytes: int = MAX_IMAGE_BYTES) -> bytes:
+    """The bytes of the regular file at `path`, read once through one handle whose type
+    and size are checked (fstat) before reading. Raises ImageFileError (or OSError)."""
+    flags = os.O_RDONLY | _NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (_NOFOLLOW if nofollow else 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if nofollow and exc.errno == 40:  # ELOOP: the last component became a symlink
+            raise ImageFileError("image_symlink_escapes", f"{path} is now a symlink; refused") from exc
+        raise
+    with os.fdopen(fd, "rb", buffering=0) as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a directory" if stat.S_ISDIR(st.st_mode)
+                    else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+                    else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
+            raise ImageFileError("image_not_a_file", f"is {kind}, not a regular file; expected an image file")
+        if st.st_size > max_bytes:
+            raise ImageFileError("image_too_large", f"is {st.st_size} bytes, over the limit of {max_bytes} bytes "
+                                 f"({max_bytes // (1024 * 1024)} MiB); expected an image file of a sensible size")
+        data = fh.read(max_bytes + 1)
+        if len(data) > max_bytes:  # grew while being read
+            raise ImageFileError("image_too_large", f"grew past the limit of {max_bytes} bytes while being read")
+        return bytes(data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +82,7 @@ class FileCheck:
     missing: bool = False
     check: ImageCheck | None = None
     read_error: str | None = None
+    read_reason: str = "image_unreadable"  # the reason code of a read error
 
 
 class DirImages:
@@ -88,10 +138,11 @@ class DirImages:
     def _read(self, key: str) -> tuple[str, FileCheck | None, bytes | None, str | None]:
         """(key, a final FileCheck when the read failed, else the bytes and their sha256)."""
         try:
-            with open(self.path(key), "rb") as f:
-                data = f.read()
+            data = read_regular(self.path(key))
         except FileNotFoundError:
             return key, FileCheck(missing=True), None, None
+        except ImageFileError as exc:
+            return key, FileCheck(read_error=str(exc), read_reason=exc.reason), None, None
         except OSError as exc:  # a directory, no permission, an I/O error
             return key, FileCheck(read_error=f"{type(exc).__name__}: {exc.strerror or exc}"), None, None
         return key, None, data, sha256(data)
@@ -111,14 +162,19 @@ class DirImages:
                         out[key] = FileCheck(check=check_image_bytes(data, max_pixels=self.max_pixels, digest=digest))
         return out
 
-    def reader(self, digests: dict[str, str]):
+    def reader(self, digests: Mapping[str, str]) -> Callable[[str], bytes]:
         """`Cube.read_image`: only keys validated at load are readable (never a path from outside)."""
+
+        real = {k: os.path.realpath(self.path(k)) for k in digests}  # links inside the cube, resolved once
 
         def read_image(key: str) -> bytes:
             if key not in digests:
                 raise KeyError(f"{key!r} is not an available image of the cube at {self.root}")
-            with open(self.path(key), "rb") as f:
-                return f.read()
+            data = read_regular(real[key], nofollow=True)
+            if sha256(data) != digests[key]:
+                raise ImageFileError("image_changed", f"image {key!r} changed since the cube was loaded (its "
+                                     "sha256 differs); refused: load the cube again")
+            return data
 
         return read_image
 

@@ -71,7 +71,7 @@ def parse_canonical_record(rec: Any, *, source: str, where: str, col: Collector)
             first.setdefault(o, i)
     task = _axis(r, "task", taxonomy.canonical_task, taxonomy.TASK_NAMES, "unknown_task")
     modality = _axis(r, "modality", taxonomy.canonical_modality, taxonomy.MODALITIES, "unknown_modality")
-    part = _axis(r, "part", taxonomy.canonical_part, taxonomy.PARTS, "unknown_part")
+    part = _axis(r, "part", taxonomy.canonical_part, taxonomy.KNOWN_PARTS, "unknown_part")
     original_task = r.text("original_task", required=False)
     restricted = rec.get("restricted", False)
     if not isinstance(restricted, bool):

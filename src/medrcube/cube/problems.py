@@ -18,6 +18,7 @@ REASONS: dict[str, str] = {
     "not_a_list": "a test.json does not hold a JSON list of records",
     "not_an_object": "a record is not a JSON object",
     "unreadable_file": "a cube file cannot be read",
+    "non_utf8_name": "a file or folder name is not valid UTF-8",
     # record fields
     "missing_field": "a required field is missing or empty",
     "invalid_type": "a field has the wrong type",
@@ -35,6 +36,8 @@ REASONS: dict[str, str] = {
     "image_path_escapes": "the image path leaves the cube through '..'",
     "image_symlink_escapes": "the image path leaves the cube through a symlink",
     "image_unreadable": "the image file cannot be read",
+    "image_not_a_file": "the image path names a FIFO, device, socket or directory, not a regular file",
+    "image_too_large": "the image file is larger than the size limit",
     "not_an_image": "the file is not an image of an accepted format",
     "decompression_bomb": "the image declares more pixels than the limit",
     "image_not_embedded": "a dataset row references an image file instead of embedding its bytes",

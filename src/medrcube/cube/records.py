@@ -193,7 +193,7 @@ def parse_release_record(
     answer = _answer(r, options)
     task = _axis(r, "task", taxonomy.canonical_task, taxonomy.TASK_NAMES, "unknown_task")
     modality = _axis(r, "modality", taxonomy.canonical_modality, taxonomy.MODALITIES, "unknown_modality")
-    part = _axis(r, "parts", taxonomy.canonical_part, taxonomy.PARTS, "unknown_part")
+    part = _axis(r, "parts", taxonomy.canonical_part, taxonomy.KNOWN_PARTS, "unknown_part")
     original_task = r.text("original_task", required=False)
 
     restricted = parse_bool(rec.get("restricted"))

@@ -51,6 +51,20 @@ def read_json_file(path: str, shown: str, col: Collector) -> object | None:
     return None
 
 
+def _utf8(name: str) -> bool:
+    """False for a name decoded from the file system with surrogate escapes (not UTF-8)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _printable(name: str) -> str:
+    """A non-UTF-8 name shown with its odd bytes escaped (\\xNN), printable anywhere."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
 def json_limit(exc: RecursionError | ValueError) -> str:
     """Say which of the parser's limits a JSON text crossed.
 
@@ -69,6 +83,9 @@ def json_limit(exc: RecursionError | ValueError) -> str:
 def load_release(root: str | os.PathLike[str], *, strict: bool = False, max_pixels: int = DEFAULT_MAX_PIXELS) -> Cube:
     """Load and validate a release-layout directory; see load_cube for the policy."""
     shown_root = os.fspath(root)
+    if not _utf8(shown_root):
+        raise CubeError(f"{_printable(shown_root)}: the cube's path is not valid UTF-8; rename it (or a folder above "
+                        "it) in UTF-8: the path goes into run.json, results and reports")
     if not os.path.isdir(root):
         raise CubeError(f"{shown_root}: not a directory; expected a release-layout cube (<dataset>/test.json files)")
     files = find_release_files(root)
@@ -83,6 +100,11 @@ def load_release(root: str | os.PathLike[str], *, strict: bool = False, max_pixe
     bases: dict[int, str] = {}  # id(draft) -> absolute folder its image_path is relative to
     for rel in files:
         shown = str(Path(shown_root) / rel)
+        if not _utf8(rel):
+            col.error(_printable(shown), None, None, "the path is not valid UTF-8 (the folder or file name holds "
+                      "bytes of another encoding); rename it in UTF-8: names go into item ids, keys and reports",
+                      "non_utf8_name")
+            continue
         real = os.path.realpath(os.path.join(root, rel))
         if not (real + os.sep).startswith(images.root + os.sep):
             col.error(shown, None, None, f"is a symlink to {real!r}, outside the cube root {images.root!r}; expected the file itself inside the cube", "unreadable_file")
@@ -123,6 +145,8 @@ def image_outcome(ref: str | None, r, checks, field: str = "image_path") -> Imag
     c = checks[r.key]
     if c.missing:
         return ImageOutcome(absent=True, message=f"{field} {ref!r}: file {r.key!r} does not exist in the cube", field=field)
+    if c.read_error is not None and c.read_reason != "image_unreadable":
+        return ImageOutcome(reason=c.read_reason, message=f"{field} {ref!r}: {r.key!r} {c.read_error}", field=field)
     if c.read_error is not None:
         return ImageOutcome(reason="image_unreadable", message=f"{field} {ref!r}: cannot read {r.key!r} ({c.read_error}); expected a readable image file", field=field)
     if c.check is not None and c.check.reason is not None:

@@ -23,7 +23,13 @@ from medrcube.gate.checks import ACCURACY_KINDS, Check, CheckKind
 from medrcube.gate.verdict import WorstItem
 from medrcube.metrics.accuracy import accuracy, chance_level
 from medrcube.metrics.clustered import METHOD as PROPORTION_METHOD
-from medrcube.metrics.clustered import ClusteredInterval, cluster_counts, clustered_accuracy, clustered_wilson, image_key
+from medrcube.metrics.clustered import (
+    ClusteredInterval,
+    cluster_counts,
+    clustered_accuracy,
+    clustered_wilson,
+    image_key,
+)
 from medrcube.metrics.comparison import paired_records, regression
 from medrcube.metrics.credibility import chain_pairs, credibility_of_pairs, grounding
 from medrcube.metrics.paired import MeanDifference, clustered_mean_difference
@@ -104,7 +110,8 @@ def _ci(confidence: float, interval: tuple[float, float] | None) -> str:
 def _errors(check: Check, asked: Sequence[GradedRecord]) -> tuple[float, Evidence | None]:
     """The error rate over records that were asked, and error evidence when above the bound."""
     considered = [r for r in asked if r.outcome is not Outcome.UNAVAILABLE]
-    errors = [r for r in considered if r.outcome is Outcome.ERROR]
+    # A truncated answer was not graded either: it counts against the bound like an error.
+    errors = [r for r in considered if r.outcome in (Outcome.ERROR, Outcome.TRUNCATED)]
     rate = len(errors) / len(considered) if considered else 0.0
     if errors and rate > check.max_error_rate:
         kinds: dict[str, int] = defaultdict(int)

@@ -76,10 +76,10 @@ def plan_checks(
             bound = max(bound, min(1.0, chance + c.above_chance))
         alpha = c.alpha
 
-        def need(target: float, a: float, pw: float, b: float = bound) -> int | None:
+        def need(target: float, a: float, pw: float, b: float = bound, d: float = deff) -> int | None:
             if not 0.0 < target < 1.0:
                 return None
-            return score_required_n(b, target, a, deff=deff, power=pw)
+            return score_required_n(b, target, a, deff=d, power=pw)
 
         out.append(CheckPlan(
             c.id, c.required, bound, n, m_w, deff,

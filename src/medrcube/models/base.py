@@ -47,7 +47,9 @@ class ErrorKind(StrEnum):
     CONNECTION = "connection"
     AUTH = "auth"  # 401/403: the key
     BAD_REQUEST = "bad_request"  # 400/404/422: the request or the model name
-    MALFORMED = "malformed"  # a body that is not a chat completion
+    MALFORMED = "malformed"  # a body that is not a chat completion (or one past the size cap)
+    REDIRECT = "redirect"  # a 3xx: never followed, the Location is named
+    MODEL_MISMATCH = "model_mismatch"  # another model answered, under strict_model
     INTERNAL = "internal"  # the adapter itself failed (a bug, an unreadable image)
 
 
@@ -57,6 +59,9 @@ class Response:
 
     Exactly one of `text` and `error` is set. `refused` marks a content-filter stop or an
     explicit refusal reported by the provider (the text, if any, is kept as evidence).
+    `truncated` marks an answer cut off at the token limit (`finish_reason: length`): kept
+    as evidence, never graded. `served_model` is the model the endpoint says answered
+    (None when it names none).
     """
 
     text: str | None
@@ -66,6 +71,8 @@ class Response:
     latency_s: float = 0.0
     usage: Mapping[str, int] | None = None
     attempts: int = 1
+    truncated: bool = False
+    served_model: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -96,3 +103,11 @@ class ModelAdapter(Protocol):
     async def generate(self, requests: Sequence[Request]) -> list[Response]: ...
 
     async def aclose(self) -> None: ...
+
+
+def same_model(requested: str, served: str) -> bool:
+    """True when `served` names the requested model: equal (case aside), or a dated or
+    versioned snapshot of it, or the requested name as a path's last part (vLLM serves a
+    local path under its full name)."""
+    r, s = requested.strip().lower(), served.strip().lower()
+    return s == r or s.startswith(r + "-") or s.startswith(r + "@") or s.rsplit("/", 1)[-1] == r.rsplit("/", 1)[-1]

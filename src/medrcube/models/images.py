@@ -1,13 +1,16 @@
 """Images for chat APIs: base64 data URLs, downscaled, prepared once per process.
 
 `prepare_image` turns encoded image bytes into a PNG or JPEG data URL whose longest side
-is at most `max_side`. A PNG or JPEG that already fits is passed through byte for byte
-(no re-encode: the cheapest path and the most faithful one), but only once it decoded
-whole: the cube loader reads headers only, and a file truncated past its header must be
-an item error here, never an image sent to the model and its answer graded. Anything else is
-decoded, converted to a mode the format can hold (16-bit and float images are windowed
-to their own min..max range, as a viewer's default window would), resized with Lanczos
-and encoded.
+is at most `max_side`. Every image is decoded whole and re-encoded from its pixels alone,
+always, even one that already fits: a site's own files carry what must not leave it
+(PNG text chunks, bytes after IEND, EXIF fields, JPEG comments, ICC profiles), and only
+a new image built from the decoded pixel array is sure to carry none of it. Decoding
+whole also makes a file truncated past its header an item error here, never an image
+sent to the model and its answer graded. The pixels are turned upright first (EXIF
+orientation), converted to a mode the format can hold (16-bit and float images are
+windowed to their own min..max range, as a viewer's default window would), resized with
+Lanczos and encoded with no metadata. `PreparedImage.sha256` is the digest of the bytes
+sent.
 
 `ImageCache` keeps prepared images by (digest, max_side, format), bounded in bytes so
 that a cube of thousands of images does not sit in memory, and makes concurrent requests
@@ -19,19 +22,21 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import io
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from medrcube.models.base import ImageInput
+
+if TYPE_CHECKING:
+    from PIL import Image
 
 ImageFormat = Literal["auto", "png", "jpeg"]
 IMAGE_FORMATS: tuple[str, ...] = ("auto", "png", "jpeg")
 
-# Modes each target format stores as is (anything else is converted first).
-_KEEP_MODES = {"PNG": {"1", "L", "LA", "P", "RGB", "RGBA"}, "JPEG": {"L", "RGB"}}
 
 
 class ImageError(ValueError):
@@ -47,7 +52,8 @@ class PreparedImage:
     width: int
     height: int
     nbytes: int  # size of the encoded image (before base64)
-    passthrough: bool  # True when the original bytes were sent unchanged
+    passthrough: bool  # always False: kept for callers that read it (nothing is sent unchanged)
+    sha256: str = ""  # digest of the bytes sent
 
 
 def _target_format(source: str | None, fmt: str) -> str:
@@ -58,7 +64,7 @@ def _target_format(source: str | None, fmt: str) -> str:
     return "JPEG" if source == "JPEG" else "PNG"  # auto: keep JPEG lossy, everything else lossless
 
 
-def _to_8bit(im: "Image.Image") -> "Image.Image":  # noqa: F821 (PIL imported lazily)
+def _to_8bit(im: Image.Image) -> Image.Image:
     """16-bit / integer / float images to 8-bit grayscale over their own value range."""
     import numpy as np
     from PIL import Image
@@ -69,7 +75,7 @@ def _to_8bit(im: "Image.Image") -> "Image.Image":  # noqa: F821 (PIL imported la
     return Image.fromarray(scaled, mode="L")
 
 
-def _web_mode(im: "Image.Image", target: str) -> "Image.Image":  # noqa: F821
+def _web_mode(im: Image.Image, target: str) -> Image.Image:
     """Convert to a mode that resizes well and that `target` can store."""
     if im.mode in ("I", "I;16", "I;16B", "I;16L", "I;16N", "F"):
         return _to_8bit(im)
@@ -102,34 +108,42 @@ def prepare_image(data: bytes, *, max_side: int | None = 1024, fmt: str = "auto"
     if w <= 0 or h <= 0:
         raise ImageError(f"the image has no pixels ({w}x{h})")
     target = _target_format(source, fmt)
-    fits = not max_side or max(w, h) <= max_side
-    passthrough = fits and source == target and im.mode in _KEEP_MODES[target]
+    bound = max_side or 0
+    fits = not bound or max(w, h) <= bound
     try:
         if not fits and source == "JPEG":
-            im.draft(im.mode, (max_side, max_side))  # let the JPEG decoder downscale by 2^k first
-        im.load()  # also before a passthrough: truncated or corrupt pixel data raises here
-        if not passthrough:
-            im = _web_mode(im, target)
-            if not fits:
-                scale = max_side / max(im.size)
-                size = (max(1, int(im.width * scale + 0.5)), max(1, int(im.height * scale + 0.5)))
-                im = im.resize(size, Image.Resampling.LANCZOS, reducing_gap=3.0)
-            buf = io.BytesIO()
-            if target == "JPEG":
-                im.save(buf, format="JPEG", quality=jpeg_quality)
-            else:
-                im.save(buf, format="PNG")
+            im.draft(im.mode, (bound, bound))  # let the JPEG decoder downscale by 2^k first
+        im.load()  # truncated or corrupt pixel data raises here
+        pixels: Image.Image = _web_mode(_upright(im), target)
+        if not fits:
+            scale = bound / max(pixels.size)
+            size = (max(1, int(pixels.width * scale + 0.5)), max(1, int(pixels.height * scale + 0.5)))
+            pixels = pixels.resize(size, Image.Resampling.LANCZOS, reducing_gap=3.0)
+        clean = Image.frombytes(pixels.mode, pixels.size, pixels.tobytes())  # pixels only: no info, no chunks
+        buf = io.BytesIO()
+        if target == "JPEG":
+            clean.save(buf, format="JPEG", quality=jpeg_quality)
+        else:
+            clean.save(buf, format="PNG")
     except (OSError, ValueError, Image.DecompressionBombError) as exc:
         raise ImageError(f"cannot decode the {source or 'unknown'} image ({w}x{h}): {exc}") from exc
-    if passthrough:
-        return _encoded(data, target, w, h, passthrough=True)  # the original bytes, decoded whole above
-    return _encoded(buf.getvalue(), target, im.width, im.height, passthrough=False)
+    return _encoded(buf.getvalue(), target, clean.width, clean.height)
 
 
-def _encoded(payload: bytes, target: str, w: int, h: int, *, passthrough: bool) -> PreparedImage:
+def _upright(im: Image.Image) -> Image.Image:
+    """Apply an EXIF orientation to the pixels (the tag itself is not sent)."""
+    from PIL import ImageOps
+
+    try:
+        return ImageOps.exif_transpose(im) or im
+    except Exception:  # noqa: BLE001 - a damaged EXIF block must not cost the image
+        return im
+
+
+def _encoded(payload: bytes, target: str, w: int, h: int) -> PreparedImage:
     mime = "image/jpeg" if target == "JPEG" else "image/png"
     url = f"data:{mime};base64,{base64.b64encode(payload).decode('ascii')}"
-    return PreparedImage(url, mime, w, h, len(payload), passthrough)
+    return PreparedImage(url, mime, w, h, len(payload), False, hashlib.sha256(payload).hexdigest())
 
 
 class ImageCache:

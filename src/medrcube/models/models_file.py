@@ -25,6 +25,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from medrcube.models.urls import credential_parts, redact_urls, refusal_hint
 from medrcube.taxonomy import did_you_mean
 
 PROVIDERS_IN_FILE: tuple[str, ...] = ("openai", "hf")
@@ -33,7 +34,8 @@ DTYPES: tuple[str, ...] = ("auto", "float32", "float16", "bfloat16")
 RESERVED_NAMES: tuple[str, ...] = ("random", "prior", "replay", "openai", "hf")
 
 _COMMON_KEYS = ("provider", "model", "params", "concurrency", "batch_size", "image_max_side")
-_OPENAI_KEYS = ("base_url", "base_urls", "api_key_env", "rpm", "timeout", "max_retries")
+_OPENAI_KEYS = ("base_url", "base_urls", "api_key_env", "api_key_header", "rpm", "timeout", "max_retries",
+                "endpoint_identity", "strict_model", "max_response_mib")
 _HF_KEYS = ("dtype", "device")
 ENTRY_KEYS: tuple[str, ...] = _COMMON_KEYS + _OPENAI_KEYS + _HF_KEYS
 _ONLY_FOR = {**{k: "openai" for k in _OPENAI_KEYS}, **{k: "hf" for k in _HF_KEYS}}
@@ -79,6 +81,13 @@ class ModelEntry:
     batch_size: int | None = None
     dtype: str | None = None
     device: str | None = None
+    # The endpoint part of the response store's key. Left out, it is the base URL (or the
+    # base URLs of the entry): two endpoints share stored answers only when the file
+    # gives them the same endpoint_identity, i.e. says they serve the same model.
+    endpoint_identity: str | None = None
+    strict_model: bool | None = None  # an answer naming another model is an error
+    max_response_mib: float | None = None  # cap on a decoded response body
+    api_key_header: str | None = None  # send the key in this header (a gateway's own), not as Bearer
 
 
 def default_models_file() -> Path | None:
@@ -181,6 +190,22 @@ def _parse_entry(name: str, raw: Any, source: str) -> ModelEntry:
     if not isinstance(params, Mapping) or not all(isinstance(k, str) for k in params):
         raise ModelsFileError(f"{where}: key 'params' must be a mapping of generation parameter names to values")
 
+    identity = raw.get("endpoint_identity")
+    if identity is not None and (not isinstance(identity, str) or not identity.strip() or credential_parts(identity)):
+        raise ModelsFileError(
+            f"{where}: key 'endpoint_identity' must be a label (such as 'site-llm-v3') naming the model the "
+            "endpoints serve; entries with the same label share stored answers"
+        )
+    strict = raw.get("strict_model")
+    if strict is not None and not isinstance(strict, bool):
+        raise ModelsFileError(f"{where}: key 'strict_model' is {strict!r}; expected true or false")
+    header = raw.get("api_key_header")
+    if header is not None and (not isinstance(header, str) or not re.match(r"^[A-Za-z0-9\-]{1,64}$", header)):
+        raise ModelsFileError(
+            f"{where}: key 'api_key_header' must be an HTTP header name such as 'api-key' (the key itself comes "
+            "from the variable api_key_env names)"
+        )
+
     dtype = raw.get("dtype")
     if dtype is not None and dtype not in DTYPES:
         raise ModelsFileError(f"{where}: key 'dtype' is {dtype!r}{did_you_mean(str(dtype), DTYPES)}; choices: {', '.join(DTYPES)}")
@@ -204,6 +229,10 @@ def _parse_entry(name: str, raw: Any, source: str) -> ModelEntry:
         batch_size=_number(raw, "batch_size", where, int, minimum=1),
         dtype=dtype,
         device=device,
+        endpoint_identity=identity.strip() if isinstance(identity, str) else None,
+        strict_model=strict,
+        max_response_mib=_number(raw, "max_response_mib", where, float, minimum=0, exclusive=True),
+        api_key_header=header,
     )
 
 
@@ -211,20 +240,15 @@ def _url(value: Any, where: str) -> str:
     if not isinstance(value, str) or not re.match(r"^https?://\S+$", value):
         shown = redacted_url(value) if isinstance(value, str) else value
         raise ModelsFileError(f"{where} is {shown!r}; expected an http:// or https:// URL such as http://127.0.0.1:8000/v1")
-    if value != redacted_url(value):
-        raise ModelsFileError(
-            f"{where} holds credentials ({redacted_url(value)!r}); a URL is written into error messages, results "
-            "and the response store, a key never is: remove the 'user:password@' part, export the key and name its "
-            "variable with `api_key_env` (OPENAI_API_KEY by default)"
-        )
+    parts = credential_parts(value)
+    if parts:
+        raise ModelsFileError(refusal_hint(where, value, parts))
     return value.rstrip("/")
 
 
 def redacted_url(url: str) -> str:
-    """`url` with any credentials (`user:password@`) cut, as run.json shows a model spec."""
-    from medrcube.rundir.files import redact_spec  # the one rule for URL credentials (imported when needed)
-
-    return redact_spec(url) or ""
+    """`url` with any credentials (`user:password@`, `?api-key=...`) cut (models/urls.py)."""
+    return redact_urls(url)
 
 
 def _number(raw: Mapping[str, Any], key: str, where: str, kind: type, *, minimum: float, exclusive: bool = False):

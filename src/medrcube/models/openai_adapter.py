@@ -12,36 +12,49 @@ counted and `Retry-After` is honoured exactly.
   exponential backoff and full jitter, or after exactly the `Retry-After` /
   `retry-after-ms` the server asked for (capped). 400, 401, 403, 404, 422 fail at once,
   with a message that says what to check.
-- A `content_filter` finish or a provider refusal is `Response(refused=True)`.
+- A `content_filter` finish or a provider refusal is `Response(refused=True)`; a
+  `length` finish is `Response(truncated=True)`: cut off, never graded as an answer.
+- Bounded answers (models/http.py): a total deadline per attempt (`timeout`, which a body
+  dripped a byte at a time cannot extend), a cap on the decoded body, redirects never
+  followed (an error naming the Location).
+- The endpoint is part of the fingerprint (`endpoint_identity`: the base URL without
+  credentials, unless models.yaml declares two endpoints the same model), so two
+  endpoints serving the same model name never share stored answers. The `model` a
+  response names is kept (`served_model`); one that differs from the requested model
+  is logged and shown in the run's summary, or fails the request under `strict_model`.
 - `generate` never raises for a failed request: the failure is a Response with `error`.
 - Each Response carries `attempts`, `usage` (the provider's token counts) and `latency_s`:
   from the first send to the final answer, retries and their waits included, time queued
   behind the concurrency and rate limits before the first send excluded.
 
 The API key is read from its environment variable when the adapter is built and handed
-to the client only; it is never logged, never put in an error message, never part of
-the fingerprint.
+to the client only (as `Authorization: Bearer`, or in the header `api_key_header`
+names); it is never logged, never part of the fingerprint, and cut from every text the
+adapter returns: error messages, provider error bodies and model answers alike (a
+gateway may echo it). A base URL with credentials in it (userinfo, `?api-key=`) is
+refused (models/urls.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import hashlib
 import json
 import logging
 import os
 import random
-import re
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from medrcube.models.base import ErrorKind, Request, Response
+from medrcube.models.base import ErrorKind, Request, Response, same_model
+from medrcube.models.http import DEFAULT_MAX_BODY_BYTES, BodyTooLargeError, bounded_client
 from medrcube.models.images import IMAGE_FORMATS, ImageCache, ImageError, shared_image_cache
-from medrcube.models.models_file import redacted_url
+from medrcube.models.provider_errors import Attempt, Redactor, provider_says, status_attempt
+from medrcube.models.retry import RetryPolicy, TokenBucket, parse_retry_after
+from medrcube.models.urls import credential_parts, endpoint_identity, redact_urls, refusal_hint
 
 __all__ = [
     "APIKeyMissingError", "OpenAIAdapter", "RetryPolicy", "TokenBucket", "parse_retry_after",
@@ -55,130 +68,19 @@ _NON_ANSWER_PARAMS = frozenset({
     "user", "metadata", "store", "service_tier", "prompt_cache_key", "safety_identifier",
     "stream_options", "timeout", "extra_headers",
 })
-_RETRYABLE = frozenset({ErrorKind.RATE_LIMIT, ErrorKind.SERVER, ErrorKind.TIMEOUT,
-                        ErrorKind.CONNECTION, ErrorKind.MALFORMED})
-_KEY_LIKE = re.compile(r"\b(sk|rk|pk)-[A-Za-z0-9_\-\*\.]{3,}")
+
+
+def _default_identity(base_url: str | None) -> str:
+    """The endpoint part of the fingerprint: "" for the default OpenAI endpoint (so its
+    fingerprints stay as they were), else the base URL without credentials or query."""
+    return "" if base_url is None else endpoint_identity(base_url)
 
 
 class APIKeyMissingError(ValueError):
     """The environment variable that should hold the API key is not set."""
 
 
-# ---------------------------------------------------------------------------- retry policy
-
-
-def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
-    """Seconds the server asked us to wait: `retry-after-ms`, else `Retry-After` as
-    seconds or as an HTTP date. None when absent or unreadable; never negative."""
-    lower = {k.lower(): v for k, v in headers.items()}
-    ms = lower.get("retry-after-ms")
-    if ms is not None:
-        try:
-            value = float(ms) / 1000.0
-            if value >= 0 and value == value:  # not NaN
-                return value
-        except ValueError:
-            pass
-    ra = lower.get("retry-after")
-    if ra is None:
-        return None
-    ra = ra.strip()
-    try:
-        value = float(ra)
-        return value if value >= 0 and value == value else None
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(ra)
-    except (TypeError, ValueError):
-        return None
-    if when is None:
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How many times to retry and how long to wait in between.
-
-    Backoff is "full jitter": a uniform draw in [0, min(cap, base * 2**(n-1))] before the
-    n-th retry, so that many clients hit by the same outage do not return in lockstep. A
-    server's Retry-After is obeyed as given, up to `retry_after_cap` seconds.
-    """
-
-    max_retries: int = 6
-    base: float = 1.0
-    cap: float = 60.0
-    retry_after_cap: float = 120.0
-
-    def __post_init__(self) -> None:
-        if self.max_retries < 0 or self.base < 0 or self.cap < 0 or self.retry_after_cap < 0:
-            raise ValueError(f"retry policy values must be >= 0: {self}")
-
-    @property
-    def max_attempts(self) -> int:
-        return self.max_retries + 1
-
-    def delay(self, retry: int, retry_after: float | None = None, rng: random.Random | None = None) -> float:
-        """Seconds to wait before retry number `retry` (1-based)."""
-        if retry_after is not None:
-            return min(retry_after, self.retry_after_cap)
-        ceiling = min(self.cap, self.base * (2 ** (retry - 1)))
-        return (rng or random).uniform(0.0, ceiling)
-
-
-# ---------------------------------------------------------------------------- rate limit
-
-
-class TokenBucket:
-    """Requests-per-minute limiter: a token bucket whose tokens may be reserved ahead.
-
-    Each `reserve()` takes a token and returns how long the caller must wait for it
-    (0 while the bucket holds tokens), so waiters queue in arrival order with no lock
-    held across an await. `burst` tokens may go at once; by default one second's worth.
-    Thread-safe and independent of any event loop.
-    """
-
-    def __init__(self, rpm: float, *, burst: float | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        if not rpm or rpm <= 0:
-            raise ValueError(f"rpm must be a positive number of requests per minute, not {rpm!r}")
-        self.rate = rpm / 60.0
-        self.burst = float(burst) if burst is not None else max(1.0, self.rate)
-        self._clock = clock
-        self._tokens = self.burst
-        self._stamp = clock()
-        import threading
-
-        self._lock = threading.Lock()
-
-    def reserve(self) -> float:
-        with self._lock:
-            now = self._clock()
-            self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.rate)
-            self._stamp = now
-            self._tokens -= 1.0
-            return 0.0 if self._tokens >= 0 else -self._tokens / self.rate
-
-    async def acquire(self) -> None:
-        wait = self.reserve()
-        if wait > 0:
-            await asyncio.sleep(wait)
-
-
-# ---------------------------------------------------------------------------- one attempt
-
-
-@dataclass
-class _Attempt:
-    """What one HTTP attempt gave: a final response, or an error (retryable or not)."""
-
-    response: Response | None = None
-    kind: ErrorKind | None = None
-    label: str = ""  # short, for the attempt history: "429", "timeout", "malformed"
-    message: str = ""
-    retry_after: float | None = None
-    retryable: bool = False
+# ---------------------------------------------------------------------------- the adapter
 
 
 @dataclass
@@ -235,6 +137,10 @@ class OpenAIAdapter:
         image_cache: ImageCache | None = None,
         rpm_burst: float | None = None,
         seed: int | None = None,
+        endpoint_identity: str | None = None,
+        strict_model: bool = False,
+        max_response_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        api_key_header: str | None = None,
     ) -> None:
         if not model or not isinstance(model, str):
             raise ValueError(f"OpenAIAdapter needs a model name, got {model!r}")
@@ -250,7 +156,11 @@ class OpenAIAdapter:
         # The standard environment, as the openai client itself would read it, made explicit
         # so that the key check below and the error messages know where requests go.
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        if self.base_url and credential_parts(self.base_url):
+            where = "the base URL" if base_url else "the environment variable OPENAI_BASE_URL"
+            raise ValueError(refusal_hint(where, self.base_url, credential_parts(self.base_url)))
         self.api_key_env = api_key_env
+        self.api_key_header = api_key_header
         key = os.environ.get(api_key_env) or None
         if key is None and self.base_url is None:
             raise APIKeyMissingError(
@@ -259,6 +169,7 @@ class OpenAIAdapter:
                 f"the variable that holds it), or give a base_url for a local server that needs no key"
             )
         self._api_key = key or PLACEHOLDER_KEY  # handed to the client only; never logged
+        self._redactor = Redactor(key)
         self.params = {k: v for k, v in dict(params or {}).items() if v is not None}
         self.concurrency = int(concurrency)
         self.rpm = rpm
@@ -273,16 +184,26 @@ class OpenAIAdapter:
         self._state: _LoopState | None = None
         self.stats = AdapterStats()
         self.spec = spec or (f"openai:{model}@{base_url}" if base_url else f"openai:{model}")
+        self.endpoint_identity = endpoint_identity or _default_identity(self.base_url)
+        self.strict_model = bool(strict_model)
+        self.max_response_bytes = int(max_response_bytes)
+        self.served_models: Counter[str] = Counter()  # the `model` of each answer, as the endpoint named it
         self.fingerprint = self._fingerprint()
 
     def __repr__(self) -> str:
         return f"OpenAIAdapter(spec={self.spec!r}, fingerprint={self.fingerprint!r})"
 
     def _fingerprint(self) -> str:
-        """provider + model + what changes answers; not the base URL, never the key."""
+        """provider + model + endpoint + what changes answers; never the key.
+
+        The endpoint is in it so that the same model name on two base URLs (a candidate
+        and a baseline both served as `candidate` on localhost) never share stored
+        answers; the default OpenAI endpoint keeps the fingerprint it always had."""
         answer_params = {k: v for k, v in self.params.items() if k not in _NON_ANSWER_PARAMS}
-        payload = {"provider": self.provider, "model": self.model, "params": answer_params,
-                   "image_max_side": self.image_max_side, "image_format": self.image_format}
+        payload: dict[str, Any] = {"provider": self.provider, "model": self.model, "params": answer_params,
+                                   "image_max_side": self.image_max_side, "image_format": self.image_format}
+        if self.endpoint_identity:
+            payload["endpoint"] = self.endpoint_identity
         digest = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
         return f"{self.provider}:{self.model}:{digest[:16]}"
 
@@ -295,8 +216,10 @@ class OpenAIAdapter:
         if self._state is None or self._state.loop is not loop:
             from openai import AsyncOpenAI
 
+            headers = {self.api_key_header: self._api_key} if self.api_key_header else None
             client = AsyncOpenAI(api_key=self._api_key, base_url=self.base_url, timeout=self.timeout,
-                                 max_retries=0)
+                                 max_retries=0, default_headers=headers,
+                                 http_client=bounded_client(self.timeout, self.max_response_bytes))
             self._state = _LoopState(loop, client, asyncio.Semaphore(self.concurrency),
                                      asyncio.Semaphore(2 * self.concurrency))
         return self._state
@@ -357,8 +280,7 @@ class OpenAIAdapter:
             stats.attempts += 1
             elapsed = time.monotonic() - started if started is not None else 0.0
             if result.response is not None:
-                r = result.response
-                return Response(text=r.text, refused=r.refused, usage=r.usage, latency_s=elapsed, attempts=attempt)
+                return replace(result.response, latency_s=elapsed, attempts=attempt)
             history.append(result.label)
             if not result.retryable or attempt >= self.retry.max_attempts:
                 assert result.kind is not None
@@ -394,7 +316,7 @@ class OpenAIAdapter:
             content.append({"type": "image_url", "image_url": {"url": prepared.data_url}})
         return [{"role": "user", "content": content}]
 
-    async def _attempt(self, client: Any, messages: list[dict[str, Any]], params: Mapping[str, Any]) -> _Attempt:
+    async def _attempt(self, client: Any, messages: list[dict[str, Any]], params: Mapping[str, Any]) -> Attempt:
         import openai
 
         try:
@@ -403,88 +325,56 @@ class OpenAIAdapter:
             # the message TypedDicts (about 1 ms of CPU for an image message) and without
             # model validation, since we read the body ourselves (`_completion`). Every
             # parameter goes in the body as given, so a provider-specific one needs no code.
-            content = await client.post(
-                "/chat/completions", cast_to=bytes, body={**params, "model": self.model, "messages": messages})
-        except openai.APITimeoutError:
-            return _Attempt(kind=ErrorKind.TIMEOUT, label="timeout", retryable=True,
-                            message=f"no answer within {self.timeout:g}s (timeout) from {self._where()}; "
-                                    f"raise timeout in models.yaml if the model is slow")
+            # The whole attempt runs under one deadline: httpx's timeout bounds each read,
+            # and a body dripped a byte per second would otherwise never time out.
+            async with asyncio.timeout(self.timeout):
+                content = await client.post(
+                    "/chat/completions", cast_to=bytes, body={**params, "model": self.model, "messages": messages})
+        except BodyTooLargeError as exc:  # a bomb stays a bomb: not retried
+            return self._too_large(exc)
+        except (openai.APITimeoutError, TimeoutError):
+            return Attempt(kind=ErrorKind.TIMEOUT, label="timeout", retryable=True,
+                           message=f"no complete answer within {self.timeout:g}s (timeout) from {self._where()}; "
+                                   f"raise timeout in models.yaml if the model is slow")
         except openai.APIConnectionError as exc:
             cause = exc.__cause__ or exc
-            return _Attempt(kind=ErrorKind.CONNECTION, label="connection", retryable=True,
-                            message=f"connection to {self._where()} failed ({type(cause).__name__}: "
-                                    f"{self._redact(str(cause)) or 'no detail'}); check the base URL and that "
-                                    f"the server is up")
+            if isinstance(cause, BodyTooLargeError):
+                return self._too_large(cause)
+            return Attempt(kind=ErrorKind.CONNECTION, label="connection", retryable=True,
+                           message=f"connection to {self._where()} failed ({type(cause).__name__}: "
+                                   f"{self._redact(str(cause)) or 'no detail'}); check the base URL and that "
+                                   f"the server is up")
         except openai.APIStatusError as exc:
             return self._status_error(exc)
         return self._completion(content)
 
+    def _too_large(self, exc: BodyTooLargeError) -> Attempt:
+        return Attempt(kind=ErrorKind.MALFORMED, label="too_large", message=(
+            f"the response from {self._where()} was refused unread: {exc}; raise max_response_mib in "
+            f"models.yaml if the endpoint's answers are really this large"))
+
     def _where(self) -> str:
-        # Messages built with it are stored (results.jsonl, the store's errors table): a URL
-        # with credentials (refused in specs and models.yaml, still possible through
-        # OPENAI_BASE_URL or a direct construction) is shown with them cut.
-        return redacted_url(self.base_url) if self.base_url else "api.openai.com"
+        # Messages built with it are stored (results.jsonl, the store's errors table).
+        return redact_urls(self.base_url) if self.base_url else "api.openai.com"
 
     def _redact(self, text: str) -> str:
-        """Provider messages can quote a (masked) key, or the URL with its credentials: cut them."""
-        if self._api_key and self._api_key != PLACEHOLDER_KEY:
-            text = text.replace(self._api_key, "[redacted]")
-        return _KEY_LIKE.sub("[redacted]", redacted_url(text))
+        """Provider messages can quote the key (masked or whole), or a URL with its credentials."""
+        return self._redactor(text)
 
-    def _provider_says(self, exc: Any) -> tuple[str, str | None]:
-        body = getattr(exc, "body", None)
-        message, code = None, None
-        if isinstance(body, Mapping):
-            err = body.get("error", body)
-            if isinstance(err, Mapping):
-                message, code = err.get("message"), err.get("code")
-        if not message:
-            message = str(getattr(exc, "message", "") or exc)
-        return self._redact(str(message))[:500], (str(code) if code is not None else None)
+    def _status_error(self, exc: Any) -> Attempt:
+        said, code = provider_says(exc, self._redactor)
+        headers = exc.response.headers if exc.response is not None else {}
+        location = headers.get("location")
+        return status_attempt(int(exc.status_code), said, code, where=self._where(), model=self.model,
+                              key_env=self.api_key_env, retry_after=parse_retry_after(headers) if headers else None,
+                              location=self._redact(location) if location else None)
 
-    def _status_error(self, exc: Any) -> _Attempt:
-        status = int(exc.status_code)
-        said, code = self._provider_says(exc)
-        label = str(status)
-        retry_after = parse_retry_after(exc.response.headers) if exc.response is not None else None
-        if status == 429:
-            if code == "insufficient_quota":  # billing, not pace: waiting will not help
-                return _Attempt(kind=ErrorKind.RATE_LIMIT, label=label, message=(
-                    f"HTTP 429 insufficient_quota from {self._where()}: the account behind ${self.api_key_env} "
-                    f"has no quota left; check its billing. Provider said: {said}"))
-            return _Attempt(kind=ErrorKind.RATE_LIMIT, label=label, retryable=True, retry_after=retry_after,
-                            message=f"rate limited (HTTP 429) by {self._where()}; lower concurrency or set rpm "
-                                    f"in models.yaml. Provider said: {said}")
-        if status >= 500 or status in (408, 409):
-            kind = ErrorKind.TIMEOUT if status == 408 else ErrorKind.SERVER
-            return _Attempt(kind=kind, label=label, retryable=True, retry_after=retry_after,
-                            message=f"server error (HTTP {status}) from {self._where()}. Provider said: {said}")
-        if status == 400 and code in ("content_filter", "content_policy_violation"):
-            # The provider's filter refused the prompt: an outcome of its own, not an error.
-            return _Attempt(response=Response(text=said, refused=True))
-        if status == 401:
-            return _Attempt(kind=ErrorKind.AUTH, label=label, message=(
-                f"HTTP 401 from {self._where()}: the key in ${self.api_key_env} (or the variable models.yaml "
-                f"names) was rejected; check that it is set to a valid key for this endpoint. Provider said: {said}"))
-        if status == 403:
-            return _Attempt(kind=ErrorKind.AUTH, label=label, message=(
-                f"HTTP 403 from {self._where()}: the key in ${self.api_key_env} may not use model "
-                f"{self.model!r} (organisation, project or region); check its permissions. Provider said: {said}"))
-        if status == 404:
-            return _Attempt(kind=ErrorKind.BAD_REQUEST, label=label, message=(
-                f"HTTP 404 from {self._where()}: check the model name {self.model!r} and the base URL "
-                f"{self._where()!r} (an OpenAI-compatible base URL usually ends in /v1). Provider said: {said}"))
-        return _Attempt(kind=ErrorKind.BAD_REQUEST, label=label, message=(
-            f"HTTP {status} from {self._where()} for model {self.model!r}: the request was rejected; if a "
-            f"parameter is refused (e.g. temperature for a reasoning model), set it to null in models.yaml "
-            f"to drop it. Provider said: {said}"))
-
-    def _completion(self, content: bytes) -> _Attempt:
+    def _completion(self, content: bytes) -> Attempt:
         """Read a chat completion body; anything else is MALFORMED (retried)."""
 
-        def malformed(why: str) -> _Attempt:
-            return _Attempt(kind=ErrorKind.MALFORMED, label="malformed", retryable=True,
-                            message=f"the response from {self._where()} is not a chat completion: {why}")
+        def malformed(why: str) -> Attempt:
+            return Attempt(kind=ErrorKind.MALFORMED, label="malformed", retryable=True,
+                           message=f"the response from {self._where()} is not a chat completion: {why}")
 
         try:
             obj = json.loads(content)
@@ -507,12 +397,31 @@ class OpenAIAdapter:
             text = "".join(p.get("text", "") for p in text if isinstance(p, Mapping))
         if text is not None and not isinstance(text, str):
             return malformed(f"message.content is a {type(text).__name__}")
+        served = obj.get("model") if isinstance(obj.get("model"), str) else None
+        foreign = self._foreign(served)
+        if foreign is not None:
+            return foreign
         usage = self._usage(obj.get("usage"))
+        text = self._redactor.key_only(text) if text else text  # a gateway may echo the key
         refusal = message.get("refusal")
         if choice.get("finish_reason") == "content_filter" or refusal:
-            evidence = str(refusal) if refusal else (text or "")
-            return _Attempt(response=Response(text=evidence, refused=True, usage=usage))
-        return _Attempt(response=Response(text=text or "", usage=usage))
+            evidence = self._redactor.key_only(str(refusal)) if refusal else (text or "")
+            return Attempt(response=Response(text=evidence, refused=True, usage=usage, served_model=served))
+        truncated = choice.get("finish_reason") == "length"
+        return Attempt(response=Response(text=text or "", usage=usage, served_model=served, truncated=truncated))
+
+    def _foreign(self, served: str | None) -> Attempt | None:
+        """Count the served model; under `strict_model`, an answer from another model is an
+        error. A dated snapshot of the requested name ("gpt-4o" -> "gpt-4o-2024-08-06")
+        is the same model."""
+        if served is None:
+            return None
+        self.served_models[served] += 1
+        if not self.strict_model or same_model(self.model, served):
+            return None
+        return Attempt(kind=ErrorKind.MODEL_MISMATCH, label="model_mismatch", message=(
+            f"{self._where()} answered as model {served!r}, not the requested {self.model!r}; refused under "
+            f"strict_model (drop strict_model in models.yaml to record it and grade the answer)"))
 
     @staticmethod
     def _usage(raw: Any) -> dict[str, int] | None:
@@ -523,3 +432,4 @@ class OpenAIAdapter:
         if isinstance(details, Mapping) and isinstance(details.get("reasoning_tokens"), int):
             usage["reasoning_tokens"] = int(details["reasoning_tokens"])
         return usage or None
+

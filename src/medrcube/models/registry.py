@@ -33,8 +33,8 @@ from medrcube.models.models_file import (
     ModelSpecError,
     default_models_file,
     load_models_file,
-    redacted_url,
 )
+from medrcube.models.urls import credential_parts, endpoint_identity, refusal_hint
 from medrcube.taxonomy import did_you_mean
 
 if TYPE_CHECKING:
@@ -151,12 +151,9 @@ def _split_openai(rest: str, spec: str) -> tuple[str, str | None]:
     name, at, url = rest.partition("@")
     if not name:
         raise ModelSpecError(f"in model spec {spec!r}: missing model name, as in openai:gpt-5.1")
-    if at and url != redacted_url(url):  # checked first: the messages below quote the spec
-        raise ModelSpecError(
-            f"in model spec 'openai:{name}@{redacted_url(url)}': the base URL holds credentials, which would be "
-            "written into error messages and results; remove the 'user:password@' part and export the key in "
-            "OPENAI_API_KEY (or use a models.yaml entry whose `api_key_env` names its variable)"
-        )
+    parts = credential_parts(url) if at else []
+    if parts:  # checked first: the messages below quote the spec
+        raise ModelSpecError(refusal_hint(f"in model spec 'openai:{name}@...': the base URL", url, parts))
     if at and not (url.startswith("http://") or url.startswith("https://")):
         raise ModelSpecError(
             f"in model spec {spec!r}: the part after '@' must be a base URL such as http://127.0.0.1:8000/v1"
@@ -197,10 +194,18 @@ def adapter_from_entry(entry: ModelEntry, *, concurrency: int | None = None) -> 
             image_max_side=entry.image_max_side,
         )
     kwargs: dict[str, Any] = {"params": dict(entry.params)}
-    for key in ("api_key_env", "rpm", "timeout", "max_retries", "image_max_side"):
+    for key in ("api_key_env", "rpm", "timeout", "max_retries", "image_max_side", "strict_model", "api_key_header"):
         value = getattr(entry, key)
         if value is not None:
             kwargs[key] = value
+    if entry.max_response_mib is not None:
+        kwargs["max_response_bytes"] = int(entry.max_response_mib * 1024 * 1024)
+    if entry.endpoint_identity is not None:
+        kwargs["endpoint_identity"] = entry.endpoint_identity
+    elif len(entry.base_urls) > 1:
+        # Replicas listed in one entry are one model by the user's own word: one identity
+        # for them all (adding a replica changes it; give endpoint_identity to keep it).
+        kwargs["endpoint_identity"] = " | ".join(sorted(endpoint_identity(u) for u in entry.base_urls))
     return _openai(
         entry.model,
         spec=entry.name,

@@ -9,6 +9,9 @@ The Behaviors tree of the report groups cases epic > feature > story:
     image dependence  "Image dependence" > "All parts" > "Standard vs blind"
     position          "Position robustness" > "All parts" > "Circular accuracy"
     regression        "Regression" > part (or "All parts") > "modality / task" (or "Overall")
+    robustness        "Robustness" > perturbation ("jpeg:30") > "scope: accuracy" or
+                      "scope: answer agreement" (kinds robustness, robustness_agreement;
+                      issue 17: the check's params carry the perturbation as "variant")
 
 Severity comes from the check's labels (gate/checks.py): high-level tasks critical,
 mid-level normal, low-level minor; overall blocker; slices, credibility, image
@@ -42,7 +45,11 @@ EPICS = {
     "image_dependence": "Image dependence",
     "position": "Position robustness",
     "regression": "Regression",
+    "robustness": "Robustness",
+    "robustness_agreement": "Robustness",
 }
+# Image-perturbation checks (metrics/perturbation.py): what each kind's story says it checks.
+ROBUSTNESS_STORIES = {"robustness": "accuracy", "robustness_agreement": "answer agreement"}
 ALL_PARTS = "All parts"
 WORST_COLUMNS = ("item_id", "cell", "variant", "rotation", "expected", "extracted", "outcome", "question", "response", "note")
 
@@ -67,6 +74,10 @@ def behaviors(check: Any) -> tuple[str, str, str]:
         if check.task is None and check.modality is None:
             return EPICS["regression"], check.part or ALL_PARTS, "Overall"
         return EPICS["regression"], check.part or ALL_PARTS, f"{check.modality} / {check.task}"
+    if kind in ROBUSTNESS_STORIES:
+        scope = " / ".join(v for v in (check.part, check.modality, check.task) if v) or "All cells"
+        variant = str((getattr(check, "params", None) or {}).get("variant", "perturbation"))
+        return EPICS[kind], variant, f"{scope}: {ROBUSTNESS_STORIES[kind]}"
     return EPICS.get(kind, kind), ALL_PARTS, check.id
 
 
@@ -90,6 +101,8 @@ def title(check: Any) -> str:
     if kind == "regression":
         scope = "overall" if story == "Overall" else f"{feature} / {story}"
         return f"Regression against the baseline: {scope}"
+    if kind in ROBUSTNESS_STORIES:
+        return f"Robustness to {feature}: {story}"
     return f"{epic}: {feature}"
 
 

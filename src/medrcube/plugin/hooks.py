@@ -57,7 +57,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run the regression checks against a previous run directory (reports/<run-id>) or a model spec",
     )
     group.addoption(
-        "--variants", default="standard", help="variants to ask: e.g. standard,blind,shuffled:3 (default: standard)"
+        "--variants", default="standard", help="variants to ask: e.g. standard,blind,shuffled:3,jpeg:30,noise:0.03 (default: standard)"
     )
     group.addoption("--judge", default=None, help="model spec of an LLM judge for answers no rule can extract")
     group.addoption(

@@ -297,8 +297,15 @@ class GateSession:
                     if a is not None:
                         await a.aclose()
 
+        async def guarded() -> tuple[Any, Any]:
+            # An xdist worker whose controller died stops asking at once (run/orphan.py).
+            from medrcube.run.orphan import until_orphaned
+
+            in_worker = bool(os.environ.get("PYTEST_XDIST_WORKER"))  # set by xdist in its workers
+            return await until_orphaned(everything()) if in_worker else await everything()
+
         try:
-            result, baseline = asyncio.run(everything())
+            result, baseline = asyncio.run(guarded())
         finally:
             store.close()
         self._result = result

@@ -395,6 +395,9 @@ def build_page(run: RunData, *, cube: Any = None, plots_dir: Path | None = None)
     elif cube is not None:
         cube = checked_cube(cube, run, notes)
     worst = worst_rows(run, cube, notes)
+    from medrcube.report.robustness_panel import robustness_section  # issue 17: image perturbations
+
+    robustness = robustness_section(run, cube, plots_dir)
 
     counts: dict[str, int] = defaultdict(int)
     for r in run.records:
@@ -429,6 +432,7 @@ def build_page(run: RunData, *, cube: Any = None, plots_dir: Path | None = None)
         "cred_parts": cred_parts,
         "blind": blind,
         "position": position,
+        "robustness": robustness,
         "regression": regression_rows(run.gate),
         "worst": worst,
         "notes": notes,

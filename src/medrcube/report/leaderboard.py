@@ -484,6 +484,7 @@ class LeaderboardResult:
     credibility: pd.DataFrame
     shortcut: Correlation | None  # shortcut probability against high-level accuracy
     notes: list[str] = field(default_factory=list)
+    robustness: Any = None  # report.robustness_board.RobustnessBoard (robustness.csv / .md)
 
 
 def _write(path: Path, text: str) -> Path:
@@ -572,11 +573,16 @@ def leaderboard(
     files["credibility.csv"] = _write(out / "credibility.csv", credibility_csv(cred, order, run_ids))
     files["credibility.md"] = _write(out / "credibility.md", credibility_markdown(cred, order, shortcut, len(points)))
     files["analysis.json"] = _write(out / "analysis.json", analysis_json(correlation, shortcut, points))
+    from medrcube.report.robustness_board import write_robustness  # issue 17: image perturbations
+
+    by_label = {r.label: r.run for r in rows}
+    robust, robust_files = write_robustness(out, [(label, by_label[label]) for label in order], _write)
+    files.update(robust_files)
 
     result = LeaderboardResult(
         out_dir=out, files=files, order=order, table=table, counts=counts, ranks=ranks,
         text_only=text_only, text_only_drops=drops, cells=matrix, correlation=correlation,
-        credibility=cred, shortcut=shortcut, notes=notes,
+        credibility=cred, shortcut=shortcut, notes=notes, robustness=robust,
     )
     figures = _figures(result, points, out / "plots") if plots else {}
     for plot in figures.values():

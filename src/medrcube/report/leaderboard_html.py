@@ -91,6 +91,13 @@ def _missing(v: Any) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
 
 
+def _robustness(result: LeaderboardResult) -> dict[str, Any] | None:
+    from medrcube.report.robustness_board import html_rows
+
+    board = result.robustness
+    return {"variants": list(board.variants), "rows": html_rows(board)} if board else None
+
+
 def render_leaderboard(
     result: LeaderboardResult,
     rows: Sequence[Row],
@@ -123,4 +130,5 @@ def render_leaderboard(
         figures={k: figures.get(k) for k in ("clustered", "anatomical", "quadrant", "shortcut")},
         notes=result.notes,
         n_runs=len(rows),
+        robustness=_robustness(result),
     )

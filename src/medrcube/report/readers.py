@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from medrcube.records import GradedRecord, Outcome
+from medrcube.rundir.files import records_digest
 from medrcube.taxonomy import canonical_modality, canonical_part, canonical_task
 
 MEDRCUBE = "medrcube"
@@ -192,14 +193,24 @@ def _optional_json(path: Path, notes: list[str]) -> dict[str, Any] | None:
 
 
 def read_results_jsonl(path: Path) -> list[GradedRecord]:
-    """The records of a results.jsonl, with an error naming the line and field on a bad one."""
+    """The records of a results.jsonl, with an error naming the line and field on a bad
+    one. Text that is not UTF-8, and a record whose (item, variant, rotation) occurs twice,
+    are refused: the file is damaged or was put together from several runs."""
     out: list[GradedRecord] = []
+    seen: dict[tuple[str, str, int], int] = {}
     try:
-        fh = open(path, encoding="utf-8")
+        fh = open(path, "rb")
     except OSError as e:
         raise RunReadError(f"{path}: cannot be read ({e})") from None
     with fh:
-        for n, line in enumerate(fh, 1):
+        for n, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise RunReadError(
+                    f"{path}:{n}: not UTF-8 text (byte {e.start}: {e.reason}); the file is damaged: run the same "
+                    "`medrcube run` command again to rewrite it"
+                ) from None
             if not line.strip():
                 continue
             try:
@@ -209,13 +220,45 @@ def read_results_jsonl(path: Path) -> list[GradedRecord]:
                     f"{path}:{n}: not a JSON object ({e.msg}); the file may have been cut short: "
                     "run the same `medrcube run` command again to rewrite it"
                 ) from None
+            except (RecursionError, ValueError) as e:
+                raise RunReadError(f"{path}:{n}: not a readable JSON object ({type(e).__name__})") from None
+            if isinstance(row, dict) and "schema_version" in row and "item_id" not in row:
+                continue  # a header line
             try:
-                out.append(GradedRecord.from_dict(row))
+                rec = GradedRecord.from_dict(row)
             except KeyError as e:
                 raise RunReadError(f"{path}:{n}: missing field {e.args[0]!r} (written by another tool?)") from None
-            except (TypeError, ValueError) as e:
+            except (TypeError, ValueError, AttributeError) as e:
                 raise RunReadError(f"{path}:{n}: bad record ({e})") from None
+            key = (rec.item_id, rec.variant, rec.rotation)
+            if key in seen:
+                raise RunReadError(
+                    f"{path}:{n}: item {rec.item_id!r} ({rec.variant}, rotation {rec.rotation}) is recorded twice "
+                    f"(first at line {seen[key]}); the file holds more than one run: rerun `medrcube run` to write "
+                    "it afresh"
+                )
+            seen[key] = n
+            out.append(rec)
     return out
+
+
+def check_belongs(records: list[GradedRecord], meta: Mapping[str, Any], run_dir: Path) -> None:
+    """Refuse records that are not the ones run.json describes: another count, or (when
+    run.json carries it) another digest of the records' identities (`records_digest`)."""
+    counts = meta.get("counts")
+    expected = counts.get("records") if isinstance(counts, Mapping) else None
+    if isinstance(expected, int) and expected != len(records):
+        raise RunReadError(
+            f"{run_dir}: results.jsonl holds {len(records)} records but run.json describes {expected}: the two "
+            "files belong to different runs (or cubes); rerun `medrcube run` to write the directory afresh"
+        )
+    digest = meta.get("records_digest")
+    if isinstance(digest, str) and digest != records_digest(records):
+        raise RunReadError(
+            f"{run_dir}: the records in results.jsonl are not those of run.json (cube "
+            f"{meta.get('cube_source')!r}, fingerprint {meta.get('cube_fingerprint')!r}): the files belong to "
+            "different runs or cubes; rerun `medrcube run` to write the directory afresh"
+        )
 
 
 def _read_medrcube(run_dir: Path, results: Path | None = None) -> RunData:
@@ -224,6 +267,8 @@ def _read_medrcube(run_dir: Path, results: Path | None = None) -> RunData:
     meta = _optional_json(run_dir / "run.json", notes)
     if meta is None:
         notes.append(f"{run_dir}: no run.json; the model, cube and template of this run are unknown")
+    else:
+        check_belongs(records, meta, run_dir)
     return RunData(
         path=run_dir,
         kind=MEDRCUBE,

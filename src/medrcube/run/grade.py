@@ -4,6 +4,9 @@ The rules that keep a gate honest live here:
 - an adapter error is ERROR (never WRONG) and carries the error text;
 - a provider refusal (content filter, refusal field) or a refusal recognised in the text
   is REFUSED;
+- an answer cut off at the token limit (finish_reason length) is TRUNCATED: kept as
+  evidence, never read for a letter (the cut may fall before the model's real answer),
+  and counted against the error bound like an error;
 - a response that names no single option is UNPARSED, never a guess; an optional judge
   model may resolve it later (`apply_judge`), and the record then says how="judge".
 """
@@ -71,6 +74,13 @@ def grade(ask: PlannedAsk, response: Response, *, cached: bool = False) -> Grade
         # over whatever partial text came with it.
         return _record(
             ask, response=response.text, extracted=None, how="provider_refusal", outcome=Outcome.REFUSED, **common
+        )
+    if response.truncated:
+        return _record(
+            ask, response=response.text, extracted=None, how="truncated", outcome=Outcome.TRUNCATED,
+            error="truncated: the answer was cut off at the token limit (finish_reason length); raise "
+                  "max_completion_tokens (or max_tokens) in models.yaml's params",
+            **common,
         )
     ext = extract(text, ask.options)
     if ext.choice is not None:

@@ -7,17 +7,27 @@ that neither has to re-derive anything from the cube.
 An item whose image is unavailable (restricted in the release) is planned as
 unavailable in every image variant (not asked, outcome `unavailable`) and asked normally
 in `blind`, which shows no image anyway.
+
+An image-perturbation variant (run/perturb.py) shows the perturbed image: its ImageInput
+carries the sha256 of the perturbed bytes, so the store key is that of the bytes sent;
+the record keeps the item's own image digest. The perturbed images are made here, at plan
+time (on a few threads), because the key needs their digest before the store is asked.
+An item the perturbation does not apply to (a flip of a laterality-dependent item, a
+crop or rotation that would lose the region of interest) is not planned in that variant.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from medrcube.cube.item import Cube, Item
 from medrcube.models.base import ImageInput, Request
+from medrcube.run.perturb import DEFAULT_MAX_SIDE, PerturbationError, PerturbedImages
 from medrcube.run.prompts import prompt_hash, render_prompt
 from medrcube.run.store import make_key
 from medrcube.run.variants import Variant, parse_variants, rotate
@@ -28,7 +38,7 @@ class PlannedAsk:
     """One (item, variant, rotation) of a run."""
 
     item: Item
-    variant: str  # "standard", "blind" or "shuffled"
+    variant: str  # "standard", "blind", "shuffled" or a perturbation's spec ("jpeg:30")
     rotation: int
     options: tuple[str, ...]  # as shown to the model (rotated for "shuffled")
     answer: int  # index of the correct option as shown
@@ -71,20 +81,63 @@ def plan_asks(
     params: Mapping[str, Any] | None = None,
     template: str = "default",
     keyed_by_item: bool = False,
+    image_max_side: int | None = DEFAULT_MAX_SIDE,
 ) -> list[PlannedAsk]:
     """Every ask of a run, variant by variant, items in cube order within a variant (so a
     run killed early has whole variants done first). `fingerprint` is the model's (part
     of every key); `params` the generation parameters sent with every request;
-    `keyed_by_item` puts the item id into every key (ModelAdapter docstring)."""
+    `keyed_by_item` puts the item id into every key (ModelAdapter docstring);
+    `image_max_side` the largest side of a perturbed image (the model's limit)."""
     params = dict(params or {})
     plan: list[PlannedAsk] = []
-    for variant in as_variants(variants):
+    variant_objs = as_variants(variants)
+    perturbed = PerturbedImages(max_side=image_max_side or DEFAULT_MAX_SIDE)
+    _prepare_perturbed(cube, variant_objs, perturbed)
+    for variant in variant_objs:
         for item in cube.items:
             for name, rotation in variant.instances(len(item.options)):
-                plan.append(
-                    _plan_one(cube, item, variant, name, rotation, fingerprint, params, template, keyed_by_item)
+                ask = _plan_one(
+                    cube, item, variant, name, rotation, fingerprint, params, template, keyed_by_item, perturbed
                 )
+                if ask is not None:
+                    plan.append(ask)
     return plan
+
+
+def _perturbed_jobs(cube: Cube, variants: Sequence[Variant]) -> list[tuple[Variant, Item, str]]:
+    """One (variant, an item showing the image, image digest) per perturbed image to make."""
+    jobs: dict[tuple[str, str], tuple[Variant, Item, str]] = {}
+    for v in variants:
+        p = v.perturbation
+        if p is None:
+            continue
+        for item in cube.items:
+            if cube.image_available(item) and p.applies_to_item(item.task, item.question, item.options):
+                digest = cube.image_digest(item)
+                assert digest is not None and item.image is not None
+                jobs.setdefault((p.spec, digest), (v, item, digest))
+    return list(jobs.values())
+
+
+def _prepare_perturbed(cube: Cube, variants: Sequence[Variant], perturbed: PerturbedImages) -> None:
+    """Make every perturbed image of the plan once, on a few threads (Pillow and numpy
+    release the GIL for the heavy parts); a failure is left for `_plan_one` to report."""
+    jobs = _perturbed_jobs(cube, variants)
+    if not jobs:
+        return
+
+    def one(job: tuple[Variant, Item, str]) -> None:
+        v, item, digest = job
+        assert v.perturbation is not None and item.image is not None
+        try:
+            perturbed.digest_of(v.perturbation, digest, functools.partial(cube.read_image, item.image),
+                                item.meta, item.task)
+        except Exception:  # noqa: BLE001 - reported per item by _plan_one
+            pass
+
+    workers = max(1, min(4, os.cpu_count() or 1))
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        list(pool.map(one, jobs))
 
 
 def _plan_one(
@@ -97,7 +150,11 @@ def _plan_one(
     params: Mapping[str, Any],
     template: str,
     keyed_by_item: bool = False,
-) -> PlannedAsk:
+    perturbed: PerturbedImages | None = None,
+) -> PlannedAsk | None:
+    p = variant.perturbation
+    if p is not None and not p.applies_to_item(item.task, item.question, item.options):
+        return None
     options, answer = rotate(item.options, item.answer, rotation)
     prompt = render_prompt(item.question, options, template)
     available = cube.image_available(item)
@@ -106,6 +163,17 @@ def _plan_one(
     if variant.uses_image and available:
         assert item.image is not None and digest is not None
         images = (ImageInput(digest, functools.partial(cube.read_image, item.image)),)
+        if p is not None:
+            assert perturbed is not None
+            read = images[0].read
+            try:
+                sent = perturbed.digest_of(p, digest, read, item.meta, item.task)
+            except (PerturbationError, OSError, ValueError) as exc:
+                images = (_failing_image(digest, p.spec, item.id, exc),)
+            else:
+                if sent is None:
+                    return None  # the region of interest would be lost
+                images = (ImageInput(sent, perturbed.reader(p, digest, read)),)
     asked = available or not variant.uses_image
     key = (
         make_key(
@@ -134,6 +202,17 @@ def _plan_one(
         key=key,
         available=asked,
     )
+
+
+def _failing_image(digest: str, spec: str, item_id: str, exc: Exception) -> ImageInput:
+    """An image whose read raises: the adapter reports it as this item's error, and the
+    key (never stored, as errors are not) cannot collide with a real image's."""
+    message = f"cannot make the {spec} image of item {item_id}: {exc}"
+
+    def fail() -> bytes:
+        raise PerturbationError(message)
+
+    return ImageInput(f"unreadable:{spec}:{digest}", fail)
 
 
 def variant_specs(variants: Sequence[Variant]) -> list[str]:

@@ -36,24 +36,23 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import os
-import socket
+import logging
 import time
-import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from medrcube.cube.item import Cube
-from medrcube.models.base import ErrorKind, ModelAdapter, Request, Response
+from medrcube.models.base import ErrorKind, ModelAdapter, Request, Response, same_model
 from medrcube.run.grade import apply_judge, grade, unavailable
 from medrcube.run.plan import PlannedAsk, as_variants, plan_asks, variant_specs
 from medrcube.run.progress import Progress
 from medrcube.records import GradedRecord, Outcome
-from medrcube.run.store import ResponseStore, StoreError, make_key
+from medrcube.run.store import ResponseStore, StoreError, make_key, new_owner, owner_is_dead
 
 DEFAULT_CLAIM_TTL_S = 60.0
+log = logging.getLogger("medrcube.run")
 
 
 @dataclass
@@ -77,52 +76,6 @@ class RunResult:
     def asked(self) -> int:
         """Asks that needed a response (everything but unavailable)."""
         return len(self.records) - self.unavailable
-
-
-def new_owner() -> str:
-    """A claim owner id unique to this run: host, process, random suffix."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
-def owner_is_dead(owner: str) -> bool:
-    """True if `owner` (from `new_owner`) is a process of this host that no longer exists,
-    or has died and not yet been reaped by its parent (a zombie; read from /proc where
-    there is one, else a zombie counts as alive and only the expiry frees its claims).
-
-    Lets a resumed run take over the claims of the run it replaces (killed with SIGKILL)
-    at once instead of waiting for their expiry. Owners on other hosts, or whose process
-    is alive, are never judged dead here: for them only the expiry counts.
-    """
-    host, _, rest = owner.partition(":")
-    pid_text = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid_text.isdigit():
-        return False
-    pid = int(pid_text)
-    if pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # exists, owned by another user: alive unless a zombie
-        pass
-    # kill(pid, 0) succeeds on a zombie: a SIGKILLed xdist worker stays one until execnet
-    # reaps it, and its claims would otherwise wait for their expiry.
-    return _process_state(pid) == "Z"
-
-
-def _process_state(pid: int) -> str | None:
-    """The one-letter state of process `pid` from /proc/<pid>/stat ("R", "S", "Z"...), or
-    None where it cannot be read (no /proc: macOS, Windows; or the process is gone).
-
-    The command name (field 2) is in parentheses and may itself hold spaces and ")", so
-    the state is the first field after the *last* ")"."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return None
-    fields = stat[stat.rfind(b")") + 1 :].split()
-    return fields[0].decode("ascii", "replace") if fields else None
 
 
 class _Pump:
@@ -321,6 +274,8 @@ async def run_cube_async(
         params=params,
         template=template,
         keyed_by_item=getattr(adapter, "keyed_by_item", False),
+        # Perturbed images are made no larger than the model is sent (hf: image_max_side).
+        image_max_side=getattr(adapter, "image_max_side", None) or None,
     )
     owner = new_owner()
     newer_than = started if refresh else None
@@ -336,8 +291,12 @@ async def run_cube_async(
     n_unavailable = len(plan) - sum(len(v) for v in by_key.values())
     bar.advance(n_unavailable)
 
+    served: Counter[str] = Counter()  # the model each answer names, as its endpoint said
+
     def done(key: str, response: Response, cached: bool) -> None:
         n = len(by_key[key])
+        if response.served_model:
+            served[response.served_model] += n
         bar.advance(n, error=not response.ok, cached=cached)
 
     pump = _Pump(
@@ -403,8 +362,24 @@ async def run_cube_async(
             "batch_size": pump.batch_size,
             "store": str(store.path) if store is not None else None,
             "store_recovered": str(store.recovered) if store is not None and store.recovered else None,
+            "served_models": dict(served.most_common()),
+            "served_model_mismatches": _mismatches(adapter, served),
         },
     )
+
+
+def _mismatches(adapter: ModelAdapter, served: Counter[str]) -> dict[str, int]:
+    """Answers whose endpoint named another model than the one asked for: kept in run.json
+    and logged, so that a gateway routing to another model is seen (strict_model makes
+    them errors instead)."""
+    requested = getattr(adapter, "model", None)
+    if not isinstance(requested, str):
+        return {}
+    other = {name: n for name, n in served.items() if not same_model(requested, name)}
+    for name, n in other.items():
+        log.warning("%d answers of %s name the model %r, not the requested %r (see served_models in run.json)",
+                    n, adapter.spec, name, requested)
+    return other
 
 
 async def _judge_unparsed(

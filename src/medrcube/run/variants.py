@@ -16,6 +16,12 @@ item's option count when instances are made (a 2-option item has only 2 distinct
 rotations), so `shuffled:4` on a 2-option item gives rotations 0 and 1. A large K (such
 as `shuffled:26`) therefore means "every rotation of every item".
 
+Image perturbations (run/perturb.py): `jpeg:30`, `lowres:256`, `noise:0.03`,
+`poisson:0.05`, `window:0.8`, `brightness:0.1`, `rotate:5`, `crop:0.9`, `flip`, each
+optionally `@SEED`. The same kind may be asked at several levels (`jpeg:30,jpeg:70`); the
+records of a perturbation carry its spec as their variant ("jpeg:30"), rotation 0, the
+options in cube order, and are paired with the standard records by metrics.
+
 `rotate(options, answer, r)` shifts the options left by r: the option at position r
 comes first. `original_index(shown, r, n)` maps a position in the rotated prompt back
 to the cube order, which position-bias analysis needs.
@@ -27,24 +33,40 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from medrcube.records import PERTURBATION_KINDS
+from medrcube.run.perturb import Perturbation, PerturbationError, parse_perturbation
 from medrcube.taxonomy import did_you_mean
 
 STANDARD = "standard"
 BLIND = "blind"
 SHUFFLED = "shuffled"
-VARIANT_NAMES: tuple[str, ...] = (STANDARD, BLIND, SHUFFLED)
-_CHOICES_TEXT = "standard, blind, shuffled:K (K >= 2 cyclic rotations of the options)"
+VARIANT_NAMES: tuple[str, ...] = (STANDARD, BLIND, SHUFFLED, *PERTURBATION_KINDS)
+_CHOICES_TEXT = (
+    "standard, blind, shuffled:K (K >= 2 cyclic rotations of the options), or an image perturbation: "
+    "jpeg:Q, lowres:PX, noise:SIGMA, poisson:LEVEL, window:WIDTH, brightness:SHIFT, rotate:DEG, crop:FRACTION, "
+    "flip (optionally @SEED)"
+)
 _SHUFFLED_RE = re.compile(r"^shuffled(?::(.*))?$")
 
 
 @dataclass(frozen=True, slots=True)
 class Variant:
-    """One variant of a run. `k` is the rotation count of `shuffled` and 1 otherwise."""
+    """One variant of a run. `k` is the rotation count of `shuffled` and 1 otherwise;
+    `perturbation` is set for (and only for) an image-perturbation variant, whose `name`
+    is the perturbation's kind."""
 
     name: str
     k: int = 1
+    perturbation: Perturbation | None = None
 
     def __post_init__(self) -> None:
+        if self.name in PERTURBATION_KINDS or self.perturbation is not None:
+            if self.perturbation is None or self.perturbation.kind != self.name or self.k != 1:
+                raise ValueError(
+                    f"variant {self.name!r} is an image perturbation: make it with parse_variants, e.g. "
+                    "parse_variants('jpeg:30')"
+                )
+            return
         if self.name not in VARIANT_NAMES:
             raise ValueError(
                 f"unknown variant {self.name!r}{did_you_mean(self.name, VARIANT_NAMES)}; "
@@ -61,7 +83,9 @@ class Variant:
 
     @property
     def spec(self) -> str:
-        """The spec text that parses back to this variant ("shuffled:3", "blind")."""
+        """The spec text that parses back to this variant ("shuffled:3", "blind", "jpeg:30")."""
+        if self.perturbation is not None:
+            return self.perturbation.spec
         return f"{self.name}:{self.k}" if self.name == SHUFFLED else self.name
 
     def __str__(self) -> str:
@@ -79,6 +103,8 @@ class Variant:
         shuffled:K -> [("shuffled", 0), ..., ("shuffled", min(K, n_options) - 1)].
         Without `n_options` the rotation count is not capped.
         """
+        if self.perturbation is not None:
+            return [(self.perturbation.spec, 0)]  # records carry the spec: levels stay apart
         if self.name != SHUFFLED:
             return [(self.name, 0)]
         k = self.k
@@ -103,6 +129,13 @@ def _parse_one(token: str, spec: str) -> Variant:
         return Variant(SHUFFLED, int(raw_k))
     if word in (STANDARD, BLIND):
         return Variant(word)
+    kind = word.partition(":")[0].partition("@")[0]
+    if kind in PERTURBATION_KINDS:
+        try:
+            p = parse_perturbation(word)
+        except PerturbationError as exc:
+            raise ValueError(f"variant {token.strip()!r} in spec {spec!r}: {exc}") from None
+        return Variant(p.kind, perturbation=p)
     head = word.split(":", 1)[0]
     if head in (STANDARD, BLIND):
         raise ValueError(
@@ -144,12 +177,14 @@ def parse_variants(spec: str | Variant | Iterable[str | Variant]) -> tuple[Varia
             )
         else:
             v = _parse_one(part, shown)
-        if v.name in seen:
+        # A perturbation kind may come at several levels; the same level twice is a mistake.
+        name = v.spec if v.perturbation is not None else v.name
+        if name in seen:
             raise ValueError(
-                f"variant {v.name!r} appears twice in spec {shown!r} ({seen[v.name]!r} and "
+                f"variant {name!r} appears twice in spec {shown!r} ({seen[name]!r} and "
                 f"{v.spec!r}); name each variant once"
             )
-        seen[v.name] = v.spec
+        seen[name] = v.spec
         out.append(v)
     if not out:
         raise ValueError(f"no variant in spec {shown!r}; choices: {_CHOICES_TEXT}")

@@ -15,6 +15,7 @@ other variant has the same layout under `variants.<name>`.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import platform
@@ -30,7 +31,7 @@ from typing import Any
 from medrcube.metrics.accuracy import accuracy
 from medrcube.metrics.clustered import METHOD as CLUSTERED_METHOD
 from medrcube.metrics.clustered import clustered_accuracy
-from medrcube.records import GradedRecord
+from medrcube.records import GradedRecord, is_perturbation
 from medrcube.run.runner import RunResult
 
 SUMMARY_SCHEMA_VERSION = 1
@@ -101,7 +102,8 @@ def metrics_summary(records: Sequence[GradedRecord], variants: Sequence[str] | N
     by_variant: dict[str, list[GradedRecord]] = defaultdict(list)
     for r in records:
         by_variant[r.variant].append(r)
-    names = [v.split(":", 1)[0] for v in variants] if variants else list(by_variant)
+    # "shuffled:3" records are named "shuffled"; a perturbation's records keep its spec ("jpeg:30").
+    names = [v if is_perturbation(v) else v.split(":", 1)[0] for v in variants] if variants else list(by_variant)
     names = list(dict.fromkeys(names + [v for v in by_variant if v not in names]))
     top = "standard" if "standard" in names else (names[0] if names else "standard")
     doc: dict[str, Any] = {"schema_version": SUMMARY_SCHEMA_VERSION, "variant": top}
@@ -135,6 +137,14 @@ def read_results(path: str | os.PathLike[str]) -> list[GradedRecord]:
     return out
 
 
+def records_digest(records: Sequence[GradedRecord]) -> str:
+    """sha256 over the sorted identities of the records (item, variant, rotation, prompt,
+    image): run.json keeps it, so that `medrcube report` refuses a results.jsonl that is
+    not the one of its run.json (another cube, another run, records added or dropped)."""
+    rows = sorted(f"{r.item_id}\t{r.variant}\t{r.rotation}\t{r.prompt_hash}\t{r.image_digest}" for r in records)
+    return hashlib.sha256("\n".join(rows).encode("utf-8")).hexdigest()
+
+
 # -- run.json ----------------------------------------------------------------------------
 
 
@@ -165,14 +175,15 @@ def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]+@")
 
 
 def redact_spec(spec: str | None) -> str | None:
-    """A model spec fit for a file: credentials written into a URL (http://user:pw@host)
-    are cut. Keys never reach a spec by design; this covers the one way a user could
-    still type one in."""
-    return None if spec is None else _URL_USERINFO.sub(r"\1[redacted]@", spec)
+    """A model spec fit for a file: credentials written into a URL (http://user:pw@host,
+    ?api-key=...) are cut (the one rule: models/urls.py). Keys never reach a spec by
+    design (specs with them are refused); this covers the ways one could still get in."""
+    from medrcube.models.urls import redact_urls
+
+    return None if spec is None else redact_urls(spec)
 
 
 def run_document(result: RunResult, meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -205,6 +216,7 @@ def run_document(result: RunResult, meta: Mapping[str, Any] | None = None) -> di
         "outcomes": dict(sorted(outcomes.items())),
     }
     doc["aborted"] = result.aborted
+    doc["records_digest"] = records_digest(result.records)
     return doc
 
 

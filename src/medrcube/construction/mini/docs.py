@@ -2,10 +2,24 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
-from typing import Any
+from collections import Counter, defaultdict
+from typing import Any, Protocol
 
-from medrcube.taxonomy import TASK_NAMES, task_abbrev
+from medrcube.taxonomy import KNOWN_PARTS, MODALITIES, TASK_NAMES, task_abbrev
+
+
+class _Report(Protocol):
+    """What the README needs of the builder's report (assembly.BuildReport)."""
+
+    items: int
+    images: int
+    bytes: int
+    per_task: Counter[str]
+    per_modality: Counter[str]
+    per_part: Counter[str]
+    cells: Counter[tuple[str, str, str]]
+
+    def cells_with(self, n: int) -> int: ...
 
 README_TITLE = "# The bundled mini cube"
 
@@ -18,12 +32,16 @@ on a fresh machine with no network. It is far too small to qualify a model: it e
 the machinery (loading, prompting, grading, metrics, credibility chains, the gate) on
 real pixels.
 
-**Rebuild** (deterministic: same installed packages, same bytes):
+**Rebuild** (deterministic: same installed packages, same bytes; about 20 seconds):
 
-    python -m medrcube.construction.mini.cube fixtures/mini
+    python -m medrcube.construction.mini fixtures/mini
+    medrcube build recipes/mini.yaml            # the same, through the build pipeline
 
-`tests/build/test_mini_fixture.py` rebuilds into a temporary directory and checks that
-every file is byte-identical to what is committed here.
+`tests/construction/test_build_mini_fixture.py` and `tests/construction/test_build_command.py`
+rebuild into a temporary directory and check that every file is byte-identical to what is
+committed here. The recipe is `src/medrcube/construction/mini/`, one module per source
+family (`volumes`, `dicom_mr`, `dicom_ct`, `radiographs`, `ultrasound`), with the lesion
+placements in `placement` and the items and files in `assembly`.
 
 **Layout** (the MedRCube release layout): `<dataset>/test.json` is a list of records
 (`id, dataset, image_path, question, option_A..option_D, gt_answer, correct_index, task,
@@ -71,6 +89,15 @@ Answers come from metadata or from construction, never from a guess:
   synthetic nodules support only a presence item: a location or size item about "the
   lesion" would be ambiguous there. One real finding is used as it is: the abdominal MRI
   whose series is titled "marked lesion" and whose overlay circles a liver lesion.
+- **Lesion placements**: sources with many slices or frames (the NIfTI volumes, the head
+  volume, the echocardiogram cine) alternate an unmodified slice and a slice with a lesion,
+  so every image there is a different slice. Sources with one or two slices (the chest,
+  abdominal and perfusion CT, the shoulder MRI, the colour-Doppler frame, the pelvic scan)
+  carry many lesion placements on the same slice: each copy is a new image whose location
+  and size answers differ. Only as many copies of a slice ask "is there a lesion?" as it
+  has unmodified copies asked "no lesion", so the presence items stay balanced between Yes
+  and No (the perfusion study, never asked "no lesion", asks it once per frame); the
+  other copies ask where the lesion is and how large.
 - **Disease Diagnosis**: the one real diagnosis that ships, the distal tibia radiograph
   whose StudyDescription reads "Non-ossifying fibroma of distal tibia". Its part,
   "Lower Limb", is not one of the five MedRCube regions: the axes are open sets and the
@@ -82,13 +109,21 @@ Answers come from metadata or from construction, never from a guess:
 Every image carries a chain: at least one low- or mid-level item and one high-level item
 on the same image, so the credibility analysis has pairs.
 
+Copies of one slice repeat that slice's modality, protocol and region items (its view item
+is asked once per slice). Those repeats are near-duplicates: a model that misreads the
+slice misreads every copy, so in the cells of single-slice sources the effective number
+of independent observations is smaller than the item count. Every copy's `meta.source`
+(package, file and `where`) is the same, which is what a grouping by source slice keys on.
+The cube exercises the gate on real pixels; it is not evidence for qualifying a model.
+
 ## Coverage and honesty notes
 
 - No breast image ships in any package that installs offline (pydicom, pydicom-data,
   nibabel, dipy, nilearn and scikit-image were surveyed), so the cube has no Breast part.
   Nor does any cardiac MRI or CT ship: the heart is covered by ultrasound only.
 - Parts outside the five MedRCube regions are kept under honest names: Abdomen,
-  Shoulder, Lower Limb, Pelvis.
+  Shoulder, Lower Limb, Pelvis. The taxonomy knows them (`taxonomy.EXTRA_PARTS`: no
+  "unknown part" warning), but they are not MedRCube parts.
 - The brain MRI volumes of nibabel and dipy are small research test volumes (2-4 mm
   voxels), shown upsampled.
 
@@ -113,25 +148,42 @@ Licences of the sources: see `NOTICE`.
 """
 
 
-def _counts_table(title: str, counter) -> list[str]:
+def _counts_table(title: str, counter: Counter[str]) -> list[str]:
     lines = [f"| {title} | items |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in sorted(counter.items())]
     return lines + [""]
 
 
-def render_readme(rows: dict[str, list[dict[str, Any]]], report) -> str:
+def _rank(value: str, order: tuple[str, ...]) -> tuple[int, str]:
+    return (order.index(value) if value in order else len(order), value)
+
+
+def _cells_table(cells: Counter[tuple[str, str, str]]) -> list[str]:
+    """Items per (part, modality) row and task column, as `medrcube cube stats` prints them."""
+    tasks = [t for t in TASK_NAMES if any(c[2] == t for c in cells)]
+    pairs = sorted({(c[0], c[1]) for c in cells}, key=lambda pm: (_rank(pm[0], KNOWN_PARTS), _rank(pm[1], MODALITIES)))
+    lines = ["| part | modality | " + " | ".join(task_abbrev(t) for t in tasks) + " |", "|---|---|" + "---:|" * len(tasks)]
+    for part, modality in pairs:
+        counts = [cells.get((part, modality, t), 0) for t in tasks]
+        lines.append(f"| {part} | {modality} | " + " | ".join(str(n) if n else "." for n in counts) + " |")
+    return lines + [""]
+
+
+def render_readme(rows: dict[str, list[dict[str, Any]]], report: _Report) -> str:
     """The README: fixed prose, generated counts, and one table per dataset folder."""
     out = [_INTRO.format(title=README_TITLE)]
     out.append("## Numbers\n")
     out.append(
         f"{report.items} items on {report.images} images in {len(rows)} dataset folders, covering "
-        f"{len(report.cells)} (part, modality, task) cells; every image is a chain. The PNG and JSON "
-        f"files total {report.bytes / 1e6:.2f} MB.\n"
+        f"{len(report.cells)} (part, modality, task) cells, {report.cells_with(24)} of which hold 24 items "
+        f"or more; every image is a chain. The PNG and JSON files total {report.bytes / 1e6:.2f} MB.\n"
     )
     per_task = {t: report.per_task[t] for t in TASK_NAMES if report.per_task[t]}
     out += ["| task | items |", "|---|---|", *[f"| {t} ({task_abbrev(t)}) | {n} |" for t, n in per_task.items()], ""]
     out += _counts_table("modality", report.per_modality)
     out += _counts_table("part", report.per_part)
+    out.append("Items per cell ('.' = none):\n")
+    out += _cells_table(report.cells)
     out.append(_RULES)
     out.append("## Where every image came from\n")
     for dataset in sorted(rows):
@@ -166,7 +218,7 @@ NOTICE for fixtures/mini (the bundled mini cube of medrcube)
 The images in this directory are derived (windowed, cropped, resampled, some with a
 synthetic lesion drawn in) from data files distributed with the open-source packages
 below. The questions, answers and README were written by medrcube's builder
-(src/medrcube/construction/mini/cube.py) and are covered by medrcube's own licence. Each package's
+(src/medrcube/construction/mini/) and are covered by medrcube's own licence. Each package's
 files are redistributed here under that package's licence, as summarised below; the
 licence texts themselves follow at the end, as the licences require.
 

@@ -83,13 +83,6 @@ class Ontology:
         except KeyError:
             raise KeyError(f"{self.source}: no concept {cid!r}{did_you_mean(cid, list(self.concepts))}") from None
 
-    def by_name(self, name: str) -> Concept | None:
-        """The concept whose option text (name) is exactly `name`, or None."""
-        for c in self.concepts.values():
-            if c.name == name:
-                return c
-        return None
-
     def lookup(self, term: str, *, region: str | None = None, categories: Iterable[str] | None = None) -> Lookup:
         """The concept a label names (an id, a name or a synonym), restricted to a region and categories.
 

@@ -1,0 +1,230 @@
+"""The robustness panel of report.html: accuracy under each image perturbation.
+
+Shown when the run asked at least one perturbation variant (run/perturb.py). It holds:
+- a figure: standard and perturbed accuracy per perturbation and level, with the
+  clustered interval of the drop;
+- a table: per perturbation, the paired items and images, standard and perturbed
+  accuracy, the drop and its 95% interval (clustered by image), the answer agreement
+  and its interval, and both decisions (metrics/perturbation.py) against the report's
+  default margin and bound (the gate decides with its policy's; its verdicts, once it
+  has robustness checks, are in the verdict section above);
+- the drop per task for each perturbation, where a perturbation hurts;
+- a strip of one item's images as each perturbation showed them (remade from the cube
+  with the same parameters and seed, so byte for byte what was sent to a model with the
+  default size limit), with the answer given under each, so a reader sees what was asked.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from medrcube.metrics.perturbation import (
+    DEFAULT_AGREEMENT,
+    DEFAULT_MARGIN,
+    PerturbationRobustness,
+    decide,
+    perturbation_variants,
+    robustness_table,
+)
+from medrcube.records import GradedRecord
+from medrcube.report.readers import RunData
+from medrcube.taxonomy import TASK_NAMES, task_abbrev
+
+STRIP_SIDE = 150
+DETAIL = 48  # source pixels of the centre detail, shown enlarged (noise and JPEG blocks)
+
+
+def robustness_section(run: RunData, cube: Any = None, plots_dir: Path | None = None) -> dict[str, Any] | None:
+    """The panel's template values, or None when the run has no perturbation variant."""
+    variants = perturbation_variants(run.records)
+    if not variants:
+        return None
+    overall = robustness_table(run.records, variants=variants)
+    rows = [_row(r) for r in overall]
+    figure = None
+    if any(r.drop.n for r in overall):
+        from medrcube.report import plots
+
+        figure = plots.save(accuracy_figure(overall), "robustness", plots_dir, tight=False).data_uri
+    return {
+        "rows": rows,
+        "figure": figure,
+        "margin": DEFAULT_MARGIN,
+        "bound": DEFAULT_AGREEMENT,
+        "by_task": by_task(run.records, variants),
+        "strip": strip(run.records, variants, cube),
+    }
+
+
+def _row(r: PerturbationRobustness) -> dict[str, Any]:
+    v = decide(r, margin=DEFAULT_MARGIN, bound=DEFAULT_AGREEMENT)
+    return {
+        "variant": r.variant, "n": r.drop.n, "clusters": r.drop.clusters,
+        "standard": r.drop.standard_acc, "perturbed": r.drop.perturbed_acc, "drop": r.drop.drop,
+        "lo": r.drop.lo, "hi": r.drop.hi, "lost": r.drop.b, "gained": r.drop.c,
+        "agreement": r.agreement.estimate, "agree_lo": r.agreement.lo, "agree_hi": r.agreement.hi,
+        "accuracy_decision": v.accuracy.value, "agreement_decision": v.agreement.value,
+        "errors": r.errors, "not_graded": r.not_graded,
+    }
+
+
+def by_task(records: Sequence[GradedRecord], variants: Sequence[str]) -> dict[str, Any]:
+    """Tasks x perturbations: the drop (and n) on each task."""
+    cells: dict[tuple[str, str], PerturbationRobustness] = {
+        (r.scope.split("=", 1)[1], r.variant): r for r in robustness_table(records, by="task", variants=variants)
+    }
+    tasks = sorted({t for t, _ in cells}, key=lambda t: (TASK_NAMES.index(t) if t in TASK_NAMES else 99, t))
+    return {
+        "variants": list(variants),
+        "rows": [{"task": t, "abbrev": task_abbrev(t),
+                  "cells": [_task_cell(cells.get((t, v))) for v in variants]} for t in tasks],
+    }
+
+
+def _task_cell(r: PerturbationRobustness | None) -> dict[str, Any] | None:
+    if r is None or r.drop.n == 0:
+        return None
+    d = r.drop.drop or 0.0
+    tone = "bad" if r.drop.lo > DEFAULT_MARGIN else ("warn" if d > DEFAULT_MARGIN else "")
+    title = f"drop {100 * d:.1f} points, 95% CI [{100 * r.drop.lo:.1f}, {100 * r.drop.hi:.1f}], n={r.drop.n}"
+    return {"drop": d, "change": signed_points(-d), "n": r.drop.n, "tone": tone, "title": title}
+
+
+def signed_points(x: float) -> str:
+    """A change in points: "+3", "−12", and "0" (never "-0")."""
+    p = round(100 * x)
+    return "0" if p == 0 else f"{'+' if p > 0 else '−'}{abs(p)}"
+
+
+def accuracy_figure(results: Sequence[PerturbationRobustness]) -> Any:
+    """Horizontal bars: perturbed accuracy per perturbation, the standard accuracy on the
+    same items as a tick, and the drop's interval as a whisker around the bar's end."""
+    from medrcube.report.plots import _pyplot
+
+    plt = _pyplot()
+    shown = [r for r in results if r.drop.n]
+    fig, ax = plt.subplots(figsize=(7.2, 0.9 + 0.3 * len(shown)))
+    ys = list(range(len(shown)))[::-1]
+    for y, r in zip(ys, shown):
+        std, per = 100 * (r.drop.standard_acc or 0.0), 100 * (r.drop.perturbed_acc or 0.0)
+        bad = r.drop.lo > DEFAULT_MARGIN
+        colour = "#e45756" if bad else "#4c78a8"
+        ax.barh(y, per, height=0.6, color=colour)
+        ax.plot([per], [y], marker="D", markersize=4, color=colour)  # visible where the bar has no length
+        ax.plot([std, std], [y - 0.38, y + 0.38], color="#222222", linewidth=1.6)
+        lo, hi = std - 100 * r.drop.hi, std - 100 * r.drop.lo  # perturbed accuracy implied by the drop's CI
+        ax.plot([max(0, lo), min(100, hi)], [y, y], color="#222222", linewidth=0.9)
+        ax.text(101, y, f"{per:.0f}% ({signed_points((per - std) / 100)})", va="center", fontsize=7.5,
+                color="#c0392b" if bad else "#222222")
+    ax.set_yticks(ys, [r.variant for r in shown])
+    ax.set_xlim(0, 112)
+    ax.set_xticks([0, 20, 40, 60, 80, 100])
+    ax.set_xlabel("accuracy (%) under the perturbation; black tick: standard on the same items")
+    ax.xaxis.grid(True, color="#dddddd", linewidth=0.6)
+    ax.set_axisbelow(True)
+    height = 0.9 + 0.3 * len(shown)
+    fig.subplots_adjust(left=0.16, right=0.97, top=1 - 0.1 / height, bottom=0.55 / height)
+    return fig
+
+
+# -- the strip of one item ------------------------------------------------------------------
+
+
+def pick_item(records: Sequence[GradedRecord], variants: Sequence[str]) -> str | None:
+    """The item to show: asked in the most perturbations, preferring one whose answer
+    changes under some of them (what the panel is about), then the first in run order."""
+    by_item: dict[str, dict[str, GradedRecord]] = defaultdict(dict)
+    order: list[str] = []
+    for r in records:
+        if r.variant == "standard" or r.variant in variants:
+            if r.item_id not in by_item:
+                order.append(r.item_id)
+            by_item[r.item_id][r.variant] = r
+    best: tuple[int, int, int] | None = None
+    chosen = None
+    for i, item_id in enumerate(order):
+        rs = by_item[item_id]
+        std = rs.get("standard")
+        if std is None or not std.image:
+            continue
+        changed = sum(1 for v in variants if v in rs and rs[v].extracted != std.extracted)
+        score = (sum(1 for v in variants if v in rs), 1 if changed else 0, -i)
+        if best is None or score > best:
+            best, chosen = score, item_id
+    return chosen
+
+
+def strip(records: Sequence[GradedRecord], variants: Sequence[str], cube: Any) -> dict[str, Any] | None:
+    """One item's images under each perturbation, with the answer given to each."""
+    item_id = pick_item(records, variants)
+    if item_id is None or cube is None:
+        return None
+    item = next((it for it in cube.items if it.id == item_id), None)
+    if item is None or not cube.image_available(item):
+        return None
+    from medrcube.run.perturb import DEFAULT_MAX_SIDE, parse_perturbation, perturb_image
+
+    try:
+        data = cube.read_image(item.image)
+    except Exception:  # noqa: BLE001 - a missing image costs the strip, never the report
+        return None
+    digest = cube.image_digest(item) or hashlib.sha256(data).hexdigest()
+    mine = {r.variant: r for r in records if r.item_id == item_id}
+    tiles = []
+    for v in ["standard", *variants]:
+        r = mine.get(v)
+        if r is None:
+            continue
+        try:
+            shown = data if v == "standard" else perturb_image(
+                parse_perturbation(v), data, source_digest=digest, max_side=DEFAULT_MAX_SIDE,
+                meta=item.meta, task=item.task)
+        except Exception:  # noqa: BLE001
+            shown = None
+        if shown is None:
+            continue
+        thumb, detail = _tiles(shown)
+        tiles.append({"variant": v, "thumb": thumb, "detail": detail, "outcome": r.outcome.value,
+                      "given": _letter(r.extracted), "right": r.correct})
+    return {"item_id": item.id, "question": item.question, "task": item.task,
+            "options": [f"{_letter(i)}. {o}" for i, o in enumerate(item.options)],
+            "expected": _letter(item.answer), "tiles": tiles}
+
+
+def _letter(i: int | None) -> str:
+    return "?" if i is None or i < 0 else chr(ord("A") + i)
+
+
+def _tiles(data: bytes) -> tuple[str | None, str | None]:
+    """The image scaled to STRIP_SIDE, and its centre DETAIL x DETAIL pixels enlarged
+    without smoothing (so noise, JPEG blocks and lost resolution stay visible)."""
+    try:
+        from PIL import Image
+
+        with Image.open(io.BytesIO(data)) as im:
+            im = im.convert("RGB") if im.mode not in ("L", "RGB") else im.copy()
+        small = im.copy()
+        small.thumbnail((STRIP_SIDE, STRIP_SIDE), Image.Resampling.LANCZOS)
+        cx, cy, h = im.width // 2, im.height // 2, DETAIL // 2
+        detail = im.crop((cx - h, cy - h, cx + h, cy + h)).resize((STRIP_SIDE // 2, STRIP_SIDE // 2),
+                                                                   Image.Resampling.NEAREST)
+        return _uri(small), _uri(detail)
+    except Exception:  # noqa: BLE001
+        return None, None
+
+
+def _uri(im: Any) -> str:
+    buf = io.BytesIO()
+    im.save(buf, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def robustness_columns(records: Sequence[GradedRecord]) -> Mapping[str, dict[str, Any]]:
+    """Per perturbation, the overall figures the leaderboard puts in its columns."""
+    return {r.variant: _row(r) for r in robustness_table(records, variants=perturbation_variants(records))}

@@ -1,0 +1,371 @@
+"""The extraction strategies, in order: each returns an Extraction (decided, possibly unparsed) or None."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from medrcube.run.extract.codes import (
+    AMBIGUOUS,
+    ANSWER_LINE,
+    ANSWER_TAG,
+    BARE_LETTER,
+    BOXED,
+    FINAL_AFTER_REASONING,
+    JSON,
+    LEADING_ANSWER,
+    LETTER_AND_TEXT,
+    LETTER_MENTION,
+    OPTION_TEXT,
+    OPTION_TEXT_MENTION,
+    REFUSAL,
+    Extraction,
+)
+from medrcube.run.extract.reading import (
+    _BAD_AMBIGUOUS,
+    _BAD_TO_HOW,
+    _OK_BOTH,
+    _OK_BOXED,
+    _OK_LETTER,
+    _OK_TEXT,
+    _clean,
+    _Find,
+    _norm,
+    _Options,
+    _short,
+)
+from medrcube.run.extract.statements import _SENTENCE_END, _after_reasoning, _decide, _parse_tail, _statements
+
+# The strategies: each returns an Extraction (decided, possibly unparsed) or None
+# ----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Input:
+    raw: str  # normalised text after reasoning, markup kept (for JSON and tags)
+    text: str  # cleaned text
+    o: _Options
+
+
+def _unparsed(f: _Find) -> Extraction:
+    return Extraction(None, _BAD_TO_HOW.get(f.status, AMBIGUOUS))
+
+
+_SHORT_HOW = {
+    _OK_LETTER: BARE_LETTER,
+    _OK_BOXED: BOXED,
+    _OK_BOTH: LETTER_AND_TEXT,
+    _OK_TEXT: OPTION_TEXT,
+}
+
+_JSON_FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\n?(.*?)```", re.S)
+_JSON_OBJECT = re.compile(r"\{[^{}]{0,2000}\}")
+_ANSWER_KEYS = frozenset(
+    {
+        "answer", "final_answer", "finalanswer", "answer_letter", "answer_choice",
+        "choice", "option", "selected_option", "selected_answer", "correct_answer",
+        "correct_option", "correct_choice", "prediction", "predicted_answer", "letter",
+    }
+)  # fmt: skip
+_LOOSE_PAIR = re.compile(r"[\"']?([A-Za-z_ ]{3,20})[\"']?\s*:\s*[\"']([^\"'\n]{1,200})[\"']")
+
+
+def _json_values(blob: str) -> list[str] | None:
+    """Answer values of one JSON object text, or None when it holds no answer key."""
+    try:
+        obj = json.loads(blob)
+    except ValueError:
+        obj = None
+    pairs: list[tuple[str, object]]
+    if isinstance(obj, dict):
+        pairs = list(obj.items())
+    elif obj is None:
+        # tolerate single-quoted or otherwise sloppy objects: {'answer': 'B'}
+        pairs = [(k, v) for k, v in _LOOSE_PAIR.findall(blob)]
+    else:
+        return None
+    values = [v for k, v in pairs if str(k).strip().casefold().replace(" ", "_") in _ANSWER_KEYS]
+    return [v for v in values if isinstance(v, str)] or None
+
+
+def _by_json(inp: _Input) -> Extraction | None:
+    if "{" not in inp.raw:
+        return None
+    blobs = [m.group(1).strip() for m in _JSON_FENCE.finditer(inp.raw)]
+    blobs += _JSON_OBJECT.findall(inp.raw)
+    finds: list[_Find] = []
+    for blob in blobs:
+        for value in _json_values(blob) or ():
+            f = _short(_clean(value), inp.o)
+            if f is None:
+                f = _parse_tail(_clean(value), inp.o)
+            finds.append(f if f is not None else _Find(None, _BAD_AMBIGUOUS))
+    decided = _decide(finds)
+    if decided is None:
+        return None
+    return Extraction(decided.choice, JSON) if decided.ok else _unparsed(decided)
+
+
+_ANSWER_TAG = re.compile(r"<\s*answer\s*>(.*?)<\s*/\s*answer\s*>", re.I | re.S | re.A)
+
+
+def _by_answer_tag(inp: _Input) -> Extraction | None:
+    contents = _ANSWER_TAG.findall(inp.raw)
+    if not contents:
+        return None
+    finds = []
+    for c in contents:
+        c = _clean(c)
+        f = _short(c, inp.o) or _parse_tail(c, inp.o)
+        if f is None:
+            r1, r2 = _statements(c, inp.o)
+            f = _decide(r1) or _decide(r2)
+        if f is not None:
+            finds.append(f)
+    decided = _decide(finds)
+    if decided is None:
+        return None
+    return Extraction(decided.choice, ANSWER_TAG) if decided.ok else _unparsed(decided)
+
+
+def _by_whole(inp: _Input) -> Extraction | None:
+    f = _short(inp.text, inp.o)
+    if f is None:
+        return None
+    return Extraction(f.choice, _SHORT_HOW[f.status]) if f.ok else _unparsed(f)
+
+
+def _by_statements(inp: _Input) -> Extraction | None:
+    rank1, rank2 = _statements(inp.text, inp.o)
+    decided = _decide(rank1) or _decide(rank2)
+    if decided is None:
+        return None
+    if not decided.ok:
+        return _unparsed(decided)
+    # A response that opens with one answer and states another ("B\n\nAnswer: C")
+    # has two final answers: unparsed, not whichever came last.
+    lead = _leading(inp.text, inp.o)
+    if lead is not None and lead.choice != decided.choice:
+        return Extraction(None, AMBIGUOUS)
+    if lead is not None and decided.pos > 0:
+        return Extraction(decided.choice, LEADING_ANSWER)  # "C\n\nExplanation: the answer is C"
+    if decided.status == _OK_BOXED:
+        return Extraction(decided.choice, BOXED)
+    how = FINAL_AFTER_REASONING if _after_reasoning(inp.text, decided.pos) else ANSWER_LINE
+    return Extraction(decided.choice, how)
+
+
+_LABEL_LINE = re.compile(r"^[ \t>\-•]*[\(\[]?(?-i:([A-Z]))\s*[.):\]]\s+\S", re.M)
+_SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+")
+
+
+def _enumerates_options(text: str) -> bool:
+    """Does the response list the options ("A. Normal\\nB. Pneumonia")?"""
+    seen: set[str] = set()
+    for m in _LABEL_LINE.finditer(text):
+        seen.add(m.group(1))
+        if len(seen) >= 2:
+            return True
+    return False
+
+
+def _leading(text: str, o: _Options) -> _Find | None:
+    """The answer a response opens with ("B", "B. Pneumonia", "B. The image ..."), if any.
+
+    None for a response that lists the options: its first line is the list's.
+    """
+    if _enumerates_options(text):
+        return None
+    stripped = text.lstrip()
+    first = stripped.split("\n", 1)[0]
+    return _short(first, o) or _parse_tail(stripped, o, need_separator=True)
+
+
+def _by_lines(inp: _Input) -> Extraction | None:
+    text, o = inp.text, inp.o
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return None
+    listed = _enumerates_options(text)
+    lead = _leading(text, o)
+    last_line = lines[-1]
+    final = _short(last_line, o) if len(lines) > 1 else None
+    if final is None:
+        pieces = _SENTENCE_SPLIT.split(last_line)
+        if len(pieces) > 1:
+            final = _short(pieces[-1], o)
+            if final is not None and final.status == _OK_TEXT:
+                final = None  # a closing sentence that is a bare option text is too weak
+    if final is not None and listed and final.status not in (_OK_LETTER, _OK_BOXED):
+        final = None  # "D. Effusion" closing a list of options is the list, not an answer
+    finds = [f for f in (lead, final) if f is not None]
+    decided = _decide(finds)
+    if decided is None:
+        return None
+    if not decided.ok:
+        return _unparsed(decided)
+    if all(f.status == _OK_TEXT for f in finds):
+        # A line that is only an option's text ("- Effusion" closing a list of findings)
+        # counts only if no other option is mentioned anywhere in the response.
+        found, _ = _mentions(text, o)
+        if found - {decided.choice}:
+            return Extraction(None, AMBIGUOUS)
+    return Extraction(decided.choice, LEADING_ANSWER if lead is not None else FINAL_AFTER_REASONING)
+
+
+_REFUSAL = re.compile(
+    r"\b(?:I|we)\s*(?:am|'m|’m|are|'re|’re)?\s+(?:not\s+able|unable)\s+to\s+"
+    r"(?:provide|give|offer|make|interpret|diagnose|analy[sz]e|view|see|assess|evaluate|"
+    r"determine|read|access|process|answer|help|review|examine|open|display)\b"
+    r"|\b(?:I|we)\s+(?:can\s*not|can't|can’t|won't|won’t|will\s+not|do\s+not|don't|don’t)\s+"
+    r"(?:provide|give|offer|make|interpret|diagnose|analy[sz]e|assess|evaluate|determine|"
+    r"access|process|answer|help|review|have\s+(?:the\s+)?(?:ability|capability|access)|"
+    r"(?:see|view|read|open|examine)\s+(?:the\s+|this\s+|your\s+|any\s+)?(?:image|picture|photo|scan|attachment|file|x-ray|radiograph)s?)\b"
+    r"|\bas\s+an?\s+(?:AI|A\.I\.|language\s+model|artificial\s+intelligence|virtual\s+assistant)\b"
+    r"|\bI(?:'m|’m|\s+am)\s+(?:sorry|afraid)\b"
+    r"|\bI\s+apologi[sz]e\b"
+    r"|\b(?:consult|see|contact)\s+(?:with\s+)?(?:a|your)\s+(?:qualified\s+|licensed\s+)?"
+    r"(?:doctor|physician|radiologist|healthcare|health\s+care|medical)"
+    r"|\bnot\s+(?:able|qualified|permitted|allowed)\s+to\s+(?:provide|give|make|offer)\s+(?:a\s+|any\s+)?(?:medical|diagnos)",
+    re.I,
+)
+
+
+def _by_refusal(inp: _Input) -> Extraction | None:
+    return Extraction(None, REFUSAL, refused=True) if _REFUSAL.search(inp.text) else None
+
+
+_HEDGE_PAIR = re.compile(
+    r"(?<![A-Za-z0-9'’\-])(?:(?:option|choice)s?\s+)?[\(\[]?(?-i:([A-Z]))[\)\]]?\s*,?\s*"
+    r"(?:or|/|and/or|and)\s*(?:(?:option|choice)\s+)?[\(\[]?(?-i:([A-Z]))[\)\]]?(?![A-Za-z0-9'’\-])",
+    re.I,
+)
+_HEDGE_CONTEXT = re.compile(r"\b(?:either|between|could\s+be|might\s+be|may\s+be|options?|choices?)\b|\bor\b|/", re.I)
+
+
+def _by_hedge(inp: _Input) -> Extraction | None:
+    for m in _HEDGE_PAIR.finditer(inp.text):
+        a, b = ord(m.group(1)) - 65, ord(m.group(2)) - 65
+        if a == b or a >= inp.o.n or b >= inp.o.n:
+            continue
+        # "A and B" is a hedge only with "either/between/options"; "A or B" always is
+        if not _HEDGE_CONTEXT.search(m.group(0)):
+            start = max(0, m.start() - 20)
+            if not _HEDGE_CONTEXT.search(inp.text[start : m.start()]):
+                continue
+        return Extraction(None, AMBIGUOUS)
+    return None
+
+
+_OPTION_FORM = re.compile(
+    r"\b(?:option|choice|answer)\s+[\(\[]?(?-i:([A-Z]))[\)\]]?(?![A-Za-z0-9'’\-])"
+    r"|(?<![A-Za-z0-9])\(\s*(?-i:([A-Z]))\s*\)|(?<![A-Za-z0-9])\[\s*(?-i:([A-Z]))\s*\]",
+    re.I,
+)
+_NEGATION = re.compile(
+    r"\b(?:not|no|never|neither|nor|incorrect|wrong|unlikely|less\s+likely|excluded?|"
+    r"eliminated?|rule[sd]?\s+out|ruled\s+out|without|absent|absence|negative\s+for|"
+    r"isn't|isn’t|doesn't|doesn’t|cannot|can't|can’t)\b",
+    re.I,
+)
+
+
+def _negated(text: str, start: int, end: int) -> bool:
+    """Is the mention at text[start:end] negated nearby, within its own sentence?
+
+    A window rather than the whole sentence: "I'm not a radiologist, but the findings
+    suggest option C" names C; "option A is incorrect" and "not (A)" reject A.
+    """
+    lo = max(0, start - 30)
+    left = max(text.rfind(". ", lo, start), text.rfind("\n", lo, start), text.rfind("; ", lo, start))
+    left = max(left + 1, lo)
+    m = _SENTENCE_END.search(text, end, end + 40)
+    right = m.start() if m else min(len(text), end + 40)
+    return _NEGATION.search(text, left, start) is not None or _NEGATION.search(text, end, right) is not None
+
+
+def _by_letter_mention(inp: _Input) -> Extraction | None:
+    letters: set[int] = set()
+    for m in _OPTION_FORM.finditer(inp.text):
+        idx = ord(next(g for g in m.groups() if g)) - 65
+        if idx >= inp.o.n:
+            continue
+        if _negated(inp.text, m.start(), m.end()):
+            return Extraction(None, AMBIGUOUS)
+        letters.add(idx)
+    if not letters:
+        return None
+    if len(letters) > 1:
+        return Extraction(None, AMBIGUOUS)
+    return Extraction(letters.pop(), LETTER_MENTION)
+
+
+_NEGATORS = frozenset(
+    "no not without neither nor unlikely exclude excluded excluding rule ruled absent "
+    "absence negative never isn t doesn cannot".split()
+)
+
+
+def _mentions(text: str, o: _Options) -> tuple[set[int], bool]:
+    """(options whose text appears in `text`, whether any appearance is negated).
+
+    Stops early once two options are found: callers only need to know "exactly one".
+    """
+    words = f" {_norm(text)} "
+    # characters already covered by a longer option's mention: options are tried
+    # longest first, so "viral pneumonia" hides the "pneumonia" inside it
+    covered = bytearray(len(words))
+    found: set[int] = set()
+    negated = False
+    for t, i in o.mentionable:
+        needle = f" {t} "
+        at = words.find(needle)
+        while at >= 0:
+            s, e = at + 1, at + 1 + len(t)
+            if covered.find(0, s, e) >= 0:  # not wholly inside a longer mention
+                covered[s:e] = b"\x01" * (e - s)
+                found.add(i)
+                if _NEGATORS.intersection(words[max(0, at - 40) : at].split()[-4:]):
+                    negated = True
+                if len(found) > 1 or negated:
+                    return found, negated
+            at = words.find(needle, at + 1)
+    for rx, i in o.acronyms:
+        for m in rx.finditer(text):
+            found.add(i)
+            if _NEGATORS.intersection(_norm(text[max(0, m.start() - 40) : m.start()]).split()[-4:]):
+                negated = True
+            if len(found) > 1 or negated:
+                return found, negated
+    return found, negated
+
+
+def _by_option_text(inp: _Input) -> Extraction | None:
+    o = inp.o
+    if not o.mentionable and not o.acronyms:
+        return None
+    found, negated = _mentions(inp.text, o)
+    if not found:
+        return None
+    if negated or len(found) > 1 or len(o.by_text.get(o.norms[next(iter(found))], ())) > 1:
+        return Extraction(None, AMBIGUOUS)
+    return Extraction(found.pop(), OPTION_TEXT_MENTION)
+
+
+# The order is the design (see the module docstring): explicit before implicit,
+# structured before prose, refusals only after every way of answering was tried.
+STRATEGIES: tuple[tuple[str, Callable[[_Input], Extraction | None]], ...] = (
+    ("json", _by_json),
+    ("answer_tag", _by_answer_tag),
+    ("whole", _by_whole),
+    ("statements", _by_statements),
+    ("lines", _by_lines),
+    ("refusal", _by_refusal),
+    ("hedge", _by_hedge),
+    ("letter_mention", _by_letter_mention),
+    ("option_text_mention", _by_option_text),
+)
+
+

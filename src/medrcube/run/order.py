@@ -1,0 +1,55 @@
+"""The order in which a sequential run asks a cube: images, in a seeded random order.
+
+The unit is the image (the items asked of one image, its chain, stay together: the
+credibility pairs and the clustered intervals need them); an item without an image
+(restricted in the release) is a unit of its own. The permutation is a hash of the seed
+and the unit's key, so it does not depend on the cube's file order, is the same in every
+process (xdist workers agree without talking) and after a restart (a killed run resumes
+in the same order), and a unit added to the cube does not move the others.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from medrcube.cube.item import Item
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """The items of one image (or one imageless item), asked together."""
+
+    key: str
+    items: tuple[Item, ...]
+
+
+def _rank(seed: int, key: str) -> bytes:
+    return hashlib.sha256(f"{seed}\x00{key}".encode()).digest()
+
+
+def unit_order(items: Iterable[Item], seed: int) -> tuple[Unit, ...]:
+    """The cube's units in the seeded random order; items keep their cube order inside."""
+    groups: dict[str, list[Item]] = {}
+    for it in items:
+        key = f"image:{it.image}" if it.image is not None else f"item:{it.id}"
+        groups.setdefault(key, []).append(it)
+    keys = sorted(groups, key=lambda k: (_rank(seed, k), k))
+    return tuple(Unit(k, tuple(groups[k])) for k in keys)
+
+
+def next_batch(units: Sequence[Unit], start: int, size: int, needed: set[str]) -> tuple[list[Unit], int]:
+    """Up to `size` units from position `start` on that hold an item in `needed` (item
+    ids some undecided check still reads), and the position after the last one taken.
+
+    A unit none of whose items is needed is passed over for good: checks only ever
+    become decided, so no later state needs it either."""
+    taken: list[Unit] = []
+    pos = start
+    while pos < len(units) and len(taken) < size:
+        unit = units[pos]
+        pos += 1
+        if any(it.id in needed for it in unit.items):
+            taken.append(unit)
+    return taken, pos

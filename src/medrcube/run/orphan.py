@@ -1,0 +1,45 @@
+"""Stop asking when the process that wanted the answers is gone.
+
+An xdist worker runs the gate's inference for its controller. When the controller dies
+(SIGKILL, an OOM kill, a CI runner cancelled), the worker is re-parented and nothing
+reads its results any more, yet it kept sending requests for 10 to 13 s, billed by the
+provider. `until_orphaned` runs a coroutine while polling the parent's pid; once the
+parent changes, the coroutine is cancelled (its in-flight requests with it; claims
+are released by the runner's own cleanup) and `OrphanedError` is raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Awaitable
+from typing import TypeVar
+
+__all__ = ["OrphanedError", "until_orphaned"]
+
+T = TypeVar("T")
+
+
+class OrphanedError(RuntimeError):
+    """The parent process died: the work was stopped because nobody waits for it."""
+
+
+async def until_orphaned(work: Awaitable[T], *, parent: int | None = None, poll_s: float = 0.2) -> T:
+    """Await `work`; cancel it and raise OrphanedError as soon as the parent process
+    (`parent`, by default the current one) is no longer this process's parent."""
+    expected = os.getppid() if parent is None else parent
+    task = asyncio.ensure_future(work)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=poll_s)
+            if done:
+                return task.result()
+            if os.getppid() != expected:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+                raise OrphanedError(f"the controlling process {expected} is gone; stopped asking the model")
+    finally:
+        if not task.done():
+            task.cancel()

@@ -1,0 +1,140 @@
+"""The house keeps its shape: the import contracts of pyproject.toml (drawn in
+docs/architecture.md) hold, no two modules import each other in a loop, and modules stay
+small. Imports made inside functions count: grimp reads every import statement."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import grimp
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SRC = ROOT / "src"
+MAX_LINES = 500
+# Modules allowed past MAX_LINES, each with the reason one file is its right home.
+LONG_MODULES: dict[str, str] = {}
+
+
+def lint_imports(src: Path) -> subprocess.CompletedProcess[str]:
+    """lint-imports with the project's contracts, importing medrcube from `src`."""
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    exe = Path(sys.executable).with_name("lint-imports")
+    return subprocess.run(
+        [str(exe), "--config", str(ROOT / "pyproject.toml"), "--no-cache"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )
+
+
+def test_import_contracts_hold() -> None:
+    result = lint_imports(SRC)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_violation_added_on_purpose_breaks_the_contracts(tmp_path: Path) -> None:
+    copy = tmp_path / "src"
+    shutil.copytree(SRC / "medrcube", copy / "medrcube", ignore=shutil.ignore_patterns("__pycache__"))
+    metrics = copy / "medrcube" / "metrics" / "accuracy.py"
+    # The pure metrics reaching up into the report room, inside a function as a lazy import would.
+    metrics.write_text(metrics.read_text() + "\n\ndef _leak():\n    import medrcube.report.html  # noqa: F401\n")
+    result = lint_imports(copy)
+    assert result.returncode != 0
+    assert "medrcube.metrics.accuracy -> medrcube.report.html" in result.stdout
+
+
+def _cycles(graph: grimp.ImportGraph, modules: set[str]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for start in sorted(modules):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph.find_modules_directly_imported_by(start) & modules)))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.find_modules_directly_imported_by(child) & modules))))
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return found
+
+
+@pytest.fixture(scope="module")
+def graph() -> grimp.ImportGraph:
+    return grimp.build_graph("medrcube", cache_dir=None)
+
+
+def test_no_module_imports_itself_through_others(graph: grimp.ImportGraph) -> None:
+    modules = {m for m in graph.modules if m.startswith("medrcube")}
+    assert _cycles(graph, modules) == []
+
+
+def test_no_package_cycle(graph: grimp.ImportGraph) -> None:
+    # Rooms (first-level packages) as nodes: an arrow when any module of one imports the other.
+    rooms = {m.split(".")[1] for m in graph.modules if m.count(".") >= 1}
+    arrows: dict[str, set[str]] = {r: set() for r in rooms}
+    for m in graph.modules:
+        if m.count(".") < 1:
+            continue
+        for t in graph.find_modules_directly_imported_by(m):
+            if t.startswith("medrcube.") and t.split(".")[1] != m.split(".")[1]:
+                arrows[m.split(".")[1]].add(t.split(".")[1])
+    room_graph = grimp.ImportGraph()
+    for r in rooms:
+        room_graph.add_module(r)
+    for r, targets in arrows.items():
+        for t in targets:
+            room_graph.add_import(importer=r, imported=t)
+    assert _cycles(room_graph, rooms) == []
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    g = grimp.ImportGraph()
+    for m in ("a", "b", "c"):
+        g.add_module(m)
+    g.add_import(importer="a", imported="b")
+    g.add_import(importer="b", imported="a")
+    g.add_import(importer="b", imported="c")
+    assert _cycles(g, {"a", "b", "c"}) == [["a", "b"]]
+
+
+def test_modules_stay_small() -> None:
+    too_long = {}
+    for path in sorted((SRC / "medrcube").rglob("*.py")):
+        rel = path.relative_to(SRC).as_posix()
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > MAX_LINES and rel not in LONG_MODULES:
+            too_long[rel] = lines
+    assert too_long == {}, f"modules over {MAX_LINES} lines (split them, or name them in LONG_MODULES with why)"
