@@ -59,12 +59,19 @@ def guarantee_text(checks: Sequence[Check]) -> str:
 
 
 def evaluate_gate(
-    checks: Sequence[Check], records: Iterable[GradedRecord], baseline: Iterable[GradedRecord] | None = None
+    checks: Sequence[Check],
+    records: Iterable[GradedRecord],
+    baseline: Iterable[GradedRecord] | None = None,
+    *,
+    baseline_error: str | None = None,
 ) -> GateResult:
-    """Every check's verdict, decided as one family, and the gate's verdict."""
+    """Every check's verdict, decided as one family, and the gate's verdict.
+    `baseline_error` says why the baseline's records are missing (the regression checks'
+    error message)."""
     records = list(records)
     base = list(baseline) if baseline is not None else None
-    evidences = [collect(c, records, base if c.kind is CheckKind.REGRESSION else None) for c in checks]
+    evidences = [collect(c, records, base if c.kind is CheckKind.REGRESSION else None, baseline_error=baseline_error)
+                 for c in checks]
     verdicts = tuple(decide(evidences))
     gate = gate_verdict((v.to_dict() for v in verdicts), guarantee_text(checks))
     return GateResult(verdicts, gate)

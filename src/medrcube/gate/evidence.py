@@ -128,7 +128,13 @@ def _errors(check: Check, asked: Sequence[GradedRecord]) -> tuple[float, Evidenc
     return rate, None
 
 
-def collect(check: Check, records: Iterable[GradedRecord], baseline: Iterable[GradedRecord] | None = None) -> Evidence:
+def collect(
+    check: Check,
+    records: Iterable[GradedRecord],
+    baseline: Iterable[GradedRecord] | None = None,
+    *,
+    baseline_error: str | None = None,
+) -> Evidence:
     """The evidence of `check` on the run's records (all variants; the check selects its own)."""
     selected = [r for r in records if check.selects(r)]
     try:
@@ -141,7 +147,7 @@ def collect(check: Check, records: Iterable[GradedRecord], baseline: Iterable[Gr
         if check.kind is CheckKind.POSITION:
             return _position(check, selected)
         if check.kind is CheckKind.REGRESSION:
-            return _regression(check, selected, baseline)
+            return _regression(check, selected, baseline, baseline_error)
     except ValueError as exc:  # inconsistent records (e.g. duplicates): say so, decide nothing
         return Evidence(check, 0, "items", error=f"cannot evaluate: {exc}")
     raise ValueError(f"unknown check kind {check.kind!r}")
@@ -336,10 +342,12 @@ def _position(check: Check, records: list[GradedRecord]) -> Evidence:
 # --------------------------------------------------------------------------- regression
 
 
-def _regression(check: Check, records: list[GradedRecord], baseline: Iterable[GradedRecord] | None) -> Evidence:
+def _regression(
+    check: Check, records: list[GradedRecord], baseline: Iterable[GradedRecord] | None, missing: str | None = None
+) -> Evidence:
     if baseline is None:
-        return Evidence(check, 0, "items", error="a regression check needs the baseline's records: pass --baseline "
-                        "(a previous run directory or a model spec)")
+        return Evidence(check, 0, "items", error=missing or "a regression check needs the baseline's records: pass "
+                        "--baseline (a previous run directory or a model spec)")
     cand = [r for r in records if r.variant == "standard"]
     base = [r for r in baseline if r.variant == "standard" and check.selects(r)]
     rate, err = _errors(check, cand)

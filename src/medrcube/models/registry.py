@@ -131,7 +131,7 @@ def _simulate(rest: str, spec: str, cube: Cube | None, concurrency: int | None) 
         raise ModelSpecError(f"in model spec {spec!r}: {e}") from None
     if cube is None:
         raise ModelSpecError("the simulation answers from the cube's answers; pass cube= to load_adapter")
-    return SimulatedAdapter(params, cube, spec=spec, concurrency=concurrency)  # type: ignore[return-value]
+    return SimulatedAdapter(params, cube, spec=spec, concurrency=concurrency)
 
 
 def _prior(cube: Cube | None, concurrency: int | None) -> ModelAdapter:

@@ -347,18 +347,12 @@ class GateSession:
             from medrcube.gate.evaluate import evaluate_gate
 
             records = self.records()
-            needs_baseline = any(c.kind == "regression" for c in self.checks)
-            baseline, baseline_error = None, None
+            baseline, missing = None, None
             try:
-                baseline = self.baseline_records() if needs_baseline else None
+                baseline = self.baseline_records() if any(c.kind == "regression" for c in self.checks) else None
             except GateError as e:  # an unreadable baseline errors the regression checks only
-                baseline_error = str(e)
-            verdicts = evaluate_gate(self.checks, records, baseline).by_id()
-            if baseline_error is not None:
-                for c in self.checks:
-                    if c.kind == "regression":
-                        verdicts[c.id] = dataclasses.replace(verdicts[c.id], message=baseline_error)
-            self._verdicts = verdicts
+                missing = str(e)
+            self._verdicts = evaluate_gate(self.checks, records, baseline, baseline_error=missing).by_id()
         return self._verdicts[check.id]
 
     # -- hand-over to the controller -------------------------------------------------------

@@ -219,7 +219,7 @@ def gate_section(gate: Mapping[str, Any] | None) -> dict[str, Any]:
     passed = gate.get("passed")
     if passed is None:
         passed = counts["fail"] == 0 and counts["error"] == 0
-    word = (gate.get("gate") or {}).get("verdict") or ("QUALIFIED" if passed else "NOT QUALIFIED")
+    verdict = gate.get("gate") or {}  # the gate's verdict and guarantee (gate.json since issue 12)
     failing = [
         {
             "id": c.get("id"),
@@ -237,8 +237,7 @@ def gate_section(gate: Mapping[str, Any] | None) -> dict[str, Any]:
     return {
         "ran": True,
         "passed": bool(passed),
-        "word": word,  # QUALIFIED, NOT QUALIFIED or UNDECIDED
-        "guarantee": (gate.get("gate") or {}).get("guarantee", ""),
+        "word": verdict.get("verdict") or ("QUALIFIED" if passed else "NOT QUALIFIED"), "guarantee": verdict.get("guarantee", ""),
         "counts": counts,
         "total": sum(counts.values()),
         "failing": failing,
