@@ -35,6 +35,9 @@ def test_the_site_example_asks_enough_items_per_cell_for_the_default_policy(demo
 
     policy = yaml.safe_load((REPO / "thresholds.yaml").read_text(encoding="utf-8"))
     cell_min_n = [policy["min_n"]] if isinstance(policy.get("min_n"), int) else []
+    # Since issue 12 the cells inherit min_n from `defaults` (it only binds the point rule).
+    defaults = policy.get("defaults") or {}
+    cell_min_n += [defaults["min_n"]] if isinstance(defaults.get("min_n"), int) else []
     cell_min_n += [e["min_n"] for e in policy.get("cells") or [] if isinstance(e, dict) and isinstance(e.get("min_n"), int)]
     assert cell_min_n, "thresholds.yaml names no per-cell min_n: update this test to the policy's layout"
     site = load_recipe(site_recipe(demo_root, "site-policy"))

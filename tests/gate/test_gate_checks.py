@@ -23,7 +23,7 @@ POLICY = policy_from_dict({
     "overall": {"bound": 0.5, "min_n": 30},
     "slices": {"part": {"default": 0.45, "Brain": None}, "task": {"default": {"bound": 0.4, "rule": "point"}}},
     "cells": [{"match": "*/*/*", "bound": 0.4, "rule": "point"}, {"match": "Brain/*/VR", "bound": None}],
-    "credibility": {"min_rationality": 0.7, "max_shortcut_prob": 0.6, "min_pairs": 20},
+    "credibility": {"min_grounding": 0.1, "min_pairs": 20},
     "image_dependence": {"min_drop": 0.1},
     "position_robustness": {"max_gap": 0.15},
     "regression": {"alpha": 0.05, "margin": 0.02},
@@ -71,7 +71,7 @@ def test_check_fields_and_labels():
     assert task_slice.rule == "point" and task_slice.labels["level"] == "high"
     cred = by_id["credibility/part/Chest"]
     assert cred.kind is CheckKind.CREDIBILITY and cred.selector == ("Chest", None, None)
-    assert (cred.bound, cred.params["max_shortcut_prob"], cred.min_n) == (0.7, 0.6, 20)
+    assert (cred.bound, cred.metric, cred.min_n) == (0.1, "grounding", 20)
     assert cred.labels["modality"] == "Credibility"
     assert cell.to_dict()["kind"] == "cell"
 
@@ -118,10 +118,10 @@ def test_regression_checks_only_with_a_baseline():
     ("doc", "expected"),
     [
         ({"version": 1}, []),  # no overall/slices/cells/credibility sections: no accuracy checks
-        ({"version": 1, "credibility": {"min_rationality": None, "max_shortcut_prob": None}}, []),
-        ({"version": 1, "credibility": {"min_rationality": 0.5, "by_part": False, "exclude_low_tasks": []}},
+        ({"version": 1, "credibility": {"min_grounding": None}}, []),
+        ({"version": 1, "credibility": {"min_grounding": 0.5, "by_part": False, "exclude_low_tasks": []}},
          ["credibility/overall"]),
-        ({"version": 1, "credibility": {"min_rationality": 0.5, "exclude_low_tasks": []}},
+        ({"version": 1, "credibility": {"min_grounding": 0.5, "exclude_low_tasks": []}},
          ["credibility/overall", "credibility/part/Brain", "credibility/part/Chest"]),
         ({"version": 1, "image_dependence": {"enabled": False}}, []),
     ],

@@ -45,3 +45,26 @@ def test_power_bad_arguments(capsys, argv, message):
         main(["power", *argv])
     assert exc.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_power_with_design_effect_and_family(capsys):
+    # n = 184 with images of 4 items at ICC 0.3: far less than the 80% the binomial promises.
+    assert main(["power", "--bound", "0.6", "--accuracy", "0.7", "--n", "184", "--icc", "0.3",
+                 "--items-per-image", "4", "--checks", "10", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["design_effect"] == pytest.approx(1.9)
+    assert data["pass_probability"] > 0.8 > 0.6 > data["pass_probability_clustered"]
+    assert data["required_n_family"] > data["required_n_clustered"] > data["required_n"]
+
+
+def test_power_plans_a_cube_per_check(capsys, tmp_path):
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    assert main(["power", "--thresholds", str(root / "thresholds.yaml"), "--cube", str(root / "fixtures/mini"),
+                 "--json"]) == 0
+    plans = json.loads(capsys.readouterr().out)
+    by_id = {p["check_id"]: p for p in plans}
+    overall = by_id["overall"]
+    assert overall["have"] > 0 and overall["design_effect"] >= 1.0
+    assert overall["need_all"] >= overall["need_pass"] > 0 and overall["need_fail"] > overall["need_pass"]

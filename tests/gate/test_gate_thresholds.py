@@ -89,8 +89,8 @@ BAD = [
     ("version: 2\n", "version: unsupported schema version", ["(got 2)"]),
     ("version: 1\noverall: 0.5\noverall: 0.6\n", "not valid YAML: duplicate key 'overall'", []),
     ("version: 1\noverall: [0.5\n", "not valid YAML", ["line"]),
-    ("version: 1\ncredibility:\n  parts:\n    Chest: {min_rationality: 1.5}\n",
-     "credibility.parts.Chest.min_rationality: a bound must be between 0 and 1", []),
+    ("version: 1\ncredibility:\n  parts:\n    Chest: {min_grounding: 1.5}\n",
+     "credibility.parts.Chest.min_grounding: a grounding difference must be between 0 and 1", []),
     ("version: 1\nslices:\n  part: {default: {bound: 0.4, min_n: 0}}\n", "slices.part.default.min_n: must be at least 1",
      []),
     ("version: 1\nprofiles:\n  deployment:\n    overal: 0.7\n", "profiles.deployment.overal: unknown key",
@@ -204,7 +204,7 @@ def test_validate_against_cells():
     validate_against_cells(policy_from_dict({"version": 1, "slices": {"task": {"Abnormality Diagnosis": 0.5}}}),
                            CELLS)
 
-    cred = policy_from_dict({"version": 1, "credibility": {"min_rationality": 0.6, "parts": {"Brian": {}}}})
+    cred = policy_from_dict({"version": 1, "credibility": {"min_grounding": 0.1, "parts": {"Brian": {}}}})
     with pytest.raises(ThresholdsError, match=r"credibility.parts.Brian: is not a part of the cube \(did you mean 'Brain'"):
         validate_against_cells(cred, CELLS)
 

@@ -1,61 +1,76 @@
-"""The cluster-aware Wilson interval: hand-computed ICC, and the two limiting cases."""
+"""The cluster-aware score interval: hand-computed ICC, Kish's sum(m^2)/n, the t(K-1)
+quantile for few images, and the conservative fallback when the ICC is not estimable.
+
+Expectations changed with issue 12 (deliberately): the design effect uses the
+size-weighted mean cluster size, the quantile is t(K-1) when images carry several
+items, and an ICC that cannot be estimated counts images (ICC = 1) instead of items."""
 
 from __future__ import annotations
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from scipy.stats import t
 
-from medrcube.metrics.accuracy import wilson_from_proportion, wilson_interval
-from medrcube.metrics.clustered import clustered_accuracy, clustered_wilson, icc_anova
+from medrcube.metrics.accuracy import wilson_interval
+from medrcube.metrics.clustered import clustered_accuracy, clustered_wilson, icc_anova, wilson_q
 
 
 def test_icc_hand_computed():
     # Clusters (k, m): (2,2) (0,2) (1,2). n=6, K=3, p=.5.
-    # SSB = sum k^2/m - (sum k)^2/n = (2 + 0 + .5) - 1.5 = 1.0 -> MSB = .5
-    # SSW = sum (k - k^2/m) = 0 + 0 + .5 -> MSW = .5/3; m0 = (6 - 12/6)/2 = 2
-    # rho = (.5 - 1/6) / (.5 + 1/6) = .5; deff = 1 + (2 - 1) .5 = 1.5; n_eff = 4.
+    # SSB = 1.0 -> MSB = .5; SSW = .5 -> MSW = .5/3; m0 = 2; rho = .5
+    # m_w = (4+4+4)/6 = 2; deff = 1.5; n_eff = 4; quantile t(2) at .975 = 4.303.
     clusters = [(2, 2), (0, 2), (1, 2)]
     assert icc_anova(clusters) == pytest.approx(0.5)
     ci = clustered_wilson(clusters)
-    assert (ci.k, ci.n, ci.clusters) == (3, 6, 3)
+    assert (ci.k, ci.n, ci.clusters, ci.df) == (3, 6, 3, 2.0)
     assert ci.deff == pytest.approx(1.5) and ci.n_eff == pytest.approx(4.0)
-    assert (ci.lo, ci.hi) == pytest.approx(wilson_from_proportion(0.5, 4.0))
-    # Wilson at p=.5, n=4: centre .5, half = (1.96/1.9604) sqrt(.0625 + 3.8415/64) = .34996
-    assert ci.lo == pytest.approx(0.15004, abs=1e-4)
+    assert (ci.lo, ci.hi) == pytest.approx(wilson_q(0.5, 4.0, float(t.ppf(0.975, 2))))
 
 
 def test_no_clustering_equals_plain_wilson():
     clusters = [(1, 1)] * 7 + [(0, 1)] * 5
     ci = clustered_wilson(clusters)
-    assert ci.deff == 1.0 and ci.n_eff == 12
-    assert (ci.lo, ci.hi) == wilson_interval(7, 12)
+    assert ci.deff == 1.0 and ci.n_eff == 12 and ci.df == float("inf")
+    assert (ci.lo, ci.hi) == pytest.approx(wilson_interval(7, 12))
 
 
-def test_perfect_correlation_equals_wilson_on_clusters():
-    # Every image's items are all right or all wrong: the evidence is 4 images, not 12 items.
+def test_kish_uses_the_size_weighted_mean_cluster_size():
+    # One image with 20 items among 30 singles: m_w = (400 + 30) / 50 = 8.6, not 50/31.
+    clusters = [(10, 20)] + [(1, 1)] * 15 + [(0, 1)] * 15
+    ci = clustered_wilson(clusters)
+    assert ci.mean_cluster_size == pytest.approx(8.6)
+    assert ci.deff == pytest.approx(1 + 7.6 * ci.icc)
+
+
+def test_perfect_correlation_counts_images():
     clusters = [(3, 3), (0, 3), (3, 3), (0, 3)]
     ci = clustered_wilson(clusters)
-    assert ci.icc == pytest.approx(1.0)
-    assert ci.n_eff == pytest.approx(4.0)
-    assert (ci.lo, ci.hi) == pytest.approx(wilson_interval(2, 4))
-    # Unequal sizes: still as wide as Wilson on the number of images at the item proportion.
-    uneven = clustered_wilson([(3, 3), (0, 2), (1, 1)])
-    assert uneven.n_eff == pytest.approx(3.0)
-    assert (uneven.lo, uneven.hi) == pytest.approx(wilson_from_proportion(4 / 6, 3.0))
+    assert ci.icc == pytest.approx(1.0) and ci.n_eff == pytest.approx(4.0)
+    assert (ci.lo, ci.hi) == pytest.approx(wilson_q(0.5, 4.0, float(t.ppf(0.975, 3))))
 
 
 def test_negative_icc_is_clamped_and_degenerate_cases_fall_back():
     # Each image has one right and one wrong item: rho = -1, clamped to 0 (never narrower).
     assert icc_anova([(1, 2)] * 3) == pytest.approx(-1.0)
     ci = clustered_wilson([(1, 2)] * 3)
-    assert ci.icc == 0.0 and (ci.lo, ci.hi) == wilson_interval(3, 6)
-    # Everything right: rho cannot be estimated.
+    assert ci.icc == 0.0 and ci.icc_estimated
+    # Everything right: rho cannot be estimated: ICC = 1, the evidence is 2 images.
     assert icc_anova([(2, 2), (2, 2)]) is None
-    assert (clustered_wilson([(2, 2), (2, 2)]).lo, 1.0) == (wilson_interval(4, 4)[0], 1.0)
+    flat = clustered_wilson([(2, 2), (2, 2)])
+    assert (flat.icc, flat.icc_estimated, flat.n_eff) == (1.0, False, pytest.approx(2.0))
+    # One image with 12 items: no spread can be learnt from one image: [0, 1].
+    one = clustered_wilson([(12, 12)])
+    assert (one.lo, one.hi) == (0.0, 1.0) and one.p_at_most(0.5) == 1.0
     # Empty.
     empty = clustered_wilson([])
     assert (empty.n, empty.lo, empty.hi, empty.estimate) == (0, 0.0, 1.0, None)
+
+
+def test_p_values_invert_the_interval():
+    ci = clustered_wilson([(1, 1)] * 30 + [(0, 1)] * 10)
+    assert ci.p_at_most(ci.lo - 1e-6) < 0.025 < ci.p_at_most(ci.lo + 1e-6)
+    assert ci.p_at_least(ci.hi + 1e-6) < 0.025 < ci.p_at_least(ci.hi - 1e-6)
 
 
 def test_clustered_accuracy_groups_records_by_image(rec):
@@ -65,8 +80,7 @@ def test_clustered_accuracy_groups_records_by_image(rec):
         rec("e", "error", image="i3"),  # not graded: not a unit
     ]
     ci = clustered_accuracy(records)
-    assert (ci.k, ci.n, ci.clusters) == (3, 6, 2)
-    assert (ci.lo, ci.hi) == pytest.approx(wilson_interval(1, 2))
+    assert (ci.k, ci.n, ci.clusters, ci.n_eff) == (3, 6, 2, pytest.approx(2.0))
 
 
 clusters_st = st.lists(
@@ -80,5 +94,17 @@ def test_clustered_interval_contains_estimate_and_is_never_narrower(clusters):
     k, n = sum(c[0] for c in clusters), sum(c[1] for c in clusters)
     assert 0.0 <= ci.lo <= k / n <= ci.hi <= 1.0
     plain = wilson_interval(k, n)
-    assert ci.hi - ci.lo >= plain[1] - plain[0] - 1e-12
-    assert len(clusters) - 1e-9 <= ci.n_eff <= n + 1e-9
+    assert ci.hi - ci.lo >= plain[1] - plain[0] - 1e-9
+    m_w = sum(m * m for _, m in clusters) / n
+    assert n / m_w - 1e-9 <= ci.n_eff <= n + 1e-9
+
+
+def test_metrics_summary_carries_the_gates_clustered_interval(rec):
+    from medrcube.rundir.files import group_stats
+
+    records = [rec(f"a{k}", "correct" if k % 3 else "wrong", image=f"i{k // 4}") for k in range(40)]
+    stats = group_stats(records)
+    ci = clustered_accuracy(records)
+    assert stats["ci95"] == list(wilson_interval(stats["correct"], stats["n"]))  # the reference layout's key
+    assert stats["ci95_clustered"] == [ci.lo, ci.hi] and "Kish" in stats["ci_method"]
+    assert stats["images"] == 10 and stats["design_effect"] == ci.deff

@@ -54,8 +54,7 @@ slices:
 cells:
   - {match: "*/*/*", bound: 0.6}
 credibility:
-  min_rationality: 0.7
-  max_shortcut_prob: 0.6
+  min_grounding: 0.1
   min_pairs: 10
   rule: point
   by_part: false

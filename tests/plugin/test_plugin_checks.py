@@ -1,5 +1,9 @@
 """Every kind of gate check, passing and failing for the right reason, through the real
-suite (tests_benchmark/) run by pytester against the scripted server or replay files."""
+suite (tests_benchmark/) run by pytester against the scripted server or replay files.
+
+Expectations updated for issue 12 (deliberately): a check without decisive evidence is
+undecided (skipped "UNDECIDED", exit status 11), a decided failure exits 10, credibility
+gates on grounding, regression is non-inferiority on the clustered paired drop."""
 
 from __future__ import annotations
 
@@ -20,19 +24,20 @@ def test_correct_answers_pass_and_small_cells_skip(gate_ws, gate_server):
     assert verdicts["Chest/X-Ray/Modality Recognition"] == "pass"
     assert verdicts["overall"] == "pass"
     assert verdicts["slice/part/Chest"] == "pass"
-    assert verdicts["credibility/overall"] == "pass"
-    # 3 items < min_n 10: insufficient evidence, never a pass or a fail.
+    # Every perception right: no pair with a wrong perception, grounding cannot be estimated.
+    assert verdicts["credibility/overall"] == "undecided"
+    # 3 items right: not decisive, and below min_n for the point rule: undecided.
     assert verdicts["Brain/MRI/Organ Recognition"] == "undecided"
     assert verdicts["slice/part/Brain"] == "undecided"
-    result.stdout.fnmatch_lines(
-        ["SKIPPED *test_gate.py:*: Brain/MRI/Organ Recognition: n=3 < min_n=10 graded items: insufficient evidence*"]
-    )
+    result.stdout.fnmatch_lines(["SKIPPED *test_gate.py:*: UNDECIDED: Brain/MRI/Organ Recognition: undecided: *"])
     counts = outcomes(result)
     assert counts.get("failed", 0) == 0 and counts.get("errors", 0) == 0
     assert counts["passed"] == sum(v == "pass" for v in verdicts.values())
     # 27 items, one standard request each (the pre-flight is a GET /models, not counted here).
     assert gate_server.stats()["total"] == 27
-    assert result.ret == 0
+    # Required checks undecided: the gate is UNDECIDED, never green.
+    assert result.ret == 11
+    assert gate_ws.gate_json()["gate"]["verdict"] == "UNDECIDED"
 
 
 def test_wrong_answers_fail_with_numbers_and_worst_items(gate_ws, gate_server):
@@ -43,11 +48,11 @@ def test_wrong_answers_fail_with_numbers_and_worst_items(gate_ws, gate_server):
     verdicts = gate_ws.verdicts()
     assert verdicts["Chest/X-Ray/Disease Diagnosis"] == "fail"
     assert verdicts["Chest/X-Ray/Modality Recognition"] == "pass"
-    assert verdicts["overall"] == "fail"  # 15 of 27 = 0.556 < 0.6
-    assert result.ret == 1
+    assert verdicts["overall"] == "fail"  # 15 of 27 = 0.556 < 0.6 (point rule, n >= min_n)
+    assert result.ret == 10  # NOT QUALIFIED
     text = result.stdout.str()
     # The failure names observed value, bound, n and the worst items with their question.
-    assert "accuracy 0.000 < bound 0.600" in text
+    assert "accuracy 0.000 (95% CI [0.000, 0.242]) against >= 0.600: missed" in text
     assert "0/12" in text
     assert re.search(r"- cx-dd-00 \(Chest/X-Ray/Disease Diagnosis\): expected A, answered B", text)
     assert "question of cx-dd-00: Case 0: what is the most likely diagnosis on this chest radiograph?" in text
@@ -62,10 +67,14 @@ def test_credibility_fails_on_d_pairs(gate_ws):
     result = gate_ws.run(model=model)
 
     entry = next(c for c in gate_ws.gate_json()["checks"] if c["id"] == "credibility/overall")
-    assert entry["verdict"] == "fail"
+    # Every perception wrong: no pair with a right one, so grounding (P(H|L) - P(H|not L))
+    # cannot be estimated; the paper's numbers are still reported, and D equals what
+    # independence predicts (12 * 12/12 * 12/12).
+    assert entry["verdict"] == "undecided"
     assert entry["details"]["D"] == 12 and entry["details"]["A"] == 0
-    assert entry["observed"] == 0.0  # rationality = 1 - D/(A+D)
-    result.stdout.fnmatch_lines(["*rationality 0.000 < 0.700; shortcut probability 1.000 > 0.600*"])
+    assert entry["details"]["expected_D_independent"] == 12.0
+    assert entry["details"]["rationality"] == 0.0  # rationality = 1 - D/(A+D)
+    result.stdout.fnmatch_lines(["*rationality 0.000, luck rate 1.000, shortcut probability 1.000*"])
     # The diagnosis cell itself passes: the failure is the reasoning chain, not accuracy.
     assert gate_ws.verdicts()["Chest/X-Ray/Disease Diagnosis"] == "pass"
 
@@ -77,7 +86,7 @@ def test_image_dependence_fails_when_blind_equals_standard(gate_ws, gate_server)
     entry = next(c for c in gate_ws.gate_json()["checks"] if c["kind"] == "image_dependence")
     assert entry["verdict"] == "fail"
     assert entry["observed"] == 0.0  # the same answers with and without the image
-    result.stdout.fnmatch_lines(["*standard - blind accuracy: drop 0.000 < 0.200*"])
+    result.stdout.fnmatch_lines(["*standard - blind accuracy 0.000 (95% CI*) against >= 0.200: missed*"])
     assert gate_server.stats()["images"]["without"] == 27
 
 
@@ -113,7 +122,7 @@ def test_position_robustness_pass_and_fail(gate_ws, gate_server):
     entry = next(c for c in gate_ws.gate_json()["checks"] if c["id"] == "position/overall")
     assert entry["verdict"] == "fail"
     assert entry["observed"] == 0.0
-    result.stdout.fnmatch_lines(["*circular accuracy 0.000 < 0.500*"])
+    result.stdout.fnmatch_lines(["*circular accuracy 0.000 (95% CI*) against >= 0.500: missed*"])
 
 
 def test_regression_against_a_worse_candidate(gate_ws):
@@ -126,12 +135,20 @@ def test_regression_against_a_worse_candidate(gate_ws):
     assert (baseline_dir / "results.jsonl").is_file()
     result = gate_ws.run(f"--baseline={baseline_dir}", model=bad)
     verdicts = gate_ws.verdicts()
+    # Per-cell regression checks are optional (cells_required: false): a decided failure
+    # there is xfailed, never blocking. 12 unchanged items cannot show non-inferiority
+    # within 0.05 by the confidence bound; this policy's point rule passes them on the
+    # estimate (no statistical guarantee, and the verdict says so).
     assert verdicts["regression/Chest/X-Ray/Disease Diagnosis"] == "fail"
-    assert verdicts["regression/Chest/X-Ray/Modality Recognition"] == "pass"  # unchanged answers
+    assert verdicts["regression/Chest/X-Ray/Modality Recognition"] == "pass"
+    mr = next(c for c in gate_ws.gate_json()["checks"] if c["id"] == "regression/Chest/X-Ray/Modality Recognition")
+    assert mr["decided_by"] == "point estimate" and "no statistical guarantee" in mr["guarantee"]
     assert verdicts["regression/Brain/MRI/Organ Recognition"] == "undecided"  # 3 shared items
-    result.stdout.fnmatch_lines(["*regression: significantly worse (p=0.0002441 < alpha 0.05)*"])
+    assert verdicts["regression/overall"] == "fail"  # 12 of 27 lost: decisively beyond the margin
+    result.stdout.fnmatch_lines(["*drop against the baseline 0.444 (*) against <= 0.050: missed*"])
+    assert outcomes(result).get("xfailed", 0) >= 1
 
-    # Baseline as a model spec; a candidate equal to its baseline passes.
+    # Baseline as a model spec; a candidate equal to its baseline never fails.
     gate_ws.run(f"--baseline={good}", model=good)
     verdicts = gate_ws.verdicts()
     assert verdicts["regression/Chest/X-Ray/Disease Diagnosis"] == "pass"

@@ -43,7 +43,7 @@ def test_api_errors_are_errors_not_failures(gate_ws, gate_server, status):
     assert "errors of" in lines[0] and "the evidence is incomplete; not graded" in lines[0]
     # The most frequent causes, once, in the summary.
     result.stdout.fnmatch_lines(["failed requests: *; most frequent causes:", f"  * x *HTTP {status}*"])
-    assert result.ret == 1
+    assert result.ret == 11  # UNDECIDED: required checks not graded (issue 12), never a failed gate
     assert gate_server.stats()["total"] >= 1
 
 

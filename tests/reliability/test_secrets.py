@@ -176,7 +176,7 @@ def test_the_key_reaches_no_file_and_no_output_on_any_path(tmp_path: Path, scrip
             cwd=tmp_path / "gate", capture_output=True, text=True, timeout=300, env=_env(tmp_path, OPENAI_LOG="debug"))
         outputs.extend([gate.stdout, gate.stderr])
         paths += 1
-        assert gate.returncode in (0, 1), gate.stdout[-3000:] + gate.stderr[-2000:]
+        assert gate.returncode in (0, 1, 10, 11), gate.stdout[-3000:] + gate.stderr[-2000:]
         assert any((tmp_path / "gate" / f"allure{n}").iterdir())
 
     # 6. in process, every logger at DEBUG (openai, httpx, httpcore, medrcube).

@@ -73,6 +73,7 @@ def test_report_with_a_failed_gate(small_cube: Path, run_dir: Path, tmp_path: Pa
     _assert_self_contained(page)
 
     # The verdict comes first, with the counts.
+    assert doc["gate"]["verdict"] == "NOT QUALIFIED"
     assert page.index("NOT QUALIFIED") < page.index("The cube: accuracy per cell")
     counts = doc["counts"]
     for status, words in (("pass", "passed"), ("fail", "failed"), ("undecided", "undecided"), ("error", "errors")):

@@ -41,21 +41,22 @@ ACCURACY_KINDS = frozenset({CheckKind.CELL, CheckKind.SLICE, CheckKind.OVERALL})
 @dataclass(frozen=True, slots=True)
 class Check:
     """One gate case. `params` holds the kind's extra bounds (max_shortcut_prob, max_gap,
-    alpha, margin, rotations, exclude_low_tasks); `labels` are for Allure: part,
+    margin, rotations, exclude_low_tasks); `labels` are for Allure: part,
     modality, task, level, severity and kind. Treat both dicts as read-only."""
 
     id: str
     kind: CheckKind
-    metric: str  # accuracy, rationality, blind_drop, circular_accuracy, regression_drop
+    metric: str  # accuracy, grounding, blind_drop, circular_accuracy, regression_drop
     part: str | None  # selector: None means any value of the axis
     modality: str | None
     task: str | None
     bound: float | None  # the primary bound (None: the check relies on params only)
-    rule: str  # point, lower_bound, or mcnemar (regression)
-    confidence: float
-    min_n: int
+    rule: str  # point (no statistical guarantee) or lower_bound
+    confidence: float  # two-sided; each one-sided claim is made at (1 - confidence) / 2
+    min_n: int  # the point rule decides on its estimate only from this many units
     max_error_rate: float
     source: str = ""  # the thresholds.yaml key the bound came from
+    required: bool = True  # False: reported, never blocks the gate
     above_chance: float = 0.0  # accuracy checks: bound raised to chance level + this
     variants: tuple[str, ...] = ("standard",)  # record variants the check reads
     params: dict[str, Any] = field(default_factory=dict, hash=False, compare=True)
@@ -76,6 +77,11 @@ class Check:
             and (self.modality is None or record.modality == self.modality)
             and (self.task is None or record.task == self.task)
         )
+
+    @property
+    def alpha(self) -> float:
+        """The one-sided level of each of the check's claims (pass or fail)."""
+        return (1.0 - self.confidence) / 2.0
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -133,7 +139,7 @@ def _accuracy_check(
     return Check(
         id=cid, kind=kind, metric="accuracy", part=sel[0], modality=sel[1], task=sel[2], bound=b.bound, rule=b.rule,
         confidence=b.confidence, min_n=b.min_n, max_error_rate=b.max_error_rate, source=b.source,
-        above_chance=b.above_chance, labels=labels,
+        above_chance=b.above_chance, labels=labels, required=b.required,
     )
 
 
@@ -205,7 +211,7 @@ def build_checks(
             id="image-dependence/overall", kind=CheckKind.IMAGE_DEPENDENCE, metric="blind_drop",
             part=None, modality=None, task=None, bound=idp.min_drop, rule=idp.rule, confidence=idp.confidence,
             min_n=idp.min_n, max_error_rate=idp.max_error_rate, source=f"{idp.source}.min_drop",
-            variants=("standard", "blind"),
+            variants=("standard", "blind"), required=idp.required,
             labels=_labels(ALL_PARTS, "Image dependence", "Standard vs blind", "overall", "critical",
                            CheckKind.IMAGE_DEPENDENCE),
         ))
@@ -217,6 +223,7 @@ def build_checks(
             part=None, modality=None, task=None, bound=pos.min_circular_accuracy, rule=pos.rule,
             confidence=pos.confidence, min_n=pos.min_n, max_error_rate=pos.max_error_rate, source=pos.source,
             variants=("standard", "shuffled"), params={"max_gap": pos.max_gap, "rotations": rotations},
+            required=pos.required,
             labels=_labels(ALL_PARTS, "Position robustness", "Circular accuracy", "overall", "normal",
                            CheckKind.POSITION),
         ))
@@ -230,9 +237,10 @@ def build_checks(
             level = _level_name(sel[2]) if sel[2] else "overall"
             checks.append(Check(
                 id=cid, kind=CheckKind.REGRESSION, metric="regression_drop", part=sel[0], modality=sel[1],
-                task=sel[2], bound=reg.margin, rule="mcnemar", confidence=reg.confidence, min_n=reg.min_n,
+                task=sel[2], bound=reg.margin, rule=reg.rule, confidence=1.0 - 2.0 * reg.alpha, min_n=reg.min_n,
                 max_error_rate=reg.max_error_rate, source=f"{reg.source}.margin",
                 params={"alpha": reg.alpha, "margin": reg.margin},
+                required=reg.required if cid == "regression/overall" else reg.cells_required,
                 labels=_labels(sel[0] or ALL_PARTS, sel[1] or ALL_MODALITIES, sel[2] or ALL_TASKS, level,
                                "critical" if level in ("overall", "high") else _SEVERITY_BY_LEVEL[level],
                                CheckKind.REGRESSION),
@@ -258,14 +266,14 @@ def _credibility_checks(cube_cells: list[tuple[str, str, str]], parts: list[str]
     out = []
     for cid, part in scopes:
         bounds = cred.overall if part is None else cred.for_part(part)
-        if (bounds.min_rationality is None and bounds.max_shortcut_prob is None) or not has_chain(part):
+        if bounds.min_grounding is None or not has_chain(part):
             continue
         out.append(Check(
-            id=cid, kind=CheckKind.CREDIBILITY, metric="rationality", part=part, modality=None, task=None,
-            bound=bounds.min_rationality, rule=cred.rule, confidence=cred.confidence, min_n=bounds.min_pairs,
-            max_error_rate=cred.max_error_rate, source=bounds.source,
-            params={"max_shortcut_prob": bounds.max_shortcut_prob, "exclude_low_tasks": list(cred.exclude_low_tasks)},
-            labels=_labels(part or ALL_PARTS, "Credibility", "Rationality and shortcuts", "credibility",
+            id=cid, kind=CheckKind.CREDIBILITY, metric="grounding", part=part, modality=None, task=None,
+            bound=bounds.min_grounding, rule=cred.rule, confidence=cred.confidence, min_n=bounds.min_pairs,
+            max_error_rate=cred.max_error_rate, source=bounds.source, required=cred.required,
+            params={"exclude_low_tasks": list(cred.exclude_low_tasks)},
+            labels=_labels(part or ALL_PARTS, "Credibility", "Grounding of diagnosis in perception", "credibility",
                            "critical", CheckKind.CREDIBILITY),
         ))
     return out

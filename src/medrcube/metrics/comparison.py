@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from medrcube.metrics.accuracy import wilson_interval
+from medrcube.metrics.clustered import image_key
+from medrcube.metrics.paired import MeanDifference, clustered_mean_difference
 from medrcube.records import GradedRecord
 
 
@@ -156,8 +158,9 @@ class Regression:
 
     counts: PairedCounts  # first = candidate, second = baseline
     drop: float | None  # baseline accuracy - candidate accuracy (positive = worse)
-    interval: tuple[float, float]  # Newcombe interval of the drop
-    test: McNemar
+    interval: tuple[float, float]  # Newcombe interval of the drop (independent pairs; for reference)
+    test: McNemar  # exact McNemar (independent pairs; for reference)
+    clustered: MeanDifference | None = None  # the drop, clustered by image: what the gate decides on
 
     @property
     def p_worse(self) -> float:
@@ -170,6 +173,7 @@ class Regression:
             "drop": self.drop,
             "interval": list(self.interval),
             "mcnemar": self.test.to_dict(),
+            "clustered": None if self.clustered is None else self.clustered.to_dict(),
         }
 
 
@@ -177,8 +181,11 @@ def regression(
     candidate: Iterable[GradedRecord], baseline: Iterable[GradedRecord], confidence: float = 0.95
 ) -> Regression:
     """Compare the candidate's records with the baseline's on the items both graded."""
-    _, counts = paired_records(candidate, baseline)
+    pairs, counts = paired_records(candidate, baseline)
     lo, hi = newcombe_paired_interval(counts.a, counts.b, counts.c, counts.d, confidence)
     drop = None if counts.difference is None else -counts.difference
+    clustered = clustered_mean_difference(
+        ((image_key(c), float(b.correct) - float(c.correct)) for c, b in pairs), confidence
+    )
     # The drop is second - first, so its interval is the negated, swapped one.
-    return Regression(counts, drop, (-hi, -lo), mcnemar_exact(counts.b, counts.c))
+    return Regression(counts, drop, (-hi, -lo), mcnemar_exact(counts.b, counts.c), clustered)

@@ -162,3 +162,106 @@ def credibility_by_part(
     return {
         part: credibility(by_part[part], exclude_low_tasks=exclude_low_tasks) for part in sorted(by_part)
     }
+
+
+# --------------------------------------------------------------------------- grounding
+
+GROUNDING_METHOD = (
+    "P(H|L) - P(H|not L), cluster-robust (linearised) over images, t(K-1); "
+    "se floored at the Agresti-Caffo independent-pairs se"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Grounding:
+    """How much more often the diagnosis (H) is right when the perception (L) on the
+    same image is right than when it is wrong: a dependence measure that is 0 for any
+    model whose diagnosis and perception are independent, whatever its accuracy.
+
+    The paper's shortcut probability D/(C+D) is P(H | not L): under independence it
+    equals P(H), so a bound on it is a bound on diagnostic accuracy (see
+    docs/guarantees.md); it stays in every output for comparison with the paper.
+    """
+
+    pairs: int
+    images: int
+    p_h_given_l: float | None  # A / (A + B)
+    p_h_given_not_l: float | None  # D / (C + D): the paper's shortcut probability
+    difference: float | None  # the two above, subtracted
+    se: float
+    df: float
+    lo: float
+    hi: float
+    confidence: float
+    odds_ratio: float | None  # (A C) / (B D) with 0.5 added to every group (Haldane)
+    expected_D: float | None  # D under independence: n P(H) P(not L)
+    observed_D: int
+    method: str = GROUNDING_METHOD
+
+    def p_at_most(self, bound: float) -> float:
+        """One-sided p of H0: true difference <= bound (small: decisively grounded)."""
+        from medrcube.metrics.clustered import t_sf
+
+        if self.difference is None or self.df < 1:
+            return 1.0
+        return t_sf((self.difference - bound) / self.se, self.df)
+
+    def p_at_least(self, bound: float) -> float:
+        """One-sided p of H0: true difference >= bound (small: decisively not grounded)."""
+        from medrcube.metrics.clustered import t_sf
+
+        if self.difference is None or self.df < 1:
+            return 1.0
+        return t_sf((bound - self.difference) / self.se, self.df)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["df"] = None if self.df == float("inf") else self.df
+        return d
+
+
+def grounding(pairs: Iterable[Pair], confidence: float = 0.95) -> Grounding:
+    """The grounding difference of already-formed pairs, clustered by image."""
+    import math
+
+    from medrcube.metrics.clustered import t_quantile
+
+    # Per image: a = L and H, n1 = L; c = not L and H, n0 = not L.
+    per: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    counts = dict.fromkeys(GROUPS, 0)
+    for p in pairs:
+        row = per[p.image]
+        counts[p.group] += 1
+        if p.low.correct:
+            row[1] += 1
+            row[0] += p.high.correct
+        else:
+            row[3] += 1
+            row[2] += p.high.correct
+    a, b, c, d = (counts[g] for g in GROUPS)
+    n = a + b + c + d
+    n1, n0 = a + b, c + d
+    big_k = len(per)
+    expected_d = (a + d) * (c + d) / n if n else None
+    # odds(H | L) / odds(H | not L) = (A / B) / (D / C), Haldane's 0.5 in every group.
+    odds = (a + 0.5) * (c + 0.5) / ((b + 0.5) * (d + 0.5)) if n else None
+    if n1 == 0 or n0 == 0:
+        return Grounding(n, big_k, _ratio(a, n1), _ratio(d, n0), None, math.inf, 0.0, -1.0, 1.0, confidence,
+                         odds, expected_d, d)
+    p1, p0 = a / n1, d / n0
+    diff = p1 - p0
+    resid = []
+    for key in sorted(per):
+        ra, rn1, rc, rn0 = per[key]
+        resid.append((ra - p1 * rn1) / n1 - (rc - p0 * rn0) / n0)
+    var = sum(r * r for r in resid) * (big_k / (big_k - 1)) if big_k > 1 else math.inf
+    # Floor: Agresti & Caffo (2000, Am. Stat. 54:280) add one success and one failure per group.
+    q1, q0 = (a + 1) / (n1 + 2), (d + 1) / (n0 + 2)
+    floor = q1 * (1 - q1) / (n1 + 2) + q0 * (1 - q0) / (n0 + 2)
+    se = math.sqrt(max(var, floor))
+    df = float(big_k - 1)
+    q = t_quantile(0.5 + confidence / 2.0, df)
+    half = q * se
+    lo = max(-1.0, diff - half) if math.isfinite(half) else -1.0
+    hi = min(1.0, diff + half) if math.isfinite(half) else 1.0
+    return Grounding(n, big_k, p1, p0, diff, se, df, lo, hi, confidence, odds, expected_d, d)

@@ -239,3 +239,57 @@ def needed_n_text(
     if need < min_n:
         return f"{what} needs n>={min_n} (the policy's min_n; {power:.0%} power from n>={need})"
     return f"{what} needs n>={need} for {power:.0%} power"
+
+
+# --------------------------------------------------------------------------- clustered planning
+
+
+def score_required_n(
+    bound: float, accuracy: float, alpha: float, *, deff: float = 1.0, power: float = DEFAULT_POWER
+) -> int | None:
+    """Items for a one-sided score test of a proportion against `bound` to decide with
+    `power` when the true value is `accuracy` (either side), at one-sided level `alpha`,
+    with the items' design effect `deff` (Kish: 1 + (m_w - 1) ICC):
+
+        n_eff = ((z_alpha sqrt(b (1 - b)) + z_power sqrt(p (1 - p))) / |p - b|)^2,  n = n_eff * deff.
+
+    The normal approximation of the binomial (Fleiss, Levin & Paik 2003, sec. 2.5);
+    None when p == b (no n decides)."""
+    from scipy.stats import norm
+
+    if accuracy == bound or not 0.0 < bound < 1.0:
+        return None
+    za, zb = float(norm.isf(alpha)), float(norm.ppf(power))
+    d = abs(accuracy - bound)
+    n_eff = ((za * math.sqrt(bound * (1 - bound)) + zb * math.sqrt(accuracy * (1 - accuracy))) / d) ** 2
+    return max(1, math.ceil(n_eff * max(1.0, deff)))
+
+
+def normal_required_n(unit_sd: float, distance: float, alpha: float, *, power: float = DEFAULT_POWER) -> int | None:
+    """Units for a one-sided test of a mean at distance `distance` from its bound, when one
+    unit's standard deviation (design effect included) is `unit_sd`: ((z_a + z_b) sd / d)^2."""
+    from scipy.stats import norm
+
+    if distance <= 0 or not math.isfinite(unit_sd):
+        return None
+    za, zb = float(norm.isf(alpha)), float(norm.ppf(power))
+    return max(1, math.ceil(((za + zb) * max(unit_sd, 1e-3) / distance) ** 2))
+
+
+def clustered_power(
+    bound: float, accuracy: float, n: int, alpha: float, *, deff: float = 1.0
+) -> float:
+    """Approximate probability that a one-sided score test at level `alpha` decides a
+    proportion check on n items with design effect `deff` (pass when accuracy > bound,
+    fail when below): the normal approximation behind score_required_n."""
+    from scipy.stats import norm
+
+    if n <= 0 or accuracy == bound or not 0.0 < bound < 1.0:
+        return 0.0
+    n_eff = n / max(1.0, deff)
+    za = float(norm.isf(alpha))
+    d = abs(accuracy - bound)
+    sd_p = math.sqrt(accuracy * (1 - accuracy) / n_eff)
+    if sd_p == 0:
+        return 1.0
+    return float(norm.cdf((d - za * math.sqrt(bound * (1 - bound) / n_eff)) / sd_p))

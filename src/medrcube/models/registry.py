@@ -4,6 +4,7 @@ Grammar (first match wins)::
 
     random[:SEED]            uniform over the item's own options (baselines.py)
     prior                    text-only answer prior, leave-one-out (needs the cube)
+    simulate:KEY=V,...       a SIMULATED model of known accuracy and image correlation (simulate.py)
     replay:FILE              recorded responses: JSON Lines or a reference results.json
     openai:NAME[@BASE_URL]   an OpenAI-compatible chat completions endpoint
     hf:PATH_OR_ID            in-process transformers model (pip install 'medrcube[hf]')
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PROVIDERS", "ModelSpecError", "ModelsFileError", "load_adapter", "RoundRobinAdapter"]
 
-PROVIDERS: tuple[str, ...] = ("random", "prior", "replay", "openai", "hf")
+PROVIDERS: tuple[str, ...] = ("random", "prior", "simulate", "replay", "openai", "hf")
 
 HF_INSTALL_HINT = (
     "the hf: provider needs torch and transformers: pip install 'medrcube[hf]' "
@@ -83,6 +84,8 @@ def load_adapter(
         return _random(rest, spec, concurrency)
     if prefix == "prior":
         raise ModelSpecError("the prior baseline takes no argument: write `prior` (it is built from the cube being run)")
+    if prefix == "simulate":
+        return _simulate(rest, spec, cube, concurrency)
     if prefix == "replay":
         from medrcube.models.replay import ReplayAdapter
 
@@ -105,7 +108,8 @@ def load_adapter(
 
 
 def _grammar() -> str:
-    return "random[:SEED], prior, replay:FILE, openai:NAME[@BASE_URL], hf:PATH_OR_ID, or a name from models.yaml"
+    return ("random[:SEED], prior, simulate:accuracy=P[,icc=R,seed=S,grounded=true], replay:FILE, "
+            "openai:NAME[@BASE_URL], hf:PATH_OR_ID, or a name from models.yaml")
 
 
 def _random(seed: str, spec: str, concurrency: int | None) -> ModelAdapter:
@@ -116,6 +120,18 @@ def _random(seed: str, spec: str, concurrency: int | None) -> ModelAdapter:
     except ValueError:
         raise ModelSpecError(f"in model spec {spec!r}: the random seed must be an integer, as in random:42") from None
     return RandomAdapter(value, spec=spec, concurrency=concurrency)
+
+
+def _simulate(rest: str, spec: str, cube: Cube | None, concurrency: int | None) -> ModelAdapter:
+    from medrcube.models.simulate import SimulatedAdapter, SimulationSpecError, parse_simulation
+
+    try:
+        params = parse_simulation(rest)
+    except SimulationSpecError as e:
+        raise ModelSpecError(f"in model spec {spec!r}: {e}") from None
+    if cube is None:
+        raise ModelSpecError("the simulation answers from the cube's answers; pass cube= to load_adapter")
+    return SimulatedAdapter(params, cube, spec=spec, concurrency=concurrency)
 
 
 def _prior(cube: Cube | None, concurrency: int | None) -> ModelAdapter:

@@ -14,10 +14,14 @@ xdist starts its workers, and one short pre-flight request checks that the endpo
 answers, so that every mistake is one `pytest.UsageError` before the run.
 
 How a check's verdict shows up in pytest (plugin/render.py, the one table):
-pass -> passed; fail -> failed, with the numbers and the worst items; undecided
-(insufficient evidence) -> skipped, with the n it needs; error (API-error rate above the
-bound, or inference itself broke) -> an *error* in the test's setup, one line, never a
-failed gate.
+- pass: passed;
+- fail: failed, with the numbers and the worst items in the message;
+- fail of an optional check: xfailed (reported, never blocking);
+- undecided (insufficient evidence): skipped with the reason "UNDECIDED" and the n that
+  would decide; not passed in the terminal, JUnit and Allure;
+- error (API-error rate above the bound, or inference itself broke): an *error* in the
+  test's setup (the `verdict` fixture raises `GateError`), counted by pytest under
+  "errors", never as a failed gate.
 """
 
 from __future__ import annotations
@@ -243,6 +247,16 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         config.workeroutput[summary.HANDOVER] = run.handover()  # type: ignore[attr-defined]
 
 
+def set_exit_status(session: pytest.Session, report: summary.GateReport) -> None:
+    """The gate's verdict as the exit status: QUALIFIED leaves pytest's own, NOT QUALIFIED
+    is 10 and UNDECIDED 11, replacing pytest's 0 (all passed or skipped) or 1 (tests
+    failed) only; interrupted (2), internal error (3), usage error (4) and no tests (5)
+    stay. So CI cannot go green on skipped checks."""
+    outcome = summary.gate_outcome(report.entries.values(), "", report.meta.get("not_run", ()))
+    if outcome.exit_code and int(session.exitstatus) in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+        session.exitstatus = outcome.exit_code
+
+
 class ControllerHooks:
     """The controller's hooks, registered in pytest_configure; bound to their config as
     junitxml's LogXML is, since pytest_runtest_logreport carries no config."""
@@ -283,6 +297,7 @@ class ControllerHooks:
         if self.report.entries:
             run = gate.open_session(self.config)
             self.report.finish(run, kinds_off=run.kinds_off())
+            set_exit_status(session, self.report)
             alluredir = getattr(self.config.option, "allure_report_dir", None)
             if alluredir:
                 from medrcube.plugin import allure as allure_files

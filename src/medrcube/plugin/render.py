@@ -65,18 +65,6 @@ def counts(statuses: Iterable[object]) -> dict[str, int]:
     return out
 
 
-def gate_verdict(entries: Iterable[Mapping[str, Any]]) -> str:
-    """The run's verdict as displayed: QUALIFIED when every required check passed, NOT
-    QUALIFIED when one failed, otherwise UNDECIDED (the exit status is the gate's)."""
-    required = [e for e in entries if e.get("required", True)]
-    statuses = [canonical(e["verdict"]) for e in required]
-    if any(s == "fail" for s in statuses):
-        return "NOT QUALIFIED"
-    if statuses and all(s == "pass" for s in statuses):
-        return "QUALIFIED"
-    return "UNDECIDED"
-
-
 def short_question(text: str | None) -> str | None:
     if not text:
         return None

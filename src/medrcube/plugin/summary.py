@@ -111,7 +111,10 @@ def report_properties(payload: Mapping[str, Any]) -> list[tuple[str, str]]:
         (PROPERTY, json.dumps(payload, sort_keys=True)),
         ("medrcube_check", payload["id"]),
         ("medrcube_status", payload["verdict"]),
+        ("medrcube_required", str(payload.get("required", True)).lower()),
     ]
+    if payload.get("guarantee"):
+        props.append(("medrcube_guarantee", payload["guarantee"]))
     for key in ("observed", "bound", "n", "chance", "error_rate"):
         if payload.get(key) is not None:
             props.append((f"medrcube_{key}", _num(payload[key])))
@@ -174,18 +177,28 @@ def merge_handovers(handovers: Iterable[Mapping[str, Any]]) -> Any:
 def gate_document(entries: Iterable[Mapping[str, Any]], meta: Mapping[str, Any]) -> dict[str, Any]:
     """gate.json: every decided check, in a stable order, with the run's identity."""
     from medrcube.plugin.render import counts as count_statuses
-    from medrcube.plugin.render import gate_verdict
 
     rank = {k: i for i, k in enumerate(KIND_ORDER)}
     checks = sorted(entries, key=lambda e: (rank.get(e["kind"], len(rank)), e.get("order", 0), e["id"]))
     counts = count_statuses(e["verdict"] for e in checks)
     doc: dict[str, Any] = {"schema_version": GATE_SCHEMA_VERSION}
     doc.update(meta)
-    doc["verdict"] = gate_verdict(checks)
-    doc["passed"] = counts.get("fail", 0) == 0 and counts.get("error", 0) == 0
+    gate = gate_outcome(checks, meta.get("guarantee", ""), meta.get("not_run", ()))
+    doc["gate"] = gate.to_dict()
+    doc["verdict"] = gate.status.value
+    doc["passed"] = gate.exit_code == 0  # QUALIFIED only
     doc["counts"] = counts
     doc["checks"] = [{k: v for k, v in e.items() if k not in ("order", "nodeid")} for e in checks]
     return doc
+
+
+def gate_outcome(entries: Iterable[Mapping[str, Any]], guarantee: str = "", not_run: Iterable[str] = ()) -> Any:
+    """The gate's verdict (medrcube.gate.verdict.GateVerdict) from the payloads; a required
+    check that produced no payload (deselected, or the run stopped) counts as undecided."""
+    from medrcube.gate.verdict import gate_verdict
+
+    missing = [{"id": cid, "verdict": "undecided", "required": True, "needed_n": None} for cid in not_run]
+    return gate_verdict([*entries, *missing], guarantee)
 
 
 # -- terminal summary ----------------------------------------------------------------------
@@ -247,10 +260,15 @@ def number_lines(entries: Sequence[Mapping[str, Any]]) -> list[str]:
         d = e.get("details") or {}
         if e["kind"] == "credibility":
             groups = " ".join(f"{g}={d[g]}" for g in "ABCD" if g in d)
+            g = d.get("grounding") or {}
+            expected = d.get("expected_D_independent")
             lines.append(
-                f"credibility {e['id'].removeprefix('credibility/')}: rationality {_fmt(d.get('rationality'))}, "
+                f"credibility {e['id'].removeprefix('credibility/')}: grounding {_fmt(g.get('difference'))}"
+                f"{_interval(e)}, rationality {_fmt(d.get('rationality'))}, "
                 f"shortcut probability {_fmt(d.get('shortcut_prob'))}, {d.get('pairs', e['n'])} pairs"
-                f"{f' ({groups})' if groups else ''}: {e['verdict']}"
+                f"{f' ({groups}' if groups else ''}"
+                f"{f', D expected if independent {expected:.1f}' if groups and expected is not None else ''}"
+                f"{')' if groups else ''}: {e['verdict']}"
             )
         elif e["kind"] == "image_dependence":
             lines.append(
@@ -331,7 +349,7 @@ def off_lines(meta: Mapping[str, Any]) -> list[str]:
 
 
 def summary_lines(entries: Sequence[Mapping[str, Any]], meta: Mapping[str, Any], written: list[Path]) -> list[str]:
-    from medrcube.plugin.render import STATUSES, gate_verdict
+    from medrcube.plugin.render import STATUSES
     from medrcube.plugin.render import counts as count_statuses
 
     cube = meta.get("cube", {})
@@ -355,7 +373,9 @@ def summary_lines(entries: Sequence[Mapping[str, Any]], meta: Mapping[str, Any],
     )
     if written:
         lines.append(f"written: {written[0].parent}/ (" + ", ".join(p.name for p in written) + ")")
-    lines.append(f"gate verdict: {gate_verdict(entries)}")
+    gate = gate_outcome(entries, meta.get("guarantee", ""), meta.get("not_run", ()))
+    lines.append(gate.text())
+    lines.append(f"exit status {gate.exit_code} (QUALIFIED 0, NOT QUALIFIED 10, UNDECIDED 11)")
     return lines
 
 
@@ -394,6 +414,7 @@ class GateReport:
         run_dir = new_run_dir(session.options.report_dir, session.adapter.spec)  # as `medrcube run` names it
         self.meta = run_meta(session, run_dir.name, result, self.handovers)
         self.meta["kinds_off"] = dict(kinds_off or {})
+        self.meta.update(gate_meta(session, self.entries))
         doc = gate_document(self.entries.values(), self.meta)
         self.written, warning = write_run(run_dir, result, self.meta, cube=session.cube, gate=doc)
         warn(warning)
@@ -421,6 +442,15 @@ def served_model(adapter: Any) -> str | None:
     from medrcube.service import SERVED
 
     return SERVED.get(getattr(adapter, "spec", ""))
+
+
+def gate_meta(session: Any, entries: Mapping[str, Any]) -> dict[str, Any]:
+    """What gate.json and the summary need to state the gate's verdict: its guarantee on
+    this policy, and the required checks of the run that produced no verdict."""
+    from medrcube.gate.evaluate import guarantee_text
+
+    not_run = [c.id for c in session.checks if c.required and c.id not in entries]
+    return {"guarantee": guarantee_text(session.checks), "not_run": not_run}
 
 
 def run_meta(session: Any, run_id: str, result: Any, handovers: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:

@@ -84,14 +84,19 @@ class Stat:
     n: int
     correct: int
     acc: float | None
-    lo: float | None = None  # Wilson 95% interval (None when read from a bare summary)
+    # 95% interval clustered by image, the one the gate decides with (metrics.clustered;
+    # None when read from a bare summary)
+    lo: float | None = None
     hi: float | None = None
     chance: float | None = None  # mean 1/n_options over the graded records
 
     @classmethod
     def of(cls, records: Sequence[GradedRecord]) -> Stat:
+        from medrcube.metrics.clustered import clustered_accuracy
+
         a = accuracy(records)
-        return cls(a.n, a.correct, a.acc, a.lo, a.hi, chance_level(records))
+        ci = clustered_accuracy(records)
+        return cls(a.n, a.correct, a.acc, ci.lo, ci.hi, chance_level(records))
 
 
 @dataclass

@@ -36,7 +36,8 @@ def gate_section(gate: Mapping[str, Any] | None) -> dict[str, Any]:
     passed = gate.get("passed")
     if passed is None:
         passed = counts["fail"] == 0 and counts["error"] == 0
-    word = gate.get("verdict") or ("QUALIFIED" if passed else "NOT QUALIFIED")
+    verdict = gate.get("gate") or {}  # the gate core's verdict and its guarantee (gate.json, issue 12)
+    word = verdict.get("verdict") or gate.get("verdict") or ("QUALIFIED" if passed else "NOT QUALIFIED")
     failing = [
         {
             "id": c.get("id"),
@@ -55,6 +56,7 @@ def gate_section(gate: Mapping[str, Any] | None) -> dict[str, Any]:
         "ran": True,
         "passed": bool(passed),
         "word": word,
+        "guarantee": verdict.get("guarantee", ""),
         "counts": counts,
         "total": sum(counts.values()),
         "failing": failing,

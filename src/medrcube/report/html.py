@@ -258,7 +258,7 @@ def _cell_title(part: str, modality: str, task: str, s: Stat | None, verdict: st
     where = f"{part} / {modality} / {task}"
     if s is None:
         return f"{where}: no items"
-    text = f"{where}: accuracy {pct(s.acc)} ({s.correct}/{s.n}), 95% CI [{pct(s.lo)}, {pct(s.hi)}]"
+    text = f"{where}: accuracy {pct(s.acc)} ({s.correct}/{s.n}), 95% CI [{pct(s.lo)}, {pct(s.hi)}] (clustered by image)"
     return text + (f"; gate: {verdict}" if verdict else "")
 
 

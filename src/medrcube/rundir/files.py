@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from medrcube.metrics.accuracy import accuracy
+from medrcube.metrics.clustered import METHOD as CLUSTERED_METHOD
+from medrcube.metrics.clustered import clustered_accuracy
 from medrcube.records import GradedRecord, is_perturbation
 from medrcube.run.runner import RunResult
 
@@ -51,12 +53,19 @@ _SLICES: tuple[tuple[str, Callable[[GradedRecord], str], str], ...] = (
 
 def group_stats(records: Iterable[GradedRecord]) -> dict[str, Any]:
     """One group's numbers: the reference's n/correct/acc plus interval and side counts."""
+    records = list(records)
     a = accuracy(records)
+    ci = clustered_accuracy(records)
     return {
         "n": a.n,
         "correct": a.correct,
         "acc": a.acc,
-        "ci95": [a.lo, a.hi],
+        "ci95": [a.lo, a.hi],  # plain Wilson (the reference layout's key)
+        # The interval the gate decides with: clustered by image (metrics.clustered).
+        "ci95_clustered": [ci.lo, ci.hi],
+        "ci_method": CLUSTERED_METHOD,
+        "images": ci.clusters,
+        "design_effect": ci.deff,
         "unparsed": a.unparsed,
         "refused": a.refused,
         "error": a.errors,

@@ -10,8 +10,12 @@ process and decides the check; `enforce` turns the verdict into the outcome:
 
     pass                    -> passed
     fail                    -> failed, with observed value, interval, bound, n, worst items
-    undecided               -> skipped (insufficient evidence), with the n that would be needed
+                               (an optional check: xfailed, never blocking)
+    undecided               -> skipped "UNDECIDED", with the n that would decide
     error                   -> error (in setup): too many API errors, never a failed gate
+
+The gate's verdict sets the exit status: QUALIFIED 0, NOT QUALIFIED 10, UNDECIDED 11
+(docs/guarantees.md).
 """
 
 from medrcube.plugin.session import enforce
@@ -43,7 +47,7 @@ def test_overall(check, verdict):
 
 
 def test_credibility(check, verdict):
-    """High-level answers rest on correct low-level perception (rationality, shortcut probability)."""
+    """A right diagnosis goes with a right perception of the same image (grounding)."""
     enforce(verdict)
 
 
@@ -58,5 +62,5 @@ def test_position(check, verdict):
 
 
 def test_regression(check, verdict):
-    """The candidate is not significantly worse than the baseline (paired exact McNemar)."""
+    """The candidate is not worse than the baseline by more than the margin (non-inferiority)."""
     enforce(verdict)

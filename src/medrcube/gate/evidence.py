@@ -1,0 +1,376 @@
+"""What each kind of check measures, as criteria the family decision can weigh.
+
+A check's evidence is one or more criteria (accuracy against its bound; circular
+accuracy and the gap; grounding; a drop against a margin), each with its estimate,
+its interval and two one-sided p-values from the same statistic:
+    p_pass   of "the bound is not met" (small: the bound is decisively met)
+    p_fail   of "the bound is met"     (small: the bound is decisively missed)
+gate/family.py turns them into verdicts for the whole family of checks at once.
+
+API errors above the check's max_error_rate make an error verdict here already: a
+failing endpoint says nothing about the model.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from medrcube.gate.checks import ACCURACY_KINDS, Check, CheckKind
+from medrcube.gate.verdict import WorstItem
+from medrcube.metrics.accuracy import accuracy, chance_level
+from medrcube.metrics.clustered import METHOD as PROPORTION_METHOD
+from medrcube.metrics.clustered import (
+    ClusteredInterval,
+    cluster_counts,
+    clustered_accuracy,
+    clustered_wilson,
+    image_key,
+)
+from medrcube.metrics.comparison import paired_records, regression
+from medrcube.metrics.credibility import chain_pairs, credibility_of_pairs, grounding
+from medrcube.metrics.paired import MeanDifference, clustered_mean_difference
+from medrcube.metrics.worst import worst_records
+from medrcube.records import GradedRecord, Outcome
+
+MAX_WORST = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Criterion:
+    """One bound of a check and the evidence about it."""
+
+    name: str  # "accuracy", "gap to standard accuracy", ...
+    estimate: float | None
+    bound: float
+    at_least: bool  # True: the estimate must reach the bound; False: stay at or below it
+    lo: float
+    hi: float
+    p_pass: float
+    p_fail: float
+    unit_sd: float  # sd of one unit, design effect included: var(estimate) ~ unit_sd^2 / n
+
+    @property
+    def point_ok(self) -> bool:
+        if self.estimate is None:
+            return False
+        return self.estimate >= self.bound if self.at_least else self.estimate <= self.bound
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    check: Check
+    n: int
+    units: str  # what n counts: "graded items", "pairs", ...
+    criteria: tuple[Criterion, ...] = ()
+    observed: float | None = None
+    interval: tuple[float, float] | None = None
+    bound: float | None = None  # the bound as applied (raised to chance + above_chance)
+    chance: float | None = None
+    error_rate: float = 0.0
+    facts: str = ""
+    worst: tuple[WorstItem, ...] = ()  # shown when the check does not pass
+    details: dict[str, Any] = field(default_factory=dict)
+    method: str = ""
+    error: str | None = None  # not graded: why
+    note: str = ""  # why there is nothing to decide, or a remark on the bound
+
+
+def _prop_criterion(name: str, ci: ClusteredInterval, bound: float) -> Criterion:
+    p = ci.estimate
+    v = p if p is not None and 0.0 < p < 1.0 else bound
+    sd = math.sqrt(max(v * (1.0 - v), 1e-4) * ci.deff)
+    return Criterion(name, p, bound, True, ci.lo, ci.hi, ci.p_at_most(bound), ci.p_at_least(bound), sd)
+
+
+def _diff_criterion(name: str, md: MeanDifference, bound: float, at_least: bool) -> Criterion:
+    sd = md.se * math.sqrt(md.n) if md.n and math.isfinite(md.se) else 0.5
+    if at_least:
+        return Criterion(name, md.estimate, bound, True, md.lo, md.hi, md.p_at_most(bound), md.p_at_least(bound), sd)
+    return Criterion(name, md.estimate, bound, False, md.lo, md.hi, md.p_at_least(bound), md.p_at_most(bound), sd)
+
+
+def _pct(x: float) -> str:
+    return f"{x:.0%}"
+
+
+def _f(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+def _ci(confidence: float, interval: tuple[float, float] | None) -> str:
+    if interval is None:
+        return ""
+    return f", {_pct(confidence)} CI [{interval[0]:.3f}, {interval[1]:.3f}]"
+
+
+def _errors(check: Check, asked: Sequence[GradedRecord]) -> tuple[float, Evidence | None]:
+    """The error rate over records that were asked, and error evidence when above the bound."""
+    considered = [r for r in asked if r.outcome is not Outcome.UNAVAILABLE]
+    # A truncated answer was not graded either: it counts against the bound like an error.
+    errors = [r for r in considered if r.outcome in (Outcome.ERROR, Outcome.TRUNCATED)]
+    rate = len(errors) / len(considered) if considered else 0.0
+    if errors and rate > check.max_error_rate:
+        kinds: dict[str, int] = defaultdict(int)
+        for r in errors:
+            kinds[(r.error or "unknown error").split(":")[0][:60]] += 1
+        top = "; ".join(f"{k} x{v}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])[:3])
+        msg = (
+            f"{len(errors)} errors of {len(considered)} requests ({_pct(rate)} > max_error_rate "
+            f"{_pct(check.max_error_rate)}): the evidence is incomplete; not graded. Errors: {top}. "
+            "Fix the endpoint (or raise max_error_rate) and rerun: cached answers are kept."
+        )
+        return rate, Evidence(check, len(considered) - len(errors), "graded items", error_rate=rate, error=msg,
+                              details={"errors": len(errors), "asked": len(considered), "error_kinds": dict(kinds)})
+    return rate, None
+
+
+def collect(
+    check: Check,
+    records: Iterable[GradedRecord],
+    baseline: Iterable[GradedRecord] | None = None,
+    *,
+    baseline_error: str | None = None,
+) -> Evidence:
+    """The evidence of `check` on the run's records (all variants; the check selects its own)."""
+    selected = [r for r in records if check.selects(r)]
+    try:
+        if check.kind in ACCURACY_KINDS:
+            return _accuracy(check, selected)
+        if check.kind is CheckKind.CREDIBILITY:
+            return _credibility(check, selected)
+        if check.kind is CheckKind.IMAGE_DEPENDENCE:
+            return _image_dependence(check, selected)
+        if check.kind is CheckKind.POSITION:
+            return _position(check, selected)
+        if check.kind is CheckKind.REGRESSION:
+            return _regression(check, selected, baseline, baseline_error)
+    except ValueError as exc:  # inconsistent records (e.g. duplicates): say so, decide nothing
+        return Evidence(check, 0, "items", error=f"cannot evaluate: {exc}")
+    raise ValueError(f"unknown check kind {check.kind!r}")
+
+
+# --------------------------------------------------------------------------- accuracy
+
+
+def _effective_bound(check: Check, chance: float | None) -> tuple[float, str]:
+    """The bound after `above_chance`, and a note when it was raised."""
+    bound = check.bound if check.bound is not None else 0.0
+    if check.above_chance <= 0.0 or chance is None:
+        return bound, ""
+    floor = min(1.0, chance + check.above_chance)
+    if floor <= bound:
+        return bound, ""
+    return floor, (
+        f"bound raised from {bound:.3f} to chance level {chance:.3f} + above_chance {check.above_chance:.2f}:"
+        " these questions have few options"
+    )
+
+
+def _accuracy(check: Check, records: list[GradedRecord]) -> Evidence:
+    std = [r for r in records if r.variant == "standard"]
+    rate, err = _errors(check, std)
+    if err:
+        return err
+    a = accuracy(std, check.confidence)
+    ci = clustered_accuracy(std, check.confidence)
+    chance = chance_level(std)
+    bound, raised = _effective_bound(check, chance)
+    details = {
+        "correct": a.correct, "unparsed": a.unparsed, "refused": a.refused, "errors": a.errors,
+        "unavailable": a.unavailable, "clustered": ci.to_dict(), "clusters": ci.clusters, "icc": ci.icc,
+        "design_effect": ci.deff, "n_eff": ci.n_eff, "rule": check.rule, "confidence": check.confidence,
+        "source": check.source, "wilson_unclustered": [a.lo, a.hi], "policy_bound": check.bound,
+        "above_chance": check.above_chance,
+    }
+    clustered = (
+        f" (clustered by image: {ci.clusters} images, design effect {ci.deff:.2f}"
+        + ("" if ci.icc_estimated else ", ICC not estimable: counted by image")
+        + ")" if ci.deff > 1.0 + 1e-9 else ""
+    )
+    if a.acc is None:
+        facts = "nothing graded" + (f" ({a.unavailable} unavailable: restricted images)" if a.unavailable else "")
+        return Evidence(check, 0, "graded items", (), None, None, bound, chance, rate, facts, (), details,
+                        PROPORTION_METHOD, note="no graded item: nothing to decide on")
+    facts = (
+        f"accuracy {a.acc:.3f} = {a.correct}/{a.n}{_ci(check.confidence, (ci.lo, ci.hi))}{clustered}; chance "
+        f"level {_f(chance)}; not correct: {a.n - a.correct - a.unparsed - a.refused} wrong, {a.unparsed} unparsed, "
+        f"{a.refused} refused; {a.errors} errors and {a.unavailable} unavailable excluded"
+    )
+    worst = tuple(WorstItem.of(r) for r in worst_records(std, MAX_WORST))
+    return Evidence(check, a.n, "graded items", (_prop_criterion("accuracy", ci, bound),), a.acc, (ci.lo, ci.hi),
+                    bound, chance, rate, facts, worst, details, PROPORTION_METHOD, note=raised)
+
+
+# --------------------------------------------------------------------------- credibility
+
+
+def _credibility(check: Check, records: list[GradedRecord]) -> Evidence:
+    std = [r for r in records if r.variant == "standard"]
+    rate, err = _errors(check, std)
+    if err:
+        return err
+    excluded = check.params.get("exclude_low_tasks", ("View Recognition",))
+    pairs, dropped = chain_pairs(std, exclude_low_tasks=excluded)
+    cred = credibility_of_pairs(pairs, dropped)
+    g = grounding(pairs, check.confidence)
+    # The paper's ratios with their clustered intervals, reported (not gated).
+    rat_ci = clustered_wilson(cluster_counts((p.image, p.low.correct) for p in pairs if p.high.correct),
+                              check.confidence)
+    sc_ci = clustered_wilson(cluster_counts((p.image, p.high.correct) for p in pairs if not p.low.correct),
+                             check.confidence)
+    bound = check.bound if check.bound is not None else 0.0
+    details = {**cred.to_dict(), "grounding": g.to_dict(), "expected_D_independent": g.expected_D,
+               "rationality_interval": [rat_ci.lo, rat_ci.hi], "shortcut_interval": [sc_ci.lo, sc_ci.hi],
+               "exclude_low_tasks": list(excluded), "rule": check.rule, "source": check.source}
+    groups = f"A={cred.A} B={cred.B} C={cred.C} D={cred.D} on {cred.images} images"
+    if g.expected_D is not None:
+        groups += f" (D expected under independence: {g.expected_D:.1f})"
+    if dropped:
+        groups += f", {dropped} pairs dropped (an error or unavailable item on one side)"
+    facts = (
+        f"grounding P(H|L) - P(H|not L) = {_f(g.p_h_given_l)} - {_f(g.p_h_given_not_l)} = {_f(g.difference)}"
+        f"{_ci(check.confidence, (g.lo, g.hi))}, odds ratio {_f(g.odds_ratio)}; paper's numbers (reported, not "
+        f"bounds): rationality {_f(cred.rationality)}, luck rate {_f(cred.luck_rate)}, shortcut probability "
+        f"{_f(cred.shortcut_prob)}; {groups}"
+    )
+    seen: set[str] = set()
+    worst: list[WorstItem] = []
+    for p in sorted((p for p in pairs if p.group == "D"), key=lambda p: (p.image, p.low.item_id)):
+        if p.image in seen or len(worst) >= MAX_WORST:
+            continue
+        seen.add(p.image)
+        worst.append(WorstItem.of(p.low, note=f"yet {p.high.task} item {p.high.item_id} on the same image was right"))
+    if g.difference is None:
+        return Evidence(check, cred.pairs, "pairs", (), None, None, bound, None, rate, facts, tuple(worst), details,
+                        g.method, note="grounding needs pairs with the perception right and pairs with it wrong")
+    sd = g.se * math.sqrt(g.pairs) if math.isfinite(g.se) else 1.0
+    crit = Criterion("grounding", g.difference, bound, True, g.lo, g.hi, g.p_at_most(bound), g.p_at_least(bound), sd)
+    return Evidence(check, cred.pairs, "pairs", (crit,), g.difference, (g.lo, g.hi), bound, 0.0, rate, facts,
+                    tuple(worst), details, g.method)
+
+
+# --------------------------------------------------------------------------- image dependence
+
+
+def _image_dependence(check: Check, records: list[GradedRecord]) -> Evidence:
+    asked = [r for r in records if r.variant in ("standard", "blind")]
+    rate, err = _errors(check, asked)
+    if err:
+        return err
+    standard = [r for r in asked if r.variant == "standard"]
+    blind = [r for r in asked if r.variant == "blind"]
+    pairs, counts = paired_records(standard, blind)
+    md = clustered_mean_difference(((image_key(s), float(s.correct) - float(b.correct)) for s, b in pairs),
+                                   check.confidence)
+    chance = chance_level(blind)
+    bound = check.bound if check.bound is not None else 0.0
+    details = {"counts": counts.to_dict(), "standard_acc": counts.first_acc, "blind_acc": counts.second_acc,
+               "drop": md.estimate, "clustered": md.to_dict(), "rule": check.rule, "source": check.source}
+    facts = (
+        f"standard {_f(counts.first_acc)}, blind {_f(counts.second_acc)} on {counts.n} shared items: drop "
+        f"{_f(md.estimate)}{_ci(check.confidence, (md.lo, md.hi))}; blind chance level {_f(chance)}"
+    )
+    worst = tuple(WorstItem.of(b, note="answered right without the image") for _, b in
+                  sorted(pairs, key=lambda sb: sb[0].item_id) if b.correct)[:MAX_WORST]
+    crits = () if md.estimate is None else (_diff_criterion("standard - blind accuracy", md, bound, True),)
+    return Evidence(check, md.n, "items graded in both variants", crits, md.estimate, (md.lo, md.hi), bound, chance,
+                    rate, facts, worst, details, md.method, note="" if crits else "no item graded in both variants")
+
+
+# --------------------------------------------------------------------------- position robustness
+
+
+def _position(check: Check, records: list[GradedRecord]) -> Evidence:
+    asked = [r for r in records if r.variant in ("standard", "shuffled")]
+    rate, err = _errors(check, asked)
+    if err:
+        return err
+    standard: dict[str, GradedRecord] = {}
+    shuffled: dict[str, dict[int, GradedRecord]] = defaultdict(dict)
+    for r in asked:
+        if r.variant == "standard":
+            standard[r.item_id] = r
+        else:
+            shuffled[r.item_id][r.rotation] = r
+    k = check.params.get("rotations")
+    expected = k if k is not None else max((len(v) for v in shuffled.values()), default=0)
+    circ_units: list[tuple[str, bool]] = []
+    gap_units: list[tuple[str, float]] = []
+    incomplete = 0
+    worst: list[WorstItem] = []
+    for item_id in sorted(standard.keys() | shuffled.keys()):
+        std = standard.get(item_id)
+        rots = shuffled.get(item_id, {})
+        if std is None or not std.graded or len(rots) < expected or not all(r.graded for r in rots.values()):
+            incomplete += 1
+            continue
+        every = std.correct and all(r.correct for r in rots.values())
+        circ_units.append((image_key(std), every))
+        gap_units.append((image_key(std), float(std.correct) - float(every)))
+        if std.correct and not every and len(worst) < MAX_WORST:
+            bad = min((r for r in rots.values() if not r.correct), key=lambda r: r.rotation)
+            worst.append(WorstItem.of(bad, note=f"right in the original order, wrong with options rotated by "
+                                                f"{bad.rotation}"))
+    ci = clustered_wilson(cluster_counts(circ_units), check.confidence)
+    gap = clustered_mean_difference(gap_units, check.confidence)
+    chance = chance_level((r for r in asked if r.variant == "standard"), power=expected + 1)
+    max_gap = check.params.get("max_gap")
+    crits: list[Criterion] = []
+    if ci.n and check.bound is not None:
+        crits.append(_prop_criterion("circular accuracy", ci, check.bound))
+    if gap.n and max_gap is not None:
+        crits.append(_diff_criterion("gap to standard accuracy", gap, max_gap, False))
+    std_acc = None if not gap.n else sum(1 for u in gap_units if u[1] > 0) / gap.n + (ci.estimate or 0.0)
+    details = {"n": ci.n, "circular_acc": ci.estimate, "standard_acc": std_acc, "gap": gap.estimate,
+               "circular_interval": ci.to_dict(), "gap_clustered": gap.to_dict(), "incomplete": incomplete,
+               "rotations": expected, "max_gap": max_gap, "rule": check.rule, "source": check.source}
+    facts = (
+        f"standard {_f(std_acc)}, circular {_f(ci.estimate)}{_ci(check.confidence, (ci.lo, ci.hi))}, gap "
+        f"{_f(gap.estimate)}{_ci(check.confidence, (gap.lo, gap.hi))} over {expected} rotations on {ci.n} items; "
+        f"{incomplete} incomplete items left out; chance level {_f(chance)}"
+    )
+    interval = (ci.lo, ci.hi) if ci.n else None
+    return Evidence(check, ci.n, "items with every rotation graded", tuple(crits), ci.estimate, interval,
+                    check.bound, chance, rate, facts, tuple(worst), details,
+                    f"{PROPORTION_METHOD}; gap: {gap.method}", note="" if crits else "no complete item")
+
+
+# --------------------------------------------------------------------------- regression
+
+
+def _regression(
+    check: Check, records: list[GradedRecord], baseline: Iterable[GradedRecord] | None, missing: str | None = None
+) -> Evidence:
+    if baseline is None:
+        return Evidence(check, 0, "items", error=missing or "a regression check needs the baseline's records: pass "
+                        "--baseline (a previous run directory or a model spec)")
+    cand = [r for r in records if r.variant == "standard"]
+    base = [r for r in baseline if r.variant == "standard" and check.selects(r)]
+    rate, err = _errors(check, cand)
+    if err:
+        return err
+    reg = regression(cand, base, check.confidence)
+    c = reg.counts
+    md = reg.clustered
+    assert md is not None
+    margin = float(check.params.get("margin", check.bound or 0.0))
+    details = {**reg.to_dict(), "margin": margin, "source": check.source,
+               "baseline_errors": sum(r.outcome is Outcome.ERROR for r in base)}
+    facts = (
+        f"candidate {_f(c.first_acc)} vs baseline {_f(c.second_acc)} on {c.n} shared items: drop "
+        f"{_f(md.estimate)}{_ci(check.confidence, (md.lo, md.hi))} (clustered by image, {md.clusters} images); "
+        f"lost {c.c} items the baseline got right, gained {c.b}; {c.dropped} dropped, {c.first_only} only in this "
+        f"run, {c.second_only} only in the baseline; exact McNemar one-sided p={reg.p_worse:.4g} (reference only)"
+    )
+    base_by_id = {r.item_id: r for r in base}
+    lost = [r for r in cand if r.graded and not r.correct and base_by_id.get(r.item_id) is not None
+            and base_by_id[r.item_id].correct]
+    worst = tuple(WorstItem.of(r, note="the baseline answered it right")
+                  for r in sorted(lost, key=lambda r: r.item_id)[:MAX_WORST])
+    crits = () if md.estimate is None else (_diff_criterion("drop against the baseline", md, margin, False),)
+    return Evidence(check, md.n, "items graded by both models", crits, md.estimate, (md.lo, md.hi), margin, None,
+                    rate, facts, worst, details, md.method, note="" if crits else "no item graded by both models")

@@ -1,0 +1,227 @@
+"""The gate policy's schema: the values thresholds.yaml is validated and built into.
+
+Validation lives in gate/validate.py, loading and building in gate/thresholds.py; this
+module holds only the typed values, the key lists and ThresholdsError.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+AXES: tuple[str, ...] = ("part", "modality", "task")
+DECISION_KEYS = ("rule", "confidence", "min_n", "max_error_rate", "required")
+# Accuracy checks (overall, slices, cells) also take `above_chance`.
+ACCURACY_KEYS = (*DECISION_KEYS, "above_chance")
+TOP_KEYS = (
+    "version",
+    "defaults",
+    "overall",
+    "slices",
+    "cells",
+    "credibility",
+    "image_dependence",
+    "position_robustness",
+    "regression",
+    "profiles",
+)
+# Built-in decision defaults, used for any key the file's `defaults` leaves out.
+BUILTIN_DEFAULTS: dict[str, Any] = {
+    "rule": "lower_bound", "confidence": 0.95, "min_n": 10, "max_error_rate": 0.05, "required": True,
+    "above_chance": 0.0,
+}
+
+
+
+class ThresholdsError(ValueError):
+    """A problem in a thresholds file: names the file, the key path, the value and the fix."""
+
+    def __init__(
+        self, file: str, key: str, problem: str, value: Any = None, fix: str = "", *, show_value: bool = True
+    ) -> None:
+        self.file, self.key, self.problem, self.value, self.fix = file, key, problem, value, fix
+        where = f"{file}: {key}: " if key else f"{file}: "
+        got = f" (got {value!r})" if show_value else ""
+        super().__init__(f"{where}{problem}{got}" + (f". Fix: {fix}" if fix else ""))
+
+
+# --------------------------------------------------------------------------- policy values
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """How a check decides: the rule and the evidence it requires."""
+
+    rule: str  # "point" (no guarantee) or "lower_bound" (decides on confidence bounds only)
+    confidence: float  # two-sided level; each one-sided claim is made at alpha = (1 - confidence) / 2
+    min_n: int  # the point rule decides on its estimate only from this many units on
+    max_error_rate: float  # more API errors: the check errors instead of deciding
+    required: bool = True  # False: reported, never blocks the gate
+    # Accuracy checks: the bound is raised to chance level + above_chance, so that a bound
+    # written for 4-option questions does not pass a coin-flipper on 2-option ones.
+    above_chance: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """An accuracy bound with its decision, and the key it came from (for messages)."""
+
+    bound: float
+    rule: str
+    confidence: float
+    min_n: int
+    max_error_rate: float
+    required: bool = True
+    source: str = ""
+    above_chance: float = 0.0
+
+    @property
+    def decision(self) -> Decision:
+        return Decision(self.rule, self.confidence, self.min_n, self.max_error_rate, self.required,
+                        self.above_chance)
+
+
+@dataclass(frozen=True, slots=True)
+class CellRule:
+    """One `cells` entry: a pattern and the fields it sets (None: inherited)."""
+
+    match: str
+    pattern: tuple[str, str, str]
+    key: str  # e.g. "cells[2]" or "profiles.deployment.cells[0]"
+    bound: float | None = None
+    disabled: bool = False  # `bound: null`: matching cells are not checked
+    optional: bool = False  # may match no cell of a given cube (a general policy file)
+    rule: str | None = None
+    confidence: float | None = None
+    min_n: int | None = None
+    max_error_rate: float | None = None
+    required: bool | None = None
+    above_chance: float | None = None
+
+    def matches(self, cell: tuple[str, str, str]) -> bool:
+        return all(fnmatch.fnmatchcase(v, p) for v, p in zip(cell, self.pattern, strict=True))
+
+
+@dataclass(frozen=True, slots=True)
+class SlicePolicy:
+    axis: str
+    default: Bound | None
+    values: dict[str, Bound | None] = field(default_factory=dict, hash=False)
+
+    def bound_for(self, value: str) -> Bound | None:
+        return self.values[value] if value in self.values else self.default
+
+
+@dataclass(frozen=True, slots=True)
+class CredibilityBounds:
+    """The grounding bound of one credibility scope (overall, or a part)."""
+
+    # P(diagnosis right | perception right) - P(diagnosis right | perception wrong) on the
+    # same image must reach this: 0 for a model whose diagnosis ignores its perception.
+    min_grounding: float | None
+    min_pairs: int  # the point rule decides on its estimate only from this many pairs on
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CredibilityPolicy:
+    enabled: bool
+    overall: CredibilityBounds
+    by_part: bool
+    parts: dict[str, CredibilityBounds] = field(default_factory=dict, hash=False)
+    rule: str = "point"
+    confidence: float = 0.95
+    max_error_rate: float = 0.05
+    required: bool = True
+    exclude_low_tasks: tuple[str, ...] = ("View Recognition",)
+
+    def for_part(self, part: str) -> CredibilityBounds:
+        return self.parts.get(part, self.overall)
+
+
+@dataclass(frozen=True, slots=True)
+class ImageDependencePolicy:
+    enabled: bool = True
+    min_drop: float = 0.05
+    rule: str = "point"
+    confidence: float = 0.95
+    min_n: int = 20
+    max_error_rate: float = 0.05
+    required: bool = True
+    source: str = "image_dependence"
+
+
+@dataclass(frozen=True, slots=True)
+class PositionPolicy:
+    enabled: bool = True
+    max_gap: float | None = 0.2
+    min_circular_accuracy: float | None = None
+    rule: str = "point"
+    confidence: float = 0.95
+    min_n: int = 20
+    max_error_rate: float = 0.05
+    required: bool = True
+    source: str = "position_robustness"
+
+
+@dataclass(frozen=True, slots=True)
+class RegressionPolicy:
+    """Non-inferiority against a baseline: pass when the upper confidence bound of the
+    drop (baseline - candidate) is within `margin`, fail when its lower bound is beyond."""
+
+    enabled: bool = True
+    alpha: float = 0.025  # one-sided level of each claim (the interval shown is at 1 - 2 alpha)
+    margin: float = 0.05
+    min_n: int = 10
+    max_error_rate: float = 0.05
+    per_cell: bool = True
+    rule: str = "lower_bound"
+    required: bool = True  # the overall regression check
+    cells_required: bool = False  # per-cell checks: small cells rarely decide non-inferiority
+    source: str = "regression"
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    source: str
+    version: int
+    profile: str | None
+    profiles: tuple[str, ...]
+    defaults: Decision
+    overall: Bound | None
+    slices: dict[str, SlicePolicy] = field(hash=False)
+    cells: tuple[CellRule, ...]
+    credibility: CredibilityPolicy | None
+    image_dependence: ImageDependencePolicy
+    position: PositionPolicy
+    regression: RegressionPolicy
+
+    def cell_bound(self, cell: tuple[str, str, str]) -> Bound | None:
+        """The bound of a cube cell: matching `cells` entries applied in order, field by field."""
+        fields: dict[str, Any] = {}
+        source = ""
+        matched = False
+        for rule in self.cells:
+            if not rule.matches(cell):
+                continue
+            matched = True
+            source = rule.key
+            if rule.disabled:
+                fields["bound"] = None
+            elif rule.bound is not None:
+                fields["bound"] = rule.bound
+            for k in ACCURACY_KEYS:
+                v = getattr(rule, k)
+                if v is not None:
+                    fields[k] = v
+        if not matched or fields.get("bound") is None:
+            return None
+        d = asdict(self.defaults)
+        d.update({k: fields[k] for k in ACCURACY_KEYS if k in fields})
+        return Bound(bound=fields["bound"], source=source, **d)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+

@@ -1,0 +1,287 @@
+"""Strict validation of a thresholds document: types, ranges, unknown keys.
+
+Every problem raises ThresholdsError naming the file, the key path (`cells[2].match`),
+the offending value and the fix. gate/thresholds.py builds the Policy from the same
+helpers, so a value is checked by one function whatever section it is written in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, NoReturn
+
+from medrcube.gate.policy import (
+    ACCURACY_KEYS,
+    AXES,
+    DECISION_KEYS,
+    SCHEMA_VERSION,
+    TOP_KEYS,
+    CellRule,
+    ThresholdsError,
+)
+from medrcube.metrics.power import RULES
+from medrcube.taxonomy import canonical_modality, canonical_part, canonical_task, did_you_mean
+
+REGRESSION_KEYS = ("enabled", "alpha", "margin", "min_n", "max_error_rate", "per_cell", "rule", "required",
+                   "cells_required")
+
+class Checker:
+    """Type and range checks that raise ThresholdsError with the file and key path."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+
+    def fail(self, key: str, problem: str, value: Any = None, fix: str = "", show_value: bool = True) -> NoReturn:
+        raise ThresholdsError(self.file, key, problem, value, fix, show_value=show_value)
+
+    def mapping(self, key: str, value: Any, allowed: Iterable[str] | None) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            self.fail(key, "must be a mapping", value, "write `key: value` lines indented under it")
+        if allowed is not None:
+            allowed = tuple(allowed)
+            for k in value:
+                if not isinstance(k, str) or k not in allowed:
+                    self.fail(
+                        f"{key}.{k}" if key else str(k),
+                        "unknown key" + did_you_mean(str(k), allowed),
+                        show_value=False,
+                        fix=f"use one of {', '.join(allowed)}",
+                    )
+        return value
+
+    def prob(self, key: str, value: Any, what: str = "a bound") -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            self.fail(key, f"{what} must be a number between 0 and 1", value, "write e.g. 0.6 (not 60% or '0.6')")
+        if not 0.0 <= float(value) <= 1.0:
+            hint = f"write {value / 100:g}" if 1 < value <= 100 else "use a value between 0 and 1"
+            self.fail(key, f"{what} must be between 0 and 1", value, hint)
+        return float(value)
+
+    def open_prob(self, key: str, value: Any, what: str) -> float:
+        v = self.prob(key, value, what)
+        if not 0.0 < v < 1.0:
+            self.fail(key, f"{what} must be strictly between 0 and 1", value, "write e.g. 0.95")
+        return v
+
+    def count(self, key: str, value: Any, minimum: int = 1) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.fail(key, "must be a whole number", value, f"write an integer >= {minimum}, e.g. 10")
+        if value < minimum:
+            self.fail(key, f"must be at least {minimum}", value, f"write an integer >= {minimum}")
+        return int(value)
+
+    def boolean(self, key: str, value: Any) -> bool:
+        if not isinstance(value, bool):
+            self.fail(key, "must be true or false", value, "write true or false (unquoted)")
+        return value
+
+    def rule(self, key: str, value: Any) -> str:
+        if value not in RULES:
+            self.fail(
+                key, "unknown decision rule" + did_you_mean(str(value), RULES), value, f"use one of {', '.join(RULES)}"
+            )
+        return str(value)
+
+    def decision(self, key: str, d: Mapping[str, Any]) -> dict[str, Any]:
+        """The decision keys present in d, validated."""
+        out: dict[str, Any] = {}
+        if "rule" in d:
+            out["rule"] = self.rule(f"{key}.rule", d["rule"])
+        if "confidence" in d:
+            out["confidence"] = self.open_prob(f"{key}.confidence", d["confidence"], "a confidence level")
+        if "min_n" in d:
+            out["min_n"] = self.count(f"{key}.min_n", d["min_n"])
+        if "max_error_rate" in d:
+            out["max_error_rate"] = self.prob(f"{key}.max_error_rate", d["max_error_rate"], "an error rate")
+        if "required" in d:
+            out["required"] = self.boolean(f"{key}.required", d["required"])
+        if "above_chance" in d:
+            out["above_chance"] = self.prob(f"{key}.above_chance", d["above_chance"], "a margin over chance")
+        return out
+
+    def optional_prob(self, key: str, d: Mapping[str, Any], name: str, what: str = "a bound") -> Any:
+        """A probability, None when written as null, _ABSENT when not written."""
+        if name not in d:
+            return _ABSENT
+        return None if d[name] is None else self.prob(f"{key}.{name}", d[name], what)
+
+
+_ABSENT = object()
+
+
+def _join(prefix: str, key: str) -> str:
+    return f"{prefix}.{key}" if prefix else key
+
+
+def validate_entry(c: Checker, key: str, value: Any, *, need_bound: bool) -> dict[str, Any] | None:
+    """A slice/overall ENTRY: a number, null, or {bound, decision keys}. Returns the fields set."""
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return {"bound": c.prob(key, value)}
+    if not isinstance(value, dict):
+        c.fail(key, "must be a bound (a number in [0, 1]), a mapping with `bound`, or null", value,
+               "write e.g. `0.5` or `{bound: 0.5, rule: point}`")
+    c.mapping(key, value, ("bound", *ACCURACY_KEYS))
+    out = c.decision(key, value)
+    if "bound" in value:
+        if value["bound"] is None:
+            return None
+        out["bound"] = c.prob(f"{key}.bound", value["bound"])
+    elif need_bound:
+        c.fail(key, "has no `bound`", value, "add `bound: 0.5` (or write the number alone)")
+    return out
+
+
+def _parse_pattern(c: Checker, key: str, value: Any) -> tuple[str, str, str]:
+    if not isinstance(value, str) or not value.strip():
+        c.fail(key, "must be a pattern `part/modality/task`", value, 'write e.g. "Chest/X-Ray/*"')
+    parts = [p.strip() for p in value.split("/")]
+    if len(parts) != 3 or not all(parts):
+        c.fail(
+            key, "must have exactly three non-empty parts `part/modality/task`", value,
+            'write e.g. "Chest/X-Ray/*" or "*/*/Disease Diagnosis"; use * for any value',
+        )
+    canon = (canonical_part, canonical_modality, canonical_task)
+    # A literal component may use an alias or an abbreviation ("xray", "DD"); globs are kept.
+    return tuple(p if any(ch in p for ch in "*?[") else canon[i](p).value for i, p in enumerate(parts))  # type: ignore[return-value]
+
+
+def validate_cells(c: Checker, key: str, value: Any) -> list[CellRule]:
+    if not isinstance(value, list):
+        c.fail(key, "must be a list of entries `- match: ...`", value, 'write `- {match: "*/*/*", bound: 0.4}`')
+    rules = []
+    for i, entry in enumerate(value):
+        k = f"{key}[{i}]"
+        if not isinstance(entry, dict):
+            c.fail(k, "must be a mapping with `match` and `bound`", entry, 'write `- {match: "Chest/*/*", bound: 0.5}`')
+        c.mapping(k, entry, ("match", "bound", "optional", *ACCURACY_KEYS))
+        if "optional" in entry:
+            c.boolean(f"{k}.optional", entry["optional"])
+        if "match" not in entry:
+            c.fail(k, "has no `match`", entry, 'add `match: "part/modality/task"` (use * for any value)')
+        pattern = _parse_pattern(c, f"{k}.match", entry["match"])
+        if "bound" not in entry:
+            c.fail(k, "has no `bound`", entry, "add `bound: 0.4`, or `bound: null` to leave matching cells unchecked")
+        bound = None if entry["bound"] is None else c.prob(f"{k}.bound", entry["bound"])
+        dec = c.decision(k, entry)
+        rules.append(
+            CellRule(match=entry["match"], pattern=pattern, key=k, bound=bound, disabled=bound is None,
+                     optional=entry.get("optional", False), **dec)
+        )
+    return rules
+
+
+def validate_doc(c: Checker, doc: Any, prefix: str, *, top: bool) -> None:
+    """Validate a whole file (top=True) or a profile overlay: types, ranges, unknown keys."""
+    allowed = TOP_KEYS if top else tuple(k for k in TOP_KEYS if k not in ("version", "profiles"))
+    c.mapping(prefix, doc, allowed)
+    if top:
+        if "version" not in doc:
+            c.fail("version", "missing", show_value=False, fix=f"add `version: {SCHEMA_VERSION}` at the top")
+        if doc["version"] != SCHEMA_VERSION:
+            c.fail("version", f"unsupported schema version; this medrcube reads version {SCHEMA_VERSION}",
+                   doc["version"], f"write `version: {SCHEMA_VERSION}` and follow the repository's thresholds.yaml")
+    def p(k: str) -> str:
+        return _join(prefix, k)
+
+    if "defaults" in doc:
+        c.mapping(p("defaults"), doc["defaults"], ACCURACY_KEYS)
+        c.decision(p("defaults"), doc["defaults"])
+    if "overall" in doc:
+        validate_entry(c, p("overall"), doc["overall"], need_bound=top)
+    if "slices" in doc and doc["slices"] is not None:
+        slices = c.mapping(p("slices"), doc["slices"], AXES)
+        for axis, spec in slices.items():
+            k = f"{p('slices')}.{axis}"
+            if spec is None:
+                continue
+            if not isinstance(spec, dict):
+                c.fail(k, "must be a mapping of `default:` and per-value bounds", spec,
+                       "write e.g. `default: 0.45` and `Chest: 0.5` indented under it")
+            for value_name, entry in spec.items():
+                if not isinstance(value_name, str):
+                    c.fail(f"{k}.{value_name}", "keys must be names (`default` or a value of the axis)", value_name,
+                           "quote the name")
+                validate_entry(c, f"{k}.{value_name}", entry, need_bound=top and value_name == "default")
+    if "cells" in doc and doc["cells"] is not None:
+        validate_cells(c, p("cells"), doc["cells"])
+    if "credibility" in doc and doc["credibility"] is not None:
+        validate_credibility(c, p("credibility"), doc["credibility"])
+    if "image_dependence" in doc and doc["image_dependence"] is not None:
+        k = p("image_dependence")
+        d = c.mapping(k, doc["image_dependence"], ("enabled", "min_drop", *DECISION_KEYS))
+        if "enabled" in d:
+            c.boolean(f"{k}.enabled", d["enabled"])
+        if "min_drop" in d:
+            c.prob(f"{k}.min_drop", d["min_drop"], "an accuracy drop")
+        c.decision(k, d)
+    if "position_robustness" in doc and doc["position_robustness"] is not None:
+        k = p("position_robustness")
+        d = c.mapping(k, doc["position_robustness"], ("enabled", "max_gap", "min_circular_accuracy", *DECISION_KEYS))
+        if "enabled" in d:
+            c.boolean(f"{k}.enabled", d["enabled"])
+        c.optional_prob(k, d, "max_gap", "a gap")
+        c.optional_prob(k, d, "min_circular_accuracy")
+        c.decision(k, d)
+    if "regression" in doc and doc["regression"] is not None:
+        k = p("regression")
+        d = c.mapping(k, doc["regression"], REGRESSION_KEYS)
+        for b in ("enabled", "per_cell", "cells_required"):
+            if b in d:
+                c.boolean(f"{k}.{b}", d[b])
+        if "alpha" in d:
+            c.open_prob(f"{k}.alpha", d["alpha"], "a significance level")
+        if "margin" in d:
+            c.prob(f"{k}.margin", d["margin"], "a margin")
+        c.decision(k, {x: d[x] for x in ("min_n", "max_error_rate", "rule", "required") if x in d})
+    if top and "profiles" in doc and doc["profiles"] is not None:
+        profiles = c.mapping("profiles", doc["profiles"], None)
+        for name, overlay in profiles.items():
+            if not isinstance(name, str):
+                c.fail(f"profiles.{name}", "a profile name must be a string", name, "quote the name")
+            validate_doc(c, overlay, f"profiles.{name}", top=False)
+
+
+CRED_BOUND_KEYS = ("min_grounding", "min_pairs")
+CRED_KEYS = (*CRED_BOUND_KEYS, "enabled", "by_part", "parts", "exclude_low_tasks", "rule", "confidence",
+             "max_error_rate", "required")
+# Keys of the paper's measures, which are reported but no longer bounds (docs/guarantees.md).
+RETIREDCRED_KEYS = ("min_rationality", "max_shortcut_prob")
+
+
+def _retired(c: Checker, k: str, d: Mapping[str, Any]) -> None:
+    for name in RETIREDCRED_KEYS:
+        if name in d:
+            c.fail(f"{k}.{name}", "is no longer a bound: rationality and shortcut probability move with accuracy "
+                   "(for a model whose diagnosis ignores its perception, shortcut probability equals diagnostic "
+                   "accuracy), so they are reported, not gated", show_value=False,
+                   fix="delete it and bound grounding instead, e.g. `min_grounding: 0.1` (see docs/guarantees.md)")
+
+
+def validate_credibility(c: Checker, k: str, value: Any) -> None:
+    if isinstance(value, dict):
+        _retired(c, k, value)
+    d = c.mapping(k, value, CRED_KEYS)
+    for b in ("enabled", "by_part"):
+        if b in d:
+            c.boolean(f"{k}.{b}", d[b])
+    c.optional_prob(k, d, "min_grounding", "a grounding difference")
+    if "min_pairs" in d:
+        c.count(f"{k}.min_pairs", d["min_pairs"])
+    c.decision(k, {x: d[x] for x in ("rule", "confidence", "max_error_rate", "required") if x in d})
+    if "exclude_low_tasks" in d:
+        tasks = d["exclude_low_tasks"]
+        if not isinstance(tasks, list) or not all(isinstance(t, str) for t in tasks):
+            c.fail(f"{k}.exclude_low_tasks", "must be a list of task names", tasks,
+                   "write e.g. `[View Recognition]`, or `[]` to count every lower-level task")
+    if "parts" in d and d["parts"] is not None:
+        parts = c.mapping(f"{k}.parts", d["parts"], None)
+        for part, spec in parts.items():
+            pk = f"{k}.parts.{part}"
+            if isinstance(spec, dict):
+                _retired(c, pk, spec)
+            c.mapping(pk, spec, CRED_BOUND_KEYS)
+            c.optional_prob(pk, spec, "min_grounding", "a grounding difference")
+            if "min_pairs" in spec:
+                c.count(f"{pk}.min_pairs", spec["min_pairs"])

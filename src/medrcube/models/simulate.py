@@ -1,0 +1,166 @@
+"""`simulate:...`: a SIMULATED model of known behaviour, for operating characteristics and tests.
+
+    simulate:accuracy=0.8,icc=0.3,seed=1[,grounded=true][,DD=0.6,MR=0.95,...]
+
+It is not a model: it knows each item's answer (from the cube) and answers right with
+the stated probability. Its spec, fingerprint and every response name it a simulation,
+so no output can pass it off as a model.
+
+- accuracy: the probability of a right answer on every task (default 0.7); a task's own
+  accuracy by its abbreviation or name (`DD=0.6`, `Disease Diagnosis=0.6`).
+- icc: the correlation of items on one image (a latent image effect: a right answer is
+  sqrt(icc) u_image + sqrt(1 - icc) e_item < Phi^-1(accuracy)), default 0.
+- grounded: false (default) draws the diagnosis-level items (AD, DD, SG) from an image
+  effect independent of the perception-level items': diagnosis and perception are
+  independent whatever the accuracies. true makes them share one image effect with a
+  correlation of at least 0.6, so a right perception goes with a right diagnosis.
+- seed: every draw is a hash of (seed, image or item, item): reproducible across runs,
+  worker counts and request orders.
+- blind requests (no image) are answered uniformly at random; rotations of the options
+  do not change whether an item is right.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from statistics import NormalDist
+from typing import TYPE_CHECKING
+
+from medrcube.models.base import ErrorKind, Request, Response
+from medrcube.taxonomy import Level, canonical_task, task_level
+
+if TYPE_CHECKING:
+    from medrcube.cube.item import Cube
+
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_N = NormalDist()
+GROUNDED_MIN_CORRELATION = 0.6
+
+
+class SimulationSpecError(ValueError):
+    """A malformed simulate: spec; the message names the key and the fix."""
+
+
+@dataclass(frozen=True)
+class SimulationParams:
+    accuracy: float = 0.7
+    icc: float = 0.0
+    seed: int = 0
+    grounded: bool = False
+    task_accuracy: Mapping[str, float] = field(default_factory=dict)
+
+    def accuracy_of(self, task: str) -> float:
+        return self.task_accuracy.get(task, self.accuracy)
+
+
+def _prob(key: str, text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise SimulationSpecError(f"simulate: {key}={text!r} is not a number; write e.g. {key}=0.7") from None
+    if not 0.0 <= v <= 1.0:
+        raise SimulationSpecError(f"simulate: {key}={text} must be between 0 and 1")
+    return v
+
+
+def parse_simulation(rest: str) -> SimulationParams:
+    """The parameters of `simulate:REST` (REST: comma-separated key=value)."""
+    acc, icc, seed, grounded = 0.7, 0.0, 0, False
+    tasks: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in rest.split(","))):
+        key, sep, value = part.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep:
+            raise SimulationSpecError(f"simulate: {part!r} is not key=value; e.g. simulate:accuracy=0.8,icc=0.3,seed=1")
+        if key == "accuracy":
+            acc = _prob(key, value)
+        elif key == "icc":
+            icc = _prob(key, value)
+        elif key == "seed":
+            try:
+                seed = int(value)
+            except ValueError:
+                raise SimulationSpecError(f"simulate: seed={value!r} must be an integer") from None
+        elif key == "grounded":
+            if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                raise SimulationSpecError(f"simulate: grounded={value!r} must be true or false")
+            grounded = value.lower() in ("true", "1", "yes")
+        else:
+            task = canonical_task(key)
+            if not task.known:
+                raise SimulationSpecError(
+                    f"simulate: unknown key {key!r}; use accuracy, icc, seed, grounded or a task (DD=0.6)"
+                )
+            tasks[task.value] = _prob(key, value)
+    return SimulationParams(acc, icc, seed, grounded, tasks)
+
+
+def _uniform(*parts: object) -> float:
+    material = "\x1f".join(map(str, parts)).encode("utf-8")
+    h = int.from_bytes(hashlib.sha256(material).digest()[:8], "big")
+    return (h + 0.5) / 2.0**64
+
+
+def _normal(*parts: object) -> float:
+    return _N.inv_cdf(_uniform(*parts))
+
+
+class SimulatedAdapter:
+    """A simulated model (see the module doc). Needs the cube to know the answers."""
+
+    keyed_by_item = True
+
+    def __init__(self, params: SimulationParams, cube: Cube, *, spec: str, concurrency: int | None = None,
+                 batch_size: int = 256) -> None:
+        self.params = params
+        self.spec = spec
+        self.fingerprint = f"simulation:{spec}"  # never mistaken for a model's
+        self.batch_size = batch_size
+        self.concurrency = concurrency or 4
+        self._items = {it.id: it for it in cube.items}
+
+    def correct(self, item_id: str, image: str | None, task: str) -> bool:
+        """Whether the simulation answers this item right (any rotation)."""
+        p = self.params
+        acc = p.accuracy_of(task)
+        if acc <= 0.0:
+            return False
+        if acc >= 1.0:
+            return True
+        high = task_level(task) is Level.HIGH
+        cluster = image or f"item:{item_id}"
+        # Diagnosis draws its image effect from its own stream unless grounded.
+        stream = "perception" if (p.grounded or not high) else "diagnosis"
+        rho = p.icc
+        if p.grounded and high:
+            rho = max(rho, GROUNDED_MIN_CORRELATION)
+        u = _normal(p.seed, stream, cluster)
+        e = _normal(p.seed, "item", item_id)
+        latent = math.sqrt(rho) * u + math.sqrt(1.0 - rho) * e
+        return latent < _N.inv_cdf(acc)
+
+    def answer(self, req: Request) -> Response:
+        if not req.options:
+            return Response(text=None, error=f"the simulation needs the options of item {req.item_id!r}",
+                            error_kind=ErrorKind.INTERNAL)
+        n = len(req.options)
+        item = self._items.get(req.item_id)
+        if item is None or not req.images:
+            # Not in the cube, or blind: a uniform guess, seeded.
+            pick = int(_uniform(self.params.seed, "guess", req.item_id, req.variant, *req.options) * n) % n
+            return Response(text=LETTERS[pick])
+        right = req.options.index(item.answer_text) if item.answer_text in req.options else 0
+        if self.correct(item.id, item.image, item.task) or n < 2:
+            return Response(text=LETTERS[right])
+        wrong = [i for i in range(n) if i != right]
+        pick = wrong[int(_uniform(self.params.seed, "wrong", item.id) * len(wrong)) % len(wrong)]
+        return Response(text=LETTERS[pick])
+
+    async def generate(self, requests: Sequence[Request]) -> list[Response]:
+        return [self.answer(r) for r in requests]
+
+    async def aclose(self) -> None:
+        return None
