@@ -60,8 +60,8 @@ def test_run_directory_and_junit_properties(gate_ws):
             "(A=0 B=12 C=0 D=0, D expected if independent 0.0): undecided",
             "checks: 1 passed, 3 failed, 3 undecided (insufficient evidence), 0 errors (not graded)",
             f"written: {run_dir}/ (results.jsonl, metrics_summary.json, run.json, gate.json, report.html)",
-            "gate: NOT QUALIFIED (3 required checks failed: *",
             "exit status 10 (QUALIFIED 0, NOT QUALIFIED 10, UNDECIDED 11)",
+            "gate: NOT QUALIFIED (3 required checks failed: *",
         ]
     )
 

@@ -374,8 +374,8 @@ def summary_lines(entries: Sequence[Mapping[str, Any]], meta: Mapping[str, Any],
     if written:
         lines.append(f"written: {written[0].parent}/ (" + ", ".join(p.name for p in written) + ")")
     gate = gate_outcome(entries, meta.get("guarantee", ""), meta.get("not_run", ()))
-    lines.append(gate.text())
     lines.append(f"exit status {gate.exit_code} (QUALIFIED 0, NOT QUALIFIED 10, UNDECIDED 11)")
+    lines.append(gate.text())  # last: the verdict is the last line a reader sees
     return lines
 
 
