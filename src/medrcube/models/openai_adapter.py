@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from medrcube.models.base import ErrorKind, Request, Response
+from medrcube.models.confidence import from_logprobs
 from medrcube.models.images import IMAGE_FORMATS, ImageCache, ImageError, shared_image_cache
 from medrcube.models.models_file import redacted_url
 
@@ -179,6 +180,7 @@ class _Attempt:
     message: str = ""
     retry_after: float | None = None
     retryable: bool = False
+    logprobs: Any = None  # the choice's `logprobs` object, read against the request's options
 
 
 @dataclass
@@ -358,7 +360,10 @@ class OpenAIAdapter:
             elapsed = time.monotonic() - started if started is not None else 0.0
             if result.response is not None:
                 r = result.response
-                return Response(text=r.text, refused=r.refused, usage=r.usage, latency_s=elapsed, attempts=attempt)
+                # Confidence hook (issue 16): per-option probabilities when logprobs came back.
+                conf = from_logprobs(result.logprobs, len(request.options)) if result.logprobs else None
+                return Response(text=r.text, refused=r.refused, usage=r.usage, latency_s=elapsed, attempts=attempt,
+                                confidence=conf)
             history.append(result.label)
             if not result.retryable or attempt >= self.retry.max_attempts:
                 assert result.kind is not None
@@ -512,7 +517,7 @@ class OpenAIAdapter:
         if choice.get("finish_reason") == "content_filter" or refusal:
             evidence = str(refusal) if refusal else (text or "")
             return _Attempt(response=Response(text=evidence, refused=True, usage=usage))
-        return _Attempt(response=Response(text=text or "", usage=usage))
+        return _Attempt(response=Response(text=text or "", usage=usage), logprobs=choice.get("logprobs"))
 
     @staticmethod
     def _usage(raw: Any) -> dict[str, int] | None:

@@ -56,12 +56,14 @@ from pathlib import Path
 from typing import Any
 
 from medrcube.models.base import ErrorKind, Response
+from medrcube.models.confidence import OptionConfidence
 
 log = logging.getLogger(__name__)
 
 DEFAULT_DIRECTORY = ".medrcube"
 DB_NAME = "responses.sqlite3"
-SCHEMA_VERSION = 1
+# 2: responses.confidence (per-option probabilities, issue 16), added in place to a v1 file.
+SCHEMA_VERSION = 2
 # Keys per SQL statement in bulk lookups: well under SQLite's bound-parameter limit.
 _CHUNK = 500
 
@@ -75,7 +77,8 @@ CREATE TABLE IF NOT EXISTS responses (
     latency_s  REAL NOT NULL DEFAULT 0,
     attempts   INTEGER NOT NULL DEFAULT 1,
     created    REAL NOT NULL,
-    checksum   INTEGER NOT NULL
+    checksum   INTEGER NOT NULL,
+    confidence TEXT
 );
 CREATE TABLE IF NOT EXISTS errors (
     id         INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -174,27 +177,30 @@ def _chunks(seq: Sequence[str], n: int = _CHUNK) -> Iterator[Sequence[str]]:
         yield seq[i : i + n]
 
 
-def _checksum(key: str, text: str | None, refused: int, usage: str | None) -> int:
+def _checksum(key: str, text: str | None, refused: int, usage: str | None, confidence: str | None = None) -> int:
     """CRC-32 over what grading reads from a row. SQLite's own checks (quick_check) see
     the file's structure, not the bytes of a value: a flipped byte inside a stored answer
-    ("B" -> "C") would pass them and be graded. This catches it."""
-    payload = json.dumps([key, text, int(refused), usage], ensure_ascii=False, separators=(",", ":"))
+    ("B" -> "C") would pass them and be graded. This catches it. The confidence is part
+    of it only when set, so that rows written before it existed keep their checksums."""
+    fields: list[Any] = [key, text, int(refused), usage] + ([confidence] if confidence is not None else [])
+    payload = json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
     return zlib.crc32(payload.encode("utf-8"))
 
 
-_RESPONSE_COLS = "key, text, refused, usage, latency_s, attempts, checksum"
+_RESPONSE_COLS = "key, text, refused, usage, latency_s, attempts, checksum, confidence"
 
 
 def _row_to_response(row: Sequence[Any]) -> Response | None:
     """The Response of a row of _RESPONSE_COLS, or None if it is damaged: its checksum
     does not match, or one of its texts was not valid UTF-8 on disk."""
-    key, text, refused, usage, latency_s, attempts, checksum = row
+    key, text, refused, usage, latency_s, attempts, checksum, confidence = row
     # A damaged record header can change a value's type (a text read back as a blob or a
     # number): a damaged row, not a crash in the checksum or the conversions below.
     if not (
         isinstance(key, str)
         and isinstance(text, str | None)
         and isinstance(usage, str | None)
+        and isinstance(confidence, str | None)
         and type(refused) is int
         and type(attempts) is int
         and type(checksum) is int
@@ -203,9 +209,9 @@ def _row_to_response(row: Sequence[Any]) -> Response | None:
         return None
     # Replacement characters change the text, so the checksum alone nearly always
     # refuses an undecodable row; the marker makes it certain.
-    if any(isinstance(v, _Undecodable) for v in (key, text, usage)):
+    if any(isinstance(v, _Undecodable) for v in (key, text, usage, confidence)):
         return None
-    if _checksum(key, text, refused, usage) != checksum:
+    if _checksum(key, text, refused, usage, confidence) != checksum:
         return None
     return Response(
         text=text,
@@ -213,6 +219,7 @@ def _row_to_response(row: Sequence[Any]) -> Response | None:
         usage=json.loads(usage) if usage else None,
         latency_s=float(latency_s),
         attempts=int(attempts),
+        confidence=OptionConfidence.from_json(json.loads(confidence)) if confidence else None,
     )
 
 
@@ -303,6 +310,9 @@ class ResponseStore:
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
                         conn.execute(statement)
+                columns = {row[1] for row in conn.execute("PRAGMA table_info(responses)")}
+                if "confidence" not in columns:  # a version 1 file: its rows stay valid
+                    conn.execute("ALTER TABLE responses ADD COLUMN confidence TEXT")
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -453,7 +463,7 @@ class ResponseStore:
             if ok:
                 conn.executemany(
                     "INSERT OR REPLACE INTO responses (key, model, text, refused, usage, latency_s, "
-                    "attempts, created, checksum) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "attempts, created, checksum, confidence) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [self._response_row(k, r, model, now) for k, r in ok],
                 )
             if failed:
@@ -479,6 +489,7 @@ class ResponseStore:
     def _response_row(key: str, r: Response, model: str, now: float) -> tuple[Any, ...]:
         usage = json.dumps(dict(r.usage), sort_keys=True) if r.usage else None
         refused = int(r.refused)
+        confidence = json.dumps(r.confidence.to_json(), sort_keys=True) if r.confidence is not None else None
         return (
             key,
             model,
@@ -488,7 +499,8 @@ class ResponseStore:
             float(r.latency_s),
             int(r.attempts),
             now,
-            _checksum(key, r.text, refused, usage),
+            _checksum(key, r.text, refused, usage, confidence),
+            confidence,
         )
 
     def record_error(self, key: str, response: Response, *, model: str = "", owner: str | None = None) -> None:

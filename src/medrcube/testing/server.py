@@ -38,7 +38,12 @@ The script (a JSON object; every key optional)::
       "hang_s": 3600,                  # default duration of a "hang" fault
       "seed": 0,                       # random latency and fault fractions are reproducible
       "inspect_images": true,          # decode image headers to record size and digest
-      "log_limit": 100000              # at most this many entries in the request log
+      "log_limit": 100000,             # at most this many entries in the request log
+      "logprobs": {"<question>": {"A": 0.7, "B": 0.2, "C": 0.1}}
+          # served when a request asks `logprobs: true` (and `top_logprobs: K`): at the
+          # first token of the reply that is an option letter, the top K letters with
+          # these probabilities (the emitted letter's own logprob from the same table);
+          # every other token, and every reply without an entry, has logprob 0
     }
 
 A fault rule::
@@ -88,6 +93,7 @@ import copy
 import hashlib
 import io
 import json
+import math
 import random
 import re
 import signal
@@ -111,7 +117,7 @@ ReplyFn = Callable[[str, Mapping[str, Any]], "str | None"]
 FAULTS = ("status", "hang", "malformed", "truncated", "empty_choices", "content_filter", "refusal", "drop", "reset")
 _SCRIPT_KEYS = {
     "default", "answers", "answer_key", "reply_format", "latency", "latency_by_question", "faults",
-    "models", "model", "require_auth", "hang_s", "seed", "inspect_images", "log_limit",
+    "models", "model", "require_auth", "hang_s", "seed", "inspect_images", "log_limit", "logprobs",
 }
 _RULE_KEYS = {
     "fault", "status", "retry_after", "retry_after_ms", "message", "code", "match", "first", "after",
@@ -261,6 +267,7 @@ class Script:
     log_limit: int
     rng: random.Random
     reply_fn: ReplyFn | None = None
+    logprobs: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any] | None, reply_fn: ReplyFn | None = None) -> Script:
@@ -269,7 +276,7 @@ class Script:
         if unknown:
             raise ScriptError(f"script: unknown keys {sorted(unknown)}; accepted: {sorted(_SCRIPT_KEYS)}")
         seed = raw.get("seed", 0)
-        for k in ("answers", "answer_key", "latency_by_question"):
+        for k in ("answers", "answer_key", "latency_by_question", "logprobs"):
             if not isinstance(raw.get(k, {}), Mapping):
                 raise ScriptError(f"script: {k} must be an object mapping question text to a value")
         faults = raw.get("faults", [])
@@ -301,6 +308,7 @@ class Script:
             log_limit=int(raw.get("log_limit", 100_000)),
             rng=random.Random(seed),
             reply_fn=reply_fn,
+            logprobs=_parse_logprobs(raw.get("logprobs", {})),
         )
 
     def reply(self, question: str, prompt: str, body: Mapping[str, Any]) -> str:
@@ -324,6 +332,41 @@ class Script:
     def latency_for(self, question: str, prompt: str) -> float:
         hit, lat = _lookup(self.latency_by_question, question, prompt) if self.latency_by_question else (False, None)
         return (lat if hit else self.latency).sample(self.rng)
+
+
+def _parse_logprobs(table: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for question, dist in table.items():
+        if not (isinstance(dist, Mapping) and dist and all(
+                isinstance(k, str) and len(k) == 1 and isinstance(v, (int, float)) and 0 < v <= 1
+                for k, v in dist.items())):
+            raise ScriptError(f"script: logprobs[{question!r}] = {dist!r}; use an object of option letters to "
+                              'probabilities in (0, 1], such as {"A": 0.7, "B": 0.3}')
+        out[str(question)] = {k: float(v) for k, v in dist.items()}
+    return out
+
+
+_TOKEN = re.compile(r"\s*\S+|\s+")
+
+
+def _logprobs(text: str, dist: Mapping[str, float] | None, top_k: int) -> dict[str, Any]:
+    """An OpenAI `choice.logprobs` for `text` (tokens: words with their leading space)."""
+    content: list[dict[str, Any]] = []
+    scripted = False
+    for tok in _TOKEN.findall(text):
+        core = tok.strip(" \t\n()[]*:.,")
+        entry: dict[str, Any] = {"token": tok, "logprob": 0.0, "bytes": list(tok.encode())}
+        if dist is not None and not scripted and len(core) == 1 and core.isupper():
+            scripted = True
+            lead = tok[: len(tok) - len(tok.lstrip())]
+            entry["logprob"] = math.log(dist.get(core, 1e-9))
+            ranked = sorted(dist.items(), key=lambda kv: -kv[1])[:top_k]
+            entry["top_logprobs"] = [{"token": lead + k, "logprob": math.log(v), "bytes": list((lead + k).encode())}
+                                     for k, v in ranked]
+        else:
+            entry["top_logprobs"] = [dict(entry)][:top_k]
+        content.append(entry)
+    return {"content": content, "refusal": None}
 
 
 # ---------------------------------------------------------------------------- statistics
@@ -569,7 +612,11 @@ class _Handler(BaseHTTPRequestHandler):
         ptoks = len(parsed.prompt.split()) + 85 * len(parsed.images)
 
         def completion(text: str | None, finish: str = "stop", refusal: str | None = None) -> dict[str, Any]:
-            return _completion(model, text, finish, refusal, prompt_tokens=ptoks, seq=plan.seq)
+            obj = _completion(model, text, finish, refusal, prompt_tokens=ptoks, seq=plan.seq)
+            if parsed.params.get("logprobs") and text is not None:
+                _, dist = _lookup(owner.script.logprobs, parsed.question, parsed.prompt)
+                obj["choices"][0]["logprobs"] = _logprobs(text, dist, int(parsed.params.get("top_logprobs") or 0))
+            return obj
 
         if fault is None:
             body = json.dumps(completion(plan.reply)).encode()
