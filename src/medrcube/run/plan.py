@@ -20,7 +20,7 @@ from medrcube.cube.item import Cube, Item
 from medrcube.models.base import ImageInput, Request
 from medrcube.run.prompts import prompt_hash, render_prompt
 from medrcube.run.store import make_key
-from medrcube.run.variants import Variant, parse_variants, rotate
+from medrcube.run.variants import ABSTAIN, Variant, parse_variants, rotate, with_abstention
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +28,7 @@ class PlannedAsk:
     """One (item, variant, rotation) of a run."""
 
     item: Item
-    variant: str  # "standard", "blind" or "shuffled"
+    variant: str  # "standard", "blind", "shuffled" or "abstain"
     rotation: int
     options: tuple[str, ...]  # as shown to the model (rotated for "shuffled")
     answer: int  # index of the correct option as shown
@@ -99,6 +99,8 @@ def _plan_one(
     keyed_by_item: bool = False,
 ) -> PlannedAsk:
     options, answer = rotate(item.options, item.answer, rotation)
+    if name == ABSTAIN:  # the added last option whose choice is a deferral (run/variants.py)
+        options = with_abstention(options)
     prompt = render_prompt(item.question, options, template)
     available = cube.image_available(item)
     digest = cube.image_digest(item) if available else None

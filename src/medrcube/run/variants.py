@@ -6,6 +6,10 @@
 - `shuffled:K`: K cyclic rotations of the options, with the image, for circular
   evaluation (an item counts as solved only when every rotation is answered correctly)
   and for position bias.
+- `abstain`: the image and the options in cube order plus an added last option,
+  "Cannot be determined from this image" (`ABSTAIN_OPTION`), offered on every item. Its
+  choice is graded DEFERRED (records.Outcome): never a wrong answer, never a refusal;
+  metrics.selective weighs it against errors with the policy's costs.
 
 Rotation convention (chosen so that circular accuracy is a function of the `shuffled`
 records alone): `shuffled:K` yields rotations 0, 1, ..., K-1, all named "shuffled".
@@ -32,8 +36,13 @@ from medrcube.taxonomy import did_you_mean
 STANDARD = "standard"
 BLIND = "blind"
 SHUFFLED = "shuffled"
-VARIANT_NAMES: tuple[str, ...] = (STANDARD, BLIND, SHUFFLED)
-_CHOICES_TEXT = "standard, blind, shuffled:K (K >= 2 cyclic rotations of the options)"
+ABSTAIN = "abstain"
+ABSTAIN_OPTION = "Cannot be determined from this image"
+VARIANT_NAMES: tuple[str, ...] = (STANDARD, BLIND, SHUFFLED, ABSTAIN)
+_CHOICES_TEXT = (
+    "standard, blind, shuffled:K (K >= 2 cyclic rotations of the options), "
+    "abstain (an added last option: cannot be determined)"
+)
 _SHUFFLED_RE = re.compile(r"^shuffled(?::(.*))?$")
 
 
@@ -101,10 +110,10 @@ def _parse_one(token: str, spec: str) -> Variant:
                 f"(got {got}); write shuffled:K, e.g. shuffled:4; choices: {_CHOICES_TEXT}"
             )
         return Variant(SHUFFLED, int(raw_k))
-    if word in (STANDARD, BLIND):
+    if word in (STANDARD, BLIND, ABSTAIN):
         return Variant(word)
     head = word.split(":", 1)[0]
-    if head in (STANDARD, BLIND):
+    if head in (STANDARD, BLIND, ABSTAIN):
         raise ValueError(
             f"variant {token.strip()!r} in spec {spec!r}: {head!r} takes no ':K' suffix; "
             f"choices: {_CHOICES_TEXT}"
@@ -177,3 +186,10 @@ def original_index(shown: int, r: int, n_options: int) -> int:
     if not 0 <= shown < n_options:
         raise ValueError(f"position {shown} is outside the {n_options} options")
     return (shown + r) % n_options
+
+
+def with_abstention(options: Sequence[str]) -> tuple[str, ...]:
+    """The options of the `abstain` variant: as given, then `ABSTAIN_OPTION` last (the
+    correct answer's index is unchanged). An item that already offers it keeps one copy
+    only in the sense that the added one is the one graded as a deferral."""
+    return (*options, ABSTAIN_OPTION)
