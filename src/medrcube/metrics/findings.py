@@ -56,7 +56,6 @@ from typing import Any
 from medrcube.metrics.accuracy import wilson_from_proportion
 from medrcube.metrics.clustered import cluster_counts, icc_anova, image_key
 from medrcube.records import GradedRecord, Outcome
-from medrcube.taxonomy import Level, task_level
 
 NONE_LABEL = "(none)"  # the chosen label of an answer that names no option
 NORMAL = "normal"
@@ -75,9 +74,14 @@ def label_of(text: str) -> str:
     return NORMAL if t in _NORMAL_SPELLINGS else t
 
 
+# The tasks whose options name findings. Severity Grading is high-level too, but its
+# options are grades of one finding, not findings.
+FINDING_TASKS = frozenset({"Disease Diagnosis", "Abnormality Diagnosis"})
+
+
 def is_diagnosis_task(task: str) -> bool:
-    """The diagnosis-level tasks, whose options name findings (Level.HIGH)."""
-    return task_level(task) == Level.HIGH
+    """A diagnosis-level task whose options name findings (FINDING_TASKS)."""
+    return task in FINDING_TASKS
 
 
 # -- the clustered interval ------------------------------------------------------------------

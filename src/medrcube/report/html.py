@@ -391,6 +391,9 @@ def build_page(run: RunData, *, cube: Any = None, plots_dir: Path | None = None)
     elif cube is not None:
         cube = checked_cube(cube, run, notes)
     worst = worst_rows(run, cube, notes)
+    from medrcube.report.clinical import clinical_section  # the issue-16 panel
+
+    clinical = clinical_section(run.records, plots_dir) if graded else None
 
     counts: dict[str, int] = defaultdict(int)
     for r in run.records:
@@ -427,6 +430,7 @@ def build_page(run: RunData, *, cube: Any = None, plots_dir: Path | None = None)
         "position": position,
         "regression": regression_rows(run.gate),
         "worst": worst,
+        "clinical": clinical,
         "notes": notes,
         "errors": counts.get(Outcome.ERROR.value, 0),
         "nothing_graded": None if graded else nothing_graded(standard),
