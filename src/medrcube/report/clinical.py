@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from medrcube.metrics.calibration import Calibration, by_level
-from medrcube.metrics.findings import findings_by_cell
+from medrcube.metrics.findings import FindingStats, findings_by_cell
 from medrcube.metrics.selective import abstention_summary, selective_summary
 from medrcube.records import GradedRecord
 
@@ -70,16 +70,13 @@ def risk_coverage_figure(curve: Mapping[str, Sequence[float]], error_rate: float
 
 
 def _finding_rows(records: Sequence[GradedRecord]) -> list[dict[str, Any]]:
-    rows = []
+    found: list[tuple[str, FindingStats, float | None]] = []
     for cell, cf in findings_by_cell(records).items():
-        for f in cf.findings.values():
-            if f.sensitivity.n == 0:
-                continue
-            rows.append({"cell": " · ".join(cell), "finding": f.finding, "se": f.sensitivity, "sp": f.specificity,
-                         "ppv": f.ppv, "npv": f.npv, "balanced": cf.balanced_accuracy})
+        found += [(" · ".join(cell), f, cf.balanced_accuracy) for f in cf.findings.values() if f.sensitivity.n]
     # Surely weak first: the lowest upper bound of the sensitivity, then the estimate.
-    rows.sort(key=lambda r: (r["se"].hi, r["se"].value or 0.0, r["cell"], r["finding"]))
-    return rows[:FINDING_ROWS]
+    found.sort(key=lambda t: (t[1].sensitivity.hi, t[1].sensitivity.value or 0.0, t[0], t[1].finding))
+    return [{"cell": cell, "finding": f.finding, "se": f.sensitivity, "sp": f.specificity, "ppv": f.ppv,
+             "npv": f.npv, "balanced": balanced} for cell, f, balanced in found[:FINDING_ROWS]]
 
 
 def clinical_section(records: Sequence[GradedRecord], plots_dir: Path | None) -> dict[str, Any] | None:
