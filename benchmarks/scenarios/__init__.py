@@ -5,7 +5,7 @@ its output (every request answered once, zero model calls when warm ...) does no
 from __future__ import annotations
 
 from benchmarks.scenarios import (
-    calibration, extraction, leaderboard, load, memory, parallel, qualify, throughput,
+    calibration, extraction, findings, leaderboard, load, memory, parallel, qualify, throughput,
 )
 
-SCENARIOS = (load, qualify, throughput, parallel, memory, extraction, leaderboard, calibration)
+SCENARIOS = (load, qualify, throughput, parallel, memory, extraction, leaderboard, calibration, findings)

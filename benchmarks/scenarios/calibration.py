@@ -79,6 +79,38 @@ def run(ctx: Context) -> list[Metric]:
                        [r[right]], Target(">", 90.0, ">= 90 %") if judge and n >= 2000 else None),
                 Metric(f"{key}.check_undecided", "  check: undecided", "%", [r["undecided"]]),
             ]
+    metrics += _clustered(ctx, 50 if quick else 200, n_boot)
     metrics.append(Metric("calibration.wall_s", "wall time of the scenario (all runs, bootstrap included)", "s",
                           [time.perf_counter() - t0], note=f"{n_boot} bootstrap replicates per run"))
     return metrics
+
+
+def _clustered(ctx: Context, runs: int, n_boot: int) -> list[Metric]:
+    """Items that share an image (up to 6, 80% sharing one correctness draw): the cluster
+    bootstrap keeps CE's coverage; an item bootstrap (every record its own cluster) does not."""
+    import dataclasses
+
+    from medrcube.metrics.calibration import calibration, scored
+    from medrcube.testing.calibrated import SimulatedScorer
+
+    out: list[Metric] = []
+    for name, gap in (("calibrated", 0.0), ("overconfident", 0.15)):
+        sim = SimulatedScorer(gap=gap, shared=0.8)
+        by_cluster, by_item = [], []
+        for seed in range(runs):
+            s = scored(sim.records(2000, seed, max_per_image=6))
+            a = calibration(s, n_boot=n_boot, seed=seed)
+            b = calibration(dataclasses.replace(s, cluster=np.arange(s.n)), n_boot=n_boot, seed=seed)
+            by_cluster.append(a.ce_ci95[0] <= gap <= a.ce_ci95[1])
+            by_item.append(b.ce_ci95[0] <= gap <= b.ce_ci95[1])
+        ctx.log(f"calibration: clustered {name}: cluster {np.mean(by_cluster):.3f}, item {np.mean(by_item):.3f}")
+        key = f"calibration.clustered.{name}"
+        out += [
+            Metric(f"{key}.ce_coverage_cluster_bootstrap",
+                   f"{name}, clustered items (<= 6 per image, 80% share a draw), n = 2000, {runs} runs: "
+                   "CE interval holds the truth, cluster bootstrap over images", "%", [100 * float(np.mean(by_cluster))],
+                   Target(">", 90.0, ">= 90 %") if ctx.sizes.judge_targets else None),
+            Metric(f"{key}.ce_coverage_item_bootstrap", "  the same with an item bootstrap (images ignored)", "%",
+                   [100 * float(np.mean(by_item))]),
+        ]
+    return out

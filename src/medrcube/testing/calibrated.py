@@ -8,7 +8,11 @@ true root-mean-square calibration error of the overconfident scorer are both `ga
 at any binning, and both are 0 for the calibrated one.
 
 Items sit on images (1 to `max_per_image` items each), so the records have real image
-clusters for the cluster bootstrap; outcomes are independent given the confidence.
+clusters for the cluster bootstrap. With `shared` = 0 outcomes are independent given the
+confidence. With `shared` = s > 0 the items of an image share one confidence and, each
+with probability s, one draw of correctness (a hard image is missed by every question
+about it): P(correct | c) is still f(c), so the truth above is unchanged, but the items
+of an image are correlated, which an item-level bootstrap ignores.
 Records are real GradedRecords with a `logits`-style confidence, so the metrics read
 them exactly as they read a run's.
 """
@@ -28,6 +32,7 @@ class SimulatedScorer:
     low: float = 0.3
     high: float = 1.0
     n_options: int = 4
+    shared: float = 0.0  # probability that an item shares its image's correctness draw
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.low < self.high <= 1.0 or self.low - self.gap < 0.0:
@@ -40,10 +45,15 @@ class SimulatedScorer:
     def records(self, n_items: int, seed: int, *, max_per_image: int = 3, task: str = "Disease Diagnosis",
                 variant: str = "standard") -> list[GradedRecord]:
         rng = np.random.default_rng(seed)
-        conf = rng.uniform(self.low, self.high, size=n_items)
-        correct = rng.random(n_items) < conf - self.gap
         sizes = rng.integers(1, max_per_image + 1, size=n_items)
         image = np.repeat(np.arange(n_items), sizes)[:n_items]
+        conf = rng.uniform(self.low, self.high, size=n_items)
+        draw = rng.random(n_items)
+        if self.shared > 0:
+            conf = rng.uniform(self.low, self.high, size=n_items)[image]  # one confidence per image
+            image_draw = rng.random(n_items)[image]
+            draw = np.where(rng.random(n_items) < self.shared, image_draw, draw)
+        correct = draw < conf - self.gap
         out = []
         for i in range(n_items):
             answer = int(rng.integers(0, self.n_options))
