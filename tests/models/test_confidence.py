@@ -180,3 +180,18 @@ def test_hf_option_scores_equal_a_direct_forward_pass(tiny_adapter) -> None:
     total = sum(masses)
     assert cand.probs == pytest.approx([m / total for m in masses], abs=1e-5)
     assert cand.mass == pytest.approx(total, abs=1e-6)
+
+
+def test_hf_option_scores_can_be_turned_off(tiny_adapter) -> None:
+    req = Request(key="k", item_id="i", prompt=PROMPT, params={"max_new_tokens": 2, "option_scores": False},
+                  options=OPTIONS)
+    (r,) = asyncio.run(tiny_adapter.generate([req]))
+    assert r.ok and r.confidence is None
+
+
+def test_a_stated_confidence_on_the_answer_line_keeps_the_answer() -> None:
+    from medrcube.models.confidence import without_verbal
+    from medrcube.run.extract import extract
+
+    assert extract(without_verbal("B (confidence: 80%)"), OPTIONS).choice == 1
+    assert extract(without_verbal("B\nCONFIDENCE: 80%"), OPTIONS).choice == 1

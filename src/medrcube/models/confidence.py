@@ -44,7 +44,7 @@ VERBAL_INSTRUCTION = (
     "Then, on a new line, state how confident you are that your answer is correct, "
     "as a percentage, in exactly this form:\nCONFIDENCE: NN%"
 )
-_VERBAL = re.compile(r"confidence\s*[:=]\s*(\d{1,3}(?:\.\d+)?)\s*(%?)", re.I)
+_VERBAL = re.compile(r"[(\[]?\s*confidence\s*[:=]\s*(\d{1,3}(?:\.\d+)?)\s*(%?)\s*[)\]]?", re.I)
 # Characters around a letter that still spell that letter as a choice: "(B", "B.", " B)".
 _LETTER_PUNCT = " \t\n()[]{}*:.,\"'`"
 LETTERS = string.ascii_uppercase
@@ -174,9 +174,10 @@ def verbal_confidence(text: str | None) -> OptionConfidence | None:
 
 
 def without_verbal(text: str) -> str:
-    """The response with its stated-confidence lines removed (so that "CONFIDENCE: 80%"
-    is never read as an answer by extraction)."""
-    return "\n".join(line for line in text.splitlines() if not _VERBAL.search(line)).strip()
+    """The response with its stated confidence cut out ("B (confidence: 80%)" -> "B"),
+    so that the number is never read as an answer by extraction and an answer on the
+    same line is kept."""
+    return _VERBAL.sub("", text).strip()
 
 
 __all__ = [

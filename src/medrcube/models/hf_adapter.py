@@ -214,6 +214,10 @@ class HFAdapter:
         self, idx: list[int], requests: list[Request], images: dict[int, list[Image.Image]], gen: dict[str, Any]
     ) -> list[Response]:
         t0 = time.perf_counter()
+        # `option_scores: false` in the params turns the option scoring off (it keeps every
+        # step's logits while generating: max_new_tokens x batch x vocabulary values).
+        gen = dict(gen)
+        score = bool(gen.pop("option_scores", True))
         texts, flat = [], []
         for i in idx:
             content: list[dict[str, Any]] = [{"type": "image"} for _ in images[i]]
@@ -229,9 +233,10 @@ class HFAdapter:
             # The raw logits of the first step are the option scores (issue 16): the same
             # forward pass that starts the answer, no second one. (transformers keeps every
             # step's logits while generating; they are dropped as soon as this batch is read.)
-            output = self.model.generate(**inputs, **gen, output_logits=True, return_dict_in_generate=True)
-        first_logits = output.logits[0] if output.logits else None
-        output = output.sequences
+            scored = dict(output_logits=True, return_dict_in_generate=True) if score else {}
+            output = self.model.generate(**inputs, **gen, **scored)
+        first_logits = output.logits[0] if score and output.logits else None
+        output = output.sequences if score else output
         prompt_len = inputs["input_ids"].shape[1]
         new_tokens = output[:, prompt_len:]
         decoded = self.processor.batch_decode(new_tokens, skip_special_tokens=True)
