@@ -276,7 +276,8 @@ def findings_by_cell(
     {finding: pi}} per cell (a site's case mix differs by body part and modality)."""
     groups: dict[tuple[str, str, str], list[GradedRecord]] = defaultdict(list)
     for r in records:
-        if is_diagnosis_task(r.task):
+        # The abstain variant's added option names no finding: its records are not read here.
+        if is_diagnosis_task(r.task) and r.variant != "abstain":
             groups[r.cell].append(r)
     out = {}
     for cell in sorted(groups):
