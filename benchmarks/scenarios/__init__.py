@@ -4,6 +4,16 @@ its output (every request answered once, zero model calls when warm ...) does no
 
 from __future__ import annotations
 
-from benchmarks.scenarios import extraction, leaderboard, load, memory, parallel, qualify, throughput
+from benchmarks.scenarios import (
+    calibration,
+    extraction,
+    findings,
+    leaderboard,
+    load,
+    memory,
+    parallel,
+    qualify,
+    throughput,
+)
 
-SCENARIOS = (load, qualify, throughput, parallel, memory, extraction, leaderboard)
+SCENARIOS = (load, qualify, throughput, parallel, memory, extraction, leaderboard, calibration, findings)

@@ -23,10 +23,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from medrcube.report.analysis import AXES, CANONICAL, Cell, Profile, Stat, cell_id, ordered, profile
-from medrcube.report.readers import MEDRCUBE, RunData, read_run
 from medrcube.metrics.worst import worst_records
 from medrcube.records import GradedRecord, Outcome
+from medrcube.report.analysis import AXES, CANONICAL, Cell, Profile, Stat, cell_id, ordered, profile
+from medrcube.report.readers import MEDRCUBE, RunData, read_run
 from medrcube.taxonomy import MODALITIES, PARTS, TASK_NAMES
 
 REPORT_NAME = "report.html"
@@ -391,9 +391,10 @@ def build_page(run: RunData, *, cube: Any = None, plots_dir: Path | None = None)
     elif cube is not None:
         cube = checked_cube(cube, run, notes)
     worst = worst_rows(run, cube, notes)
+    from medrcube.report.clinical import clinical_section  # the issue-16 panel
     from medrcube.report.robustness_panel import robustness_section  # issue 17: image perturbations
-
     robustness = robustness_section(run, cube, plots_dir)
+    clinical = clinical_section(run.records, plots_dir) if graded else None
 
     counts: dict[str, int] = defaultdict(int)
     for r in run.records:
@@ -431,6 +432,7 @@ def build_page(run: RunData, *, cube: Any = None, plots_dir: Path | None = None)
         "robustness": robustness,
         "regression": regression_rows(run.gate),
         "worst": worst,
+        "clinical": clinical,
         "notes": notes,
         "errors": counts.get(Outcome.ERROR.value, 0),
         "nothing_graded": None if graded else nothing_graded(standard),
