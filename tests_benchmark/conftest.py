@@ -1,9 +1,7 @@
-"""The qualification suite's conftest: it declares this directory a medrcube gate suite.
-
-The medrcube pytest plugin (loaded through its pytest11 entry point) stays idle in every
-other pytest run; when this conftest is part of the run it loads the cube, the
-thresholds and the model spec at session start, so that any mistake in them is one
-usage error before the first model call. Options: `pytest --help`, group "medrcube".
-"""
+"""The checkout's copy of the qualification suite, kept thin: the suite itself ships in
+the package (medrcube/suite), and `pytest --model=SPEC` at the root runs that one. This
+directory stays as the smallest example of a suite outside the package (what a site
+project made by `medrcube init` looks like) and for the scripts and benchmarks that run
+`pytest tests_benchmark ...`."""
 
 MEDRCUBE_SUITE = True

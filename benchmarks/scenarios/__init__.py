@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from benchmarks.scenarios import (
     calibration,
+    deid,
     extraction,
     findings,
     leaderboard,
@@ -16,4 +17,4 @@ from benchmarks.scenarios import (
     throughput,
 )
 
-SCENARIOS = (load, qualify, throughput, parallel, memory, extraction, leaderboard, calibration, findings)
+SCENARIOS = (load, qualify, throughput, parallel, memory, extraction, leaderboard, deid, calibration, findings)

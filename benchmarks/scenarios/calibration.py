@@ -1,4 +1,4 @@
-"""Scenario 8: calibration error recovers the truth, and the calibration check separates
+"""Scenario 9: calibration error recovers the truth, and the calibration check separates
 a calibrated scorer from an overconfident one (issue 16).
 
 The simulated scorers of `medrcube.testing.calibrated`: a confidence c ~ U[0.3, 1], the
@@ -32,7 +32,7 @@ from benchmarks.context import Context
 from benchmarks.harness import Metric, Target
 
 NAME = "calibration"
-TITLE = "8. Calibration: ECE recovers the truth, the check separates calibrated from overconfident"
+TITLE = "9. Calibration: ECE recovers the truth, the check separates calibrated from overconfident"
 BOUND = 0.10
 SIZES = (500, 2000)
 

@@ -1,4 +1,4 @@
-"""Scenario 9: the clustered interval of a per-finding sensitivity holds its level when
+"""Scenario 10: the clustered interval of a per-finding sensitivity holds its level when
 items share an image (issue 16).
 
 A simulated cell: 80 images whose item counts are skewed as in a real cube (1, 1, 1, 2,
@@ -30,7 +30,7 @@ from benchmarks.context import Context
 from benchmarks.harness import Metric, Target
 
 NAME = "findings"
-TITLE = "9. Per-finding sensitivity: the image-clustered interval keeps its coverage"
+TITLE = "10. Per-finding sensitivity: the image-clustered interval keeps its coverage"
 TRUE_SE = 0.70
 IMAGES = 80
 SIZES = (1, 1, 1, 2, 3, 10)

@@ -121,7 +121,7 @@ def test_image_chains_are_kept_together(demo_build) -> None:
 def test_the_deidentification_manifest_counts_what_was_removed(demo_root: Path, demo_build) -> None:
     manifest = json.loads((demo_build.release / privacy.MANIFEST_NAME).read_text(encoding="utf-8"))
     n_dicom = len(list((demo_root / "build" / "demo-site" / "dicom").rglob("*.dcm")))
-    assert manifest["dicom_files_deidentified"] == n_dicom == 14
+    assert manifest["dicom_files_deidentified"] == n_dicom == 17
     removed = {a["attribute"]: a for a in manifest["removed_attributes"]}
     for kw in ("PatientName", "PatientID", "PatientBirthDate", "InstitutionName", "ReferringPhysicianName", "StudyDate",
                "AccessionNumber", "StationName", "SeriesInstanceUID", "SOPInstanceUID", "MediaStorageSOPInstanceUID", "private tags"):  # fmt: skip
@@ -212,22 +212,35 @@ def test_a_rebuild_writes_the_same_bytes_and_replaces_only_its_own_output(demo_r
     assert (foreign / "notes.txt").read_text(encoding="utf-8") == "mine"
 
 
-def test_an_identifying_value_that_reaches_the_export_deletes_it(demo_root: Path, tmp_path: Path, site_recipe) -> None:
-    """The last safety net: a label file that quotes a patient ID (an unmappable "diagnosis",
-    which the report would list) fails the build, and nothing is left behind."""
+def test_an_identifying_value_in_a_label_is_redacted_before_the_report_is_written(demo_root: Path, tmp_path: Path, site_recipe) -> None:
+    """A label file that quotes a patient ID (an unmappable "diagnosis", which the report
+    lists): the report says [redacted], the manifest counts it, and the build succeeds."""
     import yaml
 
-    from medrcube.construction.pipeline import PrivacyLeakError
-
     labels = tmp_path / "dicom_labels.csv"
-    labels.write_text("folder,diagnosis,severity\nstudy-a/series-1,pneumonia,\nstudy-b/series-2,MRN-90210337,\n", encoding="utf-8")
+    labels.write_text("folder,diagnosis,severity\nstudy-a/series-1,pneumonia,\nstudy-b/series-2,mrn 90210337,\n", encoding="utf-8")
     path = site_recipe(demo_root, "site-leaky")
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     data["sources"][0]["labels"]["file"] = str(labels)
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    with pytest.raises(PrivacyLeakError, match=r"report/build_report\.(json|md) \(PatientID\)") as exc:
+    result = build(path, tmp_path / "leaky")
+    report = json.loads((result.report_dir / "build_report.json").read_text(encoding="utf-8"))
+    assert ("diagnosis", "[redacted]") in {(u["field"], u["value"]) for u in report["mapping"]["unmapped"]}
+    assert "90210337" not in (result.report_dir / "build_report.md").read_text(encoding="utf-8")
+    assert report["privacy"]["free_text_redactions"]["build report"] >= 1
+
+
+def test_an_identifying_value_that_reaches_the_export_deletes_it(demo_root: Path, tmp_path: Path, site_recipe) -> None:
+    """The last safety net: text that no screen reads (here the recipe's own name, in the
+    release README) holding a patient's name in another order and case fails the build,
+    and nothing is left behind."""
+    from medrcube.construction.pipeline import PrivacyLeakError
+
+    path = site_recipe(demo_root, "site-leaky-name")
+    path.write_text(path.read_text(encoding="utf-8").replace("name: site-leaky-name", "name: arthurina-dent"), encoding="utf-8")
+    with pytest.raises(PrivacyLeakError, match=r"release/README\.md \(PatientName\)") as exc:
         build(path, tmp_path / "leaky")
-    assert "MRN-90210337" not in str(exc.value)  # the message names files and attributes, never the value
+    assert "arthurina" not in str(exc.value).lower()  # the message names files and attributes, never the value
     assert not (tmp_path / "leaky").exists()
 
 

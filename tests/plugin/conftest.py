@@ -1,4 +1,4 @@
-"""A pytester workspace for the gate: the real suite (tests_benchmark/ of this checkout),
+"""A pytester workspace for the gate: the real suite (medrcube/suite, copied as tests_benchmark/),
 a small JSON Lines cube with real PNG images, a thresholds file, and scripts for the
 scripted OpenAI-compatible server and for replay files.
 
@@ -41,7 +41,7 @@ import medrcube.run.runner  # noqa: F401
 from medrcube.testing.server import ScriptedServer
 
 REPO = Path(__file__).resolve().parents[2]
-SUITE = REPO / "tests_benchmark"
+SUITE = REPO / "src" / "medrcube" / "suite"  # the packaged suite, copied as tests_benchmark/
 KEY_ENV = "MEDRCUBE_TEST_KEY"
 LETTERS = "ABCD"
 
@@ -244,7 +244,7 @@ def _transport_loaded() -> None:
 @pytest.fixture
 def gate_ws(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> GateWorkspace:
     ws = GateWorkspace(pytester)
-    shutil.copytree(SUITE, ws.path / "tests_benchmark", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(SUITE, ws.path / "tests_benchmark", ignore=shutil.ignore_patterns("__pycache__", "mini", "__init__.py"))
     cube = ws.path / "cube"
     (cube / "img").mkdir(parents=True)
     for i in range(12):

@@ -22,15 +22,15 @@ def test_correct_answers_pass_and_small_cells_skip(gate_ws, gate_server):
     assert verdicts["slice/part/Chest"] == "pass"
     assert verdicts["credibility/overall"] == "pass"
     # 3 items < min_n 10: insufficient evidence, never a pass or a fail.
-    assert verdicts["Brain/MRI/Organ Recognition"] == "skip"
-    assert verdicts["slice/part/Brain"] == "skip"
+    assert verdicts["Brain/MRI/Organ Recognition"] == "undecided"
+    assert verdicts["slice/part/Brain"] == "undecided"
     result.stdout.fnmatch_lines(
         ["SKIPPED *test_gate.py:*: Brain/MRI/Organ Recognition: n=3 < min_n=10 graded items: insufficient evidence*"]
     )
     counts = outcomes(result)
     assert counts.get("failed", 0) == 0 and counts.get("errors", 0) == 0
     assert counts["passed"] == sum(v == "pass" for v in verdicts.values())
-    # 27 items, one standard request each.
+    # 27 items, one standard request each (the pre-flight is a GET /models, not counted here).
     assert gate_server.stats()["total"] == 27
     assert result.ret == 0
 
@@ -50,7 +50,7 @@ def test_wrong_answers_fail_with_numbers_and_worst_items(gate_ws, gate_server):
     assert "accuracy 0.000 < bound 0.600" in text
     assert "0/12" in text
     assert re.search(r"- cx-dd-00 \(Chest/X-Ray/Disease Diagnosis\): expected A, answered B", text)
-    assert "question: Case 0: what is the most likely diagnosis on this chest radiograph?" in text
+    assert "question of cx-dd-00: Case 0: what is the most likely diagnosis on this chest radiograph?" in text
     entry = next(c for c in gate_ws.gate_json()["checks"] if c["id"] == "Chest/X-Ray/Disease Diagnosis")
     assert entry["observed"] == 0.0 and entry["n"] == 12 and entry["bound"] == 0.6 and entry["rule"] == "point"
     assert len(entry["worst"]) == 5 and entry["worst"][0]["question"].startswith("Case 0:")
@@ -128,7 +128,7 @@ def test_regression_against_a_worse_candidate(gate_ws):
     verdicts = gate_ws.verdicts()
     assert verdicts["regression/Chest/X-Ray/Disease Diagnosis"] == "fail"
     assert verdicts["regression/Chest/X-Ray/Modality Recognition"] == "pass"  # unchanged answers
-    assert verdicts["regression/Brain/MRI/Organ Recognition"] == "skip"  # 3 shared items
+    assert verdicts["regression/Brain/MRI/Organ Recognition"] == "undecided"  # 3 shared items
     result.stdout.fnmatch_lines(["*regression: significantly worse (p=0.0002441 < alpha 0.05)*"])
 
     # Baseline as a model spec; a candidate equal to its baseline passes.
@@ -139,8 +139,11 @@ def test_regression_against_a_worse_candidate(gate_ws):
 
 
 def test_no_baseline_means_no_regression_case(gate_ws):
+    # No placeholder test: the kind is deselected, and the summary says how to turn it on.
     result = gate_ws.run(model=gate_ws.replay("good.jsonl"))
-    result.stdout.fnmatch_lines(["SKIPPED *test_gate.py:*regression checks need --baseline*"])
+    assert "test_regression" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["not requested: *regression (regression checks need --baseline*"])
+    assert result.parseoutcomes()["deselected"] == 3  # regression, image dependence, position
     assert not any(c["kind"] == "regression" for c in gate_ws.gate_json()["checks"])
 
 

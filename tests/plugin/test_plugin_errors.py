@@ -24,6 +24,8 @@ def usage_errors(result: pytest.RunResult) -> list[str]:
 
 @pytest.mark.parametrize("status", [500, 401])
 def test_api_errors_are_errors_not_failures(gate_ws, gate_server, status):
+    # (A key refused by a real provider stops the run in the pre-flight's GET /models;
+    # the scripted server faults chat completions only, so 401 reaches the checks here.)
     gate_server.set_script({"faults": [{"fault": "status", "status": status}]})
     (gate_ws.path / "models.yaml").write_text(MODELS_YAML.format(url=gate_server.base_url), encoding="utf-8")
     result = gate_ws.run("--models-file=models.yaml", model="flaky")
@@ -33,9 +35,39 @@ def test_api_errors_are_errors_not_failures(gate_ws, gate_server, status):
     decided = gate_ws.gate_json()["checks"]
     assert decided and all(c["verdict"] == "error" for c in decided)
     assert counts["errors"] == len(decided)  # each check errors in setup: "errors", not "failed"
-    result.stdout.fnmatch_lines(["*GateError: * errors of * requests (100% > max_error_rate 5%): the evidence is incomplete; not graded*"])
+    text = result.stdout.str()
+    # One line per errored check, without the plugin's traceback.
+    assert "Traceback" not in text and "def verdict" not in text and "session.py" not in text
+    lines = [line for line in result.outlines if line.startswith("medrcube: ") and "max_error_rate" in line]
+    assert len(lines) == len(decided)
+    assert "errors of" in lines[0] and "the evidence is incomplete; not graded" in lines[0]
+    # The most frequent causes, once, in the summary.
+    result.stdout.fnmatch_lines(["failed requests: *; most frequent causes:", f"  * x *HTTP {status}*"])
     assert result.ret == 1
     assert gate_server.stats()["total"] >= 1
+
+
+def test_dead_endpoint_stops_at_once_naming_the_url(gate_ws):
+    import time
+
+    url, expected = "http://127.0.0.1:9/v1", "connection failed"  # nothing listens there
+    start = time.monotonic()
+    result = gate_ws.run(model=f"openai:test-model@{url}")
+    assert time.monotonic() - start < 30
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = usage_errors(result)
+    assert len(errors) == 1, result.errlines
+    assert url.removesuffix("/v1") in errors[0] and expected in errors[0]
+    assert gate_ws.run_dirs() == []
+
+
+def test_no_api_key_is_one_usage_error(gate_ws, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    result = gate_ws.run(model="gpt-5.1")
+    errors = usage_errors(result)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and len(errors) == 1, result.errlines
+    assert "OPENAI_API_KEY" in errors[0] and errors[0].startswith("ERROR: --model=gpt-5.1")
 
 
 def test_bad_thresholds_file_is_one_usage_error(gate_ws, gate_server):
@@ -95,11 +127,22 @@ def test_usage_error_under_xdist_stops_in_the_controller(gate_ws, gate_server):
     assert gate_server.stats()["total"] == 0
 
 
-def test_missing_default_cube_is_a_usage_error(gate_ws):
-    result = gate_ws.pytester.runpytest("tests_benchmark", "--thresholds=thresholds.yaml", "-p", "no:cacheprovider")
+def test_the_default_cube_is_the_packaged_mini_cube(gate_ws):
+    result = gate_ws.pytester.runpytest("tests_benchmark", "--co", "-q", "-p", "no:cacheprovider")
+    assert result.ret == 0, result.errlines
+    from medrcube.suite import bundled_cube
+
+    mini = bundled_cube()
+    assert mini is not None and (mini / "NOTICE").is_file()
+
+
+def test_gate_options_without_a_gate_suite_are_a_usage_error(pytester):
+    pytester.makepyfile("def test_plain():\n    assert 1 + 1 == 2\n")
+    result = pytester.runpytest("--model=random", "--cube=x", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
     errors = usage_errors(result)
-    assert result.ret == pytest.ExitCode.USAGE_ERROR and len(errors) == 1, result.errlines
-    assert "--cube" in errors[0] and "fixtures/mini" in errors[0]
+    assert len(errors) == 1, result.errlines
+    assert "--model, --cube given" in errors[0] and "pytest --pyargs medrcube.suite" in errors[0]
 
 
 def test_the_plugin_is_idle_without_a_gate_suite(pytester):

@@ -54,11 +54,12 @@ def test_run_directory_and_junit_properties(gate_ws):
             "X-Ray *MR *DD",
             "  Chest *pass *FAIL",
             "MRI *OR",
-            "  Brain *skip",
+            "  Brain *undec",
             "overall accuracy 0.556 * n=27 (bound 0.60, point): fail",
-            "credibility overall: rationality n/a, shortcut probability n/a, 12 pairs (A=0 B=12 C=0 D=0): skip",
-            "checks: 1 passed, 3 failed, 3 skipped (insufficient evidence), 0 errors (not graded)",
+            "credibility overall: rationality n/a, shortcut probability n/a, 12 pairs (A=0 B=12 C=0 D=0): undecided",
+            "checks: 1 passed, 3 failed, 3 undecided (insufficient evidence), 0 errors (not graded)",
             f"written: {run_dir}/ (results.jsonl, metrics_summary.json, run.json, gate.json, report.html)",
+            "gate verdict: NOT QUALIFIED",
         ]
     )
 
@@ -77,7 +78,7 @@ def test_allure_labels_parameters_and_attachments(gate_ws):
     assert cell["status"] == "failed"
     assert cell["name"] == "Chest / X-Ray / Disease Diagnosis: accuracy"
     params = {p["name"]: p for p in cell["parameters"]}
-    assert params["observed"]["value"] == "'0.000'" and params["observed"]["excluded"] is True
+    assert params["observed"]["value"] == "0.0" and params["observed"]["excluded"] is True  # a number, unquoted
     assert params["n"]["value"] == "12" and params["bound"]["excluded"] is True
     assert not params["check"].get("excluded")
     attachments = {a["name"]: a for a in cell["attachments"]}
@@ -102,13 +103,18 @@ def test_allure_labels_parameters_and_attachments(gate_ws):
     gate_ws.run("--alluredir=allure-b", model=model)
     again = _allure_results(gate_ws.path / "allure-b")
     moved = again["Chest/X-Ray/Modality Recognition"]
-    assert {p["name"]: p["value"] for p in moved["parameters"]}["bound"] == "'0.300'"
+    assert {p["name"]: p["value"] for p in moved["parameters"]}["bound"] == "0.3"
     assert {k: v["historyId"] for k, v in again.items()} == {k: v["historyId"] for k, v in results.items()}
 
 
 def test_errored_case_keeps_its_labels(gate_ws, gate_server):
-    gate_server.set_script({"faults": [{"fault": "status", "status": 401}]})
-    gate_ws.run("--alluredir=allure", model=gate_ws.openai(gate_server))
+    gate_server.set_script({"faults": [{"fault": "status", "status": 500}]})
+    (gate_ws.path / "models.yaml").write_text(
+        "version: 1\nmodels:\n  flaky: {provider: openai, model: test-model, base_url: '%s', max_retries: 0}\n"
+        % gate_server.base_url,
+        encoding="utf-8",
+    )
+    gate_ws.run("--alluredir=allure", "--models-file=models.yaml", model="flaky")
     results = _allure_results(gate_ws.path / "allure")
     cell = results["Chest/X-Ray/Disease Diagnosis"]
     assert cell["status"] == "broken"
@@ -117,7 +123,7 @@ def test_errored_case_keeps_its_labels(gate_ws, gate_server):
         ["X-Ray"],
         ["Disease Diagnosis"],
     )
-    assert {p["name"]: p["value"] for p in cell["parameters"]}["verdict"] == "'error'"
+    assert {p["name"]: p["value"] for p in cell["parameters"]}["verdict"] == "error"
 
 
 def test_qualify_arguments_pass_through_to_pytest(capfd):
@@ -133,7 +139,7 @@ def test_qualify_arguments_pass_through_to_pytest(capfd):
     args.pytest_args = extra
     assert args.model == "random:3" and args.cube is None
     assert qualify.pytest_argv(args, Path("suite")) == ["suite", "--model=random:3", "-n", "2", "--co", "-k", "Chest", "--alluredir=out"]
-    # The suite of this checkout is found from anywhere (an editable install).
+    # The packaged suite is found from anywhere.
     assert (qualify.find_suite() / "test_gate.py").is_file()
     with pytest.raises(FileNotFoundError, match="no conftest.py"):
         qualify.find_suite("/nonexistent-suite")
@@ -146,5 +152,53 @@ def test_medrcube_qualify_runs_the_suite(gate_ws):
         "--thresholds=thresholds.yaml", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-q",
     )  # fmt: skip
     assert result.ret == 0, result.stdout.str()
-    result.stdout.fnmatch_lines(["*= medrcube gate =*", "*5 passed, 5 skipped*"])
+    result.stdout.fnmatch_lines(["*= medrcube gate =*", "*5 passed, 2 skipped, 3 deselected*"])
     assert gate_ws.gate_json()["passed"] is True
+
+
+def test_usage_and_cost_per_run(gate_ws, gate_server):
+    gate_server.set_script({"answer_key": gate_ws.answer_key()})
+    (gate_ws.path / "models.yaml").write_text(
+        "version: 1\nmodels:\n  priced:\n    provider: openai\n    model: test-model\n"
+        f"    base_url: '{gate_server.base_url}'\n    price: {{prompt: 2.0, completion: 8.0, currency: USD}}\n",
+        encoding="utf-8",
+    )
+    result = gate_ws.run("--models-file=models.yaml", model="priced")
+    doc = gate_ws.gate_json()
+    usage = doc["usage"]["candidate"]
+    assert usage["requests"] == 27 and usage["prompt_tokens"] > 0 and usage["completion_tokens"] > 0
+    expected = (usage["prompt_tokens"] * 2.0 + usage["completion_tokens"] * 8.0) / 1e6
+    assert usage["cost"] == pytest.approx(expected) and usage["currency"] == "USD"
+    # The full public cube (7,626 items) at this run's cost per item.
+    assert usage["projected_full_cube"] == pytest.approx(expected / 27 * 7626, abs=0.01)
+    run_doc = json.loads((gate_ws.run_dirs()[-1] / "run.json").read_text(encoding="utf-8"))
+    assert run_doc["usage"]["candidate"]["cost"] == usage["cost"]
+    result.stdout.fnmatch_lines(["usage candidate: 27 requests, * prompt + 27 completion tokens, cost USD *"
+                                 " (full public cube, 7,626 items: ~USD *)"])
+    assert "usage" in (gate_ws.run_dirs()[-1] / "report.html").read_text(encoding="utf-8")
+
+
+def test_medrcube_run_and_the_gate_write_the_same_run_directory(gate_ws):
+    # One run service behind both: the same records, summary and run.json counts for the
+    # same model and cube (each with its own fresh store).
+    model = gate_ws.replay("half.jsonl", wrong=gate_ws.ids("Disease Diagnosis"))
+    cli = gate_ws.pytester.run(
+        sys.executable, "-m", "medrcube.cli", "run", "--model", model, "--cube", "cube/cube.jsonl",
+        "--out", "cli-reports", "--response-store", "cli-store", "--no-progress",
+    )  # fmt: skip
+    assert cli.ret == 0, cli.stderr.str()
+    gate_ws.run(model=model, store="gate-store")
+    (cli_dir,) = sorted((gate_ws.path / "cli-reports").iterdir())
+    gate_dir = gate_ws.run_dirs()[-1]
+    assert cli_dir.name.rsplit("Z-", 1)[1] == gate_dir.name.rsplit("Z-", 1)[1]  # named by one function
+
+    def rows(d: Path) -> list[dict]:
+        out = [json.loads(line) for line in (d / "results.jsonl").read_text(encoding="utf-8").splitlines()]
+        for r in out:
+            r.pop("latency_s")
+        return out
+
+    assert rows(cli_dir) == rows(gate_dir) and rows(cli_dir)[0]["schema_version"] == 1
+    assert (cli_dir / "metrics_summary.json").read_bytes() == (gate_dir / "metrics_summary.json").read_bytes()
+    counts = [json.loads((d / "run.json").read_text(encoding="utf-8"))["counts"] for d in (cli_dir, gate_dir)]
+    assert counts[0] == counts[1]

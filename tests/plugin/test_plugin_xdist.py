@@ -30,8 +30,12 @@ def test_n0_and_n3_identical_verdicts_and_requests(gate_ws, gate_server):
 
     assert len(gate_ws.run_dirs()) == 2  # one per run: the workers wrote nothing
     assert parallel_doc["checks"] == serial_doc["checks"]
-    assert {c["verdict"] for c in serial_doc["checks"]} >= {"pass", "fail", "skip"}
-    assert parallel.parseoutcomes() == serial.parseoutcomes()
+    assert {c["verdict"] for c in serial_doc["checks"]} >= {"pass", "fail", "undecided"}
+    # xdist's controller does not count deselected items (each worker deselects its own).
+    ignore = {"deselected"}
+    assert {k: v for k, v in parallel.parseoutcomes().items() if k not in ignore} == {
+        k: v for k, v in serial.parseoutcomes().items() if k not in ignore
+    }
 
     # 27 items x (standard, blind), each sent exactly once in both runs.
     assert serial_stats["total"] == parallel_stats["total"] == 54

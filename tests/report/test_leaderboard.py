@@ -191,6 +191,14 @@ def test_the_figures_are_written_and_embedded(credibility_runs, grouped_runs, tm
     assert page.count('src="data:image/png;base64,') >= 2
     assert "http://" not in page and "https://" not in page
     assert f"{result.shortcut.r:.3f}" in page
+    assert "with the least-squares line (r = " in page  # the caption says what was computed
+
+    # Two models: no correlation, and the caption under the scatter says so.
+    leaderboard(credibility_runs[0][:2], tmp_path / "two")
+    two = (tmp_path / "two" / "leaderboard.html").read_text()
+    assert "not computed" not in two
+    assert "2 models with both values; the correlation (Pearson r, p) needs at least 3" in two
+    assert "points only, no correlation computed" in two
 
     leaderboard(grouped_runs[0], tmp_path / "grouped")
     for name in ("correlation_clustered", "correlation_anatomical"):

@@ -43,7 +43,7 @@ def _gate_document(cube_dir: Path, run: Path, *, only_passing: bool = False) -> 
     questions = {it.id: it.question for it in cube.items}
     entries = [verdict_payload(c, evaluate(c, records), questions) for c in checks]
     if only_passing:
-        entries = [e for e in entries if e["verdict"] in ("pass", "skip")]
+        entries = [e for e in entries if e["verdict"] == "pass"]  # QUALIFIED: every check passed
     return gate_document(entries, {"run_id": run.name, "model": "random",
                                    "cube": {"source": str(cube_dir), "fingerprint": cube.fingerprint}})
 
@@ -75,7 +75,7 @@ def test_report_with_a_failed_gate(small_cube: Path, run_dir: Path, tmp_path: Pa
     # The verdict comes first, with the counts.
     assert page.index("NOT QUALIFIED") < page.index("The cube: accuracy per cell")
     counts = doc["counts"]
-    for status, words in (("pass", "passed"), ("fail", "failed"), ("skip", "skipped"), ("error", "errors")):
+    for status, words in (("pass", "passed"), ("fail", "failed"), ("undecided", "undecided"), ("error", "errors")):
         assert f"{counts[status]} {words}" in page
     failing = [c["id"] for c in doc["checks"] if c["verdict"] == "fail"]
     assert failing and f"<code>{failing[0]}</code>" in page
@@ -87,6 +87,14 @@ def test_report_with_a_failed_gate(small_cube: Path, run_dir: Path, tmp_path: Pa
     assert set(captions) == modalities
     if any(c["kind"] == "cell" and c["verdict"] == "fail" for c in doc["checks"]):
         assert 'class="mark fail">✗<' in page
+    # A cell is shaded by its verdict and interval: an undecided cell is pale grey, never
+    # dark green, whatever its point estimate.
+    from medrcube.report.plots import cell_colour
+
+    assert cell_colour("undecided", 0.21, 1.0)[0] == cell_colour("undecided", 0.21, 1.0)[0]
+    pale, strong = cell_colour("pass", 0.2, 1.0)[0], cell_colour("pass", 0.85, 0.95)[0]
+    assert pale != strong and int(pale[1:3], 16) > int(strong[1:3], 16)  # wide interval: nearer white
+    assert cell_colour("undecided", 0.9, 1.0)[0] != cell_colour("pass", 0.9, 1.0)[0]
 
     # The worst items, each with its image, question and the expected and given options.
     records = read_results(run / "results.jsonl")
@@ -115,9 +123,13 @@ def test_report_with_a_passed_gate_and_regression_rows(small_cube: Path, run_dir
         "details": {"counts": {"first_acc": 0.41, "second_acc": 0.422, "b": 9, "c": 11},
                     "mcnemar": {"p_first_worse": 0.41}},
     })
+    from medrcube.plugin.summary import gate_document
+
+    doc = gate_document(doc["checks"], {k: doc[k] for k in ("run_id", "model", "cube")})  # the verdict, again
+    assert doc["verdict"] == "QUALIFIED"
     (run / "gate.json").write_text(json.dumps(doc), encoding="utf-8")
     page = write_report_html(run).read_text(encoding="utf-8")
-    assert "QUALIFIED" in page and "NOT QUALIFIED" not in page
+    assert "QUALIFIED" in page and "NOT QUALIFIED" not in page and "UNDECIDED" not in page
     assert "Against the baseline" in page and "<code>regression/overall</code>" in page
     assert "41.0%" in page and "42.2%" in page
 

@@ -200,3 +200,38 @@ def test_default_run_directories_never_collide(cube_dir: Path, tmp_path: Path) -
     assert main(base) == 0 and main(base) == 0
     dirs = sorted(p.name for p in (tmp_path / "reports").iterdir())
     assert len(dirs) == 2 and all(d.endswith("-random") or d.endswith("-random-2") for d in dirs)
+
+
+def test_results_jsonl_carries_its_schema_version(tmp_path):
+    import json as _json
+
+    import pytest as _pytest
+
+    from medrcube.records import GradedRecord, Outcome
+    from medrcube.rundir.files import RESULTS_SCHEMA_VERSION, read_results, result_row
+
+    rec = GradedRecord(
+        item_id="i1", dataset="d", task="Disease Diagnosis", modality="X-Ray", part="Chest", image=None,
+        image_digest=None, variant="standard", rotation=0, answer=0, n_options=2, prompt_hash="h",
+        response="A", extracted=0, how="bare_letter", outcome=Outcome.CORRECT,
+    )
+    row = result_row(rec)
+    assert row["schema_version"] == RESULTS_SCHEMA_VERSION == 1
+    path = tmp_path / "results.jsonl"
+    path.write_text(_json.dumps(row) + "\n", encoding="utf-8")
+    assert read_results(path) == [rec]
+    row["schema_version"] = RESULTS_SCHEMA_VERSION + 1
+    path.write_text(_json.dumps(row) + "\n", encoding="utf-8")
+    with _pytest.raises(ValueError, match="newer than this medrcube reads"):
+        read_results(path)
+
+
+def test_run_directory_names_come_from_one_function(tmp_path):
+    from medrcube.service import new_run_dir
+
+    first = new_run_dir(tmp_path, "openai:gpt-5.1@http://user:pw@host/v1")
+    second = new_run_dir(tmp_path, "openai:gpt-5.1@http://user:pw@host/v1")
+    assert first != second and first.is_dir() and second.is_dir()
+    assert second.name.startswith(first.name) and second.name.endswith("-2")
+    assert "pw" not in first.name
+    assert new_run_dir(tmp_path, "random", "mine").name == "mine"

@@ -1,14 +1,12 @@
-"""`medrcube qualify`: run the pytest qualification gate (the suite in tests_benchmark/).
+"""`medrcube qualify`: run the pytest qualification gate.
 
     medrcube qualify [--model SPEC] [--cube CUBE] [--suite DIR] [pytest args...]
 
-It is `python -m pytest tests_benchmark --model=SPEC --cube=CUBE [pytest args...]`, so
-every pytest and gate option works (`-n 8`, `--alluredir`, `--thresholds`, `-k Chest`).
-
-The suite is not packaged: it lives in the repository's `tests_benchmark/`, beside the
-thresholds.yaml and the mini cube it defaults to, so that a site can read and extend it.
-It is found at `--suite`, else `./tests_benchmark`, else in the checkout medrcube was
-installed from (`pip install -e .`). From a wheel, pass `--suite` to a copy of it.
+It is `python -m pytest SUITE --model=SPEC --cube=CUBE [pytest args...]`, so every pytest
+and gate option works (`-n 8`, `--alluredir`, `--thresholds`, `-k Chest`). The suite is
+`--suite`, else the current directory when it is a site project (its conftest.py
+declares MEDRCUBE_SUITE: `medrcube init` writes one), else the suite shipped inside the
+package (medrcube/suite), which runs anywhere medrcube is installed.
 """
 
 from __future__ import annotations
@@ -16,40 +14,46 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-SUITE_DIR = "tests_benchmark"
 # Arguments this parser does not know are pytest's: the dispatcher (cli.py) keeps them here.
 PASSTHROUGH = "pytest_args"
+SUITE_FLAG = "MEDRCUBE_SUITE"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", help="model spec to qualify (default: random)")
-    parser.add_argument("--cube", help="cube to run (default: the bundled mini cube fixtures/mini)")
-    parser.add_argument("--suite", help=f"the qualification suite directory (default: ./{SUITE_DIR})")
+    parser.add_argument("--cube", help="cube to run (default: the bundled mini cube)")
+    parser.add_argument(
+        "--suite", help="the qualification suite directory (default: this site project, else the packaged suite)"
+    )
     parser.allow_abbrev = False  # `--co` is pytest's, not an abbreviation of ours
     parser.epilog = "Any other argument is passed to pytest, e.g. -n 8 --alluredir=reports/allure -k Chest."
 
 
-def find_suite(explicit: str | None = None) -> Path:
-    """The suite directory: --suite, ./tests_benchmark, or the checkout's tests_benchmark."""
+def declares_suite(directory: Path) -> bool:
+    conftest = directory / "conftest.py"
+    return conftest.is_file() and SUITE_FLAG in conftest.read_text(encoding="utf-8", errors="replace")
+
+
+def find_suite(explicit: str | None = None) -> Path | None:
+    """The suite to run: --suite, this site project (None: pytest's own default, the
+    current directory), or the packaged suite."""
     if explicit:
         path = Path(explicit).expanduser()
-        if not (path / "conftest.py").is_file():
-            raise FileNotFoundError(f"--suite {explicit}: no conftest.py there; point it at a copy of {SUITE_DIR}/")
+        if not declares_suite(path):
+            raise FileNotFoundError(
+                f"--suite {explicit}: no conftest.py declaring {SUITE_FLAG} = True there; "
+                "point it at a site project (medrcube init DIR) or leave it out for the packaged suite"
+            )
         return path
-    import medrcube
+    if declares_suite(Path.cwd()):
+        return None
+    from medrcube.suite import suite_dir
 
-    checkout = Path(medrcube.__file__).resolve().parents[2]  # src/medrcube -> the checkout
-    for path in (Path.cwd() / SUITE_DIR, checkout / SUITE_DIR):
-        if (path / "conftest.py").is_file():
-            return path
-    raise FileNotFoundError(
-        f"cannot find the qualification suite {SUITE_DIR}/ (looked in {Path.cwd()} and {checkout}); "
-        "run from the medrcube checkout or pass --suite DIR"
-    )
+    return suite_dir()
 
 
-def pytest_argv(args: argparse.Namespace, suite: Path) -> list[str]:
-    argv = [str(suite)]
+def pytest_argv(args: argparse.Namespace, suite: Path | None) -> list[str]:
+    argv = [str(suite)] if suite is not None else []
     if args.model:
         argv.append(f"--model={args.model}")
     if args.cube:

@@ -85,35 +85,24 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:  # ModelSpecError, ModelsFileError
         return _err(str(exc))
 
-    from medrcube.run.runner import run_cube
-    from medrcube.run.store import ResponseStore, StoreError
-    from medrcube.rundir.files import default_run_id, write_run_dir
-
-    store = None
-    if not args.no_store:
-        try:
-            store = ResponseStore(args.response_store)
-        except StoreError as exc:
-            return _err(str(exc))
-        if store.recovered is not None:
-            print(
-                f"warning: the response store was damaged; it was moved aside to {store.recovered} "
-                "and a fresh one started",
-                file=sys.stderr,
-            )
+    from medrcube.run.store import StoreError
+    from medrcube.service import EndpointError, infer, new_run_dir, preflight, write_run
 
     try:
-        result = run_cube(
+        preflight([adapter, judge])
+    except EndpointError as exc:
+        return _err(str(exc))
+    try:
+        inference = infer(
             cube,
             adapter,
             variants=variants,
-            store=store,
+            store_dir=None if args.no_store else Path(args.response_store),
             judge=judge,
             concurrency=args.concurrency,
             refresh=args.refresh,
             template=args.template,
             progress=not args.no_progress,
-            close_adapters=True,
         )
     except KeyboardInterrupt:
         print("interrupted: every response received so far is stored; run the same command to resume",
@@ -121,30 +110,33 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     except StoreError as exc:
         return _err(str(exc))
-    finally:
-        if store is not None:
-            store.close()
-
-    run_id = args.run_id or default_run_id(adapter.spec)
-    run_dir = Path(args.out) / run_id
-    if args.run_id is None:
-        # Two runs started within the same second must not share a directory; an explicit
-        # --run-id is the user's to reuse (its files are replaced atomically).
-        base, i = run_id, 2
-        while run_dir.exists():
-            run_id, i = f"{base}-{i}", i + 1
-            run_dir = Path(args.out) / run_id
-    meta: dict[str, Any] = {"run_id": run_id, "cube_spec": str(args.cube), "strict": bool(args.strict)}
-    try:
-        write_run_dir(run_dir, result, meta)
-    except OSError as exc:
-        return _err(
-            f"cannot write the run directory {run_dir}: {exc}. The responses are safe in the store; "
-            "free space or pass another --out and run the same command again (nothing is re-asked)"
+    result = inference.result
+    if result.info.get("store_recovered"):
+        print(
+            f"warning: the response store was damaged; it was moved aside to {result.info['store_recovered']} "
+            "and a fresh one started",
+            file=sys.stderr,
         )
 
-    _write_report(run_dir, cube)
+    try:
+        run_dir = new_run_dir(Path(args.out), adapter.spec, args.run_id)
+        meta: dict[str, Any] = {
+            "run_id": run_dir.name,
+            "cube_spec": str(args.cube),
+            "strict": bool(args.strict),
+            "usage": {name: u.to_dict() for name, u in inference.usage.items()},
+        }
+        _, warning = write_run(run_dir, result, meta, cube=cube)
+    except OSError as exc:
+        return _err(
+            f"cannot write the run directory under {args.out}: {exc}. The responses are safe in the store; "
+            "free space or pass another --out and run the same command again (nothing is re-asked)"
+        )
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
     _print_summary(run_dir, result)
+    for name, u in inference.usage.items():
+        print(f"  usage {name}: {u.requests} requests, {u.prompt_tokens:,} prompt + {u.completion_tokens:,} completion tokens")
     if result.aborted:
         return _err(f"the run stopped early: {result.aborted}")
     if result.asked and result.errors == result.asked:
@@ -173,11 +165,3 @@ def _print_summary(run_dir: Path, result: Any) -> None:
         print(f"  {truncated} answers cut at the token limit (truncated, not graded): raise max_completion_tokens")
     for served, n in (result.info.get("served_model_mismatches") or {}).items():
         print(f"  warning: {n} answers name the model {served!r}, not the one asked for (served_models in run.json)")
-
-
-def _write_report(run_dir: Path, cube: Any) -> None:
-    from medrcube.report.html import write_report_after_run
-
-    _, warning = write_report_after_run(run_dir, cube=cube)
-    if warning:
-        print(f"warning: {warning}", file=sys.stderr)

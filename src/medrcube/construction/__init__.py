@@ -16,7 +16,9 @@ per cell, the reviewer and the export. The stages, one module each:
   `agreement` (a clinician's judgments: per-principle, sample-level, Cohen's kappa);
 - `sampling` (targets per cell, image chains kept together), `export` (release layout,
   Hugging Face dataset), `report` (the build report), `privacy` (the de-identification
-  profile, burned-in text, the manifest, the final leak scan);
+  profile and manifest, `safeguards`; burned-in text read by an offline OCR model on every
+  frame, `ocr` and `textscreen`; free-text screening in every spelling, `screening`; the
+  final leak scan; `synthetic` frames with burned-in text for the demo, tests and benchmark);
 - `demo`: a synthetic hospital archive to try all this on.
 
 The bundled mini cube's builder is one recipe of the pipeline (`recipes/mini.yaml`):

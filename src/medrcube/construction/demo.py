@@ -5,10 +5,12 @@
 
 writes, under the given folder:
 
-- `dicom/`: a DICOM archive of six series (chest CT, brain MR T1 and T2, a chest
+- `dicom/`: a DICOM archive of eight series (chest CT, brain MR T1 and T2, a chest
   radiograph flagged BurnedInAnnotation = YES with "text" burned into its top strip, a
   liver CT with a contrast agent, an echocardiogram with ultrasound regions and text
-  outside them), every file carrying invented identifying tags (names, IDs, dates,
+  outside them; a brain MR whose pixels carry its patient's name, record number and
+  birth date with no BurnedInAnnotation attribute, and whose ProtocolName holds the name
+  in another order and case; a CT whose BodyPartExamined holds it), every file carrying invented identifying tags (names, IDs, dates,
   institution, UIDs, private tags) on purpose, plus a stray text file; and
   `dicom_labels.csv` (diagnosis and severity per series folder);
 - `volumes/`: two brain MR volumes (NIfTI, BIDS names `_T1w`, `_FLAIR`; the second tilted 35
@@ -208,8 +210,52 @@ def write_dicom(root: Path) -> list[tuple[str, str, str]]:
     region.RegionLocationMinX0, region.RegionLocationMinY0, region.RegionLocationMaxX1, region.RegionLocationMaxY1 = 10, 10, 69, 54
     ds.SequenceOfUltrasoundRegions = [region]
     _save(ds, root / "study-a" / "series-6" / "IM0001.dcm")
+    # 7. brain MR, T2 spin echo, 2 slices whose pixels name the patient (no BurnedInAnnotation
+    # attribute at all), and whose ProtocolName carries the name in another order and case
+    for i in range(2):
+        ds = _dataset(PATIENTS[0], 7, i + 1, "MR", BURNED_SIDE, BURNED_SIDE)
+        img = _body(BURNED_SIDE, BURNED_SIDE, rng, lungs=False)
+        _blob(img, 70, 120, 14, 0.95)
+        for line in burned_lines():
+            img = np.where(line.glyphs, line.value, img)
+        ds.BodyPartExamined, ds.ImageOrientationPatient = "BRAIN", _axial_iop()
+        ds.ImagePositionPatient, ds.PixelSpacing = [0.0, 0.0, float(5 * i)], [1.0, 1.0]
+        ds.ScanningSequence, ds.SequenceVariant = "SE", "SK"
+        ds.RepetitionTime, ds.EchoTime, ds.ProtocolName = 4000, 100, PROTOCOL_WITH_NAME
+        _gray(ds, img)
+        _save(ds, root / "study-d" / "series-7" / f"IM{i + 1:04d}.dcm")
+    labels.append(("study-d/series-7", "glioma", "severe"))
+    # 8. a CT whose BodyPartExamined holds the patient's name (a vocabulary miss the report must not quote)
+    ds = _dataset(PATIENTS[1], 8, 1, "CT", 64, 64)
+    ds.BodyPartExamined, ds.ImageOrientationPatient = PART_WITH_NAME, _axial_iop()
+    ds.ImagePositionPatient, ds.PixelSpacing = [0.0, 0.0, 0.0], [0.7, 0.7]
+    ds.RescaleSlope, ds.RescaleIntercept, ds.WindowCenter, ds.WindowWidth = 1, -1000, 40, 400
+    _gray(ds, _body(64, 64, rng, lungs=False))
+    _save(ds, root / "study-d" / "series-8" / "IM0001.dcm")
     (root / "README.txt").write_text(f"Archive export of {INSTITUTION}\n", encoding="utf-8")
     return labels
+
+
+# Series 7's burned-in lines: the first patient's name (family name first, as a console
+# writes it), record number, birth date and accession number, in four fonts, sizes and
+# gray levels, at the corners where scanners write.
+BURNED_SIDE = 192
+BURNED_TEXT = (
+    ("BEEBLEBROX, ZAPHOD", (4, 3), "dejavu-sans", 12, 1.0),
+    ("MRN 48151623", (4, 19), "dejavu-sans-mono", 11, 0.85),
+    ("23.05.1961", (118, 176), "pillow-default", 11, 0.9),
+    ("ACC-27182818", (4, 178), "pillow-bitmap", 11, 0.75),
+)
+PROTOCOL_WITH_NAME = "t2_tse_tra zaphod BEEBLEBROX"
+PART_WITH_NAME = "ARTHURINA DENT"  # CS: at most 16 characters
+
+
+def burned_lines() -> list:
+    """The burned-in lines of series 7 (`synthetic.Burned`: text, tight box, glyph mask)."""
+    from medrcube.construction.privacy.synthetic import burn
+
+    zero = np.zeros((BURNED_SIDE, BURNED_SIDE))
+    return [burn(zero, text, xy, font, size, value)[1] for text, xy, font, size, value in BURNED_TEXT]
 
 
 def write_images(root: Path) -> list[dict[str, str]]:
@@ -315,8 +361,8 @@ def identifying_values() -> set[str]:
         values |= set(p.values()) | {p["PatientName"].replace("^", " ")}
     for pid, name in CSV_PATIENTS:
         values |= {pid, name, name.replace("^", " ")}
-    values |= {f"STUDY-{s:04d}-ELSE" for s in range(1, 7)}
-    values |= {_uid(s, i, 1) for s in range(1, 7) for i in range(1, 5)} | {_uid(s, 0, k) for s in range(1, 7) for k in (2, 3, 4)}
+    values |= {f"STUDY-{s:04d}-ELSE" for s in range(1, 9)}
+    values |= {_uid(s, i, 1) for s in range(1, 9) for i in range(1, 5)} | {_uid(s, 0, k) for s in range(1, 9) for k in (2, 3, 4)}
     return values
 
 

@@ -230,6 +230,8 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
                         similar_fraction=r.similar_fraction, seed=r.seed, max_side=r.export.max_side)  # fmt: skip
     report = BuildReport(r.name, sources=[{"kind": s.kind, "dataset": s.dataset} for s in r.sources])
     manifest, leaks, log = privacy.Manifest(), {}, SourceLog()
+    text_screen = _text_screen(r)
+    manifest.text = text_screen.log
     images: dict[tuple[str, str], OutImage] = {}
     drafts: list[Draft] = []
 
@@ -245,18 +247,30 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
                     mapped = mapper.map(img)
                     if mapped is None:
                         continue
+                    # Before any item, reviewer or export sees the pixels: text found by OCR is masked (or the frame refused).
+                    if not text_screen.screen(mapped.image):
+                        log.note("refused: text found in the pixels", f"{img.dataset} {img.ref}")
+                        continue
                     outs, ds = producer.produce(mapped)
+                    if outs:
+                        text_screen.log.link(img.dataset, img.ref, _base_image(outs[0].chain))
                     images.update({(o.dataset, o.key): o for o in outs})
                     drafts += ds
             except SourceDataError as exc:
                 raise BuildError(str(exc)) from None
     finally:
         bar.close()
+    # Free text from the sources is screened for every identifying value read, in every
+    # spelling (privacy.screening), before it is printed, reviewed or written.
+    from medrcube.construction.privacy.screening import Identities, Redactor
+
+    redactor = Redactor(Identities.of(leaks))
     for m in log.messages:
-        echo(f"medrcube build: {m}")
-    report.source_problems = log.counts
-    report.mapping = mapper.report.to_dict()
-    report.not_written = producer.not_written
+        echo(f"medrcube build: {redactor.text(m, 'console messages')}")
+    report.source_problems = redactor.counter(log.counts, "build report")
+    report.mapping = redactor.json(mapper.report.to_dict(), "build report")
+    report.not_written = redactor.counter(producer.not_written, "build report")
+    drafts = redactor.drafts(drafts)
     report.drafted = len(drafts)
     for d in drafts:
         report.cell(d.cell).drafted += 1
@@ -345,7 +359,9 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
         exporter.release_readme(r.name, Counter(d.fact.task for d in chosen), len(selection.counts), info.items, info.images, reviewed),
         encoding="utf-8",
     )
+    text_screen.log.mark_exported({(d.dataset, _base_image(d.chain)) for d in chosen})
     manifest.values_searched = len(leaks)
+    manifest.redactions.update(redactor.counts)
     manifest.write(release)
     hf = None
     if r.export.hf is not None:
@@ -362,13 +378,13 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
         with open(report_dir / "review.jsonl", "w", encoding="utf-8") as f:
             for d in drafts:
                 if d.id in outcomes:
-                    f.write(json.dumps(outcomes[d.id].to_dict(), ensure_ascii=False) + "\n")
+                    f.write(json.dumps(redactor.json(outcomes[d.id].to_dict(), "review records"), ensure_ascii=False) + "\n")
         with open(report_dir / "held_out.jsonl", "w", encoding="utf-8") as f:
             for o in sorted(held, key=lambda o: o.item_id):
                 d = by_id[o.item_id]
-                f.write(json.dumps({"id": d.id, "cell": list(d.cell), "question": d.fact.question, "answer": d.fact.answer,
+                f.write(json.dumps(redactor.json({"id": d.id, "cell": list(d.cell), "question": d.fact.question, "answer": d.fact.answer,
                                     "distractors": list(d.fact.distractors), "status": o.status, "reasons": o.reasons()},
-                                   ensure_ascii=False) + "\n")  # fmt: skip
+                                   "review records"), ensure_ascii=False) + "\n")  # fmt: skip
     if r.review is not None and r.review.expert_judgments is not None:
         from medrcube.construction.stages.agreement import (
             AgreementError,
@@ -383,7 +399,7 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
         model = {i: dict(o.verdict.judgments) for i, o in outcomes.items() if o.verdict is not None}
         table = agreement(model, expert)
         report.agreement, report.agreement_markdown = table.to_dict(), table.to_markdown()
-    report.privacy = manifest.to_dict()
+    report.privacy = manifest.to_dict(timing=True)
     report.outputs = {"release": str(release), "hf": str(hf) if hf else "", "report": str(report_dir) if report_dir else ""}
     if report_dir is not None:
         report.write(report_dir)
@@ -402,7 +418,7 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
     if hf is not None:
         manifest.write(hf)
         rewritten.append(hf / privacy.MANIFEST_NAME)
-    report.privacy = manifest.to_dict()
+    report.privacy = manifest.to_dict(timing=True)
     if report_dir is not None:
         report.write(report_dir)
         rewritten += [report_dir / "build_report.json", report_dir / "build_report.md"]
@@ -411,6 +427,22 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
         raise PrivacyLeakError("identifying values found in the rewritten manifest or report; the export has been deleted")
     errors = sum(1 for o in outcomes.values() if o.status == "error")
     return BuildResult(out, release, hf, report_dir, report, review_errors=errors)
+
+
+def _text_screen(r: Recipe):
+    """The OCR text screen of a build; a clear BuildError when the OCR model is not installed."""
+    from medrcube.construction.privacy.ocr import OcrUnavailable
+    from medrcube.construction.privacy.textscreen import TextScreen
+
+    try:
+        return TextScreen(r.privacy.text)
+    except OcrUnavailable as exc:
+        raise BuildError(f"{r.path}: every frame is read for burned-in text before export, and {exc}") from None
+
+
+def _base_image(chain: str) -> str:
+    """The key of the unmarked image of a chain ("demo-dicom/007" -> "images/007.png")."""
+    return f"images/{chain.rsplit('/', 1)[-1]}.png"
 
 
 def _reason_key(reason: str) -> str:

@@ -79,6 +79,7 @@ class ReviewSpec:
 class PrivacySpec:
     burned_in: str = "refuse"  # or "mask"
     mask: tuple[tuple[float, float, float, float], ...] = ()  # fractions of width/height
+    text: str = "mask"  # text the OCR finds in any frame: "mask" its regions or "refuse" the frame
 
 
 @dataclass(frozen=True, slots=True)
@@ -495,8 +496,9 @@ def _privacy(n: _Node | None, src: str) -> PrivacySpec:
         boxes.append(tuple(float(v) for v in box))
     if action == "mask" and not boxes:
         raise n.fail("mask", raw, "is empty while burned_in is 'mask'", "list the boxes where the scanner writes its text, or use 'burned_in: refuse'")
-    n.done(("burned_in", "mask"))
-    return PrivacySpec(burned_in=action, mask=tuple(boxes))  # type: ignore[arg-type]
+    text = n.string("text", default="mask", choices=("mask", "refuse")) or "mask"  # what the OCR finds in any frame
+    n.done(("burned_in", "mask", "text"))
+    return PrivacySpec(burned_in=action, mask=tuple(boxes), text=text)  # type: ignore[arg-type]
 
 
 def _export(n: _Node | None, src: str) -> ExportSpec:

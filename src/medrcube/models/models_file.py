@@ -33,7 +33,7 @@ DTYPES: tuple[str, ...] = ("auto", "float32", "float16", "bfloat16")
 # Spec words the registry reserves; a models.yaml name may not shadow them.
 RESERVED_NAMES: tuple[str, ...] = ("random", "prior", "replay", "openai", "hf")
 
-_COMMON_KEYS = ("provider", "model", "params", "concurrency", "batch_size", "image_max_side")
+_COMMON_KEYS = ("provider", "model", "params", "concurrency", "batch_size", "image_max_side", "price")
 _OPENAI_KEYS = ("base_url", "base_urls", "api_key_env", "api_key_header", "rpm", "timeout", "max_retries",
                 "endpoint_identity", "strict_model", "max_response_mib")
 _HF_KEYS = ("dtype", "device")
@@ -81,6 +81,9 @@ class ModelEntry:
     batch_size: int | None = None
     dtype: str | None = None
     device: str | None = None
+    # Price per million tokens: {"prompt": 1.25, "completion": 10.0, "currency": "USD"}.
+    # Read by the reports to state a run's cost; never sent anywhere.
+    price: Mapping[str, Any] | None = None
     # The endpoint part of the response store's key. Left out, it is the base URL (or the
     # base URLs of the entry): two endpoints share stored answers only when the file
     # gives them the same endpoint_identity, i.e. says they serve the same model.
@@ -213,6 +216,8 @@ def _parse_entry(name: str, raw: Any, source: str) -> ModelEntry:
     if device is not None and (not isinstance(device, str) or not re.match(r"^(auto|cpu|mps|cuda(:\d+)?)$", device)):
         raise ModelsFileError(f"{where}: key 'device' is {device!r}; choices: auto, cpu, mps, cuda, cuda:N")
 
+    price = _price(raw.get("price"), where)
+
     return ModelEntry(
         name=name,
         provider=provider,
@@ -229,11 +234,28 @@ def _parse_entry(name: str, raw: Any, source: str) -> ModelEntry:
         batch_size=_number(raw, "batch_size", where, int, minimum=1),
         dtype=dtype,
         device=device,
+        price=price,
         endpoint_identity=identity.strip() if isinstance(identity, str) else None,
         strict_model=strict,
         max_response_mib=_number(raw, "max_response_mib", where, float, minimum=0, exclusive=True),
         api_key_header=header,
     )
+
+
+def _price(value: Any, where: str) -> Mapping[str, Any] | None:
+    """`price: {prompt: X, completion: Y, currency: USD}`, X and Y per million tokens."""
+    if value is None:
+        return None
+    fix = "e.g. price: {prompt: 1.25, completion: 10.0, currency: USD} (per million tokens)"
+    if not isinstance(value, Mapping) or set(value) - {"prompt", "completion", "currency"}:
+        raise ModelsFileError(f"{where}: key 'price' must map prompt, completion (and currency) to numbers; {fix}")
+    out: dict[str, Any] = {"currency": str(value.get("currency", "USD"))}
+    for key in ("prompt", "completion"):
+        v = value.get(key, 0)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+            raise ModelsFileError(f"{where}: key 'price.{key}' is {v!r}; expected a number >= 0; {fix}")
+        out[key] = float(v)
+    return MappingProxyType(out)
 
 
 def _url(value: Any, where: str) -> str:

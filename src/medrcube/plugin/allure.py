@@ -33,6 +33,7 @@ import csv
 import io
 import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import allure
@@ -45,6 +46,7 @@ EPICS = {
     "image_dependence": "Image dependence",
     "position": "Position robustness",
     "regression": "Regression",
+    "site": "Site checks",
     "robustness": "Robustness",
     "robustness_agreement": "Robustness",
 }
@@ -70,6 +72,8 @@ def behaviors(check: Any) -> tuple[str, str, str]:
         return EPICS["image_dependence"], check.part or ALL_PARTS, "Standard vs blind"
     if kind == "position":
         return EPICS["position"], check.part or ALL_PARTS, "Circular accuracy"
+    if kind == "site":
+        return EPICS["site"], check.part or ALL_PARTS, check.id
     if kind == "regression":
         if check.task is None and check.modality is None:
             return EPICS["regression"], check.part or ALL_PARTS, "Overall"
@@ -98,6 +102,8 @@ def title(check: Any) -> str:
         return f"{feature.removeprefix('By ')} {story}: accuracy"
     if kind == "overall":
         return "Overall accuracy"
+    if kind == "site":
+        return f"{check.id}: {check.metric}"
     if kind == "regression":
         scope = "overall" if story == "Overall" else f"{feature} / {story}"
         return f"Regression against the baseline: {scope}"
@@ -114,8 +120,21 @@ def severity(check: Any) -> allure.severity_level:
         return allure.severity_level.NORMAL
 
 
-def label_case(check: Any) -> None:
-    """Labels known before any evaluation, so that an errored case is grouped too."""
+class Plain:
+    """A parameter value shown as its text: allure-pytest shows a str parameter quoted
+    ('0.5'), and a number should read as a number."""
+
+    def __init__(self, text: object) -> None:
+        self.text = str(text)
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def label_case(check: Any, payload: Mapping[str, Any] | None = None, model: str | None = None) -> None:
+    """Labels known before any evaluation, so that an errored case is grouped too. The
+    model is a label and a parameter, so that results of several models in one report
+    stay apart (and never look like retries of each other)."""
     epic, feature, story = behaviors(check)
     allure.dynamic.epic(epic)
     allure.dynamic.feature(feature)
@@ -125,25 +144,25 @@ def label_case(check: Any) -> None:
     level = (check.labels or {}).get("level")
     if level:
         allure.dynamic.tag(f"level:{level}")
-
-
-def label_absent(kind: str) -> None:
-    """The case of a kind with no check in this run (no --baseline, no blind variant)."""
-    allure.dynamic.epic(EPICS.get(kind, kind))
-    allure.dynamic.feature("Not requested")
-    allure.dynamic.severity(allure.severity_level.TRIVIAL)
+    if model:
+        allure.dynamic.label("model", model)
+        allure.dynamic.parent_suite(model)
+        allure.dynamic.parameter("model", Plain(model))
 
 
 def describe_verdict(check: Any, payload: Mapping[str, Any]) -> None:
-    """The decided numbers as excluded parameters, the message as description, and the
-    check + verdict (JSON) and the worst items (CSV) as attachments."""
+    """The decided numbers as excluded parameters (numbers as numbers), what the check
+    checks as description (the verdict's message is the status message, shown once),
+    and the check + verdict (JSON) and the worst items (CSV) as attachments."""
+    from medrcube.plugin.render import view
+
     interval = payload.get("interval")
     numbers = {
-        "verdict": payload["verdict"],
+        "verdict": Plain(view(payload["verdict"]).status),
         "observed": _num(payload.get("observed")),
-        "interval": f"[{interval[0]:.3f}, {interval[1]:.3f}]" if interval else "n/a",
+        "interval": Plain(f"[{interval[0]:.3f}, {interval[1]:.3f}]") if interval else Plain("n/a"),
         "bound": _num(payload.get("bound")),
-        "rule": payload.get("rule"),
+        "rule": Plain(payload.get("rule")),
         "n": payload.get("n"),
         "chance": _num(payload.get("chance")),
         "error rate": _num(payload.get("error_rate")),
@@ -151,15 +170,31 @@ def describe_verdict(check: Any, payload: Mapping[str, Any]) -> None:
     for name, value in numbers.items():
         allure.dynamic.parameter(name, value, excluded=True)
     allure.dynamic.title(title(check))
-    allure.dynamic.description(payload.get("message") or "")
+    allure.dynamic.description(what_it_checks(check, payload))
     allure.attach(
-        json.dumps({"check": check.to_dict(), "verdict": payload}, indent=2, ensure_ascii=False, default=str),
+        json.dumps({"check": _check_dict(check), "verdict": payload}, indent=2, ensure_ascii=False, default=str),
         name="check and verdict",
         attachment_type=allure.attachment_type.JSON,
     )
     worst = payload.get("worst") or []
     if worst:
         allure.attach(worst_csv(worst), name="worst items", attachment_type=allure.attachment_type.CSV)
+
+
+def _check_dict(check: Any) -> Any:
+    to_dict = getattr(check, "to_dict", None)
+    return to_dict() if callable(to_dict) else str(check)
+
+
+def what_it_checks(check: Any, payload: Mapping[str, Any]) -> str:
+    rule = payload.get("rule")
+    bound = payload.get("bound")
+    how = "its lower confidence bound" if rule == "lower_bound" else "the observed value"
+    return (
+        f"{payload.get('metric')} of {check.id}: {how} against the bound {bound} "
+        f"(rule {rule}, confidence {payload.get('confidence')}, min_n {payload.get('min_n')}; "
+        f"source {payload.get('source') or 'thresholds'})."
+    )
 
 
 def worst_csv(worst: list[Mapping[str, Any]]) -> str:
@@ -171,5 +206,56 @@ def worst_csv(worst: list[Mapping[str, Any]]) -> str:
     return buf.getvalue()
 
 
-def _num(x: Any) -> str:
-    return "n/a" if x is None else f"{x:.3f}" if isinstance(x, float) else str(x)
+def _num(x: Any) -> Any:
+    if x is None:
+        return Plain("n/a")
+    return round(x, 4) if isinstance(x, float) else x
+
+
+# -- the report's environment, executor and categories (written by the controller) ----------
+
+
+def write_run_files(alluredir: str | Path, meta: Mapping[str, Any]) -> None:
+    """environment.properties, executor.json and categories.json of the results directory:
+    what was qualified (model, fingerprints, cube, policy, variants, version), by whom,
+    and the categories a reader triages by."""
+    from medrcube.plugin.render import STATUSES
+
+    out = Path(alluredir)
+    out.mkdir(parents=True, exist_ok=True)
+    cube = meta.get("cube") or {}
+    env = {
+        "model": meta.get("model"),
+        "model.fingerprint": meta.get("model_fingerprint"),
+        "model.served": meta.get("served_model"),
+        "cube": cube.get("source"),
+        "cube.fingerprint": cube.get("fingerprint"),
+        "cube.items": cube.get("items"),
+        "thresholds": meta.get("thresholds"),
+        "profile": meta.get("profile") or "(none)",
+        "variants": meta.get("variants"),
+        "medrcube.version": meta.get("medrcube_version"),
+        "run": meta.get("run_id"),
+    }
+    lines = [f"{k}={_prop(v)}" for k, v in env.items() if v is not None]
+    (out / "environment.properties").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    executor = {
+        "name": "medrcube",
+        "type": "pytest",
+        "buildName": f"{meta.get('model')} / {meta.get('run_id')}",
+        "reportName": f"medrcube qualification: {meta.get('model')}",
+        "reportUrl": "",
+        "buildUrl": "",
+    }
+    (out / "executor.json").write_text(json.dumps(executor, indent=2), encoding="utf-8")
+    categories = [
+        {"name": v.category, "matchedStatuses": [v.allure]}
+        for v in STATUSES.values()
+        if v.category
+    ]
+    (out / "categories.json").write_text(json.dumps(categories, indent=2), encoding="utf-8")
+
+
+def _prop(value: object) -> str:
+    # .properties: backslashes and line breaks escaped, ':' and '=' kept readable.
+    return str(value).replace("\\", "\\\\").replace("\n", " ")

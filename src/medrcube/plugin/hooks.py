@@ -1,41 +1,49 @@
 """pytest plugin of medrcube (registered through the pytest11 entry point).
 
-Options and hooks only, in the style of pytest-xdist and _pytest's own plugins: the
-per-run state is a `GateSession` (gate/session.py) in `config.stash`; the report files
-and the terminal summary (gate/summary.py) are produced by the controller only
-(`not hasattr(config, "workerinput")`).
+Options and hooks only, in the style of pytest-xdist's plugin.py + dsession.py: the
+per-run state is a `GateSession` (plugin/session.py) in `config.stash`; the report
+files, the Allure run files and the terminal summary (plugin/summary.py) are produced
+by the controller only (`not hasattr(config, "workerinput")`), in `ControllerHooks`.
 
 The plugin is loaded by every pytest run where medrcube is installed, so it stays idle
 until a qualification suite asks for it: a suite declares itself with
-`MEDRCUBE_SUITE = True` in its conftest.py (tests_benchmark/conftest.py). Then the cube,
-the thresholds and the model spec are loaded in `pytest_sessionstart`, before xdist
-starts its workers, so that every mistake is one `pytest.UsageError` before any model
-call. Option syntax is checked in `pytest_configure` on every run (it is cheap).
+`MEDRCUBE_SUITE = True` in its conftest.py (medrcube/suite/conftest.py, or a site
+project's). Gate options given to a run without a suite are a usage error. With a suite,
+the cube, the thresholds and the model spec are loaded in `pytest_sessionstart`, before
+xdist starts its workers, and one short pre-flight request checks that the endpoint
+answers, so that every mistake is one `pytest.UsageError` before the run.
 
-How a check's verdict shows up in pytest:
-- pass: passed;
-- fail: failed, with the numbers and the worst items in the message;
-- insufficient evidence: skipped, with the n that would be needed;
-- error (API-error rate above the bound, or inference itself broke): an *error* in the
-  test's setup (the `verdict` fixture raises `GateError`), counted by pytest under
-  "errors", never as a failed gate.
+How a check's verdict shows up in pytest (plugin/render.py, the one table):
+pass -> passed; fail -> failed, with the numbers and the worst items; undecided
+(insufficient evidence) -> skipped, with the n it needs; error (API-error rate above the
+bound, or inference itself broke) -> an *error* in the test's setup, one line, never a
+failed gate.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
+import uuid
 from collections.abc import Generator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from medrcube.plugin import session as gate
 from medrcube.plugin import summary
 
+NOT_REQUESTED = "not-requested"
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
+    # Every gate option defaults to None, so that "given" can be told from "default"
+    # (session.read_options resolves the defaults stated here).
     group = parser.getgroup("medrcube", "medrcube qualification gate")
     group.addoption(
         "--model",
-        default="random",
+        default=None,
         help="model spec to qualify: random[:SEED], prior, replay:FILE, openai:NAME[@URL], hf:PATH, "
         "or a name from models.yaml (default: random)",
     )
@@ -43,7 +51,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--cube",
         default=None,
         help="cube to run: a release directory, a .jsonl file, hf:NAME or a save_to_disk directory "
-        "(default: the bundled mini cube fixtures/mini under the rootdir)",
+        "(default: the bundled mini cube shipped with medrcube)",
     )
     group.addoption(
         "--thresholds", default=None, help="gate policy file (default: ./thresholds.yaml, else the packaged one)"
@@ -55,12 +63,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run the regression checks against a previous run directory (reports/<run-id>) or a model spec",
     )
     group.addoption(
-        "--variants", default="standard", help="variants to ask: e.g. standard,blind,shuffled:3,jpeg:30,noise:0.03 (default: standard)"
+        "--variants",
+        default=None,
+        help="variants to ask: e.g. standard,blind,shuffled:3,jpeg:30,noise:0.03 (default: standard)",
     )
     group.addoption("--judge", default=None, help="model spec of an LLM judge for answers no rule can extract")
     group.addoption(
         "--response-store",
-        default=".medrcube",
+        default=None,
         metavar="DIR",
         help="response store shared by runs and xdist workers (default: .medrcube)",
     )
@@ -68,15 +78,32 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--models-file", default=None, help="models.yaml with named models (default: ./models.yaml)")
     group.addoption(
         "--medrcube-report",
-        default="reports",
+        default=None,
         metavar="DIR",
         help="write results.jsonl, metrics_summary.json and gate.json under DIR/<run-id>/ (default: reports)",
     )
+    group.addoption(
+        "--medrcube-progress",
+        default=None,
+        choices=("auto", "yes", "no"),
+        help="live progress line during inference: auto (an interactive terminal outside CI), yes, no",
+    )
+    group.addoption(
+        "--allure-keep",
+        action="store_true",
+        default=False,
+        help="keep earlier results in --alluredir (default: a fresh results directory per run; "
+        "keep history with `allure generate` and the previous report's history/, see docs/reports.md)",
+    )
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    # tryfirst: before allure-pytest's configure reads --clean-alluredir.
     config.stash[gate.OPTIONS_KEY] = gate.read_options(config)
     if gate.is_controller(config):
+        if getattr(config.option, "allure_report_dir", None) and not config.option.allure_keep:
+            config.option.clean_alluredir = True  # results of another model are not retries of this one
         config.pluginmanager.register(ControllerHooks(config), "medrcube-controller")
 
 
@@ -84,8 +111,19 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_sessionstart(session: pytest.Session) -> None:
     # tryfirst: before xdist's DSession (trylast) starts the workers, so that a usage
     # error stops the run once, in the controller.
-    if gate.suite_requested(session.config):
-        gate.open_session(session.config)
+    config = session.config
+    if not gate.is_controller(config):
+        return
+    gate.check_suite_for_options(config)
+    if gate.suite_requested(config):
+        run = gate.open_session(config)
+        gate.preflight(run)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # Without xdist, conftests below the arguments are loaded now: check again.
+    if gate.is_controller(session.config) and session.config.stash.get(gate.SESSION_KEY, None) is None:
+        gate.check_suite_for_options(session.config, collected=True)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -98,41 +136,102 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         # Indirect, by id: the parameter is a plain string, so pytest ids, xdist
         # scheduling and Allure's history id stay stable when a bound changes.
         metafunc.parametrize("check", ids, ids=ids, indirect=True)
-    else:  # one case that says why (the `check` fixture skips it), rather than silence
-        metafunc.parametrize("check", [None], ids=["not-requested"], indirect=True)
+    else:  # deselected in pytest_collection_modifyitems; the summary says how to turn it on
+        metafunc.parametrize("check", [None], ids=[NOT_REQUESTED], indirect=True)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    off = [it for it in items if getattr(getattr(it, "callspec", None), "id", None) == NOT_REQUESTED]
+    if off:
+        items[:] = [it for it in items if it not in off]
+        config.hook.pytest_deselected(items=off)
+
+
+# -- fixtures: the gate's own, and those a site's tests use (docs/site-tests.md) -------------
 
 
 @pytest.fixture(scope="session")
 def medrcube_session(pytestconfig: pytest.Config) -> gate.GateSession:
     """The run's GateSession: cube, policy, checks, model; records on first use."""
-    return gate.open_session(pytestconfig)
+    run = gate.open_session(pytestconfig)
+    if run.progress is None:
+        run.progress = _progress_for(pytestconfig)
+    return run
 
 
 @pytest.fixture
-def check(request: pytest.FixtureRequest, medrcube_session: gate.GateSession):
+def check(request: pytest.FixtureRequest, medrcube_session: gate.GateSession) -> Any:
     """The Check a gate test is parametrized with (by id: see pytest_generate_tests)."""
     kind = gate.kind_of_test(request.function.__name__)
-    if kind is None or not hasattr(request, "param"):
+    if kind is None or not hasattr(request, "param") or request.param is None:
         pytest.fail("the `check` fixture belongs to the medrcube gate's test_<kind> functions", pytrace=False)
-    if request.param is None:
-        gate.skip_absent(kind, medrcube_session)
     return medrcube_session.check(request.param)
 
 
 @pytest.fixture
-def verdict(request: pytest.FixtureRequest, check, medrcube_session: gate.GateSession):
+def verdict(request: pytest.FixtureRequest, check: Any, medrcube_session: gate.GateSession) -> gate.Decided:
     """The check's verdict. Runs inference on first use; an error verdict raises
     GateError here, in setup, so that pytest reports an error and not a failure."""
-    return gate.verdict_for(request.node, check, medrcube_session)
+    return gate.verdict_for(request.node, check, medrcube_session, model=medrcube_session.options.model)
+
+
+@pytest.fixture(scope="session")
+def medrcube_model(medrcube_session: gate.GateSession) -> Any:
+    """The model adapter under qualification (`--model`)."""
+    return medrcube_session.adapter
+
+
+@pytest.fixture(scope="session")
+def medrcube_cube(medrcube_session: gate.GateSession) -> Any:
+    """The cube of this run (`--cube`, else the bundled mini cube)."""
+    return medrcube_session.cube
+
+
+@pytest.fixture(scope="session")
+def medrcube_records(medrcube_session: gate.GateSession) -> list[Any]:
+    """Every graded record of this run: asked once per run and shared with the cube's
+    checks through the response store. A failed inference errors the test, as it errors
+    every built-in check."""
+    return medrcube_session.records()
+
+
+@pytest.fixture
+def medrcube_verdict(request: pytest.FixtureRequest, medrcube_session: gate.GateSession) -> Any:
+    """`medrcube_verdict(check_id, records, hit=..., bound=...)`: decide a site's own
+    proportion over records as a gate check (interval, bound, rule, min_n), so that it
+    shows in gate.json, the summary and Allure like a built-in check (plugin/site.py)."""
+    from medrcube.plugin.site import SiteVerdict
+
+    return SiteVerdict(request.node, medrcube_session)
+
+
+def _progress_for(config: pytest.Config) -> Any:
+    from medrcube.plugin import progress
+
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        directory = workerinput.get(progress.WORKERINPUT_KEY)
+        if not directory:
+            return None
+        return progress.GateProgress(progress.file_sink(Path(directory), str(workerinput.get("workerid", "gw"))))
+    if not progress.wanted(config):
+        return None
+    return progress.GateProgress(progress.terminal_sink(config))
+
+
+# -- reports ---------------------------------------------------------------------------------
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, object, object]:
-    report = yield
+    report: Any = yield
     if report.skipped and isinstance(report.longrepr, tuple) and gate.kind_of_test(getattr(item, "originalname", "")):
-        # Point `-rs` at the test, not at the line of gate/session.py that skipped.
+        # Point `-rs` at the test, not at the line of plugin/session.py that skipped.
         path, line = item.reportinfo()[:2]
         report.longrepr = (os.fspath(path), (line or 0) + 1, report.longrepr[2])
+    if call.excinfo is not None and call.excinfo.errisinstance(gate.GateError):
+        # One line per errored check: the cause, not the plugin's traceback.
+        report.longrepr = f"medrcube: {call.excinfo.value}"
     return report
 
 
@@ -141,7 +240,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     run = config.stash.get(gate.SESSION_KEY, None)
     if run is not None and not gate.is_controller(config):
         # A worker hands its records over; the controller writes (ControllerHooks).
-        config.workeroutput[summary.HANDOVER] = run.handover()
+        config.workeroutput[summary.HANDOVER] = run.handover()  # type: ignore[attr-defined]
 
 
 class ControllerHooks:
@@ -151,24 +250,61 @@ class ControllerHooks:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.report = summary.GateReport()
+        self.progress_dir: Path | None = None
+        self.progress_line: Any = None
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:  # pytest-xdist: the workers' progress files
+        from medrcube.plugin import progress
+
+        if not progress.wanted(self.config) or not gate.suite_requested(self.config):
+            return
+        if self.progress_dir is None:
+            self.progress_dir = Path(tempfile.gettempdir()) / f"medrcube-progress-{uuid.uuid4().hex[:12]}"
+            self.progress_dir.mkdir(parents=True, exist_ok=True)
+            self.progress_line = progress.ControllerLine(self.config, self.progress_dir)
+            self.progress_line.start()
+        node.workerinput[progress.WORKERINPUT_KEY] = str(self.progress_dir)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.report.add_report(report)
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_testnodedown(self, node, error) -> None:  # pytest-xdist
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:  # pytest-xdist
         self.report.add_handover(getattr(node, "workeroutput", {}).get(summary.HANDOVER))
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.progress_line is not None:
+            self.progress_line.stop()
+            _remove_dir(self.progress_dir)
         run = self.config.stash.get(gate.SESSION_KEY, None)
         if run is not None:  # without xdist this process ran the inference itself
             self.report.add_handover(run.handover())
         if self.report.entries:
-            self.report.finish(gate.open_session(self.config))
+            run = gate.open_session(self.config)
+            self.report.finish(run, kinds_off=run.kinds_off())
+            alluredir = getattr(self.config.option, "allure_report_dir", None)
+            if alluredir:
+                from medrcube.plugin import allure as allure_files
 
-    def pytest_terminal_summary(self, terminalreporter) -> None:
-        lines = self.report.lines()
-        if lines:
-            terminalreporter.write_sep("=", "medrcube gate")
-            for line in lines:
-                terminalreporter.write_line(line)
+                allure_files.write_run_files(alluredir, self.report.meta)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_terminal_summary(self, terminalreporter: Any) -> Generator[None, None, None]:
+        # Outermost wrapper: our lines come after pytest's failure details and its short
+        # test summary, so that the gate's table and verdict are the last thing read.
+        try:
+            return (yield)
+        finally:
+            lines = self.report.lines()
+            if lines:
+                terminalreporter.write_sep("=", "medrcube gate")
+                for line in lines:
+                    terminalreporter.write_line(line)
+
+
+def _remove_dir(directory: Path | None) -> None:
+    import shutil
+
+    if directory is not None:
+        shutil.rmtree(directory, ignore_errors=True)

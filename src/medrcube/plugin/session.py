@@ -2,30 +2,36 @@
 
 One `GateSession` per pytest process, kept in `config.stash`. Building it is cheap (the
 cube's items and the policy: what collection needs, identical on every xdist worker);
-inference runs lazily, once per process, the first time a test asks for a verdict.
-
-With pytest-xdist every worker needs every record (a slice or a credibility check reads
-items from all over the cube), yet each request must reach the model once per run. The
-response store's claims guarantee that: two processes wanting one key send one request
-and the other waits for the stored response. To spread the work, each worker first asks
-its own shard of the cube (a stable hash of the item id modulo the worker count), then
-runs the whole cube, which reads the other shards from the store (or waits on their
-claims, or asks what a lagging worker has not reached yet: correct either way).
+inference runs lazily, once per process, the first time a test asks for a verdict or
+for the records, through the one run service (medrcube.service.infer, which `medrcube
+run` uses too). With pytest-xdist every worker needs every record; the response store's
+claims make each request reach the model once per run (see service.infer).
 """
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
-import hashlib
 import os
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from medrcube.plugin.options import (  # noqa: F401  (re-exported: the pytest room's one namespace)
+    GATE_OPTIONS,
+    HOW_TO_RUN,
+    SUITE_FLAG,
+    SUITE_MODULE,
+    GateOptions,
+    _parse_variants,
+    _usage,
+    check_suite_for_options,
+    gate_options_given,
+    packaged_thresholds,
+    read_options,
+    resolve_cube_spec,
+    suite_requested,
+)
 from medrcube.records import GradedRecord
 
 OPTIONS_KEY = pytest.StashKey["GateOptions"]()
@@ -33,8 +39,6 @@ SESSION_KEY = pytest.StashKey["GateSession"]()
 # On an item: the JSON-ready verdict payload its test produced (see summary.py).
 VERDICT_KEY = pytest.StashKey[dict]()
 
-# The conftest.py of a qualification suite sets this to True (tests_benchmark/conftest.py).
-SUITE_FLAG = "MEDRCUBE_SUITE"
 
 # Test function name -> the kind of check it is parametrized with.
 TEST_KINDS: dict[str, str] = {
@@ -46,10 +50,6 @@ TEST_KINDS: dict[str, str] = {
     "test_position": "position",
     "test_regression": "regression",
 }
-
-BUNDLED_CUBE = "fixtures/mini"
-PACKAGED_THRESHOLDS = "default_thresholds.yaml"  # in medrcube/gate/
-QUESTION_CHARS = 200
 
 
 class GateError(Exception):
@@ -68,140 +68,7 @@ def kind_of_test(function_name: str) -> str | None:
     return TEST_KINDS.get(function_name)
 
 
-def suite_requested(config: pytest.Config) -> bool:
-    """Whether a qualification suite is part of this run (its conftest declared itself)."""
-    return any(getattr(p, SUITE_FLAG, False) is True for p in config.pluginmanager.get_plugins())
-
-
-# -- options ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class GateOptions:
-    """The validated gate options. Paths are absolute; defaults resolved as documented."""
-
-    model: str
-    cube: str | None  # None: the bundled mini cube under the rootdir (resolved at open)
-    thresholds: Path | None  # None: the packaged default policy
-    profile: str | None
-    baseline: str | None
-    variants: str
-    judge: str | None
-    response_store: Path
-    concurrency: int | None
-    models_file: Path | None
-    report_dir: Path
-    rootdir: Path
-
-
-def _usage(option: str, value: object, problem: str) -> pytest.UsageError:
-    return pytest.UsageError(f"{option}={value}: {problem}")
-
-
-def read_options(config: pytest.Config) -> GateOptions:
-    """Check the gate options' syntax (no cube, no model). Raises pytest.UsageError."""
-    opt = config.option
-    here = Path(config.invocation_params.dir)
-    root = Path(config.rootpath)
-
-    def path_of(value: str) -> Path:
-        return (here / os.path.expanduser(value)).resolve()
-
-    model = (opt.model or "").strip()
-    if not model:
-        raise _usage("--model", opt.model, "empty model spec; e.g. --model=random or --model=openai:NAME@URL")
-
-    concurrency: int | None = None
-    if opt.concurrency is not None:
-        try:
-            concurrency = int(opt.concurrency)
-        except ValueError:
-            concurrency = 0
-        if concurrency < 1:
-            raise _usage("--concurrency", opt.concurrency, "must be a positive integer, e.g. --concurrency=8")
-
-    thresholds: Path | None
-    if opt.thresholds is not None:
-        thresholds = path_of(opt.thresholds)
-        if not thresholds.is_file():
-            raise _usage("--thresholds", opt.thresholds, f"no such file ({thresholds})")
-    else:
-        # ./thresholds.yaml of the invocation directory, then of the rootdir, then packaged.
-        candidates = [here / "thresholds.yaml", root / "thresholds.yaml"]
-        thresholds = next((p.resolve() for p in candidates if p.is_file()), None)
-
-    models_file: Path | None = None
-    if opt.models_file is not None:
-        models_file = path_of(opt.models_file)
-        if not models_file.is_file():
-            raise _usage("--models-file", opt.models_file, f"no such file ({models_file})")
-
-    variants = (opt.variants or "").strip()
-    _parse_variants(variants)  # syntax only; raises UsageError
-
-    cube = opt.cube
-    if cube is not None and ":" not in cube.split(os.sep)[0]:
-        cube = str(path_of(cube))  # a path: absolute, so every worker reads the same cube
-
-    store = path_of(opt.response_store)
-    if store.exists() and not store.is_dir():
-        raise _usage("--response-store", opt.response_store, f"{store} exists and is not a directory")
-    report = path_of(opt.medrcube_report)
-    if report.exists() and not report.is_dir():
-        raise _usage("--medrcube-report", opt.medrcube_report, f"{report} exists and is not a directory")
-
-    return GateOptions(
-        model=model,
-        cube=cube,
-        thresholds=thresholds,
-        profile=opt.profile,
-        baseline=opt.baseline,
-        variants=variants,
-        judge=opt.judge,
-        response_store=store,
-        concurrency=concurrency,
-        models_file=models_file,
-        report_dir=report,
-        rootdir=root,
-    )
-
-
-def _parse_variants(spec: str) -> tuple[Any, ...]:
-    from medrcube.run.variants import parse_variants
-
-    try:
-        return tuple(parse_variants(spec))
-    except ValueError as e:
-        raise _usage("--variants", spec, f"{e} (e.g. --variants=standard,blind,shuffled:3)") from None
-
-
-def resolve_cube_spec(options: GateOptions) -> str:
-    """The cube to load: --cube, else the bundled mini cube under the rootdir."""
-    if options.cube is not None:
-        return options.cube
-    mini = options.rootdir / BUNDLED_CUBE
-    if not mini.is_dir():
-        raise pytest.UsageError(
-            f"--cube not given and the bundled mini cube {BUNDLED_CUBE}/ is not under the rootdir "
-            f"{options.rootdir}; pass --cube=PATH (a release directory, a .jsonl file or hf:NAME)"
-        )
-    return str(mini)
-
-
-def packaged_thresholds() -> Path | None:
-    """The policy shipped inside the package, used when no thresholds.yaml is around."""
-    from importlib.resources import files
-
-    candidate = files("medrcube.gate").joinpath(PACKAGED_THRESHOLDS)
-    return Path(str(candidate)) if candidate.is_file() else None
-
-
 # -- the session --------------------------------------------------------------------------
-
-
-def _stable_shard(item_id: str, count: int) -> int:
-    # sha256, not hash(): Python salts str hashes per process, and workers must agree.
-    return int.from_bytes(hashlib.sha256(item_id.encode("utf-8")).digest()[:8], "big") % count
 
 
 def worker_slot(config: pytest.Config) -> tuple[int, int]:
@@ -236,8 +103,8 @@ class GateSession:
     _failure: str | None = field(default=None, repr=False)
     _verdicts: dict[str, Any] = field(default_factory=dict, repr=False)
     questions: dict[str, str] = field(default_factory=dict, repr=False)  # item id -> question
-    requests_sent: int = 0  # candidate requests this process sent (both passes)
-    judge_requests: int = 0
+    progress: Any = None  # a medrcube.plugin.progress.GateProgress, set by the plugin
+    _inference: Any = field(default=None, repr=False)  # medrcube.service.Inference
 
     def __post_init__(self) -> None:
         self._by_id = {c.id: c for c in self.checks}
@@ -261,6 +128,10 @@ class GateSession:
         }
         return reasons.get(kind, f"the policy {self.thresholds_label} gives no {kind} check on this cube")
 
+    def kinds_off(self) -> dict[str, str]:
+        """Kinds of check with no case in this run, each with how to turn it on."""
+        return {kind: self.why_no_checks(kind) for kind in TEST_KINDS.values() if not self.checks_of(kind)}
+
     @property
     def has_baseline(self) -> bool:
         return self.baseline_adapter is not None or self.baseline_dir is not None
@@ -268,49 +139,25 @@ class GateSession:
     # -- inference: lazy, once per process ------------------------------------------------
 
     def _infer(self) -> None:
-        """Run the candidate (and a baseline model) in one event loop, then close them."""
-        from medrcube.run.runner import run_cube_async
-        from medrcube.run.store import ResponseStore
+        """Run the candidate (and a baseline model) through the one run service."""
+        from medrcube.service import infer
 
-        store = ResponseStore(self.options.response_store)
-        index, count = self.worker
-
-        async def run(adapter: Any, variants: Sequence[Any]) -> Any:
-            kwargs = dict(variants=tuple(variants), store=store, judge=self.judge, concurrency=self.options.concurrency)
-            first = None
-            if count > 1:  # this worker's shard first, so that the workers split the asks
-                mine = tuple(it for it in self.cube.items if _stable_shard(it.id, count) == index)
-                first = await run_cube_async(dataclasses.replace(self.cube, items=mine), adapter, **kwargs)
-            full = await run_cube_async(self.cube, adapter, **kwargs)
-            if adapter is self.adapter:
-                self.requests_sent = full.requests_sent + (first.requests_sent if first else 0)
-                self.judge_requests = full.judge_requests + (first.judge_requests if first else 0)
-            return full
-
-        async def everything() -> tuple[Any, Any]:
-            try:
-                result = await run(self.adapter, self.variants)
-                baseline = await run(self.baseline_adapter, ("standard",)) if self.baseline_adapter else None
-                return result, baseline
-            finally:
-                for a in (self.adapter, self.baseline_adapter, self.judge):
-                    if a is not None:
-                        await a.aclose()
-
-        async def guarded() -> tuple[Any, Any]:
+        self._inference = infer(
+            self.cube,
+            self.adapter,
+            variants=self.variants,
+            store_dir=self.options.response_store,
+            judge=self.judge,
+            baseline=self.baseline_adapter,
+            concurrency=self.options.concurrency,
+            progress=self.progress if self.progress is not None else False,
+            shard=self.worker,
             # An xdist worker whose controller died stops asking at once (run/orphan.py).
-            from medrcube.run.orphan import until_orphaned
-
-            in_worker = bool(os.environ.get("PYTEST_XDIST_WORKER"))  # set by xdist in its workers
-            return await until_orphaned(everything()) if in_worker else await everything()
-
-        try:
-            result, baseline = asyncio.run(guarded())
-        finally:
-            store.close()
-        self._result = result
-        if baseline is not None:
-            self._baseline_records = list(baseline.records)
+            stop_when_orphaned=bool(os.environ.get("PYTEST_XDIST_WORKER")),
+        )
+        self._result = self._inference.result
+        if self._inference.baseline is not None:
+            self._baseline_records = list(self._inference.baseline.records)
 
     def records(self) -> list[GradedRecord]:
         """Every graded record of the candidate (runs inference on the first call)."""
@@ -352,16 +199,18 @@ class GateSession:
     # -- hand-over to the controller -------------------------------------------------------
 
     def handover(self) -> dict[str, Any] | None:
-        """What this process tells the controller: its records and request counts
+        """What this process tells the controller: its records, request counts and usage
         (JSON-ready, small enough for xdist's workeroutput). None if it ran no inference."""
         if self._result is None:
             return None
         r = self._result
+        usage = self._inference.usage if self._inference is not None else {}
         return {
             "worker": f"gw{self.worker[0]}" if self.worker[1] > 1 else "main",
             "records": [rec.to_dict() for rec in r.records],
-            "requests_sent": self.requests_sent,
-            "judge_requests": self.judge_requests,
+            "requests_sent": r.requests_sent,
+            "judge_requests": r.judge_requests,
+            "usage": {name: u.to_dict() for name, u in usage.items()},
             "started": r.started,
             "finished": r.finished,
             "wall_s": r.wall_s,
@@ -413,7 +262,7 @@ def _build(options: GateOptions) -> GateSession:
     def adapter(option: str, spec: str) -> Any:
         try:
             return load_adapter(spec, cube=cube, models_file=options.models_file, concurrency=options.concurrency)
-        except ModelSpecError as e:  # ModelsFileError is one too
+        except (ModelSpecError, ValueError) as e:  # ModelsFileError, a missing API key
             raise _usage(option, spec, str(e)) from None
 
     return GateSession(
@@ -446,6 +295,19 @@ def _split_baseline(options: GateOptions) -> tuple[Path | None, str | None]:
     return None, value
 
 
+def preflight(session: GateSession) -> None:
+    """One short request to each HTTP endpoint of the run (medrcube.service.preflight):
+    a dead URL, a refused key or an unknown model stops the run at once, in one message
+    naming the URL, the HTTP status and the provider's words."""
+    from medrcube.service import EndpointError
+    from medrcube.service import preflight as ask_once
+
+    try:
+        ask_once([session.adapter, session.judge, session.baseline_adapter])
+    except EndpointError as e:
+        raise pytest.UsageError(f"--model={session.options.model}: {e}") from None
+
+
 # -- verdict -> pytest outcome ------------------------------------------------------------
 
 
@@ -453,34 +315,41 @@ def _split_baseline(options: GateOptions) -> tuple[Path | None, str | None]:
 class Decided:
     """A check with its verdict: what the `verdict` fixture hands to the test body."""
 
-    check: Any  # medrcube.gate.checks.Check
-    verdict: Any  # medrcube.gate.verdict.Verdict, its message with the worst items' questions
+    check: Any  # medrcube.gate.checks.Check, or a plugin.site.SiteCheck
+    verdict: Any  # medrcube.gate.verdict.Verdict (None for a site check: see payload)
     payload: dict[str, Any]  # the gate.json entry (summary.verdict_payload)
 
     @property
     def status(self) -> str:
-        return str(self.verdict.status)
+        return str(self.payload["verdict"])
 
     @property
     def message(self) -> str:
-        return self.verdict.message
+        return str(self.payload.get("message") or "")
 
 
-def verdict_for(node: pytest.Item, check: Any, session: GateSession) -> Decided:
+def verdict_for(node: pytest.Item, check: Any, session: GateSession, model: str | None = None) -> Decided:
     """The `verdict` fixture's work: label the Allure case (first, so that an errored
     case is grouped too), evaluate, keep the payload on the item for the report hook,
     and raise GateError for an error verdict or a failed inference."""
-    from medrcube.plugin import allure as allure_labels
     from medrcube.plugin import summary
 
-    allure_labels.label_case(check)
     try:
-        verdict = with_questions(session.verdict(check), session.questions)
+        verdict = session.verdict(check)
     except GateError as e:
         payload = summary.error_payload(check, str(e))
         verdict = None
     else:
         payload = summary.verdict_payload(check, verdict, session.questions)
+    return publish(node, check, verdict, payload, model=model)
+
+
+def publish(node: pytest.Item, check: Any, verdict: Any, payload: dict[str, Any], model: str | None = None) -> Decided:
+    """Hand a decided payload to the controller (built-in and site checks alike)."""
+    from medrcube.plugin import allure as allure_labels
+    from medrcube.plugin import summary
+
+    allure_labels.label_case(check, payload, model=model)
     node.stash[VERDICT_KEY] = payload
     # On the item, as record_property does: every later report carries it, xdist sends
     # it to the controller, and --junitxml writes it as properties.
@@ -491,26 +360,13 @@ def verdict_for(node: pytest.Item, check: Any, session: GateSession) -> Decided:
     return Decided(check, verdict, payload)
 
 
-def skip_absent(kind: str, session: GateSession) -> None:
-    """Skip the one case of a kind that has no check in this run, saying why."""
-    from medrcube.plugin import allure as allure_labels
+def failure_text(decided: Decided) -> str:
+    """The failure's text: the verdict's message, then the worst items' questions (held
+    as structured data in the payload, never patched into the message)."""
+    from medrcube.plugin.render import worst_questions
 
-    allure_labels.label_absent(kind)
-    pytest.skip(session.why_no_checks(kind))
-
-
-def with_questions(verdict: Any, questions: Mapping[str, str]) -> Any:
-    """The verdict with each worst item's question under its line in the message (the
-    gate's message names items by id; an engineer wants to read the question too)."""
-    message = verdict.message
-    for w in verdict.worst:
-        q = questions.get(w.item_id)
-        line = f"    - {w.line()}"
-        if q and line in message:
-            q = " ".join(q.split())
-            q = q if len(q) <= QUESTION_CHARS else q[: QUESTION_CHARS - 1] + "…"
-            message = message.replace(line, f"{line}\n      question: {q}", 1)
-    return dataclasses.replace(verdict, message=message)
+    lines = [decided.message, *worst_questions(decided.payload)]
+    return "\n".join(line for line in lines if line)
 
 
 def enforce(decided: Decided) -> None:
@@ -520,11 +376,13 @@ def enforce(decided: Decided) -> None:
     allure-pytest renames the case and takes attachments as the fixture's while setup runs.
     """
     from medrcube.plugin import allure as allure_labels
+    from medrcube.plugin.render import outcome_of
 
     allure_labels.describe_verdict(decided.check, decided.payload)
-    if decided.status == "fail":
-        pytest.fail(decided.message, pytrace=False)
-    if decided.status == "skip":
+    outcome = outcome_of(decided.status)
+    if outcome == "failed":
+        pytest.fail(failure_text(decided), pytrace=False)
+    if outcome == "skipped":
         pytest.skip(f"{decided.check.id}: {decided.message}")
-    if decided.status == "error":  # normally raised in setup already (verdict_for)
+    if outcome == "error":  # normally raised in setup already (verdict_for)
         raise GateError(decided.message)

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,9 +24,7 @@ from medrcube.records import GradedRecord, Outcome
 GATE_SCHEMA_VERSION = 1
 PROPERTY = "medrcube_verdict"  # the user property carrying the payload as JSON
 HANDOVER = "medrcube_handover"  # the workeroutput key carrying a worker's records
-STATUSES = ("pass", "fail", "skip", "error")
-MARKS = {"pass": "pass", "fail": "FAIL", "skip": "skip", "error": "ERR"}
-KIND_ORDER = ("overall", "slice", "cell", "credibility", "image_dependence", "position", "regression")
+KIND_ORDER = ("overall", "slice", "cell", "credibility", "image_dependence", "position", "regression", "site")
 
 
 # -- payloads ------------------------------------------------------------------------------
@@ -62,32 +59,27 @@ def _base_payload(check: Any) -> dict[str, Any]:
         "source": check.source,
         "params": _clean(check.params),
         "labels": _clean(check.labels),
+        "required": bool(getattr(check, "required", True)),
     }
 
 
 def verdict_payload(check: Any, verdict: Any, questions: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The gate.json entry of a decided check (what a worker sends to the controller)."""
+    """The gate.json entry of a decided check (what a worker sends to the controller):
+    the check's identity, then the typed Verdict's own serialisation (`to_dict`), with
+    each worst item's question attached as a field."""
+    from medrcube.plugin.render import canonical
+
     questions = questions or {}
+    doc = dict(verdict.to_dict())
     worst = []
-    for w in verdict.worst:
-        row = w.to_dict()
-        row["question"] = questions.get(w.item_id)
+    for row in doc.pop("worst", None) or []:
+        row = dict(row)
+        row["question"] = questions.get(row.get("item_id", ""))
         worst.append(row)
     payload = _base_payload(check)
-    payload.update(
-        {
-            "verdict": str(verdict.status),
-            "bound": verdict.bound,
-            "observed": verdict.observed,
-            "interval": list(verdict.interval) if verdict.interval is not None else None,
-            "n": verdict.n,
-            "chance": verdict.chance,
-            "error_rate": verdict.error_rate,
-            "message": verdict.message,
-            "worst": worst,
-            "details": verdict.details,
-        }
-    )
+    payload.update({k: v for k, v in doc.items() if k not in ("check_id", "status")})
+    payload["verdict"] = canonical(doc.get("status", verdict.status))
+    payload["worst"] = worst
     return _clean(payload)
 
 
@@ -135,7 +127,7 @@ def _num(x: Any) -> str:
 def payload_of(report: pytest.TestReport) -> dict[str, Any] | None:
     for name, value in report.user_properties:
         if name == PROPERTY:
-            return json.loads(value)
+            return json.loads(str(value))
     return None
 
 
@@ -181,45 +173,19 @@ def merge_handovers(handovers: Iterable[Mapping[str, Any]]) -> Any:
 
 def gate_document(entries: Iterable[Mapping[str, Any]], meta: Mapping[str, Any]) -> dict[str, Any]:
     """gate.json: every decided check, in a stable order, with the run's identity."""
+    from medrcube.plugin.render import counts as count_statuses
+    from medrcube.plugin.render import gate_verdict
+
     rank = {k: i for i, k in enumerate(KIND_ORDER)}
     checks = sorted(entries, key=lambda e: (rank.get(e["kind"], len(rank)), e.get("order", 0), e["id"]))
-    counts = {s: sum(e["verdict"] == s for e in checks) for s in STATUSES}
+    counts = count_statuses(e["verdict"] for e in checks)
     doc: dict[str, Any] = {"schema_version": GATE_SCHEMA_VERSION}
     doc.update(meta)
-    doc["passed"] = counts["fail"] == 0 and counts["error"] == 0
+    doc["verdict"] = gate_verdict(checks)
+    doc["passed"] = counts.get("fail", 0) == 0 and counts.get("error", 0) == 0
     doc["counts"] = counts
-    doc["checks"] = [{k: v for k, v in e.items() if k != "order"} for e in checks]
+    doc["checks"] = [{k: v for k, v in e.items() if k not in ("order", "nodeid")} for e in checks]
     return doc
-
-
-def new_run_dir(report_dir: Path, model_spec: str) -> Path:
-    """reports/<run-id>/, unique even for two runs started within the same second."""
-    from medrcube.rundir.files import default_run_id
-
-    base = default_run_id(model_spec)
-    path = report_dir / base
-    i = 2
-    while path.exists():
-        path, i = report_dir / f"{base}-{i}", i + 1
-    path.mkdir(parents=True)
-    return path
-
-
-def write_outputs(
-    run_dir: Path, entries: list[dict[str, Any]], result: Any, meta: Mapping[str, Any]
-) -> list[Path]:
-    """Write results.jsonl, metrics_summary.json, run.json (when there are records) and
-    gate.json into `run_dir`; return the paths written."""
-    from medrcube.rundir.files import atomic_write, write_run_dir
-
-    written: list[Path] = []
-    if result is not None:
-        write_run_dir(run_dir, result, meta)
-        written += [run_dir / "results.jsonl", run_dir / "metrics_summary.json", run_dir / "run.json"]
-    doc = gate_document(entries, meta)
-    atomic_write(run_dir / "gate.json", lambda fh: json.dump(doc, fh, indent=2, ensure_ascii=False))
-    written.append(run_dir / "gate.json")
-    return written
 
 
 # -- terminal summary ----------------------------------------------------------------------
@@ -241,29 +207,34 @@ def _ordered(values: Iterable[str], canonical: Iterable[str]) -> list[str]:
 
 
 def cell_tables(entries: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Per modality, a part x task table of the cell verdicts."""
+    """Per modality, a part x task table of the cell verdicts, then the legend of the
+    task codes and marks shown."""
+    from medrcube.plugin.render import STATUSES, view
     from medrcube.taxonomy import MODALITIES, PARTS, TASK_NAMES, task_abbrev
 
     cells = {(e["part"], e["modality"], e["task"]): e["verdict"] for e in entries if e["kind"] == "cell"}
     if not cells:
         return []
     lines: list[str] = []
+    shown: dict[str, str] = {}
     for modality in _ordered({c[1] for c in cells}, MODALITIES):
         parts = _ordered({c[0] for c in cells if c[1] == modality}, PARTS)
         tasks = _ordered({c[2] for c in cells if c[1] == modality}, TASK_NAMES)
         heads = [task_abbrev(t) for t in tasks]
-        width = max(4, *(len(h) for h in heads))
+        shown.update(zip(heads, tasks, strict=True))
+        width = max(5, *(len(h) for h in heads))
         first = max(len(modality), *(len(p) + 2 for p in parts))
         lines.append((modality.ljust(first) + "  " + "  ".join(h.ljust(width) for h in heads)).rstrip())
         for part in parts:
-            marks = [MARKS.get(cells.get((part, modality, t), ""), ".") for t in tasks]
+            marks = [view(cells[(part, modality, t)]).mark if (part, modality, t) in cells else "." for t in tasks]
             lines.append((f"  {part}".ljust(first) + "  " + "  ".join(m.ljust(width) for m in marks)).rstrip())
-    lines.append("(pass, FAIL, skip: insufficient evidence, ERR: not graded, .: no check)")
+    lines.append("tasks: " + ", ".join(f"{code} {name}" for code, name in shown.items() if code != name))
+    lines.append("marks: " + ", ".join(f"{v.mark} {v.word}" for v in STATUSES.values()) + ", . no check")
     return lines
 
 
-def number_lines(entries: list[Mapping[str, Any]]) -> list[str]:
-    """Overall accuracy, credibility, image dependence, position and regression numbers."""
+def number_lines(entries: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Overall accuracy, credibility, image dependence, position, regression and site numbers."""
     by_id = {e["id"]: e for e in entries}
     lines: list[str] = []
     overall = by_id.get("overall")
@@ -273,18 +244,15 @@ def number_lines(entries: list[Mapping[str, Any]]) -> list[str]:
             f" (bound {_fmt(overall['bound'], 2)}, {overall['rule']}): {overall['verdict']}"
         )
     for e in entries:
-        if e["kind"] != "credibility":
-            continue
         d = e.get("details") or {}
-        groups = " ".join(f"{g}={d[g]}" for g in "ABCD" if g in d)
-        lines.append(
-            f"credibility {e['id'].removeprefix('credibility/')}: rationality {_fmt(d.get('rationality'))}, "
-            f"shortcut probability {_fmt(d.get('shortcut_prob'))}, {d.get('pairs', e['n'])} pairs"
-            f"{f' ({groups})' if groups else ''}: {e['verdict']}"
-        )
-    for e in entries:
-        d = e.get("details") or {}
-        if e["kind"] == "image_dependence":
+        if e["kind"] == "credibility":
+            groups = " ".join(f"{g}={d[g]}" for g in "ABCD" if g in d)
+            lines.append(
+                f"credibility {e['id'].removeprefix('credibility/')}: rationality {_fmt(d.get('rationality'))}, "
+                f"shortcut probability {_fmt(d.get('shortcut_prob'))}, {d.get('pairs', e['n'])} pairs"
+                f"{f' ({groups})' if groups else ''}: {e['verdict']}"
+            )
+        elif e["kind"] == "image_dependence":
             lines.append(
                 f"image dependence: standard {_fmt(d.get('standard_acc'))}, blind {_fmt(d.get('blind_acc'))}, "
                 f"drop {_fmt(e['observed'])}{_interval(e)} on {e['n']} items: {e['verdict']}"
@@ -294,6 +262,11 @@ def number_lines(entries: list[Mapping[str, Any]]) -> list[str]:
                 f"position: circular accuracy {_fmt(e['observed'])}, standard {_fmt(d.get('standard_acc'))}, "
                 f"gap {_fmt(d.get('gap'))} on {e['n']} items: {e['verdict']}"
             )
+        elif e["kind"] == "site":
+            lines.append(
+                f"site check {e['id']}: {e.get('metric')} {_fmt(e['observed'])}{_interval(e)} n={e['n']} "
+                f"(bound {_fmt(e['bound'], 2)}, {e['rule']}): {e['verdict']}"
+            )
     regression = [e for e in entries if e["kind"] == "regression"]
     if regression:
         worse = sum(e["verdict"] == "fail" for e in regression)
@@ -301,23 +274,88 @@ def number_lines(entries: list[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
-def summary_lines(entries: list[Mapping[str, Any]], meta: Mapping[str, Any], written: list[Path]) -> list[str]:
+def undecided_lines(entries: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Each undecided check with its n and the n it would need (no -rs needed)."""
+    from medrcube.plugin.render import canonical
+
+    rows = [e for e in entries if canonical(e["verdict"]) == "undecided"]
+    if not rows:
+        return []
+    out = [f"undecided (insufficient evidence), {len(rows)} checks:"]
+    for e in rows:
+        d = e.get("details") or {}
+        needed = e.get("n_needed") or d.get("n_needed") or (e.get("min_n") if e["n"] < (e.get("min_n") or 0) else None)
+        why = f"needs n>={needed}" if needed else f"interval{_interval(e)} contains the bound {_fmt(e.get('bound'), 2)}"
+        out.append(f"  {e['id']}: n={e['n']}, {why}")
+    return out
+
+
+def usage_lines(meta: Mapping[str, Any]) -> list[str]:
+    """Requests and tokens per model of the run, the cost and the full public cube's."""
+    usage = meta.get("usage") or {}
+    lines = []
+    for role in ("candidate", "judge", "baseline"):
+        u = usage.get(role)
+        if not u:
+            continue
+        line = (
+            f"usage {role}: {u['requests']} requests, {u['prompt_tokens']:,} prompt + "
+            f"{u['completion_tokens']:,} completion tokens"
+        )
+        if u.get("cost") is not None:
+            line += f", cost {u['currency']} {u['cost']:.4f}"
+            if u.get("projected_full_cube") is not None:
+                line += f" (full public cube, {u['full_cube_items']:,} items: ~{u['currency']} {u['projected_full_cube']:.2f})"
+        lines.append(line)
+    return lines
+
+
+def error_cause_lines(meta: Mapping[str, Any], top: int = 3) -> list[str]:
+    """The most frequent causes of failed requests, once for the whole run."""
+    causes: dict[str, int] = {}
+    for u in (meta.get("usage") or {}).values():
+        for cause, n in (u.get("error_causes") or {}).items():
+            causes[cause] = causes.get(cause, 0) + int(n)
+    if not causes:
+        return []
+    total = sum(causes.values())
+    ranked = sorted(causes.items(), key=lambda kv: -kv[1])[:top]
+    return [f"failed requests: {total}; most frequent causes:"] + [f"  {n} x {cause}" for cause, n in ranked]
+
+
+def off_lines(meta: Mapping[str, Any]) -> list[str]:
+    off = meta.get("kinds_off") or {}
+    if not off:
+        return []
+    return ["not requested: " + "; ".join(f"{kind} ({how})" for kind, how in off.items())]
+
+
+def summary_lines(entries: Sequence[Mapping[str, Any]], meta: Mapping[str, Any], written: list[Path]) -> list[str]:
+    from medrcube.plugin.render import STATUSES, gate_verdict
+    from medrcube.plugin.render import counts as count_statuses
+
+    cube = meta.get("cube", {})
+    served = meta.get("served_model")
     lines = [
-        f"model {meta.get('model')} on cube {meta.get('cube', {}).get('source')} "
-        f"({meta.get('cube', {}).get('items')} items); thresholds {meta.get('thresholds')}"
-        + (f", profile {meta['profile']}" if meta.get("profile") else "")
+        f"model {meta.get('model')}" + (f" (served as {served})" if served and " " not in served else f" ({served})" if served else "")
+        + f" on cube {cube.get('source')} ({cube.get('items')} items); "
+        f"thresholds {meta.get('thresholds')}" + (f", profile {meta['profile']}" if meta.get("profile") else "")
     ]
     lines += cell_tables(entries)
     lines += number_lines(entries)
-    counts = {s: sum(e["verdict"] == s for e in entries) for s in STATUSES}
+    lines += undecided_lines(entries)
+    lines += off_lines(meta)
+    lines += usage_lines(meta)
+    lines += error_cause_lines(meta)
+    counts = count_statuses(e["verdict"] for e in entries)
     lines.append(
-        f"checks: {counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped "
-        f"(insufficient evidence), {counts['error']} errors (not graded)"
+        "checks: "
+        + ", ".join(f"{counts.get(s, 0)} {v.word}" for s, v in STATUSES.items())
+        + "".join(f", {n} {s}" for s, n in counts.items() if s not in STATUSES)
     )
-    if meta.get("requests_sent") is not None:
-        lines.append(f"model requests sent this run: {meta['requests_sent']}")
     if written:
         lines.append(f"written: {written[0].parent}/ (" + ", ".join(p.name for p in written) + ")")
+    lines.append(f"gate verdict: {gate_verdict(entries)}")
     return lines
 
 
@@ -343,20 +381,22 @@ class GateReport:
         if handover:
             self.handovers.append(dict(handover))
 
-    def finish(self, session: Any) -> None:
+    def finish(self, session: Any, kinds_off: Mapping[str, str] | None = None) -> None:
         """Write reports/<run-id>/ (controller only, once every process has reported)."""
+        from medrcube.service import new_run_dir, warn, write_run
+
         if not self.entries:
             return
         order = {c.id: i for i, c in enumerate(session.checks)}
         for e in self.entries.values():
             e["order"] = order.get(e["id"], len(order))
         result = merge_handovers(self.handovers)
-        run_dir = new_run_dir(session.options.report_dir, session.options.model)
-        self.meta = run_meta(session, run_dir.name, result)
-        self.written = write_outputs(run_dir, list(self.entries.values()), result, self.meta)
-        report = _write_report(run_dir, session.cube)
-        if report is not None:
-            self.written.append(report)
+        run_dir = new_run_dir(session.options.report_dir, session.adapter.spec)  # as `medrcube run` names it
+        self.meta = run_meta(session, run_dir.name, result, self.handovers)
+        self.meta["kinds_off"] = dict(kinds_off or {})
+        doc = gate_document(self.entries.values(), self.meta)
+        self.written, warning = write_run(run_dir, result, self.meta, cube=session.cube, gate=doc)
+        warn(warning)
 
     def lines(self) -> list[str]:
         if not self.entries:
@@ -365,28 +405,44 @@ class GateReport:
         return summary_lines(entries, self.meta, self.written)
 
 
-def run_meta(session: Any, run_id: str, result: Any) -> dict[str, Any]:
+def merged_usage(handovers: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Usage per model role, summed over the processes of the run."""
+    from medrcube.service import Usage
+
+    out: dict[str, Usage] = {}
+    for h in handovers:
+        for role, u in (h.get("usage") or {}).items():
+            out.setdefault(role, Usage()).add(u)
+    return {role: u.to_dict() for role, u in out.items()}
+
+
+def served_model(adapter: Any) -> str | None:
+    """The model name the endpoint reported in the pre-flight (None for a local baseline)."""
+    from medrcube.service import SERVED
+
+    return SERVED.get(getattr(adapter, "spec", ""))
+
+
+def run_meta(session: Any, run_id: str, result: Any, handovers: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """The run's identity, for gate.json and run.json (a spec, never a key)."""
+    from medrcube.plugin.costs import priced
+    from medrcube.rundir.files import redact_spec, versions
+
     opts = session.options
+    usage = priced(merged_usage(handovers), session, result)
     return {
         "run_id": run_id,
-        "model": opts.model,
+        "model": redact_spec(opts.model),
         "model_fingerprint": session.adapter.fingerprint,
+        "served_model": served_model(session.adapter),
         "cube": {"source": session.cube.source, "fingerprint": session.cube.fingerprint, "items": len(session.cube)},
         "thresholds": session.thresholds_label,
         "profile": opts.profile,
         "variants": opts.variants,
         "baseline": opts.baseline,
-        "judge": opts.judge,
+        "judge": redact_spec(opts.judge),
+        "medrcube_version": versions().get("medrcube"),
         "requests_sent": result.requests_sent if result is not None else None,
         "requests_by_process": result.info.get("requests_by_process") if result is not None else None,
+        "usage": usage,
     }
-
-
-def _write_report(run_dir: Path, cube: Any) -> Path | None:
-    from medrcube.report.html import write_report_after_run
-
-    path, warning = write_report_after_run(run_dir, cube=cube)
-    if warning:
-        warnings.warn(f"medrcube: {warning}", stacklevel=1)
-    return path

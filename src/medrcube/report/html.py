@@ -26,6 +26,7 @@ from typing import Any
 from medrcube.metrics.worst import worst_records
 from medrcube.records import GradedRecord, Outcome
 from medrcube.report.analysis import AXES, CANONICAL, Cell, Profile, Stat, cell_id, ordered, profile
+from medrcube.report.gate_sections import cell_verdicts, gate_section, regression_rows, usage_rows
 from medrcube.report.readers import MEDRCUBE, RunData, read_run
 from medrcube.taxonomy import MODALITIES, PARTS, TASK_NAMES
 
@@ -204,75 +205,6 @@ def _image_bytes(r: GradedRecord, cube: Any, run: RunData) -> bytes | None:
     return None
 
 
-# -- the gate ---------------------------------------------------------------------------------
-
-
-def gate_section(gate: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The verdict banner: qualified / not qualified with the counts, or "no gate run"."""
-    if not gate:
-        return {"ran": False}
-    checks = gate.get("checks") or []
-    counts = dict(gate.get("counts") or {})
-    for s in ("pass", "fail", "skip", "error"):
-        counts.setdefault(s, sum(1 for c in checks if c.get("verdict") == s))
-    passed = gate.get("passed")
-    if passed is None:
-        passed = counts["fail"] == 0 and counts["error"] == 0
-    failing = [
-        {
-            "id": c.get("id"),
-            "kind": c.get("kind"),
-            "verdict": c.get("verdict"),
-            "observed": c.get("observed"),
-            "bound": c.get("bound"),
-            "interval": c.get("interval"),
-            "n": c.get("n"),
-            "message": (c.get("message") or "").split("\n")[0],
-        }
-        for c in checks
-        if c.get("verdict") in ("fail", "error")
-    ]
-    return {
-        "ran": True,
-        "passed": bool(passed),
-        "counts": counts,
-        "total": sum(counts.values()),
-        "failing": failing,
-        "thresholds": gate.get("thresholds"),
-        "profile": gate.get("profile"),
-    }
-
-
-def cell_verdicts(gate: Mapping[str, Any] | None) -> dict[Cell, str]:
-    out: dict[Cell, str] = {}
-    for c in (gate or {}).get("checks") or []:
-        if c.get("kind") == "cell" and c.get("part") and c.get("modality") and c.get("task"):
-            out[(c["part"], c["modality"], c["task"])] = c.get("verdict", "")
-    return out
-
-
-def regression_rows(gate: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    rows = []
-    for c in (gate or {}).get("checks") or []:
-        if c.get("kind") != "regression":
-            continue
-        d = c.get("details") or {}
-        counts = d.get("counts") or {}
-        rows.append({
-            "id": c.get("id"),
-            "verdict": c.get("verdict"),
-            "candidate": counts.get("first_acc"),
-            "baseline": counts.get("second_acc"),
-            "drop": c.get("observed"),
-            "interval": c.get("interval"),
-            "n": c.get("n"),
-            "p": (d.get("mcnemar") or {}).get("p_first_worse"),
-            "lost": counts.get("c"),
-            "gained": counts.get("b"),
-        })
-    return rows
-
-
 # -- the page ---------------------------------------------------------------------------------
 
 
@@ -281,7 +213,7 @@ def _axis_order(p: Profile) -> dict[str, list[str]]:
 
 
 def heatmaps(p: Profile, verdicts: Mapping[Cell, str], plots_dir: Path | None) -> list[dict[str, Any]]:
-    """The cube as HTML tables (one per modality, part x task, cells coloured by accuracy:
+    """The cube as HTML tables (one per modality, part x task, cells shaded by verdict and interval:
     crisp at any zoom and cheap to draw) and, under plots/, the same as a figure."""
     from medrcube.report import plots
     from medrcube.taxonomy import task_abbrev
@@ -302,7 +234,9 @@ def heatmaps(p: Profile, verdicts: Mapping[Cell, str], plots_dir: Path | None) -
             for task in tasks:
                 s = p.cells.get((part, modality, task))
                 verdict = verdicts.get((part, modality, task), "")
-                bg, fg = plots.accuracy_colour(s.acc if s is not None else None)
+                # Shaded by the verdict and the interval, never by the point estimate alone.
+                bg, fg = plots.cell_colour(verdict, s.lo, s.hi) if s is not None and s.acc is not None \
+                    else plots.accuracy_colour(None)
                 row.append({
                     "stat": s,
                     "bg": bg,
@@ -417,6 +351,7 @@ def build_page(run: RunData, *, cube: Any = None, plots_dir: Path | None = None)
             "wall_s": timings.get("wall_s"),
             "records": len(run.records),
             "outcomes": dict(sorted(counts.items())),
+            "usage": usage_rows(meta.get("usage")),
         },
         "gate": gate,
         "overall": p.overall,

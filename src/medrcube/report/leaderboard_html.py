@@ -11,7 +11,7 @@ from medrcube.report.html import environment
 from medrcube.report.plots import format_p
 
 if TYPE_CHECKING:
-    from medrcube.report.leaderboard import BlindRow, LeaderboardResult, Row
+    from medrcube.report.board_rows import BlindRow, LeaderboardResult, Row
 
 
 def _groups(columns: Sequence[Column]) -> list[dict[str, Any]]:
@@ -91,6 +91,15 @@ def _missing(v: Any) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
 
 
+def _shortcut_points(result: LeaderboardResult) -> int:
+    """Models with both a high-level accuracy and a shortcut probability (the scatter's points)."""
+    cred = result.credibility
+    return sum(
+        1 for label in result.order
+        if not _missing(cred.at[label, "high_level_acc"]) and not _missing(cred.at[label, "shortcut_prob"])
+    )
+
+
 def _robustness(result: LeaderboardResult) -> dict[str, Any] | None:
     from medrcube.report.robustness_board import html_rows
 
@@ -124,6 +133,7 @@ def render_leaderboard(
         blind_rows=_blind_rows(result, columns, blind, blind_order),
         credibility=_credibility_rows(result),
         shortcut=result.shortcut,
+        shortcut_points=_shortcut_points(result),
         shortcut_p=format_p(result.shortcut.p) if result.shortcut is not None else None,
         correlation=corr,
         clusters=clusters,

@@ -26,7 +26,11 @@ if TYPE_CHECKING:
 
 DPI = 110
 CMAP = "RdYlGn"  # accuracy: red (0) through yellow to green (1)
-MARKS = {"pass": "✓", "fail": "✗", "skip": "?", "error": "!"}
+MARKS = {"pass": "✓", "fail": "✗", "undecided": "?", "skip": "?", "error": "!"}
+# A cell's hue is its verdict; how strong it is, the certainty of its interval (a narrow
+# interval: a saturated colour; a wide one, a handful of items: nearly white). A point
+# estimate over a few items never paints a cell dark green.
+VERDICT_HUES = {"pass": "#1a9850", "fail": "#d73027", "undecided": "#9e9e9e", "skip": "#9e9e9e", "error": "#f28e2b"}
 EMPTY = "#eeeeee"
 INK = "#222222"
 
@@ -120,29 +124,45 @@ def accuracy_colour(acc: float | None) -> tuple[str, str]:
     return to_hex(rgba), _text_colour(rgba)
 
 
+def cell_colour(verdict: str | None, lo: float | None, hi: float | None) -> tuple[str, str]:
+    """(background, text) of a heatmap cell: the verdict's hue (without a gate verdict,
+    the accuracy scale at the interval's *lower* end), blended towards white as the
+    interval widens, so that strength of colour is strength of evidence."""
+    from matplotlib import colormaps
+    from matplotlib.colors import to_hex, to_rgba
+
+    if lo is None or hi is None:
+        return EMPTY, INK
+    hue = VERDICT_HUES.get(verdict or "")
+    base = to_rgba(hue) if hue else colormaps[CMAP](max(0.0, min(1.0, lo)))
+    strength = max(0.12, min(1.0, 1.0 - (hi - lo) / 0.6))  # width 0.6 (n of 1 to 3): almost white
+    rgba = tuple(1.0 - strength * (1.0 - c) for c in base[:3]) + (1.0,)
+    return to_hex(rgba), _text_colour(rgba)
+
+
 def _heatmap_panel(ax: Any, modality: str, parts: Sequence[str], tasks: Sequence[str],
                    cells: Mapping[Cell, Stat], verdicts: Mapping[Cell, str]) -> None:
     import numpy as np
-    from matplotlib import colormaps
-    from matplotlib.colors import Normalize
+    from matplotlib.colors import to_rgb
 
-    cmap, norm = colormaps[CMAP].with_extremes(bad=EMPTY), Normalize(0.0, 1.0)
-    grid = np.full((len(parts), len(tasks)), np.nan)
+    grid = np.ones((len(parts), len(tasks), 3))
     for i, p in enumerate(parts):
         for j, t in enumerate(tasks):
             s = cells.get((p, modality, t))
-            if s is not None and s.acc is not None:
-                grid[i, j] = s.acc
-    ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, norm=norm, aspect="auto")
+            bg = cell_colour(verdicts.get((p, modality, t)), s.lo, s.hi)[0] if s is not None and s.acc is not None \
+                else EMPTY
+            grid[i, j] = to_rgb(bg)
+    ax.imshow(grid, aspect="auto")
     for i, p in enumerate(parts):
         for j, t in enumerate(tasks):
             s = cells.get((p, modality, t))
             if s is None:
                 continue
             mark = MARKS.get(verdicts.get((p, modality, t), ""), "")
-            colour = _text_colour(cmap(norm(s.acc))) if s.acc is not None else INK
-            ax.text(j, i, f"{_pct(s.acc)}{(' ' + mark) if mark else ''}\nn={s.n}", ha="center", va="center",
-                    fontsize=7.5, color=colour, linespacing=1.3)
+            colour = cell_colour(verdicts.get((p, modality, t)), s.lo, s.hi)[1] if s.acc is not None else INK
+            interval = f"\n[{_pct(s.lo)}, {_pct(s.hi)}]" if s.acc is not None else ""
+            ax.text(j, i, f"{_pct(s.acc)}{(' ' + mark) if mark else ''}{interval}\nn={s.n}", ha="center",
+                    va="center", fontsize=7, color=colour, linespacing=1.2)
     ax.set_xticks(range(len(tasks)), [task_abbrev(t) for t in tasks])
     ax.set_yticks(range(len(parts)), list(parts))
     ax.tick_params(length=0)
@@ -163,7 +183,7 @@ def cube_heatmaps(
     cells: Mapping[Cell, Stat],
     verdicts: Mapping[Cell, str],
 ) -> Figure:
-    """The cube as a figure: one part x task panel per modality, coloured by accuracy, each
+    """The cube as a figure: one part x task panel per modality, shaded by verdict and interval (cell_colour), each
     cell labelled with the accuracy, n and the gate's verdict mark (✓ pass, ✗ fail,
     ? insufficient evidence, ! error). Cells without items are grey."""
     if not modalities or not parts or not tasks:

@@ -34,6 +34,14 @@ class Progress:
                 smoothing=0.1,
             )
 
+    def begin(self, total: int) -> None:
+        """A new pass over `total` asks (a caller-owned Progress reused across passes:
+        the counts restart, so that done/total stays the pass's)."""
+        self.total = total
+        self.done = self.errors = self.cached = 0
+        if self._bar is not None:
+            self._bar.reset(total=total)
+
     @property
     def shown(self) -> bool:
         return self._bar is not None

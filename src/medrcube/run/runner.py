@@ -40,7 +40,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from medrcube.cube.item import Cube
@@ -249,22 +249,45 @@ class _Pump:
                 self.store.renew(self.owner, self.claim_ttl_s)
 
 
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """How a run asks, one value for `run_cube` and `run_cube_async`.
+
+    `variants`: specs such as ("standard", "blind", "shuffled:3") or "standard,blind";
+    `store`: a ResponseStore (None: nothing is cached); `judge`: an adapter that resolves
+    unparsed responses; `concurrency`: workers in flight (default adapter.concurrency);
+    `refresh`: ignore (and overwrite) stored responses; `params`: generation parameters
+    sent with every request (part of the store key); `progress`: a progress bar (True) or
+    a Progress to advance; `close_adapters`: aclose the adapters at the end, inside the
+    run's event loop (the CLI does; a caller that reuses an adapter does not)."""
+
+    variants: str | Iterable[Any] = ("standard",)
+    store: ResponseStore | None = None
+    judge: ModelAdapter | None = None
+    concurrency: int | None = None
+    refresh: bool = False
+    template: str = "default"
+    progress: bool | Progress = False
+    params: Mapping[str, Any] | None = None
+    claim_ttl_s: float = DEFAULT_CLAIM_TTL_S
+    close_adapters: bool = False
+
+    @classmethod
+    def of(cls, options: RunOptions | None, fields: Mapping[str, Any]) -> RunOptions:
+        """`options` with keyword `fields` laid over it (an unknown field is a TypeError)."""
+        if options is None:
+            return cls(**fields)
+        return replace(options, **fields) if fields else options
+
+
 async def run_cube_async(
-    cube: Cube,
-    adapter: ModelAdapter,
-    *,
-    variants: str | Iterable[Any] = ("standard",),
-    store: ResponseStore | None = None,
-    judge: ModelAdapter | None = None,
-    concurrency: int | None = None,
-    refresh: bool = False,
-    template: str = "default",
-    progress: bool = False,
-    params: Mapping[str, Any] | None = None,
-    claim_ttl_s: float = DEFAULT_CLAIM_TTL_S,
-    close_adapters: bool = False,
+    cube: Cube, adapter: ModelAdapter, options: RunOptions | None = None, /, **fields: Any
 ) -> RunResult:
     """The async core of `run_cube` (same arguments); for callers with an event loop."""
+    opts = RunOptions.of(options, fields)
+    variants, store, judge, concurrency = opts.variants, opts.store, opts.judge, opts.concurrency
+    refresh, template, progress, params = opts.refresh, opts.template, opts.progress, opts.params
+    claim_ttl_s, close_adapters = opts.claim_ttl_s, opts.close_adapters
     started, t0 = time.time(), time.perf_counter()
     variant_objs = as_variants(variants)
     plan = plan_asks(
@@ -279,7 +302,8 @@ async def run_cube_async(
     )
     owner = new_owner()
     newer_than = started if refresh else None
-    bar = Progress(total=len(plan), enabled=progress, desc=f"{adapter.spec}")
+    bar = progress if isinstance(progress, Progress) else Progress(total=len(plan), enabled=progress, desc=adapter.spec)
+    bar.begin(len(plan))  # a caller's Progress (the gate's live line) learns this pass's size
 
     by_key: dict[str, list[int]] = {}
     records: list[GradedRecord | None] = [None] * len(plan)
@@ -430,46 +454,14 @@ async def _judge_unparsed(
     return pump
 
 
-def run_cube(
-    cube: Cube,
-    adapter: ModelAdapter,
-    *,
-    variants: str | Iterable[Any] = ("standard",),
-    store: ResponseStore | None = None,
-    judge: ModelAdapter | None = None,
-    concurrency: int | None = None,
-    refresh: bool = False,
-    template: str = "default",
-    progress: bool = False,
-    params: Mapping[str, Any] | None = None,
-    claim_ttl_s: float = DEFAULT_CLAIM_TTL_S,
-    close_adapters: bool = False,
-) -> RunResult:
+def run_cube(cube: Cube, adapter: ModelAdapter, options: RunOptions | None = None, /, **fields: Any) -> RunResult:
     """Ask `adapter` every item of `cube` in every variant and grade the answers.
 
-    `variants`: specs such as ("standard", "blind", "shuffled:3") or "standard,blind";
-    `store`: a ResponseStore (None: nothing is cached); `judge`: an adapter that resolves
-    unparsed responses; `concurrency`: workers in flight (default adapter.concurrency);
-    `refresh`: ignore (and overwrite) stored responses; `params`: generation parameters
-    sent with every request (part of the store key); `close_adapters`: aclose the
-    adapters at the end, inside the run's event loop (the CLI does; a caller that reuses
-    an adapter does not). Synchronous: it runs its own event loop (on a helper thread
-    when called from inside a running loop).
+    The options are a `RunOptions`, or its fields as keywords (laid over `options` when
+    both are given). Synchronous: it runs its own event loop (on a helper thread when
+    called from inside a running loop).
     """
-    coro = run_cube_async(
-        cube,
-        adapter,
-        variants=variants,
-        store=store,
-        judge=judge,
-        concurrency=concurrency,
-        refresh=refresh,
-        template=template,
-        progress=progress,
-        params=params,
-        claim_ttl_s=claim_ttl_s,
-        close_adapters=close_adapters,
-    )
+    coro = run_cube_async(cube, adapter, RunOptions.of(options, fields))
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -478,4 +470,4 @@ def run_cube(
         return pool.submit(asyncio.run, coro).result()
 
 
-__all__ = ["RunResult", "run_cube", "run_cube_async", "new_owner", "owner_is_dead", "DEFAULT_CLAIM_TTL_S"]
+__all__ = ["RunOptions", "RunResult", "run_cube", "run_cube_async", "new_owner", "owner_is_dead", "DEFAULT_CLAIM_TTL_S"]

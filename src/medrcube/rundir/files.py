@@ -149,6 +149,7 @@ def result_row(r: GradedRecord) -> dict[str, Any]:
     """One line of results.jsonl: the GradedRecord fields (GradedRecord.from_dict reads it
     back) plus the reference-style `id` and the letters, for people reading the file."""
     row = r.to_dict()
+    row["schema_version"] = RESULTS_SCHEMA_VERSION  # on every line: each line stands alone
     row["id"] = r.item_id
     row["extracted_letter"] = LETTERS[r.extracted] if r.extracted is not None else None
     row["answer_letter"] = LETTERS[r.answer]
@@ -159,9 +160,17 @@ def read_results(path: str | os.PathLike[str]) -> list[GradedRecord]:
     """The records of a results.jsonl written by `write_run_dir`."""
     out = []
     with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                out.append(GradedRecord.from_dict(json.loads(line)))
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            version = row.pop("schema_version", 1)  # files written before the field are version 1
+            if not isinstance(version, int) or version > RESULTS_SCHEMA_VERSION:
+                raise ValueError(
+                    f"{path}:{number}: results schema_version {version!r} is newer than this medrcube reads "
+                    f"({RESULTS_SCHEMA_VERSION}); upgrade medrcube to read it"
+                )
+            out.append(GradedRecord.from_dict(row))
     return out
 
 

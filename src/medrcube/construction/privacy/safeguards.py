@@ -11,7 +11,9 @@ Pixels: an image flagged as carrying burned-in text (BurnedInAnnotation = YES; a
 ultrasound frame without a known tissue region; a secondary capture that does not say
 NO) is masked with the recipe's boxes or refused, never exported as it is. An
 ultrasound frame with a known tissue region (SequenceOfUltrasoundRegions) is cropped to
-it: the scanner writes its text outside that region.
+it: the scanner writes its text outside that region. That header screen is extra
+information and an extra cut, not the decision: every frame is then read by the OCR
+text detector (`textscreen`), flagged or not, and its text masked or the frame refused.
 
 The manifest says what was removed (attribute keywords and counts, never values) and
 what was done to pixels; `scan_tree` searches every byte of every exported file for
@@ -31,8 +33,9 @@ from typing import Any
 import numpy as np
 
 from medrcube.construction.privacy import deid
-from medrcube.construction.recipe import PrivacySpec
+from medrcube.construction.privacy.textscreen import TextLog
 from medrcube.construction.readers.sources import ultrasound_regions
+from medrcube.construction.recipe import PrivacySpec
 
 MANIFEST_NAME = "deid_manifest.json"
 PROFILE_DOC_NAME = "DEIDENTIFICATION.md"
@@ -112,6 +115,8 @@ def profile() -> tuple[Rule, ...]:
         Rule("curves", "(50xx,eeee)", "X", "X (removed)", "pixels"),
         Rule("burned-in text", "BurnedInAnnotation (0028,0301) = YES; ultrasound without a tissue region; secondary capture",
              "Clean Pixel Data Option", "masked with the recipe's boxes, or refused (never exported as is)", "pixels"),  # fmt: skip
+        Rule("text in any frame", "every exported frame, whatever BurnedInAnnotation says", "Clean Pixel Data Option",
+             "read by an OCR text detector; each text region masked, or the frame refused (recipe privacy.text)", "pixels"),  # fmt: skip
         Rule("ultrasound frame", "SequenceOfUltrasoundRegions (0018,6011)", "Clean Pixel Data Option",
              "cropped to its tissue region (text lies outside it)", "pixels"),  # fmt: skip
         Rule("every other attribute", "", "K/C by attribute", "not exported: items carry only the allow-listed technical "
@@ -211,6 +216,8 @@ class Manifest:
     private_columns: Counter = field(default_factory=Counter)  # label column never read -> rows
     values_searched: int = 0
     leaks: int = 0
+    text: TextLog | None = None  # what the OCR found on every frame (textscreen), when it ran
+    redactions: Counter = field(default_factory=Counter)  # where free text was redacted -> values
 
     def add_deid(self, result: deid.DeidResult) -> None:
         self.dicom_files += 1
@@ -222,7 +229,7 @@ class Manifest:
         if screen.action != "keep":
             self.pixels[f"{screen.action}: {screen.reason}"] += n
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, timing: bool = False) -> dict[str, Any]:
         return {
             "profile": deid.PROFILE_NAME,
             "profile_document": PROFILE_DOC_NAME,
@@ -232,6 +239,8 @@ class Manifest:
                 for kw, n in sorted(self.removed.items())
             ],
             "pixel_actions": dict(sorted(self.pixels.items())),
+            "text_in_pixels": self.text.to_dict(timing) if self.text is not None else None,
+            "free_text_redactions": dict(sorted(self.redactions.items())),
             "private_label_columns": dict(sorted(self.private_columns.items())),
             "header_export": "none: images are re-encoded as PNG (IHDR, IDAT, IEND only); items carry allow-listed technical values",
             "leak_scan": {"identifying_values_searched": self.values_searched, "found": self.leaks},
@@ -299,10 +308,22 @@ def scan_bytes(data: bytes, values: Mapping[str, str]) -> list[str]:
 
 
 def scan_tree(root: Path, values: Mapping[str, str], files: Iterable[Path] | None = None) -> list[Leak]:
-    """Search every byte of every file under `root` for every identifying value (value -> source)."""
+    """Search every file under `root` for every identifying value (value -> source).
+
+    Every byte of every file for each value as it was read (UTF-8 and UTF-16), and every
+    file but the PNG images (pixels: the OCR screen's part) for the normalised forms of
+    `screening` that free-text redaction uses: the name in another order or case, the
+    date in another format, the record number without its prefix.
+    """
+    from medrcube.construction.privacy.screening import Identities, file_text
+
     needles = _needles(values)
+    identities = Identities.of(values)
     leaks = []
     for path in sorted(files if files is not None else (p for p in root.rglob("*") if p.is_file())):
-        for src in sorted(set(_hits(path.read_bytes(), needles))):
+        found = set(_hits(path.read_bytes(), needles))
+        if path.suffix.lower() != ".png":
+            found |= set(identities.find(file_text(path)))
+        for src in sorted(found):
             leaks.append(Leak(path.relative_to(root).as_posix(), src))
     return leaks

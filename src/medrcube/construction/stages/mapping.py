@@ -248,19 +248,20 @@ def mr_protocol_from_parameters(meta: Mapping[str, Any]) -> tuple[str | None, st
 def protocol_from_names(texts: Sequence[tuple[str, str]], vocab: Vocabulary) -> tuple[set[str], str]:
     """Protocol concepts named by the words of sequence and protocol names.
 
-    `texts` holds (text, how to quote it) pairs; returns the concepts and the quotes of
-    the texts that named one.
-    """
+    `texts` holds (text, where read) pairs; returns the concepts and, per text that named
+    one, where and the terms: never the free text itself (it can carry anyone's name)."""
     found: set[str] = set()
     quoted = []
-    for text, quote in texts:
-        hits = {vocab.protocol_terms[t] for t in _tokens(text) if t in vocab.protocol_terms}
+    for text, where in texts:
+        terms = sorted({t for t in _tokens(text) if t in vocab.protocol_terms})
+        hits = {vocab.protocol_terms[t] for t in terms}
         m = re.search(r"ep_b(\d+)", str(text).lower())
         if m and int(m.group(1)) > 0:
             hits.add("dwi")
+            terms.append(m.group(0))
         if hits:
             found |= hits
-            quoted.append(quote)
+            quoted.append(f"{where} names {', '.join(repr(t) for t in terms)}")
     return found, ", ".join(quoted)
 
 
@@ -389,7 +390,7 @@ class Mapper:
         meta, vocab, onto = img.meta, self.vocab, self.onto
         rule: str | None = None
         rule_why = ""
-        names = [(str(meta[k]), _quote(k, meta[k])) for k in ("ProtocolName", "SequenceName") if meta.get(k)]
+        names = [(str(meta[k]), _tags(k)) for k in ("ProtocolName", "SequenceName") if meta.get(k)]
         h = img.hints.get("protocol")
         if h:
             names.append((h.value, h.derivation))

@@ -1,0 +1,175 @@
+"""Burned-in text on every frame, whatever its header says: found by OCR, masked or refused.
+
+A header flag cannot be the decision: BurnedInAnnotation is a Type 3 attribute, often
+absent, and a plain PNG states nothing at all. So every frame that can become an item is
+read by the text detector (`ocr.TextReader`) before any item, reviewer or export sees its
+pixels, and the recipe's `privacy.text` decides:
+
+- `mask` (the default): each detected region, grown by a margin that covers the glyphs'
+  edges and the detector's slack, is filled with black;
+- `refuse`: a frame with any detected text is left out (counted in the build report).
+
+What the header says (BurnedInAnnotation YES / NO / absent) is recorded beside what the
+detector found, as information: the header screen of `safeguards` still runs first
+(ultrasound crops, the recipe's boxes on flagged frames), and the detector then reads
+what is left. The manifest names every masked region: the frame (its dataset and its
+non-identifying reference, the exported image it became), the frame's size and each box
+in the frame's pixels. Recognised text is never written anywhere.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from medrcube.construction.observation import SourceImage
+from medrcube.construction.privacy import ocr
+
+
+def grow(box: tuple[int, int, int, int], shape: tuple[int, ...], margin: float = 0.35, minimum: int = 2) -> tuple[int, int, int, int]:
+    """The box grown on every side by `margin` x its height (at least `minimum` pixels), clipped to the frame."""
+    x0, y0, x1, y1 = box
+    h, w = shape[:2]
+    pad = max(minimum, int(np.ceil(margin * (y1 - y0))))
+    return (max(0, x0 - pad), max(0, y0 - pad), min(w, x1 + pad), min(h, y1 + pad))
+
+
+def mask(pixels: np.ndarray, boxes: list[tuple[int, int, int, int]]) -> np.ndarray:
+    """A copy of the frame with each box (end-exclusive) black in every channel."""
+    out = np.array(pixels, dtype=np.float64, copy=True)
+    for x0, y0, x1, y1 in boxes:
+        out[y0:y1, x0:x1] = 0.0
+    return out
+
+
+# A detected region this tall (a share of the frame's height) is taken for text only when
+# the recogniser reads at least 3 letters or digits in it: the detector is scale-sensitive,
+# and a small frame's whole body outline can come back as one giant "O" or "8".
+TALL = 0.35
+
+
+def _alnum(text: str) -> int:
+    return sum(1 for c in text if c.isalnum())
+
+
+def _overlap(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> float:
+    ix = max(0, min(a[2], b[2]) - max(a[0], b[0]))
+    iy = max(0, min(a[3], b[3]) - max(a[1], b[1]))
+    area = (a[2] - a[0]) * (a[3] - a[1])
+    return ix * iy / area if area else 0.0
+
+
+def text_regions(reader: ocr.TextReader, pixels: np.ndarray) -> tuple[list[ocr.TextRegion], int]:
+    """The regions of a frame taken for text, and how many tall regions were not (anatomy, read as < 3 characters).
+
+    Two detector passes, their regions united: the frame as displayed, and its local
+    contrast (`ocr.highpass`), which finds low-contrast text and text beside large bright
+    structures that the first pass misses (measured: docs/construction.md).
+    """
+    found = list(dict.fromkeys([*reader.detect(pixels), *reader.detect(ocr.highpass(pixels))]))
+    h = pixels.shape[0]
+    tall = [r for r in found if (r.box[3] - r.box[1]) > TALL * h]
+    if not tall:
+        return found, 0
+    read = reader.read(pixels)
+    keep, ignored = [r for r in found if r not in tall], 0
+    for r in tall:
+        texts = [x.text for x in read if _overlap(r.box, x.box) > 0.5]
+        if any(_alnum(t) >= 3 for t in texts):
+            keep.append(r)
+        else:
+            ignored += 1
+    return keep, ignored
+
+
+def header_statement(img: SourceImage) -> str:
+    """What the source itself says about burned-in text (information, not the decision)."""
+    if img.origin != "dicom":
+        return f"not stated ({img.origin} source)"
+    flag = str(img.meta.get("BurnedInAnnotation", "") or "").strip().upper()
+    return f"BurnedInAnnotation = {flag}" if flag else "BurnedInAnnotation absent"
+
+
+@dataclass
+class TextLog:
+    """What the detector found on every frame it read: the manifest's `text_in_pixels`."""
+
+    engine: str = ""
+    action: str = "mask"
+    frames_screened: int = 0
+    seconds: float = 0.0
+    frames: list[dict[str, Any]] = field(default_factory=list)  # one entry per frame with text
+
+    def to_dict(self, timing: bool = False) -> dict[str, Any]:
+        """The log as JSON; `timing` adds seconds per frame (the build report has it, the manifest
+        does not: a rebuild writes the same release bytes)."""
+        with_text = [f for f in self.frames if f["regions"]]
+        by_header: dict[str, dict[str, int]] = {}
+        for f in self.frames:
+            row = by_header.setdefault(f["header"], {"frames": 0, "with_text": 0})
+            row["frames"] += 1
+            row["with_text"] += 1 if f["regions"] else 0
+        out: dict[str, Any] = {
+            "engine": self.engine,
+            "action": self.action,
+            "frames_screened": self.frames_screened,
+            "frames_with_text": len(with_text),
+            "regions": sum(len(f["regions"]) for f in with_text),
+            "frames_refused": sum(1 for f in with_text if f["action"] == "refuse"),
+            "by_header": dict(sorted(by_header.items())),
+            "tall_regions_not_text": sum(f.get("tall_regions_not_text", 0) for f in self.frames),
+            "frames": [f for f in self.frames if f["regions"] or f.get("tall_regions_not_text")],
+        }
+        if timing:
+            out["seconds_per_frame"] = round(self.seconds / self.frames_screened, 3) if self.frames_screened else None
+        return out
+
+    def link(self, dataset: str, ref: str, image: str) -> None:
+        """Name the exported image (`images/007.png`) a screened frame became."""
+        for f in self.frames:
+            if f["dataset"] == dataset and f["source"] == ref:
+                f["image"] = image
+
+    def mark_exported(self, exported: set[tuple[str, str]]) -> None:
+        """Say which of the frames' images are in the export ((dataset, image key) pairs)."""
+        for f in self.frames:
+            f["exported"] = (f["dataset"], f.get("image", "")) in exported
+
+
+class TextScreen:
+    """The build's pixel text screen: `screen(image)` masks the image's text in place, or refuses it."""
+
+    def __init__(self, action: str = "mask", reader: ocr.TextReader | None = None, log: TextLog | None = None):
+        if action not in ("mask", "refuse"):
+            raise ValueError(f"privacy.text is {action!r}; expected 'mask' or 'refuse'")
+        self.reader = reader if reader is not None else ocr.shared_reader()
+        self.log = log if log is not None else TextLog()
+        self.log.engine = self.log.engine or ocr.engine_name()
+        self.log.action = action
+        self.action = action
+
+    def screen(self, img: SourceImage) -> bool:
+        """Detect text in `img.pixels`; mask it (True) or refuse the frame (False, when the recipe says so)."""
+        t0 = time.perf_counter()
+        found, ignored = text_regions(self.reader, img.pixels)
+        self.log.seconds += time.perf_counter() - t0
+        self.log.frames_screened += 1
+        shape = img.pixels.shape
+        boxes = sorted({grow(r.box, shape) for r in found})
+        entry: dict[str, Any] = {"dataset": img.dataset, "source": img.ref, "frame": [int(shape[1]), int(shape[0])],
+                                 "header": header_statement(img), "action": self.action if boxes else "none",
+                                 "regions": [list(b) for b in boxes]}  # fmt: skip
+        if ignored:
+            entry["tall_regions_not_text"] = ignored
+        self.log.frames.append(entry)
+        if not boxes:
+            img.processing.append("OCR: no text found")
+            return True
+        if self.action == "refuse":
+            return False
+        img.pixels = mask(img.pixels, boxes)
+        img.processing.append(f"OCR: masked {len(boxes)} text region(s)")
+        return True

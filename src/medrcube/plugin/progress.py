@@ -1,0 +1,174 @@
+"""The live progress line of gate inference: asked, cached, errors, rate, ETA.
+
+pytest captures the output of a test (inference runs inside the first `verdict` fixture),
+so the line is written around the capture, as pytest's live logging is: through the
+terminal writer with the capture manager's `global_and_fixture_disabled()`. Under
+pytest-xdist the workers cannot write to the terminal: each one writes its counts to a
+small JSON file, and a thread of the controller adds them up into one line.
+
+Shown when the terminal is interactive, or when asked (`--medrcube-progress=yes`);
+quiet in CI logs by default (`auto`), never with `no`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from medrcube.run.progress import Progress
+
+WORKERINPUT_KEY = "medrcube_progress_dir"
+INTERVAL_S = 0.5
+
+
+def wanted(config: pytest.Config) -> bool:
+    choice = config.option.medrcube_progress or "auto"
+    if choice == "no":
+        return False
+    if choice == "yes":
+        return True
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    return bool(tr is not None and tr.isatty and not os.environ.get("CI"))
+
+
+def line(counts: Mapping[str, Any], elapsed: float) -> str:
+    """`medrcube: asked 120/300 (cached 40, errors 2), 6.1/s, ETA 0:30`."""
+    done, total = int(counts.get("done", 0)), int(counts.get("total", 0))
+    fresh = done - int(counts.get("cached", 0))
+    rate = fresh / elapsed if elapsed > 0 else 0.0
+    left = total - done
+    eta = f"{int(left / rate) // 60}:{int(left / rate) % 60:02d}" if rate > 0 and left > 0 else "-"
+    return (
+        f"medrcube: asked {done}/{total} (cached {counts.get('cached', 0)}, errors {counts.get('errors', 0)}), "
+        f"{rate:.1f}/s, ETA {eta}"
+    )
+
+
+class GateProgress(Progress):
+    """The runner's Progress (run/progress.py), publishing its counts to a sink at most
+    every INTERVAL_S. Only the first pass counts: a sharded worker's first pass is its
+    share of the cube; the later passes (the whole cube from the store, a baseline
+    model) would only repeat it."""
+
+    def __init__(self, sink: Callable[[dict[str, Any], bool], None]) -> None:
+        super().__init__(total=0, enabled=False)
+        self.sink = sink
+        self.passes = 0
+        self.started = time.monotonic()
+        self._last = 0.0
+
+    def begin(self, total: int) -> None:
+        self.passes += 1
+        if self.passes == 1:
+            super().begin(total)
+            self.started = time.monotonic()
+            self._publish(force=True)
+
+    def advance(self, n: int = 1, *, error: bool = False, cached: bool = False) -> None:
+        if self.passes <= 1:
+            super().advance(n, error=error, cached=cached)
+            self._publish()
+
+    def close(self) -> None:
+        if self.passes <= 1:
+            self._publish(force=True, final=True)
+
+    def counts(self) -> dict[str, Any]:
+        return {"done": self.done, "total": self.total, "cached": self.cached, "errors": self.errors,
+                "elapsed": time.monotonic() - self.started}
+
+    def _publish(self, force: bool = False, final: bool = False) -> None:
+        now = time.monotonic()
+        if force or now - self._last >= INTERVAL_S:
+            self._last = now
+            self.sink(self.counts(), final)
+
+
+def terminal_sink(config: pytest.Config) -> Callable[[dict[str, Any], bool], None]:
+    """Write the line on the terminal around pytest's capture (single process)."""
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    capman = config.pluginmanager.get_plugin("capturemanager")
+    tty = bool(tr is not None and tr.isatty)
+
+    def sink(counts: dict[str, Any], final: bool) -> None:
+        if tr is None:
+            return
+        text = line(counts, counts.get("elapsed", 0.0))
+        ctx = capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext()
+        with ctx:
+            if tty:
+                tr.write("\r" + text.ljust(100) + ("\n" if final else ""), flush=True)
+            elif final:  # asked for in a log: one line at the end of inference
+                tr.write_line(text)
+
+    return sink
+
+
+def file_sink(directory: Path, worker: str) -> Callable[[dict[str, Any], bool], None]:
+    """A worker's counts, as a JSON file the controller reads."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{worker}.json"
+
+    def sink(counts: dict[str, Any], final: bool) -> None:
+        tmp = path.with_suffix(".tmp")
+        with contextlib.suppress(OSError):
+            tmp.write_text(json.dumps({**counts, "final": final}), encoding="utf-8")
+            os.replace(tmp, path)
+
+    return sink
+
+
+class ControllerLine:
+    """The xdist controller's thread: adds up the workers' files into one line."""
+
+    def __init__(self, config: pytest.Config, directory: Path) -> None:
+        self.config = config
+        self.directory = directory
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="medrcube-progress", daemon=True)
+        self.shown = False
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+        self._draw(final=True)
+
+    def _read(self) -> list[dict[str, Any]]:
+        out = []
+        for p in sorted(self.directory.glob("*.json")):
+            with contextlib.suppress(OSError, ValueError):
+                out.append(json.loads(p.read_text(encoding="utf-8")))
+        return out
+
+    def _draw(self, final: bool = False) -> None:
+        states = self._read()
+        if not states:
+            return
+        total = {k: sum(int(s.get(k, 0)) for s in states) for k in ("done", "total", "cached", "errors")}
+        elapsed = max(float(s.get("elapsed", 0.0)) for s in states)
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        if tr is None:
+            return
+        text = line(total, elapsed)
+        if tr.isatty:
+            tr.write("\r" + text.ljust(100) + ("\n" if final else ""), flush=True)
+        elif final:  # after xdist's "[100%]", which ends no line
+            tr.write("\n" + text + "\n", flush=True)
+        self.shown = True
+
+    def _loop(self) -> None:
+        while not self._stop.wait(INTERVAL_S):
+            tr = self.config.pluginmanager.get_plugin("terminalreporter")
+            if tr is not None and tr.isatty:  # a log gets the final line only
+                self._draw()

@@ -1,0 +1,93 @@
+"""The sections of report.html read from gate.json and run.json: the verdict banner, the
+cells' verdicts for the heatmaps, the regression rows, and the run's usage and cost.
+(Split from html.py, which builds and writes the page.)"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from medrcube.report.analysis import Cell
+
+
+def usage_rows(usage: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """Requests, tokens and cost per model role (candidate, judge, baseline) of run.json."""
+    rows = []
+    for role in ("candidate", "judge", "baseline"):
+        u = (usage or {}).get(role)
+        if u:
+            rows.append({"role": role, **u})
+    return rows
+
+
+# -- the gate ---------------------------------------------------------------------------------
+
+
+def gate_section(gate: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The verdict banner: qualified / not qualified with the counts, or "no gate run"."""
+    if not gate:
+        return {"ran": False}
+    checks = gate.get("checks") or []
+    counts = dict(gate.get("counts") or {})
+    for s in ("pass", "fail", "undecided", "error"):
+        counts.setdefault(s, sum(1 for c in checks if c.get("verdict") == s))
+    # Older gate.json files (and the gate core before its Verdict rewrite) say "skip".
+    counts["undecided"] = counts.get("undecided", 0) + counts.pop("skip", 0)
+    passed = gate.get("passed")
+    if passed is None:
+        passed = counts["fail"] == 0 and counts["error"] == 0
+    word = gate.get("verdict") or ("QUALIFIED" if passed else "NOT QUALIFIED")
+    failing = [
+        {
+            "id": c.get("id"),
+            "kind": c.get("kind"),
+            "verdict": c.get("verdict"),
+            "observed": c.get("observed"),
+            "bound": c.get("bound"),
+            "interval": c.get("interval"),
+            "n": c.get("n"),
+            "message": (c.get("message") or "").split("\n")[0],
+        }
+        for c in checks
+        if c.get("verdict") in ("fail", "error")
+    ]
+    return {
+        "ran": True,
+        "passed": bool(passed),
+        "word": word,
+        "counts": counts,
+        "total": sum(counts.values()),
+        "failing": failing,
+        "thresholds": gate.get("thresholds"),
+        "profile": gate.get("profile"),
+    }
+
+
+def cell_verdicts(gate: Mapping[str, Any] | None) -> dict[Cell, str]:
+    out: dict[Cell, str] = {}
+    for c in (gate or {}).get("checks") or []:
+        if c.get("kind") == "cell" and c.get("part") and c.get("modality") and c.get("task"):
+            out[(c["part"], c["modality"], c["task"])] = c.get("verdict", "")
+    return out
+
+
+def regression_rows(gate: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    rows = []
+    for c in (gate or {}).get("checks") or []:
+        if c.get("kind") != "regression":
+            continue
+        d = c.get("details") or {}
+        counts = d.get("counts") or {}
+        rows.append({
+            "id": c.get("id"),
+            "verdict": c.get("verdict"),
+            "candidate": counts.get("first_acc"),
+            "baseline": counts.get("second_acc"),
+            "drop": c.get("observed"),
+            "interval": c.get("interval"),
+            "n": c.get("n"),
+            "p": (d.get("mcnemar") or {}).get("p_first_worse"),
+            "lost": counts.get("c"),
+            "gained": counts.get("b"),
+        })
+    return rows

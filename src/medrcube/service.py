@@ -1,0 +1,329 @@
+"""The one run service: run the cube -> write the run directory -> write the report.
+
+`medrcube run` (commands/run.py) and the pytest gate (plugin/) both go through here, so
+that the two cannot drift: the same inference driver (`infer`), the same pre-flight
+(`preflight`), the same run-directory names (`new_run_dir`, the only function that names
+one) and the same writer (`write_run`: results.jsonl, metrics_summary.json, run.json,
+gate.json when there is a gate, report.html).
+
+Layering: this room sits just below the `medrcube` command and the pytest room; it may
+use the runner, the store, the run directory and the report, and none of them imports it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import json
+import warnings
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from medrcube.models.base import Request, Response
+from medrcube.rundir.files import atomic_write, default_run_id, write_run_dir
+
+if TYPE_CHECKING:
+    from medrcube.cube.item import Cube
+    from medrcube.models.base import ModelAdapter
+    from medrcube.run.progress import Progress
+    from medrcube.run.runner import RunResult
+
+# The pre-flight (GET /models): one attempt (the adapter's client never retries), at most this long.
+PREFLIGHT_TIMEOUT_S = 20.0
+# spec -> the model name the endpoint's GET /models reported (filled by the pre-flight).
+SERVED: dict[str, str | None] = {}
+
+
+# -- usage metering --------------------------------------------------------------------------
+
+
+@dataclass
+class Usage:
+    """What one model was asked this run (requests sent, tokens, errors by cause)."""
+
+    requests: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    errors: int = 0
+    error_causes: Counter[str] = field(default_factory=Counter)
+
+    def add(self, other: Mapping[str, Any] | Usage) -> None:
+        d = other.to_dict() if isinstance(other, Usage) else other
+        self.requests += int(d.get("requests", 0))
+        self.prompt_tokens += int(d.get("prompt_tokens", 0))
+        self.completion_tokens += int(d.get("completion_tokens", 0))
+        self.errors += int(d.get("errors", 0))
+        self.error_causes.update(dict(d.get("error_causes") or {}))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "errors": self.errors,
+            "error_causes": dict(self.error_causes.most_common()),
+        }
+
+
+def error_cause(response: Response) -> str:
+    """A response's error, shortened to its cause (the first sentence), for counting."""
+    text = " ".join((response.error or "").split())
+    head = text.split("; ", 1)[0]
+    return head[:200] or str(response.error_kind or "error")
+
+
+class Metered:
+    """A model adapter that counts what it was asked: the requests really sent (a stored
+    response costs nothing), their tokens and their errors. Everything else is the
+    wrapped adapter's (spec, fingerprint, concurrency, ...), so the store keys and the
+    run are exactly those of the adapter itself."""
+
+    def __init__(self, adapter: ModelAdapter) -> None:
+        self.inner = adapter
+        self.usage = Usage()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def generate(self, requests: Sequence[Request]) -> list[Response]:
+        responses = await self.inner.generate(requests)
+        for r in responses:
+            self.usage.requests += 1
+            u = r.usage or {}
+            self.usage.prompt_tokens += int(u.get("prompt_tokens") or 0)
+            self.usage.completion_tokens += int(u.get("completion_tokens") or 0)
+            if not r.ok:
+                self.usage.errors += 1
+                self.usage.error_causes[error_cause(r)] += 1
+        return responses
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+# -- pre-flight ------------------------------------------------------------------------------
+
+
+class EndpointError(Exception):
+    """The model endpoint cannot answer at all (nothing listens, or the key is refused)."""
+
+
+def endpoint_of(adapter: Any) -> str | None:
+    """The URL an adapter talks to (credentials cut), or None for an in-process model."""
+    from medrcube.models.models_file import redacted_url
+
+    inner = getattr(adapter, "inner", adapter)
+    if not hasattr(inner, "retry") or not hasattr(inner, "base_url"):
+        return None
+    return redacted_url(inner.base_url) if inner.base_url else "https://api.openai.com/v1"
+
+
+async def _preflight_one(adapter: Any) -> str | None:
+    """GET /models through the adapter's own client (its URL, key and timeout): cheap,
+    served by OpenAI and by vLLM, SGLang and TGI alike, and never a chat request, so the
+    run's request counts stay those of its items. Only a connection failure or a refused
+    key (401/403) is fatal; anything else (a server without the route) lets the run go on."""
+    import openai
+
+    inner = getattr(adapter, "inner", adapter)
+    url = endpoint_of(inner)
+    loop_state = getattr(inner, "_loop_state", None)
+    if url is None or loop_state is None:
+        return None
+    try:
+        listing = await asyncio.wait_for(loop_state().client.models.list(), PREFLIGHT_TIMEOUT_S)
+        ids = [getattr(m, "id", "") for m in getattr(listing, "data", [])]
+        name = getattr(inner, "model", None)
+        # The served model as the endpoint names it: the configured one if it lists it.
+        if name in ids:
+            SERVED[inner.spec] = name
+        elif ids:  # a typo, or an alias the endpoint resolves: said, never fatal
+            SERVED[inner.spec] = f"{name!r} is not listed by GET /models, which lists {', '.join(ids[:5])}"
+    except TimeoutError:
+        return None  # a slow endpoint is not a dead one: the run proceeds with its retries
+    except openai.APIConnectionError as exc:
+        cause = exc.__cause__ or exc
+        return (
+            f"the model endpoint {url} cannot be reached ({inner.spec}): connection failed "
+            f"({type(cause).__name__}: {cause}); check the base URL (OPENAI_BASE_URL or models.yaml) "
+            "and that the server is up"
+        )
+    except openai.APIStatusError as exc:
+        if exc.status_code not in (401, 403):
+            return None
+        status_error = getattr(inner, "_status_error", None)  # the adapter's own wording
+        words = status_error(exc).message if status_error is not None else f"HTTP {exc.status_code}: {exc.message}"
+        return f"the model endpoint {url} refused the key ({inner.spec}): {words}"
+    finally:
+        await inner.aclose()
+    return None
+
+
+def preflight(adapters: Sequence[Any]) -> None:
+    """One short request to each HTTP endpoint before the run; raises EndpointError with
+    one message naming the URL, the HTTP status and the provider's words when an
+    endpoint cannot answer at all (nothing listens, the key is refused)."""
+    todo = [a for a in adapters if a is not None and endpoint_of(a) is not None]
+    if not todo:
+        return
+
+    async def all_of() -> list[str | None]:
+        return [await _preflight_one(a) for a in todo]
+
+    problems = [p for p in asyncio.run(all_of()) if p]
+    if problems:
+        raise EndpointError("\n".join(problems))
+
+
+# -- inference -------------------------------------------------------------------------------
+
+
+@dataclass
+class Inference:
+    """What `infer` produced: the candidate's records (and the baseline model's), with the
+    usage of every model this process asked."""
+
+    result: RunResult
+    baseline: RunResult | None = None
+    usage: dict[str, Usage] = field(default_factory=dict)  # candidate / judge / baseline
+
+
+def stable_shard(item_id: str, count: int) -> int:
+    # sha256, not hash(): Python salts str hashes per process, and workers must agree.
+    return int.from_bytes(hashlib.sha256(item_id.encode("utf-8")).digest()[:8], "big") % count
+
+
+def infer(
+    cube: Cube,
+    adapter: ModelAdapter,
+    *,
+    variants: Sequence[Any] = ("standard",),
+    store_dir: Path | None = None,
+    judge: ModelAdapter | None = None,
+    baseline: ModelAdapter | None = None,
+    concurrency: int | None = None,
+    refresh: bool = False,
+    template: str = "default",
+    progress: bool | Progress = False,
+    shard: tuple[int, int] = (0, 1),
+    stop_when_orphaned: bool = False,
+) -> Inference:
+    """Ask the candidate (then a baseline model) every item in one event loop, through the
+    response store at `store_dir` (None: no store), and close every adapter at the end.
+
+    `shard=(index, count)`: a pytest-xdist worker asks its own shard of the cube first
+    (a stable hash of the item id), then the whole cube, which reads the other shards
+    from the store (or waits on their claims): each request reaches the model once per
+    run however many workers need every record."""
+    from medrcube.run.runner import run_cube_async
+    from medrcube.run.store import ResponseStore
+
+    store = ResponseStore(store_dir) if store_dir is not None else None
+    metered = {"candidate": Metered(adapter)}
+    if judge is not None:
+        metered["judge"] = Metered(judge)
+    if baseline is not None:
+        metered["baseline"] = Metered(baseline)
+    index, count = shard
+
+    async def run(model: Metered, names: Sequence[Any]) -> RunResult:
+        kwargs: dict[str, Any] = dict(
+            variants=tuple(names),
+            store=store,
+            judge=metered.get("judge"),
+            concurrency=concurrency,
+            refresh=refresh,
+            template=template,
+            progress=progress,
+        )
+        if count > 1:
+            mine = tuple(it for it in cube.items if stable_shard(it.id, count) == index)
+            await run_cube_async(dataclasses.replace(cube, items=mine), model, **kwargs)
+        return await run_cube_async(cube, model, **kwargs)
+
+    async def everything() -> Inference:
+        try:
+            result = await run(metered["candidate"], variants)
+            base = await run(metered["baseline"], ("standard",)) if baseline is not None else None
+            return Inference(result, base)
+        finally:
+            for m in metered.values():
+                await m.aclose()
+
+    async def guarded() -> Inference:
+        if not stop_when_orphaned:
+            return await everything()
+        from medrcube.run.orphan import until_orphaned  # an xdist worker whose controller died
+
+        return await until_orphaned(everything())
+
+    try:
+        out = asyncio.run(guarded())
+    finally:
+        if store is not None:
+            store.close()
+    out.usage = {name: m.usage for name, m in metered.items()}
+    # The two passes of a sharded worker are one run for its counts.
+    out.result.requests_sent = out.usage["candidate"].requests
+    if "judge" in out.usage:
+        out.result.judge_requests = out.usage["judge"].requests
+    return out
+
+
+# -- the run directory -----------------------------------------------------------------------
+
+
+def new_run_dir(out: Path, model_spec: str, run_id: str | None = None) -> Path:
+    """The only function that names a run directory: out/<UTC timestamp>-<model slug>,
+    with -2, -3, ... when two runs start within the same second (created here, so that
+    two processes cannot pick the same name). An explicit `run_id` is the user's to
+    reuse (its files are replaced atomically)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    if run_id is not None:
+        path = out / run_id
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    base = default_run_id(model_spec, datetime.now(UTC))
+    path, i = out / base, 2
+    while True:
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            path, i = out / f"{base}-{i}", i + 1
+
+
+def write_run(
+    run_dir: Path,
+    result: RunResult | None,
+    meta: Mapping[str, Any],
+    *,
+    cube: Cube | None = None,
+    gate: Mapping[str, Any] | None = None,
+) -> tuple[list[Path], str | None]:
+    """Write the run directory and its report; return (paths written, a warning or None).
+    A report that cannot be drawn is a warning: the run's data files are what matter."""
+    from medrcube.report.html import write_report_after_run
+
+    written: list[Path] = []
+    if result is not None:
+        write_run_dir(run_dir, result, meta)
+        written += [run_dir / "results.jsonl", run_dir / "metrics_summary.json", run_dir / "run.json"]
+    if gate is not None:
+        atomic_write(run_dir / "gate.json", lambda fh: json.dump(gate, fh, indent=2, ensure_ascii=False))
+        written.append(run_dir / "gate.json")
+    path, warning = write_report_after_run(run_dir, cube=cube)
+    if path is not None:
+        written.append(path)
+    return written, warning
+
+
+def warn(message: str | None) -> None:
+    if message:
+        warnings.warn(f"medrcube: {message}", stacklevel=2)
