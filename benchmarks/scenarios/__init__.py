@@ -4,6 +4,18 @@ its output (every request answered once, zero model calls when warm ...) does no
 
 from __future__ import annotations
 
-from benchmarks.scenarios import deid, extraction, leaderboard, load, memory, oc, parallel, qualify, throughput
+from benchmarks.scenarios import (
+    calibration,
+    deid,
+    extraction,
+    findings,
+    leaderboard,
+    load,
+    memory,
+    oc,
+    parallel,
+    qualify,
+    throughput,
+)
 
-SCENARIOS = (load, qualify, throughput, parallel, memory, extraction, leaderboard, deid, oc)
+SCENARIOS = (load, qualify, throughput, parallel, memory, extraction, leaderboard, deid, oc, calibration, findings)

@@ -15,7 +15,7 @@ from benchmarks.context import Context
 from benchmarks.harness import Metric, Target
 
 NAME = "oc"
-TITLE = "8. Operating characteristics of the gate (simulated models, repeated runs)"
+TITLE = "9. Operating characteristics of the gate (simulated models, repeated runs)"
 
 
 def run(ctx: Context) -> list[Metric]:

@@ -16,6 +16,10 @@ class Outcome(StrEnum):
     TRUNCATED = "truncated"  # cut off at the token limit (finish_reason length): never graded as an answer
     ERROR = "error"  # the model was not reached or failed: never graded as wrong
     UNAVAILABLE = "unavailable"  # the image is restricted: not asked in an image variant
+    # The model chose the offered abstention option ("Cannot be determined from this
+    # image", the `abstain` variant): never wrong, never a refusal, never in an accuracy
+    # denominator; selective prediction and the deferral utility count it (metrics.selective).
+    DEFERRED = "deferred"
 
 
 # Outcomes that count in an accuracy denominator. Errors, truncated answers and
@@ -45,6 +49,15 @@ class GradedRecord:
     latency_s: float = 0.0
     cached: bool = False
     error: str | None = None
+    # The model's confidence in its answer, where it was measured (models.confidence):
+    # {"source": "logprobs" | "logits" | "verbal", "value": P(chosen option) or None,
+    #  "probs": [P(option i as shown)] or None, "mass": probability mass seen on the
+    #  option letters (logprobs/logits)}. None when no confidence was measured.
+    confidence: Mapping[str, Any] | None = None
+    # The option texts as shown (rotated for "shuffled", with the abstention option last
+    # for "abstain"): per-finding metrics read the labels of the answer and the choice.
+    # Empty in records written before it existed.
+    options: tuple[str, ...] = ()
 
     @property
     def correct(self) -> bool:
@@ -67,7 +80,18 @@ class GradedRecord:
     def from_dict(cls, d: Mapping[str, Any]) -> GradedRecord:
         fields = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
         fields["outcome"] = Outcome(d["outcome"])
+        if fields.get("options") is not None:
+            fields["options"] = tuple(fields["options"])  # a JSON list back to a tuple
+        if fields.get("confidence") is not None:
+            fields["confidence"] = dict(fields["confidence"])
         return cls(**fields)
+
+    @property
+    def confidence_value(self) -> float | None:
+        """P(the chosen option is right) as the model gave it; None when not measured."""
+        c = self.confidence
+        v = c.get("value") if c else None
+        return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
 # Image-perturbation variants (run/perturb.py): such a record's variant is the

@@ -238,6 +238,40 @@ def test_a_store_from_a_newer_medrcube_is_refused(tmp_path: Path) -> None:
         ResponseStore(tmp_path)
 
 
+@pytest.mark.parametrize(
+    ("version", "missing"),
+    [
+        (1, ("served_model", "truncated", "confidence")),  # the first schema
+        (2, ("confidence",)),  # served_model and truncated (the endpoint work)
+        (2, ("served_model", "truncated")),  # an early version 2 that had only confidence
+    ],
+)
+def test_an_older_store_gains_the_missing_columns_and_keeps_its_rows(
+    tmp_path: Path, version: int, missing: tuple[str, ...]
+) -> None:
+    from medrcube.models.confidence import VERBAL, OptionConfidence
+    from medrcube.run.store import SCHEMA_VERSION
+
+    kept = Response(text="C", truncated="truncated" not in missing)
+    with ResponseStore(tmp_path) as store:
+        store.put("old", kept)
+    conn = sqlite3.connect(tmp_path / DB_NAME)
+    for column in missing:
+        conn.execute(f"ALTER TABLE responses DROP COLUMN {column}")
+    conn.execute(f"PRAGMA user_version = {version}")
+    conn.commit()
+    conn.close()
+    with ResponseStore(tmp_path) as store:
+        assert store.get("old") == kept  # its checksum still holds
+        new = Response(text="A", truncated=True, served_model="m-2024",
+                       confidence=OptionConfidence(VERBAL, (), 0.4))
+        store.put("new", new)
+        assert store.get("new") == new
+    conn = sqlite3.connect(tmp_path / DB_NAME)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+    conn.close()
+
+
 def test_an_unwritable_directory_is_a_clear_error(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")

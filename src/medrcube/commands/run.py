@@ -24,8 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cube", required=True, metavar="CUBE",
                         help="a release-layout directory, a .jsonl file, parquet, a save_to_disk directory or hf:NAME")
     parser.add_argument("--variant", default="standard", metavar="V",
-                        help="comma-separated: standard, blind, shuffled:K, and image perturbations such as "
-                             "jpeg:30, lowres:256, noise:0.03, window:0.8, flip (docs/robustness.md; default: standard)")
+                        help="comma-separated: standard, blind, shuffled:K, abstain, and image perturbations "
+                             "such as jpeg:30, lowres:256, noise:0.03, window:0.8, flip (docs/robustness.md; "
+                             "default: standard)")
     parser.add_argument("--concurrency", type=int, default=None, metavar="N",
                         help="requests in flight at once (default: the model's own setting)")
     parser.add_argument("--response-store", default=".medrcube", metavar="DIR",
@@ -33,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-store", action="store_true", help="do not read or write the response store")
     parser.add_argument("--refresh", action="store_true", help="ask again even where a response is stored")
     parser.add_argument("--judge", default=None, metavar="SPEC", help="a model that resolves unparsed responses")
-    parser.add_argument("--template", default="default", help="prompt template: default or reasoning")
+    parser.add_argument("--template", default="default", help="prompt template: default, reasoning or verbal (asks for a stated confidence)")
     parser.add_argument("--models-file", default=None, metavar="FILE", help="models.yaml to read model names from")
     parser.add_argument("--out", default="reports", metavar="DIR", help="where run directories go (default: reports)")
     parser.add_argument("--run-id", default=None, metavar="ID", help="default: <UTC timestamp>-<model>")

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
+from medrcube.models.confidence import OptionConfidence
+
 
 @dataclass(frozen=True, slots=True)
 class ImageInput:
@@ -73,6 +75,9 @@ class Response:
     attempts: int = 1
     truncated: bool = False
     served_model: str | None = None
+    # Per-option probabilities where the model gave them (logprobs, hf logits):
+    # models/confidence.py. Stored with the response; None when not measured.
+    confidence: OptionConfidence | None = None
 
     @property
     def ok(self) -> bool:

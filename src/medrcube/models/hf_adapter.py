@@ -37,6 +37,7 @@ from PIL import Image
 from transformers import AutoModelForImageTextToText, AutoProcessor
 
 from medrcube.models.base import ErrorKind, Request, Response
+from medrcube.models.confidence import OptionConfidence, from_letter_masses
 from medrcube.models.models_file import ModelSpecError
 
 DEFAULT_PARAMS: dict[str, Any] = {"max_new_tokens": 64, "do_sample": False}
@@ -83,6 +84,7 @@ class HFAdapter:
         self.concurrency = concurrency or 1
         self.image_max_side = image_max_side
         self._gate = threading.BoundedSemaphore(self.concurrency)
+        self._letter_ids: dict[int, list[list[int]]] = {}  # option count -> letter token ids
 
         self.device, device_map = _choose_device(device)
         self.dtype = _choose_dtype(dtype, self.device)
@@ -187,7 +189,7 @@ class HFAdapter:
         with self._gate:
             for idx in groups.values():
                 gen = _generation_kwargs({**self.params, **dict(requests[idx[0]].params)})
-                for i, resp in zip(idx, self._generate_split(idx, requests, images, gen)):
+                for i, resp in zip(idx, self._generate_split(idx, requests, images, gen), strict=True):
                     results[i] = resp
         return [results[i] for i in range(len(requests))]
 
@@ -212,6 +214,10 @@ class HFAdapter:
         self, idx: list[int], requests: list[Request], images: dict[int, list[Image.Image]], gen: dict[str, Any]
     ) -> list[Response]:
         t0 = time.perf_counter()
+        # `option_scores: false` in the params turns the option scoring off (it keeps every
+        # step's logits while generating: max_new_tokens x batch x vocabulary values).
+        gen = dict(gen)
+        score = bool(gen.pop("option_scores", True))
         texts, flat = [], []
         for i in idx:
             content: list[dict[str, Any]] = [{"type": "image"} for _ in images[i]]
@@ -224,7 +230,13 @@ class HFAdapter:
         if "pixel_values" in inputs and inputs["pixel_values"].is_floating_point():
             inputs["pixel_values"] = inputs["pixel_values"].to(self.model.dtype)
         with torch.inference_mode():
-            output = self.model.generate(**inputs, **gen)
+            # The raw logits of the first step are the option scores (issue 16): the same
+            # forward pass that starts the answer, no second one. (transformers keeps every
+            # step's logits while generating; they are dropped as soon as this batch is read.)
+            scored = dict(output_logits=True, return_dict_in_generate=True) if score else {}
+            output = self.model.generate(**inputs, **gen, **scored)
+        first_logits = output.logits[0] if score and output.logits else None
+        output = output.sequences if score else output
         prompt_len = inputs["input_ids"].shape[1]
         new_tokens = output[:, prompt_len:]
         decoded = self.processor.batch_decode(new_tokens, skip_special_tokens=True)
@@ -235,14 +247,40 @@ class HFAdapter:
         for row, text in enumerate(decoded):
             completion = int((new_tokens[row] != pad).sum()) if pad is not None else int(new_tokens.shape[1])
             prompt = int(mask[row].sum()) if mask is not None else prompt_len
+            conf = None
+            if first_logits is not None:
+                conf = self.option_confidence(first_logits[row], len(requests[idx[row]].options))
             out.append(
                 Response(
                     text=text.strip(),
                     latency_s=latency,  # the batch's wall time: what each request waited
                     usage={"prompt_tokens": prompt, "completion_tokens": completion},
+                    confidence=conf,
                 )
             )
         return out
+
+    def letter_token_ids(self, n_options: int) -> list[list[int]]:
+        """Per option letter, the token ids that spell it alone ("A" and " A"), for scoring."""
+        cache = self._letter_ids
+        if n_options not in cache:
+            tok = self.processor.tokenizer
+            ids: list[list[int]] = []
+            for letter in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[:n_options]:
+                spelled = {t[0] for t in (tok.encode(s, add_special_tokens=False) for s in (letter, " " + letter))
+                           if len(t) == 1}
+                ids.append(sorted(spelled))
+            cache[n_options] = ids
+        return cache[n_options]
+
+    def option_confidence(self, logits: Any, n_options: int) -> OptionConfidence | None:
+        """Per-option probabilities from next-token logits: each letter's softmax mass over
+        the whole vocabulary, normalised over the options (models/confidence.py)."""
+        if n_options < 1:
+            return None
+        probs = torch.softmax(logits.float(), dim=-1)
+        masses = [float(probs[ids].sum()) if ids else 0.0 for ids in self.letter_token_ids(n_options)]
+        return from_letter_masses(masses)
 
     def _decode(self, data: bytes) -> Image.Image:
         img = Image.open(io.BytesIO(data))

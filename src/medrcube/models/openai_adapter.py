@@ -50,6 +50,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from medrcube.models.base import ErrorKind, Request, Response, same_model
+from medrcube.models.confidence import from_logprobs
 from medrcube.models.http import DEFAULT_MAX_BODY_BYTES, BodyTooLargeError, bounded_client
 from medrcube.models.images import IMAGE_FORMATS, ImageCache, ImageError, shared_image_cache
 from medrcube.models.provider_errors import Attempt, Redactor, provider_says, status_attempt
@@ -280,7 +281,9 @@ class OpenAIAdapter:
             stats.attempts += 1
             elapsed = time.monotonic() - started if started is not None else 0.0
             if result.response is not None:
-                return replace(result.response, latency_s=elapsed, attempts=attempt)
+                # Confidence hook (issue 16): per-option probabilities when logprobs came back.
+                conf = from_logprobs(result.logprobs, len(request.options)) if result.logprobs else None
+                return replace(result.response, latency_s=elapsed, attempts=attempt, confidence=conf)
             history.append(result.label)
             if not result.retryable or attempt >= self.retry.max_attempts:
                 assert result.kind is not None
@@ -408,7 +411,8 @@ class OpenAIAdapter:
             evidence = self._redactor.key_only(str(refusal)) if refusal else (text or "")
             return Attempt(response=Response(text=evidence, refused=True, usage=usage, served_model=served))
         truncated = choice.get("finish_reason") == "length"
-        return Attempt(response=Response(text=text or "", usage=usage, served_model=served, truncated=truncated))
+        return Attempt(response=Response(text=text or "", usage=usage, served_model=served, truncated=truncated),
+                       logprobs=choice.get("logprobs"))
 
     def _foreign(self, served: str | None) -> Attempt | None:
         """Count the served model; under `strict_model`, an answer from another model is an

@@ -36,6 +36,7 @@ class Attempt:
     message: str = ""
     retry_after: float | None = None
     retryable: bool = False
+    logprobs: Any = None  # the choice's `logprobs` object, read against the request's options (issue 16)
 
 
 class Redactor:

@@ -325,9 +325,10 @@ def build_page(run: RunData, *, cube: Any = None, plots_dir: Path | None = None)
     elif cube is not None:
         cube = checked_cube(cube, run, notes)
     worst = worst_rows(run, cube, notes)
+    from medrcube.report.clinical import clinical_section  # the issue-16 panel
     from medrcube.report.robustness_panel import robustness_section  # issue 17: image perturbations
-
     robustness = robustness_section(run, cube, plots_dir)
+    clinical = clinical_section(run.records, plots_dir) if graded else None
 
     counts: dict[str, int] = defaultdict(int)
     for r in run.records:
@@ -366,6 +367,7 @@ def build_page(run: RunData, *, cube: Any = None, plots_dir: Path | None = None)
         "robustness": robustness,
         "regression": regression_rows(run.gate),
         "worst": worst,
+        "clinical": clinical,
         "notes": notes,
         "errors": counts.get(Outcome.ERROR.value, 0),
         "nothing_graded": None if graded else nothing_graded(standard),

@@ -8,7 +8,11 @@ The rules that keep a gate honest live here:
   evidence, never read for a letter (the cut may fall before the model's real answer),
   and counted against the error bound like an error;
 - a response that names no single option is UNPARSED, never a guess; an optional judge
-  model may resolve it later (`apply_judge`), and the record then says how="judge".
+  model may resolve it later (`apply_judge`), and the record then says how="judge";
+- in the `abstain` variant, choosing the added last option ("Cannot be determined from
+  this image") is DEFERRED: never WRONG, never REFUSED;
+- the model's confidence (models/confidence.py) goes on the record as measured: from the
+  response (logprobs, hf logits), else a stated one only when the prompt asked for it.
 """
 
 from __future__ import annotations
@@ -16,9 +20,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from medrcube.models.base import Response
+from medrcube.models.confidence import VERBAL_INSTRUCTION, verbal_confidence, without_verbal
+from medrcube.records import GradedRecord, Outcome
 from medrcube.run.extract import extract
 from medrcube.run.plan import PlannedAsk
-from medrcube.records import GradedRecord, Outcome
+from medrcube.run.variants import ABSTAIN
 
 
 def _record(ask: PlannedAsk, **kw: object) -> GradedRecord:
@@ -36,6 +42,7 @@ def _record(ask: PlannedAsk, **kw: object) -> GradedRecord:
         answer=ask.answer,
         n_options=len(ask.options),
         prompt_hash=ask.prompt_hash,
+        options=tuple(ask.options),
         **kw,  # type: ignore[arg-type]
     )
 
@@ -56,7 +63,7 @@ def grade(ask: PlannedAsk, response: Response, *, cached: bool = False) -> Grade
     """Grade one response to one planned ask."""
     if not ask.available:
         return unavailable(ask)
-    common = {"latency_s": float(response.latency_s), "cached": cached}
+    common: dict[str, object] = {"latency_s": float(response.latency_s), "cached": cached}
     if not response.ok:
         kind = f"{response.error_kind}: " if response.error_kind is not None else ""
         return _record(
@@ -82,8 +89,14 @@ def grade(ask: PlannedAsk, response: Response, *, cached: bool = False) -> Grade
                   "max_completion_tokens (or max_tokens) in models.yaml's params",
             **common,
         )
-    ext = extract(text, ask.options)
-    if ext.choice is not None:
+    verbal = VERBAL_INSTRUCTION in ask.prompt  # the user asked for a stated confidence
+    ext = extract(without_verbal(text) if verbal else text, ask.options)
+    conf = response.confidence if response.confidence is not None else (verbal_confidence(text) if verbal else None)
+    if conf is not None:
+        common["confidence"] = conf.for_choice(ext.choice)
+    if ext.choice is not None and ask.variant == ABSTAIN and ext.choice == len(ask.options) - 1:
+        outcome = Outcome.DEFERRED
+    elif ext.choice is not None:
         outcome = Outcome.CORRECT if ext.choice == ask.answer else Outcome.WRONG
     elif ext.refused:
         outcome = Outcome.REFUSED
@@ -107,5 +120,8 @@ def apply_judge(record: GradedRecord, judge_response: Response) -> GradedRecord:
     choice = parse_judge(judge_response.text or "", record.n_options)
     if choice is None:
         return replace(record, how="judge_undecided")
-    outcome = Outcome.CORRECT if choice == record.answer else Outcome.WRONG
+    if record.variant == ABSTAIN and choice == record.n_options - 1:
+        outcome = Outcome.DEFERRED
+    else:
+        outcome = Outcome.CORRECT if choice == record.answer else Outcome.WRONG
     return replace(record, extracted=choice, how="judge", outcome=outcome)

@@ -30,7 +30,7 @@ from medrcube.models.base import ImageInput, Request
 from medrcube.run.perturb import DEFAULT_MAX_SIDE, PerturbationError, PerturbedImages
 from medrcube.run.prompts import prompt_hash, render_prompt
 from medrcube.run.store import make_key
-from medrcube.run.variants import Variant, parse_variants, rotate
+from medrcube.run.variants import ABSTAIN, Variant, parse_variants, rotate, with_abstention
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +38,7 @@ class PlannedAsk:
     """One (item, variant, rotation) of a run."""
 
     item: Item
-    variant: str  # "standard", "blind", "shuffled" or a perturbation's spec ("jpeg:30")
+    variant: str  # "standard", "blind", "shuffled", "abstain" or a perturbation's spec ("jpeg:30")
     rotation: int
     options: tuple[str, ...]  # as shown to the model (rotated for "shuffled")
     answer: int  # index of the correct option as shown
@@ -156,6 +156,8 @@ def _plan_one(
     if p is not None and not p.applies_to_item(item.task, item.question, item.options):
         return None
     options, answer = rotate(item.options, item.answer, rotation)
+    if name == ABSTAIN:  # the added last option whose choice is a deferral (run/variants.py)
+        options = with_abstention(options)
     prompt = render_prompt(item.question, options, template)
     available = cube.image_available(item)
     digest = cube.image_digest(item) if available else None

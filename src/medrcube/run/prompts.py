@@ -23,6 +23,7 @@ import string
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from medrcube.models.confidence import VERBAL_INSTRUCTION
 from medrcube.taxonomy import did_you_mean
 
 LETTERS = string.ascii_uppercase
@@ -69,6 +70,13 @@ TEMPLATES: dict[str, Template] = {
             "reasoning",
             REASONING_INSTRUCTION,
             "step-by-step reasoning ending with a final 'ANSWER: X' line",
+        ),
+        # A stated confidence, for endpoints that give no logprobs: asked for only when
+        # this template is chosen, and recorded as `verbal` (models/confidence.py).
+        Template(
+            "verbal",
+            f"{DIRECT_INSTRUCTION}\n{VERBAL_INSTRUCTION}",
+            "the default prompt, then a stated confidence line 'CONFIDENCE: NN%'",
         ),
     )
 }

@@ -6,6 +6,10 @@
 - `shuffled:K`: K cyclic rotations of the options, with the image, for circular
   evaluation (an item counts as solved only when every rotation is answered correctly)
   and for position bias.
+- `abstain`: the image and the options in cube order plus an added last option,
+  "Cannot be determined from this image" (`ABSTAIN_OPTION`), offered on every item. Its
+  choice is graded DEFERRED (records.Outcome): never a wrong answer, never a refusal;
+  metrics.selective weighs it against errors with the policy's costs.
 
 Rotation convention (chosen so that circular accuracy is a function of the `shuffled`
 records alone): `shuffled:K` yields rotations 0, 1, ..., K-1, all named "shuffled".
@@ -40,9 +44,12 @@ from medrcube.taxonomy import did_you_mean
 STANDARD = "standard"
 BLIND = "blind"
 SHUFFLED = "shuffled"
-VARIANT_NAMES: tuple[str, ...] = (STANDARD, BLIND, SHUFFLED, *PERTURBATION_KINDS)
+ABSTAIN = "abstain"
+ABSTAIN_OPTION = "Cannot be determined from this image"
+VARIANT_NAMES: tuple[str, ...] = (STANDARD, BLIND, SHUFFLED, ABSTAIN, *PERTURBATION_KINDS)
 _CHOICES_TEXT = (
-    "standard, blind, shuffled:K (K >= 2 cyclic rotations of the options), or an image perturbation: "
+    "standard, blind, shuffled:K (K >= 2 cyclic rotations of the options), "
+    "abstain (an added last option: cannot be determined), or an image perturbation: "
     "jpeg:Q, lowres:PX, noise:SIGMA, poisson:LEVEL, window:WIDTH, brightness:SHIFT, rotate:DEG, crop:FRACTION, "
     "flip (optionally @SEED)"
 )
@@ -127,7 +134,7 @@ def _parse_one(token: str, spec: str) -> Variant:
                 f"(got {got}); write shuffled:K, e.g. shuffled:4; choices: {_CHOICES_TEXT}"
             )
         return Variant(SHUFFLED, int(raw_k))
-    if word in (STANDARD, BLIND):
+    if word in (STANDARD, BLIND, ABSTAIN):
         return Variant(word)
     kind = word.partition(":")[0].partition("@")[0]
     if kind in PERTURBATION_KINDS:
@@ -137,7 +144,7 @@ def _parse_one(token: str, spec: str) -> Variant:
             raise ValueError(f"variant {token.strip()!r} in spec {spec!r}: {exc}") from None
         return Variant(p.kind, perturbation=p)
     head = word.split(":", 1)[0]
-    if head in (STANDARD, BLIND):
+    if head in (STANDARD, BLIND, ABSTAIN):
         raise ValueError(
             f"variant {token.strip()!r} in spec {spec!r}: {head!r} takes no ':K' suffix; "
             f"choices: {_CHOICES_TEXT}"
@@ -212,3 +219,10 @@ def original_index(shown: int, r: int, n_options: int) -> int:
     if not 0 <= shown < n_options:
         raise ValueError(f"position {shown} is outside the {n_options} options")
     return (shown + r) % n_options
+
+
+def with_abstention(options: Sequence[str]) -> tuple[str, ...]:
+    """The options of the `abstain` variant: as given, then `ABSTAIN_OPTION` last (the
+    correct answer's index is unchanged). An item that already offers it keeps one copy
+    only in the sense that the added one is the one graded as a deferral."""
+    return (*options, ABSTAIN_OPTION)

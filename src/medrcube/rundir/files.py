@@ -10,6 +10,13 @@ and so are errors (the reference would have counted those as wrong).
 
 When several variants ran, the standard variant fills the top-level layout and every
 other variant has the same layout under `variants.<name>`.
+
+Clinical depth (issue 16), each key present only when it has something to say:
+`findings` (per diagnosis cell: confusion matrix, per-finding sensitivity, specificity,
+PPV, NPV, balanced accuracy; metrics/findings.py), `calibration` and
+`selective_prediction` (over the top variant's records that carry a confidence;
+metrics/calibration.py, metrics/selective.py) and `abstention` (the abstain variant's
+deferrals and utility per cell; metrics/selective.py).
 """
 
 from __future__ import annotations
@@ -31,6 +38,9 @@ from typing import Any
 from medrcube.metrics.accuracy import accuracy
 from medrcube.metrics.clustered import METHOD as CLUSTERED_METHOD
 from medrcube.metrics.clustered import clustered_accuracy
+from medrcube.metrics.calibration import calibration_summary
+from medrcube.metrics.findings import findings_by_cell, findings_summary
+from medrcube.metrics.selective import DeferralCosts, abstention_summary, selective_summary
 from medrcube.records import GradedRecord, is_perturbation
 from medrcube.run.runner import RunResult
 
@@ -93,7 +103,32 @@ def summarize(records: Sequence[GradedRecord]) -> dict[str, Any]:
     }
 
 
-def metrics_summary(records: Sequence[GradedRecord], variants: Sequence[str] | None = None) -> dict[str, Any]:
+def clinical_summary(
+    records: Sequence[GradedRecord],
+    top: Sequence[GradedRecord],
+    prevalence: Mapping[str, Any] | None = None,
+    costs: DeferralCosts | None = None,
+) -> dict[str, Any]:
+    """The issue-16 keys of metrics_summary.json (module docstring): `top` is the top
+    variant's records, `records` all of them (the abstain variant is read from there)."""
+    doc: dict[str, Any] = {}
+    findings = findings_summary(findings_by_cell(top, prevalence))
+    if findings:
+        doc["findings"] = findings
+    for key, block in (("calibration", calibration_summary(top)), ("selective_prediction", selective_summary(top)),
+                       ("abstention", abstention_summary(records, costs or DeferralCosts()))):
+        if block is not None:
+            doc[key] = block
+    return doc
+
+
+def metrics_summary(
+    records: Sequence[GradedRecord],
+    variants: Sequence[str] | None = None,
+    *,
+    prevalence: Mapping[str, Any] | None = None,
+    costs: DeferralCosts | None = None,
+) -> dict[str, Any]:
     """The whole metrics_summary.json document.
 
     `variants` (names, in run order) decides which variant fills the top level: standard
@@ -111,6 +146,8 @@ def metrics_summary(records: Sequence[GradedRecord], variants: Sequence[str] | N
     others = {name: summarize(by_variant.get(name, [])) for name in names if name != top}
     if others:
         doc["variants"] = others
+    # Issue 16: prevalence and costs are the site's (thresholds.yaml, wired by the gate).
+    doc.update(clinical_summary(records, by_variant.get(top, []), prevalence, costs))
     return doc
 
 

@@ -3,7 +3,8 @@ asks the model nothing and a killed run resumes.
 
 One file, `<directory>/responses.sqlite3`, in WAL mode. Three tables:
 
-- `responses`: the final response per key (text, refused flag, usage, latency). Only
+- `responses`: the final response per key (text, refused and truncated flags, usage,
+  latency, the model the endpoint says served it, per-option confidence). Only
   successful responses are final; an error is never stored here, so a rerun retries it.
 - `errors`: every failed attempt (kind, message), for reports.
 - `claims`: who is asking a key right now, with an expiry. Two processes that want the
@@ -25,7 +26,7 @@ Damage, two kinds:
   Its cost is small: ~6 ms for a store of 10,000 responses (5 MB), against ~3 ms for
   quick_check (~115 ms against ~30 ms at 100,000), once per store opened.
 - a value inside a sound file: each response row carries a CRC-32 of what grading reads
-  (key, text, refused flag, usage). A row whose bytes no longer match it, including
+  (key, text, refused flag, usage; the truncated flag and confidence when set). A row whose bytes no longer match it, including
   text damaged into invalid UTF-8, reads as missing and is asked again (the new
   response overwrites it), never graded; the file stays in use, since every other row
   is still good and moving it aside would re-ask them all.

@@ -20,7 +20,9 @@ log = logging.getLogger("medrcube.run.store")
 
 DEFAULT_DIRECTORY = ".medrcube"
 DB_NAME = "responses.sqlite3"
-SCHEMA_VERSION = 2  # 2: responses.served_model and responses.truncated
+# 2: responses.served_model and responses.truncated; 3: responses.confidence (per-option
+# probabilities, issue 16). Older files gain the missing columns in place (_check).
+SCHEMA_VERSION = 3
 # Keys per SQL statement in bulk lookups: well under SQLite's bound-parameter limit.
 _CHUNK = 500
 
@@ -36,7 +38,8 @@ CREATE TABLE IF NOT EXISTS responses (
     created    REAL NOT NULL,
     checksum   INTEGER NOT NULL,
     served_model TEXT,
-    truncated  INTEGER NOT NULL DEFAULT 0
+    truncated  INTEGER NOT NULL DEFAULT 0,
+    confidence TEXT
 );
 CREATE TABLE IF NOT EXISTS errors (
     id         INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -56,7 +59,14 @@ CREATE TABLE IF NOT EXISTS claims (
 );
 CREATE INDEX IF NOT EXISTS claims_owner ON claims(owner);
 """
-_ADDED_IN_2 = ("served_model TEXT", "truncated INTEGER NOT NULL DEFAULT 0")
+# Columns added after version 1, by name. An older file gains whichever it lacks: this
+# covers a version-1 file, a version-2 one (served_model, truncated) and a pre-release
+# version-2 one that had only `confidence`.
+_ADDED_COLUMNS = (
+    ("served_model", "served_model TEXT"),
+    ("truncated", "truncated INTEGER NOT NULL DEFAULT 0"),
+    ("confidence", "confidence TEXT"),
+)
 
 
 class StoreError(RuntimeError):
@@ -199,8 +209,10 @@ class StoreBase:
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
                         conn.execute(statement)
-                if version == 1:  # a version-1 file: its rows stay valid (their checksums do not change)
-                    for column in _ADDED_IN_2:
+                # An older file: its rows stay valid (their checksums do not change).
+                columns = {row[1] for row in conn.execute("PRAGMA table_info(responses)")}
+                for name, column in _ADDED_COLUMNS:
+                    if name not in columns:
                         conn.execute(f"ALTER TABLE responses ADD COLUMN {column}")
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             except BaseException:

@@ -1,7 +1,7 @@
 """The response store's answers: keys, rows with their checksums, lookups and writes.
 
 A row carries a CRC-32 of what grading reads (key, text, refused flag, usage, and the
-truncated flag when set): a row whose bytes no longer match it reads as missing and is
+truncated flag and the confidence when set): a row whose bytes no longer match it reads as missing and is
 asked again, never graded (package docstring).
 """
 
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from medrcube.models.base import Response
+from medrcube.models.confidence import OptionConfidence
 from medrcube.run.store.opening import StoreBase, _chunks, _Undecodable
 
 log = logging.getLogger("medrcube.run.store")
@@ -63,30 +64,36 @@ class StoredError:
     created: float
 
 
-def _checksum(key: str, text: str | None, refused: int, usage: str | None, truncated: int = 0) -> int:
+def _checksum(
+    key: str, text: str | None, refused: int, usage: str | None, truncated: int = 0, confidence: str | None = None
+) -> int:
     """CRC-32 over what grading reads from a row. SQLite's own checks (quick_check) see
     the file's structure, not the bytes of a value: a flipped byte inside a stored answer
     ("B" -> "C") would pass them and be graded. This catches it."""
     fields: list[Any] = [key, text, int(refused), usage]
-    if truncated:  # only when set: rows written before the flag existed keep their checksum
+    # Each only when set: rows written before the flag or the column existed keep their checksum.
+    if truncated:
         fields.append(1)
+    if confidence is not None:
+        fields.append(confidence)
     payload = json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
     return zlib.crc32(payload.encode("utf-8"))
 
 
-_RESPONSE_COLS = "key, text, refused, usage, latency_s, attempts, checksum, truncated, served_model"
+_RESPONSE_COLS = "key, text, refused, usage, latency_s, attempts, checksum, truncated, served_model, confidence"
 
 
 def _row_to_response(row: Sequence[Any]) -> Response | None:
     """The Response of a row of _RESPONSE_COLS, or None if it is damaged: its checksum
     does not match, or one of its texts was not valid UTF-8 on disk."""
-    key, text, refused, usage, latency_s, attempts, checksum, truncated, served_model = row
+    key, text, refused, usage, latency_s, attempts, checksum, truncated, served_model, confidence = row
     # A damaged record header can change a value's type (a text read back as a blob or a
     # number): a damaged row, not a crash in the checksum or the conversions below.
     if not (
         isinstance(key, str)
         and isinstance(text, str | None)
         and isinstance(usage, str | None)
+        and isinstance(confidence, str | None)
         and type(refused) is int
         and type(attempts) is int
         and type(checksum) is int
@@ -97,9 +104,9 @@ def _row_to_response(row: Sequence[Any]) -> Response | None:
         return None
     # Replacement characters change the text, so the checksum alone nearly always
     # refuses an undecodable row; the marker makes it certain.
-    if any(isinstance(v, _Undecodable) for v in (key, text, usage)):
+    if any(isinstance(v, _Undecodable) for v in (key, text, usage, confidence)):
         return None
-    if _checksum(key, text, refused, usage, truncated) != checksum:
+    if _checksum(key, text, refused, usage, truncated, confidence) != checksum:
         return None
     return Response(
         text=text,
@@ -109,6 +116,7 @@ def _row_to_response(row: Sequence[Any]) -> Response | None:
         usage=json.loads(usage) if usage else None,
         latency_s=float(latency_s),
         attempts=int(attempts),
+        confidence=OptionConfidence.from_json(json.loads(confidence)) if confidence else None,
     )
 
 
@@ -174,7 +182,8 @@ class StoreResponses(StoreBase):
             if ok:
                 conn.executemany(
                     "INSERT OR REPLACE INTO responses (key, model, text, refused, usage, latency_s, "
-                    "attempts, created, checksum, truncated, served_model) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "attempts, created, checksum, truncated, served_model, confidence) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [self._response_row(k, r, model, now) for k, r in ok],
                 )
             if failed:
@@ -200,6 +209,7 @@ class StoreResponses(StoreBase):
     def _response_row(key: str, r: Response, model: str, now: float) -> tuple[Any, ...]:
         usage = json.dumps(dict(r.usage), sort_keys=True) if r.usage else None
         refused = int(r.refused)
+        confidence = json.dumps(r.confidence.to_json(), sort_keys=True) if r.confidence is not None else None
         return (
             key,
             model,
@@ -209,9 +219,10 @@ class StoreResponses(StoreBase):
             float(r.latency_s),
             int(r.attempts),
             now,
-            _checksum(key, r.text, refused, usage, int(r.truncated)),
+            _checksum(key, r.text, refused, usage, int(r.truncated), confidence),
             int(r.truncated),
             r.served_model,
+            confidence,
         )
 
     def record_error(self, key: str, response: Response, *, model: str = "", owner: str | None = None) -> None:

@@ -38,7 +38,12 @@ The script (a JSON object; every key optional)::
       "hang_s": 3600,                  # default duration of a "hang" fault
       "seed": 0,                       # random latency and fault fractions are reproducible
       "inspect_images": true,          # decode image headers to record size and digest
-      "log_limit": 100000              # at most this many entries in the request log
+      "log_limit": 100000,             # at most this many entries in the request log
+      "logprobs": {"<question>": {"A": 0.7, "B": 0.2, "C": 0.1}}
+          # served when a request asks `logprobs: true` (and `top_logprobs: K`): at the
+          # first token of the reply that is an option letter, the top K letters with
+          # these probabilities (the emitted letter's own logprob from the same table);
+          # every other token, and every reply without an entry, has logprob 0
     }
 
 A fault rule::

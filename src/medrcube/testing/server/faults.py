@@ -9,12 +9,14 @@ bytes go out.
 from __future__ import annotations
 
 import json
+import math
+import re
 import socket
-import threading
-import zlib
 import struct
 import sys
+import threading
 import time
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -22,7 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from medrcube.testing.server.script import ScriptError, _Parsed, _parse_chat, _Rule
+from medrcube.testing.server.script import ScriptError, _lookup, _parse_chat, _Parsed, _Rule
 
 if TYPE_CHECKING:
     from medrcube.testing.server.process import ScriptedServer
@@ -45,6 +47,29 @@ def _completion(model: str, text: str | None, finish: str = "stop", refusal: str
         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                   "total_tokens": prompt_tokens + completion_tokens},
     }
+
+
+_TOKEN = re.compile(r"\s*\S+|\s+")
+
+
+def _logprobs(text: str, dist: Mapping[str, float] | None, top_k: int) -> dict[str, Any]:
+    """An OpenAI `choice.logprobs` for `text` (tokens: words with their leading space)."""
+    content: list[dict[str, Any]] = []
+    scripted = False
+    for tok in _TOKEN.findall(text):
+        core = tok.strip(" \t\n()[]*:.,")
+        entry: dict[str, Any] = {"token": tok, "logprob": 0.0, "bytes": list(tok.encode())}
+        if dist is not None and not scripted and len(core) == 1 and core.isupper():
+            scripted = True
+            lead = tok[: len(tok) - len(tok.lstrip())]
+            entry["logprob"] = math.log(dist.get(core, 1e-9))
+            ranked = sorted(dist.items(), key=lambda kv: -kv[1])[:top_k]
+            entry["top_logprobs"] = [{"token": lead + k, "logprob": math.log(v), "bytes": list((lead + k).encode())}
+                                     for k, v in ranked]
+        else:
+            entry["top_logprobs"] = [dict(entry)][:top_k]
+        content.append(entry)
+    return {"content": content, "refusal": None}
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -188,7 +213,11 @@ class _Handler(BaseHTTPRequestHandler):
         ptoks = len(parsed.prompt.split()) + 85 * len(parsed.images)
 
         def completion(text: str | None, finish: str = "stop", refusal: str | None = None) -> dict[str, Any]:
-            return _completion(model, text, finish, refusal, prompt_tokens=ptoks, seq=plan.seq)
+            obj = _completion(model, text, finish, refusal, prompt_tokens=ptoks, seq=plan.seq)
+            if parsed.params.get("logprobs") and text is not None:
+                _, dist = _lookup(owner.script.logprobs, parsed.question, parsed.prompt)
+                obj["choices"][0]["logprobs"] = _logprobs(text, dist, int(parsed.params.get("top_logprobs") or 0))
+            return obj
 
         if fault is None:
             body = json.dumps(completion(plan.reply)).encode()

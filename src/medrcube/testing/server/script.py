@@ -32,7 +32,7 @@ REPLYING_FAULTS = frozenset({"truncated", "drop", "empty_choices", "drip", "gzip
                              "length", "key_echo"})
 _SCRIPT_KEYS = {
     "default", "answers", "answer_key", "reply_format", "latency", "latency_by_question", "faults",
-    "models", "model", "require_auth", "hang_s", "seed", "inspect_images", "log_limit",
+    "models", "model", "require_auth", "hang_s", "seed", "inspect_images", "log_limit", "logprobs",
 }
 _RULE_KEYS = {
     "fault", "status", "retry_after", "retry_after_ms", "message", "code", "match", "first", "after",
@@ -184,6 +184,7 @@ class Script:
     log_limit: int
     rng: random.Random
     reply_fn: ReplyFn | None = None
+    logprobs: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any] | None, reply_fn: ReplyFn | None = None) -> Script:
@@ -192,7 +193,7 @@ class Script:
         if unknown:
             raise ScriptError(f"script: unknown keys {sorted(unknown)}; accepted: {sorted(_SCRIPT_KEYS)}")
         seed = raw.get("seed", 0)
-        for k in ("answers", "answer_key", "latency_by_question"):
+        for k in ("answers", "answer_key", "latency_by_question", "logprobs"):
             if not isinstance(raw.get(k, {}), Mapping):
                 raise ScriptError(f"script: {k} must be an object mapping question text to a value")
         faults = raw.get("faults", [])
@@ -224,6 +225,7 @@ class Script:
             log_limit=int(raw.get("log_limit", 100_000)),
             rng=random.Random(seed),
             reply_fn=reply_fn,
+            logprobs=_parse_logprobs(raw.get("logprobs", {})),
         )
 
     def reply(self, question: str, prompt: str, body: Mapping[str, Any]) -> str:
@@ -249,6 +251,18 @@ class Script:
         chosen = lat if hit and isinstance(lat, _Latency) else self.latency
         return chosen.sample(self.rng)
 
+
+def _parse_logprobs(table: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """The script's `logprobs` table: question -> {option letter: probability in (0, 1]}."""
+    out: dict[str, dict[str, float]] = {}
+    for question, dist in table.items():
+        if not (isinstance(dist, Mapping) and dist and all(
+                isinstance(k, str) and len(k) == 1 and isinstance(v, (int, float)) and 0 < v <= 1
+                for k, v in dist.items())):
+            raise ScriptError(f"script: logprobs[{question!r}] = {dist!r}; use an object of option letters to "
+                              'probabilities in (0, 1], such as {"A": 0.7, "B": 0.3}')
+        out[str(question)] = {k: float(v) for k, v in dist.items()}
+    return out
 
 
 @dataclass

@@ -1,0 +1,125 @@
+"""Per-finding metrics (issue 16) on a fixed table computed by hand."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from medrcube.metrics.accuracy import wilson_interval
+from medrcube.metrics.findings import (
+    FAIL,
+    NORMAL,
+    PASS,
+    UNDECIDED,
+    cell_findings,
+    findings_by_cell,
+    interval_verdict,
+    kish_proportion,
+    label_of,
+    min_sensitivity_verdict,
+    site_predictive_values,
+)
+from medrcube.records import Outcome
+
+OPTIONS = ("No abnormality", "Pneumothorax")
+
+
+def _table(rec):
+    """A two-option "pneumothorax or normal" cell, one item per image:
+
+                       chosen PTX   chosen normal   unparsed
+        truth PTX          8              3              1      (12)
+        truth normal       4             24              0      (28)
+    """
+    out = []
+    spec = [(1, 1, 8), (1, 0, 3), (1, None, 1), (0, 1, 4), (0, 0, 24)]
+    i = 0
+    for truth, chosen, count in spec:
+        for _ in range(count):
+            if chosen is None:
+                r = rec(f"q{i}", Outcome.UNPARSED, answer=truth, n_options=2)
+            else:
+                r = rec(f"q{i}", Outcome.CORRECT if chosen == truth else Outcome.WRONG, answer=truth,
+                        extracted=chosen, n_options=2)
+            out.append(replace(r, options=OPTIONS))
+            i += 1
+    return out
+
+
+def test_labels() -> None:
+    assert label_of(" No  abnormality. ") == NORMAL == label_of("Normal") == label_of("no finding")
+    assert label_of("Pleural  Effusion") == "pleural effusion"
+
+
+def test_confusion_sensitivity_specificity_and_predictive_values(rec) -> None:
+    cell = cell_findings(_table(rec), ("Chest", "X-Ray", "Disease Diagnosis"))
+    assert cell.n == 40
+    assert cell.confusion == {"normal": {"normal": 24, "pneumothorax": 4},
+                              "pneumothorax": {"(none)": 1, "normal": 3, "pneumothorax": 8}}
+    ptx = cell.findings["pneumothorax"]
+    assert (ptx.tp, ptx.fn, ptx.fp, ptx.tn) == (8, 4, 4, 24)  # the unparsed answer is a miss
+    assert ptx.sensitivity.value == pytest.approx(8 / 12)
+    assert ptx.specificity.value == pytest.approx(24 / 28)
+    assert ptx.ppv.value == pytest.approx(8 / 12)
+    assert ptx.npv.value == pytest.approx(24 / 28)
+    assert ptx.prevalence == pytest.approx(12 / 40)
+    normal = cell.findings[NORMAL]
+    assert (normal.tp, normal.fn, normal.fp, normal.tn) == (24, 4, 3, 9)
+    assert cell.balanced_accuracy == pytest.approx((8 / 12 + 24 / 28) / 2)
+    # One item per image: no clustering, the interval is plain Wilson.
+    assert (ptx.sensitivity.lo, ptx.sensitivity.hi) == pytest.approx(wilson_interval(8, 12))
+
+
+def test_site_prevalence_matches_hand_computed_values(rec) -> None:
+    cell = cell_findings(_table(rec), prevalence={"Pneumothorax": 0.05})
+    site = cell.findings["pneumothorax"].site
+    assert site is not None
+    se, sp, pi = 8 / 12, 24 / 28, 0.05
+    # By hand: PPV = 0.0333.. / (0.0333.. + 0.1357..) = 0.19718; NPV = 0.81428.. / (0.81428.. + 0.01666..) = 0.97994
+    assert site["ppv"] == pytest.approx(se * pi / (se * pi + (1 - sp) * (1 - pi)))
+    assert site["ppv"] == pytest.approx(0.197183, abs=1e-6)
+    assert site["npv"] == pytest.approx(sp * (1 - pi) / (sp * (1 - pi) + (1 - se) * pi))
+    assert site["npv"] == pytest.approx(0.979943, abs=1e-6)
+    lo, hi = site["ppv_ci95"]
+    assert lo < site["ppv"] < hi
+    with pytest.raises(ValueError, match="prevalence"):
+        site_predictive_values(cell.findings["pneumothorax"].sensitivity, cell.findings["pneumothorax"].specificity, 1.0)
+
+
+def test_findings_by_cell_only_diagnosis_tasks_and_per_cell_prevalence(rec) -> None:
+    other = [replace(rec("m1", task="Modality Recognition"), options=("CT", "MRI"))]
+    cells = findings_by_cell(_table(rec) + other, {"Chest|X-Ray|Disease Diagnosis": {"pneumothorax": 0.1}})
+    assert list(cells) == [("Chest", "X-Ray", "Disease Diagnosis")]
+    assert cells[("Chest", "X-Ray", "Disease Diagnosis")].findings["pneumothorax"].site["prevalence"] == 0.1
+
+
+def test_records_without_option_texts_are_counted_not_guessed(rec) -> None:
+    cell = cell_findings([rec("x1"), *_table(rec)])
+    assert cell.skipped == 1 and cell.n == 40
+
+
+def test_kish_design_effect_and_the_image_count_fallback() -> None:
+    # Perfectly correlated clusters of sizes 1, 2, 3, 4 (rho = 1): deff = sum m^2 / n = 30 / 10.
+    clusters = [(1, 1), (0, 2), (3, 3), (0, 4), (2, 2), (0, 3)]
+    p = kish_proportion(clusters)
+    assert p.icc == pytest.approx(1.0)
+    assert p.deff == pytest.approx(sum(m * m for _, m in clusters) / 15)
+    # Every item agrees: rho not estimable, so n_eff = the number of images (deff = n / K).
+    same = kish_proportion([(3, 3), (2, 2), (1, 1)])
+    assert same.icc is None and same.deff == pytest.approx(6 / 3)
+    assert (same.lo, same.hi) == pytest.approx(wilson_interval(3, 3))
+
+
+def test_interval_verdicts(rec) -> None:
+    assert interval_verdict(0.7, 0.9, 0.6) == PASS
+    assert interval_verdict(0.3, 0.5, 0.6) == FAIL
+    assert interval_verdict(0.5, 0.7, 0.6) == UNDECIDED
+    assert interval_verdict(0.01, 0.04, 0.05, higher_is_better=False) == PASS
+    cell = cell_findings(_table(rec), ("Chest", "X-Ray", "Disease Diagnosis"))
+    v = min_sensitivity_verdict(cell, "Pneumothorax", 0.9)
+    assert v["outcome"] == FAIL and v["observed"] == pytest.approx(8 / 12)  # Wilson hi(8/12) = 0.86
+    assert min_sensitivity_verdict(cell, "pneumothorax", 0.5)["outcome"] == UNDECIDED
+    assert min_sensitivity_verdict(cell, "pneumothorax", 0.3)["outcome"] == PASS
+    missing = min_sensitivity_verdict(cell, "effusion", 0.5)
+    assert missing["outcome"] == UNDECIDED and "effusion" in missing["reason"]
