@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 
 from medrcube.gate.checks import ACCURACY_KINDS, Check, CheckKind
 from medrcube.gate.verdict import Status, Verdict
-from medrcube.metrics.sequential import SequentialTest, images_needed
+from medrcube.metrics.sequential import MAX_BET, SequentialTest, images_needed
 from medrcube.records import GradedRecord, Outcome
 from medrcube.run.order import SequentialPlan, Unit, next_batch, unit_order
 
@@ -68,6 +68,23 @@ class Track:
     @property
     def decided(self) -> bool:
         return self.test.decision is not None
+
+    def futile(self) -> bool:
+        """Whether neither claim can be reached any more, even if every image left in the
+        check's scope came out as well (or as badly) as possible: the bet per image is at
+        most MAX_BET and an outcome at most its largest value, so the wealth can grow by
+        at most log(1 + MAX_BET * y_max) per image. Such a check stops holding images; it
+        ends undecided, which it would have been anyway (no decision is made by this)."""
+        if self.decided:
+            return False
+        left = self.available_units - self.used_units
+        if self.check.kind is CheckKind.REGRESSION:
+            up_max, down_max = 1.0, (1.0 - self.centre) / (1.0 + self.centre)
+        else:
+            up_max, down_max = 1.0 - self.centre, self.centre
+        reach_pass = self.test.up.log_wealth + left * math.log1p(MAX_BET * up_max)
+        reach_fail = self.test.down.log_wealth + left * math.log1p(MAX_BET * down_max)
+        return reach_pass < math.log(1.0 / self.test.alpha_pass) and reach_fail < math.log(1.0 / self.test.alpha_fail)
 
     def still_needed(self) -> int | None:
         """Images this check would still need, about, to decide (a planning figure from
@@ -237,7 +254,7 @@ async def run_sequential(
     pos = 0
     variants_per_item = 1
     while True:
-        open_required = [t for t in tracks.values() if not t.decided and t.check.required]
+        open_required = [t for t in tracks.values() if not t.decided and t.check.required and not t.futile()]
         if not open_required:
             run.stop = "every required check is decided"
             break
@@ -288,7 +305,9 @@ async def run_sequential(
         run.items_asked += len(items)
         run.order += tuple(u.key for u in batch)
     for t in tracks.values():
-        if not t.decided:
+        if not t.decided and t.futile():
+            t.stop = "cannot decide: too few images left in its scope for either claim"
+        elif not t.decided:
             t.stop = run.stop if run.stop.startswith("budget") else (
                 "the cube is exhausted" if t.used_units >= t.available_units or run.stop == "the cube is exhausted"
                 else "not needed: every required check was decided first")
