@@ -213,13 +213,13 @@ def _readers() -> dict[str, Callable]:
 
 def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> BuildResult:
     from medrcube.construction import export as exporter
+    from medrcube.construction.readers.tabular import SourceDataError, SourceLog
+    from medrcube.construction.report import BuildReport
     from medrcube.construction.stages.mapping import Mapper, load_vocabulary
     from medrcube.construction.stages.ontology import load_ontology
     from medrcube.construction.stages.production import Draft, OutImage, Producer
-    from medrcube.construction.report import BuildReport
     from medrcube.construction.stages.review import Reviewer, ReviewOutcome, pass_rates
     from medrcube.construction.stages.sampling import select
-    from medrcube.construction.readers.tabular import SourceDataError, SourceLog
     from medrcube.construction.stages.templates import check_templates
 
     r = plan.recipe

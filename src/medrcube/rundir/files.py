@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from medrcube.metrics.accuracy import accuracy
+from medrcube.metrics.calibration import calibration_summary
 from medrcube.metrics.clustered import METHOD as CLUSTERED_METHOD
 from medrcube.metrics.clustered import clustered_accuracy
-from medrcube.metrics.calibration import calibration_summary
 from medrcube.metrics.findings import findings_by_cell, findings_summary
 from medrcube.metrics.selective import DeferralCosts, abstention_summary, selective_summary
 from medrcube.records import GradedRecord, is_perturbation

@@ -34,11 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from medrcube.construction.stages import lesions
-from medrcube.construction.stages import questions
 from medrcube.construction.observation import Competency, Hint, Mapped, SourceImage
-from medrcube.construction.stages.ontology import Ontology, norm_term
 from medrcube.construction.readers.sources import ultrasound_modes, view_from_iop
+from medrcube.construction.stages import lesions, questions
+from medrcube.construction.stages.ontology import Ontology, norm_term
 from medrcube.taxonomy import canonical_modality, canonical_part
 
 BUNDLED_VOCABULARY = Path(__file__).with_name("vocabulary.yaml")
