@@ -95,8 +95,8 @@ def prepare(recipe: Recipe | str | Path, out: str | Path | None = None, *, revie
         if reviewer is not None:
             raise BuildError(f"{r.path}: a package-images recipe is not reviewed (its builder fixes its items); drop --reviewer")
         return plan
-    from medrcube.construction.stages.mapping import check_vocabulary_against, load_vocabulary
     from medrcube.construction.stages.ontology import load_ontology
+    from medrcube.construction.stages.vocabulary import check_vocabulary_against, load_vocabulary
 
     check_vocabulary_against(load_vocabulary(r.vocabulary), load_ontology(r.ontology))
     if reviewer is None and r.review is not None:
@@ -215,12 +215,13 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
     from medrcube.construction import export as exporter
     from medrcube.construction.readers.tabular import SourceDataError, SourceLog
     from medrcube.construction.report import BuildReport
-    from medrcube.construction.stages.mapping import Mapper, load_vocabulary
+    from medrcube.construction.stages.mapping import Mapper
     from medrcube.construction.stages.ontology import load_ontology
     from medrcube.construction.stages.production import Draft, OutImage, Producer
     from medrcube.construction.stages.review import Reviewer, ReviewOutcome, pass_rates
     from medrcube.construction.stages.sampling import select
     from medrcube.construction.stages.templates import check_templates
+    from medrcube.construction.stages.vocabulary import load_vocabulary
 
     r = plan.recipe
     onto, vocab = load_ontology(r.ontology), load_vocabulary(r.vocabulary)

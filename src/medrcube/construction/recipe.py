@@ -437,7 +437,7 @@ def _labels(n: _Node | None, base: Path, src: str, kind: str) -> LabelsFile | No
 
 
 def _severity(n: _Node, src: str) -> SeveritySpec:
-    from medrcube.construction.stages.mapping import load_vocabulary
+    from medrcube.construction.stages.vocabulary import load_vocabulary
 
     raw = n.get("scale")
     if isinstance(raw, str):
