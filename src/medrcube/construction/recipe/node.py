@@ -21,7 +21,8 @@ class Node:
     def __init__(self, data: Any, where: str, src: str):
         if not isinstance(data, Mapping):
             raise RecipeError(f"{src}: {where or 'the recipe'} is {type(data).__name__} {short(data)}; expected a mapping (key: value lines)")
-        self.data, self.where, self.src, self.seen = data, where, src, set()
+        self.data, self.where, self.src = data, where, src
+        self.seen: set[str] = set()
 
     def key(self, k: str) -> str:
         return f"{self.where}.{k}" if self.where else k

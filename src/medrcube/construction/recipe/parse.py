@@ -102,11 +102,11 @@ def parse_recipe(data: Any, path: Path, src: str | None = None) -> Recipe:
             severity = read_severity(sev, src)
         labels.done(("diagnosis", "severity"))
 
-    per_cell, cell_targets, seed = None, {}, "medrcube-build-v1"
+    per_cell, seed = None, "medrcube-build-v1"
+    cell_targets: dict[tuple[str, str, str], int] = {}
     targets = top.node("targets")
     if targets is not None:
         per_cell = targets.integer("per_cell", minimum=1)
-        cell_targets = {}
         for k, v in targets.str_map("cells").items():
             parts = [x.strip() for x in k.split("/")]
             if len(parts) != 3 or not all(parts):
@@ -197,7 +197,7 @@ def read_privacy(n: Node | None, src: str) -> PrivacySpec:
         return PrivacySpec()
     action = n.string("burned_in", default="refuse", choices=("refuse", "mask")) or "refuse"
     raw = n.get("mask") or []
-    boxes = []
+    boxes: list[tuple[float, float, float, float]] = []
     if not isinstance(raw, list):
         raise n.fail("mask", raw, "must be a list of [x0, y0, x1, y1] boxes", "give fractions of the width and height, e.g. [[0, 0, 1, 0.1]]")
     for box in raw:
@@ -205,12 +205,13 @@ def read_privacy(n: Node | None, src: str) -> PrivacySpec:
         if not ok or not (box[0] < box[2] and box[1] < box[3]):
             raise n.fail("mask", box, "has a box that is not [x0, y0, x1, y1] with 0 <= x0 < x1 <= 1 and 0 <= y0 < y1 <= 1",
                          "give fractions of the width and height, e.g. [0, 0, 1, 0.1] for the top tenth")  # fmt: skip
-        boxes.append(tuple(float(v) for v in box))
+        x0, y0, x1, y1 = (float(v) for v in box)
+        boxes.append((x0, y0, x1, y1))
     if action == "mask" and not boxes:
         raise n.fail("mask", raw, "is empty while burned_in is 'mask'", "list the boxes where the scanner writes its text, or use 'burned_in: refuse'")
     text = n.string("text", default="mask", choices=("mask", "refuse")) or "mask"  # what the OCR finds in any frame
     n.done(("burned_in", "mask", "text"))
-    return PrivacySpec(burned_in=action, mask=tuple(boxes), text=text)  # type: ignore[arg-type]
+    return PrivacySpec(burned_in=action, mask=tuple(boxes), text=text)
 
 
 def read_export(n: Node | None, src: str) -> ExportSpec:

@@ -212,7 +212,7 @@ class Mapper:
             kind, orig = "ct_protocol", "DICOM acquisition tags"
         elif modality == "US":
             modes = ultrasound_modes(listify(meta.get("ImageType")) or None)
-            mode = {("2D",): "b_mode"}.get(modes)
+            mode = "b_mode" if modes == ("2D",) else None
             if mode is None and "Color Doppler" in modes:
                 mode = "color_doppler"
             elif mode is None and "Color Power Mode" in modes:
@@ -265,10 +265,11 @@ class Mapper:
                 normal, abn_deriv = True, f"{h.derivation} (a normal study)."
             elif others:
                 concepts = [self._concept(v, part, ("disease", "finding", "lesion_class"), "diagnosis") for v in others]
-                if all(concepts):
+                known = [c for c in concepts if c]
+                if len(known) == len(concepts):  # every label mapped
                     normal, abn_deriv = False, f"{h.derivation} (a labelled abnormality)."
-                    if len(set(concepts)) == 1:
-                        dx_concept = concepts[0]
+                    if len(set(known)) == 1:
+                        dx_concept = known[0]
                         c = self.onto[dx_concept]
                         task, kind = ("Abnormality Diagnosis", "finding") if c.category == "finding" else ("Disease Diagnosis", "diagnosis")
                         out.append(Competency(task, kind, dx_concept, f"{h.derivation}.", h.original_task, concept=True))
