@@ -207,8 +207,8 @@ def _tiles(data: bytes) -> tuple[str | None, str | None]:
     try:
         from PIL import Image
 
-        with Image.open(io.BytesIO(data)) as im:
-            im = im.convert("RGB") if im.mode not in ("L", "RGB") else im.copy()
+        with Image.open(io.BytesIO(data)) as opened:
+            im = opened.convert("RGB") if opened.mode not in ("L", "RGB") else opened.copy()
         small = im.copy()
         small.thumbnail((STRIP_SIDE, STRIP_SIDE), Image.Resampling.LANCZOS)
         cx, cy, h = im.width // 2, im.height // 2, DETAIL // 2

@@ -131,11 +131,11 @@ class _Pump:
         try:
             await asyncio.wait([done_task, *tasks], return_when=asyncio.FIRST_COMPLETED)
             for t in tasks:
-                if t.done() and not t.cancelled() and t.exception() is not None:
-                    raise t.exception()  # type: ignore[misc]
+                if t.done() and not t.cancelled() and (exc := t.exception()) is not None:
+                    raise exc
         finally:
-            for t in (*tasks, done_task):
-                t.cancel()
+            for task in (*tasks, done_task):
+                task.cancel()
             await asyncio.gather(*tasks, done_task, return_exceptions=True)
         return self.results
 
