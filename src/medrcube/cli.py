@@ -31,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
 
     parser.add_argument("--version", action="version", version=f"medrcube {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (module, help_) in COMMANDS.items():
+    for name, (_module, help_) in COMMANDS.items():
         sub.add_parser(name, help=help_, add_help=False)
     return parser
 

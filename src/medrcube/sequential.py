@@ -173,6 +173,8 @@ def _tracks(cube: Cube, checks: Sequence[Check], units: Sequence[Unit]) -> dict[
     unit_of = {it.id: u.key for u in units for it in u.items}
     tracks: dict[str, Track] = {}
     for c in seq:
+        # Check.selects is typed for a GradedRecord but reads only part, modality and task,
+        # which an Item carries too (a protocol for both belongs in gate/checks.py).
         in_scope = [it for it in cube.items if c.selects(it)]  # type: ignore[arg-type]
         if not in_scope:
             continue

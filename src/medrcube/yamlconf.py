@@ -30,7 +30,9 @@ class _Refused(yaml.MarkedYAMLError):
         self.fix = fix
 
     def __str__(self) -> str:  # the line, without PyYAML's snippet of a possibly huge line
-        return f"{self.problem} at line {self.problem_mark.line + 1}, column {self.problem_mark.column + 1}"
+        mark = self.problem_mark  # always set by __init__; None only in PyYAML's own signature
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        return f"{self.problem}{where}"
 
 
 class StrictLoader(yaml.SafeLoader):

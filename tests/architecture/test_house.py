@@ -46,6 +46,36 @@ def test_a_violation_added_on_purpose_breaks_the_contracts(tmp_path: Path) -> No
     assert "medrcube.metrics.accuracy -> medrcube.report.html" in result.stdout
 
 
+def _checks_on_a_copy(tmp_path: Path, edit_metrics: str) -> subprocess.CompletedProcess[str]:
+    """scripts/check on a copy of the checkout's src/ whose metrics/accuracy.py ends in `edit_metrics`."""
+    for rel in ("scripts/check", "pyproject.toml"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / rel, tmp_path / rel)
+    shutil.copytree(SRC / "medrcube", tmp_path / "src" / "medrcube", ignore=shutil.ignore_patterns("__pycache__"))
+    metrics = tmp_path / "src" / "medrcube" / "metrics" / "accuracy.py"
+    metrics.write_text(metrics.read_text() + edit_metrics)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "src"), "MEDRCUBE_VENV": str(Path(sys.executable).parents[1])}
+    return subprocess.run([str(tmp_path / "scripts" / "check")], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_the_test_command_stops_on_a_lint_finding(tmp_path: Path) -> None:
+    # scripts/test runs scripts/check first (set -e): a failing check means no tests run.
+    assert '"$here/scripts/check"' in (ROOT / "scripts" / "test").read_text()
+    result = _checks_on_a_copy(tmp_path, "\nimport json\n")
+    assert result.returncode == 1
+    assert "F401" in result.stdout and "ruff failed" in result.stderr
+    assert "mypy" not in result.stdout  # cheapest first: the slow check never started
+
+
+def test_the_test_command_stops_on_a_contract_violation(tmp_path: Path) -> None:
+    result = _checks_on_a_copy(tmp_path, "\n\ndef _leak():\n    import medrcube.report.html  # noqa: F401\n")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "scripts/check: ruff: All checks passed!" in result.stdout
+    assert "medrcube.metrics.accuracy -> medrcube.report.html" in result.stdout
+    assert "lint-imports failed" in result.stderr
+
+
 def _cycles(graph: grimp.ImportGraph, modules: set[str]) -> list[list[str]]:
     """Strongly connected components with more than one module (Tarjan, iterative)."""
     index: dict[str, int] = {}

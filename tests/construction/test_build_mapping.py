@@ -9,13 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from medrcube.construction.stages.mapping import Mapper, load_vocabulary, mr_protocol_from_parameters
 from medrcube.construction.observation import ROI, Hint, SourceImage
-from medrcube.construction.stages.ontology import load_ontology
 from medrcube.construction.pipeline import _readers
 from medrcube.construction.privacy.safeguards import Manifest
-from medrcube.construction.recipe import load_recipe
 from medrcube.construction.readers.tabular import SourceLog
+from medrcube.construction.recipe import load_recipe
+from medrcube.construction.stages.mapping import Mapper
+from medrcube.construction.stages.ontology import load_ontology
+from medrcube.construction.stages.protocol import mr_protocol_from_parameters
+from medrcube.construction.stages.vocabulary import load_vocabulary
 from medrcube.taxonomy import TASK_NAMES
 
 

@@ -32,11 +32,11 @@ def _err(message: str, code: int = EXIT_ERROR) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from medrcube.construction.stages.mapping import VocabularyError
-    from medrcube.construction.stages.ontology import OntologyError
     from medrcube.construction.pipeline import BuildError, PrivacyLeakError, prepare
     from medrcube.construction.pipeline import run as run_build
     from medrcube.construction.recipe import RecipeError
+    from medrcube.construction.stages.ontology import OntologyError
+    from medrcube.construction.stages.vocabulary import VocabularyError
 
     reviewer = None
     try:

@@ -80,13 +80,13 @@ def _blob(img: np.ndarray, cy: float, cx: float, r: float, value: float) -> None
 
 def _dataset(patient: dict, series: int, instance: int, modality: str, rows: int, cols: int):
     from pydicom.dataset import Dataset, FileMetaDataset
-    from pydicom.uid import ExplicitVRLittleEndian
+    from pydicom.uid import UID, ExplicitVRLittleEndian
 
     sop_class = {"CT": "1.2.840.10008.5.1.4.1.1.2", "MR": "1.2.840.10008.5.1.4.1.1.4", "CR": "1.2.840.10008.5.1.4.1.1.1",
                  "US": "1.2.840.10008.5.1.4.1.1.6.1"}[modality]  # fmt: skip
     meta = FileMetaDataset()
-    meta.MediaStorageSOPClassUID = sop_class
-    meta.MediaStorageSOPInstanceUID = _uid(series, instance, 1)
+    meta.MediaStorageSOPClassUID = UID(sop_class)
+    meta.MediaStorageSOPInstanceUID = UID(_uid(series, instance, 1))
     meta.TransferSyntaxUID = ExplicitVRLittleEndian
     ds = Dataset()
     ds.file_meta = meta
@@ -347,9 +347,9 @@ def make_demo_site(root: str | Path) -> DemoSite:
         csv.writer(f).writerows([["file", "diagnosis"], ["sub-01_T1w.nii.gz", "glioma"], ["sub-02_FLAIR.nii.gz", "multiple sclerosis"]])
     image_rows = write_images(images)
     with open(base / "labels.csv", "w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=list(image_rows[0]))
-        w.writeheader()
-        w.writerows(image_rows)
+        dw = csv.DictWriter(f, fieldnames=list(image_rows[0]))
+        dw.writeheader()
+        dw.writerows(image_rows)
     return DemoSite(base, dicom, base / "dicom_labels.csv", images, base / "labels.csv", identifying_values())
 
 

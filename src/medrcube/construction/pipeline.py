@@ -25,13 +25,19 @@ import shutil
 import sys
 from collections import Counter
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from medrcube.construction.privacy import safeguards as privacy
 from medrcube.construction.recipe import Recipe, load_recipe
 from medrcube.taxonomy import Level, task_level
+
+if TYPE_CHECKING:
+    from medrcube.construction.mini.assembly import BuildReport as MiniBuildReport
+    from medrcube.construction.report import BuildReport
+    from medrcube.models.base import ModelAdapter
 
 MARKER = ".medrcube-build"
 
@@ -48,7 +54,7 @@ class PrivacyLeakError(BuildError):
 class Plan:
     recipe: Recipe
     out: Path
-    adapter: Any = None  # the reviewer's ModelAdapter, or None
+    adapter: ModelAdapter | None = None  # the reviewer, if the recipe has one
     remote: list[str] = field(default_factory=list)  # remote endpoints the reviewer sends to
     local: list[str] = field(default_factory=list)
     store_dir: Path | None = None
@@ -75,11 +81,11 @@ class BuildResult:
     release: Path
     hf: Path | None
     report_dir: Path | None
-    report: Any  # report.BuildReport, or the mini builder's BuildReport
+    report: BuildReport | MiniBuildReport  # the mini builder writes its own
     review_errors: int = 0
 
 
-def prepare(recipe: Recipe | str | Path, out: str | Path | None = None, *, reviewer: Any = None, allow_remote: bool = False,
+def prepare(recipe: Recipe | str | Path, out: str | Path | None = None, *, reviewer: ModelAdapter | None = None, allow_remote: bool = False,
             store_dir: str | Path | None = None) -> Plan:  # fmt: skip
     """Check everything that can be checked before reading a source; build the reviewer.
 
@@ -95,8 +101,8 @@ def prepare(recipe: Recipe | str | Path, out: str | Path | None = None, *, revie
         if reviewer is not None:
             raise BuildError(f"{r.path}: a package-images recipe is not reviewed (its builder fixes its items); drop --reviewer")
         return plan
-    from medrcube.construction.stages.mapping import check_vocabulary_against, load_vocabulary
     from medrcube.construction.stages.ontology import load_ontology
+    from medrcube.construction.stages.vocabulary import check_vocabulary_against, load_vocabulary
 
     check_vocabulary_against(load_vocabulary(r.vocabulary), load_ontology(r.ontology))
     if reviewer is None and r.review is not None:
@@ -133,7 +139,7 @@ def _bar(enabled: bool, desc: str, unit: str, total: int | None = None):
     return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, disable=not enabled, dynamic_ncols=True, leave=False)
 
 
-def _prepare_out(out: Path, keep: set[str] = frozenset()) -> None:
+def _prepare_out(out: Path, keep: AbstractSet[str] = frozenset()) -> None:
     """Empty `out` when it is a previous build (or empty); refuse anything else."""
     if out.exists():
         if not out.is_dir():
@@ -213,14 +219,15 @@ def _readers() -> dict[str, Callable]:
 
 def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> BuildResult:
     from medrcube.construction import export as exporter
-    from medrcube.construction.stages.mapping import Mapper, load_vocabulary
+    from medrcube.construction.readers.tabular import SourceDataError, SourceLog
+    from medrcube.construction.report import BuildReport
+    from medrcube.construction.stages.mapping import Mapper
     from medrcube.construction.stages.ontology import load_ontology
     from medrcube.construction.stages.production import Draft, OutImage, Producer
-    from medrcube.construction.report import BuildReport
     from medrcube.construction.stages.review import Reviewer, ReviewOutcome, pass_rates
     from medrcube.construction.stages.sampling import select
-    from medrcube.construction.readers.tabular import SourceDataError, SourceLog
     from medrcube.construction.stages.templates import check_templates
+    from medrcube.construction.stages.vocabulary import load_vocabulary
 
     r = plan.recipe
     onto, vocab = load_ontology(r.ontology), load_vocabulary(r.vocabulary)
@@ -229,7 +236,8 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
     producer = Producer(onto, templates_=check_templates(r.templates, str(r.path)), options=r.options,
                         similar_fraction=r.similar_fraction, seed=r.seed, max_side=r.export.max_side)  # fmt: skip
     report = BuildReport(r.name, sources=[{"kind": s.kind, "dataset": s.dataset} for s in r.sources])
-    manifest, leaks, log = privacy.Manifest(), {}, SourceLog()
+    manifest, log = privacy.Manifest(), SourceLog()
+    leaks: dict[str, str] = {}  # identifying value -> where it was read (the leak scan's list)
     text_screen = _text_screen(r)
     manifest.text = text_screen.log
     images: dict[tuple[str, str], OutImage] = {}
@@ -309,7 +317,7 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
                 # A reviewer that answers nothing (down, wrong URL, wrong key) would otherwise be
                 # asked every item of the pool in turn.
                 first = next(iter(round_.values())).problems
-                raise BuildError(f"the reviewer {plan.adapter.spec} answered none of {len(round_)} item(s) "
+                raise BuildError(f"the reviewer {reviewer.adapter.spec} answered none of {len(round_)} item(s) "
                                  f"({first[-1] if first else 'no response'}); nothing was exported")  # fmt: skip
     finally:
         bar.close()
@@ -327,7 +335,7 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
         report.cell(by_id[o.item_id].cell).held_out += 1
     if reviewer is not None:
         report.review = pass_rates(list(outcomes.values()))
-        report.reviewer = plan.adapter.spec
+        report.reviewer = reviewer.adapter.spec
     report.surplus = selection.surplus
     for cell, n in selection.counts.items():
         report.cell(cell).selected = n
@@ -352,7 +360,7 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
     for (task, n, letter), count in sorted(info.letters.items()):
         letters.setdefault(f"{task} ({n} options)", {})[letter] = count
     report.letters = letters
-    reviewed = "none (no reviewer in the recipe)" if reviewer is None else f"every item passed the model reviewer {plan.adapter.spec}"
+    reviewed = "none (no reviewer in the recipe)" if reviewer is None else f"every item passed the model reviewer {reviewer.adapter.spec}"
     if reviewer is not None and keep_malformed:
         reviewed += " (or returned a malformed verdict, kept by the recipe)"
     (release / "README.md").write_text(

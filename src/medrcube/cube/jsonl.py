@@ -21,7 +21,7 @@ from medrcube.cube.problems import Collector
 from medrcube.cube.records import Draft, _axis, _Record, _short, parse_bool, refuse_non_utf8
 from medrcube.cube.release import image_outcome, json_limit
 
-CANONICAL_KEYS: frozenset[str] = frozenset(Item.__dataclass_fields__)  # type: ignore[attr-defined]
+CANONICAL_KEYS: frozenset[str] = frozenset(Item.__dataclass_fields__)
 
 
 def write_jsonl(items: Iterable[Item], path: str | os.PathLike[str]) -> None:

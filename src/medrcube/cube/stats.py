@@ -159,9 +159,9 @@ def format_stats(s: CubeStats, *, title: str = "") -> str:
     pm: dict[tuple[str, str], dict[str, int]] = defaultdict(dict)
     for (p, m, t), n in s.by_cell.items():
         pm[(p, m)][t] = n
-    rows = [(p, m, *(row.get(t, ".") for t in tasks), sum(row.values())) for (p, m), row in pm.items()]
+    matrix = [(p, m, *(row.get(t, ".") for t in tasks), sum(row.values())) for (p, m), row in pm.items()]
     heads = ("part", "modality", *(taxonomy.task_abbrev(t) for t in tasks), "total")
-    out += ["", "items per cell (part x modality x task; '.' = empty)", render_table(heads, rows, numeric_from=2)]
+    out += ["", "items per cell (part x modality x task; '.' = empty)", render_table(heads, matrix, numeric_from=2)]
 
     out += [
         "",

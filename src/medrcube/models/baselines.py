@@ -114,14 +114,14 @@ class PriorAdapter:
         own_answer = _norm(own.answer_text) if own is not None else None
 
         by_set = Counter(self._by_set.get((task, frozenset(shown)), Counter()))
-        if own is not None and frozenset(map(_norm, own.options)) == frozenset(shown):
+        if own_answer is not None and own is not None and frozenset(map(_norm, own.options)) == frozenset(shown):
             by_set[own_answer] -= 1  # leave-one-out
         pick = _most_common(by_set, shown)
         if pick is not None:
             return shown.index(pick), "option_set"
 
         by_task = Counter(self._by_task.get(task, Counter()))
-        if own is not None:
+        if own_answer is not None:
             by_task[own_answer] -= 1
         pick = _most_common(Counter({t: by_task[t] for t in shown}), shown)
         if pick is not None:

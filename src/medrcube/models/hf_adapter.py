@@ -134,7 +134,9 @@ class HFAdapter:
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
         if device_map is None:
-            model = model.to(self.device)
+            # transformers declares `to` through functools.wraps(nn.Module.to), which mypy does not
+            # bind to the instance (it takes the device for `self`): the call is right, the stub is not.
+            model = model.to(self.device)  # type: ignore[arg-type]
         model.eval()
         return processor, model
 
@@ -283,7 +285,7 @@ class HFAdapter:
         return from_letter_masses(masses)
 
     def _decode(self, data: bytes) -> Image.Image:
-        img = Image.open(io.BytesIO(data))
+        img: Image.Image = Image.open(io.BytesIO(data))  # any image from here on (converted below)
         img.load()
         img = img.convert("RGB")
         if self.image_max_side and max(img.size) > self.image_max_side:

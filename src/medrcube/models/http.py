@@ -18,12 +18,15 @@ the adapter's: it wraps the whole call in `asyncio.timeout` (openai_adapter.py).
 from __future__ import annotations
 
 import zlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-try:  # the openai SDK's own HTTP library: httpx2 in its current releases, httpx before
+if TYPE_CHECKING:  # checked against the current SDK's library; httpx offers the same names
     import httpx2 as httpx
-except ImportError:  # pragma: no cover - older SDKs
-    import httpx  # type: ignore[no-redef]
+else:
+    try:  # the openai SDK's own HTTP library: httpx2 in its current releases, httpx before
+        import httpx2 as httpx
+    except ImportError:  # pragma: no cover - older SDKs
+        import httpx
 
 __all__ = ["BodyTooLargeError", "BoundedTransport", "bounded_client"]
 

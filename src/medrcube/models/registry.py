@@ -237,7 +237,7 @@ def _openai(
     # round-robin. The total concurrency is split so the whole stays within the bound.
     shares = _split(concurrency, len(base_urls)) if concurrency is not None else [None] * len(base_urls)
     children = []
-    for url, share in zip(base_urls, shares):
+    for url, share in zip(base_urls, shares, strict=True):
         kw = dict(kwargs)
         if share is not None:
             kw["concurrency"] = share
@@ -290,11 +290,13 @@ class RoundRobinAdapter:
         results = await asyncio.gather(
             *(self.children[c].generate([requests[i] for i in idx]) for c, idx in groups.items())
         )
-        out: list[Response | None] = [None] * len(requests)
-        for (c, idx), responses in zip(groups.items(), results):
-            for i, r in zip(idx, responses):
+        # strict: gather gives one result per group, and an adapter one response per request
+        # (a child breaking that raises here, and the runner reports it, rather than a hole).
+        out: dict[int, Response] = {}
+        for idx, responses in zip(groups.values(), results, strict=True):
+            for i, r in zip(idx, responses, strict=True):
                 out[i] = r
-        return out  # type: ignore[return-value]
+        return [out[i] for i in range(len(requests))]
 
     async def aclose(self) -> None:
         await asyncio.gather(*(c.aclose() for c in self.children))

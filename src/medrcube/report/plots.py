@@ -136,7 +136,8 @@ def cell_colour(verdict: str | None, lo: float | None, hi: float | None) -> tupl
     hue = VERDICT_HUES.get(verdict or "")
     base = to_rgba(hue) if hue else colormaps[CMAP](max(0.0, min(1.0, lo)))
     strength = max(0.12, min(1.0, 1.0 - (hi - lo) / 0.6))  # width 0.6 (n of 1 to 3): almost white
-    rgba = tuple(1.0 - strength * (1.0 - c) for c in base[:3]) + (1.0,)
+    r, g, b = (1.0 - strength * (1.0 - c) for c in base[:3])
+    rgba = (r, g, b, 1.0)
     return to_hex(rgba), _text_colour(rgba)
 
 

@@ -118,10 +118,12 @@ def write_robustness(out: Path, runs: Sequence[tuple[str, RunData]],
 
 def html_rows(board: RobustnessBoard) -> list[dict[str, Any]]:
     """The leaderboard page's rows: label and one cell per perturbation."""
-    out = []
-    for label, run_id, cells in board.rows:
-        out.append({"label": label, "run_id": run_id, "cells": [
-            {"text": cell_text(cells[v]), "title": "" if cells[v] is None else
-             f"drop 95% CI [{_p(cells[v]['lo'])}, {_p(cells[v]['hi'])}] points; n={cells[v]['n']}",
-             "decision": None if cells[v] is None else cells[v]["accuracy_decision"]} for v in board.variants]})
-    return out
+    return [{"label": label, "run_id": run_id, "cells": [_html_cell(cells[v]) for v in board.variants]}
+            for label, run_id, cells in board.rows]
+
+
+def _html_cell(cell: dict[str, Any] | None) -> dict[str, Any]:
+    if cell is None:
+        return {"text": cell_text(cell), "title": "", "decision": None}
+    return {"text": cell_text(cell), "title": f"drop 95% CI [{_p(cell['lo'])}, {_p(cell['hi'])}] points; n={cell['n']}",
+            "decision": cell["accuracy_decision"]}

@@ -111,7 +111,7 @@ def accuracy_figure(results: Sequence[PerturbationRobustness]) -> Any:
     shown = [r for r in results if r.drop.n]
     fig, ax = plt.subplots(figsize=(7.2, 0.9 + 0.3 * len(shown)))
     ys = list(range(len(shown)))[::-1]
-    for y, r in zip(ys, shown):
+    for y, r in zip(ys, shown, strict=True):
         std, per = 100 * (r.drop.standard_acc or 0.0), 100 * (r.drop.perturbed_acc or 0.0)
         bad = r.drop.lo > DEFAULT_MARGIN
         colour = "#e45756" if bad else "#4c78a8"
@@ -207,8 +207,8 @@ def _tiles(data: bytes) -> tuple[str | None, str | None]:
     try:
         from PIL import Image
 
-        with Image.open(io.BytesIO(data)) as im:
-            im = im.convert("RGB") if im.mode not in ("L", "RGB") else im.copy()
+        with Image.open(io.BytesIO(data)) as opened:
+            im = opened.convert("RGB") if opened.mode not in ("L", "RGB") else opened.copy()
         small = im.copy()
         small.thumbnail((STRIP_SIDE, STRIP_SIDE), Image.Resampling.LANCZOS)
         cx, cy, h = im.width // 2, im.height // 2, DETAIL // 2

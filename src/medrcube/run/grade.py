@@ -18,6 +18,7 @@ The rules that keep a gate honest live here:
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from medrcube.models.base import Response
 from medrcube.models.confidence import VERBAL_INSTRUCTION, verbal_confidence, without_verbal
@@ -27,7 +28,7 @@ from medrcube.run.plan import PlannedAsk
 from medrcube.run.variants import ABSTAIN
 
 
-def _record(ask: PlannedAsk, **kw: object) -> GradedRecord:
+def _record(ask: PlannedAsk, **kw: Any) -> GradedRecord:  # kw: the remaining GradedRecord fields
     item = ask.item
     return GradedRecord(
         item_id=item.id,
@@ -43,7 +44,7 @@ def _record(ask: PlannedAsk, **kw: object) -> GradedRecord:
         n_options=len(ask.options),
         prompt_hash=ask.prompt_hash,
         options=tuple(ask.options),
-        **kw,  # type: ignore[arg-type]
+        **kw,
     )
 
 

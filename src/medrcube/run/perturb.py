@@ -216,7 +216,7 @@ def decode(data: bytes, max_side: int | None = DEFAULT_MAX_SIDE) -> tuple[np.nda
     from PIL import Image
 
     try:
-        im = Image.open(io.BytesIO(data))
+        im: Image.Image = Image.open(io.BytesIO(data))  # any image from here on (converted below)
         im.load()
     except Exception as exc:  # noqa: BLE001 - PIL raises many kinds for damaged files
         raise PerturbationError(f"not a readable image ({len(data)} bytes): {exc}") from exc

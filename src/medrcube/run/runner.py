@@ -45,10 +45,10 @@ from typing import Any
 
 from medrcube.cube.item import Cube
 from medrcube.models.base import ErrorKind, ModelAdapter, Request, Response, same_model
+from medrcube.records import GradedRecord, Outcome
 from medrcube.run.grade import apply_judge, grade, unavailable
 from medrcube.run.plan import PlannedAsk, as_variants, plan_asks, variant_specs
 from medrcube.run.progress import Progress
-from medrcube.records import GradedRecord, Outcome
 from medrcube.run.store import ResponseStore, StoreError, make_key, new_owner, owner_is_dead
 
 DEFAULT_CLAIM_TTL_S = 60.0
@@ -131,11 +131,11 @@ class _Pump:
         try:
             await asyncio.wait([done_task, *tasks], return_when=asyncio.FIRST_COMPLETED)
             for t in tasks:
-                if t.done() and not t.cancelled() and t.exception() is not None:
-                    raise t.exception()  # type: ignore[misc]
+                if t.done() and not t.cancelled() and (exc := t.exception()) is not None:
+                    raise exc
         finally:
-            for t in (*tasks, done_task):
-                t.cancel()
+            for task in (*tasks, done_task):
+                task.cancel()
             await asyncio.gather(*tasks, done_task, return_exceptions=True)
         return self.results
 
@@ -188,8 +188,8 @@ class _Pump:
             if store is not None:
                 # Committed before anything else happens to these responses: see the
                 # module docstring for the guarantee this gives after a SIGKILL.
-                store.put_many(list(zip(batch, responses)), model=self.adapter.fingerprint, owner=self.owner)
-            for key, response in zip(batch, responses):
+                store.put_many(list(zip(batch, responses, strict=True)), model=self.adapter.fingerprint, owner=self.owner)
+            for key, response in zip(batch, responses, strict=True):
                 if response.error_kind is ErrorKind.AUTH and self.aborted is None:
                     self.aborted = f"authentication failed: {response.error}"
                 self._complete(key, response, False)

@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from medrcube.metrics.accuracy import accuracy
+from medrcube.metrics.calibration import calibration_summary
 from medrcube.metrics.clustered import METHOD as CLUSTERED_METHOD
 from medrcube.metrics.clustered import clustered_accuracy
-from medrcube.metrics.calibration import calibration_summary
 from medrcube.metrics.findings import findings_by_cell, findings_summary
 from medrcube.metrics.selective import DeferralCosts, abstention_summary, selective_summary
 from medrcube.records import GradedRecord, is_perturbation
@@ -90,10 +90,15 @@ def _grouped(records: Sequence[GradedRecord], key: Callable[[GradedRecord], str]
     return {k: group_stats(groups[k]) for k in sorted(groups)}
 
 
+def _labelled(field: Callable[[GradedRecord], str], label: str) -> Callable[[GradedRecord], str]:
+    """The group key `label=value` of a record (a function, so each slice keeps its own field)."""
+    return lambda r: f"{label}={field(r)}"
+
+
 def summarize(records: Sequence[GradedRecord]) -> dict[str, Any]:
     """global / slice_results / voxel_results for one variant's records."""
     slices = {
-        name: _grouped(records, lambda r, f=field, label=label: f"{label}={f(r)}") for name, field, label in _SLICES
+        name: _grouped(records, _labelled(field, label)) for name, field, label in _SLICES
     }
     voxels = _grouped(records, lambda r: f"task={r.task}|modality={r.modality}|parts={r.part}")
     return {

@@ -60,12 +60,12 @@ _CELLS: tuple[tuple[str, str, float], ...] = (
     ("Lung", "X-ray", 0.6),
 )
 _MODALITY_WORDS = ("CT", "MRI", "X-ray", "Ultrasound")
-_VIEWS = {
+_VIEWS: dict[str, tuple[str, ...]] = {
     "X-ray": ("PA", "AP", "lateral", "oblique"),
     "Ultrasound": ("apical four-chamber", "parasternal long axis", "subcostal", "transverse"),
 }
 _PLANES = ("axial", "sagittal", "coronal")
-_PROTOCOLS = {
+_PROTOCOLS: dict[str, tuple[str, ...]] = {
     "MRI": ("T1-weighted", "T2-weighted", "FLAIR", "diffusion-weighted"),
     "CT": ("non-contrast", "contrast-enhanced arterial phase", "portal venous phase", "bone window"),
 }
@@ -120,6 +120,7 @@ def _base_images(n: int, size: int, rng: np.random.Generator) -> list[bytes]:
 
 def _question(task: str, part: str, modality: str, rng: random.Random) -> tuple[str, list[str], int]:
     """(question, options, answer index) for one synthetic item of `task`."""
+    pool: tuple[str, ...]
     if task == "Modality Recognition":
         q, pool, answer = "Which imaging modality was used to acquire this image?", _MODALITY_WORDS, modality
     elif task == "View Recognition":

@@ -66,7 +66,8 @@ def build_tiny_vlm(path: str | os.PathLike[str], *, seed: int = 0) -> Path:
     try:  # transformers >= 5 names the Pillow backend explicitly; older ones have one class
         from transformers import CLIPImageProcessorPil as ImageProcessor
     except ImportError:  # pragma: no cover - depends on the installed transformers
-        from transformers import CLIPImageProcessor as ImageProcessor
+        # (mypy checks the newer branch; the older class is a different type of the same use)
+        from transformers import CLIPImageProcessor as ImageProcessor  # type: ignore[assignment]
 
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)
@@ -114,17 +115,21 @@ def build_tiny_vlm(path: str | os.PathLike[str], *, seed: int = 0) -> Path:
         patch_size=PATCH_SIZE,
         projection_dim=32,
     )
+    image_token_index = tokenizer.convert_tokens_to_ids(IMAGE_TOKEN)
+    assert isinstance(image_token_index, int)  # one token in, one id out
     config = LlavaConfig(
         vision_config=vision_config,
         text_config=text_config,
-        image_token_index=tokenizer.convert_tokens_to_ids(IMAGE_TOKEN),
+        image_token_index=image_token_index,
         # CLIP prepends a CLS token (17 features); "default" drops it, leaving the 16
         # patch features that the 16 <image> tokens stand for.
         vision_feature_select_strategy="default",
         vision_feature_layer=-1,
         image_seq_length=IMAGE_SEQ_LENGTH,
-        pad_token_id=tokenizer.pad_token_id,
     )
+    # Not a keyword of LlavaConfig's declared signature (a PreTrainedConfig attribute): set
+    # after construction, which writes the same config.json.
+    config.pad_token_id = tokenizer.pad_token_id
     torch.manual_seed(seed)
     model = LlavaForConditionalGeneration(config).eval()
     model.generation_config.pad_token_id = tokenizer.pad_token_id

@@ -9,14 +9,18 @@ lesion copies and draws the lesions; `assembly` turns pictures into items and fi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeGuard
 
 import numpy as np
 
 from medrcube.construction.readers import imageio
 from medrcube.construction.readers.sources import PackageFile, SourceError, frame_orientation, view_from_iop
 from medrcube.construction.stages.questions import Fact, modality_fact, plane_fact
+
+if TYPE_CHECKING:
+    from pydicom.dataset import Dataset
 
 MAX_SIDE = 512
 SEED = "medrcube-mini-v1"
@@ -69,7 +73,7 @@ class Picture:
 # -- metadata helpers ----------------------------------------------------------------------
 
 
-def _is_multi(value: object) -> bool:
+def _is_multi(value: object) -> TypeGuard[Iterable[object]]:
     return isinstance(value, (list, tuple)) or type(value).__name__ == "MultiValue"
 
 
@@ -80,34 +84,34 @@ def tagref(keyword: str, value: object) -> str:
     tag = tag_for_keyword(keyword)
     where = f"({tag >> 16:04X},{tag & 0xFFFF:04X})" if tag is not None else ""
     if _is_multi(value):
-        shown = "[" + ", ".join(repr(str(v)) for v in value) + "]"  # type: ignore[attr-defined]
+        shown = "[" + ", ".join(repr(str(v)) for v in value) + "]"
     else:
         shown = repr(str(value))
     return f"{keyword} {where} = {shown}"
 
 
 def _norm(value: object) -> object:
-    return [str(x).strip() for x in value] if _is_multi(value) else str(value).strip()  # type: ignore[attr-defined]
+    return [str(x).strip() for x in value] if _is_multi(value) else str(value).strip()
 
 
-def expect(ds: object, keyword: str, expected: object) -> object:
+def expect(ds: Dataset, keyword: str, expected: object) -> object:
     """The value of a technical attribute, which must equal `expected` (the recipe's premise)."""
-    got = ds.get(keyword)  # type: ignore[attr-defined]
+    got = ds.get(keyword)
     value = got if not hasattr(got, "value") else got.value
     if got is None or _norm(value) != _norm(expected):
         raise SourceError(f"{keyword} is {value!r}, expected {expected!r}: the source file changed; review the recipe")
     return value
 
 
-def dicom_modality(ds: object, pf: PackageFile) -> tuple[str, Fact]:
-    raw = str(ds.Modality)  # type: ignore[attr-defined]
+def dicom_modality(ds: Dataset, pf: PackageFile) -> tuple[str, Fact]:
+    raw = str(ds.Modality)
     if raw not in DICOM_MODALITY:
         raise SourceError(f"{pf.citation()}: Modality {raw!r} has no canonical value")
     note = " (computed radiography: an X-ray technique)" if raw == "CR" else ""
     return DICOM_MODALITY[raw], modality_fact(DICOM_MODALITY[raw], f"DICOM {tagref('Modality', raw)}{note}.")
 
 
-def iop_plane_fact(ds: object, frame: int) -> Fact:
+def iop_plane_fact(ds: Dataset, frame: int) -> Fact:
     iop = frame_orientation(ds, frame)
     plane = view_from_iop(iop) if iop else None
     if plane is None or iop is None:

@@ -7,6 +7,8 @@ Burned-in text is never copied: every frame is cropped inside its tissue region
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 from scipy import ndimage
 
@@ -32,9 +34,12 @@ from medrcube.construction.readers.sources import (
 from medrcube.construction.stages import lesions
 from medrcube.construction.stages.questions import Q_US_MODE, US_MODES, Fact, protocol_fact, region_fact
 
+if TYPE_CHECKING:
+    from pydicom.dataset import Dataset
 
-def _us_mode_fact(ds: object, pf: PackageFile, answer: str) -> Fact:
-    image_type = ds.ImageType  # type: ignore[attr-defined]
+
+def _us_mode_fact(ds: Dataset, pf: PackageFile, answer: str) -> Fact:
+    image_type = ds.ImageType
     modes = ultrasound_modes(image_type)
     expected = {"B-mode (2D grayscale)": ("2D",), "Colour Doppler": ("2D", "Color Doppler")}[answer]
     if modes != expected:

@@ -21,6 +21,7 @@ import copy
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -210,7 +211,7 @@ def checked_description(ds, keyword: str, expected: str) -> str:
     return " ".join(got.split())
 
 
-def _plain(v: object) -> object:
+def _plain(v: Any) -> object:  # a DICOM element's value: any of pydicom's value types
     if isinstance(v, (int, float, str)):
         return v
     try:

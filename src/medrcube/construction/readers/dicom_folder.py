@@ -23,12 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
+from medrcube.construction.observation import ROI, Hint, SourceImage
 from medrcube.construction.privacy import deid
-from medrcube.construction.readers import imageio
-from medrcube.construction.stages.mapping import documented
-from medrcube.construction.observation import SourceImage
 from medrcube.construction.privacy.safeguards import Manifest, screen_dicom
-from medrcube.construction.recipe import PrivacySpec, SourceSpec
+from medrcube.construction.readers import imageio
 from medrcube.construction.readers.sources import (
     SourceError,
     frame_orientation,
@@ -38,6 +36,8 @@ from medrcube.construction.readers.sources import (
     read_dicom,
 )
 from medrcube.construction.readers.tabular import LabelTable, SourceLog, rois_of
+from medrcube.construction.recipe import PrivacySpec, SourceSpec
+from medrcube.construction.stages.mapping import documented
 
 # Technical attributes read into an image's metadata (the allow-list plus the sequence
 # parameters that protocol rules need). Free text is not among them.
@@ -164,7 +164,7 @@ def _image(spec: SourceSpec, inst: _Instance, ds, data, f: int, s: int, j: int, 
     pixels, how = display(ds, frame, f)
     pixels = screen.apply(pixels)
     processing = [how]
-    if screen.action == "crop":
+    if screen.action == "crop" and screen.crop is not None:  # a "crop" screen always carries its box
         processing.append(f"cropped to x {screen.crop[0]}-{screen.crop[2]}, y {screen.crop[1]}-{screen.crop[3]} ({screen.reason})")
     elif screen.action == "mask":
         processing.append(f"masked {len(screen.boxes)} region(s) ({screen.reason})")
@@ -175,7 +175,9 @@ def _image(spec: SourceSpec, inst: _Instance, ds, data, f: int, s: int, j: int, 
     if ds.get("ContrastBolusAgent"):
         meta["ContrastBolusAgent"] = "present"  # the agent's name is free text: only its presence is used
     spacing = meta.get("PixelSpacing")
-    hints, labels, rois = {}, {}, []
+    hints: dict[str, Hint] = {}
+    labels: dict[str, Hint] = {}
+    rois: list[ROI] = []
     if table is not None:
         rows = table.find(inst.rel)
         if rows:

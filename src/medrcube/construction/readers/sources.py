@@ -246,12 +246,13 @@ def ultrasound_regions(ds, scale: float = 1.0) -> list[tuple[int, int, int, int]
     everything outside them is annotation (text, scales, logos). `scale` maps the stored
     coordinates to the pixel grid when an image was downsized after they were written.
     """
-    out = []
+    out: list[tuple[int, int, int, int]] = []
     for r in ds.get("SequenceOfUltrasoundRegions", []):
         if int(r.get("RegionDataType", 0)) not in (1, 2):
             continue
         box = (r.RegionLocationMinX0, r.RegionLocationMinY0, r.RegionLocationMaxX1, r.RegionLocationMaxY1)
-        out.append(tuple(int(round(int(v) * scale)) for v in box))
+        x0, y0, x1, y1 = (int(round(int(v) * scale)) for v in box)
+        out.append((x0, y0, x1, y1))
     return out
 
 
@@ -285,8 +286,11 @@ def load_volume(path: str | Path, volume_index: int = 0) -> Volume:
     """Load a NIfTI file's 3-D volume (the `volume_index`-th of a 4-D series) in RAS+ orientation."""
     import nibabel as nib
     from nibabel.orientations import apply_orientation, axcodes2ornt, io_orientation, ornt_transform
+    from nibabel.spatialimages import SpatialImage
 
     img = nib.load(str(path))
+    if not isinstance(img, SpatialImage):  # a NIfTI file always loads as one; a CIFTI or other file does not
+        raise SourceError(f"{path}: not a NIfTI volume (nibabel read it as {type(img).__name__})")
     data = np.asanyarray(img.dataobj, dtype=np.float64)
     if data.ndim == 4:
         data = data[..., volume_index]
@@ -303,11 +307,12 @@ def load_volume(path: str | Path, volume_index: int = 0) -> Volume:
     for src_axis, (dst_axis, flip) in enumerate(transform):
         zooms[int(dst_axis)] = zooms_src[src_axis]
         source_of[int(dst_axis)] = (src_axis, bool(flip < 0))
+    code_x, code_y, code_z = axcodes  # one code per spatial axis of the 4x4 affine
     return Volume(
         data=apply_orientation(data, transform),
         zooms=(zooms[0], zooms[1], zooms[2]),
-        source_axcodes=axcodes,  # type: ignore[arg-type]
-        plane_of_source_axis=tuple(plane_of_axcode(c) for c in axcodes),  # type: ignore[arg-type]
+        source_axcodes=(code_x, code_y, code_z),
+        plane_of_source_axis=(plane_of_axcode(code_x), plane_of_axcode(code_y), plane_of_axcode(code_z)),
         source_of_axis=tuple(source_of),
         affine=np.asarray(img.affine, dtype=np.float64),
     )

@@ -17,11 +17,11 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 
-from medrcube.construction.readers import imageio
-from medrcube.construction.stages.mapping import documented
 from medrcube.construction.observation import ROI, Hint, SourceImage
 from medrcube.construction.privacy.safeguards import Manifest, screen_flag
+from medrcube.construction.readers import imageio
 from medrcube.construction.recipe import LabelsFile, PrivacySpec, SourceSpec
+from medrcube.construction.stages.mapping import documented
 
 HINT_FIELDS = ("modality", "part", "organ", "view", "protocol")
 LABEL_FIELDS = ("diagnosis", "abnormality", "severity")
@@ -171,8 +171,8 @@ def load_plain_image(path: Path) -> np.ndarray:
     """
     from PIL import Image, ImageOps
 
-    with Image.open(path) as im:
-        im = ImageOps.exif_transpose(im)
+    with Image.open(path) as opened:
+        im = ImageOps.exif_transpose(opened)
         if im.mode in ("I;16", "I;16B", "I;16L", "I"):
             arr = np.asarray(im, dtype=np.float64)
             return imageio.percentile_window(arr, 0.5, 99.5)

@@ -43,7 +43,10 @@ def _shuffled(ids: Sequence[str], *seed: str) -> list[str]:
 def similar_pool(onto: Ontology, answer: str, region: str, seed: str = "") -> list[str]:
     """Candidates of the similar strategy, best first: similar phenotype, then same site."""
     c = onto[answer]
-    fits = lambda i: onto[i].category == c.category and onto[i].in_region(region)
+
+    def fits(i: str) -> bool:
+        return onto[i].category == c.category and onto[i].in_region(region)
+
     direct = [i for i in c.similar if fits(i)]
     site = [i for i in onto.similar_to(answer) if i not in c.similar and fits(i)]
     return _shuffled(direct, seed, answer, "similar") + _shuffled(site, seed, answer, "site")

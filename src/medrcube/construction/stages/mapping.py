@@ -19,129 +19,36 @@ evidence:
 - ROI Grounding: boxes and masks (the finding inside a region outlined on the image,
   and the quadrant of a region that lies wholly in one quadrant).
 
-Terms are mapped to canonical names through the bundled vocabulary (`vocabulary.yaml`)
-and ontology (`ontology.yaml`); what cannot be mapped is counted in a `MappingReport`,
+Terms are mapped to canonical names through the bundled vocabulary (vocabulary.py reads
+`vocabulary.yaml`) and ontology (`ontology.yaml`); the protocol rules and the quoting of
+DICOM tags are in protocol.py. What cannot be mapped is counted in a `MappingReport`,
 never guessed.
 """
 
 from __future__ import annotations
 
-import functools
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from medrcube.construction.stages import lesions
-from medrcube.construction.stages import questions
 from medrcube.construction.observation import Competency, Hint, Mapped, SourceImage
-from medrcube.construction.stages.ontology import Ontology, norm_term
 from medrcube.construction.readers.sources import ultrasound_modes, view_from_iop
+from medrcube.construction.stages import lesions, questions
+from medrcube.construction.stages.ontology import Ontology, norm_term
+from medrcube.construction.stages.protocol import (
+    combine,
+    listify,
+    mr_protocol_from_parameters,
+    protocol_from_names,
+    quote_tag,
+    tag_name,
+)
+from medrcube.construction.stages.vocabulary import Vocabulary, term_key
 from medrcube.taxonomy import canonical_modality, canonical_part
 
-BUNDLED_VOCABULARY = Path(__file__).with_name("vocabulary.yaml")
 CROSS_SECTIONAL = ("CT", "MRI")
-
-
-class VocabularyError(ValueError):
-    """The vocabulary file breaks its schema; the message names the file and the key."""
-
-
-@dataclass(frozen=True)
-class Vocabulary:
-    source: str
-    modality: Mapping[str, str]  # norm term -> modality axis value
-    body_part: Mapping[str, tuple[str, str]]  # norm term -> (part, organ answer)
-    organ_options: Mapping[str, tuple[str, ...]]  # organ answer -> distractors
-    view_position: Mapping[str, tuple[str, str]]  # norm term -> (projection set, answer)
-    projection_sets: Mapping[str, tuple[str, ...]]
-    protocol_terms: Mapping[str, str]  # norm term -> ontology concept id
-    normal_labels: frozenset[str]
-    abnormal_labels: frozenset[str]
-    severity_scales: Mapping[str, tuple[str, ...]]
-
-    def organ(self, raw: str) -> str | None:
-        """An organ answer (an organ_options key) from an organ name or a body-part term."""
-        for name in self.organ_options:
-            if norm_term(name) == norm_term(raw):
-                return name
-        hit = self.body_part.get(norm_term(raw))
-        return hit[1] if hit else None
-
-
-def _key(term: Any) -> str:
-    return norm_term(str(term))
-
-
-def parse_vocabulary(data: Any, src: str) -> Vocabulary:
-    if not isinstance(data, Mapping):
-        raise VocabularyError(f"{src}: expected a mapping of tables")
-    need = ("modality", "body_part", "organ_options", "view_position", "projection_sets", "protocol_terms",
-            "normal_labels", "abnormal_labels", "severity_scales")  # fmt: skip
-    for k in need:
-        if k not in data:
-            raise VocabularyError(f"{src}: table {k!r} is missing")
-    organ_options = {str(k): tuple(str(x) for x in v) for k, v in data["organ_options"].items()}
-    body = {}
-    for term, entry in data["body_part"].items():
-        if not isinstance(entry, Mapping) or "part" not in entry or "organ" not in entry:
-            raise VocabularyError(f"{src}: body_part {term!r} is {entry!r}; expected {{part: ..., organ: ...}}")
-        if entry["organ"] not in organ_options:
-            raise VocabularyError(f"{src}: body_part {term!r} names organ {entry['organ']!r}, which has no organ_options entry")
-        body[_key(term)] = (canonical_part(str(entry["part"])).value, str(entry["organ"]))
-    sets = {str(k): tuple(str(x) for x in v) for k, v in data["projection_sets"].items()}
-    views = {}
-    for term, entry in data["view_position"].items():
-        if entry.get("set") not in sets or entry.get("answer") not in sets[entry["set"]]:
-            raise VocabularyError(f"{src}: view_position {term!r} names {entry!r}, which is not in projection_sets")
-        views[_key(term)] = (str(entry["set"]), str(entry["answer"]))
-    modality = {}
-    for term, value in data["modality"].items():
-        c = canonical_modality(str(value))
-        if not c.known:
-            raise VocabularyError(f"{src}: modality {term!r} maps to {value!r}, not a canonical modality")
-        modality[_key(term)] = c.value
-    return Vocabulary(
-        source=src,
-        modality=modality,
-        body_part=body,
-        organ_options=organ_options,
-        view_position=views,
-        projection_sets=sets,
-        protocol_terms={_key(k): str(v) for k, v in data["protocol_terms"].items()},
-        normal_labels=frozenset(_key(x) for x in data["normal_labels"]),
-        abnormal_labels=frozenset(_key(x) for x in data["abnormal_labels"]),
-        severity_scales={str(k): tuple(str(x) for x in v) for k, v in data["severity_scales"].items()},
-    )
-
-
-def load_vocabulary(path: str | Path | None = None) -> Vocabulary:
-    """The bundled vocabulary (cached) or the file at `path`."""
-    return _bundled_vocabulary() if path is None else _read_vocabulary(Path(path))
-
-
-@functools.lru_cache(maxsize=1)
-def _bundled_vocabulary() -> Vocabulary:
-    return _read_vocabulary(BUNDLED_VOCABULARY)
-
-
-def _read_vocabulary(path: Path) -> Vocabulary:
-    from medrcube.yamlconf import YamlFileError, read_yaml_file
-
-    try:
-        data = read_yaml_file(path, missing_fix="give the path of a vocabulary file (see the bundled vocabulary.yaml)")
-    except YamlFileError as exc:
-        raise VocabularyError(f"{path}: vocabulary {exc.problem}; {exc.fix}") from None
-    return parse_vocabulary(data, str(path))
-
-
-def check_vocabulary_against(vocab: Vocabulary, onto: Ontology) -> None:
-    """Every protocol term must name an acquisition concept of the ontology."""
-    for term, cid in vocab.protocol_terms.items():
-        if cid not in onto.concepts or onto.concepts[cid].category not in ("mr_protocol", "ct_protocol", "us_mode"):
-            raise VocabularyError(f"{vocab.source}: protocol term {term!r} names {cid!r}, not an acquisition concept of {onto.source}")
 
 
 # -- the report ----------------------------------------------------------------------------
@@ -167,114 +74,9 @@ class MappingReport:
         }
 
 
-# -- helpers -------------------------------------------------------------------------------
-
-
-def _tags(keyword: str) -> str:
-    from pydicom.datadict import tag_for_keyword
-
-    tag = tag_for_keyword(keyword)
-    return f"{keyword} ({tag >> 16:04X},{tag & 0xFFFF:04X})" if tag is not None else keyword
-
-
-def _quote(keyword: str, value: Any) -> str:
-    shown = "[" + ", ".join(repr(str(v)) for v in value) + "]" if isinstance(value, (list, tuple)) else repr(str(value))
-    return f"{_tags(keyword)} = {shown}"
-
-
-def _listify(value: Any) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, (list, tuple)):
-        return [str(v).strip().upper() for v in value]
-    return [v.strip().upper() for v in str(value).split("\\") if v.strip()]
-
-
-def _num(value: Any) -> float | None:
-    try:
-        v = value[0] if isinstance(value, (list, tuple)) else value
-        return float(v)
-    except (TypeError, ValueError, IndexError):
-        return None
-
-
-def _tokens(text: str) -> list[str]:
-    return [t for t in re.split(r"[^0-9a-z]+", str(text).lower()) if t]
-
-
 def split_labels(raw: str) -> list[str]:
     """A label cell may hold several values separated by ';' or '|'."""
     return [p.strip() for p in re.split(r"[;|]", str(raw)) if p.strip()]
-
-
-# -- protocol rules ------------------------------------------------------------------------
-
-
-def mr_protocol_from_parameters(meta: Mapping[str, Any]) -> tuple[str | None, str]:
-    """MRI weighting from sequence parameters, or (None, why not).
-
-    Rules (documented in the build README): a diffusion b-value above 0 (or ImageType
-    DIFFUSION/TRACEW) is DWI; an inversion-recovery sequence with TI >= 1500 ms and
-    TE >= 70 ms is FLAIR, with TI 80-250 ms STIR; a spin-echo sequence with TR <= 800 ms
-    and TE <= 30 ms is T1-weighted, TR >= 2000 ms and TE >= 70 ms T2-weighted, TR >= 2000
-    ms and TE <= 40 ms proton-density-weighted. Gradient echoes and intermediate
-    parameters are left undecided (their contrast depends on the flip angle).
-    """
-    image_type = _listify(meta.get("ImageType"))
-    b = _num(meta.get("DiffusionBValue"))
-    if (b is not None and b > 0) or "DIFFUSION" in image_type or "TRACEW" in image_type:
-        why = _quote("DiffusionBValue", meta["DiffusionBValue"]) if b is not None and b > 0 else _quote("ImageType", meta.get("ImageType"))
-        return "dwi", f"{why}: a diffusion-weighted image"
-    seq = _listify(meta.get("ScanningSequence"))
-    tr, te, ti = _num(meta.get("RepetitionTime")), _num(meta.get("EchoTime")), _num(meta.get("InversionTime"))
-    if "IR" in seq and ti is not None:
-        if ti >= 1500 and te is not None and te >= 70:
-            return "flair", f"{_quote('ScanningSequence', meta['ScanningSequence'])}, InversionTime {ti:g} ms and EchoTime {te:g} ms: fluid-attenuated inversion recovery"
-        if 80 <= ti <= 250:
-            return "stir", f"{_quote('ScanningSequence', meta['ScanningSequence'])} and InversionTime {ti:g} ms: short-tau inversion recovery"
-        return None, f"inversion recovery with TI {ti:g} ms matches no rule"
-    if "SE" in seq and tr is not None and te is not None:
-        where = f"{_quote('ScanningSequence', meta['ScanningSequence'])}, RepetitionTime {tr:g} ms and EchoTime {te:g} ms"
-        if tr <= 800 and te <= 30:
-            return "t1w", f"{where} (short TR and TE: T1 weighting)"
-        if tr >= 2000 and te >= 70:
-            return "t2w", f"{where} (long TR and TE: T2 weighting)"
-        if tr >= 2000 and te <= 40:
-            return "pdw", f"{where} (long TR, short TE: proton-density weighting)"
-        return None, f"spin echo with TR {tr:g} ms and TE {te:g} ms is intermediate"
-    return None, "no diffusion, inversion-recovery or spin-echo parameters"
-
-
-def protocol_from_names(texts: Sequence[tuple[str, str]], vocab: Vocabulary) -> tuple[set[str], str]:
-    """Protocol concepts named by the words of sequence and protocol names.
-
-    `texts` holds (text, where read) pairs; returns the concepts and, per text that named
-    one, where and the terms: never the free text itself (it can carry anyone's name)."""
-    found: set[str] = set()
-    quoted = []
-    for text, where in texts:
-        terms = sorted({t for t in _tokens(text) if t in vocab.protocol_terms})
-        hits = {vocab.protocol_terms[t] for t in terms}
-        m = re.search(r"ep_b(\d+)", str(text).lower())
-        if m and int(m.group(1)) > 0:
-            hits.add("dwi")
-            terms.append(m.group(0))
-        if hits:
-            found |= hits
-            quoted.append(f"{where} names {', '.join(repr(t) for t in terms)}")
-    return found, ", ".join(quoted)
-
-
-def _combine(onto: Ontology, a: str | None, b: set[str]) -> tuple[str | None, str]:
-    """One concept from a rule result and name hits, or (None, the conflict)."""
-    cands = ({a} if a else set()) | b
-    if not cands:
-        return None, ""
-    # Keep the most specific of concepts related by is-a (T1 and T1 contrast-enhanced).
-    specific = {c for c in cands if not any(o != c and c in onto.ancestors(o) for o in cands)}
-    if len(specific) == 1:
-        return specific.pop(), ""
-    return None, f"conflicting evidence: {', '.join(sorted(specific))}"
 
 
 # -- the mapper ----------------------------------------------------------------------------
@@ -297,15 +99,15 @@ class Mapper:
     def _modality(self, img: SourceImage) -> tuple[str, str, str] | None:
         raw = img.meta.get("Modality")
         if raw:
-            hit = self.vocab.modality.get(_key(raw))
+            hit = self.vocab.modality.get(term_key(raw))
             if hit:
                 note = " (computed radiography: an X-ray technique)" if str(raw).upper() == "CR" else ""
-                return hit, f"DICOM {_quote('Modality', raw)}{note}.", "DICOM Modality tag"
+                return hit, f"DICOM {quote_tag('Modality', raw)}{note}.", "DICOM Modality tag"
             self.report.unmapped[("modality", str(raw), "not in the vocabulary's modality table")] += 1
             return None
         h = img.hints.get("modality")
         if h:
-            hit = self.vocab.modality.get(_key(h.value)) or (canonical_modality(h.value).value if canonical_modality(h.value).known else None)
+            hit = self.vocab.modality.get(term_key(h.value)) or (canonical_modality(h.value).value if canonical_modality(h.value).known else None)
             if hit:
                 return hit, f"{h.derivation}.", h.original_task
             self.report.unmapped[("modality", h.value, "not in the vocabulary's modality table")] += 1
@@ -318,10 +120,10 @@ class Mapper:
         part = organ = None
         raw = img.meta.get("BodyPartExamined")
         if raw:
-            hit = self.vocab.body_part.get(_key(raw))
+            hit = self.vocab.body_part.get(term_key(raw))
             if hit:
                 part = hit[0]
-                organ = (hit[1], f"{_quote('BodyPartExamined', raw)}.", "DICOM BodyPartExamined")
+                organ = (hit[1], f"{quote_tag('BodyPartExamined', raw)}.", "DICOM BodyPartExamined")
             else:
                 self.report.unmapped[("body part", str(raw), "not in the vocabulary's body_part table")] += 1
         h = img.hints.get("organ")
@@ -333,7 +135,7 @@ class Mapper:
                 self.report.unmapped[("organ", h.value, "not an organ_options entry or body part of the vocabulary")] += 1
         h = img.hints.get("part")
         if h:
-            hit = self.vocab.body_part.get(_key(h.value))
+            hit = self.vocab.body_part.get(term_key(h.value))
             hinted = hit[0] if hit else canonical_part(h.value).value
             if part is None:
                 part = hinted
@@ -364,14 +166,14 @@ class Mapper:
             return None
         if modality == "X-Ray":
             raw = img.meta.get("ViewPosition")
-            deriv, orig = (f"DICOM {_quote('ViewPosition', raw)}.", "DICOM ViewPosition tag") if raw else ("", "")
+            deriv, orig = (f"DICOM {quote_tag('ViewPosition', raw)}.", "DICOM ViewPosition tag") if raw else ("", "")
             if not raw and img.hints.get("view"):
                 h = img.hints["view"]
                 raw, deriv, orig = h.value, f"{h.derivation}.", h.original_task
             if not raw:
                 self.report.not_derived[("View Recognition", "no ViewPosition or view label")] += 1
                 return None
-            hit = self.vocab.view_position.get(_key(raw))
+            hit = self.vocab.view_position.get(term_key(raw))
             if hit is None:
                 self.report.unmapped[("view", str(raw), "not in the vocabulary's view_position table")] += 1
                 return None
@@ -390,7 +192,7 @@ class Mapper:
         meta, vocab, onto = img.meta, self.vocab, self.onto
         rule: str | None = None
         rule_why = ""
-        names = [(str(meta[k]), _tags(k)) for k in ("ProtocolName", "SequenceName") if meta.get(k)]
+        names = [(str(meta[k]), tag_name(k)) for k in ("ProtocolName", "SequenceName") if meta.get(k)]
         h = img.hints.get("protocol")
         if h:
             names.append((h.value, h.derivation))
@@ -400,17 +202,17 @@ class Mapper:
             hits = {c for c in hits if onto[c].category == "mr_protocol"}
             kind, orig = "mr_protocol", "DICOM sequence tags"
         elif modality == "CT":
-            it = _listify(meta.get("ImageType"))
+            it = listify(meta.get("ImageType"))
             if "PERFUSION" in it:
-                rule, rule_why = "ct_perfusion", f"{_quote('ImageType', meta['ImageType'])} (PERFUSION)"
+                rule, rule_why = "ct_perfusion", f"{quote_tag('ImageType', meta['ImageType'])} (PERFUSION)"
             elif meta.get("ContrastBolusAgent"):
                 rule, rule_why = "contrast_ct", "ContrastBolusAgent (0018,0010) is present: a contrast agent was given"
             hits, quoted = protocol_from_names(names, vocab)
             hits = {c for c in hits if onto[c].category == "ct_protocol"}
             kind, orig = "ct_protocol", "DICOM acquisition tags"
         elif modality == "US":
-            modes = ultrasound_modes(_listify(meta.get("ImageType")) or None)
-            mode = {("2D",): "b_mode"}.get(modes)
+            modes = ultrasound_modes(listify(meta.get("ImageType")) or None)
+            mode = "b_mode" if modes == ("2D",) else None
             if mode is None and "Color Doppler" in modes:
                 mode = "color_doppler"
             elif mode is None and "Color Power Mode" in modes:
@@ -420,14 +222,14 @@ class Mapper:
             elif mode is None and "M-mode" in modes and "Color M-mode" not in modes:
                 mode = "m_mode"
             if mode:
-                rule, rule_why = mode, (f"{_quote('ImageType', meta['ImageType'])}: value 4 is the ultrasound mode bitmap "
+                rule, rule_why = mode, (f"{quote_tag('ImageType', meta['ImageType'])}: value 4 is the ultrasound mode bitmap "
                                         f"(DICOM PS3.3 C.8.5.6.1.1) = {' + '.join(modes)}")  # fmt: skip
             hits, quoted = protocol_from_names(names, vocab)
             hits = {c for c in hits if onto[c].category == "us_mode"}
             kind, orig = "us_mode", "DICOM ImageType mode bitmap"
         else:
             return None
-        concept, conflict = _combine(onto, rule, hits)
+        concept, conflict = combine(onto, rule, hits)
         if conflict:
             self.report.not_derived[("Imaging Protocol Recognition", conflict)] += 1
             return None
@@ -455,18 +257,19 @@ class Mapper:
         h = img.labels.get("diagnosis")
         if h:
             values = split_labels(h.value)
-            normals = [v for v in values if _key(v) in self.vocab.normal_labels]
-            others = [v for v in values if _key(v) not in self.vocab.normal_labels]
+            normals = [v for v in values if term_key(v) in self.vocab.normal_labels]
+            others = [v for v in values if term_key(v) not in self.vocab.normal_labels]
             if normals and others:
                 self.report.unmapped[("diagnosis", h.value, "both normal and abnormal labels")] += 1
             elif normals:
                 normal, abn_deriv = True, f"{h.derivation} (a normal study)."
             elif others:
                 concepts = [self._concept(v, part, ("disease", "finding", "lesion_class"), "diagnosis") for v in others]
-                if all(concepts):
+                known = [c for c in concepts if c]
+                if len(known) == len(concepts):  # every label mapped
                     normal, abn_deriv = False, f"{h.derivation} (a labelled abnormality)."
-                    if len(set(concepts)) == 1:
-                        dx_concept = concepts[0]
+                    if len(set(known)) == 1:
+                        dx_concept = known[0]
                         c = self.onto[dx_concept]
                         task, kind = ("Abnormality Diagnosis", "finding") if c.category == "finding" else ("Disease Diagnosis", "diagnosis")
                         out.append(Competency(task, kind, dx_concept, f"{h.derivation}.", h.original_task, concept=True))
@@ -474,7 +277,7 @@ class Mapper:
                         self.report.not_derived[("Disease Diagnosis", "several diagnoses on one image")] += 1
         h = img.labels.get("abnormality")
         if h:
-            v = _key(h.value)
+            v = term_key(h.value)
             stated = True if v in self.vocab.normal_labels else False if v in self.vocab.abnormal_labels else None
             if stated is None:
                 self.report.unmapped[("abnormality", h.value, "neither a normal nor an abnormal label of the vocabulary")] += 1

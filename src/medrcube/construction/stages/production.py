@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 from scipy import ndimage
 
+from medrcube.construction.observation import ROI, Competency, Mapped
 from medrcube.construction.readers import imageio
 from medrcube.construction.stages import templates
 from medrcube.construction.stages.distractors import StrategyPlan, choose
-from medrcube.construction.observation import ROI, Competency, Mapped
 from medrcube.construction.stages.ontology import Ontology
 from medrcube.construction.stages.questions import Fact, stable_seed
 from medrcube.taxonomy import TASK_NAMES, task_abbrev

@@ -234,7 +234,7 @@ class Reviewer:
         key = make_key(self.adapter.fingerprint, prompt, [image.digest], self.params, variant="review", rotation=attempt)
         png = image.png
         return Request(
-            key=key, item_id=draft.id, prompt=prompt, images=(ImageInput(image.digest, lambda png=png: png),),
+            key=key, item_id=draft.id, prompt=prompt, images=(ImageInput(image.digest, lambda: png),),
             params=self.params, variant="review", task=draft.fact.task, options=draft.options,
         )  # fmt: skip
 
@@ -308,9 +308,9 @@ class Reviewer:
 
 def pass_rates(outcomes: Sequence[ReviewOutcome]) -> dict[str, Any]:
     """Pass rates per sub-principle (of the items with a verdict) and overall."""
-    judged = [o for o in outcomes if o.verdict is not None]
-    per = {
-        c: {"name": PRINCIPLE_BY_CODE[c].name, "passed": sum(o.verdict.judgments[c] for o in judged), "judged": len(judged)}  # type: ignore[union-attr]
+    judged = [o.verdict for o in outcomes if o.verdict is not None]
+    per: dict[str, dict[str, Any]] = {
+        c: {"name": PRINCIPLE_BY_CODE[c].name, "passed": sum(v.judgments[c] for v in judged), "judged": len(judged)}
         for c in CODES
     }
     for v in per.values():

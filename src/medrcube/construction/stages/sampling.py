@@ -60,7 +60,10 @@ def select(drafts: Sequence[Draft], *, per_cell: int | None, cell_targets: Mappi
     for d in drafts:
         by_cell[d.cell].append(d)
         by_chain[d.chain].append(d)
-    low_mid = lambda d: task_level(d.fact.task) in (Level.LOW, Level.MID)
+
+    def low_mid(d: Draft) -> bool:
+        return task_level(d.fact.task) in (Level.LOW, Level.MID)
+
     has_partner = {c: any(low_mid(d) for d in ds) for c, ds in by_chain.items()}
     chosen: set[str] = set()
     counts: Counter = Counter()

@@ -203,7 +203,7 @@ def _short(s: str, o: _Options) -> _Find | None:
         letter = next(g for g in m.groups()[:3] if g)
         label = _norm(m.group(4))
         found = _letter_index(letter, o)
-        if not found.ok:
+        if found.choice is None:
             return found
         if label == o.norms[found.choice]:
             return _Find(found.choice, _OK_BOTH)
@@ -213,7 +213,7 @@ def _short(s: str, o: _Options) -> _Find | None:
     m = _SHORT_LABEL_NOSEP.fullmatch(s)
     if m:
         found = _letter_index(m.group(1), o)
-        if found.ok and _norm(m.group(2)) == o.norms[found.choice]:
+        if found.choice is not None and _norm(m.group(2)) == o.norms[found.choice]:
             return _Find(found.choice, _OK_BOTH)
     return None
 

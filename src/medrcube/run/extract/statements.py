@@ -110,7 +110,7 @@ def _parse_tail(tail: str, o: _Options, *, need_separator: bool = False) -> _Fin
             if rest.startswith("?"):
                 return None  # "is it B? Let me check ..." is a question, not an answer
             found = _letter_index(letter, o)
-            if not found.ok:
+            if found.choice is None:
                 # "E. coli" on a four-option item may still be an option's text
                 by_text = _parse_text(tail, o)
                 return by_text if by_text is not None else found
@@ -276,7 +276,7 @@ def _statements(text: str, o: _Options) -> tuple[list[_Find], list[_Find]]:
         if before is None:
             continue
         f = _letter_index(before.group(1), o)
-        if f.ok and _hedged(_sentence(text[m.end() : m.end() + 300]), f.choice, o):
+        if f.choice is not None and _hedged(_sentence(text[m.end() : m.end() + 300]), f.choice, o):
             f = _Find(None, _BAD_AMBIGUOUS)  # "B is most likely, or possibly C"
         rank2.append(_Find(f.choice, f.status, before.start()))
     return rank1, rank2

@@ -1,9 +1,10 @@
 """Fault handling of the scripted server: the HTTP handler and what each fault sends.
 
-The handler reads a chat request, asks the server (process.py) for its plan (which rule
-fires, the reply, the latency), then answers as planned: a normal completion, or one of
-the scripted faults (script.py `FAULTS`). The outcome is counted just before the last
-bytes go out.
+The handler reads a chat request, asks the server that owns it (process.py, seen here
+through owner.py's `Owner`, so neither module imports the other) for its plan (which
+rule fires, the reply, the latency), then answers as planned: a normal completion, or
+one of the scripted faults (script.py `FAULTS`). The outcome is counted just before the
+last bytes go out.
 """
 
 from __future__ import annotations
@@ -18,16 +19,13 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
-from medrcube.testing.server.script import ScriptError, _lookup, _parse_chat, _Parsed, _Rule
-
-if TYPE_CHECKING:
-    from medrcube.testing.server.process import ScriptedServer
+from medrcube.testing.server.owner import Owner, _Plan
+from medrcube.testing.server.script import ScriptError, _lookup, _parse_chat, _Parsed
 
 
 def _error_body(status: int, message: str, code: str | None = None) -> bytes:
@@ -76,7 +74,7 @@ class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 1024  # 64+ clients connecting at once must not wait on SYN retries
-    owner: ScriptedServer
+    owner: Owner
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # Clients that hang up (timeouts, dropped connections) are the point of the exercise.
@@ -344,13 +342,3 @@ def _bomb(inflated_mib: int, tail: bytes) -> bytes:
     z = state.copy()
     return prefix + z.compress(tail) + z.flush()
 
-
-@dataclass
-class _Plan:
-    seq: int
-    entry: dict[str, Any]
-    rule: _Rule | None
-    latency: float
-    reply: str
-    request_hash: str
-    ended: bool = False

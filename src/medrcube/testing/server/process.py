@@ -18,7 +18,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from medrcube.testing.server.faults import _Handler, _HTTPServer, _Plan
+from medrcube.testing.server.faults import _Handler, _HTTPServer
+from medrcube.testing.server.owner import _Plan
 from medrcube.testing.server.script import REPLYING_FAULTS, ReplyFn, Script, ScriptError, _Parsed, _Rule
 
 
