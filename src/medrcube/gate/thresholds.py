@@ -40,6 +40,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from medrcube.gate.checker import parse_pattern
 from medrcube.gate.policy import (
     ACCURACY_KEYS,
     AXES,
@@ -62,7 +63,6 @@ from medrcube.gate.policy import (
     SlicePolicy,
     ThresholdsError,
 )
-from medrcube.gate.checker import parse_pattern
 from medrcube.gate.validate import (
     CALIBRATION_KEYS,
     REGRESSION_KEYS,
