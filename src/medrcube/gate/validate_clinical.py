@@ -35,7 +35,7 @@ def validate_scopes(c: Checker, key: str, value: Any, allowed: tuple[str, ...]) 
 
 def _named_probs(c: Checker, key: str, value: Any, what: str, *, open_: bool = False) -> dict[str, float]:
     d = c.mapping(key, value, None)
-    out = {}
+    out: dict[str, float] = {}
     for name, v in d.items():
         if not isinstance(name, str) or not name.strip():
             c.fail(f"{key}.{name}", "keys must be finding names", name, 'quote the name, e.g. "pneumothorax": 0.8')
@@ -45,7 +45,7 @@ def _named_probs(c: Checker, key: str, value: Any, what: str, *, open_: bool = F
 
 def _coverages(c: Checker, key: str, value: Any) -> dict[float, float]:
     d = c.mapping(key, value, None)
-    out = {}
+    out: dict[float, float] = {}
     for cov, bound in d.items():
         if isinstance(cov, bool) or not isinstance(cov, int | float) or not 0.0 < float(cov) <= 1.0:
             c.fail(f"{key}.{cov}", "a coverage must be a number in (0, 1]", cov,

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from medrcube.metrics.clustered import ClusteredInterval, clustered_wilson, cluster_counts, image_key
+from medrcube.metrics.clustered import ClusteredInterval, cluster_counts, clustered_wilson, image_key
 from medrcube.metrics.comparison import PairedCounts, newcombe_paired_interval, paired_records
 from medrcube.records import GradedRecord
 

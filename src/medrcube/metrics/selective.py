@@ -179,6 +179,7 @@ class Utility:
     ci95: tuple[float, float]
     clusters: int
     costs: DeferralCosts
+    se: float = float("inf")  # of the utility (the interval is utility -+ z se, clipped to [0, 1])
 
     @property
     def deferral_rate(self) -> float | None:
@@ -231,11 +232,19 @@ def utility(records: Iterable[GradedRecord], costs: DeferralCosts = DeferralCost
     big_k = len(totals)
     # Ratio estimator, clusters as units: var(mean) = K/(K-1) sum (t_i - m_i mean)^2 / n^2.
     var = big_k / (big_k - 1) * sum((t - m * mean) ** 2 for t, m in totals) / n ** 2 if big_k > 1 else float("inf")
+    # Every item costing the same (all right, say) gives a variance of 0 and an interval
+    # of no width however few the items; the standard error is floored at that of one
+    # more item of the other kind, sqrt(k + 1) / n (k: items of non-zero cost), as
+    # metrics.paired floors a paired difference, so no finite evidence is certain.
+    nonzero = sum(1 for _, v in by_cluster.items() for c in v if c > 0)
+    floor = math.sqrt(min(nonzero, n - nonzero) + 1) / n * costs.error
+    var = max(var, floor * floor)
     z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
     half = z * math.sqrt(var) / costs.error if math.isfinite(var) else 1.0
     u = 1.0 - mean / costs.error
     return Utility(n, counts[Outcome.CORRECT], errors, counts[Outcome.DEFERRED], mean, u,
-                   (max(0.0, u - half), min(1.0, u + half)), big_k, costs)
+                   (max(0.0, u - half), min(1.0, u + half)), big_k, costs,
+                   math.sqrt(var) / costs.error if math.isfinite(var) else float("inf"))
 
 
 def utility_by_cell(records: Iterable[GradedRecord], costs: DeferralCosts = DeferralCosts(),
