@@ -19,12 +19,14 @@ from typing import Any
 
 import pytest
 
+from medrcube.plugin.summary_kinds import kind_lines
 from medrcube.records import GradedRecord, Outcome
 
 GATE_SCHEMA_VERSION = 1
 PROPERTY = "medrcube_verdict"  # the user property carrying the payload as JSON
 HANDOVER = "medrcube_handover"  # the workeroutput key carrying a worker's records
-KIND_ORDER = ("overall", "slice", "cell", "credibility", "image_dependence", "position", "regression", "site")
+KIND_ORDER = ("overall", "slice", "cell", "credibility", "image_dependence", "position", "regression", "robustness",
+              "robustness_agreement", "finding", "calibration", "selective", "site")
 
 
 # -- payloads ------------------------------------------------------------------------------
@@ -289,7 +291,7 @@ def number_lines(entries: Sequence[Mapping[str, Any]]) -> list[str]:
     if regression:
         worse = sum(e["verdict"] == "fail" for e in regression)
         lines.append(f"regression against the baseline: {worse} of {len(regression)} checks significantly worse")
-    return lines
+    return lines + kind_lines(entries)
 
 
 def undecided_lines(entries: Sequence[Mapping[str, Any]]) -> list[str]:
