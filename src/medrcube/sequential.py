@@ -38,25 +38,15 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from medrcube.gate.checks import ACCURACY_KINDS, Check, CheckKind
-from medrcube.metrics.sequential import SequentialTest, images_needed
+from medrcube.gate.verdict import Status, Verdict
+from medrcube.metrics.sequential import MAX_BET, SequentialTest, images_needed
 from medrcube.records import GradedRecord, Outcome
-from medrcube.run.order import Unit, next_batch, unit_order
+from medrcube.run.order import SequentialPlan, Unit, next_batch, unit_order
 
 if TYPE_CHECKING:
     from medrcube.cube.item import Cube
 
 SEQUENTIAL_KINDS = ACCURACY_KINDS | {CheckKind.REGRESSION}
-DEFAULT_BATCH_UNITS = 16
-
-
-@dataclass(frozen=True, slots=True)
-class SequentialPlan:
-    """How a sequential run samples and when it must stop."""
-
-    seed: int = 0
-    batch_units: int = DEFAULT_BATCH_UNITS
-    max_requests: int | None = None
-    max_cost: float | None = None  # in the price table's currency
 
 
 @dataclass
@@ -78,6 +68,23 @@ class Track:
     @property
     def decided(self) -> bool:
         return self.test.decision is not None
+
+    def futile(self) -> bool:
+        """Whether neither claim can be reached any more, even if every image left in the
+        check's scope came out as well (or as badly) as possible: the bet per image is at
+        most MAX_BET and an outcome at most its largest value, so the wealth can grow by
+        at most log(1 + MAX_BET * y_max) per image. Such a check stops holding images; it
+        ends undecided, which it would have been anyway (no decision is made by this)."""
+        if self.decided:
+            return False
+        left = self.available_units - self.used_units
+        if self.check.kind is CheckKind.REGRESSION:
+            up_max, down_max = 1.0, (1.0 - self.centre) / (1.0 + self.centre)
+        else:
+            up_max, down_max = 1.0 - self.centre, self.centre
+        reach_pass = self.test.up.log_wealth + left * math.log1p(MAX_BET * up_max)
+        reach_fail = self.test.down.log_wealth + left * math.log1p(MAX_BET * down_max)
+        return reach_pass < math.log(1.0 / self.test.alpha_pass) and reach_fail < math.log(1.0 / self.test.alpha_fail)
 
     def still_needed(self) -> int | None:
         """Images this check would still need, about, to decide (a planning figure from
@@ -124,15 +131,17 @@ class SequentialRun:
             "items_total": self.items_total,
             "items_saved": self.items_total - self.items_asked,
             "order_head": list(self.order[:20]),
-            "checks": {
-                cid: {
-                    "decision": t.test.decision, "images_used": t.used_units, "images_available": t.available_units,
-                    "items_used": t.used_items, "stop": t.stop, "e_pass": t.test.e_pass, "e_fail": t.test.e_fail,
-                    "alpha_pass": t.test.alpha_pass, "alpha_fail": t.test.alpha_fail,
-                    "images_still_needed": t.still_needed(),
-                }
-                for cid, t in self.tracks.items()
-            },
+            "checks": {cid: self.check_summary(cid) for cid in self.tracks},
+        }
+
+    def check_summary(self, check_id: str) -> dict[str, object]:
+        """How one check's sequence went: decision, images used of available, why it stopped."""
+        t = self.tracks[check_id]
+        return {
+            "decision": t.test.decision, "images_used": t.used_units, "images_available": t.available_units,
+            "items_used": t.used_items, "stop": t.stop, "e_pass": t.test.e_pass, "e_fail": t.test.e_fail,
+            "alpha_pass": t.test.alpha_pass, "alpha_fail": t.test.alpha_fail,
+            "images_still_needed": t.still_needed(),
         }
 
 
@@ -159,7 +168,7 @@ def _effective_bound(check: Check, items: Sequence[object]) -> float:
 def _tracks(cube: Cube, checks: Sequence[Check], units: Sequence[Unit]) -> dict[str, Track]:
     seq = [c for c in checks if c.kind in SEQUENTIAL_KINDS and (c.kind is not CheckKind.REGRESSION or
                                                                  c.params.get("margin") is not None)]
-    required = [c for c in seq if getattr(c, "required", True)]
+    required = [c for c in seq if c.required]
     k_fail = max(len(required), 1)
     unit_of = {it.id: u.key for u in units for it in u.items}
     tracks: dict[str, Track] = {}
@@ -172,7 +181,7 @@ def _tracks(cube: Cube, checks: Sequence[Check], units: Sequence[Unit]) -> dict[
             per_unit[unit_of[it.id]] = per_unit.get(unit_of[it.id], 0) + 1
         max_size = max(per_unit.values())
         alpha = _one_sided_alpha(c)
-        alpha_fail = alpha / k_fail if getattr(c, "required", True) else alpha
+        alpha_fail = alpha / k_fail if c.required else alpha
         if c.kind is CheckKind.REGRESSION:
             margin = float(c.params["margin"])
             test = SequentialTest(alpha, alpha_fail, max_size * (1.0 + margin))
@@ -245,7 +254,7 @@ async def run_sequential(
     pos = 0
     variants_per_item = 1
     while True:
-        open_required = [t for t in tracks.values() if not t.decided and getattr(t.check, "required", True)]
+        open_required = [t for t in tracks.values() if not t.decided and t.check.required and not t.futile()]
         if not open_required:
             run.stop = "every required check is decided"
             break
@@ -296,8 +305,68 @@ async def run_sequential(
         run.items_asked += len(items)
         run.order += tuple(u.key for u in batch)
     for t in tracks.values():
-        if not t.decided:
+        if not t.decided and t.futile():
+            t.stop = "cannot decide: too few images left in its scope for either claim"
+        elif not t.decided:
             t.stop = run.stop if run.stop.startswith("budget") else (
                 "the cube is exhausted" if t.used_units >= t.available_units or run.stop == "the cube is exhausted"
                 else "not needed: every required check was decided first")
     return run
+
+
+SEQUENTIAL_GUARANTEE = (
+    "anytime-valid: the pass claim holds at one-sided level {a:.3g} and the fail claim at {f:.3g} "
+    "(Bonferroni over {k} required sequential checks) whenever the run stopped (betting test, Ville's inequality)"
+)
+
+
+def sequential_verdicts(
+    checks: Sequence[Check],
+    run: SequentialRun,
+    baseline: Sequence[GradedRecord] | None = None,
+    *,
+    baseline_error: str | None = None,
+) -> dict[str, Verdict]:
+    """Every check's verdict after a sequential run.
+
+    A check with a sequence is decided by its betting test (its fixed-sample numbers on the
+    images it used are kept as information: observed value, interval, worst items); an
+    API-error verdict stays an error. Every other check is decided by its own fixed-sample
+    rule on the items the run asked, and its message says so."""
+    from medrcube.gate.evaluate import evaluate_gate
+
+    fixed = evaluate_gate(checks, run.records, baseline, baseline_error=baseline_error).by_id()
+    k = max(sum(1 for t in run.tracks.values() if t.check.required), 1)
+    out: dict[str, Verdict] = {}
+    for c in checks:
+        v = fixed[c.id]
+        track = run.tracks.get(c.id)
+        if track is None:
+            note = (f"\n  sequential run: decided by its fixed-sample rule on the {run.items_asked} of "
+                    f"{run.items_total} items the run asked")
+            out[c.id] = replace(v, message=v.message + note)
+            continue
+        if v.status is Status.ERROR:
+            out[c.id] = v
+            continue
+        decision = track.test.decision
+        status = Status.PASS if decision == "pass" else Status.FAIL if decision == "fail" else Status.UNDECIDED
+        need = track.still_needed()
+        per_image = track.used_items / track.used_units if track.used_units else 1.0
+        head = (f"sequential ({track.stop}): e-value for passing {track.test.e_pass:.3g} "
+                f"(decides at {1 / track.test.alpha_pass:.3g}), for failing {track.test.e_fail:.3g} "
+                f"(decides at {1 / track.test.alpha_fail:.3g}); {track.used_units} of {track.available_units} "
+                f"images used ({track.used_items} items)")
+        if status is Status.UNDECIDED:
+            head += (f"; about {need} more images would decide" if need else
+                     "; the estimate sits at the bound: no number of images is sure to decide")
+        out[c.id] = replace(
+            v,
+            status=status,
+            message=f"{head}\n  {v.message}",
+            decided_by="anytime-valid betting test" if decision else "",
+            guarantee=SEQUENTIAL_GUARANTEE.format(a=track.test.alpha_pass, f=track.test.alpha_fail, k=k),
+            needed_n=None if status is not Status.UNDECIDED or need is None else round(need * per_image),
+            details={**v.details, "sequential": run.check_summary(c.id)},
+        )
+    return out

@@ -29,9 +29,13 @@ from medrcube.rundir.files import atomic_write, default_run_id, write_run_dir
 
 if TYPE_CHECKING:
     from medrcube.cube.item import Cube
+    from medrcube.gate.checks import Check
     from medrcube.models.base import ModelAdapter
+    from medrcube.records import GradedRecord
+    from medrcube.run.order import SequentialPlan
     from medrcube.run.progress import Progress
     from medrcube.run.runner import RunResult
+    from medrcube.sequential import SequentialRun
 
 # The pre-flight (GET /models): one attempt (the adapter's client never retries), at most this long.
 PREFLIGHT_TIMEOUT_S = 20.0
@@ -191,6 +195,7 @@ class Inference:
     result: RunResult
     baseline: RunResult | None = None
     usage: dict[str, Usage] = field(default_factory=dict)  # candidate / judge / baseline
+    sequential: SequentialRun | None = None  # how a --sequential run sampled and stopped
 
 
 def stable_shard(item_id: str, count: int) -> int:
@@ -212,6 +217,9 @@ def infer(
     progress: bool | Progress = False,
     shard: tuple[int, int] = (0, 1),
     stop_when_orphaned: bool = False,
+    sequential: SequentialPlan | None = None,
+    checks: Sequence[Check] = (),
+    baseline_records: Sequence[GradedRecord] | None = None,
 ) -> Inference:
     """Ask the candidate (then a baseline model) every item in one event loop, through the
     response store at `store_dir` (None: no store), and close every adapter at the end.
@@ -231,7 +239,7 @@ def infer(
         metered["baseline"] = Metered(baseline)
     index, count = shard
 
-    async def run(model: Metered, names: Sequence[Any]) -> RunResult:
+    async def run(model: Metered, names: Sequence[Any], part: Cube = cube) -> RunResult:
         kwargs: dict[str, Any] = dict(
             variants=tuple(names),
             store=store,
@@ -242,12 +250,35 @@ def infer(
             progress=progress,
         )
         if count > 1:
-            mine = tuple(it for it in cube.items if stable_shard(it.id, count) == index)
-            await run_cube_async(dataclasses.replace(cube, items=mine), model, **kwargs)
-        return await run_cube_async(cube, model, **kwargs)
+            mine = tuple(it for it in part.items if stable_shard(it.id, count) == index)
+            await run_cube_async(dataclasses.replace(part, items=mine), model, **kwargs)
+        return await run_cube_async(part, model, **kwargs)
+
+    async def sequentially(plan: SequentialPlan) -> Inference:
+        from medrcube.sequential import run_sequential
+
+        batches: list[RunResult] = []
+        base_batches: list[RunResult] = []
+
+        async def ask(part: Cube) -> list[GradedRecord]:
+            batches.append(await run(metered["candidate"], variants, part))
+            return batches[-1].records
+
+        async def ask_baseline(part: Cube) -> list[GradedRecord]:
+            base_batches.append(await run(metered["baseline"], ("standard",), part))
+            return base_batches[-1].records
+
+        seq = await run_sequential(
+            cube, checks, plan, ask, ask_baseline=ask_baseline if baseline is not None else None,
+            baseline_records=baseline_records,
+        )
+        return Inference(_merged(batches, seq.records), _merged(base_batches, seq.baseline or []) if
+                         baseline is not None else None, sequential=seq)
 
     async def everything() -> Inference:
         try:
+            if sequential is not None:
+                return await sequentially(sequential)
             result = await run(metered["candidate"], variants)
             base = await run(metered["baseline"], ("standard",)) if baseline is not None else None
             return Inference(result, base)
@@ -273,6 +304,29 @@ def infer(
     if "judge" in out.usage:
         out.result.judge_requests = out.usage["judge"].requests
     return out
+
+
+def _merged(batches: Sequence[RunResult], records: list[GradedRecord]) -> RunResult:
+    """One RunResult for the batches of a sequential run (records in the order asked)."""
+    from medrcube.run.runner import RunResult
+
+    if not batches:
+        return RunResult(records=records)
+    first, last = batches[0], batches[-1]
+    return RunResult(
+        records=records,
+        requests_sent=sum(b.requests_sent for b in batches),
+        cache_hits=sum(b.cache_hits for b in batches),
+        errors=sum(b.errors for b in batches),
+        unavailable=sum(b.unavailable for b in batches),
+        wall_s=last.finished - first.started if last.finished else sum(b.wall_s for b in batches),
+        judge_requests=sum(b.judge_requests for b in batches),
+        judge_cache_hits=sum(b.judge_cache_hits for b in batches),
+        started=first.started,
+        finished=last.finished,
+        aborted=next((b.aborted for b in batches if b.aborted), None),
+        info=dict(first.info),
+    )
 
 
 # -- the run directory -----------------------------------------------------------------------

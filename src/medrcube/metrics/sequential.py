@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-MAX_BET = 0.5  # keeps wealth away from 0 after a bad outcome (y = -1 halves it)
+MAX_BET = 0.8  # below 1, so that no outcome can ruin the wealth (y = -1 leaves a fifth of it)
 PRIOR_WEIGHT = 1.0  # pseudo-observations at 0 in the bet's running mean
 
 

@@ -93,6 +93,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="live progress line during inference: auto (an interactive terminal outside CI), yes, no",
     )
     group.addoption(
+        "--sequential",
+        action="store_true",
+        default=None,
+        help="ask images in a seeded random order and stop each check once an anytime-valid test decides it "
+        "(docs/guarantees.md, sequential qualification)",
+    )
+    group.addoption("--seed", default=None, help="seed of the sequential order (default: 0)")
+    group.addoption(
+        "--max-requests", default=None, help="sequential budget: asks (items x variants) the run may schedule"
+    )
+    group.addoption(
+        "--max-cost", default=None, help="sequential budget: cost of the run in the price table's currency"
+    )
+    group.addoption(
         "--allure-keep",
         action="store_true",
         default=False,

@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from medrcube.run.order import SequentialPlan
+
 # The conftest.py of a qualification suite sets this to True (medrcube/suite/conftest.py).
 SUITE_FLAG = "MEDRCUBE_SUITE"
 
@@ -26,7 +28,7 @@ SUITE_MODULE = "medrcube.suite"
 # The gate's options (dest names): given to a run without a gate suite, they are a usage error.
 GATE_OPTIONS = (
     "model", "cube", "thresholds", "profile", "baseline", "variants", "judge", "response_store",
-    "concurrency", "models_file", "medrcube_report",
+    "concurrency", "models_file", "medrcube_report", "sequential", "seed", "max_requests", "max_cost",
 )
 
 
@@ -110,6 +112,7 @@ class GateOptions:
     models_file: Path | None
     report_dir: Path
     rootdir: Path
+    sequential: SequentialPlan | None = None  # --sequential: the order's seed and the budgets
 
 
 def _usage(option: str, value: object, problem: str) -> pytest.UsageError:
@@ -168,7 +171,9 @@ def read_options(config: pytest.Config) -> GateOptions:
     if report.exists() and not report.is_dir():
         raise _usage("--medrcube-report", opt.medrcube_report, f"{report} exists and is not a directory")
 
+    sequential = _sequential_plan(opt)
     return GateOptions(
+        sequential=sequential,
         model=model,
         cube=cube,
         thresholds=thresholds,
@@ -181,6 +186,37 @@ def read_options(config: pytest.Config) -> GateOptions:
         models_file=models_file,
         report_dir=report,
         rootdir=root,
+    )
+
+
+def _number(option: str, value: object, kind: type, example: str) -> Any:
+    try:
+        number = kind(str(value))
+    except ValueError:
+        number = None
+    if number is None or number <= 0:
+        raise _usage(option, value, f"must be a positive number, e.g. {option}={example}")
+    return number
+
+
+def _sequential_plan(opt: Any) -> SequentialPlan | None:
+    """--sequential and its seed and budgets; the budgets alone are a usage error."""
+    budgets = {"--seed": opt.seed, "--max-requests": opt.max_requests, "--max-cost": opt.max_cost}
+    if not opt.sequential:
+        given = [name for name, value in budgets.items() if value is not None]
+        if given:
+            raise pytest.UsageError(f"{', '.join(given)} only apply to a sequential run: add --sequential")
+        return None
+    seed = 0
+    if opt.seed is not None:
+        try:
+            seed = int(opt.seed)
+        except ValueError:
+            raise _usage("--seed", opt.seed, "must be an integer, e.g. --seed=1") from None
+    return SequentialPlan(
+        seed=seed,
+        max_requests=_number("--max-requests", opt.max_requests, int, "2000") if opt.max_requests else None,
+        max_cost=_number("--max-cost", opt.max_cost, float, "25") if opt.max_cost else None,
     )
 
 

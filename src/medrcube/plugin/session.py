@@ -153,6 +153,10 @@ class GateSession:
         """Run the candidate (and a baseline model) through the one run service."""
         from medrcube.service import infer
 
+        plan = self.options.sequential
+        baseline_records = None
+        if plan is not None and self.baseline_dir is not None:
+            baseline_records = self.baseline_records()  # a previous run: read before asking
         self._inference = infer(
             self.cube,
             self.adapter,
@@ -165,6 +169,9 @@ class GateSession:
             shard=self.worker,
             # An xdist worker whose controller died stops asking at once (run/orphan.py).
             stop_when_orphaned=bool(os.environ.get("PYTEST_XDIST_WORKER")),
+            sequential=plan,
+            checks=self.checks,
+            baseline_records=baseline_records,
         )
         self._result = self._inference.result
         if self._inference.baseline is not None:
@@ -210,7 +217,13 @@ class GateSession:
                 baseline = self.baseline_records() if any(c.kind == "regression" for c in self.checks) else None
             except GateError as e:  # an unreadable baseline errors the regression checks only
                 missing = str(e)
-            self._verdicts = evaluate_gate(self.checks, records, baseline, baseline_error=missing).by_id()
+            seq = self._inference.sequential if self._inference is not None else None
+            if seq is not None:
+                from medrcube.sequential import sequential_verdicts
+
+                self._verdicts = sequential_verdicts(self.checks, seq, baseline, baseline_error=missing)
+            else:
+                self._verdicts = evaluate_gate(self.checks, records, baseline, baseline_error=missing).by_id()
         return self._verdicts[check.id]
 
     # -- hand-over to the controller -------------------------------------------------------
@@ -233,6 +246,8 @@ class GateSession:
             "wall_s": r.wall_s,
             "aborted": r.aborted,
             "info": r.info,
+            "sampling": self._inference.sequential.to_dict()
+            if self._inference is not None and self._inference.sequential is not None else None,
         }
 
 

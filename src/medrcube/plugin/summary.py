@@ -350,6 +350,18 @@ def off_lines(meta: Mapping[str, Any]) -> list[str]:
     return ["not requested: " + "; ".join(f"{kind} ({how})" for kind, how in off.items())]
 
 
+def sampling_lines(meta: Mapping[str, Any]) -> list[str]:
+    """How a --sequential run sampled: seed, items asked of the cube, why it stopped."""
+    s = meta.get("sampling")
+    if not s:
+        return []
+    return [
+        f"sequential: seed {s['seed']}, asked {s['items_asked']} of {s['items_total']} items "
+        f"({s['units_asked']} of {s['units_total']} images, {s['items_saved']} items not asked) in "
+        f"{s['batches']} batches; stopped: {s['stop']}"
+    ]
+
+
 def summary_lines(entries: Sequence[Mapping[str, Any]], meta: Mapping[str, Any], written: list[Path]) -> list[str]:
     from medrcube.plugin.render import STATUSES
     from medrcube.plugin.render import counts as count_statuses
@@ -366,6 +378,7 @@ def summary_lines(entries: Sequence[Mapping[str, Any]], meta: Mapping[str, Any],
     lines += undecided_lines(entries)
     lines += off_lines(meta)
     lines += usage_lines(meta)
+    lines += sampling_lines(meta)
     lines += error_cause_lines(meta)
     counts = count_statuses(e["verdict"] for e in entries)
     lines.append(
@@ -477,4 +490,6 @@ def run_meta(session: Any, run_id: str, result: Any, handovers: Iterable[Mapping
         "requests_sent": result.requests_sent if result is not None else None,
         "requests_by_process": result.info.get("requests_by_process") if result is not None else None,
         "usage": usage,
+        # How a --sequential run sampled (every process takes the same decisions: the first says it).
+        "sampling": next((h["sampling"] for h in handovers if h.get("sampling")), None),
     }

@@ -1,0 +1,119 @@
+"""Sequential qualification through the real gate: images asked in a seeded order, each
+check stopped by its anytime-valid test, requests counted at the scripted server."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from typing import Any
+
+import pytest
+
+from tests.plugin.conftest import SUITE, GateWorkspace, _png
+
+CELLS = [("Chest", "X-Ray", "Modality Recognition"), ("Chest", "X-Ray", "Organ Recognition"),
+         ("Brain", "MRI", "Modality Recognition")]
+PER_CELL = 80
+THRESHOLDS = """\
+version: 1
+defaults: {rule: lower_bound, confidence: 0.95, min_n: 10, max_error_rate: 0.05, above_chance: 0}
+overall: {bound: 0.5}
+slices:
+  part: {default: {bound: 0.5}}
+  modality: {default: {bound: 0.5}}
+  task: {default: {bound: 0.5}}
+cells:
+  - {match: "*/*/*", bound: 0.5}
+"""
+
+
+def items() -> list[dict[str, Any]]:
+    out = []
+    for c, (part, modality, task) in enumerate(CELLS):
+        for i in range(PER_CELL):
+            out.append({
+                "id": f"c{c}-{i:03d}", "dataset": "seq", "image": f"img/c{c}-{i:03d}.png",
+                "question": f"Cell {c} case {i}: which answer is right?", "options": ["one", "two", "three", "four"],
+                "answer": i % 4, "task": task, "modality": modality, "part": part,
+            })
+    return out
+
+
+@pytest.fixture
+def seq_ws(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> GateWorkspace:
+    ws = GateWorkspace(pytester, items=items())
+    shutil.copytree(SUITE, ws.path / "tests_benchmark", ignore=shutil.ignore_patterns("__pycache__", "mini", "__init__.py"))
+    cube = ws.path / "cube"
+    (cube / "img").mkdir(parents=True)
+    for n, it in enumerate(ws.items):
+        (cube / it["image"]).write_bytes(_png(n % 256))
+    with (cube / "cube.jsonl").open("w", encoding="utf-8") as fh:
+        for it in ws.items:
+            fh.write(json.dumps(it) + "\n")
+    (ws.path / "thresholds.yaml").write_text(THRESHOLDS, encoding="utf-8")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-dummy-for-the-scripted-server")
+    return ws
+
+
+def scripted(ws: GateWorkspace, server: Any) -> str:
+    # 90% right: far above every bound of 0.5.
+    server.set_script({"answer_key": ws.answer_key(wrong=[it["id"] for it in ws.items if int(it["id"][-3:]) % 10 == 0])})
+    return ws.openai(server)
+
+
+def test_sequential_asks_a_fraction_and_agrees_with_the_full_run(seq_ws, gate_server):
+    model = scripted(seq_ws, gate_server)
+    full = seq_ws.run(model=model, store="full-store")
+    full_verdicts, full_requests = seq_ws.verdicts(), gate_server.stats()["total"]
+    assert full_requests == 3 * PER_CELL and full.ret == 0, full.stdout.str()
+    gate_server.reset_stats()
+
+    seq = seq_ws.run("--sequential", "--seed=3", model=model, store="seq-store")
+    requests = gate_server.stats()["total"]
+    doc = seq_ws.gate_json()
+    assert seq.ret == 0, seq.stdout.str()
+    assert requests <= 0.6 * full_requests, requests
+    # Every check decided, and as the full run decided it.
+    assert seq_ws.verdicts() == full_verdicts
+    sampling = doc["sampling"]
+    assert sampling["seed"] == 3 and sampling["stop"] == "every required check is decided"
+    assert sampling["items_asked"] == requests and sampling["items_saved"] == full_requests - requests
+    cell = next(c for c in doc["checks"] if c["id"] == "Chest/X-Ray/Organ Recognition")
+    assert cell["decided_by"] == "anytime-valid betting test" and "anytime-valid" in cell["guarantee"]
+    assert cell["details"]["sequential"]["images_used"] < PER_CELL
+    seq.stdout.fnmatch_lines(["sequential: seed 3, asked * of 240 items *; stopped: every required check is decided"])
+
+    # The same seed on the same store: the same order, nothing asked again.
+    gate_server.reset_stats()
+    seq_ws.run("--sequential", "--seed=3", model=model, store="seq-store")
+    assert gate_server.stats()["total"] == 0 and seq_ws.verdicts() == full_verdicts
+
+
+def test_workers_take_the_same_decisions_and_split_the_requests(seq_ws, gate_server):
+    model = scripted(seq_ws, gate_server)
+    seq_ws.run("--sequential", model=model, store="serial")
+    serial, serial_requests = seq_ws.verdicts(), gate_server.stats()["total"]
+    gate_server.reset_stats()
+    result = seq_ws.run_subprocess("--sequential", "-n", "3", model=model, store="parallel")
+    assert result.ret == 0, result.stdout.str()
+    assert seq_ws.verdicts() == serial
+    # At most one batch (16 images of one item here) more per worker.
+    assert gate_server.stats()["total"] <= serial_requests + 3 * 16
+
+
+def test_a_budget_ends_the_run_undecided_with_what_each_check_needs(seq_ws, gate_server):
+    model = scripted(seq_ws, gate_server)
+    result = seq_ws.run("--sequential", "--max-requests=20", model=model)
+    assert gate_server.stats()["total"] <= 20
+    doc = seq_ws.gate_json()
+    assert doc["sampling"]["stop"].startswith("budget: --max-requests 20")
+    undecided = [c for c in doc["checks"] if c["verdict"] == "undecided"]
+    assert undecided and all("more images would decide" in c["message"] or "sits at the bound" in c["message"]
+                             for c in undecided)
+    assert result.ret == 11  # UNDECIDED: never green on a budget
+
+
+def test_budgets_without_sequential_are_a_usage_error(seq_ws):
+    result = seq_ws.run("--max-requests=10", model="random")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["*--max-requests only apply to a sequential run: add --sequential*"])
