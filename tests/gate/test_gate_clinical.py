@@ -190,6 +190,18 @@ def test_accuracy_at_coverage_reads_the_most_confident_answers():
     assert v.status is Status.PASS and v.observed == pytest.approx(0.83, abs=0.05), v.message
 
 
+def test_coverage_at_risk_separates_a_calibrated_from_an_overconfident_scorer():
+    policy = _policy(selective={"coverage_at_risk": {0.1: 0.06}})
+    (check,) = build_checks([("Chest", "X-Ray", DD)], policy)
+    assert check.id == "selective/coverage@risk0.1/overall"
+    # calibrated in [0.3, 1]: the answers above confidence 0.8 are 90% right, 2/7 of them
+    # (the sample's curve crosses the risk a little earlier than the population's)
+    good = evaluate(check, CALIBRATED.records(1500, seed=7))
+    assert good.status is Status.PASS and 0.1 < good.observed < 2 / 7 + 0.05, good.message
+    bad = evaluate(check, OVERCONFIDENT.records(1500, seed=7))  # no fraction is 90% right
+    assert bad.status is Status.FAIL and bad.observed < 0.05, bad.message
+
+
 # --------------------------------------------------------------------------- the abstain variant (issue 16)
 
 
@@ -259,6 +271,7 @@ def test_the_new_kinds_join_the_family_of_fail_claims(rec):
     ("calibration", {"max_cee": 0.1}, "calibration.max_cee: unknown key"),
     ("selective", {"deferal_cost": 0.1}, "did you mean 'deferral_cost'"),
     ("selective", {"accuracy_at_coverage": {1.5: 0.8}}, "a coverage must be a number in (0, 1]"),
+    ("selective", {"coverage_at_risk": {0: 0.5}}, "a risk must be a number in (0, 1]"),
     ("selective", {"min_utility": "high"}, "selective.min_utility"),
 ])
 def test_bad_keys_of_the_new_sections_name_the_key_and_the_fix(section, value, needle):

@@ -8,7 +8,7 @@ Ids read as pytest ids: `overall`, `slice/part/Chest`, `Chest/X-Ray/Disease Diag
 `position/overall`, `regression/overall`, `regression/Chest/X-Ray/Disease Diagnosis`,
 `robustness/jpeg:30/overall`, `agreement/jpeg:30/part/Chest`,
 `finding/pneumothorax/Chest/X-Ray/Disease Diagnosis`, `calibration/overall`,
-`selective/utility/overall`, `selective/accuracy@0.8/overall`.
+`selective/utility/overall`, `selective/accuracy@0.8/overall`, `selective/coverage@risk0.1/overall`.
 """
 
 from __future__ import annotations
@@ -443,5 +443,11 @@ def _selective_checks(cube_cells: list[tuple[str, str, str]], policy: Policy, ha
                 id=f"selective/accuracy@{coverage:g}/{sid}", kind=CheckKind.SELECTIVE, metric="accuracy_at_coverage",
                 part=sel[0], modality=sel[1], task=sel[2], bound=bound,
                 source=f"{sp.source}.accuracy_at_coverage.{coverage:g}", params={"coverage": coverage},
+                labels=_scope_labels(sel, CheckKind.SELECTIVE, "normal"), **common))
+        for risk, bound in sorted(sp.coverage_at_risk.items()):
+            out.append(Check(
+                id=f"selective/coverage@risk{risk:g}/{sid}", kind=CheckKind.SELECTIVE, metric="coverage_at_risk",
+                part=sel[0], modality=sel[1], task=sel[2], bound=bound,
+                source=f"{sp.source}.coverage_at_risk.{risk:g}", params={"risk": risk},
                 labels=_scope_labels(sel, CheckKind.SELECTIVE, "normal"), **common))
     return out

@@ -19,7 +19,8 @@ that interval inverts, so a decision and the interval shown never disagree:
 - the ECE's percentile bootstrap interval: p = the share of replicates on the far side
   of the bound (the percentile interval excludes the bound exactly when that share is
   below alpha);
-- the utility's normal interval u -+ z se (metrics.selective): z = (u - b) / se.
+- the utility's normal interval u -+ z se (metrics.selective): z = (u - b) / se;
+- the coverage at risk's percentile bootstrap interval: as the ECE's.
 """
 
 from __future__ import annotations
@@ -36,7 +37,14 @@ from medrcube.metrics.calibration import calibration, scored
 from medrcube.metrics.clustered import METHOD as PROPORTION_METHOD
 from medrcube.metrics.findings import Proportion, cell_findings, label_of
 from medrcube.metrics.perturbation import perturbation_robustness, tango_score
-from medrcube.metrics.selective import DeferralCosts, accuracy_at_coverage, ranked, utility
+from medrcube.metrics.selective import (
+    DeferralCosts,
+    accuracy_at_coverage,
+    coverage_at_risk,
+    coverage_at_risk_replicates,
+    ranked,
+    utility,
+)
 from medrcube.records import GradedRecord, Outcome
 
 CLINICAL_KINDS = frozenset({CheckKind.ROBUSTNESS, CheckKind.ROBUSTNESS_AGREEMENT, CheckKind.FINDING,
@@ -59,6 +67,8 @@ def collect_clinical(check: Check, records: list[GradedRecord]) -> Evidence:
         return _calibration(check, records)
     if check.metric == "utility":
         return _utility(check, records)
+    if check.metric == "coverage_at_risk":
+        return _coverage_at_risk(check, records)
     return _accuracy_at_coverage(check, records)
 
 
@@ -282,3 +292,29 @@ def _accuracy_at_coverage(check: Check, records: list[GradedRecord]) -> Evidence
                   for r in confident_wrong[:MAX_WORST])
     return Evidence(check, p.n, "answers kept", (crit,), p.value, (p.lo, p.hi), bound, None, rate, facts, worst,
                     details, KISH_METHOD)
+
+
+def _coverage_at_risk(check: Check, records: list[GradedRecord]) -> Evidence:
+    std = [r for r in records if r.variant == "standard"]
+    rate, err = api_errors(check, std)
+    if err:
+        return err
+    risk = float(check.params["risk"])
+    rk = ranked(std)
+    bound = float(check.bound or 0.0)
+    if rk.n == 0:
+        return Evidence(check, 0, "graded items with a confidence", bound=bound, error_rate=rate, note=NO_CONFIDENCE,
+                        details={"missing": rk.missing, "risk": risk})
+    c = coverage_at_risk(rk, risk, confidence=check.confidence)
+    reps = coverage_at_risk_replicates(rk, risk)
+    # The percentile interval excludes the bound exactly when fewer than alpha of the
+    # replicates lie on its far side: that share is the p-value.
+    p_pass = float((reps <= bound).mean()) if reps.size else 1.0
+    p_fail = float((reps >= bound).mean()) if reps.size else 1.0
+    lo, hi = c["ci95"]
+    facts = (f"coverage at risk {risk:g}: {fmt(c['coverage'])}{_facts_ci(check, lo, hi)} of {rk.n} answers with a "
+             f"confidence (the largest most-confident fraction at most {risk:.0%} wrong); {rk.missing} without one")
+    crit = Criterion(f"coverage at risk {risk:g}", c["coverage"], bound, True, lo, hi, p_pass, p_fail, 0.5)
+    return Evidence(check, rk.n, "graded items with a confidence", (crit,), c["coverage"], (lo, hi), bound, None,
+                    rate, facts, (), {**c, "missing": rk.missing, "rule": check.rule, "source": check.source},
+                    "cluster-bootstrap percentile interval over images")

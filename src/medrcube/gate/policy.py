@@ -247,12 +247,14 @@ class SelectivePolicy:
     """Selective prediction (issue 16). With the `abstain` variant: the utility under
     the stated cost of a deferral (an error costs 1) is at least `min_utility`. With a
     confidence on the records: accuracy of the most confident fraction c is at least
-    `accuracy_at_coverage[c]`."""
+    `accuracy_at_coverage[c]`, and the largest fraction answered at an error rate of at
+    most r is at least `coverage_at_risk[r]`."""
 
     enabled: bool = True
     deferral_cost: float = 0.1
     min_utility: float | None = None
     accuracy_at_coverage: dict[float, float] = field(default_factory=dict, hash=False)
+    coverage_at_risk: dict[float, float] = field(default_factory=dict, hash=False)  # risk -> minimum coverage
     scopes: tuple[str, ...] = ("overall",)  # overall, cell
     rule: str = "lower_bound"
     confidence: float = 0.95

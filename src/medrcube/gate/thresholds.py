@@ -15,7 +15,8 @@ commented reference. In short:
     robustness:          margin, min_agreement, scopes (image perturbations, only when one is asked)
     findings:            min_sensitivity {finding: bound}, cells, scopes, prevalence (issue 16)
     calibration:         max_ce or max_ece, n_bins, n_boot (needs a confidence on the records)
-    selective:           deferral_cost, min_utility (abstain variant), accuracy_at_coverage {c: bound}
+    selective:           deferral_cost, min_utility (abstain variant), accuracy_at_coverage {c: bound},
+                         coverage_at_risk {r: bound}
     profiles:            {name: overlay}, deep-merged over the rest by `--profile name`
 
 An ENTRY is a bound (a number in [0, 1]), a mapping with `bound` and any of the
@@ -193,11 +194,13 @@ def _build(
     calibration = None
     if doc.get("calibration") is not None:
         calibration = section("calibration", CalibrationPolicy, CALIBRATION_KEYS)
-    selective = section("selective", SelectivePolicy, tuple(k for k in SELECTIVE_KEYS if k != "accuracy_at_coverage"))
+    maps = ("accuracy_at_coverage", "coverage_at_risk")
+    selective = section("selective", SelectivePolicy, tuple(k for k in SELECTIVE_KEYS if k not in maps))
     sel_doc = doc.get("selective") or {}
     selective = replace(
         selective,
         accuracy_at_coverage={float(k): float(v) for k, v in (sel_doc.get("accuracy_at_coverage") or {}).items()},
+        coverage_at_risk={float(k): float(v) for k, v in (sel_doc.get("coverage_at_risk") or {}).items()},
         scopes=validate_scopes(c, "selective.scopes", sel_doc.get("scopes", ["overall"]), SELECTIVE_SCOPES),
     )
     return Policy(

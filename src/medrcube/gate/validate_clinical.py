@@ -14,7 +14,8 @@ from medrcube.taxonomy import did_you_mean
 ROBUSTNESS_KEYS = ("enabled", "margin", "min_agreement", "scopes", *DECISION_KEYS)
 FINDINGS_KEYS = ("enabled", "min_sensitivity", "cells", "scopes", "prevalence", *DECISION_KEYS)
 CALIBRATION_KEYS = ("enabled", "max_ce", "max_ece", "n_bins", "n_boot", *DECISION_KEYS)
-SELECTIVE_KEYS = ("enabled", "deferral_cost", "min_utility", "accuracy_at_coverage", "scopes", *DECISION_KEYS)
+SELECTIVE_KEYS = ("enabled", "deferral_cost", "min_utility", "accuracy_at_coverage", "coverage_at_risk", "scopes",
+                  *DECISION_KEYS)
 
 ROBUSTNESS_SCOPES = ("overall", "slice", "part", "modality", "task", "cell")
 FINDINGS_SCOPES = ("cell", "overall")
@@ -43,14 +44,17 @@ def _named_probs(c: Checker, key: str, value: Any, what: str, *, open_: bool = F
     return out
 
 
-def _coverages(c: Checker, key: str, value: Any) -> dict[float, float]:
+def _coverages(c: Checker, key: str, value: Any, *, by_risk: bool = False) -> dict[float, float]:
     d = c.mapping(key, value, None)
     out: dict[float, float] = {}
     for cov, bound in d.items():
         if isinstance(cov, bool) or not isinstance(cov, int | float) or not 0.0 < float(cov) <= 1.0:
+            if by_risk:
+                c.fail(f"{key}.{cov}", "a risk must be a number in (0, 1]", cov,
+                       "write e.g. `0.1: 0.5` (at most 10% wrong, answering at least half the items)")
             c.fail(f"{key}.{cov}", "a coverage must be a number in (0, 1]", cov,
                    "write e.g. `0.8: 0.9` (answer the 80% most confident items, at least 90% right)")
-        out[float(cov)] = c.prob(f"{key}.{cov}", bound, "an accuracy")
+        out[float(cov)] = c.prob(f"{key}.{cov}", bound, "a coverage" if by_risk else "an accuracy")
     return out
 
 
@@ -109,5 +113,7 @@ def validate_clinical_sections(c: Checker, doc: Mapping[str, Any], p: Callable[[
         c.optional_prob(k, d, "min_utility", "a utility")
         if d.get("accuracy_at_coverage") is not None:
             _coverages(c, f"{k}.accuracy_at_coverage", d["accuracy_at_coverage"])
+        if d.get("coverage_at_risk") is not None:
+            _coverages(c, f"{k}.coverage_at_risk", d["coverage_at_risk"], by_risk=True)
         if "scopes" in d:
             validate_scopes(c, f"{k}.scopes", d["scopes"], SELECTIVE_SCOPES)

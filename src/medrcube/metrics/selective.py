@@ -119,15 +119,22 @@ def _coverage_at_risk(correct_sorted: np.ndarray, risk: float) -> float:
     return float(cov[ok[-1]]) if ok.size else 0.0
 
 
+def coverage_at_risk_replicates(r: Ranked, risk: float, n_boot: int = DEFAULT_BOOT, seed: int = 0) -> np.ndarray:
+    """The cluster-bootstrap replicates of the coverage at `risk` (its percentile interval's
+    input; the gate reads the share of them beyond a bound as a p-value)."""
+    reps = cluster_bootstrap(r.cluster, lambda idx: (_coverage_at_risk(r.correct[idx], risk),), n_boot, seed)
+    return reps[:, 0] if reps.size else np.empty(0)
+
+
 def coverage_at_risk(r: Ranked, risk: float, n_boot: int = DEFAULT_BOOT, seed: int = 0,
                      confidence: float = 0.95) -> dict[str, Any]:
     """The largest coverage whose risk is at most `risk`, with a cluster-bootstrap interval."""
     if not 0.0 <= risk <= 1.0:
         raise ValueError(f"risk must be in [0, 1], got {risk!r}")
     value = _coverage_at_risk(r.correct, risk)
-    reps = cluster_bootstrap(r.cluster, lambda idx: (_coverage_at_risk(r.correct[idx], risk),), n_boot, seed)
+    reps = coverage_at_risk_replicates(r, risk, n_boot, seed)
     alpha = (1.0 - confidence) / 2.0
-    lo, hi = (np.quantile(reps[:, 0], [alpha, 1 - alpha]) if reps.size else (value, value))
+    lo, hi = (np.quantile(reps, [alpha, 1 - alpha]) if reps.size else (value, value))
     return {"risk": risk, "coverage": value, "ci95": [float(lo), float(hi)], "n": r.n}
 
 
@@ -292,7 +299,7 @@ def coverage_at_risk_verdict(r: Ranked, risk: float, bound: float) -> dict[str, 
 
 __all__ = [
     "DeferralCosts", "Ranked", "Utility", "abstention_summary", "accuracy_at_coverage",
-    "accuracy_at_coverage_verdict", "aurc", "coverage_at_risk", "coverage_at_risk_verdict", "item_cost",
+    "accuracy_at_coverage_verdict", "aurc", "coverage_at_risk", "coverage_at_risk_replicates", "coverage_at_risk_verdict", "item_cost",
     "min_utility_verdict", "ranked", "ranked_from_arrays", "risk_coverage", "selective_summary", "utility",
     "utility_by_cell",
 ]
