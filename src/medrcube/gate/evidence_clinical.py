@@ -32,7 +32,7 @@ from statistics import NormalDist
 
 from medrcube.gate.checks import Check, CheckKind
 from medrcube.gate.criteria import MAX_WORST, Criterion, Evidence, api_errors, ci_text, fmt, prop_criterion
-from medrcube.gate.verdict import WorstItem
+from medrcube.gate.verdict import WorstItem, letter
 from medrcube.metrics.calibration import calibration, scored
 from medrcube.metrics.clustered import METHOD as PROPORTION_METHOD
 from medrcube.metrics.findings import Proportion, cell_findings, label_of
@@ -127,8 +127,7 @@ def _robustness(check: Check, records: list[GradedRecord]) -> Evidence:
         if s is None or not (s.graded and p.graded) or len(worst) >= MAX_WORST:
             continue
         if agreement and s.extracted != p.extracted:
-            worst.append(WorstItem.of(p, note=f"answered differently from the standard image ({s.extracted} -> "
-                                              f"{p.extracted}, 0-based)"))
+            worst.append(WorstItem.of(p, note=f"answered {letter(s.extracted) or 'nothing'} on the standard image"))
         elif not agreement and s.correct and not p.correct:
             worst.append(WorstItem.of(p, note=f"right on the standard image, wrong under {variant}"))
     if d.n == 0:
