@@ -7,6 +7,7 @@ Allure's "Robustness" and "Clinical depth" epics."""
 from __future__ import annotations
 
 import base64
+import json
 import re
 
 from medrcube.gate.checks import Check, CheckKind
@@ -24,8 +25,9 @@ EXTRA = """\
 robustness: {margin: 0.05, min_agreement: 0.9, rule: point, min_n: 10}
 findings:
   min_sensitivity: {Pneumonia: 0.8}
+  prevalence: {pneumonia: 0.1}
 calibration: {max_ce: 0.1, required: false}
-selective: {deferral_cost: 0.1, min_utility: 0.6, min_n: 10}
+selective: {deferral_cost: 0.2, min_utility: 0.6, min_n: 10}
 """
 
 
@@ -67,6 +69,11 @@ def test_the_new_kinds_run_as_cases_of_the_suite(gate_ws, gate_server):
     utility = next(c for c in doc["checks"] if c["id"] == "selective/utility/overall")
     assert utility["observed"] == 24 / 27 and utility["details"]["deferred"] == 0
     assert result.ret == 10
+    # the site's prevalence and deferral cost reach metrics_summary.json too
+    summary = json.loads((gate_ws.run_dirs()[-1] / "metrics_summary.json").read_text(encoding="utf-8"))
+    cell = summary["findings"]["task=Disease Diagnosis|modality=X-Ray|parts=Chest"]
+    assert cell["findings"]["pneumonia"]["site"]["prevalence"] == 0.1
+    assert summary["abstention"]["costs"]["deferral"] == 0.2
     out = result.stdout.str()
     for line in ("robustness to image perturbations (drop; 1 fail, 1 pass): noise:0.1/overall 0.889",
                  "answer agreement under perturbations (agreement; 1 fail, 1 pass)",

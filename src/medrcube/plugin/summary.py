@@ -465,7 +465,10 @@ def gate_meta(session: Any, entries: Mapping[str, Any]) -> dict[str, Any]:
     from medrcube.gate.evaluate import guarantee_text
 
     not_run = [c.id for c in session.checks if c.required and c.id not in entries]
-    return {"guarantee": guarantee_text(session.checks), "not_run": not_run}
+    findings = getattr(session.policy, "findings", None)  # the site's case mix and deferral cost: metrics_summary.json
+    site = {"prevalence": dict(findings.prevalence) if findings else {},
+            "deferral_cost": session.policy.selective.deferral_cost}
+    return {"guarantee": guarantee_text(session.checks), "not_run": not_run, "site_policy": site}
 
 
 def run_meta(session: Any, run_id: str, result: Any, handovers: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
