@@ -1,6 +1,6 @@
 """Sequential qualification against the full run, by repeated simulated runs.
 
-    python -m benchmarks.sequential [--reps 20] [--cube DIR] [--server]
+    python -m benchmarks.sequential [--reps 20] [--cube DIR]
 
 On the generated full-size cube (7,626 items, 3,000 images; `medrcube.testing.gencube`),
 a simulated model (`simulate:accuracy=...,icc=0.3,seed=r`: every task at one accuracy,
@@ -17,9 +17,10 @@ the same driver and decisions as the gate, seed r). Reported per distance:
   when the model is below (false pass), a fail when it is above (false fail), against the
   stated one-sided level; undecided checks are counted apart (no guess is made).
 
-`--server` repeats one distance through the real openai client against the scripted
-server (`medrcube.testing.server`, answering as the simulated model) and reports the
-requests the server saw.
+Requests counted at the scripted server through the real openai client are measured in
+tests/plugin/test_plugin_sequential.py, on a cube whose questions are unique: the
+generated cube repeats its question texts across images, so a server answering by prompt
+cannot stand in for a simulated model that answers item by item.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 DISTANCES = (0.05, 0.1, 0.15, 0.25, 0.4)
-LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 POLICY = {
     "version": 1,
     "defaults": {"rule": "lower_bound", "confidence": 0.95, "min_n": 10, "above_chance": 0},
@@ -121,49 +121,7 @@ def run(reps: int = 20, cube_dir: Path | None = None) -> list[dict[str, Any]]:
     return rows
 
 
-def through_server(cube_dir: Path | None, accuracy: float = 0.75, seed: int = 1) -> dict[str, Any]:
-    """One distance through the real openai client and the scripted server: requests the
-    server saw in the full run and in the sequential one (the server answers as the
-    simulated model, by item)."""
-    from medrcube.models.openai_adapter import OpenAIAdapter
-    from medrcube.models.registry import load_adapter
-    from medrcube.run.order import SequentialPlan
-    from medrcube.run.plan import plan_asks
-    from medrcube.run.runner import run_cube_async
-    from medrcube.sequential import run_sequential
-    from medrcube.testing.server import ScriptedServer
-
-    cube = cube_at(cube_dir)
-    checks = checks_of(cube)
-    # The simulated model's answers, by prompt: one in-process run, then served as they are.
-    sim = load_adapter(f"simulate:accuracy={accuracy},icc=0.3,seed={seed}", cube=cube)
-    letters = {r.item_id: LETTERS[r.extracted] for r in asyncio.run(run_cube_async(cube, sim)).records
-               if r.extracted is not None}
-    answers = {a.prompt: letters.get(a.item.id, "A")
-               for a in plan_asks(cube, ("standard",), fingerprint=sim.fingerprint) if a.available}
-
-    def reply(prompt: str, body: Any) -> str:
-        return answers.get(prompt, "A")
-
-    out: dict[str, Any] = {}
-    with ScriptedServer(reply=reply) as server:
-        full = asyncio.run(run_cube_async(cube, OpenAIAdapter("sim", base_url=server.base_url, api_key="x", concurrency=32)))
-        out["full_requests"] = server.stats()["total"]
-        server.reset_stats()
-        adapter = OpenAIAdapter("sim", base_url=server.base_url, api_key="x", concurrency=32)
-
-        async def ask(part: Any) -> list[Any]:
-            return (await run_cube_async(part, adapter)).records
-
-        seq = asyncio.run(run_sequential(cube, checks, SequentialPlan(seed=seed), ask))
-        out["sequential_requests"] = server.stats()["total"]
-        out["full_asked"] = full.asked
-        out["stop"] = seq.stop
-    out["fraction"] = out["sequential_requests"] / max(out["full_requests"], 1)
-    return out
-
-
-def markdown(rows: list[dict[str, Any]], seconds: float, server: dict[str, Any] | None) -> str:
+def markdown(rows: list[dict[str, Any]], seconds: float) -> str:
     head = ("| distance from every bound | model | asks vs full run (median, max) | runs where decided verdicts agree "
             "| wrong verdicts (share of checks) | runs with a wrong verdict | undecided checks |\n"
             "|---|---|--:|--:|--:|--:|--:|")
@@ -173,24 +131,17 @@ def markdown(rows: list[dict[str, Any]], seconds: float, server: dict[str, Any] 
             f"| {r['distance']:.2f} {r['side']} | {r['accuracy']:.2f} | {r['fraction_median']:.1%}, "
             f"{r['fraction_max']:.1%} | {r['agreement']:.0%} | {r['wrong_rate']:.4f} | "
             f"{r['runs_with_a_wrong_verdict']:.2f} | {r['undecided_share']:.1%} |")
-    text = "\n".join(lines) + f"\n\n{rows[0]['reps']} runs per row, {rows[0]['checks']} checks per run, {seconds:.0f} s.\n"
-    if server:
-        text += (f"\nThrough the openai client and the scripted server (accuracy 0.75): the full run sent "
-                 f"{server['full_requests']} requests, the sequential run {server['sequential_requests']} "
-                 f"({server['fraction']:.1%}); stopped: {server['stop']}.\n")
-    return text
+    return "\n".join(lines) + f"\n\n{rows[0]['reps']} runs per row, {rows[0]['checks']} checks per run, {seconds:.0f} s.\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.sequential")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--cube", type=Path, default=None)
-    ap.add_argument("--server", action="store_true")
     args = ap.parse_args(argv)
     t0 = time.time()
     rows = run(args.reps, args.cube)
-    server = through_server(args.cube) if args.server else None
-    print(markdown(rows, time.time() - t0, server))
+    print(markdown(rows, time.time() - t0))
     return 0 if all(math.isfinite(r["fraction_median"]) for r in rows) else 1
 
 
