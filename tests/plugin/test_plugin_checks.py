@@ -160,7 +160,9 @@ def test_no_baseline_means_no_regression_case(gate_ws):
     result = gate_ws.run(model=gate_ws.replay("good.jsonl"))
     assert "test_regression" not in result.stdout.str()
     result.stdout.fnmatch_lines(["not requested: *regression (regression checks need --baseline*"])
-    assert result.parseoutcomes()["deselected"] == 3  # regression, image dependence, position
+    # regression, image dependence, position, and the five kinds of issues 16 and 17
+    # (robustness, agreement, finding, calibration, selective) this policy and run do not ask
+    assert result.parseoutcomes()["deselected"] == 8
     assert not any(c["kind"] == "regression" for c in gate_ws.gate_json()["checks"])
 
 

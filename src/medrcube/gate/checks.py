@@ -5,19 +5,24 @@ record exists.
 
 Ids read as pytest ids: `overall`, `slice/part/Chest`, `Chest/X-Ray/Disease Diagnosis`,
 `credibility/overall`, `credibility/part/Chest`, `image-dependence/overall`,
-`position/overall`, `regression/overall`, `regression/Chest/X-Ray/Disease Diagnosis`.
+`position/overall`, `regression/overall`, `regression/Chest/X-Ray/Disease Diagnosis`,
+`robustness/jpeg:30/overall`, `agreement/jpeg:30/part/Chest`,
+`finding/pneumothorax/Chest/X-Ray/Disease Diagnosis`, `calibration/overall`,
+`selective/utility/overall`, `selective/accuracy@0.8/overall`, `selective/coverage@risk0.1/overall`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import fnmatch
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from medrcube.gate.thresholds import AXES, Bound, Policy
-from medrcube.records import GradedRecord
-from medrcube.taxonomy import MODALITIES, PARTS, TASK_NAMES, Level, task_level
+from medrcube.gate.thresholds import AXES, Bound, Policy, ThresholdsError
+from medrcube.metrics.findings import label_of
+from medrcube.records import GradedRecord, is_perturbation
+from medrcube.taxonomy import MODALITIES, PARTS, TASK_NAMES, Level, did_you_mean, task_level
 
 # Labels of checks that span an axis, so that Allure groups them beside the cells.
 ALL_PARTS = "All parts"
@@ -33,6 +38,13 @@ class CheckKind(StrEnum):
     IMAGE_DEPENDENCE = "image_dependence"
     POSITION = "position"
     REGRESSION = "regression"
+    # Issue 17: per image perturbation and scope, accuracy non-inferiority and answer agreement.
+    ROBUSTNESS = "robustness"
+    ROBUSTNESS_AGREEMENT = "robustness_agreement"
+    # Issue 16: per-finding sensitivity, calibration, selective prediction and deferral.
+    FINDING = "finding"
+    CALIBRATION = "calibration"
+    SELECTIVE = "selective"
 
 
 ACCURACY_KINDS = frozenset({CheckKind.CELL, CheckKind.SLICE, CheckKind.OVERALL})
@@ -152,11 +164,16 @@ def build_checks(
     *,
     variants: Iterable[Any] | str = ("standard",),
     has_baseline: bool = False,
+    cell_options: Mapping[tuple[str, str, str], Iterable[str]] | None = None,
 ) -> list[Check]:
     """Every check the policy asks for on a cube with these (part, modality, task) cells.
 
     Image-dependence checks exist only if `blind` is among the variants, position
-    checks only with `shuffled:K`, regression checks only with a baseline.
+    checks only with `shuffled:K`, regression checks only with a baseline, robustness
+    checks only for the image perturbations asked (`jpeg:30`), utility checks only with
+    `abstain`. `cell_options` (the option texts offered per cell, from the cube) keeps
+    per-finding checks to the cells that offer the finding; without it every matching
+    diagnosis cell gets one.
     """
     cube_cells = sorted({(c[0], c[1], c[2]) for c in cells})
     parts = _order((c[0] for c in cube_cells), PARTS)
@@ -228,6 +245,12 @@ def build_checks(
                            CheckKind.POSITION),
         ))
 
+    variant_list = [v for v in variants.split(",") if v.strip()] if isinstance(variants, str) else list(variants)
+    checks.extend(_robustness_checks(cube_cells, axis_values, policy, variant_list))
+    checks.extend(_finding_checks(cube_cells, policy, cell_options))
+    checks.extend(_calibration_checks(policy))
+    checks.extend(_selective_checks(cube_cells, policy, "abstain" in names))
+
     reg = policy.regression
     if has_baseline and reg.enabled:
         scopes: list[tuple[str, tuple[str | None, str | None, str | None]]] = [("regression/overall", (None, None, None))]
@@ -276,4 +299,155 @@ def _credibility_checks(cube_cells: list[tuple[str, str, str]], parts: list[str]
             labels=_labels(part or ALL_PARTS, "Credibility", "Grounding of diagnosis in perception", "credibility",
                            "critical", CheckKind.CREDIBILITY),
         ))
+    return out
+
+
+# --------------------------------------------------------------------------- issues 16 and 17
+
+Selector = tuple[str | None, str | None, str | None]
+
+
+def _perturbations(variants: Iterable[Any]) -> list[tuple[str, Any]]:
+    """(spec, perturbation or None) of every image perturbation asked: Variant objects
+    carry theirs (its `applies_to_task` says where it is asked); spec strings do not."""
+    out: dict[str, Any] = {}
+    for v in variants:
+        p = getattr(v, "perturbation", None)
+        if p is not None:
+            out.setdefault(str(p.spec), p)
+        elif isinstance(v, str) and is_perturbation(v.strip()):
+            out.setdefault(v.strip(), None)
+    return list(out.items())
+
+
+def _scope_selectors(scope: str, cube_cells: list[tuple[str, str, str]],
+                     axis_values: Mapping[str, list[str]]) -> list[tuple[str, Selector]]:
+    if scope == "overall":
+        return [("overall", (None, None, None))]
+    if scope == "cell":
+        return [("/".join(c), c) for c in cube_cells]
+    axes = AXES if scope == "slice" else (scope,)
+    out: list[tuple[str, Selector]] = []
+    for axis in axes:
+        for value in axis_values[axis]:
+            sel = (value if axis == "part" else None, value if axis == "modality" else None,
+                   value if axis == "task" else None)
+            out.append((f"{axis}/{value}", sel))
+    return out
+
+
+def _scope_labels(sel: Selector, kind: CheckKind, severity: str = "critical") -> dict[str, str]:
+    level = _level_name(sel[2]) if sel[2] else "overall"
+    return _labels(sel[0] or ALL_PARTS, sel[1] or ALL_MODALITIES, sel[2] or ALL_TASKS, level, severity, kind)
+
+
+def _robustness_checks(cube_cells: list[tuple[str, str, str]], axis_values: Mapping[str, list[str]], policy: Policy,
+                       variants: Iterable[Any]) -> list[Check]:
+    rob = policy.robustness
+    if not rob.enabled:
+        return []
+    out: list[Check] = []
+    for spec, pert in _perturbations(variants):
+        for scope in rob.scopes:
+            for sid, sel in _scope_selectors(scope, cube_cells, axis_values):
+                # A perturbation never asked on a task (flip on ROI Grounding) has no evidence there.
+                if pert is not None and sel[2] is not None and not pert.applies_to_task(sel[2]):
+                    continue
+                common: dict[str, Any] = dict(
+                    part=sel[0], modality=sel[1], task=sel[2], rule=rob.rule, confidence=rob.confidence,
+                    min_n=rob.min_n, max_error_rate=rob.max_error_rate, required=rob.required,
+                    variants=("standard", spec))
+                if rob.margin is not None:
+                    out.append(Check(
+                        id=f"robustness/{spec}/{sid}", kind=CheckKind.ROBUSTNESS, metric="perturbation_drop",
+                        bound=rob.margin, source=f"{rob.source}.margin", params={"variant": spec, "margin": rob.margin},
+                        labels=_scope_labels(sel, CheckKind.ROBUSTNESS), **common))
+                if rob.min_agreement is not None:
+                    out.append(Check(
+                        id=f"agreement/{spec}/{sid}", kind=CheckKind.ROBUSTNESS_AGREEMENT, metric="answer_agreement",
+                        bound=rob.min_agreement, source=f"{rob.source}.min_agreement", params={"variant": spec},
+                        labels=_scope_labels(sel, CheckKind.ROBUSTNESS_AGREEMENT, "normal"), **common))
+    return out
+
+
+def _finding_checks(cube_cells: list[tuple[str, str, str]], policy: Policy,
+                    cell_options: Mapping[tuple[str, str, str], Iterable[str]] | None) -> list[Check]:
+    fp = policy.findings
+    if fp is None or not fp.enabled or not fp.min_sensitivity:
+        return []
+    patterns = [tuple(p.split("/")) for p in fp.cells]
+    cells = [c for c in cube_cells if any(all(fnmatch.fnmatchcase(v, q) for v, q in zip(c, p, strict=True))
+                                          for p in patterns)]
+    offered = {c: {label_of(o) for o in (cell_options or {}).get(c, ())} for c in cells}
+    prevalence = {label_of(k): v for k, v in fp.prevalence.items()}
+    out: list[Check] = []
+    for name, bound in fp.min_sensitivity.items():
+        finding = label_of(name)
+        mine = [c for c in cells if cell_options is None or finding in offered[c]]
+        if cell_options is not None and not mine:
+            known = sorted(set().union(*offered.values())) if offered else []
+            raise ThresholdsError(policy.source, f"findings.min_sensitivity.{name}",
+                                  "no diagnosis cell of the cube offers this finding" + did_you_mean(finding, known),
+                                  show_value=False, fix="use a finding the cube's options name "
+                                  f"({', '.join(known[:12]) or 'none'}), or widen `findings.cells`")
+        scopes: list[tuple[str, Selector]] = []
+        if "cell" in fp.scopes:
+            scopes += [("/".join(c), c) for c in mine]
+        if "overall" in fp.scopes and mine:
+            scopes.append(("overall", (None, None, None)))
+        for sid, sel in scopes:
+            out.append(Check(
+                id=f"finding/{finding}/{sid}", kind=CheckKind.FINDING, metric="sensitivity", part=sel[0],
+                modality=sel[1], task=sel[2], bound=bound, rule=fp.rule, confidence=fp.confidence, min_n=fp.min_n,
+                max_error_rate=fp.max_error_rate, source=f"{fp.source}.min_sensitivity.{name}", required=fp.required,
+                params={"finding": finding, "cells": list(fp.cells), "prevalence": prevalence.get(finding),
+                        "site_prevalence": prevalence},
+                labels=_scope_labels(sel, CheckKind.FINDING)))
+    return out
+
+
+def _calibration_checks(policy: Policy) -> list[Check]:
+    cal = policy.calibration
+    if cal is None or not cal.enabled or (cal.max_ce is None and cal.max_ece is None):
+        return []
+    statistic, bound = ("ce", cal.max_ce) if cal.max_ce is not None else ("ece", cal.max_ece)
+    return [Check(
+        id="calibration/overall", kind=CheckKind.CALIBRATION, metric=f"calibration_{statistic}", part=None,
+        modality=None, task=None, bound=bound, rule=cal.rule, confidence=cal.confidence, min_n=cal.min_n,
+        max_error_rate=cal.max_error_rate, source=f"{cal.source}.max_{statistic}", required=cal.required,
+        params={"statistic": statistic, "n_bins": cal.n_bins, "n_boot": cal.n_boot},
+        labels=_labels(ALL_PARTS, "Calibration", "Calibration error", "overall", "normal", CheckKind.CALIBRATION))]
+
+
+def _selective_checks(cube_cells: list[tuple[str, str, str]], policy: Policy, has_abstain: bool) -> list[Check]:
+    sp = policy.selective
+    if not sp.enabled:
+        return []
+    scopes: list[tuple[str, Selector]] = []
+    if "overall" in sp.scopes:
+        scopes.append(("overall", (None, None, None)))
+    if "cell" in sp.scopes:
+        scopes += [("/".join(c), c) for c in cube_cells]
+    common: dict[str, Any] = dict(rule=sp.rule, confidence=sp.confidence, min_n=sp.min_n,
+                                  max_error_rate=sp.max_error_rate, required=sp.required)
+    out: list[Check] = []
+    for sid, sel in scopes:
+        if has_abstain and sp.min_utility is not None:
+            out.append(Check(
+                id=f"selective/utility/{sid}", kind=CheckKind.SELECTIVE, metric="utility", part=sel[0],
+                modality=sel[1], task=sel[2], bound=sp.min_utility, source=f"{sp.source}.min_utility",
+                variants=("abstain",), params={"deferral_cost": sp.deferral_cost},
+                labels=_scope_labels(sel, CheckKind.SELECTIVE), **common))
+        for coverage, bound in sorted(sp.accuracy_at_coverage.items()):
+            out.append(Check(
+                id=f"selective/accuracy@{coverage:g}/{sid}", kind=CheckKind.SELECTIVE, metric="accuracy_at_coverage",
+                part=sel[0], modality=sel[1], task=sel[2], bound=bound,
+                source=f"{sp.source}.accuracy_at_coverage.{coverage:g}", params={"coverage": coverage},
+                labels=_scope_labels(sel, CheckKind.SELECTIVE, "normal"), **common))
+        for risk, bound in sorted(sp.coverage_at_risk.items()):
+            out.append(Check(
+                id=f"selective/coverage@risk{risk:g}/{sid}", kind=CheckKind.SELECTIVE, metric="coverage_at_risk",
+                part=sel[0], modality=sel[1], task=sel[2], bound=bound,
+                source=f"{sp.source}.coverage_at_risk.{risk:g}", params={"risk": risk},
+                labels=_scope_labels(sel, CheckKind.SELECTIVE, "normal"), **common))
     return out

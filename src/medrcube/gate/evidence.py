@@ -15,16 +15,20 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterable
 
 from medrcube.gate.checks import ACCURACY_KINDS, Check, CheckKind
+from medrcube.gate.criteria import MAX_WORST, Criterion, Evidence
+from medrcube.gate.criteria import api_errors as _errors
+from medrcube.gate.criteria import ci_text as _ci
+from medrcube.gate.criteria import diff_criterion as _diff_criterion
+from medrcube.gate.criteria import fmt as _f
+from medrcube.gate.criteria import prop_criterion as _prop_criterion
+from medrcube.gate.evidence_clinical import CLINICAL_KINDS, collect_clinical
 from medrcube.gate.verdict import WorstItem
 from medrcube.metrics.accuracy import accuracy, chance_level
 from medrcube.metrics.clustered import METHOD as PROPORTION_METHOD
 from medrcube.metrics.clustered import (
-    ClusteredInterval,
     cluster_counts,
     clustered_accuracy,
     clustered_wilson,
@@ -32,100 +36,9 @@ from medrcube.metrics.clustered import (
 )
 from medrcube.metrics.comparison import paired_records, regression
 from medrcube.metrics.credibility import chain_pairs, credibility_of_pairs, grounding
-from medrcube.metrics.paired import MeanDifference, clustered_mean_difference
+from medrcube.metrics.paired import clustered_mean_difference
 from medrcube.metrics.worst import worst_records
 from medrcube.records import GradedRecord, Outcome
-
-MAX_WORST = 5
-
-
-@dataclass(frozen=True, slots=True)
-class Criterion:
-    """One bound of a check and the evidence about it."""
-
-    name: str  # "accuracy", "gap to standard accuracy", ...
-    estimate: float | None
-    bound: float
-    at_least: bool  # True: the estimate must reach the bound; False: stay at or below it
-    lo: float
-    hi: float
-    p_pass: float
-    p_fail: float
-    unit_sd: float  # sd of one unit, design effect included: var(estimate) ~ unit_sd^2 / n
-
-    @property
-    def point_ok(self) -> bool:
-        if self.estimate is None:
-            return False
-        return self.estimate >= self.bound if self.at_least else self.estimate <= self.bound
-
-
-@dataclass(frozen=True, slots=True)
-class Evidence:
-    check: Check
-    n: int
-    units: str  # what n counts: "graded items", "pairs", ...
-    criteria: tuple[Criterion, ...] = ()
-    observed: float | None = None
-    interval: tuple[float, float] | None = None
-    bound: float | None = None  # the bound as applied (raised to chance + above_chance)
-    chance: float | None = None
-    error_rate: float = 0.0
-    facts: str = ""
-    worst: tuple[WorstItem, ...] = ()  # shown when the check does not pass
-    details: dict[str, Any] = field(default_factory=dict)
-    method: str = ""
-    error: str | None = None  # not graded: why
-    note: str = ""  # why there is nothing to decide, or a remark on the bound
-
-
-def _prop_criterion(name: str, ci: ClusteredInterval, bound: float) -> Criterion:
-    p = ci.estimate
-    v = p if p is not None and 0.0 < p < 1.0 else bound
-    sd = math.sqrt(max(v * (1.0 - v), 1e-4) * ci.deff)
-    return Criterion(name, p, bound, True, ci.lo, ci.hi, ci.p_at_most(bound), ci.p_at_least(bound), sd)
-
-
-def _diff_criterion(name: str, md: MeanDifference, bound: float, at_least: bool) -> Criterion:
-    sd = md.se * math.sqrt(md.n) if md.n and math.isfinite(md.se) else 0.5
-    if at_least:
-        return Criterion(name, md.estimate, bound, True, md.lo, md.hi, md.p_at_most(bound), md.p_at_least(bound), sd)
-    return Criterion(name, md.estimate, bound, False, md.lo, md.hi, md.p_at_least(bound), md.p_at_most(bound), sd)
-
-
-def _pct(x: float) -> str:
-    return f"{x:.0%}"
-
-
-def _f(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.3f}"
-
-
-def _ci(confidence: float, interval: tuple[float, float] | None) -> str:
-    if interval is None:
-        return ""
-    return f", {_pct(confidence)} CI [{interval[0]:.3f}, {interval[1]:.3f}]"
-
-
-def _errors(check: Check, asked: Sequence[GradedRecord]) -> tuple[float, Evidence | None]:
-    """The error rate over records that were asked, and error evidence when above the bound."""
-    considered = [r for r in asked if r.outcome is not Outcome.UNAVAILABLE]
-    # A truncated answer was not graded either: it counts against the bound like an error.
-    errors = [r for r in considered if r.outcome in (Outcome.ERROR, Outcome.TRUNCATED)]
-    rate = len(errors) / len(considered) if considered else 0.0
-    if errors and rate > check.max_error_rate:
-        kinds: dict[str, int] = defaultdict(int)
-        for r in errors:
-            kinds[(r.error or "unknown error").split(":")[0][:60]] += 1
-        top = "; ".join(f"{k} x{v}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])[:3])
-        msg = (
-            f"{len(errors)} errors of {len(considered)} requests ({_pct(rate)} > max_error_rate "
-            f"{_pct(check.max_error_rate)}): the evidence is incomplete; not graded. Errors: {top}. "
-            "Fix the endpoint (or raise max_error_rate) and rerun: cached answers are kept."
-        )
-        return rate, Evidence(check, len(considered) - len(errors), "graded items", error_rate=rate, error=msg,
-                              details={"errors": len(errors), "asked": len(considered), "error_kinds": dict(kinds)})
-    return rate, None
 
 
 def collect(
@@ -148,6 +61,8 @@ def collect(
             return _position(check, selected)
         if check.kind is CheckKind.REGRESSION:
             return _regression(check, selected, baseline, baseline_error)
+        if check.kind in CLINICAL_KINDS:
+            return collect_clinical(check, selected)
     except ValueError as exc:  # inconsistent records (e.g. duplicates): say so, decide nothing
         return Evidence(check, 0, "items", error=f"cannot evaluate: {exc}")
     raise ValueError(f"unknown check kind {check.kind!r}")

@@ -25,6 +25,10 @@ TOP_KEYS = (
     "image_dependence",
     "position_robustness",
     "regression",
+    "robustness",
+    "findings",
+    "calibration",
+    "selective",
     "profiles",
 )
 # Built-in decision defaults, used for any key the file's `defaults` leaves out.
@@ -184,6 +188,83 @@ class RegressionPolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class RobustnessPolicy:
+    """Image perturbations (issue 17): per requested perturbation and scope, accuracy is
+    not worse than standard by more than `margin` (paired non-inferiority) and the
+    answers agree with the standard ones at least `min_agreement` of the time."""
+
+    enabled: bool = True
+    margin: float | None = 0.05
+    min_agreement: float | None = 0.9
+    scopes: tuple[str, ...] = ("overall",)  # overall, slice, part, modality, task, cell
+    rule: str = "lower_bound"
+    confidence: float = 0.95
+    min_n: int = 20
+    max_error_rate: float = 0.05
+    required: bool = True
+    source: str = "robustness"
+
+
+@dataclass(frozen=True, slots=True)
+class FindingsPolicy:
+    """Per-finding sensitivity (issue 16): in each diagnosis cell matching `cells` (or
+    pooled over them, scope `overall`), the sensitivity for a named finding is at least
+    its bound. `prevalence` is the site's case mix, for PPV/NPV in the outputs."""
+
+    enabled: bool = True
+    min_sensitivity: dict[str, float] = field(default_factory=dict, hash=False)
+    cells: tuple[str, ...] = ("*/*/Disease Diagnosis", "*/*/Abnormality Diagnosis")
+    scopes: tuple[str, ...] = ("cell",)  # cell, overall
+    prevalence: dict[str, float] = field(default_factory=dict, hash=False)
+    rule: str = "lower_bound"
+    confidence: float = 0.95
+    min_n: int = 10
+    max_error_rate: float = 0.05
+    required: bool = True
+    source: str = "findings"
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrationPolicy:
+    """Calibration (issue 16): the debiased calibration error (`max_ce`) or the expected
+    calibration error (`max_ece`) of the records with a confidence is at most a bound."""
+
+    enabled: bool = True
+    max_ce: float | None = None
+    max_ece: float | None = None
+    n_bins: int = 10
+    n_boot: int = 400
+    rule: str = "lower_bound"
+    confidence: float = 0.95
+    min_n: int = 100
+    max_error_rate: float = 0.05
+    required: bool = False
+    source: str = "calibration"
+
+
+@dataclass(frozen=True, slots=True)
+class SelectivePolicy:
+    """Selective prediction (issue 16). With the `abstain` variant: the utility under
+    the stated cost of a deferral (an error costs 1) is at least `min_utility`. With a
+    confidence on the records: accuracy of the most confident fraction c is at least
+    `accuracy_at_coverage[c]`, and the largest fraction answered at an error rate of at
+    most r is at least `coverage_at_risk[r]`."""
+
+    enabled: bool = True
+    deferral_cost: float = 0.1
+    min_utility: float | None = None
+    accuracy_at_coverage: dict[float, float] = field(default_factory=dict, hash=False)
+    coverage_at_risk: dict[float, float] = field(default_factory=dict, hash=False)  # risk -> minimum coverage
+    scopes: tuple[str, ...] = ("overall",)  # overall, cell
+    rule: str = "lower_bound"
+    confidence: float = 0.95
+    min_n: int = 20
+    max_error_rate: float = 0.05
+    required: bool = True
+    source: str = "selective"
+
+
+@dataclass(frozen=True, slots=True)
 class Policy:
     source: str
     version: int
@@ -197,6 +278,10 @@ class Policy:
     image_dependence: ImageDependencePolicy
     position: PositionPolicy
     regression: RegressionPolicy
+    robustness: RobustnessPolicy = field(default_factory=RobustnessPolicy)
+    findings: FindingsPolicy | None = None
+    calibration: CalibrationPolicy | None = None
+    selective: SelectivePolicy = field(default_factory=SelectivePolicy)
 
     def cell_bound(self, cell: tuple[str, str, str]) -> Bound | None:
         """The bound of a cube cell: matching `cells` entries applied in order, field by field."""

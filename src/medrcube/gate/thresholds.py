@@ -12,6 +12,11 @@ commented reference. In short:
     image_dependence:    min_drop (standard - blind accuracy)
     position_robustness: max_gap, min_circular_accuracy
     regression:          alpha, margin, cells_required (non-inferiority against a baseline)
+    robustness:          margin, min_agreement, scopes (image perturbations, only when one is asked)
+    findings:            min_sensitivity {finding: bound}, cells, scopes, prevalence (issue 16)
+    calibration:         max_ce or max_ece, n_bins, n_boot (needs a confidence on the records)
+    selective:           deferral_cost, min_utility (abstain variant), accuracy_at_coverage {c: bound},
+                         coverage_at_risk {r: bound}
     profiles:            {name: overlay}, deep-merged over the rest by `--profile name`
 
 An ENTRY is a bound (a number in [0, 1]), a mapping with `bound` and any of the
@@ -36,6 +41,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from medrcube.gate.checker import parse_pattern
 from medrcube.gate.policy import (
     ACCURACY_KEYS,
     AXES,
@@ -43,18 +49,32 @@ from medrcube.gate.policy import (
     DECISION_KEYS,
     SCHEMA_VERSION,
     Bound,
+    CalibrationPolicy,
     CellRule,
     CredibilityBounds,
     CredibilityPolicy,
     Decision,
+    FindingsPolicy,
     ImageDependencePolicy,
     Policy,
     PositionPolicy,
     RegressionPolicy,
+    RobustnessPolicy,
+    SelectivePolicy,
     SlicePolicy,
     ThresholdsError,
 )
-from medrcube.gate.validate import REGRESSION_KEYS, Checker, validate_cells, validate_doc, validate_entry
+from medrcube.gate.validate import (
+    CALIBRATION_KEYS,
+    REGRESSION_KEYS,
+    ROBUSTNESS_KEYS,
+    SELECTIVE_KEYS,
+    Checker,
+    validate_cells,
+    validate_doc,
+    validate_entry,
+)
+from medrcube.gate.validate_clinical import FINDINGS_SCOPES, ROBUSTNESS_SCOPES, SELECTIVE_SCOPES, validate_scopes
 from medrcube.taxonomy import MODALITIES, PARTS, TASK_NAMES, canonical_task, did_you_mean
 from medrcube.yamlconf import YamlFileError, read_yaml_file
 
@@ -166,6 +186,23 @@ def _build(
         "position_robustness", PositionPolicy, ("enabled", "max_gap", "min_circular_accuracy", *DECISION_KEYS)
     )
     regression = section("regression", RegressionPolicy, REGRESSION_KEYS)
+    robustness = section("robustness", RobustnessPolicy, ROBUSTNESS_KEYS)
+    if "scopes" in (doc.get("robustness") or {}):
+        robustness = replace(robustness, scopes=validate_scopes(c, "robustness.scopes", doc["robustness"]["scopes"],
+                                                                ROBUSTNESS_SCOPES))
+    findings = _build_findings(c, doc, defaults, src)
+    calibration = None
+    if doc.get("calibration") is not None:
+        calibration = section("calibration", CalibrationPolicy, CALIBRATION_KEYS)
+    maps = ("accuracy_at_coverage", "coverage_at_risk")
+    selective = section("selective", SelectivePolicy, tuple(k for k in SELECTIVE_KEYS if k not in maps))
+    sel_doc = doc.get("selective") or {}
+    selective = replace(
+        selective,
+        accuracy_at_coverage={float(k): float(v) for k, v in (sel_doc.get("accuracy_at_coverage") or {}).items()},
+        coverage_at_risk={float(k): float(v) for k, v in (sel_doc.get("coverage_at_risk") or {}).items()},
+        scopes=validate_scopes(c, "selective.scopes", sel_doc.get("scopes", ["overall"]), SELECTIVE_SCOPES),
+    )
     return Policy(
         source=c.file,
         version=doc["version"],
@@ -179,6 +216,28 @@ def _build(
         image_dependence=image_dependence,
         position=position,
         regression=regression,
+        robustness=robustness,
+        findings=findings,
+        calibration=calibration,
+        selective=selective,
+    )
+
+
+def _build_findings(c: Checker, doc: Mapping[str, Any], defaults: Decision, src: Callable[..., str]) -> FindingsPolicy | None:
+    d = doc.get("findings")
+    if d is None:
+        return None
+    kw: dict[str, Any] = {k: getattr(defaults, k) for k in DECISION_KEYS}
+    kw.update({k: d[k] for k in (*DECISION_KEYS, "enabled") if k in d})
+    if "cells" in d:
+        # Canonical spellings ("DD" -> "Disease Diagnosis"), matched like `cells` entries.
+        kw["cells"] = tuple("/".join(parse_pattern(c, f"findings.cells[{i}]", x)) for i, x in enumerate(d["cells"]))
+    if "scopes" in d:
+        kw["scopes"] = validate_scopes(c, "findings.scopes", d["scopes"], FINDINGS_SCOPES)
+    return FindingsPolicy(
+        min_sensitivity={str(k): float(v) for k, v in (d.get("min_sensitivity") or {}).items()},
+        prevalence={str(k): float(v) for k, v in (d.get("prevalence") or {}).items()},
+        source=src("findings"), **kw,
     )
 
 

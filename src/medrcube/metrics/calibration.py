@@ -163,6 +163,12 @@ class Calibration:
     mean_confidence: float | None
     accuracy: float | None
     bins: list[dict[str, Any]] = field(default_factory=list)
+    # For decisions consistent with the intervals (gate/evidence_clinical.py): the signed
+    # debiased ce^2 and its bootstrap standard error (the ce interval is
+    # sqrt(max(0, ce2 -+ z * ce2_se))), and the ECE replicates (its percentile interval).
+    ce2: float | None = None
+    ce2_se: float | None = None
+    ece_replicates: tuple[float, ...] = field(default=(), repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {"n": self.n, "missing": self.missing, "clusters": self.clusters, "n_bins": self.n_bins,
@@ -199,10 +205,13 @@ def calibration(s: Scored, n_bins: int = DEFAULT_BINS, n_boot: int = DEFAULT_BOO
         # plug-in ce^2 (biased upward), so the debiased replicates centre there, not on
         # the estimate. The bootstrap standard error around the estimate does not
         # inherit that shift (module doc).
-        half = NormalDist().inv_cdf(1 - alpha) * float(reps[:, 1].std(ddof=1))
+        se = float(reps[:, 1].std(ddof=1)) if reps.shape[0] > 1 else float("inf")
+        half = NormalDist().inv_cdf(1 - alpha) * se
         c_lo, c_hi = ce2 - half, ce2 + half
+        ece_reps = tuple(float(x) for x in reps[:, 0])
     else:
         e_lo, e_hi, c_lo, c_hi = ece, ece, ce2, ce2
+        se, ece_reps = float("inf"), ()
 
     def root(x: float) -> float:
         return float(np.sqrt(max(0.0, x)))
@@ -212,7 +221,7 @@ def calibration(s: Scored, n_bins: int = DEFAULT_BINS, n_boot: int = DEFAULT_BOO
         ece=float(ece), ece_ci95=(float(e_lo), float(e_hi)),
         ce=root(ce2), ce_ci95=(root(c_lo), root(c_hi)),
         mean_confidence=float(s.conf.mean()), accuracy=float(s.correct.mean()),
-        bins=reliability(s, n_bins),
+        bins=reliability(s, n_bins), ce2=float(ce2), ce2_se=se, ece_replicates=ece_reps,
     )
 
 

@@ -103,6 +103,20 @@ class PairedDrop:
                 "drop": self.drop, "lo": self.lo, "hi": self.hi}
 
 
+def tango_score(b: int, c: int, n: int, delta: float, deff: float = 1.0) -> float:
+    """Tango's score statistic Z(delta) for H0: drop = delta, divided by sqrt(deff); it
+    decreases in delta. The interval is {delta: |Z(delta)| <= z}, so the one-sided
+    p-values Phi(Z(m)) (of "drop >= m") and 1 - Phi(Z(m)) (of "drop <= m") decide
+    exactly as the interval's bounds do (the gate reads them: gate/evidence_clinical.py)."""
+    w = -b - c + delta * (2 * n - b + c)
+    q = (-w + math.sqrt(max(0.0, w * w + 8.0 * n * c * delta * (1.0 - delta)))) / (4.0 * n)
+    var = deff * n * (2.0 * q + delta * (1.0 - delta))
+    diff = b - c - n * delta
+    if var <= 1e-300:
+        return math.copysign(math.inf, diff) if diff else 0.0
+    return diff / math.sqrt(var)
+
+
 def tango_interval(b: int, c: int, n: int, deff: float = 1.0, confidence: float = 0.95) -> tuple[float, float]:
     """Tango's score interval for (b - c) / n, the score divided by sqrt(deff) (module doc)."""
     if n <= 0:
@@ -110,13 +124,7 @@ def tango_interval(b: int, c: int, n: int, deff: float = 1.0, confidence: float 
     z = z_value(confidence)
 
     def score(delta: float) -> float:
-        w = -b - c + delta * (2 * n - b + c)
-        q = (-w + math.sqrt(max(0.0, w * w + 8.0 * n * c * delta * (1.0 - delta)))) / (4.0 * n)
-        var = deff * n * (2.0 * q + delta * (1.0 - delta))
-        diff = b - c - n * delta
-        if var <= 1e-300:
-            return math.copysign(math.inf, diff) if diff else 0.0
-        return diff / math.sqrt(var)
+        return tango_score(b, c, n, delta, deff)
 
     est = (b - c) / n
 

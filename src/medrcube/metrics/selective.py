@@ -119,15 +119,22 @@ def _coverage_at_risk(correct_sorted: np.ndarray, risk: float) -> float:
     return float(cov[ok[-1]]) if ok.size else 0.0
 
 
+def coverage_at_risk_replicates(r: Ranked, risk: float, n_boot: int = DEFAULT_BOOT, seed: int = 0) -> np.ndarray:
+    """The cluster-bootstrap replicates of the coverage at `risk` (its percentile interval's
+    input; the gate reads the share of them beyond a bound as a p-value)."""
+    reps = cluster_bootstrap(r.cluster, lambda idx: (_coverage_at_risk(r.correct[idx], risk),), n_boot, seed)
+    return reps[:, 0] if reps.size else np.empty(0)
+
+
 def coverage_at_risk(r: Ranked, risk: float, n_boot: int = DEFAULT_BOOT, seed: int = 0,
                      confidence: float = 0.95) -> dict[str, Any]:
     """The largest coverage whose risk is at most `risk`, with a cluster-bootstrap interval."""
     if not 0.0 <= risk <= 1.0:
         raise ValueError(f"risk must be in [0, 1], got {risk!r}")
     value = _coverage_at_risk(r.correct, risk)
-    reps = cluster_bootstrap(r.cluster, lambda idx: (_coverage_at_risk(r.correct[idx], risk),), n_boot, seed)
+    reps = coverage_at_risk_replicates(r, risk, n_boot, seed)
     alpha = (1.0 - confidence) / 2.0
-    lo, hi = (np.quantile(reps[:, 0], [alpha, 1 - alpha]) if reps.size else (value, value))
+    lo, hi = (np.quantile(reps, [alpha, 1 - alpha]) if reps.size else (value, value))
     return {"risk": risk, "coverage": value, "ci95": [float(lo), float(hi)], "n": r.n}
 
 
@@ -179,6 +186,7 @@ class Utility:
     ci95: tuple[float, float]
     clusters: int
     costs: DeferralCosts
+    se: float = float("inf")  # of the utility (the interval is utility -+ z se, clipped to [0, 1])
 
     @property
     def deferral_rate(self) -> float | None:
@@ -231,11 +239,19 @@ def utility(records: Iterable[GradedRecord], costs: DeferralCosts = DeferralCost
     big_k = len(totals)
     # Ratio estimator, clusters as units: var(mean) = K/(K-1) sum (t_i - m_i mean)^2 / n^2.
     var = big_k / (big_k - 1) * sum((t - m * mean) ** 2 for t, m in totals) / n ** 2 if big_k > 1 else float("inf")
+    # Every item costing the same (all right, say) gives a variance of 0 and an interval
+    # of no width however few the items; the standard error is floored at that of one
+    # more item of the other kind, sqrt(k + 1) / n (k: items of non-zero cost), as
+    # metrics.paired floors a paired difference, so no finite evidence is certain.
+    nonzero = sum(1 for _, v in by_cluster.items() for c in v if c > 0)
+    floor = math.sqrt(min(nonzero, n - nonzero) + 1) / n * costs.error
+    var = max(var, floor * floor)
     z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
     half = z * math.sqrt(var) / costs.error if math.isfinite(var) else 1.0
     u = 1.0 - mean / costs.error
     return Utility(n, counts[Outcome.CORRECT], errors, counts[Outcome.DEFERRED], mean, u,
-                   (max(0.0, u - half), min(1.0, u + half)), big_k, costs)
+                   (max(0.0, u - half), min(1.0, u + half)), big_k, costs,
+                   math.sqrt(var) / costs.error if math.isfinite(var) else float("inf"))
 
 
 def utility_by_cell(records: Iterable[GradedRecord], costs: DeferralCosts = DeferralCosts(),
@@ -283,7 +299,7 @@ def coverage_at_risk_verdict(r: Ranked, risk: float, bound: float) -> dict[str, 
 
 __all__ = [
     "DeferralCosts", "Ranked", "Utility", "abstention_summary", "accuracy_at_coverage",
-    "accuracy_at_coverage_verdict", "aurc", "coverage_at_risk", "coverage_at_risk_verdict", "item_cost",
+    "accuracy_at_coverage_verdict", "aurc", "coverage_at_risk", "coverage_at_risk_replicates", "coverage_at_risk_verdict", "item_cost",
     "min_utility_verdict", "ranked", "ranked_from_arrays", "risk_coverage", "selective_summary", "utility",
     "utility_by_cell",
 ]

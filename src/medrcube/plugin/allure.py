@@ -12,6 +12,9 @@ The Behaviors tree of the report groups cases epic > feature > story:
     robustness        "Robustness" > perturbation ("jpeg:30") > "scope: accuracy" or
                       "scope: answer agreement" (kinds robustness, robustness_agreement;
                       issue 17: the check's params carry the perturbation as "variant")
+    clinical depth    "Clinical depth" > "Per-finding sensitivity" > "finding: scope",
+                      "Calibration" > "Calibration error", "Selective prediction" >
+                      "metric: scope" (kinds finding, calibration, selective; issue 16)
 
 Severity comes from the check's labels (gate/checks.py): high-level tasks critical,
 mid-level normal, low-level minor; overall blocker; slices, credibility, image
@@ -49,7 +52,13 @@ EPICS = {
     "site": "Site checks",
     "robustness": "Robustness",
     "robustness_agreement": "Robustness",
+    "finding": "Clinical depth",
+    "calibration": "Clinical depth",
+    "selective": "Clinical depth",
 }
+# Issue 16's kinds: the feature under the "Clinical depth" epic.
+CLINICAL_FEATURES = {"finding": "Per-finding sensitivity", "calibration": "Calibration",
+                     "selective": "Selective prediction"}
 # Image-perturbation checks (metrics/perturbation.py): what each kind's story says it checks.
 ROBUSTNESS_STORIES = {"robustness": "accuracy", "robustness_agreement": "answer agreement"}
 ALL_PARTS = "All parts"
@@ -82,6 +91,16 @@ def behaviors(check: Any) -> tuple[str, str, str]:
         scope = " / ".join(v for v in (check.part, check.modality, check.task) if v) or "All cells"
         variant = str((getattr(check, "params", None) or {}).get("variant", "perturbation"))
         return EPICS[kind], variant, f"{scope}: {ROBUSTNESS_STORIES[kind]}"
+    if kind in CLINICAL_FEATURES:
+        scope = " / ".join(v for v in (check.part, check.modality, check.task) if v) or "All cells"
+        params = getattr(check, "params", None) or {}
+        if kind == "finding":
+            story = f"{params.get('finding', check.metric)}: {scope}"
+        elif kind == "calibration":
+            story = "Calibration error"
+        else:
+            story = f"{str(check.metric).replace('_', ' ')}: {scope}"
+        return EPICS[kind], CLINICAL_FEATURES[kind], story
     return EPICS.get(kind, kind), ALL_PARTS, check.id
 
 
@@ -109,6 +128,8 @@ def title(check: Any) -> str:
         return f"Regression against the baseline: {scope}"
     if kind in ROBUSTNESS_STORIES:
         return f"Robustness to {feature}: {story}"
+    if kind in CLINICAL_FEATURES:
+        return f"{feature}: {story}"
     return f"{epic}: {feature}"
 
 

@@ -49,6 +49,11 @@ TEST_KINDS: dict[str, str] = {
     "test_image_dependence": "image_dependence",
     "test_position": "position",
     "test_regression": "regression",
+    "test_robustness": "robustness",
+    "test_robustness_agreement": "robustness_agreement",
+    "test_finding": "finding",
+    "test_calibration": "calibration",
+    "test_selective": "selective",
 }
 
 
@@ -125,6 +130,12 @@ class GateSession:
             "position": "position-robustness checks need shuffled rotations: --variants=standard,shuffled:3",
             "credibility": "no credibility check: the policy sets none, or no part has both a high-level "
             "and a lower-level task",
+            "robustness": "robustness checks need an image perturbation: --variants=standard,jpeg:30,noise:0.03",
+            "robustness_agreement": "agreement checks need an image perturbation: --variants=standard,jpeg:30",
+            "finding": "per-finding checks need `findings: {min_sensitivity: {FINDING: BOUND}}` in the policy",
+            "calibration": "the calibration check needs `calibration: {max_ce: BOUND}` in the policy",
+            "selective": "selective checks need --variants=standard,abstain with `selective: {min_utility: BOUND}`, "
+            "or `selective: {accuracy_at_coverage: {C: BOUND}}`",
         }
         return reasons.get(kind, f"the policy {self.thresholds_label} gives no {kind} check on this cube")
 
@@ -272,10 +283,14 @@ def _build(options: GateOptions) -> GateSession:
         raise _usage("--thresholds", "(not given)", "no ./thresholds.yaml here and none packaged; pass --thresholds=FILE")
     baseline_dir, baseline_spec = _split_baseline(options)
     cells = sorted({it.cell for it in cube.items})
+    offered: dict[tuple[str, str, str], set[str]] = {}
+    for it in cube.items:  # the option texts per cell: per-finding checks where a finding is offered
+        offered.setdefault(it.cell, set()).update(it.options)
     try:
         policy = load_policy(thresholds, profile=options.profile)
         validate_against_cells(policy, cells)
-        checks = build_checks(cells, policy, variants=variants, has_baseline=bool(baseline_dir or baseline_spec))
+        checks = build_checks(cells, policy, variants=variants, has_baseline=bool(baseline_dir or baseline_spec),
+                              cell_options=offered)
     except ThresholdsError as e:
         option = "--profile" if e.key == "profiles" and options.profile else "--thresholds"
         raise _usage(option, options.profile if option == "--profile" else thresholds, str(e)) from None

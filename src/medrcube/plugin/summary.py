@@ -19,12 +19,14 @@ from typing import Any
 
 import pytest
 
+from medrcube.plugin.summary_kinds import kind_lines
 from medrcube.records import GradedRecord, Outcome
 
 GATE_SCHEMA_VERSION = 1
 PROPERTY = "medrcube_verdict"  # the user property carrying the payload as JSON
 HANDOVER = "medrcube_handover"  # the workeroutput key carrying a worker's records
-KIND_ORDER = ("overall", "slice", "cell", "credibility", "image_dependence", "position", "regression", "site")
+KIND_ORDER = ("overall", "slice", "cell", "credibility", "image_dependence", "position", "regression", "robustness",
+              "robustness_agreement", "finding", "calibration", "selective", "site")
 
 
 # -- payloads ------------------------------------------------------------------------------
@@ -289,7 +291,7 @@ def number_lines(entries: Sequence[Mapping[str, Any]]) -> list[str]:
     if regression:
         worse = sum(e["verdict"] == "fail" for e in regression)
         lines.append(f"regression against the baseline: {worse} of {len(regression)} checks significantly worse")
-    return lines
+    return lines + kind_lines(entries)
 
 
 def undecided_lines(entries: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -463,7 +465,10 @@ def gate_meta(session: Any, entries: Mapping[str, Any]) -> dict[str, Any]:
     from medrcube.gate.evaluate import guarantee_text
 
     not_run = [c.id for c in session.checks if c.required and c.id not in entries]
-    return {"guarantee": guarantee_text(session.checks), "not_run": not_run}
+    findings = getattr(session.policy, "findings", None)  # the site's case mix and deferral cost: metrics_summary.json
+    site = {"prevalence": dict(findings.prevalence) if findings else {},
+            "deferral_cost": session.policy.selective.deferral_cost}
+    return {"guarantee": guarantee_text(session.checks), "not_run": not_run, "site_policy": site}
 
 
 def run_meta(session: Any, run_id: str, result: Any, handovers: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:

@@ -313,7 +313,11 @@ def write_run_dir(run_dir: str | os.PathLike[str], result: RunResult, meta: Mapp
             fh.write(json.dumps(result_row(r), ensure_ascii=False, sort_keys=True))
             fh.write("\n")
 
-    summary = metrics_summary(result.records, result.info.get("variants"))
+    # The site's prevalence and deferral cost, when the gate's policy states them (plugin/summary.gate_meta).
+    site = dict((meta or {}).get("site_policy") or {})
+    costs = DeferralCosts(deferral=float(site["deferral_cost"])) if site.get("deferral_cost") is not None else None
+    summary = metrics_summary(result.records, result.info.get("variants"), prevalence=site.get("prevalence") or None,
+                              costs=costs)
 
     atomic_write(run_dir / "results.jsonl", results)
     atomic_write(run_dir / "metrics_summary.json", lambda fh: json.dump(summary, fh, indent=2, ensure_ascii=False))

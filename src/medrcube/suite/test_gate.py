@@ -28,6 +28,11 @@ __all__ = [
     "test_image_dependence",
     "test_position",
     "test_regression",
+    "test_robustness",
+    "test_robustness_agreement",
+    "test_finding",
+    "test_calibration",
+    "test_selective",
 ]
 
 
@@ -63,4 +68,29 @@ def test_position(check, verdict):
 
 def test_regression(check, verdict):
     """The candidate is not worse than the baseline by more than the margin (non-inferiority)."""
+    enforce(verdict)
+
+
+def test_robustness(check, verdict):
+    """Accuracy under an image perturbation is not worse than standard by more than the margin."""
+    enforce(verdict)
+
+
+def test_robustness_agreement(check, verdict):
+    """The answers under an image perturbation name the same option as on the standard image."""
+    enforce(verdict)
+
+
+def test_finding(check, verdict):
+    """The sensitivity for a named finding reaches its bound (how many of them the model misses)."""
+    enforce(verdict)
+
+
+def test_calibration(check, verdict):
+    """The model's stated confidence matches how often it is right (calibration error at most the bound)."""
+    enforce(verdict)
+
+
+def test_selective(check, verdict):
+    """Deferring when unsure pays: the utility under the deferral cost, or accuracy at a coverage, reaches its bound."""
     enforce(verdict)
