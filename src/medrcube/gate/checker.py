@@ -106,4 +106,5 @@ def parse_pattern(c: Checker, key: str, value: Any) -> tuple[str, str, str]:
         )
     canon = (canonical_part, canonical_modality, canonical_task)
     # A literal component may use an alias or an abbreviation ("xray", "DD"); globs are kept.
-    return tuple(p if any(ch in p for ch in "*?[") else canon[i](p).value for i, p in enumerate(parts))  # type: ignore[return-value]
+    part, modality, task = (p if any(ch in p for ch in "*?[") else canon[i](p).value for i, p in enumerate(parts))
+    return part, modality, task

@@ -258,6 +258,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     run = config.stash.get(gate.SESSION_KEY, None)
     if run is not None and not gate.is_controller(config):
         # A worker hands its records over; the controller writes (ControllerHooks).
+        # `workeroutput` is set on a worker's config by pytest-xdist, which pytest's Config type does not declare.
         config.workeroutput[summary.HANDOVER] = run.handover()  # type: ignore[attr-defined]
 
 
