@@ -69,8 +69,9 @@ class Scored:
         return int(self.conf.size)
 
 
-def scored(records: Iterable[GradedRecord]) -> Scored:
-    """The graded records with a confidence, in a canonical order (confidence, image, item)."""
+def confident_rows(records: Iterable[GradedRecord]) -> tuple[list[tuple[float, str, str, float]], int]:
+    """(confidence clipped to [0, 1], image key, item id, 1.0 if correct) of every graded
+    record that has a confidence, and how many graded records had none."""
     rows: list[tuple[float, str, str, float]] = []
     missing = 0
     for r in records:
@@ -81,6 +82,12 @@ def scored(records: Iterable[GradedRecord]) -> Scored:
             missing += 1
             continue
         rows.append((min(1.0, max(0.0, c)), image_key(r), r.item_id, 1.0 if r.outcome is Outcome.CORRECT else 0.0))
+    return rows, missing
+
+
+def scored(records: Iterable[GradedRecord]) -> Scored:
+    """The graded records with a confidence, in a canonical order (confidence, image, item)."""
+    rows, missing = confident_rows(records)
     rows.sort()
     keys = {k: i for i, k in enumerate(sorted({k for _, k, _, _ in rows}))}
     return Scored(

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from medrcube.metrics.calibration import DEFAULT_BOOT, cluster_bootstrap
+from medrcube.metrics.calibration import DEFAULT_BOOT, cluster_bootstrap, confident_rows
 from medrcube.metrics.clustered import image_key
 from medrcube.metrics.findings import Proportion, clustered_proportion, interval_verdict
 from medrcube.records import GradedRecord, Outcome
@@ -67,16 +67,9 @@ class Ranked:
 
 
 def ranked(records: Iterable[GradedRecord]) -> Ranked:
-    rows: list[tuple[float, str, str, float]] = []
-    missing = 0
-    for r in records:
-        if not r.graded:
-            continue
-        c = r.confidence_value
-        if c is None:
-            missing += 1
-            continue
-        rows.append((-c, image_key(r), r.item_id, 1.0 if r.outcome is Outcome.CORRECT else 0.0))
+    """The graded records with a confidence, most confident first (then image, item)."""
+    rows, missing = confident_rows(records)
+    rows = [(-c, key, item, ok) for c, key, item, ok in rows]
     rows.sort()
     index = {k: i for i, k in enumerate(sorted({k for _, k, _, _ in rows}))}
     return Ranked(np.array([-r[0] for r in rows], dtype=float), np.array([r[3] for r in rows], dtype=float),
