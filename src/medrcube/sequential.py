@@ -258,7 +258,9 @@ async def run_sequential(
     while True:
         open_required = [t for t in tracks.values() if not t.decided and t.check.required and not t.futile()]
         if not open_required:
-            run.stop = "every required check is decided"
+            futile = any(not t.decided and t.check.required for t in tracks.values())
+            run.stop = ("every required check is decided or can no longer be decided" if futile
+                        else "every required check is decided")
             break
         needed = set().union(*(t.scope for t in open_required))
         size = plan.batch_units
@@ -320,6 +322,14 @@ SEQUENTIAL_GUARANTEE = (
     "anytime-valid: the pass claim holds at one-sided level {a:.3g} and the fail claim at {f:.3g} "
     "(Bonferroni over {k} required sequential checks) whenever the run stopped (betting test, Ville's inequality)"
 )
+
+
+def guarantee_note(plan: SequentialPlan | None) -> str:
+    """What a sequential run adds to the gate's guarantee sentence ("" for a full run)."""
+    if plan is None:
+        return ""
+    return ("; sequential run: cell, slice, overall and regression checks decided by anytime-valid betting "
+            "tests, their fail claims Bonferroni-adjusted (docs/guarantees.md)")
 
 
 def sequential_verdicts(

@@ -463,12 +463,14 @@ def gate_meta(session: Any, entries: Mapping[str, Any]) -> dict[str, Any]:
     """What gate.json and the summary need to state the gate's verdict: its guarantee on
     this policy, and the required checks of the run that produced no verdict."""
     from medrcube.gate.evaluate import guarantee_text
+    from medrcube.sequential import guarantee_note
 
     not_run = [c.id for c in session.checks if c.required and c.id not in entries]
     findings = getattr(session.policy, "findings", None)  # the site's case mix and deferral cost: metrics_summary.json
     site = {"prevalence": dict(findings.prevalence) if findings else {},
             "deferral_cost": session.policy.selective.deferral_cost}
-    return {"guarantee": guarantee_text(session.checks), "not_run": not_run, "site_policy": site}
+    guarantee = guarantee_text(session.checks) + guarantee_note(session.options.sequential)
+    return {"guarantee": guarantee, "not_run": not_run, "site_policy": site}
 
 
 def run_meta(session: Any, run_id: str, result: Any, handovers: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
