@@ -14,7 +14,6 @@ failing endpoint says nothing about the model.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Iterable
 
 from medrcube.gate.checks import ACCURACY_KINDS, Check, CheckKind
@@ -37,6 +36,7 @@ from medrcube.metrics.clustered import (
 from medrcube.metrics.comparison import paired_records, regression
 from medrcube.metrics.credibility import chain_pairs, credibility_of_pairs, grounding
 from medrcube.metrics.paired import clustered_mean_difference
+from medrcube.metrics.robustness import rotated_items
 from medrcube.metrics.worst import worst_records
 from medrcube.records import GradedRecord, Outcome
 
@@ -204,30 +204,13 @@ def _position(check: Check, records: list[GradedRecord]) -> Evidence:
     rate, err = _errors(check, asked)
     if err:
         return err
-    standard: dict[str, GradedRecord] = {}
-    shuffled: dict[str, dict[int, GradedRecord]] = defaultdict(dict)
-    for r in asked:
-        if r.variant == "standard":
-            standard[r.item_id] = r
-        else:
-            shuffled[r.item_id][r.rotation] = r
-    k = check.params.get("rotations")
-    expected = k if k is not None else max((len(v) for v in shuffled.values()), default=0)
-    circ_units: list[tuple[str, bool]] = []
-    gap_units: list[tuple[str, float]] = []
-    incomplete = 0
+    items, incomplete, expected = rotated_items(asked, check.params.get("rotations"))
+    circ_units = [(image_key(it.standard), it.circular) for it in items]
+    gap_units = [(image_key(it.standard), float(it.standard.correct) - float(it.circular)) for it in items]
     worst: list[WorstItem] = []
-    for item_id in sorted(standard.keys() | shuffled.keys()):
-        std = standard.get(item_id)
-        rots = shuffled.get(item_id, {})
-        if std is None or not std.graded or len(rots) < expected or not all(r.graded for r in rots.values()):
-            incomplete += 1
-            continue
-        every = std.correct and all(r.correct for r in rots.values())
-        circ_units.append((image_key(std), every))
-        gap_units.append((image_key(std), float(std.correct) - float(every)))
-        if std.correct and not every and len(worst) < MAX_WORST:
-            bad = min((r for r in rots.values() if not r.correct), key=lambda r: r.rotation)
+    for it in items:
+        if it.standard.correct and not it.circular and len(worst) < MAX_WORST:
+            bad = min((r for r in it.rotations if not r.correct), key=lambda r: r.rotation)
             worst.append(WorstItem.of(bad, note=f"right in the original order, wrong with options rotated by "
                                                 f"{bad.rotation}"))
     ci = clustered_wilson(cluster_counts(circ_units), check.confidence)
@@ -239,7 +222,7 @@ def _position(check: Check, records: list[GradedRecord]) -> Evidence:
         crits.append(_prop_criterion("circular accuracy", ci, check.bound))
     if gap.n and max_gap is not None:
         crits.append(_diff_criterion("gap to standard accuracy", gap, max_gap, False))
-    std_acc = None if not gap.n else sum(1 for u in gap_units if u[1] > 0) / gap.n + (ci.estimate or 0.0)
+    std_acc = sum(it.standard.correct for it in items) / len(items) if items else None
     details = {"n": ci.n, "circular_acc": ci.estimate, "standard_acc": std_acc, "gap": gap.estimate,
                "circular_interval": ci.to_dict(), "gap_clustered": gap.to_dict(), "incomplete": incomplete,
                "rotations": expected, "max_gap": max_gap, "rule": check.rule, "source": check.source}

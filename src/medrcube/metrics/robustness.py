@@ -86,16 +86,28 @@ class PositionRobustness:
         }
 
 
-def position_robustness(
-    records: Iterable[GradedRecord], rotations: int | None = None, confidence: float = 0.95
-) -> PositionRobustness:
-    """Circular accuracy over the standard record and the shuffled rotations of each item.
+@dataclass(frozen=True, slots=True)
+class RotatedItem:
+    """An item's standard record with every one of its shuffled rotations, all graded."""
 
-    `rotations` is the number of shuffled records expected per item (K of `shuffled:K`);
-    when None, the largest number seen for any item is expected. An item with fewer
-    graded rotations, or without a graded standard record, is incomplete: left out and
-    counted, because a missing answer must not be read as a right one.
-    """
+    standard: GradedRecord
+    rotations: tuple[GradedRecord, ...]  # by rotation
+
+    @property
+    def circular(self) -> bool:
+        """Right in the original order and in every rotation."""
+        return self.standard.correct and all(r.correct for r in self.rotations)
+
+
+def rotated_items(
+    records: Iterable[GradedRecord], rotations: int | None = None
+) -> tuple[list[RotatedItem], int, int]:
+    """The complete items (in item-id order), how many were incomplete, and the number of
+    rotations expected per item (`rotations`, or the largest number seen when None).
+
+    An item with fewer graded rotations, or without a graded standard record, is
+    incomplete: left out and counted, because a missing answer must not be read as a
+    right one."""
     standard: dict[str, GradedRecord] = {}
     shuffled: dict[str, dict[int, GradedRecord]] = defaultdict(dict)
     for r in records:
@@ -104,21 +116,31 @@ def position_robustness(
         elif r.variant == "shuffled":
             shuffled[r.item_id][r.rotation] = r
     expected = rotations if rotations is not None else max((len(v) for v in shuffled.values()), default=0)
-    units: list[tuple[str, bool]] = []
-    std_ok = circ_ok = incomplete = 0
-    inconsistent: list[str] = []
+    complete: list[RotatedItem] = []
+    incomplete = 0
     for item_id in sorted(standard.keys() | shuffled.keys()):
         std = standard.get(item_id)
         rots = shuffled.get(item_id, {})
         if std is None or not std.graded or len(rots) < expected or not all(r.graded for r in rots.values()):
             incomplete += 1
             continue
-        every = std.correct and all(r.correct for r in rots.values())
-        std_ok += std.correct
-        circ_ok += every
-        if std.correct and not every:
-            inconsistent.append(item_id)
-        units.append((image_key(std), every))
+        complete.append(RotatedItem(std, tuple(rots[k] for k in sorted(rots))))
+    return complete, incomplete, expected
+
+
+def position_robustness(
+    records: Iterable[GradedRecord], rotations: int | None = None, confidence: float = 0.95
+) -> PositionRobustness:
+    """Circular accuracy over the standard record and the shuffled rotations of each item.
+
+    `rotations` is the number of shuffled records expected per item (K of `shuffled:K`);
+    when None, the largest number seen for any item is expected (`rotated_items`).
+    """
+    items, incomplete, expected = rotated_items(records, rotations)
+    units = [(image_key(it.standard), it.circular) for it in items]
+    std_ok = sum(it.standard.correct for it in items)
+    circ_ok = sum(it.circular for it in items)
+    inconsistent = [it.standard.item_id for it in items if it.standard.correct and not it.circular]
     n = len(units)
     interval = clustered_wilson(cluster_counts(units), confidence)
     std_acc = std_ok / n if n else None
