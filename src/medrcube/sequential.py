@@ -33,12 +33,14 @@ caller's `ask` does that), so the requests are split, not repeated.
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from medrcube.gate.checks import ACCURACY_KINDS, Check, CheckKind
+from medrcube.gate.evidence import effective_bound
 from medrcube.gate.verdict import Status, Verdict
+from medrcube.metrics.accuracy import chance_level_of_options
 from medrcube.metrics.sequential import MAX_BET, SequentialTest, images_needed
 from medrcube.records import GradedRecord, Outcome
 from medrcube.run.order import SequentialPlan, Unit, next_batch, unit_order
@@ -151,20 +153,6 @@ def _one_sided_alpha(check: Check) -> float:
     return (1.0 - check.confidence) / 2.0
 
 
-def _chance(items: Iterable[object]) -> float | None:
-    sizes = [len(getattr(it, "options", ())) for it in items]
-    sizes = [s for s in sizes if s]
-    return sum(1.0 / s for s in sizes) / len(sizes) if sizes else None
-
-
-def _effective_bound(check: Check, items: Sequence[object]) -> float:
-    bound = check.bound if check.bound is not None else 0.0
-    chance = _chance(items)
-    if check.above_chance > 0 and chance is not None:
-        bound = max(bound, min(1.0, chance + check.above_chance))
-    return bound
-
-
 def _tracks(cube: Cube, checks: Sequence[Check], units: Sequence[Unit]) -> dict[str, Track]:
     seq = [c for c in checks if c.kind in SEQUENTIAL_KINDS and (c.kind is not CheckKind.REGRESSION or
                                                                  c.params.get("margin") is not None)]
@@ -189,7 +177,8 @@ def _tracks(cube: Cube, checks: Sequence[Check], units: Sequence[Unit]) -> dict[
             test = SequentialTest(alpha, alpha_fail, max_size * (1.0 + margin))
             centre = margin
         else:
-            centre = _effective_bound(c, in_scope)
+            # The gate's own rule (bound raised to chance + above_chance), on the items in scope.
+            centre = effective_bound(c, chance_level_of_options(len(it.options) for it in in_scope))[0]
             test = SequentialTest(alpha, alpha_fail, float(max_size))
         tracks[c.id] = Track(c, frozenset(it.id for it in in_scope), max_size, len(per_unit), test, centre)
     return tracks

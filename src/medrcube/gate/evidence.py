@@ -71,7 +71,7 @@ def collect(
 # --------------------------------------------------------------------------- accuracy
 
 
-def _effective_bound(check: Check, chance: float | None) -> tuple[float, str]:
+def effective_bound(check: Check, chance: float | None) -> tuple[float, str]:
     """The bound after `above_chance`, and a note when it was raised."""
     bound = check.bound if check.bound is not None else 0.0
     if check.above_chance <= 0.0 or chance is None:
@@ -93,7 +93,7 @@ def _accuracy(check: Check, records: list[GradedRecord]) -> Evidence:
     a = accuracy(std, check.confidence)
     ci = clustered_accuracy(std, check.confidence)
     chance = chance_level(std)
-    bound, raised = _effective_bound(check, chance)
+    bound, raised = effective_bound(check, chance)
     details = {
         "correct": a.correct, "unparsed": a.unparsed, "refused": a.refused, "errors": a.errors,
         "unavailable": a.unavailable, "clustered": ci.to_dict(), "clusters": ci.clusters, "icc": ci.icc,

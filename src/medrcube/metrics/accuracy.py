@@ -112,10 +112,15 @@ def accuracy(records: Iterable[GradedRecord], confidence: float = 0.95) -> Accur
 def chance_level(records: Iterable[GradedRecord], power: int = 1) -> float | None:
     """The accuracy of uniform random answers over the graded records: the mean of
     (1/n_options)^power (power = the number of rotations that must all be right, for
-    circular accuracy), summed by option count so that record order cannot change it.
-    None when nothing was graded. The gate's bounds and the report's chance lines both
-    use this one definition."""
-    counts = Counter(r.n_options for r in records if r.graded and r.n_options > 0)
+    circular accuracy). None when nothing was graded. The gate's bounds and the report's
+    chance lines both use this one definition."""
+    return chance_level_of_options((r.n_options for r in records if r.graded), power)
+
+
+def chance_level_of_options(option_counts: Iterable[int], power: int = 1) -> float | None:
+    """The same mean over option counts (items not yet asked), summed by option count so
+    that order cannot change it; None when there is none."""
+    counts = Counter(k for k in option_counts if k > 0)
     total = sum(counts.values())
     if not total:
         return None
