@@ -147,12 +147,6 @@ class SequentialRun:
         }
 
 
-def _one_sided_alpha(check: Check) -> float:
-    # The fixed-sample rule reads the lower end of a two-sided interval at `confidence`:
-    # a one-sided test at (1 - confidence) / 2. The sequential test keeps that level.
-    return (1.0 - check.confidence) / 2.0
-
-
 def _tracks(cube: Cube, checks: Sequence[Check], units: Sequence[Unit]) -> dict[str, Track]:
     seq = [c for c in checks if c.kind in SEQUENTIAL_KINDS and (c.kind is not CheckKind.REGRESSION or
                                                                  c.params.get("margin") is not None)]
@@ -170,7 +164,7 @@ def _tracks(cube: Cube, checks: Sequence[Check], units: Sequence[Unit]) -> dict[
         for it in in_scope:
             per_unit[unit_of[it.id]] = per_unit.get(unit_of[it.id], 0) + 1
         max_size = max(per_unit.values())
-        alpha = _one_sided_alpha(c)
+        alpha = c.alpha  # the fixed-sample rule's one-sided level, kept by the sequential test
         alpha_fail = alpha / k_fail if c.required else alpha
         if c.kind is CheckKind.REGRESSION:
             margin = float(c.params["margin"])
