@@ -17,11 +17,30 @@ With M the largest image size of the check, y_j = (c_j - b m_j) / M lies in [-1,
 - pass test, H0: accuracy <= b: wealth K_t = prod (1 + l_i y_i), l_i >= 0;
 - fail test, H0: accuracy >= b: the same with -y_j.
 
-The bet l_i is predictable (it uses images 1..i-1 only): the approximate growth-rate
-optimal bet aGRAPA, l = clip(mean / (variance + mean^2), 0, MAX_BET), from the running
-mean and variance of the past outcomes (shrunk towards 0 by one pseudo-observation, so
-the first bet is 0). Decided when log K_t >= log(1/alpha); once decided a test stays
+The bet l_i is predictable (it uses what was seen before image i only): the approximate
+growth-rate optimal bet aGRAPA, l = sum(y) / sum(y^2) over the past outcomes (their mean
+over their second moment), with a few pseudo-outcomes added to both sums (`Prior`: the
+driver takes them from the accuracy of everything asked so far, so a cell's first bets
+are not made blind; without them the first bet is 0), capped at MAX_BET / L where L is the largest loss an outcome can bring (b for the pass
+test, whose outcomes are at least -b, and 1 - b for the fail test): the worst image then
+leaves a fifth of the wealth, whatever the bound. (A cap on l itself, not on l * L, would
+throw away most of the growth when images hold several items and a typical outcome is far
+smaller than the scale.) Decided when log K_t >= log(1/alpha); once decided a test stays
 decided (the run stops asking for it).
+
+A family of fail claims. Each fail test's wealth is a test supermartingale under its own
+null, over the same global order of images (an image outside a check's scope leaves its
+wealth as it is), so the average of the wealths of any set S of checks is one under the
+intersection of their nulls, and so is a weighted average with weights fixed in advance.
+`closed_rejections` rejects check i when that average reaches 1/alpha for every S
+holding i: closed testing with averaged e-values (Vovk & Wang 2021). The family-wise
+error is at most alpha at any stopping time, since a false rejection needs the average
+over the true nulls to have reached 1/alpha, which by Ville happens with probability at
+most alpha. Unweighted, it rejects whatever Bonferroni (e_i >= K/alpha) rejects, and much
+more when several checks fail together. The driver weighs each check by the images in
+its scope: a small cell, whose e-value stays near 1 for lack of images, then holds the
+others back little (and a check that could not reach 1/alpha even on perfect evidence
+has weight 0: it can never be rejected, so it need not be in the family).
 
 Validity needs the images of one check to come as an i.i.d. sequence from the population
 the cube samples: the cube's images are taken as such a sample (the same model the
@@ -36,37 +55,60 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-MAX_BET = 0.8  # below 1, so that no outcome can ruin the wealth (y = -1 leaves a fifth of it)
-PRIOR_WEIGHT = 1.0  # pseudo-observations at 0 in the bet's running mean
+MAX_BET = 0.8  # of the largest possible loss: the worst outcome leaves a fifth of the wealth
+
+
+@dataclass(frozen=True, slots=True)
+class Prior:
+    """Pseudo-outcomes for a bet: `weight` outcomes of mean `mean` and second moment
+    `second`. They may come from anything already seen (other checks' images asked
+    before this one): the bet stays predictable, so the test stays valid whatever the
+    prior; a good prior only makes the early bets less timid."""
+
+    mean: float
+    second: float
+    weight: float
+
+    def flipped(self) -> Prior:
+        return Prior(-self.mean, self.second, self.weight)
 
 
 @dataclass(frozen=True, slots=True)
 class BetState:
-    """A one-sided betting test's running state over outcomes y in [-1, 1]."""
+    """A one-sided betting test's running state over outcomes y in [-max_loss, 1]."""
 
+    max_loss: float = 1.0  # the largest loss one outcome can bring (the magnitude of its minimum)
     log_wealth: float = 0.0
     n: int = 0
     total: float = 0.0
     total_sq: float = 0.0
 
-    def bet(self) -> float:
-        """The predictable bet for the next outcome (aGRAPA from the past only)."""
-        weight = self.n + PRIOR_WEIGHT
-        mean = self.total / weight
-        var = max(self.total_sq / weight - mean * mean, 0.0)
-        if mean <= 0.0:
+    def bet(self, prior: Prior | None = None) -> float:
+        """The predictable bet for the next outcome: aGRAPA, sum(y) / sum(y^2) over the
+        past outcomes (the mean over the second moment), with `prior`'s pseudo-outcomes
+        added to both sums, clipped to [0, cap]. Without a prior the first bet is 0."""
+        total, total_sq = self.total, self.total_sq
+        if prior is not None:
+            total += prior.weight * prior.mean
+            total_sq += prior.weight * prior.second
+        if total <= 0.0 or total_sq <= 0.0:
             return 0.0
-        return min(mean / (var + mean * mean), MAX_BET)
+        return min(total / total_sq, self.cap)
 
-    def update(self, y: float) -> BetState:
-        if not -1.0 - 1e-12 <= y <= 1.0 + 1e-12:
-            raise ValueError(f"betting outcome {y} outside [-1, 1]")
-        lam = self.bet()
+    @property
+    def cap(self) -> float:
+        return MAX_BET / max(self.max_loss, 1e-6)
+
+    def update(self, y: float, prior: Prior | None = None) -> BetState:
+        if not -self.max_loss - 1e-9 <= y <= 1.0 + 1e-9:
+            raise ValueError(f"betting outcome {y} outside [{-self.max_loss:.3g}, 1]")
+        lam = self.bet(prior)
         return BetState(
+            max_loss=self.max_loss,
             log_wealth=self.log_wealth + math.log1p(lam * y),
             n=self.n + 1,
             total=self.total + y,
@@ -78,15 +120,18 @@ class BetState:
 class SequentialTest:
     """Both one-sided tests of one check: reaching `bound` (pass) and missing it (fail).
 
-    `alpha_pass` and `alpha_fail` are the levels of the two claims (the caller adjusts the
-    fail level for the family); `scale` is the largest outcome magnitude before scaling
-    (the largest image size M for accuracy, M * (1 + margin) for a paired drop)."""
+    `alpha_pass` and `alpha_fail` are the levels of the two claims; `scale` is the largest
+    outcome magnitude before scaling (the largest image size M for accuracy, M * (1 + margin)
+    for a paired drop); `up` and `down` know the largest loss of their outcomes. With
+    `fail_by_family` the fail test never decides on its own: the caller decides it with the
+    rest of its family (`closed_rejections`) and records that with `decide_fail`."""
 
     alpha_pass: float
     alpha_fail: float
     scale: float
     up: BetState = BetState()
     down: BetState = BetState()
+    fail_by_family: bool = False
     decided_at: int | None = None  # images seen when it decided
     decision: str | None = None  # "pass" or "fail"
 
@@ -102,20 +147,27 @@ class SequentialTest:
     def e_fail(self) -> float:
         return math.exp(self.down.log_wealth)
 
-    def update(self, centred: float) -> SequentialTest:
+    def update(self, centred: float, prior: Prior | None = None) -> SequentialTest:
         """Add one image whose outcome, centred at the null boundary, is `centred`
-        (c_j - b m_j for accuracy; positive is evidence for passing)."""
+        (c_j - b m_j for accuracy; positive is evidence for passing); `prior` (on the pass
+        test's scale) seeds both bets."""
         if self.decision is not None:
             return self
         y = centred / self.scale
-        up, down = self.up.update(y), self.down.update(-y)
+        up = self.up.update(y, prior)
+        down = self.down.update(-y, prior.flipped() if prior is not None else None)
         decision = None
         if up.log_wealth >= math.log(1.0 / self.alpha_pass):
             decision = "pass"
-        elif down.log_wealth >= math.log(1.0 / self.alpha_fail):
+        elif not self.fail_by_family and down.log_wealth >= math.log(1.0 / self.alpha_fail):
             decision = "fail"
-        return SequentialTest(self.alpha_pass, self.alpha_fail, self.scale, up, down,
-                              up.n if decision else None, decision)
+        return replace(self, up=up, down=down, decided_at=up.n if decision else None, decision=decision)
+
+    def decide_fail(self) -> SequentialTest:
+        """The fail claim, rejected by the family rule at the images seen so far."""
+        if self.decision is not None:
+            return self
+        return replace(self, decided_at=self.n, decision="fail")
 
     def extend(self, centred: Iterable[float]) -> SequentialTest:
         state = self
@@ -126,15 +178,33 @@ class SequentialTest:
         return state
 
 
+def accuracy_test_start(bound: float, alpha_pass: float, alpha_fail: float, max_size: int,
+                        *, fail_by_family: bool = False) -> SequentialTest:
+    """A fresh test of "accuracy >= bound" whose images hold at most `max_size` items:
+    scaled outcomes (c - b m) / M lie in [-b, 1 - b]."""
+    if max_size < 1:
+        raise ValueError("max_size must be at least 1")
+    return SequentialTest(alpha_pass, alpha_fail, float(max_size), BetState(max_loss=bound),
+                          BetState(max_loss=1.0 - bound), fail_by_family)
+
+
+def drop_test_start(margin: float, alpha_pass: float, alpha_fail: float, max_size: int,
+                    *, fail_by_family: bool = False) -> SequentialTest:
+    """A fresh non-inferiority test of a paired drop within `margin`: scaled outcomes
+    (margin m - (base - cand)) / (M (1 + margin)) lie in [-(1 - margin) / (1 + margin), 1]."""
+    if max_size < 1:
+        raise ValueError("max_size must be at least 1")
+    return SequentialTest(alpha_pass, alpha_fail, float(max_size) * (1.0 + margin),
+                          BetState(max_loss=(1.0 - margin) / (1.0 + margin)), BetState(max_loss=1.0), fail_by_family)
+
+
 def accuracy_test(
     clusters: Sequence[tuple[int, int]], bound: float, alpha_pass: float, alpha_fail: float, max_size: int
 ) -> SequentialTest:
     """The sequential test of "accuracy >= bound" over images in the given order.
 
     `clusters`: (correct, graded) per image, in the order the images were asked."""
-    if max_size < 1:
-        raise ValueError("max_size must be at least 1")
-    test = SequentialTest(alpha_pass, alpha_fail, float(max_size))
+    test = accuracy_test_start(bound, alpha_pass, alpha_fail, max_size)
     return test.extend(c - bound * m for c, m in clusters)
 
 
@@ -145,12 +215,87 @@ def drop_test(
 
     `pairs`: (baseline correct, candidate correct, items graded by both) per image.
     Passing means the drop is below the margin."""
-    test = SequentialTest(alpha_pass, alpha_fail, float(max_size) * (1.0 + margin))
+    test = drop_test_start(margin, alpha_pass, alpha_fail, max_size)
     return test.extend(margin * m - (base - cand) for base, cand, m in pairs)
 
 
-def log_wealth_paths(y: np.ndarray) -> np.ndarray:
-    """Vectorised pass-side log wealth over rows of outcomes y (reps x t) in [-1, 1].
+def closed_rejections(e_values: Sequence[float], alphas: Sequence[float],
+                      weights: Sequence[float] | None = None) -> list[bool]:
+    """Which hypotheses closed testing with (weighted) averaged e-values rejects.
+
+    Hypothesis i is rejected when, for every set S holding i, the weighted mean of the
+    e-values in S is at least 1 / alpha_i. The weights are fixed before any data (a
+    weighted mean of e-processes is one); a hypothesis of weight 0 is outside the family
+    and never rejected. The smallest mean over the sets holding i is reached by adding to
+    i the other e-values from the smallest up (one below the running mean lowers it,
+    whatever its weight), so one sort and one pass per hypothesis decide it."""
+    k = len(e_values)
+    w = [1.0] * k if weights is None else [float(x) for x in weights]
+    if len(alphas) != k or len(w) != k:
+        raise ValueError("one alpha and one weight per e-value")
+    if any(x < 0 for x in w):
+        raise ValueError("weights must be non-negative")
+    order = sorted((j for j in range(k) if w[j] > 0), key=lambda j: e_values[j])
+    out = []
+    for i in range(k):
+        level = 1.0 / alphas[i]
+        ok = w[i] > 0 and e_values[i] >= level
+        total, weight = w[i] * e_values[i], w[i]
+        for j in order:
+            if not ok:
+                break
+            if j == i:
+                continue
+            total, weight = total + w[j] * e_values[j], weight + w[j]
+            ok = total / weight >= level
+        out.append(ok)
+    return out
+
+
+def closed_levels(e_values: Sequence[float], alphas: Sequence[float], weights: Sequence[float]) -> list[float]:
+    """The e-value each hypothesis would need, the others as they are, for
+    `closed_rejections` to reject it (inf for weight 0): the largest, over the prefixes P
+    of the others sorted from the smallest e-value up, of (L (w_i + W_P) - E_P) / w_i with
+    L = 1 / alpha_i, W_P their weight and E_P their weighted e-values. A planning figure
+    (the others move on), used to stop asking for a claim that cannot get there."""
+    k = len(e_values)
+    order = sorted((j for j in range(k) if weights[j] > 0), key=lambda j: e_values[j])
+    out = []
+    for i in range(k):
+        if weights[i] <= 0:
+            out.append(math.inf)
+            continue
+        level = 1.0 / alphas[i]
+        need, w_sum, e_sum = level, 0.0, 0.0
+        for j in order:
+            if j == i:
+                continue
+            w_sum, e_sum = w_sum + weights[j], e_sum + weights[j] * e_values[j]
+            need = max(need, (level * (weights[i] + w_sum) - e_sum) / weights[i])
+        out.append(need)
+    return out
+
+
+def projected_log_wealth(state: BetState, left: int, optimism: float = 1.0) -> float:
+    """Where a test's log wealth would end, about, after `left` more outcomes like the past
+    ones, the mean taken `optimism` standard errors in the test's favour: growth per
+    outcome lam m - lam^2 s2 / 2 at the bet lam = min(m / s2, cap) (s2 the second moment).
+    A planning figure: no claim is decided by it."""
+    if state.n < 2 or left <= 0:
+        return state.log_wealth
+    mean = state.total / state.n
+    second = state.total_sq / state.n
+    var = max(second - mean * mean, 0.0)
+    m = mean + optimism * math.sqrt(var / state.n)
+    if m <= 0:
+        return state.log_wealth
+    s2 = max(var + m * m, 1e-12)
+    lam = min(m / s2, state.cap)
+    return state.log_wealth + left * max(lam * m - lam * lam * s2 / 2.0, 0.0)
+
+
+def log_wealth_paths(y: np.ndarray, max_loss: float = 1.0) -> np.ndarray:
+    """Vectorised pass-side log wealth over rows of outcomes y (reps x t) in [-max_loss, 1].
 
     The same bet as BetState, for simulation: row r, column t is log K_t of replicate r."""
     reps, t = y.shape
@@ -158,12 +303,10 @@ def log_wealth_paths(y: np.ndarray) -> np.ndarray:
     total = np.zeros(reps)
     total_sq = np.zeros(reps)
     log_w = np.zeros(reps)
+    cap = BetState(max_loss=max_loss).cap
     for i in range(t):
-        weight = i + PRIOR_WEIGHT
-        mean = total / weight
-        var = np.maximum(total_sq / weight - mean * mean, 0.0)
         with np.errstate(divide="ignore", invalid="ignore"):
-            lam = np.where(mean > 0.0, np.minimum(mean / (var + mean * mean), MAX_BET), 0.0)
+            lam = np.where((total > 0.0) & (total_sq > 0.0), np.minimum(total / total_sq, cap), 0.0)
         log_w = log_w + np.log1p(lam * y[:, i])
         out[:, i] = log_w
         total += y[:, i]

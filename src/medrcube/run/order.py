@@ -1,7 +1,7 @@
 """The order in which a sequential run asks a cube: images, in a seeded random order.
 
-The unit is the image (the items asked of one image, its chain, stay together: the
-credibility pairs and the clustered intervals need them); an item without an image
+The unit is the image (the items a check reads on one image are asked together: the
+clustered intervals and the betting tests take the image as their unit); an item without an image
 (restricted in the release) is a unit of its own. The permutation is a hash of the seed
 and the unit's key, so it does not depend on the cube's file order, is the same in every
 process (xdist workers agree without talking) and after a restart (a killed run resumes
@@ -54,15 +54,19 @@ def unit_order(items: Iterable[Item], seed: int) -> tuple[Unit, ...]:
 
 def next_batch(units: Sequence[Unit], start: int, size: int, needed: set[str]) -> tuple[list[Unit], int]:
     """Up to `size` units from position `start` on that hold an item in `needed` (item
-    ids some undecided check still reads), and the position after the last one taken.
+    ids some undecided check still reads), each cut down to its needed items, and the
+    position after the last one taken.
 
-    A unit none of whose items is needed is passed over for good: checks only ever
-    become decided, so no later state needs it either."""
+    A unit none of whose items is needed is passed over for good, and an item nobody needs
+    is not asked: checks only ever become decided, so no later state needs them either.
+    The items a check reads on one image are needed together or not at all (a check needs
+    its whole scope), so they stay together."""
     taken: list[Unit] = []
     pos = start
     while pos < len(units) and len(taken) < size:
         unit = units[pos]
         pos += 1
-        if any(it.id in needed for it in unit.items):
-            taken.append(unit)
+        items = tuple(it for it in unit.items if it.id in needed)
+        if items:
+            taken.append(Unit(unit.key, items))
     return taken, pos
