@@ -1,0 +1,45 @@
+"""The sequential scenarios run and report what they claim, on a small generated cube."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from benchmarks import sequential, sequential_server
+from medrcube.cube import load_cube
+from medrcube.testing.gencube import generate_release_cube
+
+
+@pytest.fixture(scope="module")
+def small_cube(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("bench") / "cube"
+    generate_release_cube(root, n_items=400, n_datasets=4, n_images=160, image_size=32, n_base_images=16)
+    (root / ".complete").write_text("ok\n")
+    return root
+
+
+def test_the_in_process_scenario_saves_and_agrees(small_cube: Path) -> None:
+    cube = sequential.cube_at(small_cube)
+    checks = sequential.checks_of(cube)
+    r = asyncio.run(sequential.one(cube, checks, 0.95, seed=1))
+    assert 0.0 < r["fraction"] < 1.0 and r["agree"]
+    assert r["false_pass"] == 0 and not r["any_false_fail"]  # above the bounds a pass is no error
+
+
+def test_the_tagged_copy_makes_every_question_unique_and_the_key_follows_the_simulation(small_cube: Path) -> None:
+    tagged = load_cube(sequential_server.tagged_copy(small_cube, small_cube.with_name("tagged")))
+    original = load_cube(small_cube)
+    assert len(tagged.items) == len(original.items)
+    assert len({it.question for it in tagged.items}) == len(tagged.items)
+    key = sequential_server.answer_key(tagged, 0.75, seed=1)
+    right = sum(key[it.question] == it.answer_text for it in tagged.items) / len(tagged.items)
+    assert 0.6 < right < 0.9
+    assert sequential_server.answer_key(tagged, 0.75, seed=2) != key
+
+
+def test_the_server_scenario_counts_requests_at_the_server(small_cube: Path) -> None:
+    (row,) = sequential_server.run(1, [0.95], small_cube)
+    assert row["full"] > 0 and 0 < row["sequential"] < row["full"]
+    assert row["agree"] and row["checks"] > 0
