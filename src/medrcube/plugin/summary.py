@@ -352,14 +352,12 @@ def off_lines(meta: Mapping[str, Any]) -> list[str]:
 
 def sampling_lines(meta: Mapping[str, Any]) -> list[str]:
     """How a --sequential run sampled: seed, items asked of the cube, why it stopped."""
-    s = meta.get("sampling")
-    if not s:
+    if not (s := meta.get("sampling")):
         return []
-    return [
-        f"sequential: seed {s['seed']}, asked {s['items_asked']} of {s['items_total']} items "
-        f"({s['units_asked']} of {s['units_total']} images, {s['items_saved']} items not asked) in "
-        f"{s['batches']} batches; stopped: {s['stop']}"
-    ]
+    held = f"; {n} items read by fixed-rule checks, all asked" if (n := s.get("items_held_by_fixed_checks")) else ""
+    return [f"sequential: seed {s['seed']}, asked {s['items_asked']} of {s['items_total']} items ({s['units_asked']} "
+            f"of {s['units_total']} images, {s['items_saved']} items not asked) in {s['batches']} batches; "
+            f"stopped: {s['stop']}{held}"]
 
 
 def summary_lines(entries: Sequence[Mapping[str, Any]], meta: Mapping[str, Any], written: list[Path]) -> list[str]:
