@@ -115,9 +115,9 @@ async def run_sequential(
         levels = fail_levels(tracks)
         open_required = [t for t in tracks.values() if t.open and t.check.required and not released(t, levels)]
         if not open_required and not held:
-            futile = any(not t.decided and t.check.required for t in tracks.values())
-            run.stop = ("every required check is decided or can no longer be decided" if futile
-                        else "every required check is decided")
+            undecided = any(not t.decided and t.check.required for t in tracks.values())
+            run.stop = ("every required check is decided or released (it could not, or at its rate would not, "
+                        "decide with the images left)" if undecided else "every required check is decided")
             break
         needed = set().union(held, *(t.scope for t in open_required))
         size = plan.batch_units

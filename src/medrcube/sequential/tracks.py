@@ -99,7 +99,8 @@ class Track:
         """Whether, growing as it has so far (a standard error optimistic), neither test
         would reach its level by the check's last image: the pass test 1/alpha, the fail
         test `fail_level` (what its family demands now). Such a check stops holding images
-        (it is still fed what others ask); like `futile`, this decides nothing."""
+        (it is still fed until an image of its scope goes unasked); like `futile`, this
+        decides nothing."""
         if self.decided or self.used_units < PROJECTION_AFTER:
             return False
         left = self.available_units - self.used_units
