@@ -114,3 +114,32 @@ def test_fail_claims_are_decided_by_the_family() -> None:
     assert any(t.test.e_fail < 3 / t.test.alpha_fail for t in family)
     v = sequential_verdicts(checks, run)["overall"]
     assert v.status.value == "fail" and "closed testing" in v.guarantee
+
+
+def test_a_regression_check_stops_on_its_own_paired_sequence() -> None:
+    cube = _cube()
+    policy = policy_from_dict({"version": 1, "defaults": {"rule": "lower_bound", "confidence": 0.95, "min_n": 10,
+                                                          "above_chance": 0},
+                               "regression": {"margin": 0.05, "cells_required": False}}, source="test")
+    checks = [c for c in build_checks({(it.part, it.modality, it.task) for it in cube.items}, policy,
+                                      has_baseline=True) if c.kind.value == "regression"]
+    assert checks and all(c.params.get("margin") == 0.05 for c in checks)
+    baseline = asyncio.run(run_cube_async(cube, load_adapter("simulate:accuracy=0.9,seed=4", cube=cube))).records
+
+    def regression(spec: str) -> Any:
+        adapter = load_adapter(spec, cube=cube)
+
+        async def ask(part: Cube) -> list[Any]:
+            return (await run_cube_async(part, adapter)).records
+
+        run = asyncio.run(run_sequential(cube, checks, SequentialPlan(seed=2), ask, baseline_records=baseline))
+        return run, sequential_verdicts(checks, run, baseline)
+
+    same, verdicts = regression("simulate:accuracy=0.9,seed=4")  # the baseline itself: no drop
+    required = [c.id for c in checks if c.required]
+    assert all(same.tracks[cid].test.decision == "pass" for cid in required)
+    assert same.items_asked < len(cube.items)
+    assert all(verdicts[cid].status.value == "pass" for cid in required)
+    worse, verdicts = regression("simulate:accuracy=0.4,seed=4")  # fifty points below the baseline
+    assert all(worse.tracks[cid].test.decision == "fail" for cid in required)
+    assert all(verdicts[cid].status.value == "fail" for cid in required)
