@@ -224,41 +224,27 @@ def closed_rejections(e_values: Sequence[float], alphas: Sequence[float],
     """Which hypotheses closed testing with (weighted) averaged e-values rejects.
 
     Hypothesis i is rejected when, for every set S holding i, the weighted mean of the
-    e-values in S is at least 1 / alpha_i. The weights are fixed before any data (a
-    weighted mean of e-processes is one); a hypothesis of weight 0 is outside the family
-    and never rejected. The smallest mean over the sets holding i is reached by adding to
-    i the other e-values from the smallest up (one below the running mean lowers it,
-    whatever its weight), so one sort and one pass per hypothesis decide it."""
-    k = len(e_values)
-    w = [1.0] * k if weights is None else [float(x) for x in weights]
-    if len(alphas) != k or len(w) != k:
-        raise ValueError("one alpha and one weight per e-value")
-    if any(x < 0 for x in w):
-        raise ValueError("weights must be non-negative")
-    order = sorted((j for j in range(k) if w[j] > 0), key=lambda j: e_values[j])
-    out = []
-    for i in range(k):
-        level = 1.0 / alphas[i]
-        ok = w[i] > 0 and e_values[i] >= level
-        total, weight = w[i] * e_values[i], w[i]
-        for j in order:
-            if not ok:
-                break
-            if j == i:
-                continue
-            total, weight = total + w[j] * e_values[j], weight + w[j]
-            ok = total / weight >= level
-        out.append(ok)
-    return out
+    e-values in S is at least 1 / alpha_i, that is when its e-value reaches the level
+    `closed_levels` gives it. The weights are fixed before any data (a weighted mean of
+    e-processes is one); a hypothesis of weight 0 is outside the family and never rejected."""
+    w = [1.0] * len(e_values) if weights is None else weights
+    return [e >= need for e, need in zip(e_values, closed_levels(e_values, alphas, w), strict=True)]
 
 
 def closed_levels(e_values: Sequence[float], alphas: Sequence[float], weights: Sequence[float]) -> list[float]:
-    """The e-value each hypothesis would need, the others as they are, for
-    `closed_rejections` to reject it (inf for weight 0): the largest, over the prefixes P
-    of the others sorted from the smallest e-value up, of (L (w_i + W_P) - E_P) / w_i with
-    L = 1 / alpha_i, W_P their weight and E_P their weighted e-values. A planning figure
-    (the others move on), used to stop asking for a claim that cannot get there."""
+    """The e-value each hypothesis needs, the others as they are, for closed testing with
+    averaged e-values to reject it (inf for weight 0).
+
+    The smallest mean over the sets holding i is reached by adding to i the other
+    e-values from the smallest up (one below the running mean lowers it, whatever its
+    weight), so the level is the largest, over the prefixes P of the others in that order
+    (P empty included), of (L (w_i + W_P) - E_P) / w_i, with L = 1 / alpha_i, W_P their
+    weight and E_P their weighted e-values: one sort and one pass per hypothesis."""
     k = len(e_values)
+    if len(alphas) != k or len(weights) != k:
+        raise ValueError("one alpha and one weight per e-value")
+    if any(x < 0 for x in weights):
+        raise ValueError("weights must be non-negative")
     order = sorted((j for j in range(k) if weights[j] > 0), key=lambda j: e_values[j])
     out = []
     for i in range(k):

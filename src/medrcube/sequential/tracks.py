@@ -16,7 +16,6 @@ from medrcube.metrics.sequential import (
     SequentialTest,
     accuracy_test_start,
     closed_levels,
-    closed_rejections,
     drop_test_start,
     images_needed,
     projected_log_wealth,
@@ -230,23 +229,21 @@ def released(t: Track, levels: dict[str, float]) -> bool:
 
 
 def fail_levels(tracks: dict[str, Track]) -> dict[str, float]:
-    """The e-value each fail claim of the family would need now (`closed_levels`)."""
+    """The e-value each fail claim of the family needs now (`closed_levels`)."""
     family = [t for t in tracks.values() if t.family_weight > 0]
-    ev = [t.test.e_fail for t in family]
-    levels = closed_levels(ev, [t.test.alpha_fail for t in family],
+    levels = closed_levels([t.test.e_fail for t in family], [t.test.alpha_fail for t in family],
                            [t.family_weight for t in family])
     return {t.check.id: lv for t, lv in zip(family, levels, strict=True)}
 
 
 def family_decides(tracks: dict[str, Track]) -> None:
-    """Decide the fail claims of the required tracks together (closed testing with
-    averaged e-values; `metrics.sequential.closed_rejections`)."""
+    """Decide the fail claims of the required tracks together: closed testing with
+    averaged e-values rejects a claim whose e-value reaches its level (`fail_levels`)."""
     family = [t for t in tracks.values() if t.family_weight > 0]
     if not any(t.test.e_fail >= 1.0 / t.test.alpha_fail and not t.decided for t in family):
         return  # no undecided fail claim has reached its own level: none can be rejected
-    rejected = closed_rejections([t.test.e_fail for t in family], [t.test.alpha_fail for t in family],
-                                 [t.family_weight for t in family])
-    for t, rej in zip(family, rejected, strict=True):
-        if rej and not t.decided:
+    levels = fail_levels(tracks)
+    for t in family:
+        if not t.decided and t.test.e_fail >= levels[t.check.id]:
             t.test = t.test.decide_fail()
             t.stop = f"decided (fail) after {t.used_units} images"
