@@ -21,9 +21,10 @@ The bet l_i is predictable (it uses what was seen before image i only): the appr
 growth-rate optimal bet aGRAPA, l = sum(y) / sum(y^2) over the past outcomes (their mean
 over their second moment), with a few pseudo-outcomes added to both sums (`Prior`: the
 driver takes them from the accuracy of everything asked so far, so a cell's first bets
-are not made blind; without them the first bet is 0), capped at MAX_BET / L where L is the largest loss an outcome can bring (b for the pass
-test, whose outcomes are at least -b, and 1 - b for the fail test): the worst image then
-leaves a fifth of the wealth, whatever the bound. (A cap on l itself, not on l * L, would
+are not made blind; without them the first bet is 0), capped at MAX_BET / L where L is
+the largest loss an outcome can bring (b for the pass test, whose outcomes are at least
+-b, and 1 - b for the fail test): the worst image then leaves a fifth of the wealth,
+whatever the bound. (A cap on l itself, not on l * L, would
 throw away most of the growth when images hold several items and a typical outcome is far
 smaller than the scale.) Decided when log K_t >= log(1/alpha); once decided a test stays
 decided (the run stops asking for it).

@@ -1,8 +1,8 @@
 """The order in which a sequential run asks a cube: images, in a seeded random order.
 
 The unit is the image (the items a check reads on one image are asked together: the
-clustered intervals and the betting tests take the image as their unit); an item without an image
-(restricted in the release) is a unit of its own. The permutation is a hash of the seed
+clustered intervals and the betting tests take the image as their unit); an item
+without an image (restricted in the release) is a unit of its own. The permutation is a hash of the seed
 and the unit's key, so it does not depend on the cube's file order, is the same in every
 process (xdist workers agree without talking) and after a restart (a killed run resumes
 in the same order), and a unit added to the cube does not move the others.

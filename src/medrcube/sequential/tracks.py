@@ -88,7 +88,7 @@ class Track:
         every item asked so far: an image of this check holds m items on average (m
         independent items right with probability p, centred at the bound b, scaled by the
         largest image M): mean m (p - b) / M, second moment (m p (1 - p) + m^2 (p - b)^2) / M^2."""
-        if pooled is None or self.check.kind is CheckKind.REGRESSION or PRIOR_IMAGES <= 0:
+        if pooled is None or self.check.kind is CheckKind.REGRESSION:
             return None
         m = len(self.scope) / max(self.available_units, 1)
         p, b, big = pooled, self.centre, float(self.max_size)
@@ -198,6 +198,7 @@ def feed_unit(tracks: dict[str, Track], unit: Unit, asked: frozenset[str], recor
     stops, undecided unless it was decided before. Checks that hold units are never cut,
     since every item of their scope is needed while they are open."""
     ids = {it.id for it in unit.items}
+    fed = False
     for t in tracks.values():
         if not t.open:
             continue
@@ -206,12 +207,15 @@ def feed_unit(tracks: dict[str, Track], unit: Unit, asked: frozenset[str], recor
             continue
         if mine <= asked:
             _feed(t, records, baseline, pooled)
+            fed = True
         else:
             t.broken = True
-            t.stop = t.stop or "its stream ended: an image of its scope was not asked in full (no open required check needed it)"
-    family_decides(tracks)
+            t.stop = t.stop or STREAM_ENDED
+    if fed:  # only a fed unit moves a wealth
+        family_decides(tracks)
 
 
+STREAM_ENDED = "its stream ended: an image of its scope was not asked in full (no open required check needed it)"
 FUTILE = "cannot decide: too few images left in its scope for either claim"
 HOPELESS = "released: at its rate so far it would not decide by the last image of its scope"
 
