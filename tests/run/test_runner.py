@@ -424,7 +424,10 @@ def test_a_sigkilled_run_resumes_without_a_duplicated_request(
     answered, never stored) were sent twice."""
     asked_items = [it for it in unique_cube.items if it.image is not None]
     k, concurrency = 10, 4
-    slow = {it.question: 30.0 for it in asked_items[k:]}
+    # Held until the server stops (the fixture's teardown wakes them), never answered: with a
+    # finite delay they could answer the killed client while a loaded machine is still running
+    # the resumed run, and count as duplicates that no client ever saw.
+    slow = {it.question: 3600.0 for it in asked_items[k:]}
     scripted_server.set_script({"default": "A", "latency_by_question": slow})
     store_dir, out = tmp_path / "store", tmp_path / "reports"
     args = _cli("--model", f"openai:scripted-model@{scripted_server.base_url}", "--cube", str(unique_cube.root),
