@@ -1,0 +1,43 @@
+"""The pre-flight of an API adapter: list the endpoint's models once, before the run.
+
+Listing models is cheap, served by OpenAI, Anthropic and Gemini and by vLLM, SGLang and
+TGI alike, and is never a generation request, so the run's request counts stay those of
+its items. It goes through the adapter's own client (its URL, key and timeout), and its
+failure is read by the adapter's own wire hook (`_failed`), so the words are the same as
+a failed request's. Only a connection failure or a refused key is a problem; anything
+else (a server without the route, a slow one) lets the run go on with its retries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from medrcube.models.base import ErrorKind, Preflight, same_model
+from medrcube.models.provider_errors import Attempt
+
+__all__ = ["preflight_by_listing"]
+
+
+async def preflight_by_listing(spec: str, url: str, name: str, list_ids: Callable[[], Awaitable[list[str]]],
+                               read_failure: Callable[[Exception], Attempt]) -> Preflight:
+    """The Preflight of the adapter `spec` asking for model `name` at `url`: `list_ids`
+    lists the endpoint's models, `read_failure` turns the client's exception into the
+    Attempt a failed request would give (raising for anything that is not the client's)."""
+    try:
+        ids = await list_ids()
+    except Exception as exc:  # noqa: BLE001 - read by the adapter's own wire hook below
+        try:
+            failed = read_failure(exc)
+        except Exception:  # noqa: BLE001 - not an error of the client: no problem to report
+            return Preflight()
+        if failed.kind is ErrorKind.CONNECTION:
+            return Preflight(problem=f"the model endpoint {url} cannot be reached ({spec}): {failed.message}")
+        if failed.kind is ErrorKind.AUTH:
+            return Preflight(problem=f"the model endpoint {url} refused the key ({spec}): {failed.message}")
+        return Preflight()
+    listed = next((i for i in ids if i == name), None) or next((i for i in ids if same_model(name, i)), None)
+    if listed is not None:
+        return Preflight(served=name)
+    if ids:  # a typo, or an alias the endpoint resolves: said, never fatal
+        return Preflight(served=f"{name!r} is not listed by the endpoint's model list, which lists {', '.join(ids[:5])}")
+    return Preflight()
