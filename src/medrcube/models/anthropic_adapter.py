@@ -7,8 +7,9 @@ endpoint in the fingerprint, served-model checks); this module is only the wire:
 - requests go to `POST /v1/messages` through the official `anthropic.AsyncAnthropic`
   client, created with `max_retries=0` on our bounded HTTP client (the SDK's documented
   `http_client`), raw (`client.post`) so that the body is read here;
-- the key is sent as `x-api-key` (the SDK's own header), read from ANTHROPIC_API_KEY
-  unless models.yaml names another variable; ANTHROPIC_BASE_URL as the SDK reads it;
+- the key is sent as the SDK sends it (`x-api-key`, or a bearer token in its current
+  releases), read from ANTHROPIC_API_KEY unless models.yaml names another variable;
+  ANTHROPIC_BASE_URL as the SDK reads it;
 - images go as base64 `image` blocks after the text (the reference evaluator's order);
 - `max_tokens`, which the API requires, defaults to 1024 (a params value overrides it);
 - `stop_reason` is read as the contract says: `max_tokens` is truncated, `refusal` is a

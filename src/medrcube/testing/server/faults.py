@@ -48,7 +48,7 @@ def _completion(model: str, text: str | None, finish: str = "stop", refusal: str
     }
 
 
-OPENAI = Wire("openai", "Authorization", lambda body, decode, path: _parse_chat(body, decode), _completion,
+OPENAI = Wire("openai", ("Authorization",), lambda body, decode, path: _parse_chat(body, decode), _completion,
               _error_body, "model", lambda obj: {**obj, "choices": []})
 _TOKEN = re.compile(r"\s*\S+|\s+")
 
@@ -185,7 +185,7 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self._read_body()
         self._wire = wire
         # Only whether the wire's key header is there; its value is never read or kept.
-        auth = "present" if self.headers.get(wire.auth_header) else "absent"
+        auth = "present" if any(self.headers.get(h) for h in wire.auth_headers) else "absent"
         try:
             body = json.loads(raw)
             if not isinstance(body, dict):
@@ -309,7 +309,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif fault == "key_echo":
             # The one place the Authorization value is read: a gateway that echoes the
             # caller's key in its answer, which the client must never write anywhere.
-            key = (self.headers.get(self._wire.auth_header) or "").removeprefix("Bearer ").strip()
+            given = (self.headers.get(h) for h in self._wire.auth_headers)
+            key = (next((v for v in given if v), None) or "").removeprefix("Bearer ").strip()
             done(plan, "key_echo", 200)
             self._send_json(200, completion(f"{plan.reply} (request authorised with {key})"))
 

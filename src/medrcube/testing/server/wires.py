@@ -30,7 +30,7 @@ class Wire:
     """How one provider's requests are read and its answers written."""
 
     name: str
-    auth_header: str  # the header whose presence counts as "auth present" (its value is never kept)
+    auth_headers: tuple[str, ...]  # the headers a key may come in (only their presence is counted)
     parse: Callable[[Mapping[str, Any], bool, str], Parsed]  # body, decode images, path
     completion: Callable[..., dict[str, Any]]  # (model, text, finish, refusal, prompt_tokens, seq)
     error_body: Callable[[int, str, str | None], bytes]
@@ -84,7 +84,8 @@ def _anthropic_error(status: int, message: str, code: str | None = None) -> byte
     return json.dumps({"type": "error", "error": {"type": code or kind, "message": message}}).encode()
 
 
-ANTHROPIC = Wire("anthropic", "x-api-key", _anthropic_parse, _anthropic_completion, _anthropic_error, "model",
+# The Messages API takes the key as x-api-key; the SDK's current releases send it as a bearer token.
+ANTHROPIC = Wire("anthropic", ("x-api-key", "Authorization"), _anthropic_parse, _anthropic_completion, _anthropic_error, "model",
                  lambda obj: {k: v for k, v in obj.items() if k != "content"})
 
 
@@ -135,7 +136,7 @@ def _gemini_error(status: int, message: str, code: str | None = None) -> bytes:
     return json.dumps({"error": {"code": status, "message": message, "status": grpc}}).encode()
 
 
-GEMINI = Wire("gemini", "x-goog-api-key", _gemini_parse, _gemini_completion, _gemini_error, "modelVersion",
+GEMINI = Wire("gemini", ("x-goog-api-key",), _gemini_parse, _gemini_completion, _gemini_error, "modelVersion",
               lambda obj: {**obj, "candidates": []})
 
 
