@@ -113,7 +113,7 @@ class AnthropicAdapter(OpenAIAdapter):
         foreign = self._foreign(served)
         if foreign is not None:
             return foreign
-        raw = obj.get("usage") if isinstance(obj.get("usage"), Mapping) else {}
+        raw: Mapping[str, Any] = obj["usage"] if isinstance(obj.get("usage"), Mapping) else {}
         usage = token_usage(raw.get("input_tokens"), raw.get("output_tokens"), raw)
         text = self._redactor.key_only(text)
         stop = obj.get("stop_reason")

@@ -157,11 +157,22 @@ class ModelAdapter(Protocol):
     fingerprint: str
     batch_size: int
     concurrency: int
-    keyed_by_item: bool
-    model: str | None
-    image_max_side: int | None
-    endpoints: tuple[str, ...]
-    price: Mapping[str, Any] | None
+
+    # Read-only for callers: an adapter may hold them as plain attributes.
+    @property
+    def keyed_by_item(self) -> bool: ...
+
+    @property
+    def model(self) -> str | None: ...
+
+    @property
+    def image_max_side(self) -> int | None: ...
+
+    @property
+    def endpoints(self) -> tuple[str, ...]: ...
+
+    @property
+    def price(self) -> Mapping[str, Any] | None: ...
 
     async def generate(self, requests: Sequence[Request]) -> list[Response]: ...
 

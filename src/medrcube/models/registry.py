@@ -17,7 +17,7 @@ import importlib.util
 import itertools
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -200,7 +200,7 @@ def _named(name: str, models_file: str | os.PathLike[str] | None, concurrency: i
 def adapter_from_entry(entry: ModelEntry, *, concurrency: int | None = None) -> ModelAdapter:
     """The adapter for a validated models.yaml entry."""
     if entry.provider == "hf":
-        adapter = _hf(
+        return _hf(
             entry.model,
             spec=entry.name,
             concurrency=concurrency or entry.concurrency,
@@ -209,9 +209,8 @@ def adapter_from_entry(entry: ModelEntry, *, concurrency: int | None = None) -> 
             dtype=entry.dtype,
             device=entry.device,
             image_max_side=entry.image_max_side,
+            price=entry.price,
         )
-        adapter.price = entry.price
-        return adapter
     kwargs: dict[str, Any] = {"params": dict(entry.params), "price": entry.price}
     for key in ("api_key_env", "rpm", "timeout", "max_retries", "image_max_side", "strict_model", "api_key_header"):
         value = getattr(entry, key)
@@ -288,7 +287,8 @@ def _split(total: int, k: int) -> list[int]:
     return [max(1, base + (1 if i < extra else 0)) for i in range(k)]
 
 
-def _hf(model: str, *, spec: str, concurrency: int | None, **kwargs: Any) -> ModelAdapter:
+def _hf(model: str, *, spec: str, concurrency: int | None, price: Mapping[str, Any] | None = None,
+        **kwargs: Any) -> ModelAdapter:
     try:
         import torch  # noqa: F401
         import transformers  # noqa: F401
@@ -297,7 +297,9 @@ def _hf(model: str, *, spec: str, concurrency: int | None, **kwargs: Any) -> Mod
     from medrcube.models.hf_adapter import HFAdapter
 
     kwargs = {k: v for k, v in kwargs.items() if v is not None}
-    return HFAdapter(model, spec=spec, concurrency=concurrency, **kwargs)
+    adapter = HFAdapter(model, spec=spec, concurrency=concurrency, **kwargs)
+    adapter.price = price  # models.yaml's, for the run's cost
+    return adapter
 
 
 class RoundRobinAdapter:
