@@ -23,10 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-from medrcube.construction.observation import ROI, Hint, SourceImage
+from medrcube.construction import imageio
+from medrcube.construction.observation import ROI, Hint, SourceImage, documented
 from medrcube.construction.privacy import deid
 from medrcube.construction.privacy.safeguards import Manifest, screen_dicom
-from medrcube.construction.readers import imageio
 from medrcube.construction.readers.sources import (
     SourceError,
     frame_orientation,
@@ -37,7 +37,6 @@ from medrcube.construction.readers.sources import (
 )
 from medrcube.construction.readers.tabular import LabelTable, SourceLog, rois_of
 from medrcube.construction.recipe import PrivacySpec, SourceSpec
-from medrcube.construction.stages.mapping import documented
 
 # Technical attributes read into an image's metadata (the allow-list plus the sequence
 # parameters that protocol rules need). Free text is not among them.

@@ -16,9 +16,9 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from medrcube.construction.observation import Hint, SourceImage
+from medrcube.construction import imageio
+from medrcube.construction.observation import Hint, SourceImage, documented
 from medrcube.construction.privacy.safeguards import Manifest
-from medrcube.construction.readers import imageio
 from medrcube.construction.readers.dicom_folder import _files, pick_positions
 from medrcube.construction.readers.sources import (
     load_volume,
@@ -28,7 +28,6 @@ from medrcube.construction.readers.sources import (
 )
 from medrcube.construction.readers.tabular import LabelTable, SourceLog
 from medrcube.construction.recipe import PrivacySpec, SourceSpec
-from medrcube.construction.stages.mapping import documented
 
 SUFFIXES = (".nii", ".nii.gz")
 _BIDS_SUFFIX = re.compile(r"_([A-Za-z0-9]+)\.nii(\.gz)?$")
