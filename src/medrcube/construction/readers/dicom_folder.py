@@ -51,7 +51,7 @@ class _Instance:
     frames: int
 
 
-def _files(root: Path) -> list[Path]:
+def source_files(root: Path) -> list[Path]:
     out = []
     for folder, dirs, names in os.walk(root):
         dirs.sort()
@@ -102,7 +102,7 @@ def read_dicom_folder(spec: SourceSpec, privacy: PrivacySpec, manifest: Manifest
     table = LabelTable(spec.labels, leaks, manifest) if spec.labels is not None else None
     series: dict[str, list[_Instance]] = {}
     first_seen: dict[str, int] = {}
-    for i, path in enumerate(_files(root)):  # pass 1: headers
+    for i, path in enumerate(source_files(root)):  # pass 1: headers
         rel = path.relative_to(root).as_posix()
         try:
             raw = read_dicom(path, stop_before_pixels=True, package_rules=False)

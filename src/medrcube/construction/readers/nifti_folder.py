@@ -19,7 +19,7 @@ import numpy as np
 from medrcube.construction import imageio
 from medrcube.construction.observation import Hint, SourceImage, documented
 from medrcube.construction.privacy.safeguards import Manifest
-from medrcube.construction.readers.dicom_folder import _files, pick_positions
+from medrcube.construction.readers.dicom_folder import pick_positions, source_files
 from medrcube.construction.readers.sources import (
     load_volume,
     plane_axis,
@@ -44,7 +44,7 @@ def read_nifti_folder(spec: SourceSpec, privacy: PrivacySpec, manifest: Manifest
     assert spec.path is not None
     root = spec.path.resolve()
     table = LabelTable(spec.labels, leaks, manifest) if spec.labels is not None else None
-    volumes = [p for p in _files(root) if p.name.endswith(SUFFIXES)]
+    volumes = [p for p in source_files(root) if p.name.endswith(SUFFIXES)]
     for v, path in enumerate(volumes):
         rel = path.relative_to(root).as_posix()
         try:
