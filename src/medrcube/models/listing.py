@@ -18,11 +18,13 @@ from medrcube.models.provider_errors import Attempt
 __all__ = ["preflight_by_listing"]
 
 
-async def preflight_by_listing(spec: str, url: str, name: str, list_ids: Callable[[], Awaitable[list[str]]],
+async def preflight_by_listing(spec: str, url: str, name: str, base_url_env: str,
+                               list_ids: Callable[[], Awaitable[list[str]]],
                                read_failure: Callable[[Exception], Attempt]) -> Preflight:
-    """The Preflight of the adapter `spec` asking for model `name` at `url`: `list_ids`
-    lists the endpoint's models, `read_failure` turns the client's exception into the
-    Attempt a failed request would give (raising for anything that is not the client's)."""
+    """The Preflight of the adapter `spec` asking for model `name` at `url` (configured
+    by `base_url_env` or models.yaml): `list_ids` lists the endpoint's models,
+    `read_failure` turns the client's exception into the Attempt a failed request would
+    give (raising for anything that is not the client's)."""
     try:
         ids = await list_ids()
     except Exception as exc:  # noqa: BLE001 - read by the adapter's own wire hook below
@@ -31,7 +33,10 @@ async def preflight_by_listing(spec: str, url: str, name: str, list_ids: Callabl
         except Exception:  # noqa: BLE001 - not an error of the client: no problem to report
             return Preflight()
         if failed.kind is ErrorKind.CONNECTION:
-            return Preflight(problem=f"the model endpoint {url} cannot be reached ({spec}): {failed.message}")
+            cause = exc.__cause__ or exc
+            return Preflight(problem=(
+                f"the model endpoint {url} cannot be reached ({spec}): connection failed ({type(cause).__name__}: "
+                f"{cause}); check the base URL ({base_url_env} or models.yaml) and that the server is up"))
         if failed.kind is ErrorKind.AUTH:
             return Preflight(problem=f"the model endpoint {url} refused the key ({spec}): {failed.message}")
         return Preflight()

@@ -227,7 +227,7 @@ class OpenAIAdapter:
         """The endpoint's model list, through this adapter's client (models/listing.py)."""
         from medrcube.models.listing import preflight_by_listing
 
-        return await preflight_by_listing(self.spec, self.endpoints[0], self.model,
+        return await preflight_by_listing(self.spec, self.endpoints[0], self.model, self.base_url_env,
                                           lambda: self._listed_models(self._loop_state().client), self._failed)
 
     async def _listed_models(self, client: Any) -> list[str]:
