@@ -302,3 +302,26 @@ def test_gemini_refuses_parameters_it_does_not_know(server: ScriptedServer) -> N
     with pytest.raises(ValueError, match="GenerateContentConfig"):
         GeminiAdapter("m1", base_url=url, params={"max_completion_tokens": 10})
     assert GeminiAdapter("m1", base_url=url, params={"max_output_tokens": 10, "temperature": 0}).params
+
+
+# ---------------------------------------------------------------------------- hostile endpoints
+
+
+def test_a_redirect_is_never_followed(server: ScriptedServer, make: Callable[..., OpenAIAdapter]) -> None:
+    server.set_script({"default": "B", "faults": [{"fault": "redirect", "location": "http://127.0.0.1:9/elsewhere"}]})
+    r = ask(make())
+    assert r.error_kind is ErrorKind.REDIRECT and "http://127.0.0.1:9/elsewhere" in (r.error or "")
+    assert r.attempts == 1 and server.stats()["total"] == 1
+
+
+def test_a_body_that_inflates_past_the_cap_is_refused_unread(server: ScriptedServer,
+                                                              make: Callable[..., OpenAIAdapter]) -> None:
+    server.set_script({"default": "B", "faults": [{"fault": "gzip_bomb", "inflated_mib": 4}]})
+    r = ask(make(max_response_bytes=1024 * 1024))
+    assert r.error_kind is ErrorKind.MALFORMED and "past the cap" in (r.error or "") and r.attempts == 1
+
+
+def test_a_dripped_body_ends_at_the_total_deadline(server: ScriptedServer, make: Callable[..., OpenAIAdapter]) -> None:
+    server.set_script({"default": "B", "faults": [{"fault": "drip", "interval": 0.2}]})
+    r = ask(make(timeout=1.0, max_retries=0))
+    assert r.error_kind is ErrorKind.TIMEOUT

@@ -84,18 +84,15 @@ class AnthropicAdapter(OpenAIAdapter):
 
         # The SDK's errors have the openai SDK's shape (both are generated from one
         # template), but are their own classes: read them as those, same words.
-        try:
-            raise exc
-        except BodyTooLargeError as exc:
+        if isinstance(exc, BodyTooLargeError):
             return self._too_large(exc)
-        except anthropic.APITimeoutError:
+        if isinstance(exc, (anthropic.APITimeoutError, TimeoutError)):
             return self._timed_out()
-        except anthropic.APIConnectionError as exc:
+        if isinstance(exc, anthropic.APIConnectionError):
             return self._unreachable(exc)
-        except anthropic.APIStatusError as exc:
+        if isinstance(exc, anthropic.APIStatusError):
             return self._status_error(exc)
-        except TimeoutError:
-            return self._timed_out()
+        raise exc
 
     def _message(self, content: bytes) -> Attempt:
         """Read a Messages API body; anything else is MALFORMED (retried)."""

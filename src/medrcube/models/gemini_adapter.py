@@ -122,15 +122,13 @@ class GeminiAdapter(OpenAIAdapter):
     def _failed(self, exc: Exception) -> Attempt:
         from google.genai import errors
 
-        try:
-            raise exc
-        except BodyTooLargeError as exc:
+        if isinstance(exc, BodyTooLargeError):
             return self._too_large(exc)
-        except (TimeoutError, httpx.TimeoutException):
+        if isinstance(exc, (TimeoutError, httpx.TimeoutException)):
             return self._timed_out()
-        except httpx.TransportError as exc:
+        if isinstance(exc, httpx.TransportError):
             return self._unreachable(exc)
-        except errors.APIError as exc:
+        if isinstance(exc, errors.APIError):
             said = " ".join(self._redact(str(exc.message or exc.details or "")).split())[:300] or "(no message)"
             headers = exc.response.headers if isinstance(exc.response, httpx.Response) else {}
             location = headers.get("location")
@@ -138,8 +136,9 @@ class GeminiAdapter(OpenAIAdapter):
                                   model=self.model, key_env=self.api_key_env,
                                   retry_after=parse_retry_after(headers) if headers else None,
                                   location=self._redact(location) if location else None, base_hint=self.base_url_hint)
-        except ValueError as exc:  # a body the SDK could not read (not JSON, not a response)
+        if isinstance(exc, ValueError):  # a body the SDK could not read (not JSON, not a response)
             return self._malformed(f"{type(exc).__name__}: {self._redact(str(exc))[:200]}", "Gemini response")
+        raise exc
 
     def _answer(self, answer: Any) -> Attempt:
         """Read a GenerateContentResponse (the contract's terms: see the module docstring)."""

@@ -349,16 +349,15 @@ class OpenAIAdapter:
         """The Attempt for an exception of the client (a wire hook); anything else re-raised."""
         import openai
 
-        try:
-            raise exc
-        except BodyTooLargeError as exc:  # a bomb stays a bomb: not retried
+        if isinstance(exc, BodyTooLargeError):  # a bomb stays a bomb: not retried
             return self._too_large(exc)
-        except (openai.APITimeoutError, TimeoutError):
+        if isinstance(exc, (openai.APITimeoutError, TimeoutError)):  # before its base class below
             return self._timed_out()
-        except openai.APIConnectionError as exc:
+        if isinstance(exc, openai.APIConnectionError):
             return self._unreachable(exc)
-        except openai.APIStatusError as exc:
+        if isinstance(exc, openai.APIStatusError):
             return self._status_error(exc)
+        raise exc
 
     def _timed_out(self) -> Attempt:
         return Attempt(kind=ErrorKind.TIMEOUT, label="timeout", retryable=True,
