@@ -238,10 +238,13 @@ def test_nothing_listening_is_a_connection_error_and_a_preflight_problem(
 
 
 def test_the_preflight_names_the_served_model(server: ScriptedServer, make: Callable[..., OpenAIAdapter]) -> None:
-    server.set_script({"default": "B", "models": ["m1", "m2"]})
+    server.set_script({"default": "B", "models": ["m1", "m2", "m4-2025-01-01"]})
     assert pre(make("m1")) == Preflight(served="m1")
-    note = pre(make("m3")).served
-    assert note is not None and "'m3' is not listed" in note and "m1" in note
+    assert pre(make("m4")) == Preflight(served="m4-2025-01-01")  # a dated snapshot of the name
+    problem = pre(make("m3")).problem
+    assert problem is not None and "does not serve the model 'm3'" in problem and "'m1', 'm2'" in problem
+    server.set_script({"default": "B"})  # a server that lists nothing: nothing to compare
+    assert pre(make("m3")) == Preflight()
     assert server.stats()["total"] == 0  # never a generation request
 
 

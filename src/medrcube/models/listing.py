@@ -4,8 +4,9 @@ Listing models is cheap, served by OpenAI, Anthropic and Gemini and by vLLM, SGL
 TGI alike, and is never a generation request, so the run's request counts stay those of
 its items. It goes through the adapter's own client (its URL, key and timeout), and its
 failure is read by the adapter's own wire hook (`_failed`), so the words are the same as
-a failed request's. Only a connection failure or a refused key is a problem; anything
-else (a server without the route, a slow one) lets the run go on with its retries.
+a failed request's. A connection failure, a refused key, or a list that does not hold the
+model (nor a dated snapshot of it) is a problem; anything else (a server without the
+route, a slow one) lets the run go on with its retries.
 """
 
 from __future__ import annotations
@@ -40,9 +41,13 @@ async def preflight_by_listing(spec: str, url: str, name: str, base_url_env: str
         if failed.kind is ErrorKind.AUTH:
             return Preflight(problem=f"the model endpoint {url} refused the key ({spec}): {failed.message}")
         return Preflight()
-    listed = next((i for i in ids if i == name), None) or next((i for i in ids if same_model(name, i)), None)
-    if listed is not None:
-        return Preflight(served=name)
-    if ids:  # a typo, or an alias the endpoint resolves: said, never fatal
-        return Preflight(served=f"{name!r} is not listed by the endpoint's model list, which lists {', '.join(ids[:5])}")
-    return Preflight()
+    if not ids or name in ids:  # nothing to compare with, or the name as asked
+        return Preflight(served=name if ids else None)
+    listed = next((i for i in ids if same_model(name, i)), None)
+    if listed is not None:  # a dated snapshot of the name, or a path ending in it
+        return Preflight(served=listed)
+    # Every request would be refused (a server pinned to one model answers 400).
+    shown = ", ".join(repr(i) for i in ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
+    return Preflight(problem=(
+        f"the model endpoint {url} does not serve the model {name!r} ({spec}): its model list holds {shown}; "
+        "set the model name (--model, or model in models.yaml) to one of them"))

@@ -16,8 +16,8 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from medrcube.run.store.opening import chunks
-from medrcube.run.store.responses import RESPONSE_COLS, StoreResponses, row_to_response
+from medrcube.run.store.opening import _chunks
+from medrcube.run.store.responses import _RESPONSE_COLS, StoreResponses, _row_to_response
 
 
 def new_owner() -> str:
@@ -89,10 +89,10 @@ class StoreClaims(StoreResponses):
         with self._write() as conn:
             for key in dict.fromkeys(keys):
                 row = conn.execute(
-                    f"SELECT {RESPONSE_COLS} FROM responses WHERE key = ? AND created >= ?", (key, cutoff)
+                    f"SELECT {_RESPONSE_COLS} FROM responses WHERE key = ? AND created >= ?", (key, cutoff)
                 ).fetchone()
                 if row is not None:
-                    if row_to_response(row) is not None:
+                    if _row_to_response(row) is not None:
                         continue  # answered: the caller reads it with get
                     self._report_damaged(key)  # damaged: claim it, so that it is asked again
                 cur = conn.execute(
@@ -110,7 +110,7 @@ class StoreClaims(StoreResponses):
         now = time.time()
         live: set[str] = set()
         with self._read() as conn:
-            for chunk in chunks(list(keys)):
+            for chunk in _chunks(list(keys)):
                 marks = ",".join("?" * len(chunk))
                 live.update(
                     k
@@ -125,7 +125,7 @@ class StoreClaims(StoreResponses):
         now = time.time()
         out: dict[str, str] = {}
         with self._read() as conn:
-            for chunk in chunks(list(keys)):
+            for chunk in _chunks(list(keys)):
                 marks = ",".join("?" * len(chunk))
                 out.update(
                     conn.execute(

@@ -78,7 +78,7 @@ class StoreCorruptError(StoreError):
     this is raised so that nothing is read from, or written to, a damaged file."""
 
 
-class Undecodable(str):
+class _Undecodable(str):
     """A stored text that was not valid UTF-8, decoded with replacement characters.
 
     Text on disk is always written as valid UTF-8, so invalid bytes are damage. SQLite's
@@ -87,11 +87,11 @@ class Undecodable(str):
 
 
 def _decode_text(raw: bytes) -> str:
-    """The text_factory of every connection: strict UTF-8, or an `Undecodable` marker."""
+    """The text_factory of every connection: strict UTF-8, or an `_Undecodable` marker."""
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
-        return Undecodable(raw.decode("utf-8", "replace"))
+        return _Undecodable(raw.decode("utf-8", "replace"))
 
 
 def _is_corruption(exc: BaseException) -> bool:
@@ -101,7 +101,7 @@ def _is_corruption(exc: BaseException) -> bool:
     )
 
 
-def chunks(seq: Sequence[str], n: int = _CHUNK) -> Iterator[Sequence[str]]:
+def _chunks(seq: Sequence[str], n: int = _CHUNK) -> Iterator[Sequence[str]]:
     for i in range(0, len(seq), n):
         yield seq[i : i + n]
 
@@ -141,7 +141,7 @@ class StoreBase:
         )
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
         # Invalid UTF-8 in a stored text is damage to one row, not a reason to fail
-        # every query that touches it (_decode_text, row_to_response).
+        # every query that touches it (_decode_text, _row_to_response).
         conn.text_factory = _decode_text
         return conn
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from medrcube.models.base import Response
 from medrcube.models.confidence import OptionConfidence
-from medrcube.run.store.opening import StoreBase, Undecodable, chunks
+from medrcube.run.store.opening import StoreBase, _chunks, _Undecodable
 
 log = logging.getLogger("medrcube.run.store")
 
@@ -80,11 +80,11 @@ def _checksum(
     return zlib.crc32(payload.encode("utf-8"))
 
 
-RESPONSE_COLS = "key, text, refused, usage, latency_s, attempts, checksum, truncated, served_model, confidence"
+_RESPONSE_COLS = "key, text, refused, usage, latency_s, attempts, checksum, truncated, served_model, confidence"
 
 
-def row_to_response(row: Sequence[Any]) -> Response | None:
-    """The Response of a row of RESPONSE_COLS, or None if it is damaged: its checksum
+def _row_to_response(row: Sequence[Any]) -> Response | None:
+    """The Response of a row of _RESPONSE_COLS, or None if it is damaged: its checksum
     does not match, or one of its texts was not valid UTF-8 on disk."""
     key, text, refused, usage, latency_s, attempts, checksum, truncated, served_model, confidence = row
     # A damaged record header can change a value's type (a text read back as a blob or a
@@ -104,7 +104,7 @@ def row_to_response(row: Sequence[Any]) -> Response | None:
         return None
     # Replacement characters change the text, so the checksum alone nearly always
     # refuses an undecodable row; the marker makes it certain.
-    if any(isinstance(v, Undecodable) for v in (key, text, usage, confidence)):
+    if any(isinstance(v, _Undecodable) for v in (key, text, usage, confidence)):
         return None
     if _checksum(key, text, refused, usage, truncated, confidence) != checksum:
         return None
@@ -112,7 +112,7 @@ def row_to_response(row: Sequence[Any]) -> Response | None:
         text=text,
         refused=bool(refused),
         truncated=bool(truncated),
-        served_model=served_model if served_model and not isinstance(served_model, Undecodable) else None,
+        served_model=served_model if served_model and not isinstance(served_model, _Undecodable) else None,
         usage=json.loads(usage) if usage else None,
         latency_s=float(latency_s),
         attempts=int(attempts),
@@ -137,14 +137,14 @@ class StoreResponses(StoreBase):
         found: dict[str, Response] = {}
         cutoff = -1.0 if newer_than is None else newer_than
         with self._read() as conn:
-            for chunk in chunks(keys):
+            for chunk in _chunks(keys):
                 marks = ",".join("?" * len(chunk))
                 rows = conn.execute(
-                    f"SELECT {RESPONSE_COLS} FROM responses WHERE key IN ({marks}) AND created >= ?",
+                    f"SELECT {_RESPONSE_COLS} FROM responses WHERE key IN ({marks}) AND created >= ?",
                     (*chunk, cutoff),
                 )
                 for row in rows:
-                    response = row_to_response(row)
+                    response = _row_to_response(row)
                     if response is None:
                         self._report_damaged(row[0])
                     else:
@@ -240,7 +240,7 @@ class StoreResponses(StoreBase):
                 rows = conn.execute(f"SELECT {cols} FROM errors ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
             else:
                 rows = []
-                for chunk in chunks(list(dict.fromkeys(keys))):
+                for chunk in _chunks(list(dict.fromkeys(keys))):
                     marks = ",".join("?" * len(chunk))
                     rows += conn.execute(
                         f"SELECT {cols} FROM errors WHERE key IN ({marks}) ORDER BY id DESC", tuple(chunk)

@@ -24,8 +24,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-from medrcube.testing.server.owner import Owner, Plan
-from medrcube.testing.server.script import Parsed, ScriptError, lookup, parse_chat
+from medrcube.testing.server.owner import Owner, _Plan
+from medrcube.testing.server.script import Parsed, ScriptError, _lookup, _parse_chat
 from medrcube.testing.server.wires import ANTHROPIC, GEMINI, GEMINI_ROUTE, Wire, models_listing
 
 
@@ -48,7 +48,7 @@ def _completion(model: str, text: str | None, finish: str = "stop", refusal: str
     }
 
 
-OPENAI = Wire("openai", ("Authorization",), lambda body, decode, path: parse_chat(body, decode), _completion,
+OPENAI = Wire("openai", ("Authorization",), lambda body, decode, path: _parse_chat(body, decode), _completion,
               _error_body, "model", lambda obj: {**obj, "choices": []})
 _TOKEN = re.compile(r"\s*\S+|\s+")
 
@@ -73,7 +73,7 @@ def _logprobs(text: str, dist: Mapping[str, float] | None, top_k: int) -> dict[s
     return {"content": content, "refusal": None}
 
 
-class ScriptedHTTPServer(ThreadingHTTPServer):
+class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 1024  # 64+ clients connecting at once must not wait on SYN retries
@@ -87,11 +87,11 @@ class ScriptedHTTPServer(ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
-class Handler(BaseHTTPRequestHandler):
+class _Handler(BaseHTTPRequestHandler):
     _wire: Wire = OPENAI  # the wire of the request being answered (set by _chat)
     protocol_version = "HTTP/1.1"  # keep-alive: the client reuses its connections
     disable_nagle_algorithm = True  # small responses must not wait on delayed ACKs
-    server: ScriptedHTTPServer
+    server: _HTTPServer
     server_version = "medrcube-scripted/1"
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (stdlib signature)
@@ -149,7 +149,10 @@ class Handler(BaseHTTPRequestHandler):
             if status is not None:
                 self._send(status, wire.error_body(status, f"scripted HTTP {status} for the model list", None))
                 return
-            self._send_json(200, models_listing(wire.name, owner.script.models or [owner.script.model or "scripted"]))
+            # A server serves what it lists: with neither `models` nor `model` it answers any
+            # name, so it lists none (a client's pre-flight then has nothing to compare).
+            names = owner.script.models or ([owner.script.model] if owner.script.model else [])
+            self._send_json(200, models_listing(wire.name, names))
         else:
             self._read_body()
             owner._count_other(f"GET {url.path}")
@@ -203,7 +206,7 @@ class Handler(BaseHTTPRequestHandler):
         finally:
             owner._end(plan, "error", None)  # a no-op unless _execute failed before recording
 
-    def _execute(self, plan: Plan, parsed: Parsed) -> None:
+    def _execute(self, plan: _Plan, parsed: Parsed) -> None:
         """Answer as planned. The outcome is recorded just before the last bytes go out, so
         whatever a client has seen is already counted when it asks for stats()."""
         owner = self.server.owner
@@ -226,7 +229,7 @@ class Handler(BaseHTTPRequestHandler):
         def completion(text: str | None, finish: str = "stop", refusal: str | None = None) -> dict[str, Any]:
             obj = wire.completion(model, text, finish, refusal, prompt_tokens=ptoks, seq=plan.seq)
             if parsed.params.get("logprobs") and text is not None:
-                _, dist = lookup(owner.script.logprobs, parsed.question, parsed.prompt)
+                _, dist = _lookup(owner.script.logprobs, parsed.question, parsed.prompt)
                 obj["choices"][0]["logprobs"] = _logprobs(text, dist, int(parsed.params.get("top_logprobs") or 0))
             return obj
 
@@ -283,7 +286,7 @@ class Handler(BaseHTTPRequestHandler):
 
     # -- hostile endpoints: answers a client must bound or refuse ------------------------
 
-    def _hostile(self, plan: Plan, fault: str, spec: Mapping[str, Any], completion: _Completer) -> None:
+    def _hostile(self, plan: _Plan, fault: str, spec: Mapping[str, Any], completion: _Completer) -> None:
         done = self.server.owner._end
         if fault == "redirect":
             # A 307 keeps the method and the body: a client that follows it sends the
@@ -314,7 +317,7 @@ class Handler(BaseHTTPRequestHandler):
             done(plan, "key_echo", 200)
             self._send_json(200, completion(f"{plan.reply} (request authorised with {key})"))
 
-    def _drip(self, plan: Plan, body: bytes, interval: float) -> None:
+    def _drip(self, plan: _Plan, body: bytes, interval: float) -> None:
         """Headers at once, then the body one byte per `interval` seconds: each read is
         quick, so only a total deadline (not a read timeout) stops the client waiting."""
         owner = self.server.owner

@@ -2,7 +2,7 @@
 
 A module of its own so that the two meet here instead of importing each other: the
 handler sees the server through `Owner`, a structural type that `ScriptedServer`
-satisfies, and both share `Plan`, the answer the server plans for one chat request.
+satisfies, and both share `_Plan`, the answer the server plans for one chat request.
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from medrcube.testing.server.script import Parsed, ReplyFn, Rule, Script
+from medrcube.testing.server.script import Parsed, ReplyFn, Script, _Rule
 
 
 @dataclass
-class Plan:
+class _Plan:
     seq: int
     entry: dict[str, Any]
-    rule: Rule | None
+    rule: _Rule | None
     latency: float
     reply: str
     request_hash: str
@@ -45,6 +45,6 @@ class Owner(Protocol):
 
     def _count_bad_request(self, auth: str) -> None: ...
 
-    def _begin(self, p: Parsed, auth: str, body: Mapping[str, Any]) -> Plan: ...
+    def _begin(self, p: Parsed, auth: str, body: Mapping[str, Any]) -> _Plan: ...
 
-    def _end(self, plan: Plan, outcome: str, status: int | None) -> None: ...
+    def _end(self, plan: _Plan, outcome: str, status: int | None) -> None: ...

@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from medrcube.testing.server.faults import Handler, ScriptedHTTPServer
-from medrcube.testing.server.owner import Plan
-from medrcube.testing.server.script import REPLYING_FAULTS, Parsed, ReplyFn, Rule, Script, ScriptError
+from medrcube.testing.server.faults import _Handler, _HTTPServer
+from medrcube.testing.server.owner import _Plan
+from medrcube.testing.server.script import REPLYING_FAULTS, Parsed, ReplyFn, Script, ScriptError, _Rule
 
 
 def _new_stats() -> dict[str, Any]:
@@ -49,7 +49,7 @@ class ScriptedServer:
         self._stopping = threading.Event()
         self._connections: set[socket.socket] = set()
         self._host, self._port = host, port
-        self._httpd: ScriptedHTTPServer | None = None
+        self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     # -- lifecycle ------------------------------------------------------------------
@@ -58,7 +58,7 @@ class ScriptedServer:
         if self._httpd is not None:
             return self
         self._stopping.clear()
-        httpd = ScriptedHTTPServer((self._host, self._port), Handler)
+        httpd = _HTTPServer((self._host, self._port), _Handler)
         httpd.owner = self
         self._httpd = httpd
         self._port = httpd.server_address[1]  # a restart comes back on the same port
@@ -152,7 +152,7 @@ class ScriptedServer:
             st["by_status"]["400"] += 1
             st["by_outcome"]["400"] += 1
 
-    def _begin(self, p: Parsed, auth: str, body: Mapping[str, Any]) -> Plan:
+    def _begin(self, p: Parsed, auth: str, body: Mapping[str, Any]) -> _Plan:
         with self._lock:
             script, st = self.script, self._stats
             self._seq += 1
@@ -166,11 +166,11 @@ class ScriptedServer:
             st["auth"][auth] += 1
             st["images"]["with" if p.images else "without"] += 1
             st["images"]["total"] += len(p.images)
-            rule: Rule | None = None
+            rule: _Rule | None = None
             if script.require_auth and auth == "absent":
-                rule = Rule.parse({"fault": "status", "status": 401, "message": "no Authorization header"}, -1, 0)
+                rule = _Rule.parse({"fault": "status", "status": 401, "message": "no Authorization header"}, -1, 0)
             elif script.models is not None and p.model not in script.models:
-                rule = Rule.parse({"fault": "status", "status": 404, "code": "model_not_found",
+                rule = _Rule.parse({"fault": "status", "status": 404, "code": "model_not_found",
                                     "message": f"The model `{p.model}` does not exist"}, -1, 0)
             else:
                 for r in script.rules:
@@ -185,14 +185,14 @@ class ScriptedServer:
                      "params": p.params, "outcome": None, "status": None}
             if len(st["requests"]) < script.log_limit:
                 st["requests"].append(entry)
-            plan = Plan(seq=self._seq, entry=entry, rule=rule, latency=script.latency_for(p.question, p.prompt),
+            plan = _Plan(seq=self._seq, entry=entry, rule=rule, latency=script.latency_for(p.question, p.prompt),
                          reply="", request_hash=p.request_hash)
         # Outside the lock: an in-process reply callable may take its time (or call stats()).
         if rule is None or rule.fault in REPLYING_FAULTS:
             plan.reply = script.reply(p.question, p.prompt, body)
         return plan
 
-    def _end(self, plan: Plan, outcome: str, status: int | None) -> None:
+    def _end(self, plan: _Plan, outcome: str, status: int | None) -> None:
         """Record how a request ended (once; later calls for the same plan do nothing)."""
         with self._lock:
             if plan.ended:

@@ -100,7 +100,7 @@ class _Latency:
 
 
 @dataclass
-class Rule:
+class _Rule:
     spec: dict[str, Any]
     fault: str
     match: str | None
@@ -112,7 +112,7 @@ class Rule:
     seen: Counter[str] = field(default_factory=Counter)
 
     @classmethod
-    def parse(cls, spec: Any, i: int, seed: int) -> Rule:
+    def parse(cls, spec: Any, i: int, seed: int) -> _Rule:
         where = f"faults[{i}]"
         if not isinstance(spec, Mapping):
             raise ScriptError(f"script: {where} must be an object such as {{\"fault\": \"status\", \"status\": 429}}")
@@ -155,7 +155,7 @@ def _matches(key: str, question: str, prompt: str) -> bool:
     return key == question or key in prompt
 
 
-def lookup(table: Mapping[str, Any], question: str, prompt: str) -> tuple[bool, Any]:
+def _lookup(table: Mapping[str, Any], question: str, prompt: str) -> tuple[bool, Any]:
     """Find a question's entry: an exact hit on the question first (cheap), then substrings."""
     if question in table:
         return True, table[question]
@@ -176,7 +176,7 @@ class Script:
     reply_format: str
     latency: _Latency
     latency_by_question: dict[str, _Latency]
-    rules: list[Rule]
+    rules: list[_Rule]
     models: list[str] | None
     model: str | None
     require_auth: bool
@@ -218,7 +218,7 @@ class Script:
                 str(k): _Latency.parse(v, f"latency_by_question[{k!r}]")
                 for k, v in raw.get("latency_by_question", {}).items()
             },
-            rules=[Rule.parse(r, i, seed) for i, r in enumerate(faults)],
+            rules=[_Rule.parse(r, i, seed) for i, r in enumerate(faults)],
             models=models,
             model=raw.get("model"),
             require_auth=bool(raw.get("require_auth", False)),
@@ -236,10 +236,10 @@ class Script:
             text = self.reply_fn(prompt, body)
             if text is not None:
                 return text
-        hit, text = lookup(self.answers, question, prompt)
+        hit, text = _lookup(self.answers, question, prompt)
         if hit:
             return text
-        hit, correct = lookup(self.answer_key, question, prompt)
+        hit, correct = _lookup(self.answer_key, question, prompt)
         if hit:
             options = _options_of(prompt)
             for i, (letter, option) in enumerate(options):
@@ -250,7 +250,7 @@ class Script:
         return self.default
 
     def latency_for(self, question: str, prompt: str) -> float:
-        hit, lat = lookup(self.latency_by_question, question, prompt) if self.latency_by_question else (False, None)
+        hit, lat = _lookup(self.latency_by_question, question, prompt) if self.latency_by_question else (False, None)
         chosen = lat if hit and isinstance(lat, _Latency) else self.latency
         return chosen.sample(self.rng)
 
@@ -310,7 +310,7 @@ def inspect_image(url: str, decode: bool) -> dict[str, Any]:
     return info
 
 
-def parse_chat(body: Mapping[str, Any], decode_images: bool) -> Parsed:
+def _parse_chat(body: Mapping[str, Any], decode_images: bool) -> Parsed:
     messages = body.get("messages")
     if not isinstance(messages, list):
         raise ValueError("'messages' must be a list")
