@@ -119,6 +119,12 @@ class EndpointError(Exception):
     """The model endpoint cannot answer at all (nothing listens, or the key is refused)."""
 
 
+def endpoint_of(adapter: ModelAdapter) -> str | None:
+    """Where an adapter sends its requests (credentials cut; several servers joined by
+    " | "), or None for an in-process model: the contract's `endpoints`, as one text."""
+    return " | ".join(adapter.endpoints) or None
+
+
 async def _preflight_one(adapter: ModelAdapter) -> Preflight:
     """The adapter's own pre-flight (models/base.py `Preflight`), bounded in time: a slow
     endpoint is not a dead one, and the run proceeds with its retries."""
@@ -133,10 +139,11 @@ async def _preflight_one(adapter: ModelAdapter) -> Preflight:
 def preflight(adapters: Sequence[ModelAdapter | None]) -> dict[str, str | None]:
     """One short request to each HTTP endpoint before the run; raises EndpointError with
     one message naming the URL, the HTTP status and the provider's words when an
-    endpoint cannot answer at all (nothing listens, the key is refused). Returns, per
+    endpoint cannot answer at all (nothing listens, the key is refused, its model list
+    does not hold the model). Returns, per
     spec, the model as its endpoint listed it (for the run's summary: per-run state the
     caller keeps)."""
-    todo = [a for a in adapters if a is not None and a.endpoints]
+    todo = [a for a in adapters if a is not None and endpoint_of(a) is not None]
     if not todo:
         return {}
 

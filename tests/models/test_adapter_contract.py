@@ -328,3 +328,34 @@ def test_a_dripped_body_ends_at_the_total_deadline(server: ScriptedServer, make:
     server.set_script({"default": "B", "faults": [{"fault": "drip", "interval": 0.2}]})
     r = ask(make(timeout=1.0, max_retries=0))
     assert r.error_kind is ErrorKind.TIMEOUT
+
+
+def test_the_native_adapters_send_a_token_limit(server: ScriptedServer) -> None:
+    # Anthropic requires max_tokens; Gemini's thinking models spend from max_output_tokens.
+    for adapter in (AnthropicAdapter("m1", base_url=base_url(server, "anthropic")),
+                    GeminiAdapter("m1", base_url=base_url(server, "gemini"), params={"temperature": 0})):
+        assert ask(adapter).ok
+    anthropic, gemini = (r["params"] for r in server.stats()["requests"])
+    assert anthropic["max_tokens"] == 1024
+    assert gemini["generationConfig"] == {"maxOutputTokens": 4096, "temperature": 0}
+    dropped = GeminiAdapter("m1", base_url=base_url(server, "gemini"), params={"max_output_tokens": None})
+    assert "max_output_tokens" not in dropped.params
+
+
+def test_replicas_are_one_adapter_whose_preflight_checks_every_server(tmp_path: Any, server: ScriptedServer,
+                                                                      provider: str) -> None:
+    from medrcube.models.registry import RoundRobinAdapter
+    from medrcube.service import endpoint_of
+
+    server.set_script({"default": "B", "models": ["m1"]})
+    live = base_url(server, provider)
+    dead = f"http://127.0.0.1:{closed_port()}" + ("/v1" if provider == "openai" else "")
+    f = tmp_path / "models.yaml"
+    f.write_text(f"models:\n  replicas:\n    provider: {provider}\n    model: m1\n    api_key_env: {KEY_ENV}\n"
+                 f"    base_urls: ['{live}', '{dead}']\n", encoding="utf-8")
+    adapter = load_adapter("replicas", models_file=f)
+    assert isinstance(adapter, RoundRobinAdapter) and adapter.endpoints == (live, dead)
+    assert endpoint_of(adapter) == f"{live} | {dead}" and adapter.model == "m1"
+    p = pre(adapter)
+    assert p.served == "m1" and p.problem is not None and dead in p.problem
+    assert p.problem.count("cannot be reached") == 1  # the live server is not among the problems

@@ -12,7 +12,8 @@ endpoint in the fingerprint, served-model checks); this module is only the wire:
   models.yaml names another variable;
 - `params` are the SDK's GenerateContentConfig fields (`temperature`,
   `max_output_tokens`, ...), checked when the adapter is built: a misspelt one is a
-  model-spec error, not a run of failed requests;
+  model-spec error, not a run of failed requests; `max_output_tokens` defaults to
+  `DEFAULT_MAX_OUTPUT_TOKENS` (a value of null in models.yaml drops it);
 - images go as inline data parts after the text (the reference evaluator's order);
 - `finishReason` is read as the contract says: MAX_TOKENS is truncated; SAFETY,
   PROHIBITED_CONTENT, BLOCKLIST, SPII, RECITATION and the image-safety reasons, or a
@@ -42,9 +43,12 @@ from medrcube.models.openai_adapter import OpenAIAdapter
 from medrcube.models.provider_errors import Attempt, status_attempt
 from medrcube.models.retry import parse_retry_after
 
-__all__ = ["API_VERSION", "GeminiAdapter", "REFUSAL_REASONS"]
+__all__ = ["API_VERSION", "DEFAULT_MAX_OUTPUT_TOKENS", "GeminiAdapter", "REFUSAL_REASONS"]
 
 API_VERSION = "v1beta"  # the Gemini API's current surface (the SDK's default for it, said outright)
+# A letter answer takes a few tokens, but a thinking model spends its thoughts from the same
+# budget; an answer cut short is recorded as truncated, never graded (params override it).
+DEFAULT_MAX_OUTPUT_TOKENS = 4096
 
 REFUSAL_REASONS = frozenset({
     "SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "RECITATION", "IMAGE_SAFETY",
@@ -69,8 +73,8 @@ class GeminiAdapter(OpenAIAdapter):
     default_endpoint = "https://generativelanguage.googleapis.com"
     base_url_hint = "Gemini's base URL is the host, without /v1beta: the client adds /v1beta/models/NAME"
 
-    def __init__(self, model: str, **kwargs: Any) -> None:
-        super().__init__(model, **kwargs)
+    def __init__(self, model: str, *, params: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(model, params={"max_output_tokens": DEFAULT_MAX_OUTPUT_TOKENS, **dict(params or {})}, **kwargs)
         from google.genai import types
 
         try:  # the generation parameters, checked now (see the module docstring)

@@ -28,7 +28,7 @@ from typing import Any
 from medrcube.models.urls import credential_parts, redact_urls, refusal_hint
 from medrcube.taxonomy import did_you_mean
 
-# The HTTP API providers share the keys of _API_KEYS (their adapters share the transport).
+# The HTTP API providers share the keys of _OPENAI_KEYS (their adapters share the transport).
 API_PROVIDERS_IN_FILE: tuple[str, ...] = ("openai", "anthropic", "gemini")
 PROVIDERS_IN_FILE: tuple[str, ...] = (*API_PROVIDERS_IN_FILE, "hf")
 DTYPES: tuple[str, ...] = ("auto", "float32", "float16", "bfloat16")
@@ -36,11 +36,11 @@ DTYPES: tuple[str, ...] = ("auto", "float32", "float16", "bfloat16")
 RESERVED_NAMES: tuple[str, ...] = ("random", "prior", "replay", *API_PROVIDERS_IN_FILE, "hf")
 
 _COMMON_KEYS = ("provider", "model", "params", "concurrency", "batch_size", "image_max_side", "price")
-_API_KEYS = ("base_url", "base_urls", "api_key_env", "api_key_header", "rpm", "timeout", "max_retries",
+_OPENAI_KEYS = ("base_url", "base_urls", "api_key_env", "api_key_header", "rpm", "timeout", "max_retries",
                 "endpoint_identity", "strict_model", "max_response_mib")
 _HF_KEYS = ("dtype", "device")
-ENTRY_KEYS: tuple[str, ...] = _COMMON_KEYS + _API_KEYS + _HF_KEYS
-_ONLY_FOR = {**{k: API_PROVIDERS_IN_FILE for k in _API_KEYS}, **{k: ("hf",) for k in _HF_KEYS}}
+ENTRY_KEYS: tuple[str, ...] = _COMMON_KEYS + _OPENAI_KEYS + _HF_KEYS
+_ONLY_FOR = {**{k: API_PROVIDERS_IN_FILE for k in _OPENAI_KEYS}, **{k: ("hf",) for k in _HF_KEYS}}
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-/]*$")

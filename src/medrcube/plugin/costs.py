@@ -7,10 +7,29 @@ A model without a `price` in models.yaml has no cost (None), never a guessed one
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 # Items of the full public MedRCube release: what a run on it would ask.
 FULL_CUBE_ITEMS = 7626
+
+
+def price_of(spec: str | None, models_file: Path | None) -> Mapping[str, Any] | None:
+    """The `price` of the models.yaml entry a spec names (None when there is none), for a
+    caller that holds a spec and no adapter (an adapter carries it as `price`)."""
+    from medrcube.models.models_file import ModelsFileError, default_models_file, load_models_file
+
+    if not spec:
+        return None
+    path = models_file or default_models_file()
+    if path is None:
+        return None
+    try:
+        entries = load_models_file(path)
+    except ModelsFileError:
+        return None  # the adapter's loading has reported it already
+    entry = entries.get(spec)
+    return entry.price if entry is not None else None
 
 
 def cost(usage: Mapping[str, Any], price: Mapping[str, Any]) -> float:
