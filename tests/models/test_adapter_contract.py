@@ -359,3 +359,30 @@ def test_replicas_are_one_adapter_whose_preflight_checks_every_server(tmp_path: 
     p = pre(adapter)
     assert p.served == "m1" and p.problem is not None and dead in p.problem
     assert p.problem.count("cannot be reached") == 1  # the live server is not among the problems
+
+
+@pytest.mark.parametrize("provider_logprobs", [
+    ("openai", {"logprobs": True, "top_logprobs": 3}),
+    ("gemini", {"response_logprobs": True, "logprobs": 3}),
+])
+def test_per_option_confidence_comes_from_the_providers_logprobs(
+        server: ScriptedServer, provider_logprobs: tuple[str, dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    # Anthropic's API gives no log-probabilities: its responses carry no confidence (None).
+    provider, params = provider_logprobs
+    monkeypatch.setenv(KEY_ENV, KEY)
+    server.set_script({"default": "B", "logprobs": {QUESTION: {"A": 0.2, "B": 0.7, "C": 0.1}}})
+    adapter = CLASSES[provider]("m1", base_url=base_url(server, provider), api_key_env=KEY_ENV, params=params)
+
+    async def go() -> Response:
+        try:
+            [r] = await adapter.generate([Request(key="k", item_id="i", prompt=PROMPT,
+                                                  options=("lung", "heart", "brain"))])
+            return r
+        finally:
+            await adapter.aclose()
+
+    r = asyncio.run(go())
+    assert r.ok and r.confidence is not None and r.confidence.source == "logprobs"
+    assert r.confidence.for_choice(1)["value"] == pytest.approx(0.7)
+    assert r.confidence.for_choice(1)["probs"] == pytest.approx([0.2, 0.7, 0.1])
+    assert ask(AnthropicAdapter("m1", base_url=base_url(server, "anthropic"), api_key_env=KEY_ENV)).confidence is None

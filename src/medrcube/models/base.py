@@ -123,9 +123,9 @@ def token_usage(prompt: object, completion: object, raw: Mapping[str, object] | 
 class Preflight:
     """What one cheap call to an endpoint said before the run (`ModelAdapter.preflight`).
 
-    `problem` is fatal (nothing listens, the key is refused) and says what to check;
-    `served` is the model as the endpoint lists it, or a note that it does not list it.
-    Both None: nothing to say (an in-process model, a slow endpoint, no listing route).
+    `problem` is fatal (nothing listens, the key is refused, the endpoint's list does not
+    hold the model) and says what to check; `served` is the model as the endpoint lists
+    it. Both None: nothing to say (an in-process model, a slow endpoint, no listing route).
     """
 
     problem: str | None = None

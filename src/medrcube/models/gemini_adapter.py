@@ -21,7 +21,9 @@ endpoint in the fingerprint, served-model checks); this module is only the wire:
   and `candidatesTokenCount` are the prompt and completion tokens; `modelVersion` is
   the served model;
 - an error body (`{"error": {"code", "message", "status"}}`) gives the message, its
-  `status` (RESOURCE_EXHAUSTED, PERMISSION_DENIED ...) the code.
+  `status` (RESOURCE_EXHAUSTED, PERMISSION_DENIED ...) the code;
+- asked with `response_logprobs: true, logprobs: K`, the answer's `logprobsResult` gives
+  the per-option confidence, as OpenAI's `logprobs` do (models/confidence.py).
 
 The SDK is imported when the adapter is built, never at import time of this module.
 """
@@ -165,4 +167,20 @@ class GeminiAdapter(OpenAIAdapter):
         reason = first.finish_reason.value if first.finish_reason is not None else None
         if reason in REFUSAL_REASONS:
             return Attempt(response=Response(text=text, refused=True, usage=usage, served_model=served))
-        return Attempt(response=Response(text=text, usage=usage, served_model=served, truncated=reason == "MAX_TOKENS"))
+        return Attempt(response=Response(text=text, usage=usage, served_model=served, truncated=reason == "MAX_TOKENS"),
+                       logprobs=_as_openai_logprobs(first.logprobs_result))
+
+
+def _as_openai_logprobs(result: Any) -> dict[str, Any] | None:
+    """Gemini's `logprobsResult` (asked with `response_logprobs: true, logprobs: K`) in the
+    shape the option confidence reads (models/confidence.py `from_logprobs`): per position
+    the chosen token with its log-probability and the top K alternatives."""
+    if result is None or not result.chosen_candidates:
+        return None
+    tops = list(result.top_candidates or [])
+    content = []
+    for i, chosen in enumerate(result.chosen_candidates):
+        alternatives = tops[i].candidates or [] if i < len(tops) else []
+        content.append({"token": chosen.token or "", "logprob": chosen.log_probability,
+                        "top_logprobs": [{"token": c.token or "", "logprob": c.log_probability} for c in alternatives]})
+    return {"content": content}

@@ -49,7 +49,9 @@ def _completion(model: str, text: str | None, finish: str = "stop", refusal: str
 
 
 OPENAI = Wire("openai", ("Authorization",), lambda body, decode, path: _parse_chat(body, decode), _completion,
-              _error_body, "model", lambda obj: {**obj, "choices": []})
+              _error_body, "model", lambda obj: {**obj, "choices": []},
+              lambda params: int(params.get("top_logprobs") or 0) if params.get("logprobs") else None,
+              lambda obj, logprobs: obj["choices"][0].update(logprobs=logprobs))
 _TOKEN = re.compile(r"\s*\S+|\s+")
 
 
@@ -228,9 +230,10 @@ class _Handler(BaseHTTPRequestHandler):
 
         def completion(text: str | None, finish: str = "stop", refusal: str | None = None) -> dict[str, Any]:
             obj = wire.completion(model, text, finish, refusal, prompt_tokens=ptoks, seq=plan.seq)
-            if parsed.params.get("logprobs") and text is not None:
+            top_k = wire.logprobs_asked(parsed.params)
+            if top_k is not None and text is not None:
                 _, dist = _lookup(owner.script.logprobs, parsed.question, parsed.prompt)
-                obj["choices"][0]["logprobs"] = _logprobs(text, dist, int(parsed.params.get("top_logprobs") or 0))
+                wire.attach_logprobs(obj, _logprobs(text, dist, top_k))
             return obj
 
         if fault is None:

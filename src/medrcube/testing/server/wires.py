@@ -36,6 +36,10 @@ class Wire:
     error_body: Callable[[int, str, str | None], bytes]
     model_key: str  # where an answer names its model
     empty: Callable[[dict[str, Any]], dict[str, Any]]  # the answer with nothing to read in it
+    # Log-probabilities: how many alternatives a request asks for (None: it asks none), and
+    # how the server's OpenAI-style `choice.logprobs` goes into this wire's answer.
+    logprobs_asked: Callable[[Mapping[str, Any]], int | None] = lambda params: None
+    attach_logprobs: Callable[[dict[str, Any], dict[str, Any]], None] = lambda obj, logprobs: None
 
 
 def _usage_words(text: str | None) -> int:
@@ -136,8 +140,23 @@ def _gemini_error(status: int, message: str, code: str | None = None) -> bytes:
     return json.dumps({"error": {"code": status, "message": message, "status": grpc}}).encode()
 
 
+def _gemini_logprobs_asked(params: Mapping[str, Any]) -> int | None:
+    config = params.get("generationConfig") or {}
+    return int(config.get("logprobs") or 0) if config.get("responseLogprobs") else None
+
+
+def _gemini_attach_logprobs(obj: dict[str, Any], logprobs: dict[str, Any]) -> None:
+    """Gemini's `logprobsResult`: per position the chosen token and the top candidates."""
+    content = logprobs["content"]
+    obj["candidates"][0]["logprobsResult"] = {
+        "chosenCandidates": [{"token": e["token"], "logProbability": e["logprob"]} for e in content],
+        "topCandidates": [{"candidates": [{"token": t["token"], "logProbability": t["logprob"]}
+                                          for t in e.get("top_logprobs", [])]} for e in content],
+    }
+
+
 GEMINI = Wire("gemini", ("x-goog-api-key",), _gemini_parse, _gemini_completion, _gemini_error, "modelVersion",
-              lambda obj: {**obj, "candidates": []})
+              lambda obj: {**obj, "candidates": []}, _gemini_logprobs_asked, _gemini_attach_logprobs)
 
 
 def models_listing(wire: str, names: list[str]) -> dict[str, Any]:
