@@ -374,6 +374,6 @@ def test_looks_like_secret(key: str, value: object, secret: bool) -> None:
 
 def test_example_file_is_valid() -> None:
     entries = load_models_file(REPO / "models.example.yaml")
-    assert {e.provider for e in entries.values()} == {"openai", "hf"}
+    assert {e.provider for e in entries.values()} == {"openai", "anthropic", "gemini", "hf"}
     assert any(len(e.base_urls) == 2 for e in entries.values())
     assert any(e.params.get("temperature", 0) is None for e in entries.values())
