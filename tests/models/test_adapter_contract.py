@@ -386,3 +386,18 @@ def test_per_option_confidence_comes_from_the_providers_logprobs(
     assert r.confidence.for_choice(1)["value"] == pytest.approx(0.7)
     assert r.confidence.for_choice(1)["probs"] == pytest.approx([0.2, 0.7, 0.1])
     assert ask(AnthropicAdapter("m1", base_url=base_url(server, "anthropic"), api_key_env=KEY_ENV)).confidence is None
+
+
+def test_a_list_cut_at_its_bound_never_calls_a_model_missing() -> None:
+    from medrcube.models.listing import LISTED_MAX, preflight_by_listing
+
+    async def listing(n: int) -> Preflight:
+        async def ids() -> list[str]:
+            return [f"other-{i}" for i in range(n)]
+
+        return await preflight_by_listing("spec", "http://127.0.0.1:9", "m1", "BASE_URL_ENV", ids,
+                                          lambda exc: (_ for _ in ()).throw(exc))
+
+    assert asyncio.run(listing(LISTED_MAX)) == Preflight()  # maybe on a page not read
+    problem = asyncio.run(listing(3)).problem
+    assert problem is not None and "does not serve the model 'm1'" in problem

@@ -57,6 +57,16 @@ class AnthropicAdapter(OpenAIAdapter):
                                         max_retries=0, default_headers=headers,
                                         http_client=bounded_client(self.timeout, self.max_response_bytes))
 
+    async def _listed_models(self, client: Any) -> list[str]:
+        from medrcube.models.listing import LISTED_MAX
+
+        ids: list[str] = []
+        async for m in client.models.list(limit=1000):  # every page: the API's default page is 20 models
+            ids.append(str(m.id))
+            if len(ids) >= LISTED_MAX:
+                break
+        return ids
+
     async def _messages(self, request: Request) -> list[dict[str, Any]]:
         content: list[dict[str, Any]] = [{"type": "text", "text": request.prompt}]
         for image in request.images:

@@ -102,8 +102,14 @@ class GeminiAdapter(OpenAIAdapter):
             await state.client.http.aclose()
 
     async def _listed_models(self, client: Any) -> list[str]:
-        pager = await client.aio.models.list()
-        return [str(m.name).removeprefix("models/") for m in pager.page]
+        from medrcube.models.listing import LISTED_MAX
+
+        ids: list[str] = []
+        async for m in await client.aio.models.list(config={"page_size": 1000}):  # every page
+            ids.append(str(m.name).removeprefix("models/"))
+            if len(ids) >= LISTED_MAX:
+                break
+        return ids
 
     async def _messages(self, request: Request) -> list[dict[str, Any]]:
         parts: list[dict[str, Any]] = [{"text": request.prompt}]

@@ -16,7 +16,11 @@ from collections.abc import Awaitable, Callable
 from medrcube.models.base import ErrorKind, Preflight, same_model
 from medrcube.models.provider_errors import Attempt
 
-__all__ = ["preflight_by_listing"]
+__all__ = ["LISTED_MAX", "preflight_by_listing"]
+
+# Model ids read from a paginated list at most: a pre-flight must stay one cheap call (or a
+# few pages), and a model absent from a truncated list is not called missing (below).
+LISTED_MAX = 2000
 
 
 async def preflight_by_listing(spec: str, url: str, name: str, base_url_env: str,
@@ -43,6 +47,8 @@ async def preflight_by_listing(spec: str, url: str, name: str, base_url_env: str
         return Preflight()
     if not ids or name in ids:  # nothing to compare with, or the name as asked
         return Preflight(served=name if ids else None)
+    if len(ids) >= LISTED_MAX:  # a list cut short proves nothing about the name
+        return Preflight()
     listed = next((i for i in ids if same_model(name, i)), None)
     if listed is not None:  # a dated snapshot of the name, or a path ending in it
         return Preflight(served=listed)
