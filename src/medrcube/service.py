@@ -2,7 +2,7 @@
 
 `medrcube run` (commands/run.py) and the pytest gate (plugin/) both go through here, so
 that the two cannot drift: the same inference driver (`infer`), the same pre-flight
-(`preflight`), the same run-directory names (`new_run_dir`, the only function that names
+(`preflight`, the adapter's own), the same run-directory names (`new_run_dir`, the only function that names
 one) and the same writer (`write_run`: results.jsonl, metrics_summary.json, run.json,
 gate.json when there is a gate, report.html).
 
@@ -24,23 +24,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from medrcube.models.base import Request, Response
+from medrcube.models.base import ModelAdapter, Preflight, Request, Response
 from medrcube.rundir.files import atomic_write, default_run_id, write_run_dir
 
 if TYPE_CHECKING:
     from medrcube.cube.item import Cube
     from medrcube.gate.checks import Check
-    from medrcube.models.base import ModelAdapter
     from medrcube.records import GradedRecord
     from medrcube.run.order import SequentialPlan
     from medrcube.run.progress import Progress
     from medrcube.run.runner import RunResult
     from medrcube.sequential import SequentialRun
 
-# The pre-flight (GET /models): one attempt (the adapter's client never retries), at most this long.
+# The pre-flight (the endpoint's model list): one attempt (the adapter's client never
+# retries), at most this long.
 PREFLIGHT_TIMEOUT_S = 20.0
-# spec -> the model name the endpoint's GET /models reported (filled by the pre-flight).
-SERVED: dict[str, str | None] = {}
 
 
 # -- usage metering --------------------------------------------------------------------------
@@ -90,9 +88,10 @@ class Metered:
     def __init__(self, adapter: ModelAdapter) -> None:
         self.inner = adapter
         self.usage = Usage()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+        self.spec, self.fingerprint = adapter.spec, adapter.fingerprint
+        self.batch_size, self.concurrency = adapter.batch_size, adapter.concurrency
+        self.keyed_by_item, self.model = adapter.keyed_by_item, adapter.model
+        self.image_max_side, self.endpoints, self.price = adapter.image_max_side, adapter.endpoints, adapter.price
 
     async def generate(self, requests: Sequence[Request]) -> list[Response]:
         responses = await self.inner.generate(requests)
@@ -106,6 +105,9 @@ class Metered:
                 self.usage.error_causes[error_cause(r)] += 1
         return responses
 
+    async def preflight(self) -> Preflight:
+        return await self.inner.preflight()
+
     async def aclose(self) -> None:
         await self.inner.aclose()
 
@@ -117,71 +119,42 @@ class EndpointError(Exception):
     """The model endpoint cannot answer at all (nothing listens, or the key is refused)."""
 
 
-def endpoint_of(adapter: Any) -> str | None:
-    """The URL an adapter talks to (credentials cut), or None for an in-process model."""
-    from medrcube.models.models_file import redacted_url
-
-    inner = getattr(adapter, "inner", adapter)
-    if not hasattr(inner, "retry") or not hasattr(inner, "base_url"):
-        return None
-    return redacted_url(inner.base_url) if inner.base_url else "https://api.openai.com/v1"
+def endpoint_of(adapter: ModelAdapter) -> str | None:
+    """Where an adapter sends its requests (credentials cut; several servers joined by
+    " | "), or None for an in-process model: the contract's `endpoints`, as one text."""
+    return " | ".join(adapter.endpoints) or None
 
 
-async def _preflight_one(adapter: Any) -> str | None:
-    """GET /models through the adapter's own client (its URL, key and timeout): cheap,
-    served by OpenAI and by vLLM, SGLang and TGI alike, and never a chat request, so the
-    run's request counts stay those of its items. Only a connection failure or a refused
-    key (401/403) is fatal; anything else (a server without the route) lets the run go on."""
-    import openai
-
-    inner = getattr(adapter, "inner", adapter)
-    url = endpoint_of(inner)
-    loop_state = getattr(inner, "_loop_state", None)
-    if url is None or loop_state is None:
-        return None
+async def _preflight_one(adapter: ModelAdapter) -> Preflight:
+    """The adapter's own pre-flight (models/base.py `Preflight`), bounded in time: a slow
+    endpoint is not a dead one, and the run proceeds with its retries."""
     try:
-        listing = await asyncio.wait_for(loop_state().client.models.list(), PREFLIGHT_TIMEOUT_S)
-        ids = [getattr(m, "id", "") for m in getattr(listing, "data", [])]
-        name = getattr(inner, "model", None)
-        # The served model as the endpoint names it: the configured one if it lists it.
-        if name in ids:
-            SERVED[inner.spec] = name
-        elif ids:  # a typo, or an alias the endpoint resolves: said, never fatal
-            SERVED[inner.spec] = f"{name!r} is not listed by GET /models, which lists {', '.join(ids[:5])}"
+        return await asyncio.wait_for(adapter.preflight(), PREFLIGHT_TIMEOUT_S)
     except TimeoutError:
-        return None  # a slow endpoint is not a dead one: the run proceeds with its retries
-    except openai.APIConnectionError as exc:
-        cause = exc.__cause__ or exc
-        return (
-            f"the model endpoint {url} cannot be reached ({inner.spec}): connection failed "
-            f"({type(cause).__name__}: {cause}); check the base URL (OPENAI_BASE_URL or models.yaml) "
-            "and that the server is up"
-        )
-    except openai.APIStatusError as exc:
-        if exc.status_code not in (401, 403):
-            return None
-        status_error = getattr(inner, "_status_error", None)  # the adapter's own wording
-        words = status_error(exc).message if status_error is not None else f"HTTP {exc.status_code}: {exc.message}"
-        return f"the model endpoint {url} refused the key ({inner.spec}): {words}"
+        return Preflight()
     finally:
-        await inner.aclose()
-    return None
+        await adapter.aclose()
 
 
-def preflight(adapters: Sequence[Any]) -> None:
+def preflight(adapters: Sequence[ModelAdapter | None]) -> dict[str, str | None]:
     """One short request to each HTTP endpoint before the run; raises EndpointError with
     one message naming the URL, the HTTP status and the provider's words when an
-    endpoint cannot answer at all (nothing listens, the key is refused)."""
+    endpoint cannot answer at all (nothing listens, the key is refused, its model list
+    does not hold the model). Returns, per
+    spec, the model as its endpoint listed it (for the run's summary: per-run state the
+    caller keeps)."""
     todo = [a for a in adapters if a is not None and endpoint_of(a) is not None]
     if not todo:
-        return
+        return {}
 
-    async def all_of() -> list[str | None]:
+    async def all_of() -> list[Preflight]:
         return [await _preflight_one(a) for a in todo]
 
-    problems = [p for p in asyncio.run(all_of()) if p]
+    said = asyncio.run(all_of())
+    problems = [p.problem for p in said if p.problem]
     if problems:
         raise EndpointError("\n".join(problems))
+    return {a.spec: p.served for a, p in zip(todo, said, strict=True) if p.served is not None}
 
 
 # -- inference -------------------------------------------------------------------------------

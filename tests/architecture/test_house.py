@@ -1,6 +1,7 @@
 """The house keeps its shape: the import contracts of pyproject.toml (drawn in
-docs/architecture.md) hold, no two modules import each other in a loop, and modules stay
-small. Imports made inside functions count: grimp reads every import statement."""
+docs/architecture.md) hold, no two modules import each other in a loop, nor do the parts
+(modules and subpackages) of any package, and modules stay small. Imports made inside
+functions count: grimp reads every import statement."""
 
 from __future__ import annotations
 
@@ -148,6 +149,46 @@ def test_no_package_cycle(graph: grimp.ImportGraph) -> None:
         for t in targets:
             room_graph.add_import(importer=r, imported=t)
     assert _cycles(room_graph, rooms) == []
+
+
+def package_graph(graph: grimp.ImportGraph, package: str) -> tuple[grimp.ImportGraph, set[str]]:
+    """The direct children of `package` (its modules and subpackages) as nodes, with an
+    arrow when any module inside one imports any module inside another."""
+    depth = package.count(".") + 1
+    child_of = {m: ".".join(m.split(".")[: depth + 1]) for m in graph.modules if m.startswith(package + ".")}
+    children = set(child_of.values())
+    folded = grimp.ImportGraph()
+    for c in children:
+        folded.add_module(c)
+    for m, c in child_of.items():
+        for t in graph.find_modules_directly_imported_by(m):
+            if t in child_of and child_of[t] != c:
+                folded.add_import(importer=c, imported=child_of[t])
+    return folded, children
+
+
+def packages(graph: grimp.ImportGraph) -> list[str]:
+    modules = {m for m in graph.modules if m.startswith("medrcube")}
+    return sorted(p for p in modules if any(m.startswith(p + ".") for m in modules))
+
+
+def test_no_cycle_between_the_parts_of_any_package(graph: grimp.ImportGraph) -> None:
+    # The room-level test above, at every depth: within construction/, readers/ and stages/
+    # (say) must not import each other in a loop even when no two modules do.
+    found = {p: _cycles(*package_graph(graph, p)) for p in packages(graph)}
+    assert {p: c for p, c in found.items() if c} == {}
+    assert "medrcube.construction" in found and "medrcube.construction.readers" in found
+
+
+def test_the_package_cycle_finder_sees_a_loop_of_subpackages() -> None:
+    # a.x -> b.y and b.z -> a.w: no module imports itself, but a and b import each other.
+    g = grimp.ImportGraph()
+    for m in ("pkg", "pkg.a", "pkg.a.x", "pkg.a.w", "pkg.b", "pkg.b.y", "pkg.b.z"):
+        g.add_module(m)
+    g.add_import(importer="pkg.a.x", imported="pkg.b.y")
+    g.add_import(importer="pkg.b.z", imported="pkg.a.w")
+    assert _cycles(g, set(g.modules)) == []
+    assert _cycles(*package_graph(g, "pkg")) == [["pkg.a", "pkg.b"]]
 
 
 def test_the_cycle_finder_finds_a_cycle() -> None:

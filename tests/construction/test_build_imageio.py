@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from medrcube.construction.readers import imageio
+from medrcube.construction import imageio
 
 
 @pytest.mark.parametrize("shape", [(1, 1), (7, 13), (64, 48), (5, 9, 3), (40, 31, 3)])

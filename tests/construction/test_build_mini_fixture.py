@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from medrcube.construction import imageio
 from medrcube.construction.mini import cube as mini
 from medrcube.construction.privacy import deid
-from medrcube.construction.readers import imageio
 from medrcube.construction.readers.sources import PackageFile, read_dicom
 from medrcube.construction.stages.lesions import SIZE_CLASSES
 from medrcube.cube.item import LETTERS

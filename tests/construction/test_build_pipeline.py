@@ -255,7 +255,7 @@ def test_privacy_scan_finds_a_planted_value_in_binary_and_text(tmp_path: Path) -
 
 
 def test_png_exports_carry_no_metadata_chunks(demo_build) -> None:
-    from medrcube.construction.readers.imageio import png_chunk_types
+    from medrcube.construction.imageio import png_chunk_types
 
     pngs = sorted(demo_build.release.rglob("*.png"))
     assert pngs and all(png_chunk_types(p.read_bytes()) == ["IHDR", "IDAT", "IEND"] for p in pngs)

@@ -38,7 +38,7 @@ def _draft(i: int, answer: str, distractors: tuple[str, ...]) -> Draft:
 def _image(i: int) -> OutImage:
     import numpy as np
 
-    from medrcube.construction.readers.imageio import encode_png
+    from medrcube.construction.imageio import encode_png
 
     png = encode_png(np.full((8, 8), 10 * i, dtype=np.uint8))
     return OutImage("d", f"images/{i:03d}.png", png, hashlib.sha256(png).hexdigest(), f"d/{i:03d}")

@@ -9,6 +9,7 @@ import nibabel as nib
 import numpy as np
 import pytest
 
+from medrcube.construction import dicom_attributes
 from medrcube.construction.readers import sources
 from medrcube.construction.readers.sources import PackageFile, SourceError
 
@@ -64,7 +65,7 @@ def test_display_axial_puts_anterior_up_and_patient_right_on_the_left() -> None:
     ],
 )
 def test_ultrasound_modes(image_type: list[str] | None, modes: tuple[str, ...]) -> None:
-    assert sources.ultrasound_modes(image_type) == modes
+    assert dicom_attributes.ultrasound_modes(image_type) == modes
 
 
 def test_frames_apply_the_rescale_of_a_real_ct() -> None:

@@ -168,7 +168,7 @@ def test_hf_option_scores_equal_a_direct_forward_pass(tiny_adapter) -> None:
     (cand,) = r.confidence.candidates
 
     # The same input, one plain forward pass, softmax at the last position.
-    proc, model = tiny_adapter.processor, tiny_adapter.model
+    proc, model = tiny_adapter.processor, tiny_adapter.network
     text = proc.apply_chat_template([{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": PROMPT}]}],
                                     add_generation_prompt=True, tokenize=False)
     inputs = proc(text=[text], images=[Image.open(io.BytesIO(data)).convert("RGB")], return_tensors="pt")

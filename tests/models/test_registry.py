@@ -302,7 +302,7 @@ def test_valid_file_parses_every_key(tmp_path: Path) -> None:
         ("models:\n  m:\n    provider: opnai\n    model: x\n", ["'m'", "provider", "did you mean 'openai'", "hf"]),
         ("models:\n  m:\n    provider: openai\n", ["'m'", "'model' is required"]),
         ("models:\n  m:\n    provider: hf\n    model: x\n    dtype: fp16\n", ["'dtype'", "float16", "bfloat16"]),
-        ("models:\n  m:\n    provider: hf\n    model: x\n    rpm: 10\n", ["'rpm'", "provider 'openai' only"]),
+        ("models:\n  m:\n    provider: hf\n    model: x\n    rpm: 10\n", ["'rpm'", "applies to provider 'openai' or 'anthropic' or 'gemini' only"]),
         ("models:\n  m:\n    provider: openai\n    model: x\n    dtype: float32\n", ["'dtype'", "provider 'hf' only"]),
         ("models:\n  m:\n    provider: openai\n    model: x\n    concurrency: 0\n", ["'concurrency'", ">= 1"]),
         ("models:\n  m:\n    provider: openai\n    model: x\n    concurrency: true\n", ["'concurrency'", "integer"]),
@@ -374,6 +374,6 @@ def test_looks_like_secret(key: str, value: object, secret: bool) -> None:
 
 def test_example_file_is_valid() -> None:
     entries = load_models_file(REPO / "models.example.yaml")
-    assert {e.provider for e in entries.values()} == {"openai", "hf"}
+    assert {e.provider for e in entries.values()} == {"openai", "anthropic", "gemini", "hf"}
     assert any(len(e.base_urls) == 2 for e in entries.values())
     assert any(e.params.get("temperature", 0) is None for e in entries.values())

@@ -24,7 +24,7 @@ import pytest
 
 from medrcube.cube import load_cube
 from medrcube.cube.item import Cube
-from medrcube.models.base import ErrorKind, Request, Response
+from medrcube.models.base import AdapterBase, ErrorKind, Request, Response
 from medrcube.models.baselines import RandomAdapter
 from medrcube.rundir.files import read_results
 from medrcube.run.plan import plan_asks
@@ -60,7 +60,7 @@ def unique_cube(tmp_path_factory: pytest.TempPathFactory) -> Cube:
     return load_cube(root)
 
 
-class Scripted:
+class Scripted(AdapterBase):
     """A model that answers by a function of the request, counting every request."""
 
     def __init__(self, answer, *, fingerprint: str = "scripted:1", batch_size: int = 1, concurrency: int = 4):

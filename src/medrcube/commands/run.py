@@ -19,8 +19,9 @@ EXIT_INTERRUPTED = 130
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True, metavar="SPEC",
-                        help="random[:SEED], prior, replay:FILE, openai:NAME[@BASE_URL], hf:PATH, or a models.yaml name")
+    from medrcube.models.registry import spec_help  # the grammar, written once
+
+    parser.add_argument("--model", required=True, metavar="SPEC", help=spec_help())
     parser.add_argument("--cube", required=True, metavar="CUBE",
                         help="a release-layout directory, a .jsonl file, parquet, a save_to_disk directory or hf:NAME")
     parser.add_argument("--variant", default="standard", metavar="V",

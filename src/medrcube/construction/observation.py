@@ -26,6 +26,14 @@ class Hint:
     original_task: str  # short provenance: "labels CSV", "NIfTI affine", "documented source"
 
 
+def documented(value: str | None, what: str) -> Hint | None:
+    """A recipe-level documented value (for sources whose files cannot state it): the hint a
+    reader hands on when the recipe, not the file, says what the image is."""
+    if not value:
+        return None
+    return Hint(value, f"recipe: the source is documented as {what} {value!r}", "documented source")
+
+
 @dataclass(frozen=True, slots=True)
 class ROI:
     """A region of interest in source pixel coordinates: a box (x0, y0, x1, y1, end-exclusive)

@@ -18,7 +18,7 @@ from medrcube.cube.dirimages import DirImages
 from medrcube.cube.images import DEFAULT_MAX_PIXELS
 from medrcube.cube.item import LETTERS, Cube, CubeError, Item
 from medrcube.cube.problems import Collector
-from medrcube.cube.records import Draft, _axis, _Record, _short, parse_bool, refuse_non_utf8
+from medrcube.cube.records import Draft, RecordFields, axis_field, parse_bool, refuse_non_utf8, short_json
 from medrcube.cube.release import image_outcome, json_limit
 
 CANONICAL_KEYS: frozenset[str] = frozenset(Item.__dataclass_fields__)
@@ -34,14 +34,14 @@ def write_jsonl(items: Iterable[Item], path: str | os.PathLike[str]) -> None:
 def parse_canonical_record(rec: Any, *, source: str, where: str, col: Collector) -> Draft | None:
     """Check one canonical record; a key outside the schema is kept in `meta`."""
     if not isinstance(rec, Mapping):
-        col.error(source, None, None, f"{where} is {type(rec).__name__} {_short(rec)}; expected a JSON object", "not_an_object")
+        col.error(source, None, None, f"{where} is {type(rec).__name__} {short_json(rec)}; expected a JSON object", "not_an_object")
         return None
     if not refuse_non_utf8(rec, source=source, where=where, col=col):
         return None
-    r = _Record(rec, source, where, col)
+    r = RecordFields(rec, source, where, col)
     raw_id = rec.get("id")
     if not isinstance(raw_id, str) or not raw_id:
-        found = "missing" if "id" not in rec else _short(raw_id)
+        found = "missing" if "id" not in rec else short_json(raw_id)
         r.error("id", f"{where} has id {found}; expected a unique non-empty string", "missing_field" if not raw_id else "invalid_type")
     else:
         r.item_id = raw_id
@@ -49,7 +49,7 @@ def parse_canonical_record(rec: Any, *, source: str, where: str, col: Collector)
     question = r.text("question", required=True)
     options = rec.get("options")
     if not isinstance(options, list) or not all(isinstance(o, str) and o.strip() for o in options):
-        r.error("options", f"options is {_short(options)}; expected a list of non-empty strings", "invalid_type" if "options" in rec else "missing_field")
+        r.error("options", f"options is {short_json(options)}; expected a list of non-empty strings", "invalid_type" if "options" in rec else "missing_field")
         options = None
     elif len(options) < 2:
         r.error("options", f"{len(options)} option(s); expected at least 2", "too_few_options")
@@ -59,7 +59,7 @@ def parse_canonical_record(rec: Any, *, source: str, where: str, col: Collector)
         options = None
     answer = rec.get("answer")
     if isinstance(answer, bool) or not isinstance(answer, int):
-        r.error("answer", f"answer is {_short(answer)}; expected the 0-based index of the correct option", "invalid_type" if "answer" in rec else "missing_field")
+        r.error("answer", f"answer is {short_json(answer)}; expected the 0-based index of the correct option", "invalid_type" if "answer" in rec else "missing_field")
         answer = None
     elif options is not None and not 0 <= answer < len(options):
         r.error("answer", f"answer {answer} is outside the {len(options)} options; expected 0..{len(options) - 1}", "invalid_value")
@@ -69,21 +69,21 @@ def parse_canonical_record(rec: Any, *, source: str, where: str, col: Collector)
             if o in first:
                 r.warn("options", f"option {i} repeats option {first[o]} ({o!r}); expected distinct options", "duplicate_options")
             first.setdefault(o, i)
-    task = _axis(r, "task", taxonomy.canonical_task, taxonomy.TASK_NAMES, "unknown_task")
-    modality = _axis(r, "modality", taxonomy.canonical_modality, taxonomy.MODALITIES, "unknown_modality")
-    part = _axis(r, "part", taxonomy.canonical_part, taxonomy.KNOWN_PARTS, "unknown_part")
+    task = axis_field(r, "task", taxonomy.canonical_task, taxonomy.TASK_NAMES, "unknown_task")
+    modality = axis_field(r, "modality", taxonomy.canonical_modality, taxonomy.MODALITIES, "unknown_modality")
+    part = axis_field(r, "part", taxonomy.canonical_part, taxonomy.KNOWN_PARTS, "unknown_part")
     original_task = r.text("original_task", required=False)
     restricted = rec.get("restricted", False)
     if not isinstance(restricted, bool):
         restricted = parse_bool(restricted)
         if restricted is None:
-            r.error("restricted", f"restricted is {_short(rec.get('restricted'))}; expected true or false", "invalid_value")
+            r.error("restricted", f"restricted is {short_json(rec.get('restricted'))}; expected true or false", "invalid_value")
     image = rec.get("image")
     if image is not None and not isinstance(image, str):
-        r.error("image", f"image is {_short(image)}; expected a path relative to the JSON Lines file, or null", "invalid_type")
+        r.error("image", f"image is {short_json(image)}; expected a path relative to the JSON Lines file, or null", "invalid_type")
     meta_in = rec.get("meta", {})
     if not isinstance(meta_in, Mapping):
-        r.error("meta", f"meta is {_short(meta_in)}; expected an object", "invalid_type")
+        r.error("meta", f"meta is {short_json(meta_in)}; expected an object", "invalid_type")
         meta_in = {}
     meta = {k: v for k, v in rec.items() if k not in CANONICAL_KEYS}
     meta.update(meta_in)

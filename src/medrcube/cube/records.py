@@ -45,7 +45,7 @@ class Draft:
         return bool(self.fields["restricted"])
 
 
-class _Record:
+class RecordFields:
     """Field access for one record that reports each bad field once."""
 
     def __init__(self, rec: Mapping[str, Any], source: str, where: str, col: Collector):
@@ -72,7 +72,7 @@ class _Record:
                 return None
             return default
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            self.error(key, f"{key} is {type(value).__name__} {_short(value)}; expected a string", "invalid_type")
+            self.error(key, f"{key} is {type(value).__name__} {short_json(value)}; expected a string", "invalid_type")
             return None
         return value if isinstance(value, str) else str(value)
 
@@ -121,7 +121,7 @@ def _escaped(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def _short(value: Any, limit: int = 60) -> str:
+def short_json(value: Any, limit: int = 60) -> str:
     text = json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -173,17 +173,17 @@ def parse_release_record(
     None in an extra column means "absent", and `meta` may be a JSON-encoded string.
     """
     if not isinstance(rec, Mapping):
-        col.error(source, None, None, f"{where} is {type(rec).__name__} {_short(rec)}; expected a JSON object", "not_an_object")
+        col.error(source, None, None, f"{where} is {type(rec).__name__} {short_json(rec)}; expected a JSON object", "not_an_object")
         return None
     if not refuse_non_utf8(rec, source=source, where=where, col=col):
         return None
-    r = _Record(rec, source, where, col)
+    r = RecordFields(rec, source, where, col)
 
     raw_id = rec.get("id")
     if raw_id is None or raw_id == "":
         r.error("id", f"{where} has no id; expected a unique non-empty string", "missing_field")
     elif isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)):
-        r.error("id", f"{where} has id {_short(raw_id)}; expected a string", "invalid_type")
+        r.error("id", f"{where} has id {short_json(raw_id)}; expected a string", "invalid_type")
     else:
         r.item_id = str(raw_id)
 
@@ -191,18 +191,18 @@ def parse_release_record(
     dataset = r.text("dataset", required=False, default=default_dataset)
     options = _options(r)
     answer = _answer(r, options)
-    task = _axis(r, "task", taxonomy.canonical_task, taxonomy.TASK_NAMES, "unknown_task")
-    modality = _axis(r, "modality", taxonomy.canonical_modality, taxonomy.MODALITIES, "unknown_modality")
-    part = _axis(r, "parts", taxonomy.canonical_part, taxonomy.KNOWN_PARTS, "unknown_part")
+    task = axis_field(r, "task", taxonomy.canonical_task, taxonomy.TASK_NAMES, "unknown_task")
+    modality = axis_field(r, "modality", taxonomy.canonical_modality, taxonomy.MODALITIES, "unknown_modality")
+    part = axis_field(r, "parts", taxonomy.canonical_part, taxonomy.KNOWN_PARTS, "unknown_part")
     original_task = r.text("original_task", required=False)
 
     restricted = parse_bool(rec.get("restricted"))
     if restricted is None:
-        r.error("restricted", f"restricted is {_short(rec.get('restricted'))}; expected true or false", "invalid_value")
+        r.error("restricted", f"restricted is {short_json(rec.get('restricted'))}; expected true or false", "invalid_value")
 
     image_ref = rec.get("image_path")
     if image_ref is not None and not isinstance(image_ref, str):
-        r.error("image_path", f"image_path is {type(image_ref).__name__} {_short(image_ref)}; expected a relative path string", "invalid_type")
+        r.error("image_path", f"image_path is {type(image_ref).__name__} {short_json(image_ref)}; expected a relative path string", "invalid_type")
         image_ref = None
     image_ref = image_ref or None  # "" means "no image", as None does
 
@@ -216,7 +216,7 @@ def parse_release_record(
     return Draft(source, r.item_id, image_ref, fields)
 
 
-def _options(r: _Record) -> list[str] | None:
+def _options(r: RecordFields) -> list[str] | None:
     present: dict[str, str] = {}
     for key in sorted(k for k in r.rec if isinstance(k, str) and OPTION_KEY.match(k)):
         value = r.rec[key]
@@ -251,19 +251,19 @@ def _options(r: _Record) -> list[str] | None:
     return options
 
 
-def _answer(r: _Record, options: list[str] | None) -> int | None:
+def _answer(r: RecordFields, options: list[str] | None) -> int | None:
     gt = r.text("gt_answer", required=True)
     raw_index = r.rec.get("correct_index")
     index = None if raw_index is None else parse_index(raw_index)
     if raw_index is not None and index is None:
-        r.error("correct_index", f"correct_index is {_short(raw_index)}; expected a letter (A, B, ...) or a 0-based integer", "invalid_value")
+        r.error("correct_index", f"correct_index is {short_json(raw_index)}; expected a letter (A, B, ...) or a 0-based integer", "invalid_value")
         return None
     if options is None or gt is None:
         return None
     if index is not None and not 0 <= index < len(options):
         r.error(
             "correct_index",
-            f"correct_index {_short(raw_index)} is outside the {len(options)} options; expected A..{LETTERS[len(options) - 1]} or 0..{len(options) - 1}",
+            f"correct_index {short_json(raw_index)} is outside the {len(options)} options; expected A..{LETTERS[len(options) - 1]} or 0..{len(options) - 1}",
             "invalid_value",
         )
         return None
@@ -283,7 +283,7 @@ def _answer(r: _Record, options: list[str] | None) -> int | None:
     if index is not None and index != answer:
         r.error(
             "correct_index",
-            f"correct_index {_short(raw_index)} points to option_{LETTERS[index]} {options[index]!r} but gt_answer {gt!r} "
+            f"correct_index {short_json(raw_index)} points to option_{LETTERS[index]} {options[index]!r} but gt_answer {gt!r} "
             f"is option_{LETTERS[answer]}; expected {LETTERS[answer]!r} (or {answer})",
             "correct_index_mismatch",
         )
@@ -291,18 +291,18 @@ def _answer(r: _Record, options: list[str] | None) -> int | None:
     return answer
 
 
-def _axis(r: _Record, key: str, canon: Callable[[str], taxonomy.Canonical], known: tuple[str, ...], reason: str) -> str | None:
+def axis_field(r: RecordFields, key: str, canon: Callable[[str], taxonomy.Canonical], known: tuple[str, ...], reason: str) -> str | None:
     value = r.rec.get(key)
     if isinstance(value, list) and len(value) == 1:
         value = value[0]  # ["Chest"]: a one-element list names one part
     elif isinstance(value, list):
-        r.error(key, f"{key} is a list of {len(value)} values {_short(value)}; expected one value (an item sits in one cell)", "invalid_value")
+        r.error(key, f"{key} is a list of {len(value)} values {short_json(value)}; expected one value (an item sits in one cell)", "invalid_value")
         return None
     if value is None or (isinstance(value, str) and not value.strip()):
         r.error(key, f"{key} is {'missing' if key not in r.rec else 'empty'}; expected one of {', '.join(known)} (or a site-specific name)", "missing_field")
         return None
     if not isinstance(value, str):
-        r.error(key, f"{key} is {type(value).__name__} {_short(value)}; expected a string", "invalid_type")
+        r.error(key, f"{key} is {type(value).__name__} {short_json(value)}; expected a string", "invalid_type")
         return None
     c = canon(value)
     if not c.known:
@@ -310,7 +310,7 @@ def _axis(r: _Record, key: str, canon: Callable[[str], taxonomy.Canonical], know
     return c.value
 
 
-def _meta(r: _Record, rec: Mapping[str, Any], extra_keys: frozenset[str], from_table: bool) -> dict[str, Any]:
+def _meta(r: RecordFields, rec: Mapping[str, Any], extra_keys: frozenset[str], from_table: bool) -> dict[str, Any]:
     meta: dict[str, Any] = {}
     for key, value in rec.items():
         if key in SCHEMA_KEYS or key in extra_keys or (isinstance(key, str) and OPTION_KEY.match(key)):
@@ -329,7 +329,7 @@ def _meta(r: _Record, rec: Mapping[str, Any], extra_keys: frozenset[str], from_t
             r.error("meta", f"meta column holds a lone UTF-16 surrogate (\\u{ord(char):04x}); expected UTF-8 text", "invalid_value")
             return meta
     if inner is not None and not isinstance(inner, Mapping):
-        r.error("meta", f"meta is {type(inner).__name__} {_short(inner)}; expected an object", "invalid_type")
+        r.error("meta", f"meta is {type(inner).__name__} {short_json(inner)}; expected an object", "invalid_type")
         return meta
     meta.update(inner or {})
     try:

@@ -3,6 +3,25 @@
 An adapter never grades and never raises for a failed request: a failure is a Response
 with `error` set, so that the runner records it and the gate can tell an outage from a
 wrong answer.
+
+`ModelAdapter` names everything a caller (the runner, the service, the pytest room, the
+construction reviewer) may use of an adapter, and callers use nothing else: no probing
+for provider attributes. What a provider says travels in the contract's own terms:
+
+- endpoint identity: `endpoints` (where requests go, credentials cut; empty for an
+  in-process model) and the endpoint part of `fingerprint`;
+- pre-flight: `preflight()`, one cheap call before the run (`Preflight`);
+- usage: `Response.usage` with the keys `prompt_tokens` and `completion_tokens`
+  (`token_usage` maps a provider's own names onto them; its raw counts are kept too);
+- auth failure: `Response.auth_failed` (`ErrorKind.AUTH`), which stops a run early;
+- price: `price`, the models.yaml price per million tokens, or None (no guessed cost);
+- confidence: `Response.confidence`, per-option probabilities where the provider gives
+  them (models/confidence.py), else None;
+- stop reason: `Response.truncated` (cut at the token limit) and `Response.refused`.
+
+`AdapterBase` holds the defaults of an adapter that has no endpoint, no price and no
+model name (the baselines, the simulation, replay), so each adapter states only what
+differs.
 """
 
 from __future__ import annotations
@@ -83,6 +102,35 @@ class Response:
     def ok(self) -> bool:
         return self.error is None
 
+    @property
+    def auth_failed(self) -> bool:
+        """The endpoint refused the key: every further request would fail the same way."""
+        return self.error_kind is ErrorKind.AUTH
+
+
+def token_usage(prompt: object, completion: object, raw: Mapping[str, object] | None = None) -> dict[str, int] | None:
+    """`Response.usage` in the contract's keys (`prompt_tokens`, `completion_tokens`) from a
+    provider's counts, with the provider's own integer counts in `raw` kept beside them
+    (None when the provider reported nothing)."""
+    usage = {k: int(v) for k, v in (raw or {}).items() if isinstance(v, int) and not isinstance(v, bool)}
+    for key, value in (("prompt_tokens", prompt), ("completion_tokens", completion)):
+        if isinstance(value, int) and not isinstance(value, bool):
+            usage[key] = int(value)
+    return usage or None
+
+
+@dataclass(frozen=True, slots=True)
+class Preflight:
+    """What one cheap call to an endpoint said before the run (`ModelAdapter.preflight`).
+
+    `problem` is fatal (nothing listens, the key is refused, the endpoint's list does not
+    hold the model) and says what to check; `served` is the model as the endpoint lists
+    it. Both None: nothing to say (an in-process model, a slow endpoint, no listing route).
+    """
+
+    problem: str | None = None
+    served: str | None = None
+
 
 @runtime_checkable
 class ModelAdapter(Protocol):
@@ -98,6 +146,11 @@ class ModelAdapter(Protocol):
     that the response store keeps one answer per item even where two items render the
     same prompt (blind variants of templated questions). A model that sees only the
     prompt leaves it unset: identical requests then share one stored response.
+
+    `model` is the model name asked of a provider (None for a baseline): an answer whose
+    endpoint names another model is counted against it. `image_max_side` is the longest
+    side images are sent at (None: as they are), so that perturbed images are made no
+    larger. `endpoints` and `price` are described in the module docstring.
     """
 
     spec: str
@@ -105,9 +158,45 @@ class ModelAdapter(Protocol):
     batch_size: int
     concurrency: int
 
+    # Read-only for callers: an adapter may hold them as plain attributes.
+    @property
+    def keyed_by_item(self) -> bool: ...
+
+    @property
+    def model(self) -> str | None: ...
+
+    @property
+    def image_max_side(self) -> int | None: ...
+
+    @property
+    def endpoints(self) -> tuple[str, ...]: ...
+
+    @property
+    def price(self) -> Mapping[str, Any] | None: ...
+
     async def generate(self, requests: Sequence[Request]) -> list[Response]: ...
 
+    async def preflight(self) -> Preflight: ...
+
     async def aclose(self) -> None: ...
+
+
+class AdapterBase:
+    """Defaults for the contract's members that most adapters do not need (see the
+    module docstring): no model name, no endpoint, no price, nothing to pre-flight."""
+
+    keyed_by_item: bool = False
+    model: str | None = None
+    image_max_side: int | None = None
+    endpoints: tuple[str, ...] = ()
+    price: Mapping[str, Any] | None = None
+    batch_size: int = 1
+
+    async def preflight(self) -> Preflight:
+        return Preflight()
+
+    async def aclose(self) -> None:
+        return None
 
 
 def same_model(requested: str, served: str) -> bool:

@@ -18,7 +18,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from medrcube.models.base import ErrorKind, Request, Response
+from medrcube.models.base import AdapterBase, ErrorKind, Request, Response
 
 if TYPE_CHECKING:
     from medrcube.cube.item import Cube, Item
@@ -34,7 +34,7 @@ def _no_options(req: Request, who: str) -> Response:
     )
 
 
-class RandomAdapter:
+class RandomAdapter(AdapterBase):
     """Uniform over the request's options, reproducible by seed (see module docstring)."""
 
     keyed_by_item = True  # seeded per item: see ModelAdapter
@@ -69,7 +69,7 @@ def _norm(text: str) -> str:
     return " ".join(str(text).split()).casefold()
 
 
-class PriorAdapter:
+class PriorAdapter(AdapterBase):
     """Answers what was most often correct for items like this one, never looking at images.
 
     The rule, for a request about item X with task T showing options O:

@@ -36,7 +36,7 @@ import torch
 from PIL import Image
 from transformers import AutoModelForImageTextToText, AutoProcessor
 
-from medrcube.models.base import ErrorKind, Request, Response
+from medrcube.models.base import AdapterBase, ErrorKind, Request, Response
 from medrcube.models.confidence import OptionConfidence, from_letter_masses
 from medrcube.models.models_file import ModelSpecError
 
@@ -50,7 +50,7 @@ _WEIGHT_SAMPLES = 64
 _SAMPLE_BYTES = 16 * 1024
 
 
-class HFAdapter:
+class HFAdapter(AdapterBase):
     """A transformers vision-language model loaded with `from_pretrained`.
 
     `params` are generation parameters (a value of None removes a default); OpenAI-style
@@ -88,7 +88,7 @@ class HFAdapter:
 
         self.device, device_map = _choose_device(device)
         self.dtype = _choose_dtype(dtype, self.device)
-        self.processor, self.model = self._load(device_map)
+        self.processor, self.network = self._load(device_map)
         self.fingerprint = self._fingerprint()
 
     # -- loading -----------------------------------------------------------------------
@@ -149,7 +149,7 @@ class HFAdapter:
         """
         # Private keys (_name_or_path, _commit_hash...) and the library version describe
         # where and how the config was read, not the model.
-        config = {k: v for k, v in self.model.config.to_dict().items() if not k.startswith("_")}
+        config = {k: v for k, v in self.network.config.to_dict().items() if not k.startswith("_")}
         config.pop("transformers_version", None)
         h = hashlib.sha256()
         h.update(json.dumps(config, sort_keys=True, default=str).encode())
@@ -161,7 +161,7 @@ class HFAdapter:
         if local.is_dir():
             h.update(_weights_digest(local).encode())
         else:
-            h.update(str(getattr(self.model.config, "_commit_hash", "") or "").encode())
+            h.update(str(getattr(self.network.config, "_commit_hash", "") or "").encode())
         return f"hf:{self.model_id}:{h.hexdigest()[:16]}"
 
     # -- generation --------------------------------------------------------------------
@@ -228,15 +228,15 @@ class HFAdapter:
             texts.append(self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False))
             flat.extend(images[i])
         inputs = self.processor(text=texts, images=flat or None, padding=True, return_tensors="pt")
-        inputs = inputs.to(self.model.device)
+        inputs = inputs.to(self.network.device)
         if "pixel_values" in inputs and inputs["pixel_values"].is_floating_point():
-            inputs["pixel_values"] = inputs["pixel_values"].to(self.model.dtype)
+            inputs["pixel_values"] = inputs["pixel_values"].to(self.network.dtype)
         with torch.inference_mode():
             # The raw logits of the first step are the option scores (issue 16): the same
             # forward pass that starts the answer, no second one. (transformers keeps every
             # step's logits while generating; they are dropped as soon as this batch is read.)
             scored = dict(output_logits=True, return_dict_in_generate=True) if score else {}
-            output = self.model.generate(**inputs, **gen, **scored)
+            output = self.network.generate(**inputs, **gen, **scored)
         first_logits = output.logits[0] if score and output.logits else None
         output = output.sequences if score else output
         prompt_len = inputs["input_ids"].shape[1]
@@ -294,7 +294,7 @@ class HFAdapter:
 
     async def aclose(self) -> None:
         # Drop the weights now rather than at interpreter exit: a sweep loads models in turn.
-        self.model = None
+        self.network = None
         gc.collect()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()

@@ -28,17 +28,19 @@ from typing import Any
 from medrcube.models.urls import credential_parts, redact_urls, refusal_hint
 from medrcube.taxonomy import did_you_mean
 
-PROVIDERS_IN_FILE: tuple[str, ...] = ("openai", "hf")
+# The HTTP API providers share the keys of _OPENAI_KEYS (their adapters share the transport).
+API_PROVIDERS_IN_FILE: tuple[str, ...] = ("openai", "anthropic", "gemini")
+PROVIDERS_IN_FILE: tuple[str, ...] = (*API_PROVIDERS_IN_FILE, "hf")
 DTYPES: tuple[str, ...] = ("auto", "float32", "float16", "bfloat16")
 # Spec words the registry reserves; a models.yaml name may not shadow them.
-RESERVED_NAMES: tuple[str, ...] = ("random", "prior", "replay", "openai", "hf")
+RESERVED_NAMES: tuple[str, ...] = ("random", "prior", "replay", *API_PROVIDERS_IN_FILE, "hf")
 
 _COMMON_KEYS = ("provider", "model", "params", "concurrency", "batch_size", "image_max_side", "price")
 _OPENAI_KEYS = ("base_url", "base_urls", "api_key_env", "api_key_header", "rpm", "timeout", "max_retries",
                 "endpoint_identity", "strict_model", "max_response_mib")
 _HF_KEYS = ("dtype", "device")
 ENTRY_KEYS: tuple[str, ...] = _COMMON_KEYS + _OPENAI_KEYS + _HF_KEYS
-_ONLY_FOR = {**{k: "openai" for k in _OPENAI_KEYS}, **{k: "hf" for k in _HF_KEYS}}
+_ONLY_FOR = {**{k: API_PROVIDERS_IN_FILE for k in _OPENAI_KEYS}, **{k: ("hf",) for k in _HF_KEYS}}
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-/]*$")
@@ -162,8 +164,9 @@ def _parse_entry(name: str, raw: Any, source: str) -> ModelEntry:
         )
     for key in raw:
         needed = _ONLY_FOR.get(key)
-        if needed and needed != provider:
-            raise ModelsFileError(f"{where}: key {key!r} applies to provider {needed!r} only, this entry is {provider!r}")
+        if needed and provider not in needed:
+            raise ModelsFileError(f"{where}: key {key!r} applies to provider {' or '.join(map(repr, needed))} only, "
+                                  f"this entry is {provider!r}")
 
     model = raw.get("model")
     if not isinstance(model, str) or not model.strip():

@@ -33,6 +33,11 @@ names); it is never logged, never part of the fingerprint, and cut from every te
 adapter returns: error messages, provider error bodies and model answers alike (a
 gateway may echo it). A base URL with credentials in it (userinfo, `?api-key=`) is
 refused (models/urls.py).
+
+The native adapters (anthropic_adapter.py, gemini_adapter.py) keep everything above but
+the wire: they subclass this class and override its wire hooks, `_new_client`,
+`_messages`, `_attempt`, `_failed` and `_listed_models`, and the class attributes that
+name the provider and its environment.
 """
 
 from __future__ import annotations
@@ -46,15 +51,16 @@ import random
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
-from medrcube.models.base import ErrorKind, Request, Response, same_model
+from medrcube.models.base import ErrorKind, Preflight, Request, Response, same_model
 from medrcube.models.confidence import from_logprobs
 from medrcube.models.http import DEFAULT_MAX_BODY_BYTES, BodyTooLargeError, bounded_client
 from medrcube.models.images import IMAGE_FORMATS, ImageCache, ImageError, shared_image_cache
 from medrcube.models.provider_errors import Attempt, Redactor, provider_says, status_attempt
 from medrcube.models.retry import RetryPolicy, TokenBucket, parse_retry_after
+from medrcube.models.transport import AdapterStats, LoopState
 from medrcube.models.urls import credential_parts, endpoint_identity, redact_urls, refusal_hint
 
 __all__ = [
@@ -84,46 +90,25 @@ class APIKeyMissingError(ValueError):
 # ---------------------------------------------------------------------------- the adapter
 
 
-@dataclass
-class _LoopState:
-    """What belongs to one event loop: the HTTP client and the two semaphores.
-
-    `semaphore` bounds HTTP requests in flight (`concurrency`). `admission` bounds the
-    requests that hold a prepared payload (images encoded, waiting or in flight or backing
-    off) to twice that: image preparation runs ahead of the wire so that it overlaps the
-    model's latency, but a batch of thousands never holds thousands of encoded images.
-    """
-
-    loop: asyncio.AbstractEventLoop
-    client: Any
-    semaphore: asyncio.Semaphore
-    admission: asyncio.Semaphore
-
-
-@dataclass
-class AdapterStats:
-    """Counters over the adapter's life (for logs and benchmarks)."""
-
-    requests: int = 0
-    attempts: int = 0
-    retries: int = 0
-    in_flight: int = 0
-    max_in_flight: int = 0
-    errors: Counter[str] = field(default_factory=Counter)
-
-
 class OpenAIAdapter:
     """An OpenAI-compatible chat model behind the ModelAdapter protocol (models/base.py)."""
 
     provider = "openai"
     batch_size = 1  # an API takes one request per call; concurrency does the rest
+    keyed_by_item = False
+    # The provider's standard environment, as its own SDK reads it, and where it answers
+    # when no base URL is given.
+    default_key_env = "OPENAI_API_KEY"
+    base_url_env = "OPENAI_BASE_URL"
+    default_endpoint = "https://api.openai.com/v1"
+    base_url_hint = "an OpenAI-compatible base URL usually ends in /v1"
 
     def __init__(
         self,
         model: str,
         *,
         base_url: str | None = None,
-        api_key_env: str = "OPENAI_API_KEY",
+        api_key_env: str | None = None,
         params: Mapping[str, Any] | None = None,
         concurrency: int = 16,
         rpm: float | None = None,
@@ -142,9 +127,10 @@ class OpenAIAdapter:
         strict_model: bool = False,
         max_response_bytes: int = DEFAULT_MAX_BODY_BYTES,
         api_key_header: str | None = None,
+        price: Mapping[str, Any] | None = None,
     ) -> None:
         if not model or not isinstance(model, str):
-            raise ValueError(f"OpenAIAdapter needs a model name, got {model!r}")
+            raise ValueError(f"{type(self).__name__} needs a model name, got {model!r}")
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, not {concurrency}")
         if timeout <= 0:
@@ -154,12 +140,13 @@ class OpenAIAdapter:
         if image_format not in IMAGE_FORMATS:
             raise ValueError(f"image_format {image_format!r} is not one of {', '.join(IMAGE_FORMATS)}")
         self.model = model
-        # The standard environment, as the openai client itself would read it, made explicit
-        # so that the key check below and the error messages know where requests go.
-        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        # The standard environment, as the provider's client itself would read it, made
+        # explicit so that the key check below and the error messages know where requests go.
+        self.base_url = base_url or os.environ.get(self.base_url_env) or None
         if self.base_url and credential_parts(self.base_url):
-            where = "the base URL" if base_url else "the environment variable OPENAI_BASE_URL"
+            where = "the base URL" if base_url else f"the environment variable {self.base_url_env}"
             raise ValueError(refusal_hint(where, self.base_url, credential_parts(self.base_url)))
+        api_key_env = api_key_env or self.default_key_env
         self.api_key_env = api_key_env
         self.api_key_header = api_key_header
         key = os.environ.get(api_key_env) or None
@@ -182,9 +169,10 @@ class OpenAIAdapter:
         self.images = image_cache if image_cache is not None else shared_image_cache()
         self._bucket = TokenBucket(rpm, burst=rpm_burst) if rpm else None
         self._rng = random.Random(seed)
-        self._state: _LoopState | None = None
+        self._state: LoopState | None = None
         self.stats = AdapterStats()
-        self.spec = spec or (f"openai:{model}@{base_url}" if base_url else f"openai:{model}")
+        self.spec = spec or (f"{self.provider}:{model}@{base_url}" if base_url else f"{self.provider}:{model}")
+        self.price = price  # models.yaml's price per million tokens; never sent anywhere
         self.endpoint_identity = endpoint_identity or _default_identity(self.base_url)
         self.strict_model = bool(strict_model)
         self.max_response_bytes = int(max_response_bytes)
@@ -192,7 +180,7 @@ class OpenAIAdapter:
         self.fingerprint = self._fingerprint()
 
     def __repr__(self) -> str:
-        return f"OpenAIAdapter(spec={self.spec!r}, fingerprint={self.fingerprint!r})"
+        return f"{type(self).__name__}(spec={self.spec!r}, fingerprint={self.fingerprint!r})"
 
     def _fingerprint(self) -> str:
         """provider + model + endpoint + what changes answers; never the key.
@@ -210,20 +198,42 @@ class OpenAIAdapter:
 
     # -- the client, per event loop ---------------------------------------------------
 
-    def _loop_state(self) -> _LoopState:
+    def _loop_state(self) -> LoopState:
         """The client and semaphore of the running loop (made anew if the loop changed,
         e.g. a caller using asyncio.run per batch: httpx connections belong to one loop)."""
         loop = asyncio.get_running_loop()
         if self._state is None or self._state.loop is not loop:
-            from openai import AsyncOpenAI
-
-            headers = {self.api_key_header: self._api_key} if self.api_key_header else None
-            client = AsyncOpenAI(api_key=self._api_key, base_url=self.base_url, timeout=self.timeout,
-                                 max_retries=0, default_headers=headers,
-                                 http_client=bounded_client(self.timeout, self.max_response_bytes))
-            self._state = _LoopState(loop, client, asyncio.Semaphore(self.concurrency),
+            self._state = LoopState(loop, self._new_client(), asyncio.Semaphore(self.concurrency),
                                      asyncio.Semaphore(2 * self.concurrency))
         return self._state
+
+    def _new_client(self) -> Any:
+        """The provider's client (a wire hook): the SDK, never retrying, on our bounded HTTP client."""
+        from openai import AsyncOpenAI
+
+        headers = {self.api_key_header: self._api_key} if self.api_key_header else None
+        return AsyncOpenAI(api_key=self._api_key, base_url=self.base_url, timeout=self.timeout,
+                           max_retries=0, default_headers=headers,
+                           http_client=bounded_client(self.timeout, self.max_response_bytes))
+
+    # -- the contract's endpoint and pre-flight ---------------------------------------
+
+    @property
+    def endpoints(self) -> tuple[str, ...]:
+        """Where requests go, credentials cut (shown in messages and the build's privacy plan)."""
+        return (redact_urls(self.base_url) if self.base_url else self.default_endpoint,)
+
+    async def preflight(self) -> Preflight:
+        """The endpoint's model list, through this adapter's client (models/listing.py)."""
+        from medrcube.models.listing import preflight_by_listing
+
+        return await preflight_by_listing(self.spec, self.endpoints[0], self.model, self.base_url_env,
+                                          lambda: self._listed_models(self._loop_state().client), self._failed)
+
+    async def _listed_models(self, client: Any) -> list[str]:
+        """The model ids the endpoint lists (a wire hook): GET /models."""
+        listing = await client.models.list()
+        return [str(m.id) for m in listing.data]
 
     async def aclose(self) -> None:
         """Close the HTTP client (a later `generate` opens a new one)."""
@@ -254,7 +264,7 @@ class OpenAIAdapter:
         async with state.admission:
             return await self._admitted(state, request)
 
-    async def _admitted(self, state: _LoopState, request: Request) -> Response:
+    async def _admitted(self, state: LoopState, request: Request) -> Response:
         try:
             messages = await self._messages(request)
         except ImageError as exc:
@@ -320,8 +330,6 @@ class OpenAIAdapter:
         return [{"role": "user", "content": content}]
 
     async def _attempt(self, client: Any, messages: list[dict[str, Any]], params: Mapping[str, Any]) -> Attempt:
-        import openai
-
         try:
             # The documented route for raw calls (`client.post`): the same auth, timeouts and
             # typed errors as `chat.completions.create`, without the per-request transform of
@@ -333,23 +341,41 @@ class OpenAIAdapter:
             async with asyncio.timeout(self.timeout):
                 content = await client.post(
                     "/chat/completions", cast_to=bytes, body={**params, "model": self.model, "messages": messages})
-        except BodyTooLargeError as exc:  # a bomb stays a bomb: not retried
-            return self._too_large(exc)
-        except (openai.APITimeoutError, TimeoutError):
-            return Attempt(kind=ErrorKind.TIMEOUT, label="timeout", retryable=True,
-                           message=f"no complete answer within {self.timeout:g}s (timeout) from {self._where()}; "
-                                   f"raise timeout in models.yaml if the model is slow")
-        except openai.APIConnectionError as exc:
-            cause = exc.__cause__ or exc
-            if isinstance(cause, BodyTooLargeError):
-                return self._too_large(cause)
-            return Attempt(kind=ErrorKind.CONNECTION, label="connection", retryable=True,
-                           message=f"connection to {self._where()} failed ({type(cause).__name__}: "
-                                   f"{self._redact(str(cause)) or 'no detail'}); check the base URL and that "
-                                   f"the server is up")
-        except openai.APIStatusError as exc:
-            return self._status_error(exc)
+        except Exception as exc:
+            return self._failed(exc)
         return self._completion(content)
+
+    def _failed(self, exc: Exception) -> Attempt:
+        """The Attempt for an exception of the client (a wire hook); anything else re-raised."""
+        import openai
+
+        if isinstance(exc, BodyTooLargeError):  # a bomb stays a bomb: not retried
+            return self._too_large(exc)
+        if isinstance(exc, (openai.APITimeoutError, TimeoutError)):  # before its base class below
+            return self._timed_out()
+        if isinstance(exc, openai.APIConnectionError):
+            return self._unreachable(exc)
+        if isinstance(exc, openai.APIStatusError):
+            return self._status_error(exc)
+        raise exc
+
+    def _timed_out(self) -> Attempt:
+        return Attempt(kind=ErrorKind.TIMEOUT, label="timeout", retryable=True,
+                       message=f"no complete answer within {self.timeout:g}s (timeout) from {self._where()}; "
+                               f"raise timeout in models.yaml if the model is slow")
+
+    def _unreachable(self, exc: Exception) -> Attempt:
+        cause = exc.__cause__ or exc
+        if isinstance(cause, BodyTooLargeError):
+            return self._too_large(cause)
+        return Attempt(kind=ErrorKind.CONNECTION, label="connection", retryable=True,
+                       message=f"connection to {self._where()} failed ({type(cause).__name__}: "
+                               f"{self._redact(str(cause)) or 'no detail'}); check the base URL and that "
+                               f"the server is up")
+
+    def _malformed(self, why: str, what: str = "chat completion") -> Attempt:
+        return Attempt(kind=ErrorKind.MALFORMED, label="malformed", retryable=True,
+                       message=f"the response from {self._where()} is not a {what}: {why}")
 
     def _too_large(self, exc: BodyTooLargeError) -> Attempt:
         return Attempt(kind=ErrorKind.MALFORMED, label="too_large", message=(
@@ -358,7 +384,7 @@ class OpenAIAdapter:
 
     def _where(self) -> str:
         # Messages built with it are stored (results.jsonl, the store's errors table).
-        return redact_urls(self.base_url) if self.base_url else "api.openai.com"
+        return self.endpoints[0]
 
     def _redact(self, text: str) -> str:
         """Provider messages can quote the key (masked or whole), or a URL with its credentials."""
@@ -370,14 +396,11 @@ class OpenAIAdapter:
         location = headers.get("location")
         return status_attempt(int(exc.status_code), said, code, where=self._where(), model=self.model,
                               key_env=self.api_key_env, retry_after=parse_retry_after(headers) if headers else None,
-                              location=self._redact(location) if location else None)
+                              location=self._redact(location) if location else None, base_hint=self.base_url_hint)
 
     def _completion(self, content: bytes) -> Attempt:
         """Read a chat completion body; anything else is MALFORMED (retried)."""
-
-        def malformed(why: str) -> Attempt:
-            return Attempt(kind=ErrorKind.MALFORMED, label="malformed", retryable=True,
-                           message=f"the response from {self._where()} is not a chat completion: {why}")
+        malformed = self._malformed
 
         try:
             obj = json.loads(content)

@@ -90,7 +90,8 @@ def provider_says(exc: Any, redact: Redactor) -> tuple[str, str | None]:
 
 
 def status_attempt(status: int, said: str, code: str | None, *, where: str, model: str, key_env: str,
-                   retry_after: float | None, location: str | None = None) -> Attempt:
+                   retry_after: float | None, location: str | None = None,
+                   base_hint: str = "an OpenAI-compatible base URL usually ends in /v1") -> Attempt:
     """The Attempt for an HTTP error status (see the module docstring)."""
     label = str(status)
     quote = f"Provider said: {said}"
@@ -128,8 +129,8 @@ def status_attempt(status: int, said: str, code: str | None, *, where: str, mode
                 f"HTTP 404 from {where}: model not found: {model!r} is not served at {where}; check the model "
                 f"name (GET {where.rstrip('/')}/models lists what is served). {quote}"))
         return Attempt(kind=ErrorKind.BAD_REQUEST, label=label, message=(
-            f"HTTP 404 from {where}: no such route for model {model!r}; check the base URL {where!r} (an "
-            f"OpenAI-compatible base URL usually ends in /v1). {quote}"))
+            f"HTTP 404 from {where}: no such route for model {model!r}; check the base URL {where!r} "
+            f"({base_hint}). {quote}"))
     if status == 413:
         return Attempt(kind=ErrorKind.BAD_REQUEST, label=label, message=(
             f"HTTP 413 from {where}: the request is too large for the endpoint; lower image_max_side in "

@@ -1,32 +1,27 @@
 """Spec string -> ModelAdapter.
 
-Grammar (first match wins)::
-
-    random[:SEED]            uniform over the item's own options (baselines.py)
-    prior                    text-only answer prior, leave-one-out (needs the cube)
-    simulate:KEY=V,...       a SIMULATED model of known accuracy and image correlation (simulate.py)
-    replay:FILE              recorded responses: JSON Lines or a reference results.json
-    openai:NAME[@BASE_URL]   an OpenAI-compatible chat completions endpoint
-    hf:PATH_OR_ID            in-process transformers model (pip install 'medrcube[hf]')
-    NAME                     an entry of models.yaml (./models.yaml or --models-file)
-    NAME                     otherwise: openai:NAME with the OPENAI_API_KEY/OPENAI_BASE_URL env
+The grammar is `SPEC_FORMS` below (first match wins), written once: the `--model` help
+of the pytest plugin and of `medrcube run`, and every error here, read it from there.
 
 Provider modules are imported inside their branch: choosing `random` must not pay for
-the openai client, and nothing but `hf:` may import torch.
+the openai client, and nothing but `hf:` may import torch. The SDK of a native adapter
+(`anthropic:`, `gemini:`) is an optional extra: a spec naming it without the SDK
+installed is a ModelSpecError with the install hint.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import importlib.util
 import itertools
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from medrcube.models.base import ModelAdapter, Request, Response
+from medrcube.models.base import ModelAdapter, Preflight, Request, Response
 from medrcube.models.models_file import (
     ModelEntry,
     ModelsFileError,
@@ -39,10 +34,37 @@ from medrcube.taxonomy import did_you_mean
 
 if TYPE_CHECKING:
     from medrcube.cube.item import Cube
+    from medrcube.models.openai_adapter import OpenAIAdapter
 
-__all__ = ["PROVIDERS", "ModelSpecError", "ModelsFileError", "load_adapter", "RoundRobinAdapter"]
+__all__ = ["PROVIDERS", "SPEC_FORMS", "ModelSpecError", "ModelsFileError", "load_adapter", "spec_help",
+           "RoundRobinAdapter"]
 
-PROVIDERS: tuple[str, ...] = ("random", "prior", "simulate", "replay", "openai", "hf")
+# (form, meaning): the model-spec grammar, in the order the forms are tried.
+SPEC_FORMS: tuple[tuple[str, str], ...] = (
+    ("random[:SEED]", "uniform over the item's own options (baselines.py)"),
+    ("prior", "text-only answer prior, leave-one-out (needs the cube)"),
+    ("simulate:accuracy=P[,icc=R,seed=S,grounded=true]",
+     "a SIMULATED model of known accuracy and image correlation (simulate.py)"),
+    ("replay:FILE", "recorded responses: JSON Lines or a reference results.json"),
+    ("openai:NAME[@BASE_URL]", "an OpenAI-compatible chat completions endpoint (OPENAI_API_KEY)"),
+    ("anthropic:NAME[@BASE_URL]", "Anthropic's Messages API (ANTHROPIC_API_KEY; pip install 'medrcube[anthropic]')"),
+    ("gemini:NAME[@BASE_URL]", "Google's Gemini API (GEMINI_API_KEY; pip install 'medrcube[gemini]')"),
+    ("hf:PATH_OR_ID", "an in-process transformers model (pip install 'medrcube[hf]')"),
+    ("NAME", "an entry of models.yaml (./models.yaml or --models-file), else openai:NAME with the "
+             "OPENAI_API_KEY / OPENAI_BASE_URL environment"),
+)
+PROVIDERS: tuple[str, ...] = ("random", "prior", "simulate", "replay", "openai", "anthropic", "gemini", "hf")
+# The HTTP API providers: provider -> (the SDK's import name, what to pip install for it).
+API_PROVIDERS: dict[str, tuple[str, str]] = {
+    "openai": ("openai", "openai"),
+    "anthropic": ("anthropic", "medrcube[anthropic]"),
+    "gemini": ("google.genai", "medrcube[gemini]"),
+}
+
+
+def spec_help() -> str:
+    """The grammar on one line, for option help and error messages."""
+    return ", ".join(form for form, _ in SPEC_FORMS[:-1]) + ", or a name from models.yaml"
 
 HF_INSTALL_HINT = (
     "the hf: provider needs torch and transformers: pip install 'medrcube[hf]' "
@@ -65,7 +87,7 @@ def load_adapter(
     Raises ModelSpecError (ModelsFileError for a bad models.yaml) with the fix in the message.
     """
     if not isinstance(spec, str) or not spec.strip():
-        raise ModelSpecError(f"empty model spec; use one of: {_grammar()}")
+        raise ModelSpecError(f"empty model spec; use one of: {spec_help()}")
     spec = spec.strip()
     if concurrency is not None and (isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1):
         raise ModelSpecError(f"concurrency must be a positive integer, got {concurrency!r}")
@@ -76,8 +98,8 @@ def load_adapter(
             return _random("0", spec, concurrency)
         if spec == "prior":
             return _prior(cube, concurrency)
-        if spec in ("replay", "openai", "hf"):
-            raise ModelSpecError(f"model spec {spec!r} needs an argument: {_grammar()}")
+        if spec in ("replay", "hf", *API_PROVIDERS):
+            raise ModelSpecError(f"model spec {spec!r} needs an argument: {spec_help()}")
         return _named(spec, models_file, concurrency)
 
     if prefix == "random":
@@ -92,9 +114,9 @@ def load_adapter(
         if not rest:
             raise ModelSpecError("replay needs a file: replay:PATH/TO/results.jsonl")
         return ReplayAdapter(rest, concurrency=concurrency)
-    if prefix == "openai":
-        name, base_url = _split_openai(rest, spec)
-        return _openai(name, spec=spec, base_urls=(base_url,) if base_url else (), concurrency=concurrency)
+    if prefix in API_PROVIDERS:
+        name, base_url = _split_url(prefix, rest, spec)
+        return _api(prefix, name, spec=spec, base_urls=(base_url,) if base_url else (), concurrency=concurrency)
     if prefix == "hf":
         if not rest:
             raise ModelSpecError("hf needs a model directory or hub id: hf:PATH_OR_ID")
@@ -105,11 +127,6 @@ def load_adapter(
         f"unknown model provider {prefix!r} in spec {spec!r}{did_you_mean(prefix, PROVIDERS)}; "
         f"providers: {', '.join(PROVIDERS)}. A model id that contains ':' is written openai:{spec}"
     )
-
-
-def _grammar() -> str:
-    return ("random[:SEED], prior, simulate:accuracy=P[,icc=R,seed=S,grounded=true], replay:FILE, "
-            "openai:NAME[@BASE_URL], hf:PATH_OR_ID, or a name from models.yaml")
 
 
 def _random(seed: str, spec: str, concurrency: int | None) -> ModelAdapter:
@@ -145,15 +162,15 @@ def _prior(cube: Cube | None, concurrency: int | None) -> ModelAdapter:
     return PriorAdapter(cube, concurrency=concurrency)
 
 
-def _split_openai(rest: str, spec: str) -> tuple[str, str | None]:
+def _split_url(provider: str, rest: str, spec: str) -> tuple[str, str | None]:
     # The base URL is everything after the first '@' that starts a URL; a model id may
     # itself contain ':' (ollama-style tags), so split on '@' only.
     name, at, url = rest.partition("@")
     if not name:
-        raise ModelSpecError(f"in model spec {spec!r}: missing model name, as in openai:gpt-5.1")
+        raise ModelSpecError(f"in model spec {spec!r}: missing model name, as in {provider}:MODEL_NAME")
     parts = credential_parts(url) if at else []
     if parts:  # checked first: the messages below quote the spec
-        raise ModelSpecError(refusal_hint(f"in model spec 'openai:{name}@...': the base URL", url, parts))
+        raise ModelSpecError(refusal_hint(f"in model spec '{provider}:{name}@...': the base URL", url, parts))
     if at and not (url.startswith("http://") or url.startswith("https://")):
         raise ModelSpecError(
             f"in model spec {spec!r}: the part after '@' must be a base URL such as http://127.0.0.1:8000/v1"
@@ -177,7 +194,7 @@ def _named(name: str, models_file: str | os.PathLike[str] | None, concurrency: i
                 stacklevel=3,
             )
     # Not defined anywhere: the standard OpenAI environment, as the openai SDK itself does.
-    return _openai(name, spec=name, base_urls=(), concurrency=concurrency)
+    return _api("openai", name, spec=name, base_urls=(), concurrency=concurrency)
 
 
 def adapter_from_entry(entry: ModelEntry, *, concurrency: int | None = None) -> ModelAdapter:
@@ -192,8 +209,9 @@ def adapter_from_entry(entry: ModelEntry, *, concurrency: int | None = None) -> 
             dtype=entry.dtype,
             device=entry.device,
             image_max_side=entry.image_max_side,
+            price=entry.price,
         )
-    kwargs: dict[str, Any] = {"params": dict(entry.params)}
+    kwargs: dict[str, Any] = {"params": dict(entry.params), "price": entry.price}
     for key in ("api_key_env", "rpm", "timeout", "max_retries", "image_max_side", "strict_model", "api_key_header"):
         value = getattr(entry, key)
         if value is not None:
@@ -206,7 +224,8 @@ def adapter_from_entry(entry: ModelEntry, *, concurrency: int | None = None) -> 
         # Replicas listed in one entry are one model by the user's own word: one identity
         # for them all (adding a replica changes it; give endpoint_identity to keep it).
         kwargs["endpoint_identity"] = " | ".join(sorted(endpoint_identity(u) for u in entry.base_urls))
-    return _openai(
+    return _api(
+        entry.provider,
         entry.model,
         spec=entry.name,
         base_urls=entry.base_urls,
@@ -215,17 +234,20 @@ def adapter_from_entry(entry: ModelEntry, *, concurrency: int | None = None) -> 
     )
 
 
-def _openai(
-    model: str, *, spec: str, base_urls: Sequence[str], concurrency: int | None, **kwargs: Any
+def _api(
+    provider: str, model: str, *, spec: str, base_urls: Sequence[str], concurrency: int | None, **kwargs: Any
 ) -> ModelAdapter:
+    sdk, package = API_PROVIDERS[provider]
     try:
-        from medrcube.models.openai_adapter import OpenAIAdapter
-    except ImportError as e:  # the openai package is a core dependency; say so if it is broken
-        raise ModelSpecError(f"cannot load the OpenAI-compatible adapter for {spec!r}: {e} (pip install openai)") from e
+        if importlib.util.find_spec(sdk) is None:
+            raise ImportError(f"no module named {sdk!r}")
+        adapter_class = _api_class(provider)
+    except ImportError as e:  # an optional SDK not installed (or a broken install): say how to get it
+        raise ModelSpecError(f"cannot load the {provider} adapter for {spec!r}: {e}; pip install '{package}'") from e
 
     def build(url: str | None, **kw: Any) -> ModelAdapter:
         try:
-            return OpenAIAdapter(model, base_url=url, spec=spec, **kw)
+            return adapter_class(model, base_url=url, spec=spec, **kw)
         except ValueError as e:  # a missing key variable, a bad limit: the spec cannot be served
             raise ModelSpecError(f"model {spec!r}: {e}") from e
 
@@ -245,12 +267,28 @@ def _openai(
     return RoundRobinAdapter(children, spec=spec)
 
 
+def _api_class(provider: str) -> type[OpenAIAdapter]:
+    """The adapter class of an API provider, imported only when chosen."""
+    if provider == "anthropic":
+        from medrcube.models.anthropic_adapter import AnthropicAdapter
+
+        return AnthropicAdapter
+    if provider == "gemini":
+        from medrcube.models.gemini_adapter import GeminiAdapter
+
+        return GeminiAdapter
+    from medrcube.models.openai_adapter import OpenAIAdapter
+
+    return OpenAIAdapter
+
+
 def _split(total: int, k: int) -> list[int]:
     base, extra = divmod(total, k)
     return [max(1, base + (1 if i < extra else 0)) for i in range(k)]
 
 
-def _hf(model: str, *, spec: str, concurrency: int | None, **kwargs: Any) -> ModelAdapter:
+def _hf(model: str, *, spec: str, concurrency: int | None, price: Mapping[str, Any] | None = None,
+        **kwargs: Any) -> ModelAdapter:
     try:
         import torch  # noqa: F401
         import transformers  # noqa: F401
@@ -259,7 +297,9 @@ def _hf(model: str, *, spec: str, concurrency: int | None, **kwargs: Any) -> Mod
     from medrcube.models.hf_adapter import HFAdapter
 
     kwargs = {k: v for k, v in kwargs.items() if v is not None}
-    return HFAdapter(model, spec=spec, concurrency=concurrency, **kwargs)
+    adapter = HFAdapter(model, spec=spec, concurrency=concurrency, **kwargs)
+    adapter.price = price  # models.yaml's, for the run's cost
+    return adapter
 
 
 class RoundRobinAdapter:
@@ -282,6 +322,17 @@ class RoundRobinAdapter:
         self.batch_size = max(c.batch_size for c in self.children)
         self.concurrency = sum(c.concurrency for c in self.children)
         self._turn = itertools.cycle(range(len(self.children)))
+        first = self.children[0]  # one models.yaml entry: one model, price and image size
+        self.model, self.price, self.image_max_side = first.model, first.price, first.image_max_side
+        self.keyed_by_item = any(c.keyed_by_item for c in self.children)
+        self.endpoints = tuple(e for c in self.children for e in c.endpoints)
+
+    async def preflight(self) -> Preflight:
+        """Every server's pre-flight: the problems of all, the served name of the first that names one."""
+        checks = await asyncio.gather(*(c.preflight() for c in self.children))
+        problems = [p.problem for p in checks if p.problem]
+        served = next((p.served for p in checks if p.served), None)
+        return Preflight(problem="\n".join(problems) or None, served=served)
 
     async def generate(self, requests: Sequence[Request]) -> list[Response]:
         groups: dict[int, list[int]] = {}

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from medrcube.models.base import ErrorKind, Request, Response
+from medrcube.models.base import AdapterBase, ErrorKind, Request, Response
 from medrcube.models.models_file import ModelSpecError
 
 _Key = tuple[str, str, int]  # (item id, variant name, rotation)
@@ -37,7 +37,7 @@ def split_variant(variant: str) -> tuple[str, int]:
     return m["name"], int(m["rot"] or 0)
 
 
-class ReplayAdapter:
+class ReplayAdapter(AdapterBase):
     """Responses from a file (module docstring); fingerprint `replay:<sha256 of the file>`."""
 
     keyed_by_item = True  # responses are recorded per item: see ModelAdapter

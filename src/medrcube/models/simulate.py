@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import TYPE_CHECKING
 
-from medrcube.models.base import ErrorKind, Request, Response
+from medrcube.models.base import AdapterBase, ErrorKind, Request, Response
 from medrcube.taxonomy import Level, canonical_task, task_level
 
 if TYPE_CHECKING:
@@ -108,7 +108,7 @@ def _normal(*parts: object) -> float:
     return _N.inv_cdf(_uniform(*parts))
 
 
-class SimulatedAdapter:
+class SimulatedAdapter(AdapterBase):
     """A simulated model (see the module doc). Needs the cube to know the answers."""
 
     keyed_by_item = True

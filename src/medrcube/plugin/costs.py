@@ -1,5 +1,5 @@
-"""The cost of a run: tokens x the price table of models.yaml (per million tokens), and
-the projected cost of asking the full public cube.
+"""The cost of a run: tokens x the price table of models.yaml (per million tokens, as
+the adapter carries it), and the projected cost of asking the full public cube.
 
 A model without a `price` in models.yaml has no cost (None), never a guessed one.
 """
@@ -15,7 +15,8 @@ FULL_CUBE_ITEMS = 7626
 
 
 def price_of(spec: str | None, models_file: Path | None) -> Mapping[str, Any] | None:
-    """The `price` of the models.yaml entry a spec names (None when there is none)."""
+    """The `price` of the models.yaml entry a spec names (None when there is none), for a
+    caller that holds a spec and no adapter (an adapter carries it as `price`)."""
     from medrcube.models.models_file import ModelsFileError, default_models_file, load_models_file
 
     if not spec:
@@ -28,7 +29,7 @@ def price_of(spec: str | None, models_file: Path | None) -> Mapping[str, Any] | 
     except ModelsFileError:
         return None  # the adapter's loading has reported it already
     entry = entries.get(spec)
-    return getattr(entry, "price", None) if entry is not None else None
+    return entry.price if entry is not None else None
 
 
 def cost(usage: Mapping[str, Any], price: Mapping[str, Any]) -> float:
@@ -38,11 +39,12 @@ def cost(usage: Mapping[str, Any], price: Mapping[str, Any]) -> float:
 def priced(usage: dict[str, dict[str, Any]], session: Any, result: Any) -> dict[str, dict[str, Any]]:
     """Usage per role with `cost`, `currency` and the projected cost of the full public
     cube (this run's cost per asked item x FULL_CUBE_ITEMS x the variants' asks per item)."""
-    opts = session.options
-    specs = {"candidate": opts.model, "judge": opts.judge, "baseline": opts.baseline}
+    # The models.yaml price each adapter carries (models/base.py): None for one without.
+    adapters = {"candidate": session.adapter, "judge": session.judge, "baseline": session.baseline_adapter}
     items = max(len(session.cube), 1)
     for role, u in usage.items():
-        price = price_of(specs.get(role), opts.models_file)
+        adapter = adapters.get(role)
+        price = adapter.price if adapter is not None else None
         u["cost"] = u["currency"] = u["projected_full_cube"] = None
         u["full_cube_items"] = FULL_CUBE_ITEMS
         if price is None:

@@ -44,13 +44,10 @@ NOT_REQUESTED = "not-requested"
 def pytest_addoption(parser: pytest.Parser) -> None:
     # Every gate option defaults to None, so that "given" can be told from "default"
     # (session.read_options resolves the defaults stated here).
+    from medrcube.models.registry import spec_help  # the grammar, written once
+
     group = parser.getgroup("medrcube", "medrcube qualification gate")
-    group.addoption(
-        "--model",
-        default=None,
-        help="model spec to qualify: random[:SEED], prior, replay:FILE, openai:NAME[@URL], hf:PATH, "
-        "or a name from models.yaml (default: random)",
-    )
+    group.addoption("--model", default=None, help=f"model spec to qualify: {spec_help()} (default: random)")
     group.addoption(
         "--cube",
         default=None,

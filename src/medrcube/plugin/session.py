@@ -110,6 +110,7 @@ class GateSession:
     questions: dict[str, str] = field(default_factory=dict, repr=False)  # item id -> question
     progress: Any = None  # a medrcube.plugin.progress.GateProgress, set by the plugin
     _inference: Any = field(default=None, repr=False)  # medrcube.service.Inference
+    served: dict[str, str | None] = field(default_factory=dict, repr=False)  # spec -> as its endpoint lists it
 
     def __post_init__(self) -> None:
         self._by_id = {c.id: c for c in self.checks}
@@ -339,7 +340,7 @@ def preflight(session: GateSession) -> None:
     from medrcube.service import preflight as ask_once
 
     try:
-        ask_once([session.adapter, session.judge, session.baseline_adapter])
+        session.served = ask_once([session.adapter, session.judge, session.baseline_adapter])
     except EndpointError as e:
         raise pytest.UsageError(f"--model={session.options.model}: {e}") from None
 

@@ -450,11 +450,9 @@ def merged_usage(handovers: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, 
     return {role: u.to_dict() for role, u in out.items()}
 
 
-def served_model(adapter: Any) -> str | None:
-    """The model name the endpoint reported in the pre-flight (None for a local baseline)."""
-    from medrcube.service import SERVED
-
-    return SERVED.get(getattr(adapter, "spec", ""))
+def served_model(session: Any) -> str | None:
+    """The model name the candidate's endpoint reported in the pre-flight (None for a local baseline)."""
+    return session.served.get(session.adapter.spec)
 
 
 def gate_meta(session: Any, entries: Mapping[str, Any]) -> dict[str, Any]:
@@ -482,7 +480,7 @@ def run_meta(session: Any, run_id: str, result: Any, handovers: Iterable[Mapping
         "run_id": run_id,
         "model": redact_spec(opts.model),
         "model_fingerprint": session.adapter.fingerprint,
-        "served_model": served_model(session.adapter),
+        "served_model": served_model(session),
         "cube": {"source": session.cube.source, "fingerprint": session.cube.fingerprint, "items": len(session.cube)},
         "thresholds": session.thresholds_label,
         "profile": opts.profile,

@@ -255,5 +255,6 @@ class LeaderboardResult:
     robustness: Any = None  # report.robustness_board.RobustnessBoard (robustness.csv / .md)
 
 
-def _present(v: Any) -> bool:
+def is_present(v: Any) -> bool:
+    """A value a board can show: not None and not NaN."""
     return v is not None and not (isinstance(v, float) and math.isnan(v))

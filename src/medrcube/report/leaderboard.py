@@ -58,13 +58,13 @@ from medrcube.report.board_format import (
 from medrcube.report.board_rows import (
     LeaderboardResult,
     MixedRunsError,
-    _present,
     accuracy_frame,
     blind_rows,
     cell_matrix,
     check_compatible,
     credibility_frame,
     dense_ranks,
+    is_present,
     sort_rows,
     standard_rows,
 )
@@ -148,7 +148,7 @@ def leaderboard(
     points = [
         (label, float(cred.at[label, "high_level_acc"]), float(cred.at[label, "shortcut_prob"]))
         for label in order
-        if _present(cred.at[label, "high_level_acc"]) and _present(cred.at[label, "shortcut_prob"])
+        if is_present(cred.at[label, "high_level_acc"]) and is_present(cred.at[label, "shortcut_prob"])
     ]
     shortcut = pearson([p[1] for p in points], [p[2] for p in points]) if points else None
     files["credibility.csv"] = _write(out / "credibility.csv", credibility_csv(cred, order, run_ids))
@@ -189,7 +189,7 @@ def _figures(result: LeaderboardResult, points: Sequence[tuple[str, float, float
     quad = [
         (label, float(cred.at[label, "overall_acc"]), float(cred.at[label, "rationality"]))
         for label in result.order
-        if _present(cred.at[label, "overall_acc"]) and _present(cred.at[label, "rationality"])
+        if is_present(cred.at[label, "overall_acc"]) and is_present(cred.at[label, "rationality"])
     ]
     if quad:
         figures["quadrant"] = plots.save(plots.credibility_quadrant(quad), "credibility_quadrant", plots_dir)

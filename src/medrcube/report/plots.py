@@ -35,7 +35,7 @@ EMPTY = "#eeeeee"
 INK = "#222222"
 
 
-def _pyplot() -> Any:
+def pyplot_agg() -> Any:
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -73,7 +73,7 @@ def save(fig: Figure, name: str, out_dir: Path | None, *, svg: bool = True, tigh
 
     `tight=False` keeps the figure's own layout: one draw less per format, for the
     figures of the single-run report whose layout is set by hand (it runs after every run)."""
-    plt = _pyplot()
+    plt = pyplot_agg()
     bbox = "tight" if tight else None
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI, bbox_inches=bbox, metadata={"Software": None})
@@ -107,7 +107,7 @@ def _pct(x: float | None, digits: int = 0) -> str:
 def empty_figure(message: str, *, size: tuple[float, float] = (6.0, 1.2)) -> Figure:
     """A figure that only says why there is nothing to draw (no graded answer, say), so
     that a figure asked for with no data is an explanation instead of an exception."""
-    plt = _pyplot()
+    plt = pyplot_agg()
     fig = plt.figure(figsize=size)
     fig.text(0.5, 0.5, message, ha="center", va="center", color=INK, style="italic", wrap=True)
     return fig
@@ -189,7 +189,7 @@ def cube_heatmaps(
     ? insufficient evidence, ! error). Cells without items are grey."""
     if not modalities or not parts or not tasks:
         return empty_figure("no cell to draw: the run has no records")
-    plt = _pyplot()
+    plt = pyplot_agg()
     cols = 2 if len(modalities) > 1 else 1
     rows = -(-len(modalities) // cols)
     w, h = 0.75 * len(tasks) + 1.2, 0.55 * len(parts) + 0.7
@@ -207,7 +207,7 @@ def axis_bars(axes: Mapping[str, Mapping[str, Stat]], order: Mapping[str, Sequen
     """Accuracy per axis value with the Wilson 95% interval; a dashed tick marks each bar's
     chance level (the mean of 1/n_options over its items). Values with no graded item
     (every image restricted, say) have no bar: the page's table lists them."""
-    plt = _pyplot()
+    plt = pyplot_agg()
     from matplotlib.lines import Line2D
 
     shown = {a: [v for v in order.get(a, ()) if a in axes and axes[a][v].n > 0] for a in ("task", "modality", "part")}
@@ -251,7 +251,7 @@ def blind_bars(tasks: Sequence[str], standard: Mapping[str, Stat], blind: Mappin
     """Accuracy with the image (standard) against without it (blind), per task and overall."""
     import numpy as np
 
-    plt = _pyplot()
+    plt = pyplot_agg()
     labels = [task_abbrev(t) for t in tasks]
     xs = np.arange(len(tasks))
     fig, ax = plt.subplots(figsize=(1.2 + 0.75 * len(tasks), 3.0))
@@ -275,7 +275,7 @@ def blind_bars(tasks: Sequence[str], standard: Mapping[str, Stat], blind: Mappin
 def correlation_heatmap(cc: CellCorrelation, *, clustered: bool) -> Figure:
     """Figure 3: the cell x cell Pearson matrix, in dendrogram order with the dendrogram on
     top (3a) or in anatomical order with part boundaries drawn (3b)."""
-    plt = _pyplot()
+    plt = pyplot_agg()
     order = cc.clustered if clustered else cc.anatomical
     k = len(order)
     mat = cc.corr.loc[order, order].to_numpy()
@@ -323,7 +323,7 @@ def credibility_quadrant(points: Sequence[tuple[str, float, float]]) -> Figure:
     the medians split the plane into the four quadrants."""
     import numpy as np
 
-    plt = _pyplot()
+    plt = pyplot_agg()
     fig, ax = plt.subplots(figsize=(6.2, 4.6))
     xs = np.array([100 * p[1] for p in points])
     ys = np.array([100 * p[2] for p in points])
@@ -354,7 +354,7 @@ def shortcut_scatter(points: Sequence[tuple[str, float, float]], corr: Correlati
     least-squares line and Pearson r, p (Figure 4)."""
     import numpy as np
 
-    plt = _pyplot()
+    plt = pyplot_agg()
     fig, ax = plt.subplots(figsize=(6.2, 4.6))
     xs = np.array([100 * p[1] for p in points])
     ys = np.array([100 * p[2] for p in points])

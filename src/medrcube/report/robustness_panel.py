@@ -105,9 +105,9 @@ def signed_points(x: float) -> str:
 def accuracy_figure(results: Sequence[PerturbationRobustness]) -> Any:
     """Horizontal bars: perturbed accuracy per perturbation, the standard accuracy on the
     same items as a tick, and the drop's interval as a whisker around the bar's end."""
-    from medrcube.report.plots import _pyplot
+    from medrcube.report.plots import pyplot_agg
 
-    plt = _pyplot()
+    plt = pyplot_agg()
     shown = [r for r in results if r.drop.n]
     fig, ax = plt.subplots(figsize=(7.2, 0.9 + 0.3 * len(shown)))
     ys = list(range(len(shown)))[::-1]

@@ -96,7 +96,7 @@ class _Pump:
         self.store = store
         self.owner = owner
         self.concurrency = max(1, int(concurrency))
-        self.batch_size = max(1, int(getattr(adapter, "batch_size", 1) or 1))
+        self.batch_size = max(1, int(adapter.batch_size or 1))
         self.newer_than = newer_than
         self.claim_ttl_s = claim_ttl_s
         self.on_done = on_done
@@ -190,7 +190,7 @@ class _Pump:
                 # module docstring for the guarantee this gives after a SIGKILL.
                 store.put_many(list(zip(batch, responses, strict=True)), model=self.adapter.fingerprint, owner=self.owner)
             for key, response in zip(batch, responses, strict=True):
-                if response.error_kind is ErrorKind.AUTH and self.aborted is None:
+                if response.auth_failed and self.aborted is None:
                     self.aborted = f"authentication failed: {response.error}"
                 self._complete(key, response, False)
 
@@ -296,9 +296,9 @@ async def run_cube_async(
         fingerprint=adapter.fingerprint,
         params=params,
         template=template,
-        keyed_by_item=getattr(adapter, "keyed_by_item", False),
+        keyed_by_item=adapter.keyed_by_item,
         # Perturbed images are made no larger than the model is sent (hf: image_max_side).
-        image_max_side=getattr(adapter, "image_max_side", None) or None,
+        image_max_side=adapter.image_max_side or None,
     )
     owner = new_owner()
     newer_than = started if refresh else None
@@ -396,8 +396,8 @@ def _mismatches(adapter: ModelAdapter, served: Counter[str]) -> dict[str, int]:
     """Answers whose endpoint named another model than the one asked for: kept in run.json
     and logged, so that a gateway routing to another model is seen (strict_model makes
     them errors instead)."""
-    requested = getattr(adapter, "model", None)
-    if not isinstance(requested, str):
+    requested = adapter.model
+    if requested is None:
         return {}
     other = {name: n for name, n in served.items() if not same_model(requested, name)}
     for name, n in other.items():

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from medrcube.cube.item import Cube
-from medrcube.models.base import Request, Response
+from medrcube.models.base import AdapterBase, Request, Response
 
 SEES_BELOW = 5.0
 
@@ -36,7 +36,7 @@ def noise_sigma(data: bytes) -> float:
     return float(np.sqrt(np.pi / 2) * np.abs(lap).sum() / (6 * (w - 2) * (h - 2)))
 
 
-class NoiseBlindModel:
+class NoiseBlindModel(AdapterBase):
     """Right on ~80% of the items (chosen by item id) when the image is clean, wrong on
     every item when it is noisy (module docstring)."""
 

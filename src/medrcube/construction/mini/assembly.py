@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from medrcube.construction import imageio
 from medrcube.construction.mini import docs as mini_docs
 from medrcube.construction.mini.common import MAX_SIDE, SEED, Picture
 from medrcube.construction.mini.placement import draw_lesion, lesion_plan
-from medrcube.construction.readers import imageio
 from medrcube.construction.stages.questions import Fact, ItemWriter, lesion_facts, stable_seed
 from medrcube.taxonomy import TASK_NAMES, Level, task_abbrev, task_level
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, TypeGuard
 
 import numpy as np
 
-from medrcube.construction.readers import imageio
+from medrcube.construction import imageio
 from medrcube.construction.readers.sources import PackageFile, SourceError, frame_orientation, view_from_iop
 from medrcube.construction.stages.questions import Fact, modality_fact, plane_fact
 

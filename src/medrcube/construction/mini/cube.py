@@ -20,7 +20,7 @@ or slice to cut, how to window and crop it, and which Fact each piece of metadat
     assembly     items, files, README.md and NOTICE
 
 The reusable parts of the construction pipeline live beside it (`readers.sources`,
-`privacy.deid`, `stages.lesions`, `stages.questions`, `readers.imageio`).
+`privacy.deid`, `stages.lesions`, `stages.questions`, `imageio`).
 """
 
 from __future__ import annotations

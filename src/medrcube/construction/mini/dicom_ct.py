@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from scipy import ndimage
 
+from medrcube.construction import imageio
 from medrcube.construction.mini.common import (
     Picture,
     dicom_modality,
@@ -21,7 +22,6 @@ from medrcube.construction.mini.common import (
     tagref,
 )
 from medrcube.construction.mini.placement import copies
-from medrcube.construction.readers import imageio
 from medrcube.construction.readers.sources import (
     SourceError,
     display_axial,

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 from scipy import ndimage
 
+from medrcube.construction import imageio
 from medrcube.construction.mini.common import Picture, dicom_modality, expect, output_shape, pydicom_data_file, tagref
 from medrcube.construction.privacy import deid
-from medrcube.construction.readers import imageio
 from medrcube.construction.readers.sources import frames, read_dicom
 from medrcube.construction.stages.questions import (
     BONE_LESION_DIAGNOSES,

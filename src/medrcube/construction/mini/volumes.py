@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from medrcube.construction import imageio
 from medrcube.construction.mini.common import Picture, dipy_file, fractions, nibabel_file, output_shape
-from medrcube.construction.readers import imageio
 from medrcube.construction.readers.sources import (
     OBLIQUE_LIMIT_DEG,
     PackageFile,

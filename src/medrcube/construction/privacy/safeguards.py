@@ -32,9 +32,9 @@ from typing import Any
 
 import numpy as np
 
+from medrcube.construction.dicom_attributes import ultrasound_regions
 from medrcube.construction.privacy import deid
 from medrcube.construction.privacy.textscreen import TextLog
-from medrcube.construction.readers.sources import ultrasound_regions
 from medrcube.construction.recipe import PrivacySpec
 
 MANIFEST_NAME = "deid_manifest.json"

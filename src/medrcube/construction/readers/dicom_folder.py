@@ -23,10 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-from medrcube.construction.observation import ROI, Hint, SourceImage
+from medrcube.construction import imageio
+from medrcube.construction.observation import ROI, Hint, SourceImage, documented
 from medrcube.construction.privacy import deid
 from medrcube.construction.privacy.safeguards import Manifest, screen_dicom
-from medrcube.construction.readers import imageio
 from medrcube.construction.readers.sources import (
     SourceError,
     frame_orientation,
@@ -37,7 +37,6 @@ from medrcube.construction.readers.sources import (
 )
 from medrcube.construction.readers.tabular import LabelTable, SourceLog, rois_of
 from medrcube.construction.recipe import PrivacySpec, SourceSpec
-from medrcube.construction.stages.mapping import documented
 
 # Technical attributes read into an image's metadata (the allow-list plus the sequence
 # parameters that protocol rules need). Free text is not among them.
@@ -52,7 +51,7 @@ class _Instance:
     frames: int
 
 
-def _files(root: Path) -> list[Path]:
+def source_files(root: Path) -> list[Path]:
     out = []
     for folder, dirs, names in os.walk(root):
         dirs.sort()
@@ -103,7 +102,7 @@ def read_dicom_folder(spec: SourceSpec, privacy: PrivacySpec, manifest: Manifest
     table = LabelTable(spec.labels, leaks, manifest) if spec.labels is not None else None
     series: dict[str, list[_Instance]] = {}
     first_seen: dict[str, int] = {}
-    for i, path in enumerate(_files(root)):  # pass 1: headers
+    for i, path in enumerate(source_files(root)):  # pass 1: headers
         rel = path.relative_to(root).as_posix()
         try:
             raw = read_dicom(path, stop_before_pixels=True, package_rules=False)

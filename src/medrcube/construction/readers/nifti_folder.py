@@ -16,10 +16,10 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from medrcube.construction.observation import Hint, SourceImage
+from medrcube.construction import imageio
+from medrcube.construction.observation import Hint, SourceImage, documented
 from medrcube.construction.privacy.safeguards import Manifest
-from medrcube.construction.readers import imageio
-from medrcube.construction.readers.dicom_folder import _files, pick_positions
+from medrcube.construction.readers.dicom_folder import pick_positions, source_files
 from medrcube.construction.readers.sources import (
     load_volume,
     plane_axis,
@@ -28,7 +28,6 @@ from medrcube.construction.readers.sources import (
 )
 from medrcube.construction.readers.tabular import LabelTable, SourceLog
 from medrcube.construction.recipe import PrivacySpec, SourceSpec
-from medrcube.construction.stages.mapping import documented
 
 SUFFIXES = (".nii", ".nii.gz")
 _BIDS_SUFFIX = re.compile(r"_([A-Za-z0-9]+)\.nii(\.gz)?$")
@@ -45,7 +44,7 @@ def read_nifti_folder(spec: SourceSpec, privacy: PrivacySpec, manifest: Manifest
     assert spec.path is not None
     root = spec.path.resolve()
     table = LabelTable(spec.labels, leaks, manifest) if spec.labels is not None else None
-    volumes = [p for p in _files(root) if p.name.endswith(SUFFIXES)]
+    volumes = [p for p in source_files(root) if p.name.endswith(SUFFIXES)]
     for v, path in enumerate(volumes):
         rel = path.relative_to(root).as_posix()
         try:

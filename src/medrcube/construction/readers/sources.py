@@ -3,9 +3,10 @@
 The functions here are what a cube recipe calls on a source: locate a file inside an
 installed package, read a DICOM dataset (refusing codecs we must not depend on), get its
 frames with the modality LUT applied, find a frame's orientation and display window, name
-the anatomical plane of a slice from ImageOrientationPatient or from a NIfTI affine, and
-decode an ultrasound Image Type's mode bitmap. None of them guesses: a value that the
-metadata does not determine comes back as None.
+the anatomical plane of a slice from a NIfTI affine, turn an axial slice to the display
+(what the attribute values themselves mean, the plane from ImageOrientationPatient and the
+ultrasound modes and regions, is in construction/dicom_attributes.py). None of them
+guesses: a value that the metadata does not determine comes back as None.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from medrcube.construction.dicom_attributes import OBLIQUE_LIMIT_DEG, SourceError, view_from_iop
+
 # Transfer syntaxes whose only pure-pip decoder (pylibjpeg-libjpeg) is GPL: never decode them.
 GPL_ONLY_SYNTAXES: dict[str, str] = {
     "1.2.840.10008.1.2.4.57": "JPEG Lossless (Process 14)",
@@ -31,13 +34,6 @@ GPL_ONLY_SYNTAXES: dict[str, str] = {
 EXCLUDED_FILE_PREFIXES: tuple[str, ...] = ("693_", "J2K_pixelrep_mismatch")
 
 PLANES: tuple[str, ...] = ("axial", "coronal", "sagittal")
-# A plane is named only when the slice normal lies within this angle of a patient axis;
-# beyond it the slice is oblique and no single plane is the true answer.
-OBLIQUE_LIMIT_DEG = 20.0
-
-
-class SourceError(ValueError):
-    """A source file cannot be used; the message names the file and why."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,28 +168,6 @@ def frame_orientation(ds, index: int = 0) -> tuple[float, ...] | None:
     return tuple(float(v) for v in iop)
 
 
-def slice_normal(iop: Sequence[float]) -> np.ndarray:
-    row, col = np.asarray(iop[:3], dtype=float), np.asarray(iop[3:], dtype=float)
-    n = np.cross(row, col)
-    norm = np.linalg.norm(n)
-    if norm == 0:
-        raise SourceError(f"ImageOrientationPatient {list(iop)} has parallel row and column vectors")
-    return n / norm
-
-
-def view_from_iop(iop: Sequence[float], limit_deg: float = OBLIQUE_LIMIT_DEG) -> str | None:
-    """The anatomical plane of a slice from ImageOrientationPatient, or None when oblique.
-
-    DICOM patient axes: x to the patient's left, y posterior, z head. A normal along z is
-    axial, along y coronal, along x sagittal.
-    """
-    n = np.abs(slice_normal(iop))
-    axis = int(np.argmax(n))
-    if n[axis] < np.cos(np.radians(limit_deg)):
-        return None
-    return ("sagittal", "coronal", "axial")[axis]
-
-
 def display_axial(img: np.ndarray, iop: Sequence[float]) -> tuple[np.ndarray, str]:
     """Turn an axial slice to the radiological display: anterior up, patient's right on the left.
 
@@ -215,45 +189,6 @@ def display_axial(img: np.ndarray, iop: Sequence[float]) -> tuple[np.ndarray, st
         out = out[::-1]
         steps.append("flipped up-down")
     return np.ascontiguousarray(out), ", ".join(steps)
-
-
-def ultrasound_modes(image_type: Sequence[str] | None) -> tuple[str, ...]:
-    """The imaging modes of an ultrasound image from Image Type value 4 (a hex bitmap).
-
-    DICOM PS3.3 C.8.5.6.1.1 defines the bits: 0001 2D imaging, 0002 M-mode, 0004 CW
-    Doppler, 0008 PW Doppler, 0010 colour Doppler, 0020 colour M-mode, 0040 3D
-    rendering, 0100 colour power mode, 0200 tissue characterisation, 0400 spatially
-    related frames. An absent or malformed value gives ().
-    """
-    bits = {
-        0x0001: "2D", 0x0002: "M-mode", 0x0004: "CW Doppler", 0x0008: "PW Doppler",
-        0x0010: "Color Doppler", 0x0020: "Color M-mode", 0x0040: "3D Rendering",
-        0x0100: "Color Power Mode", 0x0200: "Tissue Characterization", 0x0400: "Spatially-related frames",
-    }  # fmt: skip
-    if not image_type or len(image_type) < 4:
-        return ()
-    try:
-        value = int(str(image_type[3]).strip(), 16)
-    except ValueError:
-        return ()
-    return tuple(name for bit, name in bits.items() if value & bit)
-
-
-def ultrasound_regions(ds, scale: float = 1.0) -> list[tuple[int, int, int, int]]:
-    """Image regions (x0, y0, x1, y1 inclusive) of an ultrasound frame, from SequenceOfUltrasoundRegions.
-
-    Only tissue regions (Region Data Type 1 = tissue, 2 = colour flow) are returned:
-    everything outside them is annotation (text, scales, logos). `scale` maps the stored
-    coordinates to the pixel grid when an image was downsized after they were written.
-    """
-    out: list[tuple[int, int, int, int]] = []
-    for r in ds.get("SequenceOfUltrasoundRegions", []):
-        if int(r.get("RegionDataType", 0)) not in (1, 2):
-            continue
-        box = (r.RegionLocationMinX0, r.RegionLocationMinY0, r.RegionLocationMaxX1, r.RegionLocationMaxY1)
-        x0, y0, x1, y1 = (int(round(int(v) * scale)) for v in box)
-        out.append((x0, y0, x1, y1))
-    return out
 
 
 # -- NIfTI -------------------------------------------------------------------------------

@@ -17,11 +17,10 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 
-from medrcube.construction.observation import ROI, Hint, SourceImage
+from medrcube.construction import imageio
+from medrcube.construction.observation import ROI, Hint, SourceImage, documented
 from medrcube.construction.privacy.safeguards import Manifest, screen_flag
-from medrcube.construction.readers import imageio
 from medrcube.construction.recipe import LabelsFile, PrivacySpec, SourceSpec
-from medrcube.construction.stages.mapping import documented
 
 HINT_FIELDS = ("modality", "part", "organ", "view", "protocol")
 LABEL_FIELDS = ("diagnosis", "abnormality", "severity")

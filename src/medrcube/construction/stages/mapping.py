@@ -33,8 +33,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from medrcube.construction.observation import Competency, Hint, Mapped, SourceImage
-from medrcube.construction.readers.sources import ultrasound_modes, view_from_iop
+from medrcube.construction.dicom_attributes import ultrasound_modes, view_from_iop
+from medrcube.construction.observation import Competency, Mapped, SourceImage
 from medrcube.construction.stages import lesions, questions
 from medrcube.construction.stages.ontology import Ontology, norm_term
 from medrcube.construction.stages.protocol import (
@@ -396,10 +396,3 @@ def _quadrant_of_box(box: tuple[int, int, int, int], shape: tuple[int, int]) -> 
     else:
         return None
     return f"{vert} {horiz}"
-
-
-def documented(value: str | None, what: str) -> Hint | None:
-    """A recipe-level documented value (for sources whose files cannot state it)."""
-    if not value:
-        return None
-    return Hint(value, f"recipe: the source is documented as {what} {value!r}", "documented source")

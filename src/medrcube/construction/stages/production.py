@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 from scipy import ndimage
 
+from medrcube.construction import imageio
 from medrcube.construction.observation import ROI, Competency, Mapped
-from medrcube.construction.readers import imageio
 from medrcube.construction.stages import templates
 from medrcube.construction.stages.distractors import StrategyPlan, choose
 from medrcube.construction.stages.ontology import Ontology

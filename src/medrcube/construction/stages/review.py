@@ -199,13 +199,9 @@ LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
 
 
 def destinations(adapter: ModelAdapter) -> list[str]:
-    """The network endpoints an adapter sends requests to ([] for an in-process model)."""
-    children = getattr(adapter, "children", None)
-    if children:
-        return [d for c in children for d in destinations(c)]
-    if hasattr(adapter, "base_url"):
-        return [adapter.base_url or "https://api.openai.com/v1"]
-    return []
+    """The network endpoints an adapter sends requests to ([] for an in-process model),
+    as the adapter names them (models/base.py `endpoints`, whatever the provider)."""
+    return list(adapter.endpoints)
 
 
 def is_remote(url: str) -> bool:
@@ -242,8 +238,8 @@ class Reviewer:
         found: dict[str, Response] = self.store.get_many([r.key for r in requests]) if self.store is not None else {}
         todo = [r for r in requests if r.key not in found]
         self.cache_hits += len(requests) - len(todo)
-        size = max(1, int(getattr(self.adapter, "batch_size", 1) or 1))
-        sem = asyncio.Semaphore(max(1, int(getattr(self.adapter, "concurrency", 1) or 1)))
+        size = max(1, int(self.adapter.batch_size or 1))
+        sem = asyncio.Semaphore(max(1, int(self.adapter.concurrency or 1)))
 
         async def one(batch: list[Request]) -> list[Response]:
             async with sem:

@@ -6,6 +6,13 @@ and benchmarks drive the real `openai` client end to end, plus three control end
 `POST /_reset` (zero the counters and the fault rules' counts) and `POST /_script`
 (replace the script with the JSON body).
 
+It speaks two more wire formats with the same script and fault rules (wires.py):
+Anthropic's Messages API (`POST /v1/messages`, key in `x-api-key` or a bearer token,
+`GET /v1/models`) and Gemini's (`POST /v1beta/models/NAME:generateContent`, key in
+`x-goog-api-key`, `GET /v1beta/models`); point those SDKs at the URL without `/v1`.
+A finish of "length" is their max_tokens / MAX_TOKENS, "content_filter" and "refusal"
+their refusal / SAFETY.
+
 In-process::
 
     with ScriptedServer({"answers": {"Which organ?": "B"}, "latency": 0.2}) as srv:
@@ -39,6 +46,7 @@ The script (a JSON object; every key optional)::
       "seed": 0,                       # random latency and fault fractions are reproducible
       "inspect_images": true,          # decode image headers to record size and digest
       "log_limit": 100000,             # at most this many entries in the request log
+      "models_status": 401,            # the model-list routes answer this status (pre-flight tests)
       "logprobs": {"<question>": {"A": 0.7, "B": 0.2, "C": 0.1}}
           # served when a request asks `logprobs: true` (and `top_logprobs: K`): at the
           # first token of the reply that is an option letter, the top K letters with

@@ -25,7 +25,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from medrcube.testing.server.owner import Owner, _Plan
-from medrcube.testing.server.script import ScriptError, _lookup, _parse_chat, _Parsed
+from medrcube.testing.server.script import Parsed, ScriptError, _lookup, _parse_chat
+from medrcube.testing.server.wires import ANTHROPIC, GEMINI, GEMINI_ROUTE, Wire, models_listing
 
 
 def _error_body(status: int, message: str, code: str | None = None) -> bytes:
@@ -47,6 +48,10 @@ def _completion(model: str, text: str | None, finish: str = "stop", refusal: str
     }
 
 
+OPENAI = Wire("openai", ("Authorization",), lambda body, decode, path: _parse_chat(body, decode), _completion,
+              _error_body, "model", lambda obj: {**obj, "choices": []},
+              lambda params: int(params.get("top_logprobs") or 0) if params.get("logprobs") else None,
+              lambda obj, logprobs: obj["choices"][0].update(logprobs=logprobs))
 _TOKEN = re.compile(r"\s*\S+|\s+")
 
 
@@ -85,6 +90,7 @@ class _HTTPServer(ThreadingHTTPServer):
 
 
 class _Handler(BaseHTTPRequestHandler):
+    _wire: Wire = OPENAI  # the wire of the request being answered (set by _chat)
     protocol_version = "HTTP/1.1"  # keep-alive: the client reuses its connections
     disable_nagle_algorithm = True  # small responses must not wait on delayed ACKs
     server: _HTTPServer
@@ -138,11 +144,17 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         if url.path == "/_stats":
             self._send_json(200, owner.stats(log="log=0" not in url.query))
-        elif url.path.rstrip("/") == "/v1/models":
-            owner._count_other("GET /v1/models")
-            names = owner.script.models or [owner.script.model or "scripted"]
-            self._send_json(200, {"object": "list", "data": [
-                {"id": n, "object": "model", "created": 0, "owned_by": "medrcube"} for n in names]})
+        elif url.path.rstrip("/") in ("/v1/models", "/v1beta/models"):
+            owner._count_other(f"GET {url.path.rstrip('/')}")
+            wire = GEMINI if url.path.startswith("/v1beta") else OPENAI
+            status = owner.script.models_status
+            if status is not None:
+                self._send(status, wire.error_body(status, f"scripted HTTP {status} for the model list", None))
+                return
+            # A server serves what it lists: with neither `models` nor `model` it answers any
+            # name, so it lists none (a client's pre-flight then has nothing to compare).
+            names = owner.script.models or ([owner.script.model] if owner.script.model else [])
+            self._send_json(200, models_listing(wire.name, names))
         else:
             self._read_body()
             owner._count_other(f"GET {url.path}")
@@ -163,27 +175,32 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._send_json(200, {"ok": True})
         elif path.rstrip("/") == "/v1/chat/completions":
-            self._chat()
+            self._chat(OPENAI, path)
+        elif path.rstrip("/") == "/v1/messages":
+            self._chat(ANTHROPIC, path)
+        elif path.startswith("/v1beta/models/") and path.endswith(GEMINI_ROUTE):
+            self._chat(GEMINI, path)
         else:
             self._read_body()
             owner._count_other(f"POST {path}")
             self._send(404, _error_body(404, f"no route POST {path}"))
 
-    def _chat(self) -> None:
+    def _chat(self, wire: Wire, path: str) -> None:
         owner = self.server.owner
         raw = self._read_body()
-        # Only whether an Authorization header is there; its value is never read or kept.
-        auth = "present" if self.headers.get("Authorization") else "absent"
+        self._wire = wire
+        # Only whether the wire's key header is there; its value is never read or kept.
+        auth = "present" if any(self.headers.get(h) for h in wire.auth_headers) else "absent"
         try:
             body = json.loads(raw)
             if not isinstance(body, dict):
                 raise ValueError("the body must be a JSON object")
             if body.get("stream"):
                 raise ValueError("the scripted server does not stream; send stream=false")
-            parsed = _parse_chat(body, owner.script.inspect_images)
+            parsed = wire.parse(body, owner.script.inspect_images, path)
         except ValueError as exc:
             owner._count_bad_request(auth)
-            self._send(400, _error_body(400, f"invalid request body: {exc}"))
+            self._send(400, wire.error_body(400, f"invalid request body: {exc}", None))
             return
         plan = owner._begin(parsed, auth, body)
         try:
@@ -191,7 +208,7 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             owner._end(plan, "error", None)  # a no-op unless _execute failed before recording
 
-    def _execute(self, plan: _Plan, parsed: _Parsed) -> None:
+    def _execute(self, plan: _Plan, parsed: Parsed) -> None:
         """Answer as planned. The outcome is recorded just before the last bytes go out, so
         whatever a client has seen is already counted when it asks for stats()."""
         owner = self.server.owner
@@ -209,12 +226,14 @@ class _Handler(BaseHTTPRequestHandler):
             return
         model = owner.script.model or parsed.model
         ptoks = len(parsed.prompt.split()) + 85 * len(parsed.images)
+        wire = self._wire
 
         def completion(text: str | None, finish: str = "stop", refusal: str | None = None) -> dict[str, Any]:
-            obj = _completion(model, text, finish, refusal, prompt_tokens=ptoks, seq=plan.seq)
-            if parsed.params.get("logprobs") and text is not None:
+            obj = wire.completion(model, text, finish, refusal, prompt_tokens=ptoks, seq=plan.seq)
+            top_k = wire.logprobs_asked(parsed.params)
+            if top_k is not None and text is not None:
                 _, dist = _lookup(owner.script.logprobs, parsed.question, parsed.prompt)
-                obj["choices"][0]["logprobs"] = _logprobs(text, dist, int(parsed.params.get("top_logprobs") or 0))
+                wire.attach_logprobs(obj, _logprobs(text, dist, top_k))
             return obj
 
         if fault is None:
@@ -231,7 +250,7 @@ class _Handler(BaseHTTPRequestHandler):
                 headers["retry-after-ms"] = str(spec["retry_after_ms"])
             message = spec.get("message") or f"scripted HTTP {status}"
             done(plan, str(status), status)
-            self._send(status, _error_body(status, message, spec.get("code")), headers)
+            self._send(status, wire.error_body(status, message, spec.get("code")), headers)
         elif fault == "hang":
             # Never answer: wait past the client's timeout, then close (FIN) the connection.
             owner._stopping.wait(float(spec.get("seconds", owner.script.hang_s)))
@@ -245,8 +264,7 @@ class _Handler(BaseHTTPRequestHandler):
             done(plan, "truncated", 200)
             self._send(200, full[: len(full) // 2])
         elif fault == "empty_choices":
-            obj = completion(plan.reply)
-            obj["choices"] = []
+            obj = wire.empty(completion(plan.reply))
             done(plan, "empty_choices", 200)
             self._send_json(200, obj)
         elif fault == "content_filter":
@@ -278,7 +296,7 @@ class _Handler(BaseHTTPRequestHandler):
             # request (and the key, unless it strips it) to the other host.
             location = str(spec.get("location") or "http://127.0.0.1:9/v1/chat/completions")
             done(plan, "redirect", 307)
-            self._send(307, _error_body(307, "moved"), {"Location": location})
+            self._send(307, self._wire.error_body(307, "moved", None), {"Location": location})
         elif fault == "drip":
             self._drip(plan, json.dumps(completion(plan.reply)).encode(), float(spec.get("interval", 1.0)))
         elif fault == "gzip_bomb":
@@ -287,7 +305,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, wire, {"Content-Encoding": "gzip"})
         elif fault == "served_model":
             obj = completion(plan.reply)
-            obj["model"] = str(spec.get("model") or "another-model")
+            obj[self._wire.model_key] = str(spec.get("model") or "another-model")
             done(plan, "served_model", 200)
             self._send_json(200, obj)
         elif fault == "length":
@@ -297,7 +315,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif fault == "key_echo":
             # The one place the Authorization value is read: a gateway that echoes the
             # caller's key in its answer, which the client must never write anywhere.
-            key = (self.headers.get("Authorization") or "").removeprefix("Bearer ").strip()
+            given = (self.headers.get(h) for h in self._wire.auth_headers)
+            key = (next((v for v in given if v), None) or "").removeprefix("Bearer ").strip()
             done(plan, "key_echo", 200)
             self._send_json(200, completion(f"{plan.reply} (request authorised with {key})"))
 

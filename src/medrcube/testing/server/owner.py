@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from medrcube.testing.server.script import ReplyFn, Script, _Parsed, _Rule
+from medrcube.testing.server.script import Parsed, ReplyFn, Script, _Rule
 
 
 @dataclass
@@ -45,6 +45,6 @@ class Owner(Protocol):
 
     def _count_bad_request(self, auth: str) -> None: ...
 
-    def _begin(self, p: _Parsed, auth: str, body: Mapping[str, Any]) -> _Plan: ...
+    def _begin(self, p: Parsed, auth: str, body: Mapping[str, Any]) -> _Plan: ...
 
     def _end(self, plan: _Plan, outcome: str, status: int | None) -> None: ...

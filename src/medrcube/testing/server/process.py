@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from medrcube.testing.server.faults import _Handler, _HTTPServer
 from medrcube.testing.server.owner import _Plan
-from medrcube.testing.server.script import REPLYING_FAULTS, ReplyFn, Script, ScriptError, _Parsed, _Rule
+from medrcube.testing.server.script import REPLYING_FAULTS, Parsed, ReplyFn, Script, ScriptError, _Rule
 
 
 def _new_stats() -> dict[str, Any]:
@@ -152,7 +152,7 @@ class ScriptedServer:
             st["by_status"]["400"] += 1
             st["by_outcome"]["400"] += 1
 
-    def _begin(self, p: _Parsed, auth: str, body: Mapping[str, Any]) -> _Plan:
+    def _begin(self, p: Parsed, auth: str, body: Mapping[str, Any]) -> _Plan:
         with self._lock:
             script, st = self.script, self._stats
             self._seq += 1

@@ -33,6 +33,7 @@ REPLYING_FAULTS = frozenset({"truncated", "drop", "empty_choices", "drip", "gzip
 _SCRIPT_KEYS = {
     "default", "answers", "answer_key", "reply_format", "latency", "latency_by_question", "faults",
     "models", "model", "require_auth", "hang_s", "seed", "inspect_images", "log_limit", "logprobs",
+    "models_status",
 }
 _RULE_KEYS = {
     "fault", "status", "retry_after", "retry_after_ms", "message", "code", "match", "first", "after",
@@ -185,6 +186,7 @@ class Script:
     rng: random.Random
     reply_fn: ReplyFn | None = None
     logprobs: dict[str, dict[str, float]] = field(default_factory=dict)
+    models_status: int | None = None  # the status the model-list routes answer with (None: 200)
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any] | None, reply_fn: ReplyFn | None = None) -> Script:
@@ -226,6 +228,7 @@ class Script:
             rng=random.Random(seed),
             reply_fn=reply_fn,
             logprobs=_parse_logprobs(raw.get("logprobs", {})),
+            models_status=_status(raw.get("models_status"), "models_status"),
         )
 
     def reply(self, question: str, prompt: str, body: Mapping[str, Any]) -> str:
@@ -252,6 +255,12 @@ class Script:
         return chosen.sample(self.rng)
 
 
+def _status(value: Any, key: str) -> int | None:
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599):
+        return value
+    raise ScriptError(f"script: {key} = {value!r}; use an HTTP status (100..599)")
+
+
 def _parse_logprobs(table: Mapping[str, Any]) -> dict[str, dict[str, float]]:
     """The script's `logprobs` table: question -> {option letter: probability in (0, 1]}."""
     out: dict[str, dict[str, float]] = {}
@@ -266,7 +275,7 @@ def _parse_logprobs(table: Mapping[str, Any]) -> dict[str, dict[str, float]]:
 
 
 @dataclass
-class _Parsed:
+class Parsed:
     model: str
     prompt: str
     question: str
@@ -276,7 +285,7 @@ class _Parsed:
     request_hash: str
 
 
-def _inspect_image(url: str, decode: bool) -> dict[str, Any]:
+def inspect_image(url: str, decode: bool) -> dict[str, Any]:
     """What the server can say about an image_url: its type, size in pixels and digest."""
     if not url.startswith("data:"):
         return {"mime": None, "url_scheme": urlsplit(url).scheme}
@@ -301,7 +310,7 @@ def _inspect_image(url: str, decode: bool) -> dict[str, Any]:
     return info
 
 
-def _parse_chat(body: Mapping[str, Any], decode_images: bool) -> _Parsed:
+def _parse_chat(body: Mapping[str, Any], decode_images: bool) -> Parsed:
     messages = body.get("messages")
     if not isinstance(messages, list):
         raise ValueError("'messages' must be a list")
@@ -320,14 +329,17 @@ def _parse_chat(body: Mapping[str, Any], decode_images: bool) -> _Parsed:
                 elif part.get("type") == "image_url":
                     iu = part.get("image_url")
                     url = iu.get("url", "") if isinstance(iu, Mapping) else str(iu or "")
-                    images.append(_inspect_image(url, decode_images))
+                    images.append(inspect_image(url, decode_images))
+    return parsed_request(str(body.get("model", "")), texts, images, {k: v for k, v in body.items() if k != "messages"})
+
+
+def parsed_request(model: str, texts: list[str], images: list[dict[str, Any]], params: dict[str, Any]) -> Parsed:
+    """A request as the server counts it, whatever its wire (wires.py): the same hashes."""
     prompt = "\n".join(texts)
-    model = str(body.get("model", ""))
     prompt_hash = hashlib.sha256(prompt.encode()).hexdigest()[:16]
     h = hashlib.sha256()
     for part in (model, prompt, *(str(i.get("sha256")) for i in images)):
         h.update(part.encode())
         h.update(b"\0")
-    params = {k: v for k, v in body.items() if k != "messages"}
-    return _Parsed(model, prompt, question_of(prompt), images, params, prompt_hash, h.hexdigest()[:16])
+    return Parsed(model, prompt, question_of(prompt), images, params, prompt_hash, h.hexdigest()[:16])
 
