@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from medrcube.models.base import Request, Response
+from medrcube.models.base import Request, Response, same_model
 from medrcube.rundir.files import atomic_write, default_run_id, write_run_dir
 
 if TYPE_CHECKING:
@@ -75,10 +75,14 @@ class Usage:
 
 
 def error_cause(response: Response) -> str:
-    """A response's error, shortened to its cause (the first sentence), for counting."""
+    """A response's error, shortened to its cause (the first sentence) and the provider's
+    own words when it quoted them (a hint in between is dropped), for counting."""
     text = " ".join((response.error or "").split())
     head = text.split("; ", 1)[0]
-    return head[:200] or str(response.error_kind or "error")
+    said = text.find("Provider said: ")
+    if said > len(head):
+        head = f"{head.rstrip('.')}. {text[said:]}"
+    return head[:400] or str(response.error_kind or "error")
 
 
 class Metered:
@@ -131,7 +135,8 @@ async def _preflight_one(adapter: Any) -> str | None:
     """GET /models through the adapter's own client (its URL, key and timeout): cheap,
     served by OpenAI and by vLLM, SGLang and TGI alike, and never a chat request, so the
     run's request counts stay those of its items. Only a connection failure or a refused
-    key (401/403) is fatal; anything else (a server without the route) lets the run go on."""
+    key (401/403), or a model name the endpoint's list does not hold, is fatal; anything else
+    (a server without the route) lets the run go on."""
     import openai
 
     inner = getattr(adapter, "inner", adapter)
@@ -146,8 +151,13 @@ async def _preflight_one(adapter: Any) -> str | None:
         # The served model as the endpoint names it: the configured one if it lists it.
         if name in ids:
             SERVED[inner.spec] = name
-        elif ids:  # a typo, or an alias the endpoint resolves: said, never fatal
-            SERVED[inner.spec] = f"{name!r} is not listed by GET /models, which lists {', '.join(ids[:5])}"
+        elif ids and isinstance(name, str) and not any(same_model(name, i) for i in ids):
+            # Every request would be refused (a server pinned to one model answers 400).
+            shown = ", ".join(repr(i) for i in ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
+            return (f"the model endpoint {url} does not serve the model {name!r} ({inner.spec}): GET /models "
+                    f"lists {shown}; set the model name (--model, or model in models.yaml) to one of them")
+        elif ids:  # a dated snapshot of the configured name
+            SERVED[inner.spec] = next(i for i in ids if same_model(name or "", i))
     except TimeoutError:
         return None  # a slow endpoint is not a dead one: the run proceeds with its retries
     except openai.APIConnectionError as exc:
@@ -171,7 +181,8 @@ async def _preflight_one(adapter: Any) -> str | None:
 def preflight(adapters: Sequence[Any]) -> None:
     """One short request to each HTTP endpoint before the run; raises EndpointError with
     one message naming the URL, the HTTP status and the provider's words when an
-    endpoint cannot answer at all (nothing listens, the key is refused)."""
+    endpoint cannot answer at all (nothing listens, the key is refused, the model is not
+    among those it serves)."""
     todo = [a for a in adapters if a is not None and endpoint_of(a) is not None]
     if not todo:
         return

@@ -27,8 +27,11 @@ process of this host (gone, or a zombie not yet reaped) is freed at once (`owner
 any other is taken over when its expiry (`claim_ttl_s`, renewed by the heartbeat while
 the owner lives) passes.
 
-An authentication error stops the run early (every further request would fail the same
-way): the remaining asks end as errors saying they were not asked.
+An authentication error, or an endpoint whose circuit breaker opened (models/breaker.py:
+a server that died, stalls or throttles past its budget), stops the run early (every
+further request would fail the same way): the remaining asks end as errors saying they
+were not asked, never stored, so a rerun on the same store asks exactly those. A run
+with no answer for `STALL_WARN_S` says so in the log (run/watchdog.py).
 """
 
 from __future__ import annotations
@@ -50,8 +53,11 @@ from medrcube.run.grade import apply_judge, grade, unavailable
 from medrcube.run.plan import PlannedAsk, as_variants, plan_asks, variant_specs
 from medrcube.run.progress import Progress
 from medrcube.run.store import ResponseStore, StoreError, make_key, new_owner, owner_is_dead
+from medrcube.run.watchdog import Watchdog
 
 DEFAULT_CLAIM_TTL_S = 60.0
+# Errors after which every further request would fail the same way: the run stops.
+_STOPS_THE_RUN = (ErrorKind.AUTH, ErrorKind.CIRCUIT_OPEN)
 log = logging.getLogger("medrcube.run")
 
 
@@ -103,6 +109,8 @@ class _Pump:
         self.requests_sent = 0
         self.cache_hits = 0
         self.aborted: str | None = None
+        self.aborted_kind = ErrorKind.AUTH
+        self.watchdog = Watchdog(getattr(adapter, "spec", "the model"), lambda: self.remaining)
 
     async def run(self, requests: Mapping[str, Request]) -> dict[str, tuple[Response, bool]]:
         self.requests = dict(requests)
@@ -124,6 +132,7 @@ class _Pump:
         if self.remaining == 0:
             return self.results
         tasks = [asyncio.create_task(self._worker(), name=f"medrcube-worker-{i}") for i in range(self.concurrency)]
+        tasks.append(asyncio.create_task(self.watchdog.watch(), name="medrcube-watchdog"))
         if self.store is not None:
             tasks.append(asyncio.create_task(self._waiter(), name="medrcube-waiter"))
             tasks.append(asyncio.create_task(self._heartbeat(), name="medrcube-heartbeat"))
@@ -146,6 +155,7 @@ class _Pump:
         if cached:
             self.cache_hits += 1
         self.remaining -= 1
+        self.watchdog.progressed()
         self.on_done(key, response, cached)
         if self.remaining == 0:
             self.all_done.set()
@@ -190,8 +200,11 @@ class _Pump:
                 # module docstring for the guarantee this gives after a SIGKILL.
                 store.put_many(list(zip(batch, responses, strict=True)), model=self.adapter.fingerprint, owner=self.owner)
             for key, response in zip(batch, responses, strict=True):
-                if response.error_kind is ErrorKind.AUTH and self.aborted is None:
-                    self.aborted = f"authentication failed: {response.error}"
+                if response.error_kind in _STOPS_THE_RUN and self.aborted is None:
+                    self.aborted_kind = response.error_kind
+                    self.aborted = (f"authentication failed: {response.error}" if response.error_kind is ErrorKind.AUTH
+                                    else (response.error or "").removeprefix("not asked again: ").removeprefix("not asked: "))
+                    log.error("the run stops early: %s", self.aborted)
                 self._complete(key, response, False)
 
     async def _generate(self, requests: Sequence[Request]) -> list[Response]:
@@ -212,7 +225,8 @@ class _Pump:
         return responses
 
     def _not_asked(self) -> Response:
-        return Response(text=None, error=f"not asked: the run stopped early ({self.aborted})", error_kind=ErrorKind.AUTH)
+        return Response(text=None, error=f"not asked: the run stopped early ({self.aborted})",
+                        error_kind=self.aborted_kind)
 
     async def _waiter(self) -> None:
         """Wait for keys another process is asking; take back those whose claim expired."""
