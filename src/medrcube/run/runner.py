@@ -53,7 +53,7 @@ from medrcube.run.grade import apply_judge, grade, unavailable
 from medrcube.run.plan import PlannedAsk, as_variants, plan_asks, variant_specs
 from medrcube.run.progress import Progress
 from medrcube.run.store import ResponseStore, StoreError, make_key, new_owner, owner_is_dead
-from medrcube.run.watchdog import Watchdog
+from medrcube.run.watchdog import STALL_WARN_S, Watchdog
 
 DEFAULT_CLAIM_TTL_S = 60.0
 # Errors after which every further request would fail the same way: the run stops.
@@ -97,6 +97,7 @@ class _Pump:
         newer_than: float | None,
         claim_ttl_s: float,
         on_done: Callable[[str, Response, bool], None],
+        stall_warn_s: float = STALL_WARN_S,
     ):
         self.adapter = adapter
         self.store = store
@@ -110,7 +111,7 @@ class _Pump:
         self.cache_hits = 0
         self.aborted: str | None = None
         self.aborted_kind = ErrorKind.AUTH
-        self.watchdog = Watchdog(getattr(adapter, "spec", "the model"), lambda: self.remaining)
+        self.watchdog = Watchdog(getattr(adapter, "spec", "the model"), lambda: self.remaining, stall_s=stall_warn_s)
 
     async def run(self, requests: Mapping[str, Request]) -> dict[str, tuple[Response, bool]]:
         self.requests = dict(requests)
@@ -273,7 +274,8 @@ class RunOptions:
     `refresh`: ignore (and overwrite) stored responses; `params`: generation parameters
     sent with every request (part of the store key); `progress`: a progress bar (True) or
     a Progress to advance; `close_adapters`: aclose the adapters at the end, inside the
-    run's event loop (the CLI does; a caller that reuses an adapter does not)."""
+    run's event loop (the CLI does; a caller that reuses an adapter does not);
+    `stall_warn_s`: seconds without an answer before the log says the run is stuck."""
 
     variants: str | Iterable[Any] = ("standard",)
     store: ResponseStore | None = None
@@ -285,6 +287,7 @@ class RunOptions:
     params: Mapping[str, Any] | None = None
     claim_ttl_s: float = DEFAULT_CLAIM_TTL_S
     close_adapters: bool = False
+    stall_warn_s: float = STALL_WARN_S
 
     @classmethod
     def of(cls, options: RunOptions | None, fields: Mapping[str, Any]) -> RunOptions:
@@ -345,6 +348,7 @@ async def run_cube_async(
         newer_than=newer_than,
         claim_ttl_s=claim_ttl_s,
         on_done=done,
+        stall_warn_s=opts.stall_warn_s,
     )
     judge_pump: _Pump | None = None
     try:
