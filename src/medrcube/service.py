@@ -262,7 +262,14 @@ def infer(
         )
         if count > 1:
             mine = tuple(it for it in part.items if stable_shard(it.id, count) == index)
-            await run_cube_async(dataclasses.replace(part, items=mine), model, **kwargs)
+            own = await run_cube_async(dataclasses.replace(part, items=mine), model, **kwargs)
+            whole = await run_cube_async(part, model, **kwargs)
+            # What this process asked in its own pass is not `cached` (a store written before the run).
+            asked = {(r.item_id, r.variant) for r in own.records if not r.cached}
+            whole.records = [dataclasses.replace(r, cached=False) if r.cached and (r.item_id, r.variant) in asked
+                             else r for r in whole.records]
+            whole.cache_hits = sum(r.cached for r in whole.records)
+            return whole
         return await run_cube_async(part, model, **kwargs)
 
     async def sequentially(plan: SequentialPlan) -> Inference:

@@ -54,7 +54,7 @@ from typing import Any
 
 from medrcube.metrics.accuracy import z_value
 from medrcube.metrics.clustered import ClusteredInterval, cluster_counts, clustered_wilson, image_key
-from medrcube.records import NOT_ANSWERED, GradedRecord, Outcome, is_perturbation
+from medrcube.records import NOT_ANSWERED, GradedRecord, is_perturbation
 
 STANDARD = "standard"
 # Defaults the report shows decisions against until the gate's policy carries its own
