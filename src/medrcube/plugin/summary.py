@@ -345,6 +345,8 @@ def summary_lines(entries: Sequence[Mapping[str, Any]], meta: Mapping[str, Any],
     lines += usage_lines(meta)
     lines += sampling_lines(meta)
     lines += error_cause_lines(meta)
+    if meta.get("aborted"):
+        lines.append(f"the run stopped early: {meta['aborted']}")
     counts = count_statuses(e["verdict"] for e in entries)
     lines.append(
         "checks: "
@@ -399,6 +401,8 @@ class GateReport:
         run_dir = new_run_dir(session.options.report_dir, session.adapter.spec)  # as `medrcube run` names it
         self.meta = run_meta(session, run_dir.name, result, self.handovers)
         self.meta["kinds_off"] = dict(kinds_off or {})
+        if result is not None and result.aborted:  # said once in the summary, and kept in gate.json
+            self.meta["aborted"] = result.aborted
         self.meta.update(gate_meta(session, self.entries))
         self.gate = doc = gate_document(self.entries.values(), self.meta)
         self.written, warning = write_run(run_dir, result, self.meta, cube=session.cube, gate=doc)
