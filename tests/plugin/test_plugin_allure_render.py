@@ -69,7 +69,9 @@ def test_rendered_behaviors_tree(gate_ws):
     assert set(tree["Credibility"]) == {"All parts"}
     assert "All parts" in tree["Image dependence"]
     # No placeholder for the kinds not requested (regression, position).
-    assert set(tree) == {"Chest", "Brain", "Slices", "Overall", "Credibility", "Image dependence"}
+    # and the gate's own verdict (plugin/allure_overview.py).
+    assert set(tree) == {"Chest", "Brain", "Slices", "Overall", "Credibility", "Image dependence", "Gate verdict"}
+    assert list(tree["Gate verdict"]) == ["Gate verdict: NOT QUALIFIED"]
 
 
 def test_two_models_in_one_report_with_environment_executor_and_categories(gate_ws):
@@ -126,7 +128,7 @@ def test_the_overview_shows_the_gate_verdict_and_a_trend_across_runs(gate_ws):
     cases = [json.loads(p.read_text(encoding="utf-8")) for p in (out / "data" / "test-cases").glob("*.json")]
     (verdict,) = [c for c in cases if c["name"].startswith("Gate verdict")]
     assert verdict["name"] == "Gate verdict: NOT QUALIFIED" and verdict["status"] == "failed"
-    assert "NOT QUALIFIED" in verdict["statusDetails"]["message"]
+    assert "NOT QUALIFIED" in verdict["statusMessage"]
     env = {e["name"]: e["values"] for e in json.loads((widgets / "environment.json").read_text(encoding="utf-8"))}
     assert env["verdict"] == ["NOT QUALIFIED"]
     executors = json.loads((widgets / "executors.json").read_text(encoding="utf-8"))
@@ -135,3 +137,4 @@ def test_the_overview_shows_the_gate_verdict_and_a_trend_across_runs(gate_ws):
     assert suites["items"][0]["name"] == bad  # the model's suite, whose first child is the verdict
     trend = json.loads((widgets / "history-trend.json").read_text(encoding="utf-8"))
     assert len(trend) == 2 and trend[0]["data"] == trend[1]["data"]  # this run and the one before
+    assert [t["buildOrder"] for t in trend] == [2, 1]

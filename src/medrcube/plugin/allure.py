@@ -236,7 +236,8 @@ def _num(x: Any) -> Any:
 # -- the report's environment, executor and categories (written by the controller) ----------
 
 
-def write_run_files(alluredir: str | Path, meta: Mapping[str, Any], verdict: str | None = None) -> None:
+def write_run_files(alluredir: str | Path, meta: Mapping[str, Any], verdict: str | None = None,
+                    build_order: int | None = None) -> None:
     """environment.properties, executor.json and categories.json of the results directory:
     the gate's verdict and what was qualified (model, fingerprints, cube, policy, variants,
     version), by whom, and the categories a reader triages by (allure_overview.py adds
@@ -262,7 +263,7 @@ def write_run_files(alluredir: str | Path, meta: Mapping[str, Any], verdict: str
     }
     lines = [f"{k}={_prop(v)}" for k, v in env.items() if v is not None]
     (out / "environment.properties").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    executor = {
+    executor: dict[str, Any] = {
         "name": "medrcube",
         "type": "pytest",
         "buildName": f"{meta.get('model')} / {meta.get('run_id')}" + (f": {verdict}" if verdict else ""),
@@ -270,6 +271,8 @@ def write_run_files(alluredir: str | Path, meta: Mapping[str, Any], verdict: str
         "reportUrl": "",
         "buildUrl": "",
     }
+    if build_order is not None:  # this run's place in the trend (allure_overview.py)
+        executor["buildOrder"] = build_order
     (out / "executor.json").write_text(json.dumps(executor, indent=2), encoding="utf-8")
     categories = [
         {"name": v.category, "matchedStatuses": [v.allure]}

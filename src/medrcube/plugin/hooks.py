@@ -322,7 +322,8 @@ class ControllerHooks:
                 from medrcube.plugin import allure as allure_files
                 from medrcube.plugin.allure_overview import verdict_result, write_history
 
-                allure_files.write_run_files(alluredir, self.report.meta, self.report.gate.get("verdict"))
+                allure_files.write_run_files(alluredir, self.report.meta, self.report.gate.get("verdict"),
+                                             build_order=len(self.allure_trend) + 1)
                 verdict_result(alluredir, self.report.gate, self.report.meta, started=self.report.started)
                 write_history(alluredir, self.allure_trend, self.report.gate.get("verdict", "UNDECIDED"),
                               self.report.meta.get("model"))
