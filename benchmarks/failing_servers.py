@@ -237,14 +237,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--only", default=",".join(SCENARIOS))
     args = ap.parse_args(argv)
-    out: dict[str, Any] = json.loads(OUT.read_text()) if OUT.exists() else {}
     for name in args.only.split(","):
         runs = [SCENARIOS[name](r) for r in range(args.reps if name not in ("hf-die", "stall") else 1)]
         key = "seconds_after_fault" if "seconds_after_fault" in runs[0] else "wall_s"
-        out[name] = {"runs": runs, f"median_{key}": statistics.median(r[key] for r in runs)}
-        print(json.dumps({name: out[name]}), flush=True)
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+        entry = {"runs": runs, f"median_{key}": statistics.median(r[key] for r in runs)}
+        print(json.dumps({name: entry}), flush=True)
+        out: dict[str, Any] = json.loads(OUT.read_text()) if OUT.exists() else {}  # read late: runs may overlap
+        out[name] = entry
+        OUT.parent.mkdir(parents=True, exist_ok=True)
+        OUT.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
     return 0
 
 

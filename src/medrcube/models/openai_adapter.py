@@ -18,8 +18,8 @@ counted and `Retry-After` is honoured exactly.
 - 429, 5xx, 408/409, timeouts, connection errors and malformed bodies are retried with
   exponential backoff and full jitter, or after exactly the `Retry-After` /
   `retry-after-ms` the server asked for. A Retry-After beyond `retry_after_max` opens
-  the breaker at once, and no request waits more than `retry_wait_max` in all. 400, 401, 403, 404, 422 fail at once,
-  with a message that says what to check.
+  the breaker at once, and no request waits more than `retry_wait_max` in all. 400,
+  401, 403, 404, 422 fail at once, with a message that says what to check.
 - A `content_filter` finish or a provider refusal is `Response(refused=True)`; a
   `length` finish is `Response(truncated=True)`: cut off, never graded as an answer.
 - Bounded answers (models/http.py): a total deadline per attempt (`timeout`, which a body

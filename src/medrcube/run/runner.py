@@ -30,7 +30,8 @@ the owner lives) passes.
 An authentication error, or an endpoint whose circuit breaker opened (models/breaker.py:
 a server that died, stalls or throttles past its budget), stops the run early (every
 further request would fail the same way): the remaining asks end as errors saying they
-were not asked, never stored, so a rerun on the same store asks exactly those. A run
+were not asked (errors are never stored as answers), so a rerun on the same store asks
+exactly the items left unanswered. A run
 with no answer for `STALL_WARN_S` says so in the log (run/watchdog.py).
 """
 
