@@ -144,13 +144,24 @@ def test_the_watchdog_warns_once_per_silent_period(caplog: pytest.LogCaptureFixt
 def test_a_stalled_run_says_so_in_the_log(scripted_server, caplog: pytest.LogCaptureFixture, tmp_path) -> None:
     from medrcube.cube import load_cube
     from medrcube.models.openai_adapter import OpenAIAdapter
+    from medrcube.run.progress import Progress
     from medrcube.run.runner import run_cube
     from medrcube.testing.gencube import generate_release_cube
 
     generate_release_cube(tmp_path, n_items=2, n_datasets=1, n_images=2, image_size=16, n_base_images=2, seed=3)
     scripted_server.set_script({"faults": [{"fault": "hang", "seconds": 3}]})
     adapter = OpenAIAdapter("m", base_url=scripted_server.base_url, timeout=2.5, max_retries=0)
+    class Noted(Progress):
+        def __init__(self) -> None:
+            super().__init__(total=0, enabled=False)
+            self.notes: list[str] = []
+
+        def note(self, message: str) -> None:
+            self.notes.append(message)
+
+    bar = Noted()
     with caplog.at_level(logging.WARNING, logger="medrcube.run"):
-        result = run_cube(load_cube(tmp_path), adapter, stall_warn_s=1.0)
+        result = run_cube(load_cube(tmp_path), adapter, stall_warn_s=1.0, progress=bar)
     assert result.errors  # the hang timed out: an error, never an answer
     assert any("no progress for" in r.getMessage() and "asks are open" in r.getMessage() for r in caplog.records)
+    assert bar.notes and "no progress for" in bar.notes[0]  # the gate's live line shows it too

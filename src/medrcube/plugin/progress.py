@@ -98,6 +98,10 @@ class GateProgress(Progress):
         if self.passes <= 1:
             self._publish(force=True, final=True)
 
+    def note(self, message: str) -> None:
+        """The runner's no-progress warning: a line of its own, terminal or log."""
+        self.sink({**self.counts(), "note": message}, False)
+
     def counts(self) -> dict[str, Any]:
         return {"done": self.done, "total": self.total, "cached": self.cached, "errors": self.errors,
                 "elapsed": time.monotonic() - self.started}
@@ -122,7 +126,9 @@ def terminal_sink(config: pytest.Config) -> Callable[[dict[str, Any], bool], Non
         text = line(counts, counts.get("elapsed", 0.0))
         ctx = capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext()
         with ctx:
-            if tty:
+            if counts.get("note"):
+                tr.write_line(f"{chr(10) if tty else ''}medrcube: {counts['note']}")
+            elif tty:
                 tr.write("\r" + text.ljust(100) + ("\n" if final else ""), flush=True)
             elif pace.due(final):  # asked for in a log: a line every LOG_INTERVAL_S, and the last
                 tr.write_line(text)
@@ -154,6 +160,7 @@ class ControllerLine:
         self._thread = threading.Thread(target=self._loop, name="medrcube-progress", daemon=True)
         self.shown = False
         self._pace = LogPace()
+        self._noted: set[str] = set()  # the workers' notes already shown
 
     def start(self) -> None:
         self._thread.start()
@@ -175,8 +182,12 @@ class ControllerLine:
         if not states:
             return
         total = {k: sum(int(s.get(k, 0)) for s in states) for k in ("done", "total", "cached", "errors")}
-        elapsed = max(float(s.get("elapsed", 0.0)) for s in states)
         tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        for note in (s["note"] for s in states if s.get("note") and s["note"] not in self._noted):
+            self._noted.add(note)
+            if tr is not None:
+                tr.write("\nmedrcube: " + note + "\n", flush=True)
+        elapsed = max(float(s.get("elapsed", 0.0)) for s in states)
         if tr is None:
             return
         text = line(total, elapsed)

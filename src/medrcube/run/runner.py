@@ -99,6 +99,7 @@ class _Pump:
         claim_ttl_s: float,
         on_done: Callable[[str, Response, bool], None],
         stall_warn_s: float = STALL_WARN_S,
+        on_stall: Callable[[str], None] | None = None,
     ):
         self.adapter = adapter
         self.store = store
@@ -112,7 +113,8 @@ class _Pump:
         self.cache_hits = 0
         self.aborted: str | None = None
         self.aborted_kind = ErrorKind.AUTH
-        self.watchdog = Watchdog(getattr(adapter, "spec", "the model"), lambda: self.remaining, stall_s=stall_warn_s)
+        self.watchdog = Watchdog(getattr(adapter, "spec", "the model"), lambda: self.remaining, stall_s=stall_warn_s,
+                                 say=on_stall)
 
     async def run(self, requests: Mapping[str, Request]) -> dict[str, tuple[Response, bool]]:
         self.requests = dict(requests)
@@ -350,6 +352,7 @@ async def run_cube_async(
         claim_ttl_s=claim_ttl_s,
         on_done=done,
         stall_warn_s=opts.stall_warn_s,
+        on_stall=bar.note,
     )
     judge_pump: _Pump | None = None
     try:

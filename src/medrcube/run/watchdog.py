@@ -24,8 +24,9 @@ class Watchdog:
     """`progressed()` on every completed ask; `watch()` runs as a task and warns on silence."""
 
     def __init__(self, spec: str, open_asks: Callable[[], int], *, stall_s: float = STALL_WARN_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, say: Callable[[str], None] | None = None) -> None:
         self.spec = spec
+        self.say = say  # also shown on the run's progress line (the gate's live line in a CI log)
         self.open_asks = open_asks
         self.stall_s = stall_s
         self._clock = clock
@@ -52,3 +53,5 @@ class Watchdog:
             message = self.check()
             if message:
                 log.warning("%s", message)
+                if self.say is not None:
+                    self.say(message)
