@@ -94,3 +94,17 @@ def test_progress_is_quiet_by_default_outside_a_terminal(gate_ws, gate_server):
     gate_server.set_script({"answer_key": gate_ws.answer_key()})
     result = gate_ws.run_subprocess(model=gate_ws.openai(gate_server))
     assert "medrcube: asked" not in result.stdout.str()
+
+
+def test_a_log_gets_a_progress_line_at_a_steady_interval(monkeypatch):
+    from medrcube.plugin import progress
+
+    now = [100.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: now[0])
+    pace = progress.LogPace()
+    due = []
+    for _ in range(60):  # an advance every second for a minute
+        now[0] += 1.0
+        due.append(pace.due(final=False))
+    assert sum(due) == 60 // int(progress.LOG_INTERVAL_S)
+    assert pace.due(final=True)  # the last line, whenever it comes
