@@ -5,8 +5,9 @@ checks (8% green says nothing about QUALIFIED), an empty trend and the few milli
 the checks' bodies took. The controller therefore adds, when the run has `--alluredir`:
 
 - one result of its own, "Gate verdict: <VERDICT>" (under the model's parent suite, in
-  the suite "0 Gate verdict", so it sorts first), passed for QUALIFIED, failed for NOT QUALIFIED, broken for UNDECIDED, with the
-  gate's one-line text as its message and the controller's wall clock as its duration;
+  the suite "0 Gate verdict", so it sorts first), passed for QUALIFIED, failed for NOT
+  QUALIFIED, broken for UNDECIDED, with the gate's one-line text as its message and the
+  controller's wall clock as its duration;
 - the verdict in the environment widget and in the executor's report and build names
   (allure.py `write_run_files`);
 - a trend across runs: the results directory is cleaned at the start of a run, so the
@@ -72,12 +73,14 @@ def verdict_result(alluredir: str | Path, gate: Mapping[str, Any], meta: Mapping
     return path
 
 
-def carry_history(alluredir: str | Path) -> list[dict[str, Any]]:
+def carry_history(alluredir: str | Path, *, cleaned: bool = True) -> list[dict[str, Any]]:
     """The trend of the runs made into `alluredir` so far (newest first), read before the
-    directory is cleaned: its history-trend.json, with the last run's own entry on top."""
+    directory is cleaned: its history-trend.json, with the last run's own entry on top
+    (`cleaned=False`, under --allure-keep: the last run's results stay in this report,
+    so it is not a run of its own in the trend)."""
     out = Path(alluredir)
     trend = _read_list(out / "history" / "history-trend.json")
-    last = _read(out / LAST_RUN)
+    last = _read(out / LAST_RUN) if cleaned else None
     # A history/ copied from the last generated report holds that run already.
     if isinstance(last, dict) and isinstance(last.get("data"), dict) and not (trend and trend[0].get("data") == last["data"]):
         trend.insert(0, last)

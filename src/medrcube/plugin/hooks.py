@@ -282,7 +282,7 @@ class ControllerHooks:
         self.report = summary.GateReport()
         alluredir = getattr(config.option, "allure_report_dir", None)
         # The trend of earlier runs into this results directory, read before allure-pytest cleans it.
-        self.allure_trend = carry_history(alluredir) if alluredir and not config.option.allure_keep else []
+        self.allure_trend = carry_history(alluredir, cleaned=not config.option.allure_keep) if alluredir else []
         self.progress_dir: Path | None = None
         self.progress_line: Any = None
 
