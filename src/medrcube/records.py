@@ -26,6 +26,9 @@ class Outcome(StrEnum):
 # unavailable items do not: the gate reports them separately (an error rate above the
 # bound errors the check); a truncated answer is counted like an error, not guessed.
 GRADED = frozenset({Outcome.CORRECT, Outcome.WRONG, Outcome.UNPARSED, Outcome.REFUSED})
+# Asked, but no answer to grade: every consumer counts these against its error bound,
+# never as a miss (an outage or a token limit is not a wrong answer).
+NOT_ANSWERED = frozenset({Outcome.ERROR, Outcome.TRUNCATED})
 
 
 @dataclass(frozen=True, slots=True)

@@ -73,10 +73,14 @@ class Usage:
 
 
 def error_cause(response: Response) -> str:
-    """A response's error, shortened to its cause (the first sentence), for counting."""
+    """A response's error, shortened to its cause (the first sentence) and the provider's
+    own words when it quoted them (a hint in between is dropped), for counting."""
     text = " ".join((response.error or "").split())
     head = text.split("; ", 1)[0]
-    return head[:200] or str(response.error_kind or "error")
+    said = text.find("Provider said: ")
+    if said > len(head):
+        head = f"{head.rstrip('.')}. {text[said:]}"
+    return head[:400] or str(response.error_kind or "error")
 
 
 class Metered:
@@ -224,7 +228,14 @@ def infer(
         )
         if count > 1:
             mine = tuple(it for it in part.items if stable_shard(it.id, count) == index)
-            await run_cube_async(dataclasses.replace(part, items=mine), model, **kwargs)
+            own = await run_cube_async(dataclasses.replace(part, items=mine), model, **kwargs)
+            whole = await run_cube_async(part, model, **kwargs)
+            # What this process asked in its own pass is not `cached` (a store written before the run).
+            asked = {(r.item_id, r.variant) for r in own.records if not r.cached}
+            whole.records = [dataclasses.replace(r, cached=False) if r.cached and (r.item_id, r.variant) in asked
+                             else r for r in whole.records]
+            whole.cache_hits = sum(r.cached for r in whole.records)
+            return whole
         return await run_cube_async(part, model, **kwargs)
 
     async def sequentially(plan: SequentialPlan) -> Inference:

@@ -221,3 +221,37 @@ def test_install_hint_when_torch_is_missing() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "pip install 'medrcube[hf]'" in out.stdout
     assert "cpu" in out.stdout
+
+
+def test_an_answer_cut_at_max_new_tokens_is_truncated_on_both_paths(adapter: ModelAdapter, scripted_server) -> None:
+    """The tiny model's noise never stops on its own: every answer reaches max_new_tokens and
+    is marked truncated, as the OpenAI path marks finish_reason "length"; both grade TRUNCATED
+    (never "unparsed", never a miss)."""
+    from medrcube.cube.item import Cube, Item
+    from medrcube.models.openai_adapter import OpenAIAdapter
+    from medrcube.records import Outcome
+    from medrcube.run.grade import grade
+    from medrcube.run.plan import plan_asks
+
+    responses = asyncio.run(adapter.generate([_req(i) for i in range(3)]))
+    assert all(r.ok and r.truncated for r in responses)
+
+    scripted_server.set_script({"faults": [{"fault": "length", "text": "The answer is"}]})
+    api = OpenAIAdapter("m", base_url=scripted_server.base_url, max_retries=0)
+    (cut,) = asyncio.run(api.generate([_req(0)]))
+    assert cut.truncated
+
+    item = Item(id="i", dataset="d", image=None, question="Which modality?", options=("CT", "MRI"), answer=0,
+                task="Modality Recognition", modality="CT", part="Brain")
+    (ask,) = plan_asks(Cube(items=(item,), source="t", fingerprint="c", read_image=lambda key: b""), ("blind",),
+                       fingerprint="f")
+    assert {grade(ask, r).outcome for r in (responses[0], cut)} == {Outcome.TRUNCATED}
+
+
+def test_a_row_that_stopped_at_the_limit_is_not_truncated() -> None:
+    from medrcube.models.hf_adapter import _cut_at_limit
+
+    assert _cut_at_limit([5, 6, 7], 3, {2})
+    assert not _cut_at_limit([5, 6, 2], 3, {2})  # the stop token came as the last allowed one
+    assert not _cut_at_limit([5, 2, 0], 3, {2, 0})  # stopped early, padded
+    assert not _cut_at_limit([5, 6], 3, {2}) and not _cut_at_limit([5, 6, 7], None, {2})

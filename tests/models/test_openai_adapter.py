@@ -320,7 +320,7 @@ def test_persistent_faults_end_in_a_recorded_error(scripted_server, make_adapter
         (401, ErrorKind.AUTH, [f"${KEY_ENV}", "was rejected"]),
         (403, ErrorKind.AUTH, [f"${KEY_ENV}", "'scripted'"]),
         (404, ErrorKind.BAD_REQUEST, ["no such route", "'scripted'", "base URL", "/v1"]),
-        (400, ErrorKind.BAD_REQUEST, ["null in models.yaml"]),
+        (400, ErrorKind.BAD_REQUEST, ["bad request. Provider said: Incorrect API key"]),  # no hint that fits
         (422, ErrorKind.BAD_REQUEST, ["HTTP 422"]),
     ],
 )
@@ -333,6 +333,22 @@ def test_client_errors_fail_fast_with_advice(scripted_server, make_adapter, stat
         assert w in out[0].error
     assert KEY[:10] not in out[0].error  # the provider's masked key is cut out
     assert scripted_server.stats()["total"] == 1
+
+
+@pytest.mark.parametrize(("said", "hint"), [
+    ("Unsupported parameter: 'temperature' is not supported with this model.", "null in models.yaml"),
+    ("Server is pinned to '/models/tiny'; requested 'scripted'.", "refuses the model name 'scripted'"),
+    ("image too small", None),
+])
+def test_a_400_hint_is_given_only_when_the_providers_words_match_it(scripted_server, make_adapter, said, hint):
+    scripted_server.set_script({"faults": [{"fault": "status", "status": 400, "message": said}]})
+    error = run(make_adapter(scripted_server), [req("q")])[0].error or ""
+    assert f"Provider said: {said}" in error
+    if hint is None:
+        assert "models.yaml" not in error and "model name" not in error
+    else:
+        assert hint in error
+
 
 
 def test_unknown_model_is_a_404_naming_the_model(scripted_server, make_adapter):

@@ -69,7 +69,9 @@ def test_rendered_behaviors_tree(gate_ws):
     assert set(tree["Credibility"]) == {"All parts"}
     assert "All parts" in tree["Image dependence"]
     # No placeholder for the kinds not requested (regression, position).
-    assert set(tree) == {"Chest", "Brain", "Slices", "Overall", "Credibility", "Image dependence"}
+    # and the gate's own verdict (plugin/allure_overview.py).
+    assert set(tree) == {"Chest", "Brain", "Slices", "Overall", "Credibility", "Image dependence", "Gate verdict"}
+    assert list(tree["Gate verdict"]) == ["Gate verdict: NOT QUALIFIED"]
 
 
 def test_two_models_in_one_report_with_environment_executor_and_categories(gate_ws):
@@ -110,3 +112,29 @@ def test_two_models_in_one_report_with_environment_executor_and_categories(gate_
     assert "Decided fail (below its bound)" in categories
     assert "Undecided (insufficient evidence)" in categories
     assert "Product defects" not in categories
+
+
+def test_the_overview_shows_the_gate_verdict_and_a_trend_across_runs(gate_ws):
+    cli = _cli_or_skip()
+    bad = gate_ws.replay("bad.jsonl", wrong=gate_ws.ids("Disease Diagnosis"))
+    first = gate_ws.run("--alluredir=allure-results", model=bad)
+    second = gate_ws.run("--alluredir=allure-results", model=bad)  # a fresh results directory, the trend kept
+    assert first.ret == second.ret == 10
+    out = gate_ws.path / "allure-report"
+    subprocess.run([cli, "generate", "allure-results", "-o", str(out), "--clean"], cwd=gate_ws.path,
+                   check=True, capture_output=True, timeout=300)  # fmt: skip
+    widgets = out / "widgets"
+
+    cases = [json.loads(p.read_text(encoding="utf-8")) for p in (out / "data" / "test-cases").glob("*.json")]
+    (verdict,) = [c for c in cases if c["name"].startswith("Gate verdict")]
+    assert verdict["name"] == "Gate verdict: NOT QUALIFIED" and verdict["status"] == "failed"
+    assert "NOT QUALIFIED" in verdict["statusMessage"]
+    env = {e["name"]: e["values"] for e in json.loads((widgets / "environment.json").read_text(encoding="utf-8"))}
+    assert env["verdict"] == ["NOT QUALIFIED"]
+    executors = json.loads((widgets / "executors.json").read_text(encoding="utf-8"))
+    assert executors[0]["reportName"].endswith(": NOT QUALIFIED")
+    suites = json.loads((widgets / "suites.json").read_text(encoding="utf-8"))
+    assert suites["items"][0]["name"] == bad  # the model's suite, whose first child is the verdict
+    trend = json.loads((widgets / "history-trend.json").read_text(encoding="utf-8"))
+    assert len(trend) == 2 and trend[0]["data"] == trend[1]["data"]  # this run and the one before
+    assert [t["buildOrder"] for t in trend] == [2, 1]

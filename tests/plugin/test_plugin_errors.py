@@ -3,6 +3,8 @@ the thresholds is exactly one usage error, raised before any model call."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 MODELS_YAML = """\
@@ -38,9 +40,13 @@ def test_api_errors_are_errors_not_failures(gate_ws, gate_server, status):
     text = result.stdout.str()
     # One line per errored check, without the plugin's traceback.
     assert "Traceback" not in text and "def verdict" not in text and "session.py" not in text
-    lines = [line for line in result.outlines if line.startswith("medrcube: ") and "max_error_rate" in line]
-    assert len(lines) == len(decided)
-    assert "errors of" in lines[0] and "the evidence is incomplete; not graded" in lines[0]
+    if status == 500:  # every request errored: each check says its evidence is incomplete
+        lines = [line for line in result.outlines if line.startswith("medrcube: ") and "max_error_rate" in line]
+        assert len(lines) == len(decided)
+        assert "errors of" in lines[0] and "the evidence is incomplete; not graded" in lines[0]
+    else:  # a refused key stops the run: every check errors with the one reason
+        lines = [line for line in result.outlines if line.startswith("medrcube: the run stopped early")]
+        assert len(lines) == len(decided) and "authentication failed" in lines[0]
     # The most frequent causes, once, in the summary.
     result.stdout.fnmatch_lines(["failed requests: *; most frequent causes:", f"  * x *HTTP {status}*"])
     assert result.ret == 11  # UNDECIDED: required checks not graded (issue 12), never a failed gate
@@ -152,3 +158,36 @@ def test_the_plugin_is_idle_without_a_gate_suite(pytester):
     result.assert_outcomes(passed=1)
     assert "medrcube gate" not in result.stdout.str()
     assert not (pytester.path / "reports").exists()
+
+
+DYING_YAML = """\
+version: 1
+models:
+  dying:
+    provider: openai
+    model: test-model
+    base_url: {url}
+    api_key_env: MEDRCUBE_TEST_KEY
+    concurrency: 2
+    breaker_failures: 3
+    breaker_seconds: 0.5
+"""
+
+
+def test_a_server_that_dies_mid_run_ends_the_gate_undecided_in_one_message(gate_ws, gate_server):
+    # The server answers ten requests and is gone: the gate stops asking (the breaker),
+    # grades nothing it did not get, and ends UNDECIDED, naming the URL once.
+    gate_server.set_script({"answer_key": gate_ws.answer_key(), "faults": [{"fault": "die", "after": 10}]})
+    url = gate_server.base_url
+    (gate_ws.path / "models.yaml").write_text(DYING_YAML.format(url=url), encoding="utf-8")
+    result = gate_ws.run("--models-file=models.yaml", model="dying")
+
+    assert result.ret == 11
+    doc = gate_ws.gate_json()
+    assert doc["verdict"] == "UNDECIDED" and all(c["verdict"] == "error" for c in doc["checks"])
+    assert all("the run stopped early" in c["message"] and "circuit open" in c["message"] for c in doc["checks"])
+    assert url in doc["checks"][0]["message"] and "circuit open" in doc["aborted"]
+    result.stdout.fnmatch_lines([f"the run stopped early: circuit open for {url}: *"])
+    records = [json.loads(line) for line in (gate_ws.run_dirs()[-1] / "results.jsonl").read_text().splitlines()]
+    answered = [r for r in records if r["outcome"] in ("correct", "wrong")]
+    assert len(answered) == 10  # the answers before the death are kept (a rerun asks only the rest)

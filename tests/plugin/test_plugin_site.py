@@ -55,6 +55,19 @@ def test_a_site_check_takes_part_in_the_verdict(gate_ws, gate_server, bound):
     assert gate_server.stats()["total"] == 27
 
 
+def test_truncated_answers_are_not_misses_of_a_site_check(gate_ws, gate_server):
+    # The init project's example check on answers all cut at the token limit: not graded,
+    # so the gate is UNDECIDED (exit 11), never NOT QUALIFIED on "0 of n correct".
+    gate_server.set_script({"faults": [{"fault": "length", "text": "The answer is"}]})
+    _site(gate_ws, 0.5)
+    result = gate_ws.run(model=gate_ws.openai(gate_server))
+
+    doc = gate_ws.gate_json()
+    entry = next(c for c in doc["checks"] if c["id"] == "site/chest diagnosis")
+    assert entry["verdict"] == "error" and "12 of them truncated at the token limit" in entry["message"]
+    assert doc["verdict"] == "UNDECIDED" and result.ret == 11
+
+
 @pytest.mark.slow
 def test_site_checks_under_xdist_match_a_serial_run(gate_ws, gate_server):
     gate_server.set_script({"answer_key": gate_ws.answer_key(wrong=gate_ws.ids("Disease Diagnosis")[::2])})
@@ -81,3 +94,17 @@ def test_progress_is_quiet_by_default_outside_a_terminal(gate_ws, gate_server):
     gate_server.set_script({"answer_key": gate_ws.answer_key()})
     result = gate_ws.run_subprocess(model=gate_ws.openai(gate_server))
     assert "medrcube: asked" not in result.stdout.str()
+
+
+def test_a_log_gets_a_progress_line_at_a_steady_interval(monkeypatch):
+    from medrcube.plugin import progress
+
+    now = [100.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: now[0])
+    pace = progress.LogPace()
+    due = []
+    for _ in range(60):  # an advance every second for a minute
+        now[0] += 1.0
+        due.append(pace.due(final=False))
+    assert sum(due) == 60 // int(progress.LOG_INTERVAL_S)
+    assert pace.due(final=True)  # the last line, whenever it comes

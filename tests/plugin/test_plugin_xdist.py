@@ -3,6 +3,10 @@ spreads the asks over the workers, and only the controller writes reports."""
 
 from __future__ import annotations
 
+import json
+import time
+from datetime import datetime
+
 import pytest
 
 VARIANTS = "--variants=standard,blind"
@@ -24,9 +28,24 @@ def test_n0_and_n3_identical_verdicts_and_requests(gate_ws, gate_server):
     serial_stats = gate_server.stats()
     gate_server.reset_stats()
 
+    before = time.time()
     parallel = gate_ws.run_subprocess("-n", "3", VARIANTS, model=model, store="store-parallel")
+    after = time.time()
     parallel_doc = gate_ws.gate_json()
     parallel_stats = gate_server.stats()
+    # Every answer was asked in this run (on a fresh store), by one worker or another: none
+    # is `cached`; and the run's times are the controller's, spanning the whole run.
+    run_dir = gate_ws.run_dirs()[-1]
+    records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    assert records and not any(r["cached"] for r in records)
+    timings = json.loads((run_dir / "run.json").read_text())["timings"]
+    started = datetime.fromisoformat(timings["started"].replace("Z", "+00:00")).timestamp()
+    finished = datetime.fromisoformat(timings["finished"].replace("Z", "+00:00")).timestamp()
+    assert before - 1 <= started <= finished <= after + 1
+    assert abs(timings["wall_s"] - (finished - started)) <= 1  # whole seconds in the ISO times
+    # The server's log is in its own monotonic clock: the first request, in wall-clock time.
+    first = time.time() - (time.monotonic() - gate_server._t0 - min(e["t_start"] for e in parallel_stats["requests"]))
+    assert started <= first + 1  # not a worker's last pass, which starts after the first requests
 
     assert len(gate_ws.run_dirs()) == 2  # one per run: the workers wrote nothing
     assert parallel_doc["checks"] == serial_doc["checks"]

@@ -53,3 +53,14 @@ def test_a_run_without_any_of_it_has_no_panel(tmp_path: Path) -> None:
     doc = json.loads((run / "metrics_summary.json").read_text())
     assert not {"findings", "calibration", "selective_prediction", "abstention"} & set(doc)
     assert 'id="clinical"' not in write_report_html(run).read_text()
+
+
+def test_a_cell_where_no_answer_named_a_finding_is_not_applicable(tmp_path: Path) -> None:
+    # Every diagnosis answer unparsed (a model that never named an option): no row may
+    # read "sensitivity 0.0%, specificity 100.0%".
+    recs = [replace(r, options=OPTIONS, outcome=Outcome.UNPARSED, extracted=None, confidence=None)
+            for r in SimulatedScorer(gap=0.1).records(60, 3)]
+    run = write_run_dir(tmp_path / "unparsed", RunResult(records=recs, info={"variants": ["standard"]}))
+    html = write_report_html(run).read_text()
+    table = html[html.index('id="findings"'):html.index("</table>", html.index('id="findings"'))]
+    assert "<td>n/a</td>" in table and "100.0%" not in table and "0.0%" not in table

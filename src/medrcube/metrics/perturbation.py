@@ -54,7 +54,7 @@ from typing import Any
 
 from medrcube.metrics.accuracy import z_value
 from medrcube.metrics.clustered import ClusteredInterval, cluster_counts, clustered_wilson, image_key
-from medrcube.records import GradedRecord, Outcome, is_perturbation
+from medrcube.records import NOT_ANSWERED, GradedRecord, is_perturbation
 
 STANDARD = "standard"
 # Defaults the report shows decisions against until the gate's policy carries its own
@@ -222,7 +222,7 @@ def perturbation_robustness(records: Iterable[GradedRecord], variant: str, *, sc
         if s is None:
             continue
         asked += 1
-        errors += p.outcome is Outcome.ERROR
+        errors += p.outcome in NOT_ANSWERED
         if not (s.graded and p.graded):
             not_graded += 1
             continue

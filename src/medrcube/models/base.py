@@ -71,6 +71,7 @@ class ErrorKind(StrEnum):
     MALFORMED = "malformed"  # a body that is not a chat completion (or one past the size cap)
     REDIRECT = "redirect"  # a 3xx: never followed, the Location is named
     MODEL_MISMATCH = "model_mismatch"  # another model answered, under strict_model
+    CIRCUIT_OPEN = "circuit_open"  # not sent: the endpoint stopped answering (models/breaker.py)
     INTERNAL = "internal"  # the adapter itself failed (a bug, an unreadable image)
 
 

@@ -245,6 +245,8 @@ class HFAdapter(AdapterBase):
         latency = time.perf_counter() - t0
         pad = self.processor.tokenizer.pad_token_id
         mask = inputs.get("attention_mask")
+        limit = gen.get("max_new_tokens", getattr(self.model.generation_config, "max_new_tokens", None))
+        stops = self._stop_ids() | ({pad} if pad is not None else set())
         out = []
         for row, text in enumerate(decoded):
             completion = int((new_tokens[row] != pad).sum()) if pad is not None else int(new_tokens.shape[1])
@@ -258,9 +260,19 @@ class HFAdapter(AdapterBase):
                     latency_s=latency,  # the batch's wall time: what each request waited
                     usage={"prompt_tokens": prompt, "completion_tokens": completion},
                     confidence=conf,
+                    # Cut at max_new_tokens, as an API's finish_reason "length": never graded.
+                    truncated=_cut_at_limit(new_tokens[row].tolist(), limit, stops),
                 )
             )
         return out
+
+    def _stop_ids(self) -> set[int]:
+        """The tokens that end an answer: the generation config's EOS ids and the tokenizer's."""
+        ids = getattr(self.model.generation_config, "eos_token_id", None)
+        found = set(ids if isinstance(ids, (list, tuple)) else [ids] if ids is not None else [])
+        if self.processor.tokenizer.eos_token_id is not None:
+            found.add(self.processor.tokenizer.eos_token_id)
+        return {int(i) for i in found}
 
     def letter_token_ids(self, n_options: int) -> list[list[int]]:
         """Per option letter, the token ids that spell it alone ("A" and " A"), for scoring."""
@@ -342,6 +354,14 @@ def _choose_dtype(dtype: str | None, device: str) -> torch.dtype:
     if dtype not in _DTYPES:
         raise ModelSpecError(f"dtype {dtype!r} is not one of auto, {', '.join(_DTYPES)}")
     return _DTYPES[dtype]
+
+
+def _cut_at_limit(tokens: Sequence[int], limit: int | None, stops: set[int]) -> bool:
+    """True when a generated row reached the token limit without a stop token: the
+    answer was cut, as an API's finish_reason "length" says."""
+    if not limit or len(tokens) < limit:
+        return False
+    return not any(t in stops for t in tokens[:limit])
 
 
 def _generation_kwargs(params: Mapping[str, Any]) -> dict[str, Any]:

@@ -37,7 +37,8 @@ RESERVED_NAMES: tuple[str, ...] = ("random", "prior", "replay", *API_PROVIDERS_I
 
 _COMMON_KEYS = ("provider", "model", "params", "concurrency", "batch_size", "image_max_side", "price")
 _OPENAI_KEYS = ("base_url", "base_urls", "api_key_env", "api_key_header", "rpm", "timeout", "max_retries",
-                "endpoint_identity", "strict_model", "max_response_mib")
+                "endpoint_identity", "strict_model", "max_response_mib", "breaker_failures", "breaker_seconds",
+                "retry_after_max", "retry_wait_max")
 _HF_KEYS = ("dtype", "device")
 ENTRY_KEYS: tuple[str, ...] = _COMMON_KEYS + _OPENAI_KEYS + _HF_KEYS
 _ONLY_FOR = {**{k: API_PROVIDERS_IN_FILE for k in _OPENAI_KEYS}, **{k: ("hf",) for k in _HF_KEYS}}
@@ -93,6 +94,12 @@ class ModelEntry:
     strict_model: bool | None = None  # an answer naming another model is an error
     max_response_mib: float | None = None  # cap on a decoded response body
     api_key_header: str | None = None  # send the key in this header (a gateway's own), not as Bearer
+    # When to stop asking a failing endpoint, and how long throttling may hold a request
+    # (models/breaker.py, openai_adapter.py); None: the adapter's defaults.
+    breaker_failures: int | None = None
+    breaker_seconds: float | None = None
+    retry_after_max: float | None = None
+    retry_wait_max: float | None = None
 
 
 def default_models_file() -> Path | None:
@@ -242,6 +249,10 @@ def _parse_entry(name: str, raw: Any, source: str) -> ModelEntry:
         strict_model=strict,
         max_response_mib=_number(raw, "max_response_mib", where, float, minimum=0, exclusive=True),
         api_key_header=header,
+        breaker_failures=_number(raw, "breaker_failures", where, int, minimum=1),
+        breaker_seconds=_number(raw, "breaker_seconds", where, float, minimum=0),
+        retry_after_max=_number(raw, "retry_after_max", where, float, minimum=0),
+        retry_wait_max=_number(raw, "retry_wait_max", where, float, minimum=0),
     )
 
 

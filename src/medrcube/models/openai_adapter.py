@@ -6,12 +6,20 @@ counted and `Retry-After` is honoured exactly.
 
 - Images go as base64 data URLs, downscaled to `image_max_side` (models/images.py); each
   distinct image is prepared once per process, on a worker thread.
-- At most `concurrency` HTTP requests are in flight; with `rpm`, a token bucket spaces
-  them to that many requests per minute (every attempt counts, as providers count them).
+- At most `concurrency` HTTP requests are in flight, fewer while the server slows down
+  (models/concurrency.py); with `rpm`, a token bucket spaces them to that many requests
+  per minute (every attempt counts, as providers count them).
+- A circuit breaker (models/breaker.py) stops asking an endpoint that has stopped
+  answering; a request then ends as CIRCUIT_OPEN, unsent, and the runner stops the run.
+- Unless models.yaml sets a token limit (or sets it to null), `max_tokens` is
+  `DEFAULT_MAX_TOKENS` (at api.openai.com `max_completion_tokens` is 4,096, room for its
+  reasoning models): a local server would otherwise generate up to its own limit (1,024
+  tokens for `transformers serve`) whenever its model emits no stop token.
 - 429, 5xx, 408/409, timeouts, connection errors and malformed bodies are retried with
   exponential backoff and full jitter, or after exactly the `Retry-After` /
-  `retry-after-ms` the server asked for (capped). 400, 401, 403, 404, 422 fail at once,
-  with a message that says what to check.
+  `retry-after-ms` the server asked for. A Retry-After beyond `retry_after_max` opens
+  the breaker at once, and no request waits more than `retry_wait_max` in all. 400,
+  401, 403, 404, 422 fail at once, with a message that says what to check.
 - A `content_filter` finish or a provider refusal is `Response(refused=True)`; a
   `length` finish is `Response(truncated=True)`: cut off, never graded as an answer.
 - Bounded answers (models/http.py): a total deadline per attempt (`timeout`, which a body
@@ -55,6 +63,8 @@ from dataclasses import replace
 from typing import Any
 
 from medrcube.models.base import ErrorKind, Preflight, Request, Response, same_model
+from medrcube.models.breaker import BREAKER_FAILURES, BREAKER_SECONDS, CircuitBreaker
+from medrcube.models.concurrency import AdaptiveLimit
 from medrcube.models.confidence import from_logprobs
 from medrcube.models.http import DEFAULT_MAX_BODY_BYTES, BodyTooLargeError, bounded_client
 from medrcube.models.images import IMAGE_FORMATS, ImageCache, ImageError, shared_image_cache
@@ -70,6 +80,14 @@ __all__ = [
 log = logging.getLogger("medrcube.models.openai")
 
 PLACEHOLDER_KEY = "no-key-needed"  # for local servers (vLLM etc.) that check no key
+# The completion-token limit sent when models.yaml sets none. A letter answer ("B", "B. MRI",
+# "The answer is B.") takes a few tokens; 32 leaves room for a sentence around it, and a
+# local server whose model never stops then spends 32 tokens per item, not its own 1,024.
+# At api.openai.com the flagship models reason before they answer, so they get room for it.
+# A reasoning model behind another URL needs max_tokens set in models.yaml (README).
+DEFAULT_MAX_TOKENS = 32
+DEFAULT_MAX_COMPLETION_TOKENS_OPENAI = 4096
+_TOKEN_LIMITS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
 # Parameters that do not change what the model answers, so not part of the fingerprint.
 _NON_ANSWER_PARAMS = frozenset({
     "user", "metadata", "store", "service_tier", "prompt_cache_key", "safety_identifier",
@@ -119,6 +137,9 @@ class OpenAIAdapter:
         backoff_base: float = 1.0,
         backoff_max: float = 60.0,
         retry_after_max: float = 120.0,
+        retry_wait_max: float = 300.0,
+        breaker_failures: int = BREAKER_FAILURES,
+        breaker_seconds: float = BREAKER_SECONDS,
         image_format: str = "auto",
         image_cache: ImageCache | None = None,
         rpm_burst: float | None = None,
@@ -159,6 +180,12 @@ class OpenAIAdapter:
         self._api_key = key or PLACEHOLDER_KEY  # handed to the client only; never logged
         self._redactor = Redactor(key)
         self.params = {k: v for k, v in dict(params or {}).items() if v is not None}
+        if not any(k in dict(params or {}) for k in _TOKEN_LIMITS):  # null in models.yaml: no limit sent
+            # OpenAI's reasoning models take only max_completion_tokens; local servers all read max_tokens.
+            if self.base_url is None:
+                self.params["max_completion_tokens"] = DEFAULT_MAX_COMPLETION_TOKENS_OPENAI
+            else:
+                self.params["max_tokens"] = DEFAULT_MAX_TOKENS
         self.concurrency = int(concurrency)
         self.rpm = rpm
         self.timeout = float(timeout)
@@ -169,6 +196,9 @@ class OpenAIAdapter:
         self.images = image_cache if image_cache is not None else shared_image_cache()
         self._bucket = TokenBucket(rpm, burst=rpm_burst) if rpm else None
         self._rng = random.Random(seed)
+        self.retry_wait_max = float(retry_wait_max)
+        self.breaker = CircuitBreaker(self._where(), failures=breaker_failures,
+                                      seconds=breaker_seconds)
         self._state: LoopState | None = None
         self.stats = AdapterStats()
         self.spec = spec or (f"{self.provider}:{model}@{base_url}" if base_url else f"{self.provider}:{model}")
@@ -203,7 +233,7 @@ class OpenAIAdapter:
         e.g. a caller using asyncio.run per batch: httpx connections belong to one loop)."""
         loop = asyncio.get_running_loop()
         if self._state is None or self._state.loop is not loop:
-            self._state = LoopState(loop, self._new_client(), asyncio.Semaphore(self.concurrency),
+            self._state = LoopState(loop, self._new_client(), AdaptiveLimit(self.concurrency, where=self._where()),
                                      asyncio.Semaphore(2 * self.concurrency))
         return self._state
 
@@ -274,22 +304,31 @@ class OpenAIAdapter:
         stats = self.stats
         started: float | None = None
         history: list[str] = []
-        attempt = 0
+        attempt, waited, breaker = 0, 0.0, self.breaker
         while True:
             attempt += 1
-            async with state.semaphore:
+            async with state.semaphore.slot():
                 if self._bucket is not None:
                     await self._bucket.acquire()
                 if started is None:  # latency counts from the first send, not the queue before it
                     started = time.monotonic()
                 stats.in_flight += 1
                 stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
+                sent = time.monotonic()
                 try:
-                    result = await self._attempt(state.client, messages, params)
+                    raced = await breaker.race(self._attempt(state.client, messages, params))
                 finally:
                     stats.in_flight -= 1
-            stats.attempts += 1
             elapsed = time.monotonic() - started if started is not None else 0.0
+            if raced is None:  # the breaker opened: this request is not asked
+                return self._fail(ErrorKind.CIRCUIT_OPEN, f"not asked: {breaker.message}", elapsed, attempt - 1)
+            result = raced
+            stats.attempts += 1
+            state.semaphore.observe(time.monotonic() - sent, timed_out=result.kind is ErrorKind.TIMEOUT)
+            if result.retryable:
+                breaker.failed(result.label, result.message)
+            else:  # an answer, or a 4xx: the server is up
+                breaker.answered()
             if result.response is not None:
                 # Confidence hook (issue 16): per-option probabilities when logprobs came back.
                 conf = from_logprobs(result.logprobs, len(request.options)) if result.logprobs else None
@@ -304,11 +343,22 @@ class OpenAIAdapter:
                     message = result.message
                 stats.errors[result.kind.value] += 1
                 return self._fail(result.kind, message, elapsed, attempt)
+            assert result.kind is not None
+            if result.retry_after is not None and result.retry_after > self.retry.retry_after_cap:
+                breaker.trip(f"{result.message} (the server asked to wait {result.retry_after:g}s, more than "
+                             f"retry_after_max {self.retry.retry_after_cap:g}s)")
             wait = self.retry.delay(attempt, result.retry_after, self._rng)
+            if waited + wait > self.retry_wait_max:
+                stats.errors[result.kind.value] += 1
+                return self._fail(result.kind, f"{result.message} (gave up after {attempt} attempts: waiting "
+                                  f"{wait:.0f}s more would pass retry_wait_max {self.retry_wait_max:g}s)",
+                                  elapsed, attempt)
             stats.retries += 1
             log.debug("item %s: attempt %d failed (%s); retrying in %.2fs", request.item_id, attempt,
                       result.label, wait)
-            await asyncio.sleep(wait)
+            waited += wait
+            if await breaker.sleep(wait):
+                return self._fail(ErrorKind.CIRCUIT_OPEN, f"not asked again: {breaker.message}", elapsed, attempt)
 
     @staticmethod
     def _fail(kind: ErrorKind, message: str, latency: float, attempts: int) -> Response:

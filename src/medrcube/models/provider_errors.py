@@ -4,11 +4,13 @@
 not). `status_attempt` turns an HTTP error status into the message a user acts on: it
 names the cause (a 404 for a model name says "model not found", naming the model and
 the URL; 401 the key's variable; 403 the permission; 400 the parameter), and quotes the
-provider's own words, truncated and with the key cut (`Redactor`).
+provider's own words verbatim (JSON `error.message`, FastAPI `detail`, or the plain text),
+truncated and with the key cut (`Redactor`); a hint is given only when the words match it.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,6 +24,11 @@ __all__ = ["Attempt", "Redactor", "provider_says", "status_attempt"]
 SAID_MAX = 300  # characters of the provider's own message kept in ours
 _KEY_LIKE = re.compile(r"\b(sk|rk|pk)-[A-Za-z0-9_\-\*\.]{3,}")
 # How providers word "no such model" in a 404 (OpenAI, vLLM, SGLang, TGI, Ollama, gateways).
+# A 400 that names a refused parameter (the hint to drop it fits), or the model (the hint
+# to check the name fits); a hint that matches neither is left out.
+_PARAM_REFUSED = re.compile(r"\b(temperature|top_p|max_tokens|max_completion_tokens|logprobs|seed|parameter|"
+                            r"unsupported|not supported|unrecognized|unknown field|extra inputs)\b", re.I)
+_MODEL_NAMED = re.compile(r"\bmodel\b|pinned", re.I)
 _MODEL_MISSING = re.compile(r"model.*(does not exist|not found|not exist|unknown|no such|not available|not served)"
                             r"|(unknown|invalid|no such) model|model_not_found", re.I | re.S)
 
@@ -79,6 +86,9 @@ def provider_says(exc: Any, redact: Redactor) -> tuple[str, str | None]:
             message = err
         if not message and isinstance(body.get("message"), str):
             message = body["message"]
+        if not message and body.get("detail"):  # FastAPI servers (transformers serve): a text or a list
+            detail = body["detail"]
+            message = detail if isinstance(detail, str) else json.dumps(detail, ensure_ascii=False)
     elif isinstance(body, str):
         message = body
     if not message:
@@ -136,6 +146,11 @@ def status_attempt(status: int, said: str, code: str | None, *, where: str, mode
             f"HTTP 413 from {where}: the request is too large for the endpoint; lower image_max_side in "
             f"models.yaml. {quote}"))
     cause = "bad request" if status == 400 else ("unprocessable request" if status == 422 else "request rejected")
-    return Attempt(kind=ErrorKind.BAD_REQUEST, label=label, message=(
-        f"HTTP {status} from {where} for model {model!r}: {cause}; if a parameter is refused (e.g. temperature "
-        f"for a reasoning model), set it to null in models.yaml to drop it. {quote}"))
+    if _PARAM_REFUSED.search(said):
+        hint = "; if a parameter is refused (e.g. temperature for a reasoning model), set it to null in models.yaml"
+    elif _MODEL_NAMED.search(said):
+        hint = f"; the endpoint refuses the model name {model!r}: check it (GET {where.rstrip('/')}/models)"
+    else:
+        hint = ""
+    return Attempt(kind=ErrorKind.BAD_REQUEST, label=label, message=f"HTTP {status} from {where} for model "
+                   f"{model!r}: {cause}{hint}. {quote}")

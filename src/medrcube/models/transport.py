@@ -11,6 +11,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from medrcube.models.concurrency import AdaptiveLimit
+
 __all__ = ["AdapterStats", "LoopState"]
 
 
@@ -18,7 +20,7 @@ __all__ = ["AdapterStats", "LoopState"]
 class LoopState:
     """What belongs to one event loop: the HTTP client and the two semaphores.
 
-    `semaphore` bounds HTTP requests in flight (`concurrency`). `admission` bounds the
+    `semaphore` bounds HTTP requests in flight (`concurrency`, adapted to the server's latency). `admission` bounds the
     requests that hold a prepared payload (images encoded, waiting or in flight or backing
     off) to twice that: image preparation runs ahead of the wire so that it overlaps the
     model's latency, but a batch of thousands never holds thousands of encoded images.
@@ -26,7 +28,7 @@ class LoopState:
 
     loop: asyncio.AbstractEventLoop
     client: Any
-    semaphore: asyncio.Semaphore
+    semaphore: AdaptiveLimit
     admission: asyncio.Semaphore
 
 

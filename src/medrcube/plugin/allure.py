@@ -236,16 +236,19 @@ def _num(x: Any) -> Any:
 # -- the report's environment, executor and categories (written by the controller) ----------
 
 
-def write_run_files(alluredir: str | Path, meta: Mapping[str, Any]) -> None:
+def write_run_files(alluredir: str | Path, meta: Mapping[str, Any], verdict: str | None = None,
+                    build_order: int | None = None) -> None:
     """environment.properties, executor.json and categories.json of the results directory:
-    what was qualified (model, fingerprints, cube, policy, variants, version), by whom,
-    and the categories a reader triages by."""
+    the gate's verdict and what was qualified (model, fingerprints, cube, policy, variants,
+    version), by whom, and the categories a reader triages by (allure_overview.py adds
+    the verdict's own case and the trend)."""
     from medrcube.plugin.render import STATUSES
 
     out = Path(alluredir)
     out.mkdir(parents=True, exist_ok=True)
     cube = meta.get("cube") or {}
     env = {
+        "verdict": verdict,
         "model": meta.get("model"),
         "model.fingerprint": meta.get("model_fingerprint"),
         "model.served": meta.get("served_model"),
@@ -260,14 +263,16 @@ def write_run_files(alluredir: str | Path, meta: Mapping[str, Any]) -> None:
     }
     lines = [f"{k}={_prop(v)}" for k, v in env.items() if v is not None]
     (out / "environment.properties").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    executor = {
+    executor: dict[str, Any] = {
         "name": "medrcube",
         "type": "pytest",
-        "buildName": f"{meta.get('model')} / {meta.get('run_id')}",
-        "reportName": f"medrcube qualification: {meta.get('model')}",
+        "buildName": f"{meta.get('model')} / {meta.get('run_id')}" + (f": {verdict}" if verdict else ""),
+        "reportName": f"medrcube qualification: {meta.get('model')}" + (f": {verdict}" if verdict else ""),
         "reportUrl": "",
         "buildUrl": "",
     }
+    if build_order is not None:  # this run's place in the trend (allure_overview.py)
+        executor["buildOrder"] = build_order
     (out / "executor.json").write_text(json.dumps(executor, indent=2), encoding="utf-8")
     categories = [
         {"name": v.category, "matchedStatuses": [v.allure]}

@@ -37,6 +37,7 @@ import pytest
 
 from medrcube.plugin import session as gate
 from medrcube.plugin import summary
+from medrcube.plugin.allure_overview import carry_history
 
 NOT_REQUESTED = "not-requested"
 
@@ -276,6 +277,9 @@ class ControllerHooks:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.report = summary.GateReport()
+        alluredir = getattr(config.option, "allure_report_dir", None)
+        # The trend of earlier runs into this results directory, read before allure-pytest cleans it.
+        self.allure_trend = carry_history(alluredir, cleaned=not config.option.allure_keep) if alluredir else []
         self.progress_dir: Path | None = None
         self.progress_line: Any = None
 
@@ -313,8 +317,13 @@ class ControllerHooks:
             alluredir = getattr(self.config.option, "allure_report_dir", None)
             if alluredir:
                 from medrcube.plugin import allure as allure_files
+                from medrcube.plugin.allure_overview import verdict_result, write_history
 
-                allure_files.write_run_files(alluredir, self.report.meta)
+                allure_files.write_run_files(alluredir, self.report.meta, self.report.gate.get("verdict"),
+                                             build_order=len(self.allure_trend) + 1)
+                verdict_result(alluredir, self.report.gate, self.report.meta, started=self.report.started)
+                write_history(alluredir, self.allure_trend, self.report.gate.get("verdict", "UNDECIDED"),
+                              self.report.meta.get("model"))
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> Generator[None, None, None]:

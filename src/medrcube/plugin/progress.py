@@ -6,8 +6,10 @@ terminal writer with the capture manager's `global_and_fixture_disabled()`. Unde
 pytest-xdist the workers cannot write to the terminal: each one writes its counts to a
 small JSON file, and a thread of the controller adds them up into one line.
 
-Shown when the terminal is interactive, or when asked (`--medrcube-progress=yes`);
-quiet in CI logs by default (`auto`), never with `no`.
+Shown when the terminal is interactive, redrawn in place; when asked in a log
+(`--medrcube-progress=yes`, not a terminal), one full line every LOG_INTERVAL_S and one at
+the end, so that a CI log shows a run that is moving (or not); quiet in CI logs by default
+(`auto`), never with `no`.
 """
 
 from __future__ import annotations
@@ -27,6 +29,21 @@ from medrcube.run.progress import Progress
 
 WORKERINPUT_KEY = "medrcube_progress_dir"
 INTERVAL_S = 0.5
+LOG_INTERVAL_S = 10.0  # a line in a log (not a terminal): steady, and few enough to read
+
+
+class LogPace:
+    """When a log (not a terminal) gets its next line: every LOG_INTERVAL_S, and the last."""
+
+    def __init__(self) -> None:
+        self._last = time.monotonic()
+
+    def due(self, final: bool) -> bool:
+        now = time.monotonic()
+        if final or now - self._last >= LOG_INTERVAL_S:
+            self._last = now
+            return True
+        return False
 
 
 def wanted(config: pytest.Config) -> bool:
@@ -81,6 +98,10 @@ class GateProgress(Progress):
         if self.passes <= 1:
             self._publish(force=True, final=True)
 
+    def note(self, message: str) -> None:
+        """The runner's no-progress warning: a line of its own, terminal or log."""
+        self.sink({**self.counts(), "note": message}, False)
+
     def counts(self) -> dict[str, Any]:
         return {"done": self.done, "total": self.total, "cached": self.cached, "errors": self.errors,
                 "elapsed": time.monotonic() - self.started}
@@ -97,6 +118,7 @@ def terminal_sink(config: pytest.Config) -> Callable[[dict[str, Any], bool], Non
     tr = config.pluginmanager.get_plugin("terminalreporter")
     capman = config.pluginmanager.get_plugin("capturemanager")
     tty = bool(tr is not None and tr.isatty)
+    pace = LogPace()
 
     def sink(counts: dict[str, Any], final: bool) -> None:
         if tr is None:
@@ -104,9 +126,11 @@ def terminal_sink(config: pytest.Config) -> Callable[[dict[str, Any], bool], Non
         text = line(counts, counts.get("elapsed", 0.0))
         ctx = capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext()
         with ctx:
-            if tty:
+            if counts.get("note"):
+                tr.write_line(f"{chr(10) if tty else ''}medrcube: {counts['note']}")
+            elif tty:
                 tr.write("\r" + text.ljust(100) + ("\n" if final else ""), flush=True)
-            elif final:  # asked for in a log: one line at the end of inference
+            elif pace.due(final):  # asked for in a log: a line every LOG_INTERVAL_S, and the last
                 tr.write_line(text)
 
     return sink
@@ -135,6 +159,8 @@ class ControllerLine:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="medrcube-progress", daemon=True)
         self.shown = False
+        self._pace = LogPace()
+        self._noted: set[str] = set()  # the workers' notes already shown
 
     def start(self) -> None:
         self._thread.start()
@@ -156,19 +182,21 @@ class ControllerLine:
         if not states:
             return
         total = {k: sum(int(s.get(k, 0)) for s in states) for k in ("done", "total", "cached", "errors")}
-        elapsed = max(float(s.get("elapsed", 0.0)) for s in states)
         tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        for note in (s["note"] for s in states if s.get("note") and s["note"] not in self._noted):
+            self._noted.add(note)
+            if tr is not None:
+                tr.write("\nmedrcube: " + note + "\n", flush=True)
+        elapsed = max(float(s.get("elapsed", 0.0)) for s in states)
         if tr is None:
             return
         text = line(total, elapsed)
         if tr.isatty:
             tr.write("\r" + text.ljust(100) + ("\n" if final else ""), flush=True)
-        elif final:  # after xdist's "[100%]", which ends no line
+        elif self._pace.due(final):  # a log: on lines of their own (xdist's "[100%]" ends no line)
             tr.write("\n" + text + "\n", flush=True)
         self.shown = True
 
     def _loop(self) -> None:
         while not self._stop.wait(INTERVAL_S):
-            tr = self.config.pluginmanager.get_plugin("terminalreporter")
-            if tr is not None and tr.isatty:  # a log gets the final line only
-                self._draw()
+            self._draw()  # a log's lines are paced in _draw

@@ -188,7 +188,12 @@ class GateSession:
             except Exception as e:  # a broken run errors every check and fails none
                 self._failure = f"inference failed (--model={self.options.model}): {type(e).__name__}: {e}"
                 raise GateError(self._failure) from e
-        return self._result.records
+        result = self._result
+        assert result is not None
+        if result.aborted:  # a check on the items asked before the stop decides nothing
+            self._failure = f"the run stopped early (--model={self.options.model}): {result.aborted}"
+            raise GateError(self._failure)
+        return result.records
 
     def baseline_records(self) -> list[GradedRecord] | None:
         if not self.has_baseline:

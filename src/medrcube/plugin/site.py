@@ -7,8 +7,9 @@ check (docs/site-tests.md has the worked example).
         medrcube_verdict("site/pneumothorax sensitivity", positives, bound=0.9)
 
 `hit(record)` says whether a record counts as a success (default: answered correctly).
-Records whose image was unavailable are left out; records with an API error are counted
-apart (never as misses) and, above `max_error_rate`, make the check an error.
+Records whose image was unavailable are left out; records with an API error or an answer
+cut at the token limit (truncated) are counted apart (never as misses) and, above
+`max_error_rate`, make the check an error.
 
 The decision (rule `lower_bound`: the Wilson interval's lower end must reach the bound;
 `point`: the observed proportion) is the gate's accuracy rule; this module applies it to
@@ -23,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from medrcube.records import GradedRecord, Outcome
+from medrcube.records import NOT_ANSWERED, GradedRecord, Outcome
 
 MAX_WORST = 5
 
@@ -70,8 +71,8 @@ def decide_proportion(
     from medrcube.plugin.summary import _base_payload, _clean
 
     asked = [r for r in records if r.outcome is not Outcome.UNAVAILABLE]
-    errors = [r for r in asked if r.outcome is Outcome.ERROR]
-    graded = [r for r in asked if r.outcome is not Outcome.ERROR]
+    errors = [r for r in asked if r.outcome in NOT_ANSWERED]  # errored and truncated: not graded
+    graded = [r for r in asked if r.outcome not in NOT_ANSWERED]
     hits = sum(bool(hit(r)) for r in graded)
     n = len(graded)
     error_rate = len(errors) / len(asked) if asked else 0.0
@@ -81,8 +82,10 @@ def decide_proportion(
     what = f"{check.metric} {hits}/{n}"
     if error_rate > check.max_error_rate:
         status = "error"
+        truncated = sum(r.outcome is Outcome.TRUNCATED for r in errors)
+        cut = f", {truncated} of them truncated at the token limit" if truncated else ""
         message = (
-            f"{len(errors)} errors of {len(asked)} requests ({error_rate:.0%} > max_error_rate "
+            f"{len(errors)} errors of {len(asked)} requests{cut} ({error_rate:.0%} > max_error_rate "
             f"{check.max_error_rate:.0%}): the evidence is incomplete; not graded"
         )
     elif n < check.min_n:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,8 +20,8 @@ from typing import Any
 
 import pytest
 
+from medrcube.plugin.handover import merge_handovers, merged_usage
 from medrcube.plugin.summary_kinds import kind_lines
-from medrcube.records import GradedRecord, Outcome
 
 GATE_SCHEMA_VERSION = 1
 PROPERTY = "medrcube_verdict"  # the user property carrying the payload as JSON
@@ -137,40 +138,6 @@ def payload_of(report: pytest.TestReport) -> dict[str, Any] | None:
 
 
 # -- records handed over by the processes that ran inference -------------------------------
-
-
-def merge_handovers(handovers: Iterable[Mapping[str, Any]]) -> Any:
-    """One RunResult for the whole run: the records every inferring process agrees on
-    (they all read the same store; the first is taken), and the request counts summed
-    over processes. None if no process ran inference."""
-    from medrcube.run.runner import RunResult
-
-    handovers = [h for h in handovers if h]
-    if not handovers:
-        return None
-    first = handovers[0]
-    records = [GradedRecord.from_dict(d) for d in first["records"]]
-    requests = sum(int(h["requests_sent"]) for h in handovers)
-    unavailable = sum(r.outcome is Outcome.UNAVAILABLE for r in records)
-    asked = len(records) - unavailable
-    return RunResult(
-        records=records,
-        requests_sent=requests,
-        # Asks answered from the store without any process of this run asking them.
-        cache_hits=max(0, asked - requests),
-        errors=sum(r.outcome is Outcome.ERROR for r in records),
-        unavailable=unavailable,
-        wall_s=max(float(h["wall_s"]) for h in handovers),
-        judge_requests=sum(int(h.get("judge_requests", 0)) for h in handovers),
-        started=min(float(h["started"]) for h in handovers),
-        finished=max(float(h["finished"]) for h in handovers),
-        aborted=next((h["aborted"] for h in handovers if h.get("aborted")), None),
-        info={
-            **dict(first.get("info") or {}),
-            # How the asks were spread over the processes (xdist workers) of this run.
-            "requests_by_process": {str(h.get("worker", i)): int(h["requests_sent"]) for i, h in enumerate(handovers)},
-        },
-    )
 
 
 # -- files ---------------------------------------------------------------------------------
@@ -378,6 +345,8 @@ def summary_lines(entries: Sequence[Mapping[str, Any]], meta: Mapping[str, Any],
     lines += usage_lines(meta)
     lines += sampling_lines(meta)
     lines += error_cause_lines(meta)
+    if meta.get("aborted"):
+        lines.append(f"the run stopped early: {meta['aborted']}")
     counts = count_statuses(e["verdict"] for e in entries)
     lines.append(
         "checks: "
@@ -400,9 +369,11 @@ class GateReport:
     """What the controller gathers during a run (kept in `config.stash`)."""
 
     entries: dict[str, dict[str, Any]] = field(default_factory=dict)  # check id -> payload
+    started: float = field(default_factory=time.time)  # the controller's wall clock: run.json's start
     handovers: list[dict[str, Any]] = field(default_factory=list)
     written: list[Path] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
+    gate: dict[str, Any] = field(default_factory=dict)  # gate.json, once written
 
     def add_report(self, report: pytest.TestReport) -> None:
         payload = payload_of(report)
@@ -424,11 +395,16 @@ class GateReport:
         for e in self.entries.values():
             e["order"] = order.get(e["id"], len(order))
         result = merge_handovers(self.handovers)
+        if result is not None:  # the run's times are the controller's, not a worker's last pass
+            result.started, result.finished = self.started, time.time()
+            result.wall_s = result.finished - result.started
         run_dir = new_run_dir(session.options.report_dir, session.adapter.spec)  # as `medrcube run` names it
         self.meta = run_meta(session, run_dir.name, result, self.handovers)
         self.meta["kinds_off"] = dict(kinds_off or {})
+        if result is not None and result.aborted:  # said once in the summary, and kept in gate.json
+            self.meta["aborted"] = result.aborted
         self.meta.update(gate_meta(session, self.entries))
-        doc = gate_document(self.entries.values(), self.meta)
+        self.gate = doc = gate_document(self.entries.values(), self.meta)
         self.written, warning = write_run(run_dir, result, self.meta, cube=session.cube, gate=doc)
         warn(warning)
 
@@ -437,17 +413,6 @@ class GateReport:
             return []
         entries = sorted(self.entries.values(), key=lambda e: e.get("order", 0))
         return summary_lines(entries, self.meta, self.written)
-
-
-def merged_usage(handovers: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Usage per model role, summed over the processes of the run."""
-    from medrcube.service import Usage
-
-    out: dict[str, Usage] = {}
-    for h in handovers:
-        for role, u in (h.get("usage") or {}).items():
-            out.setdefault(role, Usage()).add(u)
-    return {role: u.to_dict() for role, u in out.items()}
 
 
 def served_model(session: Any) -> str | None:

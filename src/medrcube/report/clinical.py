@@ -71,12 +71,16 @@ def risk_coverage_figure(curve: Mapping[str, Sequence[float]], error_rate: float
 
 def _finding_rows(records: Sequence[GradedRecord]) -> list[dict[str, Any]]:
     found: list[tuple[str, FindingStats, float | None]] = []
+    named: dict[str, bool] = {}
     for cell, cf in findings_by_cell(records).items():
+        # A cell where no answer named any finding (every one unparsed or refused) says
+        # nothing per finding: its rows are not applicable, not "sensitivity 0%".
+        named[" · ".join(cell)] = any(f.tp + f.fp for f in cf.findings.values())
         found += [(" · ".join(cell), f, cf.balanced_accuracy) for f in cf.findings.values() if f.sensitivity.n]
     # Surely weak first: the lowest upper bound of the sensitivity, then the estimate.
     found.sort(key=lambda t: (t[1].sensitivity.hi, t[1].sensitivity.value or 0.0, t[0], t[1].finding))
     return [{"cell": cell, "finding": f.finding, "se": f.sensitivity, "sp": f.specificity, "ppv": f.ppv,
-             "npv": f.npv, "balanced": balanced} for cell, f, balanced in found[:FINDING_ROWS]]
+             "npv": f.npv, "balanced": balanced, "applicable": named[cell]} for cell, f, balanced in found[:FINDING_ROWS]]
 
 
 def clinical_section(records: Sequence[GradedRecord], plots_dir: Path | None) -> dict[str, Any] | None:

@@ -60,6 +60,11 @@ class Progress:
             self._bar.set_postfix(errors=self.errors, cached=self.cached, refresh=False)
             self._bar.update(n)
 
+    def note(self, message: str) -> None:
+        """A line beside the counts (the runner's no-progress warning), where a bar is shown."""
+        if self._bar is not None:
+            self._bar.write(message, file=sys.stderr)
+
     def set_description(self, desc: str) -> None:
         if self._bar is not None:
             self._bar.set_description(desc)

@@ -27,8 +27,12 @@ process of this host (gone, or a zombie not yet reaped) is freed at once (`owner
 any other is taken over when its expiry (`claim_ttl_s`, renewed by the heartbeat while
 the owner lives) passes.
 
-An authentication error stops the run early (every further request would fail the same
-way): the remaining asks end as errors saying they were not asked.
+An authentication error, or an endpoint whose circuit breaker opened (models/breaker.py:
+a server that died, stalls or throttles past its budget), stops the run early (every
+further request would fail the same way): the remaining asks end as errors saying they
+were not asked (errors are never stored as answers), so a rerun on the same store asks
+exactly the items left unanswered. A run
+with no answer for `STALL_WARN_S` says so in the log (run/watchdog.py).
 """
 
 from __future__ import annotations
@@ -50,8 +54,11 @@ from medrcube.run.grade import apply_judge, grade, unavailable
 from medrcube.run.plan import PlannedAsk, as_variants, plan_asks, variant_specs
 from medrcube.run.progress import Progress
 from medrcube.run.store import ResponseStore, StoreError, make_key, new_owner, owner_is_dead
+from medrcube.run.watchdog import STALL_WARN_S, Watchdog
 
 DEFAULT_CLAIM_TTL_S = 60.0
+# Errors after which every further request would fail the same way: the run stops.
+_STOPS_THE_RUN = (ErrorKind.AUTH, ErrorKind.CIRCUIT_OPEN)
 log = logging.getLogger("medrcube.run")
 
 
@@ -91,6 +98,8 @@ class _Pump:
         newer_than: float | None,
         claim_ttl_s: float,
         on_done: Callable[[str, Response, bool], None],
+        stall_warn_s: float = STALL_WARN_S,
+        on_stall: Callable[[str], None] | None = None,
     ):
         self.adapter = adapter
         self.store = store
@@ -103,6 +112,9 @@ class _Pump:
         self.requests_sent = 0
         self.cache_hits = 0
         self.aborted: str | None = None
+        self.aborted_kind = ErrorKind.AUTH
+        self.watchdog = Watchdog(getattr(adapter, "spec", "the model"), lambda: self.remaining, stall_s=stall_warn_s,
+                                 say=on_stall)
 
     async def run(self, requests: Mapping[str, Request]) -> dict[str, tuple[Response, bool]]:
         self.requests = dict(requests)
@@ -124,6 +136,7 @@ class _Pump:
         if self.remaining == 0:
             return self.results
         tasks = [asyncio.create_task(self._worker(), name=f"medrcube-worker-{i}") for i in range(self.concurrency)]
+        tasks.append(asyncio.create_task(self.watchdog.watch(), name="medrcube-watchdog"))
         if self.store is not None:
             tasks.append(asyncio.create_task(self._waiter(), name="medrcube-waiter"))
             tasks.append(asyncio.create_task(self._heartbeat(), name="medrcube-heartbeat"))
@@ -146,6 +159,7 @@ class _Pump:
         if cached:
             self.cache_hits += 1
         self.remaining -= 1
+        self.watchdog.progressed()
         self.on_done(key, response, cached)
         if self.remaining == 0:
             self.all_done.set()
@@ -190,8 +204,11 @@ class _Pump:
                 # module docstring for the guarantee this gives after a SIGKILL.
                 store.put_many(list(zip(batch, responses, strict=True)), model=self.adapter.fingerprint, owner=self.owner)
             for key, response in zip(batch, responses, strict=True):
-                if response.auth_failed and self.aborted is None:
-                    self.aborted = f"authentication failed: {response.error}"
+                if response.error_kind in _STOPS_THE_RUN and self.aborted is None:
+                    self.aborted_kind = response.error_kind
+                    self.aborted = (f"authentication failed: {response.error}" if response.error_kind is ErrorKind.AUTH
+                                    else (response.error or "").removeprefix("not asked again: ").removeprefix("not asked: "))
+                    log.error("the run stops early: %s", self.aborted)
                 self._complete(key, response, False)
 
     async def _generate(self, requests: Sequence[Request]) -> list[Response]:
@@ -212,7 +229,8 @@ class _Pump:
         return responses
 
     def _not_asked(self) -> Response:
-        return Response(text=None, error=f"not asked: the run stopped early ({self.aborted})", error_kind=ErrorKind.AUTH)
+        return Response(text=None, error=f"not asked: the run stopped early ({self.aborted})",
+                        error_kind=self.aborted_kind)
 
     async def _waiter(self) -> None:
         """Wait for keys another process is asking; take back those whose claim expired."""
@@ -259,7 +277,8 @@ class RunOptions:
     `refresh`: ignore (and overwrite) stored responses; `params`: generation parameters
     sent with every request (part of the store key); `progress`: a progress bar (True) or
     a Progress to advance; `close_adapters`: aclose the adapters at the end, inside the
-    run's event loop (the CLI does; a caller that reuses an adapter does not)."""
+    run's event loop (the CLI does; a caller that reuses an adapter does not);
+    `stall_warn_s`: seconds without an answer before the log says the run is stuck."""
 
     variants: str | Iterable[Any] = ("standard",)
     store: ResponseStore | None = None
@@ -271,6 +290,7 @@ class RunOptions:
     params: Mapping[str, Any] | None = None
     claim_ttl_s: float = DEFAULT_CLAIM_TTL_S
     close_adapters: bool = False
+    stall_warn_s: float = STALL_WARN_S
 
     @classmethod
     def of(cls, options: RunOptions | None, fields: Mapping[str, Any]) -> RunOptions:
@@ -331,6 +351,8 @@ async def run_cube_async(
         newer_than=newer_than,
         claim_ttl_s=claim_ttl_s,
         on_done=done,
+        stall_warn_s=opts.stall_warn_s,
+        on_stall=bar.note,
     )
     judge_pump: _Pump | None = None
     try:

@@ -20,7 +20,7 @@ from medrcube.metrics.sequential import (
     images_needed,
     projected_log_wealth,
 )
-from medrcube.records import GradedRecord, Outcome
+from medrcube.records import NOT_ANSWERED, GradedRecord, Outcome
 from medrcube.run.order import Unit
 
 if TYPE_CHECKING:
@@ -163,7 +163,7 @@ def _feed(track: Track, records: Sequence[GradedRecord], baseline: dict[str, Gra
     if not mine:
         return
     track.asked += sum(r.outcome is not Outcome.UNAVAILABLE for r in mine)
-    track.errors += sum(r.outcome is Outcome.ERROR for r in mine)
+    track.errors += sum(r.outcome in NOT_ANSWERED for r in mine)
     graded = [r for r in mine if r.graded]
     if track.check.kind is CheckKind.REGRESSION:
         if baseline is None:

@@ -40,6 +40,7 @@ The script (a JSON object; every key optional)::
       "latency_by_question": {"<question>": <latency as above>},
       "faults": [<rule>, ...],         # the first rule that fires decides the request
       "models": ["m1"],                # if given: other model names get 404 model_not_found
+                                       # (GET /v1/models lists these, else `model`, else none)
       "model": "name",                 # the model name reported back (default: the request's)
       "require_auth": false,           # true: a request without Authorization gets 401
       "hang_s": 3600,                  # default duration of a "hang" fault
@@ -73,7 +74,14 @@ the connection is closed); "malformed" (200 with a body that is not JSON); "trun
 "content_filter" (finish_reason "content_filter", content "text" or null); "refusal"
 (message.refusal set, content null; "text" gives it); "drop" (headers and half the body
 sent, then the connection is reset); "reset" (the connection is reset before any
-response). Apart from "status" and "reset", a fault waits the scripted latency first.
+response); "die" (the server stops serving, as if killed: this request's connection is
+reset, every open one cut, the port closed); "endless" (a model that never emits a stop
+token, on one inference thread: requests wait their turn, then take `token_s` seconds
+(default 0.002) per token up to the request's max_tokens / max_completion_tokens, or
+"max_tokens" (default 1024) when it sends none, and end with finish_reason "length").
+A status fault's "style" is "openai" (an error object), "fastapi" ({"detail": message},
+as FastAPI servers such as `transformers serve` answer) or "text" (the message as plain
+text). Apart from "status" and "reset", a fault waits the scripted latency first.
 
 In process, `ScriptedServer(script, reply=fn)` also takes a callable
 `fn(prompt: str, body: dict) -> str | None` consulted before `answers` (None: fall through).

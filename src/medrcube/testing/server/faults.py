@@ -249,8 +249,14 @@ class _Handler(BaseHTTPRequestHandler):
             if "retry_after_ms" in spec:
                 headers["retry-after-ms"] = str(spec["retry_after_ms"])
             message = spec.get("message") or f"scripted HTTP {status}"
+            style = spec.get("style", "openai")
             done(plan, str(status), status)
-            self._send(status, wire.error_body(status, message, spec.get("code")), headers)
+            if style == "fastapi":  # FastAPI's HTTPException body (transformers serve)
+                self._send(status, json.dumps({"detail": message}).encode(), headers)
+            elif style == "text":
+                self._send(status, message.encode(), headers, ctype="text/plain")
+            else:
+                self._send(status, wire.error_body(status, message, spec.get("code")), headers)
         elif fault == "hang":
             # Never answer: wait past the client's timeout, then close (FIN) the connection.
             owner._stopping.wait(float(spec.get("seconds", owner.script.hang_s)))
@@ -284,6 +290,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif fault == "reset":
             done(plan, "reset", None)
             self._abort()
+        elif fault == "endless":
+            self._endless(plan, spec, parsed.params, completion)
         else:
             self._hostile(plan, fault, spec, completion)
 
@@ -312,6 +320,10 @@ class _Handler(BaseHTTPRequestHandler):
             text = spec.get("text") or plan.reply
             done(plan, "length", 200)
             self._send_json(200, completion(str(text), "length"))
+        elif fault == "die":
+            done(plan, "die", None)
+            self.server.owner.die()
+            self._abort()
         elif fault == "key_echo":
             # The one place the Authorization value is read: a gateway that echoes the
             # caller's key in its answer, which the client must never write anywhere.
@@ -319,6 +331,23 @@ class _Handler(BaseHTTPRequestHandler):
             key = (next((v for v in given if v), None) or "").removeprefix("Bearer ").strip()
             done(plan, "key_echo", 200)
             self._send_json(200, completion(f"{plan.reply} (request authorised with {key})"))
+
+    def _endless(self, plan: _Plan, spec: Mapping[str, Any], params: Mapping[str, Any], completion: _Completer) -> None:
+        """A model that never emits a stop token, on one inference thread: each request
+        waits its turn, then "generates" the request's token limit (the server's own,
+        `max_tokens` 1024, when it sends none) at `token_s` seconds per token, and ends
+        with finish_reason "length". A request whose client gave up is generated all the
+        same, as a real single-threaded server does."""
+        owner = self.server.owner
+        limit = int(params.get("max_completion_tokens") or params.get("max_tokens") or spec.get("max_tokens", 1024))
+        with owner._inference:
+            if owner._stopping.wait(limit * float(spec.get("token_s", 0.002))):
+                owner._end(plan, "stopped", None)
+                self._abort()
+                return
+        text = " ".join([plan.reply, *(["and"] * max(0, limit - 1))])
+        owner._end(plan, "endless", 200)
+        self._send_json(200, completion(text, "length"))
 
     def _drip(self, plan: _Plan, body: bytes, interval: float) -> None:
         """Headers at once, then the body one byte per `interval` seconds: each read is

@@ -32,6 +32,9 @@ class Owner(Protocol):
 
     script: Script
     _stopping: threading.Event
+    _inference: threading.Lock  # the one inference thread of an "endless" server
+
+    def die(self) -> None: ...
 
     def set_script(self, script: Mapping[str, Any] | Script, *, reply: ReplyFn | None = None) -> None: ...
 

@@ -47,6 +47,7 @@ class ScriptedServer:
         self._seq = 0
         self._t0 = time.monotonic()
         self._stopping = threading.Event()
+        self._inference = threading.Lock()
         self._connections: set[socket.socket] = set()
         self._host, self._port = host, port
         self._httpd: _HTTPServer | None = None
@@ -84,6 +85,11 @@ class ScriptedServer:
         httpd.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)
+
+    def die(self) -> None:
+        """Stop serving from inside a request (the "die" fault): on a thread of its own,
+        since stop() waits for the handlers, this one included."""
+        threading.Thread(target=self.stop, name="scripted-server-dies", daemon=True).start()
 
     def restart(self) -> ScriptedServer:
         """Stop (cutting open connections) and serve again on the same port; the script

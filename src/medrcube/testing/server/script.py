@@ -25,11 +25,11 @@ ReplyFn = Callable[[str, Mapping[str, Any]], "str | None"]
 
 FAULTS = (
     "status", "hang", "malformed", "truncated", "empty_choices", "content_filter", "refusal", "drop", "reset",
-    "redirect", "drip", "gzip_bomb", "served_model", "length", "key_echo",
+    "redirect", "drip", "gzip_bomb", "served_model", "length", "key_echo", "endless", "die",
 )
 # Faults whose body carries the scripted reply (the others answer without one).
 REPLYING_FAULTS = frozenset({"truncated", "drop", "empty_choices", "drip", "gzip_bomb", "served_model",
-                             "length", "key_echo"})
+                             "length", "key_echo", "endless"})
 _SCRIPT_KEYS = {
     "default", "answers", "answer_key", "reply_format", "latency", "latency_by_question", "faults",
     "models", "model", "require_auth", "hang_s", "seed", "inspect_images", "log_limit", "logprobs",
@@ -38,7 +38,7 @@ _SCRIPT_KEYS = {
 _RULE_KEYS = {
     "fault", "status", "retry_after", "retry_after_ms", "message", "code", "match", "first", "after",
     "per_prompt", "fraction", "delay", "seconds", "text", "seed", "location", "interval", "inflated_mib",
-    "model",
+    "model", "style", "token_s", "max_tokens",
 }
 _QUESTION = re.compile(r"Question:\s*(.*?)\s*\n\s*Options:", re.S)
 _OPTION = re.compile(r"^\s*\(?([A-Z])[.):]\s+(.*?)\s*$")
@@ -124,6 +124,8 @@ class _Rule:
             raise ScriptError(f"script: {where}.fault = {fault!r}; accepted: {', '.join(FAULTS)}")
         if fault == "status" and not (isinstance(spec.get("status"), int) and 100 <= spec["status"] <= 599):
             raise ScriptError(f"script: {where} is a status fault without a valid \"status\" (100..599)")
+        if spec.get("style", "openai") not in ("openai", "fastapi", "text"):
+            raise ScriptError(f"script: {where}.style = {spec['style']!r}; accepted: openai, fastapi, text")
         fraction = spec.get("fraction")
         if fraction is not None and not (isinstance(fraction, (int, float)) and 0 <= fraction <= 1):
             raise ScriptError(f"script: {where}.fraction = {fraction!r}; use a number in [0, 1]")

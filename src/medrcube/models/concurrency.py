@@ -1,0 +1,93 @@
+"""How many requests an endpoint gets at once: a limit that adapts to a server that slows.
+
+A local server with one inference thread (`transformers serve`, a small vLLM) answers
+the requests in flight one after another: 16 at once only make each wait 16 times as
+long, and past the client's timeout every one of them fails and is asked again, so the
+server never catches up. `AdaptiveLimit` keeps the configured `concurrency` as a ceiling
+and moves the limit the way TCP moves its window (additive increase, multiplicative
+decrease):
+
+- a timeout halves the limit (at least 1);
+- a latency grown past `SLOW_FACTOR` times the fastest seen (and above `SLOW_FLOOR_S`,
+  so that millisecond jitter of a fast server never counts) takes a quarter off;
+- `limit` answers in a row at normal latency give one slot back, up to the ceiling.
+
+A decrease happens at most once per `cooldown_s`, since the requests already in flight
+report the same slowness. Pure asyncio, one per event loop (the adapter's `_LoopState`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+__all__ = ["AdaptiveLimit"]
+
+log = logging.getLogger("medrcube.models.concurrency")
+
+SLOW_FACTOR = 4.0
+SLOW_FLOOR_S = 1.0
+EWMA_WEIGHT = 0.2
+
+
+class AdaptiveLimit:
+    """A semaphore whose size moves between 1 and `ceiling` (see the module docstring)."""
+
+    def __init__(self, ceiling: int, *, where: str = "", cooldown_s: float = 2.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if ceiling < 1:
+            raise ValueError(f"concurrency must be >= 1, not {ceiling}")
+        self.ceiling = int(ceiling)
+        self.limit = int(ceiling)
+        self.where = where
+        self.cooldown_s = cooldown_s
+        self._clock = clock
+        self._in_use = 0
+        self._cond = asyncio.Condition()
+        self._fastest: float | None = None
+        self._ewma: float | None = None
+        self._good = 0
+        self._last_cut = -math.inf
+        self.lowest = self.limit  # for logs and benchmarks
+
+    @asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        async with self._cond:
+            await self._cond.wait_for(lambda: self._in_use < self.limit)
+            self._in_use += 1
+        try:
+            yield
+        finally:
+            async with self._cond:
+                self._in_use -= 1
+                self._cond.notify(max(1, self.limit - self._in_use))
+
+    def observe(self, latency_s: float, *, timed_out: bool = False) -> None:
+        """One attempt's outcome: its latency, or that it timed out."""
+        if timed_out:
+            self._cut(self.limit // 2, "a request timed out")
+            return
+        self._fastest = latency_s if self._fastest is None else min(self._fastest, latency_s)
+        self._ewma = latency_s if self._ewma is None else (1 - EWMA_WEIGHT) * self._ewma + EWMA_WEIGHT * latency_s
+        if self._ewma > SLOW_FLOOR_S and self._ewma > SLOW_FACTOR * self._fastest:
+            self._cut(self.limit - max(1, self.limit // 4), f"latency grew to {self._ewma:.1f}s "
+                      f"(fastest {self._fastest:.1f}s)")
+            return
+        self._good += 1
+        if self._good >= self.limit and self.limit < self.ceiling:
+            self._good = 0
+            self.limit += 1  # the next release wakes the extra waiter
+
+    def _cut(self, to: int, why: str) -> None:
+        now = self._clock()
+        if now - self._last_cut < self.cooldown_s or self.limit == 1:
+            return
+        self._last_cut, self._good = now, 0
+        self.limit = max(1, to)
+        self.lowest = min(self.lowest, self.limit)
+        log.warning("%s: %s; %d requests in flight at most from now on (of %d)", self.where or "endpoint", why,
+                    self.limit, self.ceiling)

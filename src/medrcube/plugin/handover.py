@@ -1,0 +1,64 @@
+"""What the processes of a run hand to the controller, merged into one run: the records
+(with `cached` meaning the run's, not one worker's), the request counts and the usage.
+
+A module of its own beside summary.py (which writes what is merged here).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from medrcube.records import GradedRecord, Outcome
+
+__all__ = ["merge_handovers", "merged_usage"]
+
+
+def merge_handovers(handovers: Iterable[Mapping[str, Any]]) -> Any:
+    """One RunResult for the whole run: the records every inferring process agrees on
+    (they all read the same store; the first is taken), and the request counts summed
+    over processes. None if no process ran inference."""
+    from medrcube.run.runner import RunResult
+
+    handovers = [h for h in handovers if h]
+    if not handovers:
+        return None
+    first = handovers[0]
+    # `cached` means answered from a store written before this run: an ask one worker
+    # sent is not cached for the run, although the other workers read it from the store.
+    fresh = {(d["item_id"], d["variant"]) for h in handovers for d in h["records"] if not d.get("cached")}
+    records = [rec if not rec.cached or (rec.item_id, rec.variant) not in fresh else dataclasses.replace(rec, cached=False)
+               for rec in (GradedRecord.from_dict(d) for d in first["records"])]
+    requests = sum(int(h["requests_sent"]) for h in handovers)
+    unavailable = sum(r.outcome is Outcome.UNAVAILABLE for r in records)
+    asked = len(records) - unavailable
+    return RunResult(
+        records=records,
+        requests_sent=requests,
+        # Asks answered from the store without any process of this run asking them.
+        cache_hits=max(0, asked - requests),
+        errors=sum(r.outcome is Outcome.ERROR for r in records),
+        unavailable=unavailable,
+        wall_s=max(float(h["wall_s"]) for h in handovers),
+        judge_requests=sum(int(h.get("judge_requests", 0)) for h in handovers),
+        started=min(float(h["started"]) for h in handovers),
+        finished=max(float(h["finished"]) for h in handovers),
+        aborted=next((h["aborted"] for h in handovers if h.get("aborted")), None),
+        info={
+            **dict(first.get("info") or {}),
+            # How the asks were spread over the processes (xdist workers) of this run.
+            "requests_by_process": {str(h.get("worker", i)): int(h["requests_sent"]) for i, h in enumerate(handovers)},
+        },
+    )
+
+
+def merged_usage(handovers: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Usage per model role, summed over the processes of the run."""
+    from medrcube.service import Usage
+
+    out: dict[str, Usage] = {}
+    for h in handovers:
+        for role, u in (h.get("usage") or {}).items():
+            out.setdefault(role, Usage()).add(u)
+    return {role: u.to_dict() for role, u in out.items()}
