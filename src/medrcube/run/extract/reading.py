@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from medrcube.run.extract.codes import AMBIGUOUS, MISMATCH, OUT_OF_RANGE
+from medrcube.run.extract.cues import NO_WORDS, YES_WORDS
 
 # ----------------------------------------------------------------------------------
 # Per-option-set data
@@ -36,6 +37,12 @@ class _Options:
     # two-letter capitalised options ("CT", "US", "MR"): too short to spot in lowercased
     # prose, but unmistakable as a capitalised word ("a CT scan of the chest")
     acronyms: tuple[tuple[re.Pattern[str], int], ...]
+    # the options as written, casefolded, longest first: blanked out of a clause before
+    # it is searched for negation, so an option "No finding" does not negate itself
+    casefolded: tuple[str, ...]
+    # (index of the yes option, index of the no option) when the item is a yes/no
+    # question (an abstain option may be a third), else None
+    yes_no: tuple[int, int] | None
 
 
 @lru_cache(maxsize=4096)
@@ -60,7 +67,15 @@ def _options(options: tuple[str, ...]) -> _Options:
             for i, x in enumerate(options)
             if re.fullmatch(r"[A-Z]{2}", str(x).strip())
         ),
+        casefolded=tuple(sorted({str(x).casefold().strip() for x in options} - {""}, key=lambda t: -len(t))),
+        yes_no=_yes_no_sides(norms),
     )
+
+
+def _yes_no_sides(norms: tuple[str, ...]) -> tuple[int, int] | None:
+    yes = [i for i, t in enumerate(norms) if t in YES_WORDS]
+    no = [i for i, t in enumerate(norms) if t in NO_WORDS]
+    return (yes[0], no[0]) if len(yes) == 1 and len(no) == 1 else None
 
 
 # ----------------------------------------------------------------------------------

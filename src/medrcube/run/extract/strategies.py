@@ -18,11 +18,13 @@ from medrcube.run.extract.codes import (
     LEADING_ANSWER,
     LETTER_AND_TEXT,
     LETTER_MENTION,
+    NEGATED,
     OPTION_TEXT,
     OPTION_TEXT_MENTION,
     REFUSAL,
     Extraction,
 )
+from medrcube.run.extract.cues import CLAUSE_END, CLAUSE_NEGATION
 from medrcube.run.extract.reading import (
     _BAD_AMBIGUOUS,
     _BAD_TO_HOW,
@@ -37,6 +39,7 @@ from medrcube.run.extract.reading import (
     _short,
 )
 from medrcube.run.extract.statements import _SENTENCE_END, _after_reasoning, _decide, _parse_tail, _statements
+from medrcube.run.extract.verdicts import by_verdict_list, by_yes_no, by_yes_no_contradiction
 
 # The strategies: each returns an Extraction (decided, possibly unparsed) or None
 # ----------------------------------------------------------------------------------
@@ -72,21 +75,50 @@ _ANSWER_KEYS = frozenset(
 _LOOSE_PAIR = re.compile(r"[\"']?([A-Za-z_ ]{3,20})[\"']?\s*:\s*[\"']([^\"'\n]{1,200})[\"']")
 
 
+def _pairs(pairs: list[tuple[str, object]]) -> list[tuple[str, object]]:
+    # object_pairs_hook: keep every pair, duplicates included, so that {"answer": "A",
+    # "answer": "B"} is two answers (that disagree), not whichever came last
+    return pairs
+
+
+def _answer_values(node: object, depth: int = 0) -> list[object]:
+    """Values under answer keys anywhere in a parsed JSON value (tool calls nest them:
+    {"function": {"arguments": "{\\"answer\\": \\"B\\"}"}}, the arguments a JSON string)."""
+    if depth > 6:
+        return []
+    if isinstance(node, str):
+        s = node.strip()
+        if s.startswith("{") and s.endswith("}"):
+            try:
+                return _answer_values(json.loads(s, object_pairs_hook=_pairs), depth + 1)
+            except ValueError:
+                return []
+        return []
+    if isinstance(node, list):
+        if node and all(isinstance(x, tuple) and len(x) == 2 for x in node):  # an object's pairs
+            out: list[object] = []
+            for k, v in node:
+                if str(k).strip().casefold().replace(" ", "_") in _ANSWER_KEYS:
+                    out.append(v)
+                else:
+                    out += _answer_values(v, depth + 1)
+            return out
+        return [v for x in node for v in _answer_values(x, depth + 1)]
+    return []
+
+
 def _json_values(blob: str) -> list[str] | None:
-    """Answer values of one JSON object text, or None when it holds no answer key."""
+    """Answer values of one JSON text, or None when it holds no answer key."""
     try:
-        obj = json.loads(blob)
+        obj: object = json.loads(blob, object_pairs_hook=_pairs)
     except ValueError:
         obj = None
-    pairs: list[tuple[str, object]]
-    if isinstance(obj, dict):
-        pairs = list(obj.items())
-    elif obj is None:
+    values: list[object]
+    if obj is None:
         # tolerate single-quoted or otherwise sloppy objects: {'answer': 'B'}
-        pairs = [(k, v) for k, v in _LOOSE_PAIR.findall(blob)]
+        values = [v for k, v in _LOOSE_PAIR.findall(blob) if k.strip().casefold().replace(" ", "_") in _ANSWER_KEYS]
     else:
-        return None
-    values = [v for k, v in pairs if str(k).strip().casefold().replace(" ", "_") in _ANSWER_KEYS]
+        values = _answer_values(obj)
     return [v for v in values if isinstance(v, str)] or None
 
 
@@ -94,7 +126,11 @@ def _by_json(inp: _Input) -> Extraction | None:
     if "{" not in inp.raw:
         return None
     blobs = [m.group(1).strip() for m in _JSON_FENCE.finditer(inp.raw)]
-    blobs += _JSON_OBJECT.findall(inp.raw)
+    whole = inp.raw.strip()
+    if whole.startswith("{") and whole.endswith("}"):
+        blobs.append(whole)  # the reply is one JSON value: read it whole (nested tool calls)
+    else:
+        blobs += _JSON_OBJECT.findall(inp.raw)
     finds: list[_Find] = []
     for blob in blobs:
         for value in _json_values(blob) or ():
@@ -209,8 +245,7 @@ def _by_lines(inp: _Input) -> Extraction | None:
     if all(f.status == _OK_TEXT for f in finds):
         # A line that is only an option's text ("- Effusion" closing a list of findings)
         # counts only if no other option is mentioned anywhere in the response.
-        found, _ = _mentions(text, o)
-        if found - {decided.choice}:
+        if _mentions(text, o) - {decided.choice}:
             return Extraction(None, AMBIGUOUS)
     return Extraction(decided.choice, LEADING_ANSWER if lead is not None else FINAL_AFTER_REASONING)
 
@@ -265,9 +300,8 @@ _OPTION_FORM = re.compile(
     re.I,
 )
 _NEGATION = re.compile(
-    r"\b(?:not|no|never|neither|nor|incorrect|wrong|unlikely|less\s+likely|excluded?|"
-    r"eliminated?|rule[sd]?\s+out|ruled\s+out|without|absent|absence|negative\s+for|"
-    r"isn't|isn’t|doesn't|doesn’t|cannot|can't|can’t)\b",
+    r"\b(?:incorrect|wrong|eliminated?|falsch|faux|fausse|incorrecte|incorrect[oa]|incorret[oa]|errad[oa])\b|错误|"
+    + CLAUSE_NEGATION.pattern,
     re.I,
 )
 
@@ -302,23 +336,17 @@ def _by_letter_mention(inp: _Input) -> Extraction | None:
     return Extraction(letters.pop(), LETTER_MENTION)
 
 
-_NEGATORS = frozenset(
-    "no not without neither nor unlikely exclude excluded excluding rule ruled absent "
-    "absence negative never isn t doesn cannot".split()
-)
+def _mentions(text: str, o: _Options, *, stop_early: bool = True) -> set[int]:
+    """The options whose text appears in `text`.
 
-
-def _mentions(text: str, o: _Options) -> tuple[set[int], bool]:
-    """(options whose text appears in `text`, whether any appearance is negated).
-
-    Stops early once two options are found: callers only need to know "exactly one".
+    With `stop_early`, stops once two options are found: callers that only need to know
+    "exactly one" ask no more.
     """
     words = f" {_norm(text)} "
     # characters already covered by a longer option's mention: options are tried
     # longest first, so "viral pneumonia" hides the "pneumonia" inside it
     covered = bytearray(len(words))
     found: set[int] = set()
-    negated = False
     for t, i in o.mentionable:
         needle = f" {t} "
         at = words.find(needle)
@@ -327,45 +355,91 @@ def _mentions(text: str, o: _Options) -> tuple[set[int], bool]:
             if covered.find(0, s, e) >= 0:  # not wholly inside a longer mention
                 covered[s:e] = b"\x01" * (e - s)
                 found.add(i)
-                if _NEGATORS.intersection(words[max(0, at - 40) : at].split()[-4:]):
-                    negated = True
-                if len(found) > 1 or negated:
-                    return found, negated
+                if stop_early and len(found) > 1:
+                    return found
             at = words.find(needle, at + 1)
     for rx, i in o.acronyms:
-        for m in rx.finditer(text):
+        if rx.search(text):
             found.add(i)
-            if _NEGATORS.intersection(_norm(text[max(0, m.start() - 40) : m.start()]).split()[-4:]):
-                negated = True
-            if len(found) > 1 or negated:
-                return found, negated
-    return found, negated
+            if stop_early and len(found) > 1:
+                return found
+    return found
+
+
+def _clause_mentions(text: str, o: _Options) -> tuple[set[int], set[int]]:
+    """(options named in a clause without negation, options named in a negated clause).
+
+    A clause is a sentence (up to ".", ";", "!", "?" or a line end); it is negated when
+    a negation cue (cues.CLAUSE_NEGATION) appears in it outside every option's own text,
+    so "No finding" as an option does not negate itself.
+    """
+    affirmed: set[int] = set()
+    negated: set[int] = set()
+    for clause in CLAUSE_END.split(text):
+        if not clause.strip():
+            continue
+        found = _mentions(clause, o, stop_early=False)
+        if not found:
+            continue
+        blank = clause.casefold()
+        for raw in o.casefolded:
+            blank = blank.replace(raw, " ")
+        (negated if CLAUSE_NEGATION.search(blank) else affirmed).update(found)
+    return affirmed, negated
 
 
 def _by_option_text(inp: _Input) -> Extraction | None:
+    """One option named in prose, and no negation of it: "... consistent with pneumonia".
+
+    "Pneumothorax is not seen." names no answer (`negated`); "No pneumothorax; the
+    findings are those of pneumonia." names pneumonia: the others it names are negated.
+    """
     o = inp.o
     if not o.mentionable and not o.acronyms:
         return None
-    found, negated = _mentions(inp.text, o)
-    if not found:
-        return None
-    if negated or len(found) > 1 or len(o.by_text.get(o.norms[next(iter(found))], ())) > 1:
+    affirmed, negated = _clause_mentions(inp.text, o)
+    if not affirmed:
+        return Extraction(None, NEGATED) if negated else None
+    if len(affirmed) > 1 or affirmed & negated:
         return Extraction(None, AMBIGUOUS)
-    return Extraction(found.pop(), OPTION_TEXT_MENTION)
+    (choice,) = affirmed
+    if len(o.by_text.get(o.norms[choice], ())) > 1:
+        return Extraction(None, AMBIGUOUS)
+    return Extraction(choice, OPTION_TEXT_MENTION)
 
 
-# The order is the design (see the module docstring): explicit before implicit,
+def _by_verdict_list(inp: _Input) -> Extraction | None:
+    return by_verdict_list(inp.text, inp.o)
+
+
+def _by_yes_no_contradiction(inp: _Input) -> Extraction | None:
+    return by_yes_no_contradiction(inp.text, inp.o)
+
+
+def _by_yes_no(inp: _Input) -> Extraction | None:
+    return by_yes_no(inp.text, inp.o)
+
+
+Strategy = Callable[[_Input], Extraction | None]
+
+# The order is the design (see the package docstring): explicit before implicit,
 # structured before prose, refusals only after every way of answering was tried.
-STRATEGIES: tuple[tuple[str, Callable[[_Input], Extraction | None]], ...] = (
+# Between the two runs the package reads retractions (corrections.py): a reply that
+# withdraws its answer is read before any strategy can take the withdrawn one.
+EXPLICIT: tuple[tuple[str, Strategy], ...] = (
     ("json", _by_json),
     ("answer_tag", _by_answer_tag),
+    ("verdict_list", _by_verdict_list),
+    ("yes_no_contradiction", _by_yes_no_contradiction),
+)
+READINGS: tuple[tuple[str, Strategy], ...] = (
     ("whole", _by_whole),
     ("statements", _by_statements),
     ("lines", _by_lines),
+    ("yes_no", _by_yes_no),
     ("refusal", _by_refusal),
     ("hedge", _by_hedge),
     ("letter_mention", _by_letter_mention),
     ("option_text_mention", _by_option_text),
 )
-
-
+STRATEGIES = EXPLICIT + READINGS

@@ -1,0 +1,71 @@
+"""Retraction and self-correction: the answer a reply commits to last.
+
+"Answer: A. Actually no, B." commits to B; "I pick B. Just kidding: C." to C; "I pick B.
+Just kidding." to nothing (`retracted`, unreadable). A cue (cues.RETRACTION_STRONG /
+RETRACTION_WEAK) counts only after a reading: the text before it must read as an answer
+for there to be something to withdraw. What follows is read by the same chain, so a
+second correction is followed too. A weak cue ("actually", "wait") withdraws an answer
+only when what follows names another answer or says no; a strong one ("just kidding",
+"scratch that", "A. No, B.") always. A correction read only from prose (an option named
+in passing after "actually") is not certain: ambiguous, never a letter.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from medrcube.run.extract.codes import (
+    AMBIGUOUS,
+    LETTER_MENTION,
+    OPTION_TEXT_MENTION,
+    RETRACTED,
+    SELF_CORRECTION,
+    Extraction,
+)
+from medrcube.run.extract.cues import CLAUSE_NEGATION, RETRACTION_STRONG, RETRACTION_WEAK
+
+_MAX_CUES = 6  # a reply arguing with itself longer than this is read as it stands
+_MAX_DEPTH = 4
+# "no, B." / ": C." after the cue: the correction's own opening, not part of the answer
+_OPENING = re.compile(r"\A[\s:,;.!—–\-]*(?:(?:no|nein|non|não)\b[\s:,;.!—–\-]*)?(?:不，|不,)?", re.I)
+_WEAK_READINGS = frozenset({LETTER_MENTION, OPTION_TEXT_MENTION})
+
+Read = Callable[[str], Extraction]
+
+
+def _cues(text: str) -> list[tuple[re.Match[str], bool]]:
+    found = [(m, True) for m in RETRACTION_STRONG.finditer(text)]
+    found += [(m, False) for m in RETRACTION_WEAK.finditer(text)]
+    found.sort(key=lambda p: p[0].start())
+    return found[:_MAX_CUES]
+
+
+def read_corrected(text: str, read: Read, depth: int = 0) -> Extraction | None:
+    """The committed answer of `text` when it withdraws an earlier one, else None.
+
+    `read` is the extraction chain without this step (a slice of the reply in, an
+    Extraction out).
+    """
+    if depth >= _MAX_DEPTH:
+        return None
+    for m, strong in _cues(text):
+        prefix = text[: m.start()]
+        if not prefix.strip():
+            continue
+        before = read(prefix)
+        if before.choice is None:
+            continue  # nothing committed before this cue: nothing to withdraw
+        rest = text[m.end() :]
+        rest = rest[_OPENING.match(rest).end() :]  # type: ignore[union-attr]  # \A... always matches
+        after = read_corrected(rest, read, depth + 1) or read(rest)
+        if after.choice is not None:
+            if after.choice == before.choice:
+                return before  # "B. Actually, B is right": confirmed, not corrected
+            if after.how in _WEAK_READINGS:
+                return Extraction(None, AMBIGUOUS)  # "B. Actually, pneumothorax would ...": not certain
+            return Extraction(after.choice, SELF_CORRECTION)
+        if strong or CLAUSE_NEGATION.search(rest) or after.how not in ("no_match", "empty"):
+            return Extraction(None, RETRACTED)
+        # a weak cue with nothing after it that answers or says no: emphasis, not a retraction
+    return None
