@@ -28,7 +28,7 @@ from medrcube.run.extract.cues import CLAUSE_NEGATION, RETRACTION_STRONG, RETRAC
 _MAX_CUES = 6  # a reply arguing with itself longer than this is read as it stands
 _MAX_DEPTH = 4
 # "no, B." / ": C." after the cue: the correction's own opening, not part of the answer
-_OPENING = re.compile(r"\A[\s:,;.!—–\-]*(?:(?:no|nein|non|não)\b[\s:,;.!—–\-]*)?(?:不，|不,)?", re.I)
+_OPENING = re.compile(r"\A[\s:,;.!—–\-，。：；！]*(?:(?:no|nein|non|não)\b[\s:,;.!—–\-，。：；！]*)?(?:不[，,]\s*)?", re.I)
 _WEAK_READINGS = frozenset({LETTER_MENTION, OPTION_TEXT_MENTION})
 
 Read = Callable[[str], Extraction]
@@ -39,6 +39,17 @@ def _cues(text: str) -> list[tuple[re.Match[str], bool]]:
     found += [(m, False) for m in RETRACTION_WEAK.finditer(text)]
     found.sort(key=lambda p: p[0].start())
     return found[:_MAX_CUES]
+
+
+def _opening_stripped(said: str) -> str:
+    """What a correction says, without its opening ("no, ", ": ", "sorry, I mean ")."""
+    for _ in range(_MAX_CUES):
+        said = said[_OPENING.match(said).end() :]  # type: ignore[union-attr]  # \A... always matches
+        cue = RETRACTION_STRONG.match(said) or RETRACTION_WEAK.match(said)
+        if cue is None or cue.end() == 0:
+            return said
+        said = said[cue.end() :]
+    return said
 
 
 def read_corrected(text: str, read: Read, depth: int = 0) -> Extraction | None:
@@ -56,8 +67,8 @@ def read_corrected(text: str, read: Read, depth: int = 0) -> Extraction | None:
         before = read(prefix)
         if before.choice is None:
             continue  # nothing committed before this cue: nothing to withdraw
-        rest = text[m.end() :]
-        rest = rest[_OPENING.match(rest).end() :]  # type: ignore[union-attr]  # \A... always matches
+        said = text[m.end() :]
+        rest = _opening_stripped(said)
         after = read_corrected(rest, read, depth + 1) or read(rest)
         if after.choice is not None:
             if after.choice == before.choice:
@@ -65,7 +76,7 @@ def read_corrected(text: str, read: Read, depth: int = 0) -> Extraction | None:
             if after.how in _WEAK_READINGS:
                 return Extraction(None, AMBIGUOUS)  # "B. Actually, pneumothorax would ...": not certain
             return Extraction(after.choice, SELF_CORRECTION)
-        if strong or CLAUSE_NEGATION.search(rest) or after.how not in ("no_match", "empty"):
+        if strong or CLAUSE_NEGATION.search(said) or after.how not in ("no_match", "empty"):
             return Extraction(None, RETRACTED)
         # a weak cue with nothing after it that answers or says no: emphasis, not a retraction
     return None

@@ -133,6 +133,6 @@ MARKER_ZH = re.compile(r"(?:我?选择?|应选|正确选项(?:是|为)|选项(?:
 # A marker labelled wrong: "Wrong answer: A", "incorrect option: B", "falsche Antwort: C".
 WRONG_LABEL = re.compile(
     r"(?:wrong|incorrect|false|not\s+the|falsche|inkorrekte|mauvaise|incorrecte|incorrecta|"
-    r"err[óÓo]nea|errada|incorreta|错误)\W{0,3}\Z",
+    r"err[óÓo]nea|errada|incorreta|错误)[ \t]{0,3}\Z",
     re.I,
 )

@@ -40,6 +40,8 @@ class _Options:
     # the options as written, casefolded, longest first: blanked out of a clause before
     # it is searched for negation, so an option "No finding" does not negate itself
     casefolded: tuple[str, ...]
+    # options written in Chinese (or another script without spaces): found as substrings
+    cjk: tuple[tuple[str, int], ...]
     # (index of the yes option, index of the no option) when the item is a yes/no
     # question (an abstain option may be a third), else None
     yes_no: tuple[int, int] | None
@@ -68,8 +70,12 @@ def _options(options: tuple[str, ...]) -> _Options:
             if re.fullmatch(r"[A-Z]{2}", str(x).strip())
         ),
         casefolded=tuple(sorted({str(x).casefold().strip() for x in options} - {""}, key=lambda t: -len(t))),
+        cjk=tuple((str(x).casefold().strip(), i) for i, x in enumerate(options) if _CJK.search(str(x))),
         yes_no=_yes_no_sides(norms),
     )
+
+
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 
 
 def _yes_no_sides(norms: tuple[str, ...]) -> tuple[int, int] | None:
@@ -151,7 +157,9 @@ _ROLE_PREFIX = re.compile(r"\A\s*(?:assistant|gpt|model|bot)\s*(?::|\n)", re.I)
 
 
 def _normalise(text: str) -> str:
-    text = unicodedata.normalize("NFKC", _SPECIAL_TOKENS.sub("", text))
+    # NFKC makes full-width letters and punctuation ASCII, but not the ideographic full
+    # stop: "答案是A。" ends a sentence as "答案是A." does
+    text = unicodedata.normalize("NFKC", _SPECIAL_TOKENS.sub("", text)).replace("。", ". ")
     return _ROLE_PREFIX.sub("", text, count=1)
 
 

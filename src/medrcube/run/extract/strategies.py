@@ -19,6 +19,7 @@ from medrcube.run.extract.codes import (
     LETTER_AND_TEXT,
     LETTER_MENTION,
     NEGATED,
+    NO_MATCH,
     OPTION_TEXT,
     OPTION_TEXT_MENTION,
     REFUSAL,
@@ -70,6 +71,7 @@ _ANSWER_KEYS = frozenset(
         "answer", "final_answer", "finalanswer", "answer_letter", "answer_choice",
         "choice", "option", "selected_option", "selected_answer", "correct_answer",
         "correct_option", "correct_choice", "prediction", "predicted_answer", "letter",
+        "diagnosis", "selection",
     }
 )  # fmt: skip
 _LOOSE_PAIR = re.compile(r"[\"']?([A-Za-z_ ]{3,20})[\"']?\s*:\s*[\"']([^\"'\n]{1,200})[\"']")
@@ -128,7 +130,18 @@ def _by_json(inp: _Input) -> Extraction | None:
     blobs = [m.group(1).strip() for m in _JSON_FENCE.finditer(inp.raw)]
     whole = inp.raw.strip()
     if whole.startswith("{") and whole.endswith("}"):
-        blobs.append(whole)  # the reply is one JSON value: read it whole (nested tool calls)
+        try:
+            json.loads(whole)
+        except ValueError:
+            blobs += _JSON_OBJECT.findall(inp.raw)
+        else:
+            # The reply is one JSON value: read it whole (tool calls nest their answer),
+            # and only through its answer keys: a tool call that answers nothing
+            # ({"name": "lookup", "arguments": {"query": "pneumothorax"}}) is no reading.
+            values = _json_values(whole)
+            if values is None:
+                return Extraction(None, NO_MATCH)
+            blobs.append(whole)
     else:
         blobs += _JSON_OBJECT.findall(inp.raw)
     finds: list[_Find] = []
@@ -363,6 +376,11 @@ def _mentions(text: str, o: _Options, *, stop_early: bool = True) -> set[int]:
             found.add(i)
             if stop_early and len(found) > 1:
                 return found
+    if o.cjk:  # no spaces to bound a word: "考虑为肺炎", "未见气胸"
+        folded = text.casefold()
+        for t, i in o.cjk:
+            if t in folded:
+                found.add(i)
     return found
 
 
@@ -395,7 +413,7 @@ def _by_option_text(inp: _Input) -> Extraction | None:
     findings are those of pneumonia." names pneumonia: the others it names are negated.
     """
     o = inp.o
-    if not o.mentionable and not o.acronyms:
+    if not o.mentionable and not o.acronyms and not o.cjk:
         return None
     affirmed, negated = _clause_mentions(inp.text, o)
     if not affirmed:
@@ -430,9 +448,9 @@ EXPLICIT: tuple[tuple[str, Strategy], ...] = (
     ("json", _by_json),
     ("answer_tag", _by_answer_tag),
     ("verdict_list", _by_verdict_list),
-    ("yes_no_contradiction", _by_yes_no_contradiction),
 )
 READINGS: tuple[tuple[str, Strategy], ...] = (
+    ("yes_no_contradiction", _by_yes_no_contradiction),
     ("whole", _by_whole),
     ("statements", _by_statements),
     ("lines", _by_lines),

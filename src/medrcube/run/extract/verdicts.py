@@ -17,8 +17,12 @@ from medrcube.run.extract.statements import _decide, _statements
 
 # One item of a verdict list per line, or per ";" / " / " / "|"; a comma separates items
 # only when a label follows ("A: wrong, B: wrong, C: right").
+_LABEL_AHEAD = (
+    r"(?=(?:(?i:option|choice|opción|opcion|opção|opcao)\s+)?[\(\[]?[A-Z][\)\]]?\s*"
+    r"(?:[.:)\-–—=]|\s(?:is|ist|est|es|é)\s))"
+)
 _ITEM_SPLIT = re.compile(
-    r"\n|;|\s/\s|\||,\s*(?=(?:(?i:option|choice)\s+)?[\(\[]?[A-Z][\)\]]?\s*[.:)\-–—=])"
+    rf"\n|;|\s/\s|\||,\s*{_LABEL_AHEAD}|(?<=[.!])\s+{_LABEL_AHEAD}|\s+(?=[\(\[][A-Z][\)\]]\s)"
 )
 _ITEM = re.compile(
     r"[\s>*•#\-–—]*(?:(?:option|choice|opción|opcion|opção|opcao|选项)\s*)?"
