@@ -430,7 +430,7 @@ CASES: list[tuple[str, str, tuple[str, ...], int | None, str | None]] = [
         None,
         "ambiguous",
     ),
-    ("impression-last-line", "Impression:\nPneumonia", CXR, 1, "final_answer_after_reasoning"),
+    ("impression-last-line", "Impression:\nPneumonia", CXR, 1, "answer_line"),  # a report's conclusion declares it
     ("yes-prose", "Yes, there is a fracture of the distal radius.", YN, 0, "yes_no"),
     ("letter-mention", "The findings point to (C), given the visible pleural line.", CXR, 2, "letter_mention"),
     ("its-letter", "I think it's (C).", CXR, 2, "answer_line"),

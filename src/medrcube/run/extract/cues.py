@@ -38,8 +38,9 @@ CLAUSE_NEGATION = re.compile(
 # Clauses end at a sentence end, and at a contrast after a comma ("no pneumothorax, but
 # consolidation"; not "anything but cardiomegaly", which has no comma).
 CLAUSE_END = re.compile(
-    r"[.!?;](?=\s|$)|[\n。；！？]|,\s*(?:but|however|whereas|aber|jedoch|mais|cependant|pero|sin\s+embargo|"
-    r"mas|porém|contudo)(?![^\W\d_])|[,，]?\s*(?:但是|但|然而)",
+    r"[.!?;](?=\s|$)|[\n。；！？]|,\s*(?:but|however|whereas|so|therefore|hence|thus|aber|jedoch|also|daher|mais|"
+    r"cependant|donc|pero|sin\s+embargo|así\s+que|por\s+lo\s+tanto|mas|porém|contudo|portanto|logo)(?![^\W\d_])"
+    r"|[,，]?\s*(?:但是|但|然而|所以|因此)",
     re.I,
 )
 
@@ -50,6 +51,9 @@ CLAUSE_END = re.compile(
 RETRACTION_STRONG = re.compile(
     r"(?<![^\W\d_])(?:just\s+kidding|j/?k|scratch\s+that|i\s+take\s+(?:that|it)\s+back|correction|"
     r"on\s+second\s+thought|i\s+was\s+wrong|my\s+(?:mistake|bad)|let\s+me\s+correct|"
+    r"ignore\s+(?:that|this|the\s+above|my\s+(?:previous|last|first)\s+answer)|"
+    r"disregard\s+(?:that|this|the\s+above|my\s+(?:previous|last|first)\s+answer)|strike\s+that|never\s+mind|"
+    r"i\s+misread|edit(?=\s*:)|"
     r"nein\s+warte|korrektur|doch\s+nicht|war\s+nur\s+spa(?:ß|ss)|"
     r"je\s+plaisante|je\s+rigole|je\s+me\s+suis\s+tromp[ée]|"
     r"es\s+broma|corrijo|me\s+equivoqu[ée]|"
@@ -114,13 +118,18 @@ NO_WORDS = frozenset("no nein non não nao 否 无 没有 不是".split())
 MARKER_COLON = re.compile(
     r"(?:antwort|l[öÖo]sung|r[éÉe]ponse|respuesta|resposta)(?:\s+(?:finale?|final|endg[üÜ]ltige))?"
     r"\s*(?:[:：=]|-(?=\s))"
+    # a report's conclusion: "Impression: pneumonia", "Beurteilung: ...", "Conclusion : ..."
+    r"|(?:impression|conclusion|diagnosis|beurteilung|diagnose|impresi[óÓo]n|diagn[óÓo]stico|impress[ãÃa]o)"
+    r"\s*[:：=]"
 )
 MARKER_PHRASES = (
     re.compile(
-        r"(?:antwort|l[öÖo]sung|option|diagnose)\s+(?:ist|lautet|w[äÄa]re)\b"
+        r"(?:(?:antwort|l[öÖo]sung|option|diagnose)\s+(?:ist|lautet|w[äÄa]re)\b"
         r"|r[éÉe]ponse\s+(?:correcte\s+|finale\s+)?(?:est|serait)\b"
-        r"|respuesta\s+(?:correcta\s+|final\s+)?(?:es|ser[íÍi]a)\b"
-        r"|resposta\s+(?:correta\s+|final\s+)?(?:[éÉ]|e|seria)(?![A-Za-z])"
+        r"|(?:respuesta|opci[óÓo]n)\s+(?:correcta\s+|final\s+)?(?:es|ser[íÍi]a)\b"
+        r"|(?:resposta|alternativa|op[çÇc][ãÃa]o)\s+(?:correta\s+|final\s+)?(?:[éÉ]|e|seria)(?![A-Za-z]))"
+        # an article before the letter: "es la C", "é a B" (not "é a." nor "é a pneumonia")
+        r"(?:\s+(?:la|el|a|o|le)(?=\s+[a-z](?![a-z])))?"
     ),
     re.compile(
         r"(?:ich\s+w[äÄa]hle|je\s+choisis|elijo|escojo|escolho|selecciono|seleciono)\b"

@@ -40,6 +40,8 @@ class _Options:
     # the options as written, casefolded, longest first: blanked out of a clause before
     # it is searched for negation, so an option "No finding" does not negate itself
     casefolded: tuple[str, ...]
+    # the same, by option index (a verdict list may label its items by option text)
+    folded: tuple[str, ...]
     # options written in Chinese (or another script without spaces): found as substrings
     cjk: tuple[tuple[str, int], ...]
     # (index of the yes option, index of the no option) when the item is a yes/no
@@ -70,6 +72,7 @@ def _options(options: tuple[str, ...]) -> _Options:
             if re.fullmatch(r"[A-Z]{2}", str(x).strip())
         ),
         casefolded=tuple(sorted({str(x).casefold().strip() for x in options} - {""}, key=lambda t: -len(t))),
+        folded=tuple(str(x).casefold().strip() for x in options),
         cjk=tuple((str(x).casefold().strip(), i) for i, x in enumerate(options) if _CJK.search(str(x))),
         yes_no=_yes_no_sides(norms),
     )

@@ -21,14 +21,16 @@ _LABEL_AHEAD = (
     r"(?=(?:(?i:option|choice|opción|opcion|opção|opcao)\s+)?[\(\[]?[A-Z][\)\]]?\s*"
     r"(?:[.:)\-–—=]|\s(?:is|ist|est|es|é)\s))"
 )
+_SYMBOLS = "✓✔☑✅✗✘❌☒×"
 _ITEM_SPLIT = re.compile(
-    rf"\n|;|\s/\s|\||,\s*{_LABEL_AHEAD}|(?<=[.!])\s+{_LABEL_AHEAD}|\s+(?=[\(\[][A-Z][\)\]]\s)"
+    rf"\n|;|\s/\s|\||,\s*{_LABEL_AHEAD}|(?<=[.!?])\s+|\s+(?=[\(\[][A-Z][\)\]]\s)"
 )
 _ITEM = re.compile(
     r"[\s>*•#\-–—]*(?:(?:option|choice|opción|opcion|opção|opcao|选项)\s*)?"
-    r"[\(\[]?(?-i:([A-Z]))[\)\]]?\s*(?:[.:)\-–—=]|(?=\s(?:is|ist|est|es|é)\s))(.*)",
+    rf"[\(\[]?(?-i:([A-Z]))[\)\]]?\s*(?:[.:)\-–—=]|(?=\s(?:is|ist|est|es|é)\s)|(?=[{_SYMBOLS}]))(.*)",
     re.I | re.S,
 )
+_TEXT_ITEM_SEP = re.compile(r"\s*[:=)\-–—]")  # "Pneumonia: yes", "Normal - no"
 # the verdict opens what follows the label (and the option's own text): "A) Normal -
 # incorrect", "C. Pneumothorax is correct", "B: wrong"; a verdict-like word later in a
 # sentence ("A. Normal: the right lung is clear") is prose, not a verdict
@@ -50,16 +52,29 @@ def _verdict(rest: str, o: _Options) -> bool | None:
     return None
 
 
+def _item(piece: str, o: _Options) -> tuple[int, str] | None:
+    """(option index, what follows its label) for "C: correct" or "Pneumonia: yes"."""
+    m = _ITEM.fullmatch(piece)
+    if m is not None:
+        idx = ord(m.group(1)) - 65
+        return (idx, m.group(2)) if idx < o.n else None
+    folded = piece.casefold()
+    for i, t in enumerate(o.folded):
+        if t and folded.startswith(t):
+            sep = _TEXT_ITEM_SEP.match(piece, len(t))
+            if sep is not None:
+                return i, piece[sep.end() :]
+    return None
+
+
 def by_verdict_list(text: str, o: _Options) -> Extraction | None:
     marks: dict[int, set[bool]] = {}
     for piece in _ITEM_SPLIT.split(text):
-        m = _ITEM.fullmatch(piece.strip())
-        if m is None:
+        item = _item(piece.strip(" \t>*•#-–—"), o)
+        if item is None:
             continue
-        idx = ord(m.group(1)) - 65
-        if idx >= o.n:
-            continue
-        verdict = _verdict(m.group(2), o)
+        idx, rest = item
+        verdict = _verdict(rest, o)
         if verdict is not None:
             marks.setdefault(idx, set()).add(verdict)
     if len(marks) < 2:
@@ -84,9 +99,11 @@ _YN_LATIN = "|".join(sorted((w for w in YES_WORDS | NO_WORDS if all(c < "\u0250"
 # negates a finding and is not read as an answer
 _FIRST = re.compile(rf"[\s\"'“«(*>-]*(?i:({_YN_LATIN}))(?=\s*(?:[,.;:!—–\-)]|$))")
 _FIRST_ZH = re.compile(r"\s*(是的|是|否|不是|没有|有|无)(?=[，。,.！!\s]|$)")
-# a yes or no standing alone as a clause anywhere: "Yes and no.", "Yes — no, actually"
+# a yes or a no that is an answer, anywhere: followed by punctuation, the end, or "and" /
+# "or" ("Yes and no.", "Yes — no, actually", "Maybe yes, maybe no."); "no doubt", "no
+# other finding" are no answers
 _ALONE = re.compile(
-    rf"(?:^|[,.;:!?—–\-(]\s*|\b(?:and|or|und|oder|et|ou|y|o|e)\s+)(?i:({_YN_LATIN}))(?=\s*(?:[,.;:!?—–\-)]|$|\s(?:and|or)\b))",
+    rf"(?<![^\W\d_])(?i:({_YN_LATIN}))(?=\s*(?:[,.;:!?—–\-)]|$|\s(?:and|or|und|oder|et|ou|y|o|e)\b))",
     re.M,
 )
 
