@@ -41,6 +41,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import math
 import os
 import random
 import time
@@ -55,6 +56,7 @@ from medrcube.models.http import DEFAULT_MAX_BODY_BYTES, BodyTooLargeError, boun
 from medrcube.models.images import IMAGE_FORMATS, ImageCache, ImageError, shared_image_cache
 from medrcube.models.provider_errors import Attempt, Redactor, provider_says, status_attempt
 from medrcube.models.retry import RetryPolicy, TokenBucket, parse_retry_after
+from medrcube.models.strict_json import DuplicateKeyError, loads_strict
 from medrcube.models.urls import credential_parts, endpoint_identity, redact_urls, refusal_hint
 
 __all__ = [
@@ -147,8 +149,8 @@ class OpenAIAdapter:
             raise ValueError(f"OpenAIAdapter needs a model name, got {model!r}")
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, not {concurrency}")
-        if timeout <= 0:
-            raise ValueError(f"timeout must be > 0 seconds, not {timeout}")
+        if not 0 < timeout < math.inf:  # NaN fails both comparisons
+            raise ValueError(f"timeout must be a finite number of seconds > 0, not {timeout}")
         if image_max_side < 0:
             raise ValueError(f"image_max_side must be >= 0 (0: no downscaling), not {image_max_side}")
         if image_format not in IMAGE_FORMATS:
@@ -380,7 +382,9 @@ class OpenAIAdapter:
                            message=f"the response from {self._where()} is not a chat completion: {why}")
 
         try:
-            obj = json.loads(content)
+            obj = loads_strict(content)  # a duplicate key ("content" twice) is no answer to pick from
+        except DuplicateKeyError as exc:
+            return malformed(f"{exc} (JSON allows no choice between them)")
         except ValueError as exc:
             return malformed(f"invalid JSON ({exc}; {len(content)} bytes)")
         if not isinstance(obj, Mapping):

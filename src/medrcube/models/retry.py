@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import math
 import random
 import threading
 import time
@@ -93,8 +94,9 @@ class TokenBucket:
 
     def __init__(self, rpm: float, *, burst: float | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        if not rpm or rpm <= 0:
-            raise ValueError(f"rpm must be a positive number of requests per minute, not {rpm!r}")
+        if not 0 < rpm < math.inf or (burst is not None and not 1 <= burst < math.inf):  # NaN fails both
+            raise ValueError(f"rpm must be a finite positive number of requests per minute and burst >= 1, "
+                             f"not rpm={rpm!r}, burst={burst!r}")
         self.rate = rpm / 60.0
         self.burst = float(burst) if burst is not None else max(1.0, self.rate)
         self._clock = clock

@@ -9,6 +9,7 @@ run (a conftest declaring MEDRCUBE_SUITE, or `--pyargs medrcube.suite`);
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -194,8 +195,10 @@ def _number(option: str, value: object, kind: type, example: str) -> Any:
         number = kind(str(value))
     except ValueError:
         number = None
-    if number is None or number <= 0:
-        raise _usage(option, value, f"must be a positive number, e.g. {option}={example}")
+    # NaN compares false with everything and an infinite budget is no budget: both refused
+    if number is None or not math.isfinite(number) or number <= 0:
+        what = "a positive whole number" if kind is int else "a finite positive number"
+        raise _usage(option, value, f"must be {what}, e.g. {option}={example} (leave it out for no limit)")
     return number
 
 

@@ -97,9 +97,9 @@ from medrcube.run.extract.codes import (
     UNTERMINATED_THINK,
     Extraction,
 )
+from medrcube.run.extract.corrections import read_corrected
 from medrcube.run.extract.reading import _clean, _normalise, _Options, _options, _split_reasoning
 from medrcube.run.extract.statements import _decide, _statements
-from medrcube.run.extract.corrections import read_corrected
 from medrcube.run.extract.strategies import EXPLICIT, READINGS, _Input, _unparsed
 
 __all__ = ["HOW_CODES", "Extraction", "extract"]
