@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from PIL import Image
 
 from medrcube.models.base import ErrorKind, ImageInput, ModelAdapter, Request, Response
@@ -376,12 +378,42 @@ def test_concurrency_limit_is_respected_at_the_server(scripted_server, make_adap
     assert 2 <= scripted_server.stats()["max_in_flight"] <= 4
 
 
-def test_rpm_limit_spaces_requests(scripted_server, make_adapter):
-    out = run(make_adapter(scripted_server, rpm=600, rpm_burst=1, concurrency=8), [req(f"q{i}") for i in range(5)])
+def test_rpm_limit_schedules_the_sends(scripted_server, make_adapter):
+    # Asserted on the bucket's own schedule, not on gaps seen at the server: a loaded
+    # machine delays a send past its due time (the server then sees gaps shrink or grow),
+    # but cannot make the bucket grant one early. Its precision on the wire is measured in
+    # benchmarks/rate_limiter.py (RESULTS.md section 15).
+    adapter = make_adapter(scripted_server, rpm=600, rpm_burst=1, concurrency=8)
+    out = run(adapter, [req(f"q{i}") for i in range(5)])
     assert all(r.ok for r in out)
-    starts = sorted(r["t_start"] for r in scripted_server.stats()["requests"])
-    gaps = [b - a for a, b in zip(starts, starts[1:])]
-    assert min(gaps) >= 0.1 - 0.02  # 600 per minute: one every 0.1 s
+    bucket = adapter.rate_limiter
+    assert bucket is not None and bucket.granted == scripted_server.stats()["total"] == 5  # every send through it
+    assert bucket.first_due is not None and bucket.last_due is not None
+    assert bucket.last_due - bucket.first_due >= 4 * 0.1 - 1e-9  # 600 per minute: one every 0.1 s
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rpm=st.floats(min_value=1.0, max_value=100_000.0),
+    burst=st.integers(min_value=1, max_value=8),
+    arrivals=st.lists(st.floats(min_value=0.0, max_value=5.0), min_size=1, max_size=40).map(sorted),
+)
+def test_token_bucket_never_grants_faster_than_its_rate(rpm: float, burst: int, arrivals: list[float]) -> None:
+    """Whenever requests arrive, the due times keep the rate: no send before it arrives,
+    and any k consecutive sends span at least (k - burst) / rate."""
+    now = [0.0]
+    bucket = TokenBucket(rpm, burst=burst, clock=lambda: now[0])
+    due = []
+    for t in arrivals:
+        now[0] = t
+        due.append(t + bucket.reserve())
+    rate = rpm / 60.0
+    assert all(d >= t for d, t in zip(due, arrivals, strict=True))
+    assert due == sorted(due)  # granted in arrival order
+    for i in range(len(due)):
+        for j in range(i + burst, len(due)):
+            assert due[j] - due[i] >= (j - i + 1 - burst) / rate * (1 - 1e-9) - 1e-9
+    assert bucket.granted == len(arrivals) and bucket.first_due == due[0] and bucket.last_due == due[-1]
 
 
 def test_token_bucket_reserves_in_order():

@@ -196,6 +196,11 @@ class OpenAIAdapter:
     def __repr__(self) -> str:
         return f"OpenAIAdapter(spec={self.spec!r}, fingerprint={self.fingerprint!r})"
 
+    @property
+    def rate_limiter(self) -> TokenBucket | None:
+        """The requests-per-minute bucket (None without `rpm`): its own schedule of sends."""
+        return self._bucket
+
     def _fingerprint(self) -> str:
         """provider + model + endpoint + what changes answers; never the key.
 

@@ -103,6 +103,12 @@ class TokenBucket:
         self._tokens = self.burst
         self._stamp = clock()
         self._lock = threading.Lock()
+        # The bucket's own schedule, on its clock: how many sends it granted and when the
+        # first and the last of them were due. Tests check the rate on these (a loaded
+        # machine can only make sends later than due, never earlier), not on wall gaps.
+        self.granted = 0
+        self.first_due: float | None = None
+        self.last_due: float | None = None
 
     def reserve(self) -> float:
         with self._lock:
@@ -110,7 +116,12 @@ class TokenBucket:
             self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.rate)
             self._stamp = now
             self._tokens -= 1.0
-            return 0.0 if self._tokens >= 0 else -self._tokens / self.rate
+            wait = 0.0 if self._tokens >= 0 else -self._tokens / self.rate
+            self.granted += 1
+            self.last_due = now + wait
+            if self.first_due is None:
+                self.first_due = self.last_due
+            return wait
 
     async def acquire(self) -> None:
         wait = self.reserve()
