@@ -3,7 +3,7 @@
 Two data files beside this one, each line a reply with the option it commits to
 (`expected`, null when it commits to none) and the item's answer key (`key`):
 
-- `data/replies.jsonl`: 346 realistic replies: short, reasoning, negated findings,
+- `data/replies.jsonl`: 381 realistic replies: short, reasoning, negated findings,
   retractions and self-corrections, labelled wrong answers, per-option verdict lists,
   yes/no, statements in German, French, Spanish, Portuguese and Chinese, JSON and
   tool-call shaped output, refusals and hedges. Where a reply could be misread, its key
@@ -12,7 +12,10 @@ Two data files beside this one, each line a reply with the option it commits to
   (`holdout-*`) were written after the rules, as a held-out check: on first reading they
   gave 29 right, 9 unreadable and 2 misreads graded right ("Answer: A\n\nEdit: ignore
   that, the answer is C.", "Maybe yes, maybe no."), since mended; four stay unreadable
-  (KNOWN_UNREAD).
+  (KNOWN_UNREAD). A second held-out batch of 35 (`holdout2-*`), written after that,
+  gave 31 right and 4 misreads, 3 of them graded right ("Pneumonia? Unlikely.", "B —
+  sorry, typo. I meant D.", a tool call answering A beside "content": "Answer: C") and
+  one graded wrong ("Heart size within normal limits; ..." read as Normal), since mended.
 - `data/adversarial.jsonl`: the 34 adversarial replies of the issue's trial, the 12 it
   misread (`from_issue`) among them.
 
@@ -54,6 +57,7 @@ ADVERSARIAL = _rows("adversarial.jsonl")
 
 def test_the_corpus_covers_what_the_issue_asks() -> None:
     assert len(CORPUS) >= 300 and sum(r["id"].startswith("holdout-") for r in CORPUS) == 40
+    assert sum(r["id"].startswith("holdout2-") for r in CORPUS) == 35
     assert len({r["id"] for r in CORPUS}) == len(CORPUS)
     assert {r["kind"] for r in CORPUS} == KINDS
     assert {r["lang"] for r in CORPUS} == LANGUAGES

@@ -98,9 +98,9 @@ from medrcube.run.extract.codes import (
     Extraction,
 )
 from medrcube.run.extract.corrections import read_corrected
-from medrcube.run.extract.reading import _clean, _normalise, _Options, _options, _split_reasoning
+from medrcube.run.extract.reading import _clean, _Input, _normalise, _Options, _options, _split_reasoning, _unparsed
 from medrcube.run.extract.statements import _decide, _statements
-from medrcube.run.extract.strategies import EXPLICIT, READINGS, _Input, _unparsed
+from medrcube.run.extract.strategies import EXPLICIT, READINGS
 
 __all__ = ["HOW_CODES", "Extraction", "extract"]
 

@@ -23,7 +23,17 @@ from medrcube.run.extract.codes import (
     SELF_CORRECTION,
     Extraction,
 )
-from medrcube.run.extract.cues import CLAUSE_NEGATION, RETRACTION_STRONG, RETRACTION_WEAK
+from medrcube.run.extract.cues import (
+    CLAUSE_NEGATION,
+    CUE_CJK,
+    CUE_WORDS,
+    RETRACTION_NO,
+    RETRACTION_NO_OPENING,
+    RETRACTION_STRONG,
+    RETRACTION_WEAK,
+    lower_ascii,
+    words,
+)
 
 _MAX_CUES = 6  # a reply arguing with itself longer than this is read as it stands
 _MAX_DEPTH = 4
@@ -34,9 +44,22 @@ _WEAK_READINGS = frozenset({LETTER_MENTION, OPTION_TEXT_MENTION})
 Read = Callable[[str], Extraction]
 
 
+def _word_cue(low: str, m: re.Match[str]) -> bool:
+    """A cue that starts with a letter must start a word ("wait", not "await")."""
+    first, at = m.group(0)[0], m.start()
+    return not ("a" <= first <= "z") or at == 0 or not low[at - 1].isalpha()
+
+
 def _cues(text: str) -> list[tuple[re.Match[str], bool]]:
-    found = [(m, True) for m in RETRACTION_STRONG.finditer(text)]
-    found += [(m, False) for m in RETRACTION_WEAK.finditer(text)]
+    low = lower_ascii(text)
+    found: list[tuple[re.Match[str], bool]] = []
+    if "no" in low or "nein" in low or "não" in low:  # every form RETRACTION_NO reads
+        opening = RETRACTION_NO_OPENING.match(low)
+        found += [(opening, True)] if opening else []
+        found += [(m, True) for m in RETRACTION_NO.finditer(low)]
+    if not CUE_WORDS.isdisjoint(words(low)) or (not low.isascii() and any(c in low for c in CUE_CJK)):
+        found += [(m, True) for m in RETRACTION_STRONG.finditer(low) if _word_cue(low, m)]
+        found += [(m, False) for m in RETRACTION_WEAK.finditer(low) if _word_cue(low, m)]
     found.sort(key=lambda p: p[0].start())
     return found[:_MAX_CUES]
 
@@ -45,7 +68,8 @@ def _opening_stripped(said: str) -> str:
     """What a correction says, without its opening ("no, ", ": ", "sorry, I mean ")."""
     for _ in range(_MAX_CUES):
         said = said[_OPENING.match(said).end() :]  # type: ignore[union-attr]  # \A... always matches
-        cue = RETRACTION_STRONG.match(said) or RETRACTION_WEAK.match(said)
+        low = lower_ascii(said)
+        cue = RETRACTION_NO_OPENING.match(low) or RETRACTION_STRONG.match(low) or RETRACTION_WEAK.match(low)
         if cue is None or cue.end() == 0:
             return said
         said = said[cue.end() :]
@@ -61,7 +85,9 @@ def read_corrected(text: str, read: Read, depth: int = 0) -> Extraction | None:
     if depth >= _MAX_DEPTH:
         return None
     for m, strong in _cues(text):
-        prefix = text[: m.start()]
+        # a "no" cue opens with the punctuation before it, which belongs to the prefix
+        # ("is it A? No, ..." asks rather than answers)
+        prefix = text[: m.start() + 1] if m.group(0)[0] in ".!;:,?—–-" else text[: m.start()]
         if not prefix.strip():
             continue
         before = read(prefix)

@@ -9,6 +9,8 @@ reply unreadable (a judge or a human reads it), a cue missed makes a wrong answe
 from __future__ import annotations
 
 import re
+import string
+from functools import lru_cache
 
 # Negation anywhere in a finding's clause (its sentence, up to ".", ";", "!", "?" or a
 # line end), the finding's own words and every option's text blanked out first: "no
@@ -48,29 +50,58 @@ CLAUSE_END = re.compile(
 # always withdraws it ("just kidding", "scratch that", "A. No, B."); a weak one
 # ("actually", "wait", "I mean") only when what follows names another answer or says
 # no, so that "Answer: B. Actually, the consolidation is lobar." stays B.
+# Searched in the ASCII-lowercased reply (same length, so offsets carry over) with no
+# re.I and no look-behind at the start, so that the engine skips quickly to candidates;
+# that a word cue starts a word is checked where it is used (corrections.py).
 RETRACTION_STRONG = re.compile(
-    r"(?<![^\W\d_])(?:just\s+kidding|j/?k|scratch\s+that|i\s+take\s+(?:that|it)\s+back|correction|"
+    r"(?:just\s+kidding|jk|scratch\s+that|i\s+take\s+(?:that|it)\s+back|correction|"
     r"on\s+second\s+thought|i\s+was\s+wrong|my\s+(?:mistake|bad)|let\s+me\s+correct|"
     r"ignore\s+(?:that|this|the\s+above|my\s+(?:previous|last|first)\s+answer)|"
     r"disregard\s+(?:that|this|the\s+above|my\s+(?:previous|last|first)\s+answer)|strike\s+that|never\s+mind|"
-    r"i\s+misread|edit(?=\s*:)|"
+    r"i\s+misread|edit(?=\s*:)|typo|i\s+meant|meant\s+to\s+(?:say|write)|"
     r"nein\s+warte|korrektur|doch\s+nicht|war\s+nur\s+spa(?:ß|ss)|"
     r"je\s+plaisante|je\s+rigole|je\s+me\s+suis\s+tromp[ée]|"
     r"es\s+broma|corrijo|me\s+equivoqu[ée]|"
     r"brincadeira|corrigindo|me\s+enganei)(?![^\W\d_])"
-    r"|(?:^|(?<=[.!;:,?—–-])|(?<=\s[—–-]))\s*(?:no|nein|non|não)\s*[,.!:;—–-]"
     r"|不对|更正|开玩笑|说错了",
-    re.I,
 )
+# A bare "no" opening a correction: "A. No, B.", "Yes — no, actually not." (strong).
+RETRACTION_NO = re.compile(r"[.!;:,?—–-]\s*(?:no|nein|non|não)\s*[,.!:;—–-]")
+RETRACTION_NO_OPENING = re.compile(r"\s*(?:no|nein|non|não)\s*[,.!:;—–-]")  # the same at the reply's start
 RETRACTION_WEAK = re.compile(
-    r"(?<![^\W\d_])(?:actually|wait|i\s+mean|rather|sorry|hmm|on\s+reflection|"
+    r"(?:actually|wait|i\s+mean|rather|sorry|hmm|on\s+reflection|"
     r"eigentlich|moment|ich\s+meine|vielmehr|"
     r"en\s+fait|attendez|attends|je\s+veux\s+dire|plutôt|"
     r"en\s+realidad|espera|quiero\s+decir|mejor\s+dicho|"
     r"na\s+verdade|espere|quero\s+dizer|aliás)(?![^\W\d_])"
     r"|其实|等等|我是说|应该是",
-    re.I,
 )
+# A word of every word cue above (CJK cues by substring): replies holding none (most)
+# skip both patterns. Checked against `words(...)`, one set lookup per word.
+CUE_WORDS = frozenset(
+    "kidding jk scratch take correction thought wrong mistake bad correct ignore disregard strike mind "
+    "misread edit typo meant nein korrektur nicht spaß spass plaisante rigole trompé trompe broma corrijo "
+    "equivoqué equivoque brincadeira corrigindo enganei actually wait mean rather sorry hmm reflection "
+    "eigentlich moment meine vielmehr fait attendez attends dire plutôt realidad espera decir dicho verdade "
+    "espere dizer aliás".split()
+)
+CUE_CJK = ("不对", "更正", "开玩笑", "说错了", "其实", "等等", "我是说", "应该是")
+
+_WORD = re.compile(r"[^\W\d_]+")
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+
+
+def lower_ascii(text: str) -> str:
+    """ASCII letters lowercased, nothing else changed: offsets carry over, and the strings
+    every scan of one reply makes are equal (so `words` computes once)."""
+    return text.lower() if text.isascii() else text.translate(_ASCII_LOWER)
+
+
+@lru_cache(maxsize=64)
+def words(low: str) -> frozenset[str]:
+    """The words of a lowercased reply: fast gates for the scans (a set lookup per word)."""
+    return frozenset(_WORD.findall(low))
+
 
 # What follows an answer and rejects it: "B is wrong", "A: incorrect", "C - not
 # correct", "D ist falsch", "A est faux", "B es incorrecta", "C é errada", "A错误". Not
@@ -107,6 +138,21 @@ VERDICT_POSITIVE = _words(
     r"[✓✔☑✅]|正确|对",
 )
 
+# A word of every positive verdict (symbols and CJK by substring): a verdict list needs
+# one, most replies have none.
+VERDICT_POSITIVE_WORDS = frozenset(
+    "correct correcte correcta correcto correta correto true yes right richtig zutreffend korrekt wahr vrai "
+    "verdadero verdadera verdadeira certa certo likely wahrscheinlich probable provável".split()
+)
+VERDICT_POSITIVE_SIGNS = ("✓", "✔", "☑", "✅", "正确", "对")
+# A word of every answer marker of the other languages (MARKER_COLON, MARKER_PHRASES).
+MARKER_WORDS = frozenset(
+    "antwort lösung losung réponse reponse respuesta resposta beurteilung diagnose impresión impresion "
+    "diagnóstico diagnostico impressão impressao opción opcion alternativa opção opcao wähle wahle choisis elijo "
+    "escojo escolho selecciono seleciono".split()
+)
+REPORT_MARKERS = ("impression:", "conclusion:", "diagnosis:", "impression :", "conclusion :")
+
 # The two sides of a yes/no question, whatever language its options are in.
 YES_WORDS = frozenset("yes ja oui sí si sim 是 有 对".split())
 NO_WORDS = frozenset("no nein non não nao 否 无 没有 不是".split())
@@ -122,6 +168,8 @@ MARKER_COLON = re.compile(
     r"|(?:impression|conclusion|diagnosis|beurteilung|diagnose|impresi[óÓo]n|diagn[óÓo]stico|impress[ãÃa]o)"
     r"\s*[:：=]"
 )
+# The English report markers alone are common words in prose ("the diagnosis is ..."):
+# they open the scans above only as "Impression:" etc., see MARKER_WORDS.
 MARKER_PHRASES = (
     re.compile(
         r"(?:(?:antwort|l[öÖo]sung|option|diagnose)\s+(?:ist|lautet|w[äÄa]re)\b"

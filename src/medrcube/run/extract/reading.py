@@ -7,7 +7,7 @@ import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 
-from medrcube.run.extract.codes import AMBIGUOUS, MISMATCH, OUT_OF_RANGE
+from medrcube.run.extract.codes import AMBIGUOUS, MISMATCH, OUT_OF_RANGE, Extraction
 from medrcube.run.extract.cues import NO_WORDS, YES_WORDS
 
 # ----------------------------------------------------------------------------------
@@ -113,6 +113,19 @@ class _Find:
 
 
 _BAD_TO_HOW = {_BAD_MISMATCH: MISMATCH, _BAD_AMBIGUOUS: AMBIGUOUS, _BAD_RANGE: OUT_OF_RANGE}
+
+
+@dataclass(slots=True)
+class _Input:
+    """What every strategy reads: one reply, as given and cleaned, and its options."""
+
+    raw: str  # normalised text after reasoning, markup kept (for JSON and tags)
+    text: str  # cleaned text
+    o: _Options
+
+
+def _unparsed(f: _Find) -> Extraction:
+    return Extraction(None, _BAD_TO_HOW.get(f.status, AMBIGUOUS))
 
 
 def _letter_index(letter: str, o: _Options) -> _Find:

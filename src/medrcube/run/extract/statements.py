@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 import re
-import string
 
-from medrcube.run.extract.cues import MARKER_COLON, MARKER_PHRASES, MARKER_ZH, REJECTED_AFTER, WRONG_LABEL
+from medrcube.run.extract.cues import (
+    MARKER_COLON,
+    MARKER_PHRASES,
+    MARKER_WORDS,
+    MARKER_ZH,
+    REJECTED_AFTER,
+    REPORT_MARKERS,
+    WRONG_LABEL,
+    lower_ascii,
+    words,
+)
 from medrcube.run.extract.reading import (
     _BAD_AMBIGUOUS,
     _BAD_MISMATCH,
@@ -167,7 +176,6 @@ _BOXED_ANY = re.compile(r"\\boxed\s*\{((?:[^{}]|\{[^{}]*\}){0,300})\}")
 # skips quickly to candidate positions, several times faster on long reasoning than
 # case-insensitive patterns opening with \b. The word boundary before a match is
 # checked in Python (`_starts_word`). Letters are always read from the original text.
-_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
 # rank 1: "final answer ...", and "Answer: X" declarations (the answer may be on the next
 # line when "Answer:" starts a line)
@@ -243,7 +251,7 @@ def _tail_at(text: str, pos: int, *, next_line: bool) -> str:
 
 def _statements(text: str, o: _Options) -> tuple[list[_Find], list[_Find]]:
     """(rank-1 findings, rank-2 findings) of explicit answer statements in `text`."""
-    low = text.translate(_ASCII_LOWER)
+    low = lower_ascii(text)
     rank1: list[_Find] = []
     rank2: list[_Find] = []
 
@@ -262,13 +270,16 @@ def _statements(text: str, o: _Options) -> tuple[list[_Find], list[_Find]]:
     for m in _FINAL.finditer(low):
         if _starts_word(low, m.start()):
             read(m.end(), m.start(), rank1, next_line=True)
-    colons = [m for rx in (_ANSWER_COLON, MARKER_COLON) for m in rx.finditer(low) if _starts_word(low, m.start())]
+    # the other languages' markers only where one of their words appears (most replies: none)
+    other_languages = not MARKER_WORDS.isdisjoint(words(low)) or any(r in low for r in REPORT_MARKERS)
+    colon_markers = (_ANSWER_COLON, MARKER_COLON) if other_languages else (_ANSWER_COLON,)
+    colons = [m for rx in colon_markers for m in rx.finditer(low) if _starts_word(low, m.start())]
     if "答案" in text:  # Chinese has no word boundaries: "正确答案：B"
         colons += _ANSWER_COLON_ZH.finditer(text)
     for m in colons:
         first = _line_start(text, m.start()) or low[max(0, m.start() - 12) : m.start()].rstrip().endswith("final")
         read(m.end(), m.start(), rank1, next_line=first)
-    for rx in _PHRASES + MARKER_PHRASES:
+    for rx in _PHRASES + MARKER_PHRASES if other_languages else _PHRASES:
         for m in rx.finditer(low):
             if _starts_word(low, m.start()):
                 read(m.end(), m.start(), rank2, next_line=False)

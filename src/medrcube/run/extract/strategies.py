@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from medrcube.run.extract.codes import (
     AMBIGUOUS,
@@ -14,30 +12,29 @@ from medrcube.run.extract.codes import (
     BARE_LETTER,
     BOXED,
     FINAL_AFTER_REASONING,
-    JSON,
     LEADING_ANSWER,
     LETTER_AND_TEXT,
     LETTER_MENTION,
     NEGATED,
-    NO_MATCH,
     OPTION_TEXT,
     OPTION_TEXT_MENTION,
     REFUSAL,
     Extraction,
 )
 from medrcube.run.extract.cues import CLAUSE_END, CLAUSE_NEGATION
+from medrcube.run.extract.json_reading import by_json
 from medrcube.run.extract.reading import (
-    _BAD_AMBIGUOUS,
-    _BAD_TO_HOW,
     _OK_BOTH,
     _OK_BOXED,
     _OK_LETTER,
     _OK_TEXT,
     _clean,
     _Find,
+    _Input,
     _norm,
     _Options,
     _short,
+    _unparsed,
 )
 from medrcube.run.extract.statements import _SENTENCE_END, _after_reasoning, _decide, _parse_tail, _statements
 from medrcube.run.extract.verdicts import by_verdict_list, by_yes_no, by_yes_no_contradiction
@@ -46,116 +43,12 @@ from medrcube.run.extract.verdicts import by_verdict_list, by_yes_no, by_yes_no_
 # ----------------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class _Input:
-    raw: str  # normalised text after reasoning, markup kept (for JSON and tags)
-    text: str  # cleaned text
-    o: _Options
-
-
-def _unparsed(f: _Find) -> Extraction:
-    return Extraction(None, _BAD_TO_HOW.get(f.status, AMBIGUOUS))
-
-
 _SHORT_HOW = {
     _OK_LETTER: BARE_LETTER,
     _OK_BOXED: BOXED,
     _OK_BOTH: LETTER_AND_TEXT,
     _OK_TEXT: OPTION_TEXT,
 }
-
-_JSON_FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\n?(.*?)```", re.S)
-_JSON_OBJECT = re.compile(r"\{[^{}]{0,2000}\}")
-_ANSWER_KEYS = frozenset(
-    {
-        "answer", "final_answer", "finalanswer", "answer_letter", "answer_choice",
-        "choice", "option", "selected_option", "selected_answer", "correct_answer",
-        "correct_option", "correct_choice", "prediction", "predicted_answer", "letter",
-        "diagnosis", "selection",
-    }
-)  # fmt: skip
-_LOOSE_PAIR = re.compile(r"[\"']?([A-Za-z_ ]{3,20})[\"']?\s*:\s*[\"']([^\"'\n]{1,200})[\"']")
-
-
-def _pairs(pairs: list[tuple[str, object]]) -> list[tuple[str, object]]:
-    # object_pairs_hook: keep every pair, duplicates included, so that {"answer": "A",
-    # "answer": "B"} is two answers (that disagree), not whichever came last
-    return pairs
-
-
-def _answer_values(node: object, depth: int = 0) -> list[object]:
-    """Values under answer keys anywhere in a parsed JSON value (tool calls nest them:
-    {"function": {"arguments": "{\\"answer\\": \\"B\\"}"}}, the arguments a JSON string)."""
-    if depth > 6:
-        return []
-    if isinstance(node, str):
-        s = node.strip()
-        if s.startswith("{") and s.endswith("}"):
-            try:
-                return _answer_values(json.loads(s, object_pairs_hook=_pairs), depth + 1)
-            except ValueError:
-                return []
-        return []
-    if isinstance(node, list):
-        if node and all(isinstance(x, tuple) and len(x) == 2 for x in node):  # an object's pairs
-            out: list[object] = []
-            for k, v in node:
-                if str(k).strip().casefold().replace(" ", "_") in _ANSWER_KEYS:
-                    out.append(v)
-                else:
-                    out += _answer_values(v, depth + 1)
-            return out
-        return [v for x in node for v in _answer_values(x, depth + 1)]
-    return []
-
-
-def _json_values(blob: str) -> list[str] | None:
-    """Answer values of one JSON text, or None when it holds no answer key."""
-    try:
-        obj: object = json.loads(blob, object_pairs_hook=_pairs)
-    except ValueError:
-        obj = None
-    values: list[object]
-    if obj is None:
-        # tolerate single-quoted or otherwise sloppy objects: {'answer': 'B'}
-        values = [v for k, v in _LOOSE_PAIR.findall(blob) if k.strip().casefold().replace(" ", "_") in _ANSWER_KEYS]
-    else:
-        values = _answer_values(obj)
-    return [v for v in values if isinstance(v, str)] or None
-
-
-def _by_json(inp: _Input) -> Extraction | None:
-    if "{" not in inp.raw:
-        return None
-    blobs = [m.group(1).strip() for m in _JSON_FENCE.finditer(inp.raw)]
-    whole = inp.raw.strip()
-    if whole.startswith("{") and whole.endswith("}"):
-        try:
-            json.loads(whole)
-        except ValueError:
-            blobs += _JSON_OBJECT.findall(inp.raw)
-        else:
-            # The reply is one JSON value: read it whole (tool calls nest their answer),
-            # and only through its answer keys: a tool call that answers nothing
-            # ({"name": "lookup", "arguments": {"query": "pneumothorax"}}) is no reading.
-            values = _json_values(whole)
-            if values is None:
-                return Extraction(None, NO_MATCH)
-            blobs.append(whole)
-    else:
-        blobs += _JSON_OBJECT.findall(inp.raw)
-    finds: list[_Find] = []
-    for blob in blobs:
-        for value in _json_values(blob) or ():
-            f = _short(_clean(value), inp.o)
-            if f is None:
-                f = _parse_tail(_clean(value), inp.o)
-            finds.append(f if f is not None else _Find(None, _BAD_AMBIGUOUS))
-    decided = _decide(finds)
-    if decided is None:
-        return None
-    return Extraction(decided.choice, JSON) if decided.ok else _unparsed(decided)
-
 
 _ANSWER_TAG = re.compile(r"<\s*answer\s*>(.*?)<\s*/\s*answer\s*>", re.I | re.S | re.A)
 
@@ -384,25 +277,46 @@ def _mentions(text: str, o: _Options, *, stop_early: bool = True) -> set[int]:
     return found
 
 
+# Idioms that name the word "normal" without calling the study normal.
+_NOT_A_MENTION = re.compile(r"\b(?:within|upper|lower)\s+(?:the\s+)?(?:normal\s+limits?|limits?\s+of\s+normal)\b", re.I)
+_CLAUSE = re.compile(rf"(.*?)({CLAUSE_END.pattern}|\Z)", re.I | re.S)
+
+
 def _clause_mentions(text: str, o: _Options) -> tuple[set[int], set[int]]:
     """(options named in a clause without negation, options named in a negated clause).
 
     A clause is a sentence (up to ".", ";", "!", "?" or a line end); it is negated when
     a negation cue (cues.CLAUSE_NEGATION) appears in it outside every option's own text,
-    so "No finding" as an option does not negate itself.
+    so "No finding" as an option does not negate itself. A question names no answer
+    ("Pneumonia?"), and a clause that is only a negation ("Unlikely.", "Not seen.")
+    negates the one before it.
     """
     affirmed: set[int] = set()
     negated: set[int] = set()
-    for clause in CLAUSE_END.split(text):
+    before: set[int] = set()  # what the previous clause named
+    for m in _CLAUSE.finditer(_NOT_A_MENTION.sub(" ", text)):
+        clause, end = m.group(1), m.group(2)
         if not clause.strip():
+            if not end:
+                break
             continue
         found = _mentions(clause, o, stop_early=False)
-        if not found:
-            continue
         blank = clause.casefold()
         for raw in o.casefolded:
             blank = blank.replace(raw, " ")
-        (negated if CLAUSE_NEGATION.search(blank) else affirmed).update(found)
+        denied = CLAUSE_NEGATION.search(blank) is not None
+        if not found:
+            if denied and len(clause.split()) <= 3 and before:  # "Pneumonia? Unlikely."
+                affirmed -= before
+                negated |= before
+            before = set()
+        elif end.strip() == "?":
+            before = found  # asked, not answered: its answer may follow
+        else:
+            (negated if denied else affirmed).update(found)
+            before = found
+        if not end:
+            break
     return affirmed, negated
 
 
@@ -445,7 +359,7 @@ Strategy = Callable[[_Input], Extraction | None]
 # Between the two runs the package reads retractions (corrections.py): a reply that
 # withdraws its answer is read before any strategy can take the withdrawn one.
 EXPLICIT: tuple[tuple[str, Strategy], ...] = (
-    ("json", _by_json),
+    ("json", by_json),
     ("answer_tag", _by_answer_tag),
     ("verdict_list", _by_verdict_list),
 )

@@ -11,7 +11,16 @@ from __future__ import annotations
 import re
 
 from medrcube.run.extract.codes import AMBIGUOUS, VERDICT_LIST, YES_NO, Extraction
-from medrcube.run.extract.cues import NO_WORDS, VERDICT_NEGATIVE, VERDICT_POSITIVE, YES_WORDS
+from medrcube.run.extract.cues import (
+    NO_WORDS,
+    VERDICT_NEGATIVE,
+    VERDICT_POSITIVE,
+    VERDICT_POSITIVE_SIGNS,
+    VERDICT_POSITIVE_WORDS,
+    YES_WORDS,
+    lower_ascii,
+    words,
+)
 from medrcube.run.extract.reading import _Options
 from medrcube.run.extract.statements import _decide, _statements
 
@@ -29,6 +38,15 @@ _ITEM = re.compile(
     r"[\s>*•#\-–—]*(?:(?:option|choice|opción|opcion|opção|opcao|选项)\s*)?"
     rf"[\(\[]?(?-i:([A-Z]))[\)\]]?\s*(?:[.:)\-–—=]|(?=\s(?:is|ist|est|es|é)\s)|(?=[{_SYMBOLS}]))(.*)",
     re.I | re.S,
+)
+# Two of these (a letter label opening a line or following a separator) before a list is
+# looked for; labels by option text are counted by their separator alone.
+_LABEL_LIKE = re.compile(
+    r"(?:^|[\n;/|,.!?])[ \t>*•#\-–—]*(?:"
+    rf"(?:(?i:option|choice|opción|opcion|opção|opcao|选项)\s*)?[\(\[]?[A-Z][\)\]]?\s*(?:[.:)\-–—=]|\s(?:is|ist|est|es|é)\s|[{_SYMBOLS}])"
+    r"|[^\W\d_][^\n:;.,!?]{1,40}[:=])"
+    r"|\s[\(\[][A-Z][\)\]]\s",  # "(A) wrong (B) wrong ..."
+    re.M,
 )
 _TEXT_ITEM_SEP = re.compile(r"\s*[:=)\-–—]")  # "Pneumonia: yes", "Normal - no"
 # the verdict opens what follows the label (and the option's own text): "A) Normal -
@@ -68,6 +86,11 @@ def _item(piece: str, o: _Options) -> tuple[int, str] | None:
 
 
 def by_verdict_list(text: str, o: _Options) -> Extraction | None:
+    low = lower_ascii(text)
+    if VERDICT_POSITIVE_WORDS.isdisjoint(words(low)) and (low.isascii() or not any(c in low for c in VERDICT_POSITIVE_SIGNS)):
+        return None  # no option marked right: nothing for a verdict list to choose
+    if len(_LABEL_LIKE.findall(text, 0, 4000)) < 2:
+        return None  # fewer than two labelled items: no list
     marks: dict[int, set[bool]] = {}
     for piece in _ITEM_SPLIT.split(text):
         item = _item(piece.strip(" \t>*•#-–—"), o)
