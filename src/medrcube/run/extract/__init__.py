@@ -30,13 +30,14 @@ Pipeline
    3. `answer_tag`: `<answer>B</answer>`, as R1-style medical models write.
       `verdict_list`: a verdict per option ("Option A: incorrect / Option B: incorrect /
       Option C: correct", "A) falsch, B) richtig", "B: likely" among "unlikely"s): the
-      one marked correct; two marked correct, or one marked both, is `ambiguous`. On a
-      yes/no item a reply that says both ("Yes and no.", "Yes — no.") is `ambiguous`.
+      one marked correct; two marked correct, or one marked both, is `ambiguous`.
       Then retractions (corrections.py): "Answer: A. Actually no, B." reads B
       (`self_correction`: the answer committed last); "I pick B. Just kidding." reads
       nothing (`retracted`). A cue counts only after an answer; the text after it is
       read by this same chain.
-   4. `bare_letter`, `boxed`, `letter_and_text`, `option_text`: the whole response is
+   4. (On a yes/no item, a reply that says both, "Yes and no.", "Maybe yes, maybe no.",
+      is `ambiguous` before anything else reads it.)
+      `bare_letter`, `boxed`, `letter_and_text`, `option_text`: the whole response is
       one short answer ("b", "(B)", "**B**", "\\boxed{B}", "B. Pneumonia",
       "Pneumonia"), the least ambiguous form there is. An option's exact text wins
       over reading it as a letter.
