@@ -350,6 +350,15 @@ def test_insufficient_quota_is_not_retried(scripted_server, make_adapter):
     assert out[0].error_kind is ErrorKind.RATE_LIMIT and "billing" in out[0].error and out[0].attempts == 1
 
 
+def test_a_body_with_a_duplicate_key_is_an_error_not_a_choice(scripted_server, make_adapter):
+    # {"content": "A", "content": "C"}: a JSON reader keeps the last; the adapter refuses both
+    scripted_server.set_script({"default": "C", "faults": [{"fault": "duplicate_key", "text": "A"}]})
+    out = run(make_adapter(scripted_server, max_retries=1, backoff_base=0.0), [req("q")])
+    assert not out[0].ok and out[0].text is None
+    assert out[0].error_kind is ErrorKind.MALFORMED and "'content' appears twice" in (out[0].error or "")
+    assert out[0].attempts == 2 and scripted_server.stats()["total"] == 2  # retried like any malformed body
+
+
 # ---------------------------------------------------------------------------- refusals
 
 

@@ -250,13 +250,15 @@ def realign_setup(early_config: pytest.Config, args: list[str]) -> None:
     from _pytest.config.findpaths import determine_setup
 
     ns = early_config.known_args_namespace
-    try:
+    try:  # the same call pytest makes (pytest 9), with the test paths as now parsed
         rootpath, inipath, inicfg, ignored = determine_setup(
             inifile=ns.inifilename, override_ini=ns.override_ini, args=ns.file_or_dir,
             rootdir_cmd_arg=ns.rootdir or None, invocation_dir=early_config.invocation_params.dir,
         )
     except pytest.UsageError:
         return  # pytest itself reports a bad -c / --rootdir
+    except (TypeError, AttributeError):  # another pytest's internals: leave its setup as it is
+        return
     if (rootpath, inipath) == (early_config.rootpath, early_config.inipath):
         return
     given = [f"--{name.replace('_', '-')}" for name in GATE_OPTIONS if getattr(ns, name, None) is not None]

@@ -65,7 +65,8 @@ the connection is closed); "malformed" (200 with a body that is not JSON); "trun
 "content_filter" (finish_reason "content_filter", content "text" or null); "refusal"
 (message.refusal set, content null; "text" gives it); "drop" (headers and half the body
 sent, then the connection is reset); "reset" (the connection is reset before any
-response). Apart from "status" and "reset", a fault waits the scripted latency first.
+response); "duplicate_key" (200 whose message names "content" twice, "text" first, then
+the reply). Apart from "status" and "reset", a fault waits the scripted latency first.
 
 In process, `ScriptedServer(script, reply=fn)` also takes a callable
 `fn(prompt: str, body: dict) -> str | None` consulted before `answers` (None: fall through).
