@@ -3,7 +3,7 @@
 Two data files beside this one, each line a reply with the option it commits to
 (`expected`, null when it commits to none) and the item's answer key (`key`):
 
-- `data/replies.jsonl`: 381 realistic replies: short, reasoning, negated findings,
+- `data/replies.jsonl`: 411 realistic replies: short, reasoning, negated findings,
   retractions and self-corrections, labelled wrong answers, per-option verdict lists,
   yes/no, statements in German, French, Spanish, Portuguese and Chinese, JSON and
   tool-call shaped output, refusals and hedges. Where a reply could be misread, its key
@@ -16,6 +16,11 @@ Two data files beside this one, each line a reply with the option it commits to
   gave 31 right and 4 misreads, 3 of them graded right ("Pneumonia? Unlikely.", "B —
   sorry, typo. I meant D.", a tool call answering A beside "content": "Answer: C") and
   one graded wrong ("Heart size within normal limits; ..." read as Normal), since mended.
+  A third batch of 30 (`holdout3-*`, longer replies in the styles of chat models) gave
+  27 right, 2 unreadable and 1 misread graded wrong ("There is no evidence of
+  pneumothorax or pneumonia. Heart size is normal." read as Normal: "normal" now answers
+  only when said of the study); one of its labels was wrong when written ("Based on the
+  image, yes." answers yes) and is corrected.
 - `data/adversarial.jsonl`: the 34 adversarial replies of the issue's trial, the 12 it
   misread (`from_issue`) among them.
 
@@ -58,6 +63,7 @@ ADVERSARIAL = _rows("adversarial.jsonl")
 def test_the_corpus_covers_what_the_issue_asks() -> None:
     assert len(CORPUS) >= 300 and sum(r["id"].startswith("holdout-") for r in CORPUS) == 40
     assert sum(r["id"].startswith("holdout2-") for r in CORPUS) == 35
+    assert sum(r["id"].startswith("holdout3-") for r in CORPUS) == 30
     assert len({r["id"] for r in CORPUS}) == len(CORPUS)
     assert {r["kind"] for r in CORPUS} == KINDS
     assert {r["lang"] for r in CORPUS} == LANGUAGES
@@ -68,10 +74,10 @@ def test_the_corpus_covers_what_the_issue_asks() -> None:
     assert len(ADVERSARIAL) == 34 and sum(r["from_issue"] for r in ADVERSARIAL) == 12
 
 
-# Replies that commit to an option this extraction leaves unread (never misreads): a
-# negation in the clause that also names the answer, an answer after a retraction with
-# no marker, a bare "réponse D", "答案不是A，是C".
-KNOWN_UNREAD = {"holdout-07", "holdout-08", "holdout-25", "holdout-29"}
+# Replies that commit to an option this extraction leaves unread (never misreads): an
+# answer after a retraction with no marker, a bare "réponse D", "答案不是A，是C", a
+# rejection and a choice each naming its option in brackets.
+KNOWN_UNREAD = {"holdout-08", "holdout-25", "holdout-29", "holdout3-13"}
 
 
 @pytest.mark.parametrize("row", CORPUS + ADVERSARIAL, ids=[r["id"] for r in CORPUS + ADVERSARIAL])

@@ -44,6 +44,8 @@ class _Options:
     folded: tuple[str, ...]
     # options written in Chinese (or another script without spaces): found as substrings
     cjk: tuple[tuple[str, int], ...]
+    # the option that says the study is normal ("Normal", "No finding"), if any
+    normal: int | None
     # (index of the yes option, index of the no option) when the item is a yes/no
     # question (an abstain option may be a third), else None
     yes_no: tuple[int, int] | None
@@ -74,6 +76,7 @@ def _options(options: tuple[str, ...]) -> _Options:
         casefolded=tuple(sorted({str(x).casefold().strip() for x in options} - {""}, key=lambda t: -len(t))),
         folded=tuple(str(x).casefold().strip() for x in options),
         cjk=tuple((str(x).casefold().strip(), i) for i, x in enumerate(options) if _CJK.search(str(x))),
+        normal=next((i for i, t in enumerate(norms) if t in ("normal", "normal study", "normal findings")), None),
         yes_no=_yes_no_sides(norms),
     )
 

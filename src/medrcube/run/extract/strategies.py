@@ -279,6 +279,14 @@ def _mentions(text: str, o: _Options, *, stop_early: bool = True) -> set[int]:
 
 # Idioms that name the word "normal" without calling the study normal.
 _NOT_A_MENTION = re.compile(r"\b(?:within|upper|lower)\s+(?:the\s+)?(?:normal\s+limits?|limits?\s+of\s+normal)\b", re.I)
+# "Normal" in prose answers only when it is said of the study ("the study is normal", "a
+# normal chest radiograph", "normal findings"), not of one organ ("heart size is normal").
+_STUDY = r"(?:study|exam|examination|image|images|radiograph|film|scan|x-ray|chest|findings?|result|ct|mri)"
+_STUDY_NORMAL = re.compile(
+    rf"\b{_STUDY}\s+(?:is|are|appears?|looks?|seems?)\s+(?:\w+\s+)?normal\b|\bnormal\s+(?:\w+\s+)?{_STUDY}\b"
+    r"|\A\W*normal\W*\Z",
+    re.I,
+)
 _CLAUSE = re.compile(rf"(.*?)({CLAUSE_END.pattern}|\Z)", re.I | re.S)
 
 
@@ -301,6 +309,8 @@ def _clause_mentions(text: str, o: _Options) -> tuple[set[int], set[int]]:
                 break
             continue
         found = _mentions(clause, o, stop_early=False)
+        if o.normal is not None and o.normal in found and not _STUDY_NORMAL.search(clause):
+            found.discard(o.normal)
         blank = clause.casefold()
         for raw in o.casefolded:
             blank = blank.replace(raw, " ")

@@ -85,7 +85,13 @@ def _item(piece: str, o: _Options) -> tuple[int, str] | None:
     return None
 
 
+# a Markdown table row "| C | correct |" is the item "C: correct"
+_TABLE_ROW = re.compile(r"^[ \t]*\|[ \t]*((?:(?i:option|choice)[ \t]+)?[\(\[]?[A-Z][\)\]]?)[ \t]*\|([^\n]*?)\|?[ \t]*$", re.M)
+
+
 def by_verdict_list(text: str, o: _Options) -> Extraction | None:
+    if "|" in text:
+        text = _TABLE_ROW.sub(lambda m: f"{m.group(1)}: {m.group(2).replace('|', ' ')}", text)
     low = lower_ascii(text)
     if VERDICT_POSITIVE_WORDS.isdisjoint(words(low)) and (low.isascii() or not any(c in low for c in VERDICT_POSITIVE_SIGNS)):
         return None  # no option marked right: nothing for a verdict list to choose
