@@ -40,6 +40,7 @@ _MAX_DEPTH = 4
 # "no, B." / ": C." after the cue: the correction's own opening, not part of the answer
 _OPENING = re.compile(r"\A[\s:,;.!—–\-，。：；！]*(?:(?:no|nein|non|não)\b[\s:,;.!—–\-，。：；！]*)?(?:不[，,]\s*)?", re.I)
 _WEAK_READINGS = frozenset({LETTER_MENTION, OPTION_TEXT_MENTION})
+_NO = frozenset({"no", "nein", "non", "não"})
 
 Read = Callable[[str], Extraction]
 
@@ -53,11 +54,12 @@ def _word_cue(low: str, m: re.Match[str]) -> bool:
 def _cues(text: str) -> list[tuple[re.Match[str], bool]]:
     low = lower_ascii(text)
     found: list[tuple[re.Match[str], bool]] = []
-    if "no" in low or "nein" in low or "não" in low:  # every form RETRACTION_NO reads
+    said = words(low)
+    if not _NO.isdisjoint(said):  # every form RETRACTION_NO reads
         opening = RETRACTION_NO_OPENING.match(low)
         found += [(opening, True)] if opening else []
         found += [(m, True) for m in RETRACTION_NO.finditer(low)]
-    if not CUE_WORDS.isdisjoint(words(low)) or (not low.isascii() and any(c in low for c in CUE_CJK)):
+    if not CUE_WORDS.isdisjoint(said) or (not low.isascii() and any(c in low for c in CUE_CJK)):
         found += [(m, True) for m in RETRACTION_STRONG.finditer(low) if _word_cue(low, m)]
         found += [(m, False) for m in RETRACTION_WEAK.finditer(low) if _word_cue(low, m)]
     found.sort(key=lambda p: p[0].start())
