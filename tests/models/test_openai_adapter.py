@@ -280,8 +280,10 @@ def test_5xx_storm_is_survived(scripted_server, make_adapter):
 
 
 def test_hang_times_out_and_is_retried(scripted_server, make_adapter):
-    scripted_server.set_script({"faults": [{"fault": "hang", "seconds": 10, "first": 1}]})
-    out = run(make_adapter(scripted_server, timeout=0.3), [req("q")])
+    # the deadline is long enough that a loaded machine never times out the good answer,
+    # the hang far longer than the deadline
+    scripted_server.set_script({"faults": [{"fault": "hang", "seconds": 60, "first": 1}]})
+    out = run(make_adapter(scripted_server, timeout=2.0), [req("q")])
     assert out[0].ok and out[0].attempts == 2
     s = scripted_server.stats()
     assert s["by_fault"] == {"hang": 1} and s["by_outcome"] == {"200": 1}  # the hang is still hanging
@@ -303,12 +305,13 @@ def test_broken_responses_are_retried(scripted_server, make_adapter, fault):
         ({"fault": "status", "status": 429}, ErrorKind.RATE_LIMIT, "429 x4"),
         ({"fault": "status", "status": 502}, ErrorKind.SERVER, "HTTP 502"),
         ({"fault": "reset"}, ErrorKind.CONNECTION, "check the base URL"),
-        ({"fault": "hang", "seconds": 5}, ErrorKind.TIMEOUT, "timeout"),
+        ({"fault": "hang", "seconds": 60}, ErrorKind.TIMEOUT, "timeout"),
     ],
 )
 def test_persistent_faults_end_in_a_recorded_error(scripted_server, make_adapter, fault, kind, words):
     scripted_server.set_script({"faults": [fault]})
-    out = run(make_adapter(scripted_server, max_retries=3, timeout=0.3), [req("q")])
+    # 1.5 s: no loaded machine turns a malformed answer into a timeout (the hang waits 4 x 1.5 s)
+    out = run(make_adapter(scripted_server, max_retries=3, timeout=1.5), [req("q")])
     assert out[0].text is None and out[0].error_kind is kind and words in out[0].error
     assert out[0].attempts == 4 == scripted_server.stats()["total"]
 
