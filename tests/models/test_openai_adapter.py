@@ -438,6 +438,20 @@ def test_token_bucket_reserves_in_order():
         TokenBucket(0)
 
 
+def test_token_bucket_paces_sends_woken_late():
+    """Waiters a stalled event loop wakes together go out at the rate, not at once: their
+    due times have all passed, but the sends' own bucket holds only `burst` tokens."""
+    now = [0.0]
+    bucket = TokenBucket(60, burst=2, clock=lambda: now[0])  # one per second, two at once
+    assert [bucket.reserve() for _ in range(6)] == [0.0, 0.0, 1.0, 2.0, 3.0, 4.0]
+    now[0] = 100.0  # every waiter wakes at once, long after its due time
+    assert [bucket.conform() == 0.0 for _ in range(6)] == [True, True, False, False, False, False]
+    now[0] = 101.0
+    assert bucket.conform() == 0.0 and bucket.conform() == pytest.approx(1.0)
+    fresh = TokenBucket(60, burst=1, clock=lambda: now[0])
+    assert fresh.reserve() == 0.0 and fresh.conform() == 0.0  # on time: no extra wait
+
+
 def test_retry_policy_full_jitter_and_caps():
     import random
 
