@@ -89,7 +89,9 @@ class TokenBucket:
     Each `reserve()` takes a token and returns how long the caller must wait for it
     (0 while the bucket holds tokens), so waiters queue in arrival order with no lock
     held across an await. `burst` tokens may go at once; by default one second's worth.
-    Thread-safe and independent of any event loop.
+    `acquire` also paces the sends themselves (`conform`): a waiter woken late by a busy
+    loop waits for a token of a second bucket over actual send times, so late waiters do
+    not go out together. Thread-safe and independent of any event loop.
     """
 
     def __init__(self, rpm: float, *, burst: float | None = None,
