@@ -59,7 +59,7 @@ def test_dead_endpoint_stops_at_once_naming_the_url(gate_ws):
     url, expected = "http://127.0.0.1:9/v1", "connection failed"  # nothing listens there
     start = time.monotonic()
     result = gate_ws.run(model=f"openai:test-model@{url}")
-    assert time.monotonic() - start < 30
+    assert time.monotonic() - start < 120  # no retries for minutes; a margin no load breaks (about 2 s idle)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     errors = usage_errors(result)
     assert len(errors) == 1, result.errlines

@@ -131,7 +131,7 @@ def test_missing_key_and_dead_url_are_one_message_each(installed: dict[str, Path
     )  # fmt: skip
     elapsed = time.monotonic() - start
     errors = [line for line in dead.stderr.splitlines() if line.startswith("ERROR:")]
-    assert elapsed < 30, elapsed
+    assert elapsed < 120, elapsed  # no retries for minutes; a margin no load breaks
     assert dead.returncode == 4 and len(errors) == 1, dead.stderr
     assert "http://127.0.0.1:9/v1" in errors[0]
     assert "sk-test-not-a-real-key" not in dead.stdout + dead.stderr

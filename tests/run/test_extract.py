@@ -57,7 +57,9 @@ CASES: list[tuple[str, str, tuple[str, ...], int | None, str | None]] = [
     ("boxed-paren-math", r"\(\boxed{D}\)", CXR, 3, "boxed"),
     ("boxed-with-text", r"\boxed{B. Pneumonia}", CXR, 1, "boxed"),
     ("r1-final-answer-boxed", "Let me analyze this.\n\n**Final Answer**\n\\boxed{D}", CXR, 3, "boxed"),
-    ("two-boxed-differ", "First \\boxed{B}, then on reflection \\boxed{C}.", CXR, None, "ambiguous"),
+    # a second boxed answer after "on reflection" corrects the first (issue 25: the last committed answer)
+    ("two-boxed-corrected", "First \\boxed{B}, then on reflection \\boxed{C}.", CXR, 2, "self_correction"),
+    ("two-boxed-differ", "First \\boxed{B}, and also \\boxed{C}.", CXR, None, "ambiguous"),
     # --- letter with text, option text ------------------------------------------
     ("letter-and-text", "B. Pneumonia", CXR, 1, "letter_and_text"),
     ("letter-and-text-case", "b. pneumonia!", CXR, 1, "letter_and_text"),
@@ -355,20 +357,28 @@ CASES: list[tuple[str, str, tuple[str, ...], int | None, str | None]] = [
         "ambiguous",
     ),
     (
-        "llava-med-two-findings",
+        "llava-med-two-findings",  # the negated finding is no reading; the other one is
         "The chest X-ray shows no signs of pneumothorax, but there is consolidation "
         "suggestive of pneumonia.",
         CXR,
-        None,
-        "ambiguous",
+        1,
+        "option_text_mention",
     ),
     (
-        "options-listed-no-answer",
+        "options-listed-with-verdicts",  # one marked likely, every other unlikely: a verdict list
         "A. Normal: unlikely\nB. Pneumonia: likely\nC. Pneumothorax: unlikely\n"
         "D. Pleural effusion: unlikely",
         CXR,
+        1,
+        "verdict_list",
+    ),
+    (
+        "options-listed-two-likely",
+        "A. Normal: unlikely\nB. Pneumonia: likely\nC. Pneumothorax: likely\n"
+        "D. Pleural effusion: unlikely",
+        CXR,
         None,
-        None,
+        "ambiguous",
     ),
     (
         "negated-diagnosis",
@@ -420,8 +430,8 @@ CASES: list[tuple[str, str, tuple[str, ...], int | None, str | None]] = [
         None,
         "ambiguous",
     ),
-    ("impression-last-line", "Impression:\nPneumonia", CXR, 1, "final_answer_after_reasoning"),
-    ("yes-prose", "Yes, there is a fracture of the distal radius.", YN, 0, "option_text_mention"),
+    ("impression-last-line", "Impression:\nPneumonia", CXR, 1, "answer_line"),  # a report's conclusion declares it
+    ("yes-prose", "Yes, there is a fracture of the distal radius.", YN, 0, "yes_no"),
     ("letter-mention", "The findings point to (C), given the visible pleural line.", CXR, 2, "letter_mention"),
     ("its-letter", "I think it's (C).", CXR, 2, "answer_line"),
     ("definitely-letter", "Definitely B!", CXR, 1, "answer_line"),

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 from medrcube.metrics.power import DEFAULT_POWER, RULES, clustered_power, power_report, score_required_n
@@ -50,6 +51,19 @@ def _positive(text: str) -> int:
     return value
 
 
+def _at_least_one(name: str):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a number >= 1, got {text!r}") from None
+        if not math.isfinite(value) or value < 1.0:  # NaN would pass `< 1` and be read as 1
+            raise argparse.ArgumentTypeError(f"{name} must be a finite number >= 1, got {text} (e.g. {name} 1.6)")
+        return value
+
+    return parse
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rule", choices=RULES, default="lower_bound",
                         help="decision rule of the check (default: lower_bound)")
@@ -58,10 +72,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bound", type=_fraction("--bound"), default=None, help="the check's bound, e.g. 0.6")
     parser.add_argument("--accuracy", type=_fraction("--accuracy"), default=None,
                         help="the model's assumed true accuracy, e.g. 0.7")
-    parser.add_argument("--deff", type=float, default=None, help="design effect of the items (>= 1)")
+    parser.add_argument("--deff", type=_at_least_one("--deff"), default=None, help="design effect of the items (>= 1)")
     parser.add_argument("--icc", type=_fraction("--icc"), default=None,
                         help="intra-image correlation (with --items-per-image; planning mode default 0.3)")
-    parser.add_argument("--items-per-image", type=float, default=None,
+    parser.add_argument("--items-per-image", type=_at_least_one("--items-per-image"), default=None,
                         help="size-weighted mean items per image, sum(m^2)/n")
     parser.add_argument("--checks", type=_positive, default=1, help="required checks of this kind in the gate")
     parser.add_argument("--thresholds", default=None, help="planning mode: the policy file")

@@ -20,7 +20,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("cube", help="release-layout directory, .jsonl, parquet, save_to_disk directory or hf:NAME")
     parser.add_argument("--strict", action="store_true", help="stop at the first error (default: skip bad items, report all)")
     parser.add_argument("--json", action="store_true", help="print a JSON report instead of text")
-    parser.add_argument("--limit", type=int, default=0, metavar="N", help="list at most N problems per reason (default: all)")
+    parser.add_argument("--limit", type=_limit, default=0, metavar="N", help="list at most N problems per reason (default: all)")
+
+
+def _limit(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--limit must be a whole number, got {text!r} (e.g. --limit 20)") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"--limit must be >= 0 (0: every problem), got {value}")
+    return value
 
 
 def group(problems: list[Problem]) -> dict[str, list[Problem]]:

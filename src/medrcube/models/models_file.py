@@ -17,6 +17,7 @@ never written here: an entry names the environment variable that holds its key
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -202,6 +203,7 @@ def _parse_entry(name: str, raw: Any, source: str) -> ModelEntry:
     params = raw.get("params") or {}
     if not isinstance(params, Mapping) or not all(isinstance(k, str) for k in params):
         raise ModelsFileError(f"{where}: key 'params' must be a mapping of generation parameter names to values")
+    _check_params(params, where)
 
     identity = raw.get("endpoint_identity")
     if identity is not None and (not isinstance(identity, str) or not identity.strip() or credential_parts(identity)):
@@ -266,7 +268,7 @@ def _price(value: Any, where: str) -> Mapping[str, Any] | None:
     out: dict[str, Any] = {"currency": str(value.get("currency", "USD"))}
     for key in ("prompt", "completion"):
         v = value.get(key, 0)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
             raise ModelsFileError(f"{where}: key 'price.{key}' is {v!r}; expected a number >= 0; {fix}")
         out[key] = float(v)
     return MappingProxyType(out)
@@ -287,17 +289,52 @@ def redacted_url(url: str) -> str:
     return redact_urls(url)
 
 
+_EXAMPLES = {"concurrency": "16", "rpm": "600", "timeout": "60", "max_retries": "6", "image_max_side": "1024",
+             "batch_size": "8", "max_response_mib": "8"}
+
+
 def _number(raw: Mapping[str, Any], key: str, where: str, kind: type, *, minimum: float, exclusive: bool = False):
     if raw.get(key) is None:
         return None
     value = raw[key]
-    # bool is an int in Python; `concurrency: yes` is a mistake, not 1.
+    # bool is an int in Python; `concurrency: yes` is a mistake, not 1. NaN (`.nan`)
+    # compares false with every bound, and `.inf` is no bound: both are refused here
+    # rather than failing deep in a run.
     ok = isinstance(value, int) if kind is int else isinstance(value, (int, float))
-    if isinstance(value, bool) or not ok or (value <= minimum if exclusive else value < minimum):
+    if (isinstance(value, bool) or not ok or not math.isfinite(value)
+            or (value <= minimum if exclusive else value < minimum)):
         bound = f"> {minimum:g}" if exclusive else f">= {minimum:g}"
-        what = "an integer" if kind is int else "a number"
-        raise ModelsFileError(f"{where}: key {key!r} is {value!r}; expected {what} {bound}")
+        what = "an integer" if kind is int else "a finite number"
+        raise ModelsFileError(f"{where}: key {key!r} is {value!r}; expected {what} {bound}, "
+                              f"e.g. `{key}: {_EXAMPLES.get(key, '1')}` (or leave it out for the default)")
     return kind(value)
+
+
+# Generation parameters that make no sense below zero (a penalty or a seed may be negative).
+_NON_NEGATIVE_PARAMS = frozenset({
+    "max_tokens", "max_completion_tokens", "max_new_tokens", "temperature", "top_p", "top_k", "min_p", "n",
+    "top_logprobs", "repetition_penalty", "num_beams",
+})
+
+
+def _check_params(params: Mapping[str, Any], where: str, path: str = "params") -> None:
+    """No NaN or infinity anywhere in params (JSON cannot carry them: the request body
+    would not be JSON), and no negative value where a parameter cannot be negative."""
+    for k, v in params.items():
+        here = f"{path}.{k}"
+        if isinstance(v, Mapping):
+            _check_params(v, where, here)
+            continue
+        for i, x in enumerate(v if isinstance(v, list) else [v]):
+            at = f"{here}[{i}]" if isinstance(v, list) else here
+            if isinstance(x, Mapping):
+                _check_params(x, where, at)
+            elif isinstance(x, float) and not math.isfinite(x):
+                raise ModelsFileError(f"{where}: key {at!r} is {x!r}; expected a finite number (JSON has no NaN or "
+                                      "infinity), or null to drop the parameter")
+            elif (path == "params" and k in _NON_NEGATIVE_PARAMS and not isinstance(x, bool)
+                  and isinstance(x, (int, float)) and x < 0):
+                raise ModelsFileError(f"{where}: key {at!r} is {x!r}; expected a number >= 0, or null to drop it")
 
 
 def looks_like_secret(key: str, value: Any) -> bool:

@@ -54,6 +54,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import math
 import os
 import random
 import time
@@ -68,6 +69,7 @@ from medrcube.models.concurrency import AdaptiveLimit
 from medrcube.models.confidence import from_logprobs
 from medrcube.models.http import DEFAULT_MAX_BODY_BYTES, BodyTooLargeError, bounded_client
 from medrcube.models.images import IMAGE_FORMATS, ImageCache, ImageError, shared_image_cache
+from medrcube.models.openai_wire import read_chat_completion
 from medrcube.models.provider_errors import Attempt, Redactor, provider_says, status_attempt
 from medrcube.models.retry import RetryPolicy, TokenBucket, parse_retry_after
 from medrcube.models.transport import AdapterStats, LoopState
@@ -154,8 +156,8 @@ class OpenAIAdapter:
             raise ValueError(f"{type(self).__name__} needs a model name, got {model!r}")
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, not {concurrency}")
-        if timeout <= 0:
-            raise ValueError(f"timeout must be > 0 seconds, not {timeout}")
+        if not 0 < timeout < math.inf:  # NaN fails both comparisons
+            raise ValueError(f"timeout must be a finite number of seconds > 0, not {timeout}")
         if image_max_side < 0:
             raise ValueError(f"image_max_side must be >= 0 (0: no downscaling), not {image_max_side}")
         if image_format not in IMAGE_FORMATS:
@@ -211,6 +213,11 @@ class OpenAIAdapter:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(spec={self.spec!r}, fingerprint={self.fingerprint!r})"
+
+    @property
+    def rate_limiter(self) -> TokenBucket | None:
+        """The requests-per-minute bucket (None without `rpm`): its own schedule of sends."""
+        return self._bucket
 
     def _fingerprint(self) -> str:
         """provider + model + endpoint + what changes answers; never the key.
@@ -449,43 +456,8 @@ class OpenAIAdapter:
                               location=self._redact(location) if location else None, base_hint=self.base_url_hint)
 
     def _completion(self, content: bytes) -> Attempt:
-        """Read a chat completion body; anything else is MALFORMED (retried)."""
-        malformed = self._malformed
-
-        try:
-            obj = json.loads(content)
-        except ValueError as exc:
-            return malformed(f"invalid JSON ({exc}; {len(content)} bytes)")
-        if not isinstance(obj, Mapping):
-            return malformed(f"a JSON {type(obj).__name__}, not an object")
-        choices = obj.get("choices")
-        if not isinstance(choices, list) or not choices:
-            err = obj.get("error")
-            if isinstance(err, Mapping):
-                return malformed(f"an error body with status 200: {self._redact(str(err.get('message')))[:300]}")
-            return malformed("no choices")
-        choice = choices[0]
-        message = choice.get("message") if isinstance(choice, Mapping) else None
-        if not isinstance(message, Mapping):
-            return malformed("the first choice has no message")
-        text = message.get("content")
-        if isinstance(text, list):  # some servers return content parts
-            text = "".join(p.get("text", "") for p in text if isinstance(p, Mapping))
-        if text is not None and not isinstance(text, str):
-            return malformed(f"message.content is a {type(text).__name__}")
-        served = obj.get("model") if isinstance(obj.get("model"), str) else None
-        foreign = self._foreign(served)
-        if foreign is not None:
-            return foreign
-        usage = self._usage(obj.get("usage"))
-        text = self._redactor.key_only(text) if text else text  # a gateway may echo the key
-        refusal = message.get("refusal")
-        if choice.get("finish_reason") == "content_filter" or refusal:
-            evidence = self._redactor.key_only(str(refusal)) if refusal else (text or "")
-            return Attempt(response=Response(text=evidence, refused=True, usage=usage, served_model=served))
-        truncated = choice.get("finish_reason") == "length"
-        return Attempt(response=Response(text=text or "", usage=usage, served_model=served, truncated=truncated),
-                       logprobs=choice.get("logprobs"))
+        """Read a chat completion body (models/openai_wire.py); anything else is MALFORMED (retried)."""
+        return read_chat_completion(content, malformed=self._malformed, redactor=self._redactor, foreign=self._foreign)
 
     def _foreign(self, served: str | None) -> Attempt | None:
         """Count the served model; under `strict_model`, an answer from another model is an
@@ -499,14 +471,3 @@ class OpenAIAdapter:
         return Attempt(kind=ErrorKind.MODEL_MISMATCH, label="model_mismatch", message=(
             f"{self._where()} answered as model {served!r}, not the requested {self.model!r}; refused under "
             f"strict_model (drop strict_model in models.yaml to record it and grade the answer)"))
-
-    @staticmethod
-    def _usage(raw: Any) -> dict[str, int] | None:
-        if not isinstance(raw, Mapping):
-            return None
-        usage = {k: int(v) for k, v in raw.items() if isinstance(v, int) and not isinstance(v, bool)}
-        details = raw.get("completion_tokens_details")
-        if isinstance(details, Mapping) and isinstance(details.get("reasoning_tokens"), int):
-            usage["reasoning_tokens"] = int(details["reasoning_tokens"])
-        return usage or None
-

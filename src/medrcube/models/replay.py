@@ -23,6 +23,7 @@ from typing import Any
 
 from medrcube.models.base import AdapterBase, ErrorKind, Request, Response
 from medrcube.models.models_file import ModelSpecError
+from medrcube.models.strict_json import DuplicateKeyError, loads_strict
 
 _Key = tuple[str, str, int]  # (item id, variant name, rotation)
 # A request's variant may carry its rotation ("shuffled:2", "shuffled@2", "shuffled#2").
@@ -87,7 +88,9 @@ class ReplayAdapter(AdapterBase):
                 continue
             where = f"{self.path}:{n}"
             try:
-                rec = json.loads(line)
+                rec = loads_strict(line)
+            except DuplicateKeyError as e:
+                raise ModelSpecError(f"{where}: {e}; write each field once") from None
             except json.JSONDecodeError as e:
                 raise ModelSpecError(f"{where}: not a JSON object ({e.msg}); expected one {{id, response}} per line") from None
             if not isinstance(rec, Mapping):
@@ -104,7 +107,9 @@ class ReplayAdapter(AdapterBase):
 
     def _read_results_json(self, text: str) -> None:
         try:
-            records = json.loads(text)
+            records = loads_strict(text)
+        except DuplicateKeyError as e:
+            raise ModelSpecError(f"{self.path}: {e}; write each field once") from None
         except json.JSONDecodeError as e:
             raise ModelSpecError(f"{self.path}: not valid JSON ({e.msg} at line {e.lineno})") from None
         for i, rec in enumerate(records):

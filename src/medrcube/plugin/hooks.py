@@ -38,6 +38,7 @@ import pytest
 from medrcube.plugin import session as gate
 from medrcube.plugin import summary
 from medrcube.plugin.allure_overview import carry_history
+from medrcube.plugin.options import realign_setup
 
 NOT_REQUESTED = "not-requested"
 
@@ -111,6 +112,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="keep earlier results in --alluredir (default: a fresh results directory per run; "
         "keep history with `allure generate` and the previous report's history/, see docs/reports.md)",
     )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) -> None:
+    # before pytest's own implementation reads testpaths from the ini file
+    realign_setup(early_config, args)
 
 
 @pytest.hookimpl(tryfirst=True)

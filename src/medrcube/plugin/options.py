@@ -9,6 +9,7 @@ run (a conftest declaring MEDRCUBE_SUITE, or `--pyargs medrcube.suite`);
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from medrcube.models.urls import redact_urls
 from medrcube.run.order import SequentialPlan
 
 # The conftest.py of a qualification suite sets this to True (medrcube/suite/conftest.py).
@@ -116,7 +118,9 @@ class GateOptions:
 
 
 def _usage(option: str, value: object, problem: str) -> pytest.UsageError:
-    return pytest.UsageError(f"{option}={value}: {problem}")
+    # The value is quoted as given, and CI logs keep usage errors: credentials in it (or in
+    # the problem, which may quote it) are cut by the one rule `medrcube run` uses.
+    return pytest.UsageError(redact_urls(f"{option}={value}: {problem}"))
 
 
 def read_options(config: pytest.Config) -> GateOptions:
@@ -194,8 +198,10 @@ def _number(option: str, value: object, kind: type, example: str) -> Any:
         number = kind(str(value))
     except ValueError:
         number = None
-    if number is None or number <= 0:
-        raise _usage(option, value, f"must be a positive number, e.g. {option}={example}")
+    # NaN compares false with everything and an infinite budget is no budget: both refused
+    if number is None or not math.isfinite(number) or number <= 0:
+        what = "a positive whole number" if kind is int else "a finite positive number"
+        raise _usage(option, value, f"must be {what}, e.g. {option}={example} (leave it out for no limit)")
     return number
 
 
@@ -227,6 +233,51 @@ def _parse_variants(spec: str) -> tuple[Any, ...]:
         return tuple(parse_variants(spec))
     except ValueError as e:
         raise _usage("--variants", spec, f"{e} (e.g. --variants=standard,blind,shuffled:3)") from None
+
+
+def realign_setup(early_config: pytest.Config, args: list[str]) -> None:
+    """Find the rootdir and ini file again once the gate's options are known.
+
+    pytest finds them before any plugin's options exist, so in `--cube DIR` (a space, not
+    `=`) DIR is read as a test path; with DIR outside the checkout the checkout's ini
+    file, its testpaths among it, is never found, and the project's own tests are
+    collected besides the gate. Here (pytest_load_initial_conftests, before the initial
+    conftests and testpaths are read) the setup is determined again from the test paths
+    as parsed with every option known; when it differs, it replaces the early one, and
+    the ini file's addopts are applied as pytest would have. Should pytest's internals not
+    be as expected, the ambiguous form is refused with a usage error instead.
+    """
+    from _pytest.config.findpaths import determine_setup
+
+    ns = early_config.known_args_namespace
+    try:  # the same call pytest makes (pytest 9), with the test paths as now parsed
+        rootpath, inipath, inicfg, ignored = determine_setup(
+            inifile=ns.inifilename, override_ini=ns.override_ini, args=ns.file_or_dir,
+            rootdir_cmd_arg=ns.rootdir or None, invocation_dir=early_config.invocation_params.dir,
+        )
+    except pytest.UsageError:
+        return  # pytest itself reports a bad -c / --rootdir
+    except (TypeError, AttributeError):  # another pytest's internals: leave its setup as it is
+        return
+    if (rootpath, inipath) == (early_config.rootpath, early_config.inipath):
+        return
+    given = [f"--{name.replace('_', '-')}" for name in GATE_OPTIONS if getattr(ns, name, None) is not None]
+    old_inipath, old_root = early_config.inipath, early_config.rootpath
+    try:
+        early_config._rootpath, early_config._inipath = rootpath, inipath  # noqa: SLF001 - see the docstring
+        early_config._inicfg, early_config._ignored_config_files = inicfg, ignored  # noqa: SLF001
+        early_config._inicache.clear()  # noqa: SLF001
+        early_config._parser.extra_info.update(rootdir=str(rootpath), inifile=str(inipath))  # noqa: SLF001
+    except AttributeError:
+        raise pytest.UsageError(
+            f"{', '.join(given) or 'an option'} given with a space before its value, which this pytest reads as a "
+            "test path too: write it with '=' (e.g. --cube=DIR)"
+        ) from None
+    derived = str(old_inipath.parent if old_inipath is not None else old_root)
+    if ns.confcutdir == derived:  # pytest derived it from the early setup, the user gave none
+        ns.confcutdir = str(inipath.parent if inipath is not None else rootpath)
+    if old_inipath is None and inipath is not None:
+        args[:] = list(early_config.getini("addopts")) + args
 
 
 def bundled_cube() -> Path | None:

@@ -347,7 +347,7 @@ def preflight(session: GateSession) -> None:
     try:
         session.served = ask_once([session.adapter, session.judge, session.baseline_adapter])
     except EndpointError as e:
-        raise pytest.UsageError(f"--model={session.options.model}: {e}") from None
+        raise _usage("--model", session.options.model, str(e)) from None
 
 
 # -- verdict -> pytest outcome ------------------------------------------------------------

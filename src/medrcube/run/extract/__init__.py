@@ -28,7 +28,16 @@ Pipeline
    2. `json`: `{"answer": "B"}`, fenced or embedded. Structured output is explicit,
       and its other fields (a "reasoning" string) must not be read as prose.
    3. `answer_tag`: `<answer>B</answer>`, as R1-style medical models write.
-   4. `bare_letter`, `boxed`, `letter_and_text`, `option_text`: the whole response is
+      `verdict_list`: a verdict per option ("Option A: incorrect / Option B: incorrect /
+      Option C: correct", "A) falsch, B) richtig", "B: likely" among "unlikely"s): the
+      one marked correct; two marked correct, or one marked both, is `ambiguous`.
+      Then retractions (corrections.py): "Answer: A. Actually no, B." reads B
+      (`self_correction`: the answer committed last); "I pick B. Just kidding." reads
+      nothing (`retracted`). A cue counts only after an answer; the text after it is
+      read by this same chain.
+   4. (On a yes/no item, a reply that says both, "Yes and no.", "Maybe yes, maybe no.",
+      is `ambiguous` before anything else reads it.)
+      `bare_letter`, `boxed`, `letter_and_text`, `option_text`: the whole response is
       one short answer ("b", "(B)", "**B**", "\\boxed{B}", "B. Pneumonia",
       "Pneumonia"), the least ambiguous form there is. An option's exact text wins
       over reading it as a letter.
@@ -43,15 +52,29 @@ Pipeline
       answer ("B. The image shows ...") or ends with one on its own line; when both
       are present they must agree. A response that lists the options ("A. ...\\nB.
       ...") echoes the prompt, so its lines are not read as answers.
-   7. `refusal`: checked only now, so that "I am not a doctor, but the answer is B"
+   7. `yes_no`: on a yes/no item, a reply that opens with its answer in any of the
+      cube's languages ("Yes, ...", "Nein.", "Non,", "Sim.", "是").
+      `refusal`: checked only now, so that "I am not a doctor, but the answer is B"
       stays an answer.
    8. `ambiguous`: a hedge between letters ("A or B", "B/C") anywhere.
    9. `letter_mention`: one option-form letter ("option C", "(C)") across the whole
       text, none of them negated ("option A is incorrect").
-   10. `option_text_mention`: exactly one option's text appears in prose, not negated
-       ("... consistent with pneumonia"); "A chest X-ray shows consolidation." is read
-       only if "Consolidation" is an option and no other option is mentioned.
+   10. `option_text_mention`: exactly one option's text appears in prose in a clause
+       without negation ("... consistent with pneumonia"); "A chest X-ray shows
+       consolidation." is read only if "Consolidation" is an option and no other option
+       is named outside a negated clause. Negation is read in every language of
+       cues.py ("not seen", "ruled out", "unlikely", "absent", "anything but", "kein",
+       "pas de", "sin", "sem", "未见"): a reply whose only named options are negated
+       ("Pneumothorax is not seen.") reads nothing (`negated`), never the finding.
    11. `no_match`: nothing above applied.
+
+   Answer markers are read in English, German, French, Spanish, Portuguese and Chinese
+   ("Antwort: B", "la bonne réponse est C", "la respuesta correcta es D", "a resposta é
+   B", "答案是B", "我选B"); a marker labelled wrong ("Wrong answer: A") and a letter
+   followed by its rejection ("B is wrong", "A: incorrect") never read as the answer.
+   In JSON every duplicate key counts ({"answer": "A", "answer": "B"} is `ambiguous`),
+   and tool calls are read through their nesting, arguments given as a JSON string
+   included.
 
    Other codes: `ambiguous` (hedged or contradictory answers), `letter_text_mismatch`
    ("B. Effusion" where B is Pneumonia), `out_of_range` ("E" on a four-option item),
@@ -75,19 +98,28 @@ from medrcube.run.extract.codes import (
     UNTERMINATED_THINK,
     Extraction,
 )
-from medrcube.run.extract.reading import _clean, _normalise, _Options, _options, _split_reasoning
+from medrcube.run.extract.corrections import read_corrected
+from medrcube.run.extract.reading import _clean, _Input, _normalise, _Options, _options, _split_reasoning, _unparsed
 from medrcube.run.extract.statements import _decide, _statements
-from medrcube.run.extract.strategies import STRATEGIES, _Input, _unparsed
+from medrcube.run.extract.strategies import EXPLICIT, READINGS
 
 __all__ = ["HOW_CODES", "Extraction", "extract"]
 
 
-def _run(raw: str, o: _Options) -> Extraction:
+def _run(raw: str, o: _Options, *, corrections: bool = True) -> Extraction:
     text = _clean(raw)
     if not text.strip():
         return Extraction(None, EMPTY)
     inp = _Input(raw=raw, text=text, o=o)
-    for _name, strategy in STRATEGIES:
+    for _name, strategy in EXPLICIT:
+        result = strategy(inp)
+        if result is not None:
+            return result
+    if corrections:
+        result = read_corrected(text, lambda part: _run(part, o, corrections=False))
+        if result is not None:
+            return result
+    for _name, strategy in READINGS:
         result = strategy(inp)
         if result is not None:
             return result

@@ -26,11 +26,17 @@ MISMATCH = "letter_text_mismatch"
 OUT_OF_RANGE = "out_of_range"
 UNTERMINATED_THINK = "unterminated_think"
 NO_MATCH = "no_match"
+VERDICT_LIST = "verdict_list"  # "Option A: incorrect / Option C: correct / ...": the one marked correct
+SELF_CORRECTION = "self_correction"  # "Answer: A. Actually no, B.": the answer committed last
+RETRACTED = "retracted"  # "I pick B. Just kidding.": the answer was withdrawn, none replaced it
+YES_NO = "yes_no"  # "Ja, ..." / "Non." on a yes/no item
+NEGATED = "negated"  # "Pneumothorax is not seen.": the only option named is negated
 
 HOW_CODES: tuple[str, ...] = (
     EMPTY, JSON, ANSWER_TAG, BARE_LETTER, BOXED, LETTER_AND_TEXT, OPTION_TEXT,
     ANSWER_LINE, FINAL_AFTER_REASONING, LEADING_ANSWER, REFUSAL, LETTER_MENTION,
     OPTION_TEXT_MENTION, AMBIGUOUS, MISMATCH, OUT_OF_RANGE, UNTERMINATED_THINK, NO_MATCH,
+    VERDICT_LIST, SELF_CORRECTION, RETRACTED, YES_NO, NEGATED,
 )  # fmt: skip
 
 

@@ -7,7 +7,8 @@ import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 
-from medrcube.run.extract.codes import AMBIGUOUS, MISMATCH, OUT_OF_RANGE
+from medrcube.run.extract.codes import AMBIGUOUS, MISMATCH, OUT_OF_RANGE, Extraction
+from medrcube.run.extract.cues import NO_WORDS, YES_WORDS
 
 # ----------------------------------------------------------------------------------
 # Per-option-set data
@@ -36,6 +37,18 @@ class _Options:
     # two-letter capitalised options ("CT", "US", "MR"): too short to spot in lowercased
     # prose, but unmistakable as a capitalised word ("a CT scan of the chest")
     acronyms: tuple[tuple[re.Pattern[str], int], ...]
+    # the options as written, casefolded, longest first: blanked out of a clause before
+    # it is searched for negation, so an option "No finding" does not negate itself
+    casefolded: tuple[str, ...]
+    # the same, by option index (a verdict list may label its items by option text)
+    folded: tuple[str, ...]
+    # options written in Chinese (or another script without spaces): found as substrings
+    cjk: tuple[tuple[str, int], ...]
+    # the option that says the study is normal ("Normal", "No finding"), if any
+    normal: int | None
+    # (index of the yes option, index of the no option) when the item is a yes/no
+    # question (an abstain option may be a third), else None
+    yes_no: tuple[int, int] | None
 
 
 @lru_cache(maxsize=4096)
@@ -60,7 +73,21 @@ def _options(options: tuple[str, ...]) -> _Options:
             for i, x in enumerate(options)
             if re.fullmatch(r"[A-Z]{2}", str(x).strip())
         ),
+        casefolded=tuple(sorted({str(x).casefold().strip() for x in options} - {""}, key=lambda t: -len(t))),
+        folded=tuple(str(x).casefold().strip() for x in options),
+        cjk=tuple((str(x).casefold().strip(), i) for i, x in enumerate(options) if _CJK.search(str(x))),
+        normal=next((i for i, t in enumerate(norms) if t in ("normal", "normal study", "normal findings")), None),
+        yes_no=_yes_no_sides(norms),
     )
+
+
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+
+
+def _yes_no_sides(norms: tuple[str, ...]) -> tuple[int, int] | None:
+    yes = [i for i, t in enumerate(norms) if t in YES_WORDS]
+    no = [i for i, t in enumerate(norms) if t in NO_WORDS]
+    return (yes[0], no[0]) if len(yes) == 1 and len(no) == 1 else None
 
 
 # ----------------------------------------------------------------------------------
@@ -89,6 +116,19 @@ class _Find:
 
 
 _BAD_TO_HOW = {_BAD_MISMATCH: MISMATCH, _BAD_AMBIGUOUS: AMBIGUOUS, _BAD_RANGE: OUT_OF_RANGE}
+
+
+@dataclass(slots=True)
+class _Input:
+    """What every strategy reads: one reply, as given and cleaned, and its options."""
+
+    raw: str  # normalised text after reasoning, markup kept (for JSON and tags)
+    text: str  # cleaned text
+    o: _Options
+
+
+def _unparsed(f: _Find) -> Extraction:
+    return Extraction(None, _BAD_TO_HOW.get(f.status, AMBIGUOUS))
 
 
 def _letter_index(letter: str, o: _Options) -> _Find:
@@ -136,7 +176,9 @@ _ROLE_PREFIX = re.compile(r"\A\s*(?:assistant|gpt|model|bot)\s*(?::|\n)", re.I)
 
 
 def _normalise(text: str) -> str:
-    text = unicodedata.normalize("NFKC", _SPECIAL_TOKENS.sub("", text))
+    # NFKC makes full-width letters and punctuation ASCII, but not the ideographic full
+    # stop: "答案是A。" ends a sentence as "答案是A." does
+    text = unicodedata.normalize("NFKC", _SPECIAL_TOKENS.sub("", text)).replace("。", ". ")
     return _ROLE_PREFIX.sub("", text, count=1)
 
 

@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 import re
-import string
 
+from medrcube.run.extract.cues import (
+    MARKER_COLON,
+    MARKER_PHRASES,
+    MARKER_WORDS,
+    MARKER_ZH,
+    REJECTED_AFTER,
+    REPORT_MARKERS,
+    WRONG_LABEL,
+    lower_ascii,
+    words,
+)
 from medrcube.run.extract.reading import (
     _BAD_AMBIGUOUS,
     _BAD_MISMATCH,
@@ -118,6 +128,9 @@ def _parse_tail(tail: str, o: _Options, *, need_separator: bool = False) -> _Fin
                 sep = _BRACKET_SEP.match(rest)
             else:
                 sep = _LEADING_SEP.match(rest)
+            if sep is None or "." not in sep.group(0):
+                if REJECTED_AFTER.match(rest):
+                    return _Find(None, _BAD_AMBIGUOUS)  # "B is wrong", "A: incorrect": rejected, not chosen
             if sep is None:
                 # "B or C", "B but possibly D": the rest of the clause follows directly
                 return _Find(None, _BAD_AMBIGUOUS) if _hedged(_sentence(rest), found.choice, o) else found
@@ -127,7 +140,7 @@ def _parse_tail(tail: str, o: _Options, *, need_separator: bool = False) -> _Fin
                 idx, after = named
                 if o.norms[idx] != o.norms[found.choice]:
                     return _Find(None, _BAD_MISMATCH)
-                if _hedged(after, found.choice, o):
+                if _hedged(after, found.choice, o) or REJECTED_AFTER.match(after):
                     return _Find(None, _BAD_AMBIGUOUS)
                 return _Find(found.choice, _OK_BOTH)
             # After "B." a new sentence starts and is reasoning; after "B," / "B:" /
@@ -148,7 +161,7 @@ def _parse_text(tail: str, o: _Options) -> _Find | None:
     idx, after = named
     if len(o.by_text.get(o.norms[idx], ())) > 1:
         return _Find(None, _BAD_AMBIGUOUS)
-    if _hedged(after, idx, o):
+    if _hedged(after, idx, o) or REJECTED_AFTER.match(after):
         return _Find(None, _BAD_AMBIGUOUS)
     return _Find(idx, _OK_TEXT)
 
@@ -163,7 +176,6 @@ _BOXED_ANY = re.compile(r"\\boxed\s*\{((?:[^{}]|\{[^{}]*\}){0,300})\}")
 # skips quickly to candidate positions, several times faster on long reasoning than
 # case-insensitive patterns opening with \b. The word boundary before a match is
 # checked in Python (`_starts_word`). Letters are always read from the original text.
-_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
 # rank 1: "final answer ...", and "Answer: X" declarations (the answer may be on the next
 # line when "Answer:" starts a line)
@@ -239,11 +251,13 @@ def _tail_at(text: str, pos: int, *, next_line: bool) -> str:
 
 def _statements(text: str, o: _Options) -> tuple[list[_Find], list[_Find]]:
     """(rank-1 findings, rank-2 findings) of explicit answer statements in `text`."""
-    low = text.translate(_ASCII_LOWER)
+    low = lower_ascii(text)
     rank1: list[_Find] = []
     rank2: list[_Find] = []
 
     def read(pos: int, start: int, out: list[_Find], *, next_line: bool) -> None:
+        if WRONG_LABEL.search(text, max(0, start - 25), start):
+            return  # "Wrong answer: A", "falsche Antwort: C": a rejection, never the answer
         f = _parse_tail(_tail_at(text, pos, next_line=next_line), o)
         if f is not None:
             out.append(_Find(f.choice, f.status, start))
@@ -256,16 +270,22 @@ def _statements(text: str, o: _Options) -> tuple[list[_Find], list[_Find]]:
     for m in _FINAL.finditer(low):
         if _starts_word(low, m.start()):
             read(m.end(), m.start(), rank1, next_line=True)
-    colons = [m for m in _ANSWER_COLON.finditer(low) if _starts_word(low, m.start())]
+    # the other languages' markers only where one of their words appears (most replies: none)
+    other_languages = not MARKER_WORDS.isdisjoint(words(low)) or any(r in low for r in REPORT_MARKERS)
+    colon_markers = (_ANSWER_COLON, MARKER_COLON) if other_languages else (_ANSWER_COLON,)
+    colons = [m for rx in colon_markers for m in rx.finditer(low) if _starts_word(low, m.start())]
     if "答案" in text:  # Chinese has no word boundaries: "正确答案：B"
         colons += _ANSWER_COLON_ZH.finditer(text)
     for m in colons:
         first = _line_start(text, m.start()) or low[max(0, m.start() - 12) : m.start()].rstrip().endswith("final")
         read(m.end(), m.start(), rank1, next_line=first)
-    for rx in _PHRASES:
+    for rx in _PHRASES + MARKER_PHRASES if other_languages else _PHRASES:
         for m in rx.finditer(low):
             if _starts_word(low, m.start()):
                 read(m.end(), m.start(), rank2, next_line=False)
+    if "选" in text:  # "我选B", "应选D", "正确选项是A"
+        for m in MARKER_ZH.finditer(text):
+            read(m.end(), m.start(), rank2, next_line=False)
     for m in _CONCLUSION.finditer(low):
         if _starts_word(low, m.start()) and _CONCLUDED_LETTER.match(text, m.end()):
             read(m.end(), m.start(), rank2, next_line=False)

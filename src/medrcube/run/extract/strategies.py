@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from medrcube.run.extract.codes import (
     AMBIGUOUS,
@@ -14,43 +12,35 @@ from medrcube.run.extract.codes import (
     BARE_LETTER,
     BOXED,
     FINAL_AFTER_REASONING,
-    JSON,
     LEADING_ANSWER,
     LETTER_AND_TEXT,
     LETTER_MENTION,
+    NEGATED,
     OPTION_TEXT,
     OPTION_TEXT_MENTION,
     REFUSAL,
     Extraction,
 )
+from medrcube.run.extract.cues import CLAUSE_END, CLAUSE_NEGATION
+from medrcube.run.extract.json_reading import by_json
 from medrcube.run.extract.reading import (
-    _BAD_AMBIGUOUS,
-    _BAD_TO_HOW,
     _OK_BOTH,
     _OK_BOXED,
     _OK_LETTER,
     _OK_TEXT,
     _clean,
     _Find,
+    _Input,
     _norm,
     _Options,
     _short,
+    _unparsed,
 )
 from medrcube.run.extract.statements import _SENTENCE_END, _after_reasoning, _decide, _parse_tail, _statements
+from medrcube.run.extract.verdicts import by_verdict_list, by_yes_no, by_yes_no_contradiction
 
 # The strategies: each returns an Extraction (decided, possibly unparsed) or None
 # ----------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _Input:
-    raw: str  # normalised text after reasoning, markup kept (for JSON and tags)
-    text: str  # cleaned text
-    o: _Options
-
-
-def _unparsed(f: _Find) -> Extraction:
-    return Extraction(None, _BAD_TO_HOW.get(f.status, AMBIGUOUS))
 
 
 _SHORT_HOW = {
@@ -59,54 +49,6 @@ _SHORT_HOW = {
     _OK_BOTH: LETTER_AND_TEXT,
     _OK_TEXT: OPTION_TEXT,
 }
-
-_JSON_FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\n?(.*?)```", re.S)
-_JSON_OBJECT = re.compile(r"\{[^{}]{0,2000}\}")
-_ANSWER_KEYS = frozenset(
-    {
-        "answer", "final_answer", "finalanswer", "answer_letter", "answer_choice",
-        "choice", "option", "selected_option", "selected_answer", "correct_answer",
-        "correct_option", "correct_choice", "prediction", "predicted_answer", "letter",
-    }
-)  # fmt: skip
-_LOOSE_PAIR = re.compile(r"[\"']?([A-Za-z_ ]{3,20})[\"']?\s*:\s*[\"']([^\"'\n]{1,200})[\"']")
-
-
-def _json_values(blob: str) -> list[str] | None:
-    """Answer values of one JSON object text, or None when it holds no answer key."""
-    try:
-        obj = json.loads(blob)
-    except ValueError:
-        obj = None
-    pairs: list[tuple[str, object]]
-    if isinstance(obj, dict):
-        pairs = list(obj.items())
-    elif obj is None:
-        # tolerate single-quoted or otherwise sloppy objects: {'answer': 'B'}
-        pairs = [(k, v) for k, v in _LOOSE_PAIR.findall(blob)]
-    else:
-        return None
-    values = [v for k, v in pairs if str(k).strip().casefold().replace(" ", "_") in _ANSWER_KEYS]
-    return [v for v in values if isinstance(v, str)] or None
-
-
-def _by_json(inp: _Input) -> Extraction | None:
-    if "{" not in inp.raw:
-        return None
-    blobs = [m.group(1).strip() for m in _JSON_FENCE.finditer(inp.raw)]
-    blobs += _JSON_OBJECT.findall(inp.raw)
-    finds: list[_Find] = []
-    for blob in blobs:
-        for value in _json_values(blob) or ():
-            f = _short(_clean(value), inp.o)
-            if f is None:
-                f = _parse_tail(_clean(value), inp.o)
-            finds.append(f if f is not None else _Find(None, _BAD_AMBIGUOUS))
-    decided = _decide(finds)
-    if decided is None:
-        return None
-    return Extraction(decided.choice, JSON) if decided.ok else _unparsed(decided)
-
 
 _ANSWER_TAG = re.compile(r"<\s*answer\s*>(.*?)<\s*/\s*answer\s*>", re.I | re.S | re.A)
 
@@ -209,8 +151,7 @@ def _by_lines(inp: _Input) -> Extraction | None:
     if all(f.status == _OK_TEXT for f in finds):
         # A line that is only an option's text ("- Effusion" closing a list of findings)
         # counts only if no other option is mentioned anywhere in the response.
-        found, _ = _mentions(text, o)
-        if found - {decided.choice}:
+        if _mentions(text, o) - {decided.choice}:
             return Extraction(None, AMBIGUOUS)
     return Extraction(decided.choice, LEADING_ANSWER if lead is not None else FINAL_AFTER_REASONING)
 
@@ -265,9 +206,8 @@ _OPTION_FORM = re.compile(
     re.I,
 )
 _NEGATION = re.compile(
-    r"\b(?:not|no|never|neither|nor|incorrect|wrong|unlikely|less\s+likely|excluded?|"
-    r"eliminated?|rule[sd]?\s+out|ruled\s+out|without|absent|absence|negative\s+for|"
-    r"isn't|isn’t|doesn't|doesn’t|cannot|can't|can’t)\b",
+    r"\b(?:incorrect|wrong|eliminated?|falsch|faux|fausse|incorrecte|incorrect[oa]|incorret[oa]|errad[oa])\b|错误|"
+    + CLAUSE_NEGATION.pattern,
     re.I,
 )
 
@@ -302,23 +242,17 @@ def _by_letter_mention(inp: _Input) -> Extraction | None:
     return Extraction(letters.pop(), LETTER_MENTION)
 
 
-_NEGATORS = frozenset(
-    "no not without neither nor unlikely exclude excluded excluding rule ruled absent "
-    "absence negative never isn t doesn cannot".split()
-)
+def _mentions(text: str, o: _Options, *, stop_early: bool = True) -> set[int]:
+    """The options whose text appears in `text`.
 
-
-def _mentions(text: str, o: _Options) -> tuple[set[int], bool]:
-    """(options whose text appears in `text`, whether any appearance is negated).
-
-    Stops early once two options are found: callers only need to know "exactly one".
+    With `stop_early`, stops once two options are found: callers that only need to know
+    "exactly one" ask no more.
     """
     words = f" {_norm(text)} "
     # characters already covered by a longer option's mention: options are tried
     # longest first, so "viral pneumonia" hides the "pneumonia" inside it
     covered = bytearray(len(words))
     found: set[int] = set()
-    negated = False
     for t, i in o.mentionable:
         needle = f" {t} "
         at = words.find(needle)
@@ -327,45 +261,127 @@ def _mentions(text: str, o: _Options) -> tuple[set[int], bool]:
             if covered.find(0, s, e) >= 0:  # not wholly inside a longer mention
                 covered[s:e] = b"\x01" * (e - s)
                 found.add(i)
-                if _NEGATORS.intersection(words[max(0, at - 40) : at].split()[-4:]):
-                    negated = True
-                if len(found) > 1 or negated:
-                    return found, negated
+                if stop_early and len(found) > 1:
+                    return found
             at = words.find(needle, at + 1)
     for rx, i in o.acronyms:
-        for m in rx.finditer(text):
+        if rx.search(text):
             found.add(i)
-            if _NEGATORS.intersection(_norm(text[max(0, m.start() - 40) : m.start()]).split()[-4:]):
-                negated = True
-            if len(found) > 1 or negated:
-                return found, negated
-    return found, negated
+            if stop_early and len(found) > 1:
+                return found
+    if o.cjk:  # no spaces to bound a word: "考虑为肺炎", "未见气胸"
+        folded = text.casefold()
+        for t, i in o.cjk:
+            if t in folded:
+                found.add(i)
+    return found
+
+
+# Idioms that name the word "normal" without calling the study normal.
+_NOT_A_MENTION = re.compile(r"\b(?:within|upper|lower)\s+(?:the\s+)?(?:normal\s+limits?|limits?\s+of\s+normal)\b", re.I)
+# "Normal" in prose answers only when it is said of the study ("the study is normal", "a
+# normal chest radiograph", "normal findings"), not of one organ ("heart size is normal").
+_STUDY = r"(?:study|exam|examination|image|images|radiograph|film|scan|x-ray|chest|findings?|result|ct|mri)"
+_STUDY_NORMAL = re.compile(
+    rf"\b{_STUDY}\s+(?:is|are|appears?|looks?|seems?)\s+(?:\w+\s+)?normal\b|\bnormal\s+(?:\w+\s+)?{_STUDY}\b"
+    r"|\A\W*normal\W*\Z",
+    re.I,
+)
+_CLAUSE = re.compile(rf"(.*?)({CLAUSE_END.pattern}|\Z)", re.I | re.S)
+
+
+def _clause_mentions(text: str, o: _Options) -> tuple[set[int], set[int]]:
+    """(options named in a clause without negation, options named in a negated clause).
+
+    A clause is a sentence (up to ".", ";", "!", "?" or a line end); it is negated when
+    a negation cue (cues.CLAUSE_NEGATION) appears in it outside every option's own text,
+    so "No finding" as an option does not negate itself. A question names no answer
+    ("Pneumonia?"), and a clause that is only a negation ("Unlikely.", "Not seen.")
+    negates the one before it.
+    """
+    affirmed: set[int] = set()
+    negated: set[int] = set()
+    before: set[int] = set()  # what the previous clause named
+    for m in _CLAUSE.finditer(_NOT_A_MENTION.sub(" ", text)):
+        clause, end = m.group(1), m.group(2)
+        if not clause.strip():
+            if not end:
+                break
+            continue
+        found = _mentions(clause, o, stop_early=False)
+        if o.normal is not None and o.normal in found and not _STUDY_NORMAL.search(clause):
+            found.discard(o.normal)
+        blank = clause.casefold()
+        for raw in o.casefolded:
+            blank = blank.replace(raw, " ")
+        denied = CLAUSE_NEGATION.search(blank) is not None
+        if not found:
+            if denied and len(clause.split()) <= 3 and before:  # "Pneumonia? Unlikely."
+                affirmed -= before
+                negated |= before
+            before = set()
+        elif end.strip() == "?":
+            before = found  # asked, not answered: its answer may follow
+        else:
+            (negated if denied else affirmed).update(found)
+            before = found
+        if not end:
+            break
+    return affirmed, negated
 
 
 def _by_option_text(inp: _Input) -> Extraction | None:
+    """One option named in prose, and no negation of it: "... consistent with pneumonia".
+
+    "Pneumothorax is not seen." names no answer (`negated`); "No pneumothorax; the
+    findings are those of pneumonia." names pneumonia: the others it names are negated.
+    """
     o = inp.o
-    if not o.mentionable and not o.acronyms:
+    if not o.mentionable and not o.acronyms and not o.cjk:
         return None
-    found, negated = _mentions(inp.text, o)
-    if not found:
-        return None
-    if negated or len(found) > 1 or len(o.by_text.get(o.norms[next(iter(found))], ())) > 1:
+    affirmed, negated = _clause_mentions(inp.text, o)
+    if not affirmed:
+        return Extraction(None, NEGATED) if negated else None
+    if len(affirmed) > 1 or affirmed & negated:
         return Extraction(None, AMBIGUOUS)
-    return Extraction(found.pop(), OPTION_TEXT_MENTION)
+    (choice,) = affirmed
+    if len(o.by_text.get(o.norms[choice], ())) > 1:
+        return Extraction(None, AMBIGUOUS)
+    return Extraction(choice, OPTION_TEXT_MENTION)
 
 
-# The order is the design (see the module docstring): explicit before implicit,
+def _by_verdict_list(inp: _Input) -> Extraction | None:
+    return by_verdict_list(inp.text, inp.o)
+
+
+def _by_yes_no_contradiction(inp: _Input) -> Extraction | None:
+    return by_yes_no_contradiction(inp.text, inp.o)
+
+
+def _by_yes_no(inp: _Input) -> Extraction | None:
+    return by_yes_no(inp.text, inp.o)
+
+
+Strategy = Callable[[_Input], Extraction | None]
+
+# The order is the design (see the package docstring): explicit before implicit,
 # structured before prose, refusals only after every way of answering was tried.
-STRATEGIES: tuple[tuple[str, Callable[[_Input], Extraction | None]], ...] = (
-    ("json", _by_json),
+# Between the two runs the package reads retractions (corrections.py): a reply that
+# withdraws its answer is read before any strategy can take the withdrawn one.
+EXPLICIT: tuple[tuple[str, Strategy], ...] = (
+    ("json", by_json),
     ("answer_tag", _by_answer_tag),
+    ("verdict_list", _by_verdict_list),
+)
+READINGS: tuple[tuple[str, Strategy], ...] = (
+    ("yes_no_contradiction", _by_yes_no_contradiction),
     ("whole", _by_whole),
     ("statements", _by_statements),
     ("lines", _by_lines),
+    ("yes_no", _by_yes_no),
     ("refusal", _by_refusal),
     ("hedge", _by_hedge),
     ("letter_mention", _by_letter_mention),
     ("option_text_mention", _by_option_text),
 )
-
-
+STRATEGIES = EXPLICIT + READINGS

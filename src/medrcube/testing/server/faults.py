@@ -324,6 +324,13 @@ class _Handler(BaseHTTPRequestHandler):
             done(plan, "die", None)
             self.server.owner.die()
             self._abort()
+        elif fault == "duplicate_key":
+            # `message.content` twice ({"content": "A", "content": <reply>}): JSON readers
+            # keep the last, so a client that does not refuse it grades a hidden choice.
+            body = json.dumps(completion(plan.reply)).replace(
+                '"content": ', f'"content": {json.dumps(str(spec.get("text", "A")))}, "content": ', 1)
+            done(plan, "duplicate_key", 200)
+            self._send(200, body.encode())
         elif fault == "key_echo":
             # The one place the Authorization value is read: a gateway that echoes the
             # caller's key in its answer, which the client must never write anywhere.
