@@ -245,7 +245,7 @@ class HFAdapter(AdapterBase):
         latency = time.perf_counter() - t0
         pad = self.processor.tokenizer.pad_token_id
         mask = inputs.get("attention_mask")
-        limit = gen.get("max_new_tokens", getattr(self.model.generation_config, "max_new_tokens", None))
+        limit = gen.get("max_new_tokens", getattr(self.network.generation_config, "max_new_tokens", None))
         stops = self._stop_ids() | ({pad} if pad is not None else set())
         out = []
         for row, text in enumerate(decoded):
@@ -268,7 +268,7 @@ class HFAdapter(AdapterBase):
 
     def _stop_ids(self) -> set[int]:
         """The tokens that end an answer: the generation config's EOS ids and the tokenizer's."""
-        ids = getattr(self.model.generation_config, "eos_token_id", None)
+        ids = getattr(self.network.generation_config, "eos_token_id", None)
         found = set(ids if isinstance(ids, (list, tuple)) else [ids] if ids is not None else [])
         if self.processor.tokenizer.eos_token_id is not None:
             found.add(self.processor.tokenizer.eos_token_id)
