@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from medrcube.construction.observation import SourceImage
-from medrcube.construction.privacy import ocr
+from medrcube.construction.privacy import multiscale, ocr
 
 
 def grow(box: tuple[int, int, int, int], shape: tuple[int, ...], margin: float = 0.35, minimum: int = 2) -> tuple[int, int, int, int]:
@@ -55,31 +55,22 @@ def _alnum(text: str) -> int:
     return sum(1 for c in text if c.isalnum())
 
 
-def _overlap(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> float:
-    ix = max(0, min(a[2], b[2]) - max(a[0], b[0]))
-    iy = max(0, min(a[3], b[3]) - max(a[1], b[1]))
-    area = (a[2] - a[0]) * (a[3] - a[1])
-    return ix * iy / area if area else 0.0
-
-
 def text_regions(reader: ocr.TextReader, pixels: np.ndarray) -> tuple[list[ocr.TextRegion], int]:
     """The regions of a frame taken for text, and how many tall regions were not (anatomy, read as < 3 characters).
 
-    Two detector passes, their regions united: the frame as displayed, and its local
-    contrast (`ocr.highpass`), which finds low-contrast text and text beside large bright
-    structures that the first pass misses (measured: docs/construction.md).
+    The frame is read as a pyramid of views (`multiscale`: the detector's native scale,
+    overlapping tiles of a large frame), each as displayed and as its local contrast;
+    their regions are united.
     """
-    found = list(dict.fromkeys([*reader.detect(pixels), *reader.detect(ocr.highpass(pixels))]))
+    found = multiscale.detect(reader, pixels)
     h = pixels.shape[0]
     tall = [r for r in found if (r.box[3] - r.box[1]) > TALL * h]
     if not tall:
         return found, 0
-    read = reader.read(pixels)
     keep, ignored = [r for r in found if r not in tall], 0
-    for r in tall:
-        texts = [x.text for x in read if _overlap(r.box, x.box) > 0.5]
-        if any(_alnum(t) >= 3 for t in texts):
-            keep.append(r)
+    for r in multiscale.read(reader, pixels, tall):
+        if _alnum(r.text) >= 3:
+            keep.append(ocr.TextRegion(r.box, r.score))
         else:
             ignored += 1
     return keep, ignored
@@ -153,9 +144,9 @@ class TextScreen:
 
     def screen(self, img: SourceImage) -> bool:
         """Detect text in `img.pixels`; mask it (True) or refuse the frame (False, when the recipe says so)."""
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         found, ignored = text_regions(self.reader, img.pixels)
-        self.log.seconds += time.perf_counter() - t0
+        self.log.seconds += time.process_time() - t0
         self.log.frames_screened += 1
         shape = img.pixels.shape
         boxes = sorted({grow(r.box, shape) for r in found})
