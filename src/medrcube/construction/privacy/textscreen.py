@@ -27,6 +27,7 @@ import numpy as np
 
 from medrcube.construction.observation import SourceImage
 from medrcube.construction.privacy import multiscale, ocr
+from medrcube.construction.privacy.regions import NO_RULES, RegionTable
 
 
 def grow(box: tuple[int, int, int, int], shape: tuple[int, ...], margin: float = 0.35, minimum: int = 2) -> tuple[int, int, int, int]:
@@ -90,6 +91,7 @@ class TextLog:
 
     engine: str = ""
     action: str = "mask"
+    region_rules: dict[str, Any] = field(default_factory=lambda: NO_RULES.to_dict())
     frames_screened: int = 0
     seconds: float = 0.0
     frames: list[dict[str, Any]] = field(default_factory=list)  # one entry per frame with text
@@ -105,17 +107,20 @@ class TextLog:
             row["with_text"] += 1 if f["regions"] else 0
         out: dict[str, Any] = {
             "engine": self.engine,
+            "views": "the whole frame at the detector's scale, overlapping tiles of a large frame; each as shown and as local contrast",
             "action": self.action,
+            "region_rules": self.region_rules,
+            "frames_blanked_by_rules": sum(1 for f in self.frames if f.get("rule_zones")),
             "frames_screened": self.frames_screened,
             "frames_with_text": len(with_text),
             "regions": sum(len(f["regions"]) for f in with_text),
             "frames_refused": sum(1 for f in with_text if f["action"] == "refuse"),
             "by_header": dict(sorted(by_header.items())),
             "tall_regions_not_text": sum(f.get("tall_regions_not_text", 0) for f in self.frames),
-            "frames": [f for f in self.frames if f["regions"] or f.get("tall_regions_not_text")],
+            "frames": [f for f in self.frames if f["regions"] or f.get("rule_zones") or f.get("tall_regions_not_text")],
         }
         if timing:
-            out["seconds_per_frame"] = round(self.seconds / self.frames_screened, 3) if self.frames_screened else None
+            out["cpu_seconds_per_frame"] = round(self.seconds / self.frames_screened, 3) if self.frames_screened else None
         return out
 
     def link(self, dataset: str, ref: str, image: str) -> None:
@@ -133,17 +138,33 @@ class TextLog:
 class TextScreen:
     """The build's pixel text screen: `screen(image)` masks the image's text in place, or refuses it."""
 
-    def __init__(self, action: str = "mask", reader: ocr.TextReader | None = None, log: TextLog | None = None):
+    def __init__(self, action: str = "mask", reader: ocr.TextReader | None = None, log: TextLog | None = None,
+                 regions: RegionTable = NO_RULES):  # fmt: skip
         if action not in ("mask", "refuse"):
             raise ValueError(f"privacy.text is {action!r}; expected 'mask' or 'refuse'")
         self.reader = reader if reader is not None else ocr.shared_reader()
         self.log = log if log is not None else TextLog()
         self.log.engine = self.log.engine or ocr.engine_name()
         self.log.action = action
+        self.log.region_rules = regions.to_dict()
         self.action = action
+        self.regions = regions
 
-    def screen(self, img: SourceImage) -> bool:
-        """Detect text in `img.pixels`; mask it (True) or refuse the frame (False, when the recipe says so)."""
+    def _blank_zones(self, img: SourceImage, modality: str) -> list[tuple[tuple[int, int, int, int], str]]:
+        """Blank the region rules' zones of the frame (not a frame already cropped to its ultrasound tissue region)."""
+        if any(p.startswith("cropped to") for p in img.processing):
+            return []
+        zones = self.regions.zones_for(img.pixels.shape, {str(img.meta.get("Modality", "") or ""), modality},
+                                       str(img.meta.get("Manufacturer", "") or ""), str(img.meta.get("ManufacturerModelName", "") or ""))  # fmt: skip
+        if zones:
+            img.pixels = mask(img.pixels, [b for b, _ in zones])
+            img.processing.append(f"region rules: blanked {len(zones)} zone(s)")
+        return zones
+
+    def screen(self, img: SourceImage, modality: str = "") -> bool:
+        """Blank the region rules' zones, detect text in `img.pixels`; mask it (True) or refuse the frame
+        (False, when the recipe says so). `modality` is the cube modality the frame was mapped to."""
+        zones = self._blank_zones(img, modality)
         t0 = time.process_time()
         found, ignored = text_regions(self.reader, img.pixels)
         self.log.seconds += time.process_time() - t0
@@ -153,6 +174,9 @@ class TextScreen:
         entry: dict[str, Any] = {"dataset": img.dataset, "source": img.ref, "frame": [int(shape[1]), int(shape[0])],
                                  "header": header_statement(img), "action": self.action if boxes else "none",
                                  "regions": [list(b) for b in boxes]}  # fmt: skip
+        if zones:
+            entry["rule_zones"] = [list(b) for b, _ in zones]
+            entry["rules"] = sorted({why for _, why in zones})
         if ignored:
             entry["tall_regions_not_text"] = ignored
         self.log.frames.append(entry)
