@@ -77,7 +77,9 @@ def views(h: int, w: int) -> list[View]:
     for ys, ye in _spans(sh):
         for xs, xe in _spans(sw):
             x0, y0 = int(np.floor(xs / t)), int(np.floor(ys / t))
-            x1, y1 = min(w, int(np.ceil(xe / t))), min(h, int(np.ceil(ye / t)))
+            # The last tile of a row or column reaches the frame's edge whatever the rounding.
+            x1 = w if xe >= sw else min(w, int(np.ceil(xe / t)))
+            y1 = h if ye >= sh else min(h, int(np.ceil(ye / t)))
             out.append(View("tile", t, (x0, y0, x1, y1)))
     return out
 

@@ -38,6 +38,13 @@ def grow(box: tuple[int, int, int, int], shape: tuple[int, ...], margin: float =
     return (max(0, x0 - pad), max(0, y0 - pad), min(w, x1 + pad), min(h, y1 + pad))
 
 
+def outermost(boxes: list[tuple[int, int, int, int]]) -> list[tuple[int, int, int, int]]:
+    """The boxes that lie inside no other box (overlapping views find one line several times; the mask is the same)."""
+    uniq = sorted(set(boxes))
+    inside = lambda a, b: a != b and b[0] <= a[0] and b[1] <= a[1] and a[2] <= b[2] and a[3] <= b[3]  # noqa: E731
+    return [a for a in uniq if not any(inside(a, b) for b in uniq)]
+
+
 def mask(pixels: np.ndarray, boxes: list[tuple[int, int, int, int]]) -> np.ndarray:
     """A copy of the frame with each box (end-exclusive) black in every channel."""
     out = np.array(pixels, dtype=np.float64, copy=True)
@@ -170,7 +177,7 @@ class TextScreen:
         self.log.seconds += time.process_time() - t0
         self.log.frames_screened += 1
         shape = img.pixels.shape
-        boxes = sorted({grow(r.box, shape) for r in found})
+        boxes = outermost([grow(r.box, shape) for r in found])
         entry: dict[str, Any] = {"dataset": img.dataset, "source": img.ref, "frame": [int(shape[1]), int(shape[0])],
                                  "header": header_statement(img), "action": self.action if boxes else "none",
                                  "regions": [list(b) for b in boxes]}  # fmt: skip
