@@ -3,8 +3,8 @@
 An archive is often laid out by patient ("VOGONSKY_JELTZINA/CT/IM0001.dcm"), and such a
 folder name appears in no header, so the header-based redaction cannot know it. Every
 message a build prints about its sources goes through `SourceNames.scrub`, which replaces
-every source folder, every folder and file below it, and every labels file by a coded
-name: `demo-dicom file 17` is the 17th file of the source in sorted order (`find SRC -type
+every source folder and every folder and file below it by a coded name (a labels file
+named by the recipe keeps its name, unless it lies inside a source folder): `demo-dicom file 17` is the 17th file of the source in sorted order (`find SRC -type
 f | sort | sed -n 17p` finds it), `demo-dicom folder 3` the 3rd folder, and the source's own
 folder `<demo-dicom source>`.
 
@@ -46,8 +46,6 @@ class SourceNames:
     def of(cls, recipe: Recipe) -> SourceNames:
         out = cls()
         for spec in recipe.sources:
-            if spec.labels is not None:
-                out._add(spec.labels.file, f"<{spec.dataset} labels file>")
             if spec.path is None or not spec.path.is_dir():
                 continue
             root = spec.path

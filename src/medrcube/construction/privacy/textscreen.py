@@ -9,6 +9,10 @@ pixels, and the recipe's `privacy.text` decides:
   edges and the detector's slack, is filled with black;
 - `refuse`: a frame with any detected text is left out (counted in the build report).
 
+Before the detector reads a frame, the region rules (`regions`: known annotation zones by
+modality, manufacturer and model) blank their zones, a second line whatever the detector
+sees; the manifest lists those zones beside the detector's regions.
+
 What the header says (BurnedInAnnotation YES / NO / absent) is recorded beside what the
 detector found, as information: the header screen of `safeguards` still runs first
 (ultrasound crops, the recipe's boxes on flagged frames), and the detector then reads
