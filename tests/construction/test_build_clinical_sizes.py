@@ -48,6 +48,24 @@ def test_views_cover_every_pixel_and_tiles_overlap(h: int, w: int) -> None:
         assert all((e - s) * tiles[0].scale >= multiscale.OVERLAP - 2 for s, e in zip(xs[1:], ends[:-1], strict=False))
 
 
+@pytest.mark.parametrize("h, w, bands", [(512, 512, False), (1024, 1024, True), (2048, 1707, False), (4096, 3277, True)])
+def test_the_top_and_bottom_bands_are_read_finer_when_the_other_views_are_coarse(h: int, w: int, bands: bool) -> None:
+    views = multiscale.views(h, w)
+    band = [v for v in views if v.kind == "band"]
+    assert bool(band) == bands
+    if band:
+        coarsest = min(v.scale for v in views if v.kind != "band")
+        assert all(v.scale >= 1.0 and v.scale >= 1.25 * coarsest for v in band)
+        rows = np.zeros(h, dtype=bool)
+        cols_top = np.zeros(w, dtype=bool)
+        for v in band:
+            rows[v.box[1] : v.box[3]] = True
+            if v.box[1] == 0:
+                cols_top[v.box[0] : v.box[2]] = True
+        bh = int(np.ceil(multiscale.BAND * h))
+        assert rows[:bh].all() and rows[h - bh :].all() and not rows[bh : h - bh].any() and cols_top.all()
+
+
 def test_small_text_on_a_1536_frame_is_found_by_the_tiles() -> None:
     """A 12 px line on a 1,536 px frame: the whole view (scale 0.625) shrinks it to 7 px; the tiles read it at full size."""
     rng = np.random.default_rng(5)

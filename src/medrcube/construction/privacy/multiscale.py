@@ -12,7 +12,11 @@ at full size. So a frame is read as several views, and the regions of all views 
   the frame read at `tile_scale` (full resolution up to TILE_BUDGET pixels on the long
   side, never coarser than MIN_TILE_SCALE): small text at a size the detector sees;
   tiles overlap by OVERLAP detector pixels, more than the tallest line a tile must find
-  whole (taller text is the whole view's part).
+  whole (taller text is the whole view's part);
+- the top and bottom bands (BAND of the height), where consoles write, read at
+  `band_scale` (the long side brought towards BAND_SIDE, at least full resolution) when
+  that is finer than the other views: small text at the frame's edges, enlarged for the
+  detector on a 1,024 px frame, at full resolution on a 4,096 px one.
 
 Each view is read twice: as displayed, and as its local contrast (`highpass`), which
 brings back low-contrast text and text beside large bright structures. The views and
@@ -35,6 +39,8 @@ TILE_MAX = 1152  # the longest tile side, detector pixels (tiles are as equal as
 OVERLAP = 128
 TILE_BUDGET = 2048  # long side of the frame as the tiles read it, at most (time grows with area)
 MIN_TILE_SCALE = 0.5
+BAND = 0.1  # the top and bottom bands (share of the height) where consoles write, read finer
+BAND_SIDE = 1920  # bands are read with the frame's long side brought towards this, at least at full resolution
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,11 +73,29 @@ def _spans(length: int) -> list[tuple[int, int]]:
     return [(round(i * step), round(i * step) + size) for i in range(n)]
 
 
+def band_scale(h: int, w: int) -> float:
+    long = max(h, w, 1)
+    return max(1.0, min(MAX_UPSCALE, BAND_SIDE / long))
+
+
+def _bands(h: int, w: int, coarsest: float) -> list[View]:
+    """The top and bottom bands, read at `band_scale` when that is finer than the other views by a quarter or more."""
+    b = band_scale(h, w)
+    if b < 1.25 * coarsest:
+        return []
+    bh = max(1, int(np.ceil(BAND * h)))
+    out = []
+    for y0, y1 in ((0, bh), (h - bh, h)):
+        for xs, xe in _spans(round(w * b)):
+            out.append(View("band", b, (int(np.floor(xs / b)), y0, w if xe >= round(w * b) else min(w, int(np.ceil(xe / b))), y1)))
+    return out
+
+
 def views(h: int, w: int) -> list[View]:
     """The views a frame of h x w pixels is read as."""
     out = [View("whole", whole_scale(h, w), (0, 0, w, h))]
     if out[0].scale >= TILE_FROM:
-        return out
+        return out + _bands(h, w, out[0].scale)
     t = tile_scale(h, w)
     sh, sw = round(h * t), round(w * t)
     for ys, ye in _spans(sh):
@@ -81,7 +105,7 @@ def views(h: int, w: int) -> list[View]:
             x1 = w if xe >= sw else min(w, int(np.ceil(xe / t)))
             y1 = h if ye >= sh else min(h, int(np.ceil(ye / t)))
             out.append(View("tile", t, (x0, y0, x1, y1)))
-    return out
+    return out + _bands(h, w, t)
 
 
 def highpass(gray: np.ndarray) -> np.ndarray:
@@ -157,7 +181,7 @@ def detect(reader: ocr.TextReader, pixels: np.ndarray) -> list[ocr.TextRegion]:
         shown = _resized(pixels, scale)
         # The whole view is read as shown and as its local contrast; tiles only as local contrast
         # (it keeps text on a flat ground too, and the tiles' time is most of a large frame's).
-        tiles = vs[0].kind == "tile"
+        tiles = all(v.kind != "whole" for v in vs)
         for img in (highpass(shown),) if tiles else (shown, highpass(shown)):
             for v in vs:
                 for r in _pass(reader, img, v, (h, w)):
