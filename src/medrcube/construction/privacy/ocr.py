@@ -100,6 +100,15 @@ def to_bgr8(pixels: np.ndarray) -> np.ndarray:
 REC_HEIGHT = 48
 
 
+def _env_threads() -> int:
+    raw = os.environ.get("MEDRCUBE_OCR_THREADS", "").strip()
+    if not raw:
+        return DEFAULT_THREADS
+    if not raw.isdigit() or int(raw) < 1:
+        raise OcrUnavailable(f"MEDRCUBE_OCR_THREADS is {raw!r}; give a whole number of threads >= 1 (or unset it: 1 thread)")
+    return int(raw)
+
+
 class TextReader:
     """rapidocr with the bundled models, loaded once; thread-safe calls (one at a time)."""
 
@@ -109,7 +118,7 @@ class TextReader:
         except ImportError as exc:
             raise OcrUnavailable(f"rapidocr cannot be imported ({exc}); {INSTALL_FIX}") from None
         m = bundled_models()
-        self.threads = threads if threads is not None else int(os.environ.get("MEDRCUBE_OCR_THREADS", "") or DEFAULT_THREADS)
+        self.threads = threads if threads is not None else _env_threads()
         params = {
             "Global.log_level": "error",
             "Global.use_cls": False,  # burned-in text is upright; the angle classifier only costs time

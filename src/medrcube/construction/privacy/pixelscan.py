@@ -12,6 +12,7 @@ value; the build then deletes its export.
 
 from __future__ import annotations
 
+import hashlib
 import io
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -35,14 +36,11 @@ def _pixels(data: bytes) -> np.ndarray:
     from PIL import Image
 
     with Image.open(io.BytesIO(data)) as im:
-        a = np.asarray(im.convert("RGB" if im.mode in ("RGB", "RGBA", "P") else "L"), dtype=np.float64) / 255.0
-    return a
+        return np.asarray(im.convert("RGB" if im.mode in ("RGB", "RGBA", "P") else "L"), dtype=np.float64) / 255.0
 
 
 def scan_images(root: Path, files: Iterable[Path], identities: Identities, reader: ocr.TextReader) -> PixelScan:
     """Read every image (PNG files under `root`) and find the identifying values in their text."""
-    import hashlib
-
     seen: dict[str, list[str]] = {}  # image digest -> sources found (an image exported twice is read once)
     leaks: list[Leak] = []
     regions = 0
