@@ -19,7 +19,7 @@ import pytest
 from PIL import Image
 
 from medrcube.construction import demo
-from medrcube.construction.privacy import ocr, synthetic
+from medrcube.construction.privacy import multiscale, ocr, synthetic
 from medrcube.construction.privacy import safeguards as privacy
 from medrcube.construction.privacy.screening import Identities, tokens
 
@@ -64,14 +64,14 @@ def test_unflagged_frames_with_burned_in_text_export_no_legible_identifying_text
             # ... and nothing of the line is left in the exported pixels.
             assert abs(synthetic.glyph_correlation(line, img)) < 0.1, (png.name, line.text)
         # The OCR model itself reads nothing identifying in the export.
-        read = " ".join(r.text for r in reader.read(img))
+        read = " ".join(r.text for r in multiscale.read(reader, img))
         assert identities.find(read) == [] and not set(tokens(read)) & {"beeblebrox", "zaphod", "48151623", "1961", "27182818"}
     # The same frames before masking: the model does read the name, so the check above means something.
     raw = demo.burned_lines()
     before = np.zeros((demo.BURNED_SIDE, demo.BURNED_SIDE)) + 0.3
     for line in raw:
         before = np.where(line.glyphs, line.value, before)
-    assert "PatientName" in identities.find(" ".join(r.text for r in reader.read(before)))
+    assert "PatientName" in identities.find(" ".join(r.text for r in multiscale.read(reader, before)))
     ocr_log = manifest["text_in_pixels"]
     assert ocr_log["engine"].startswith("rapidocr ") and "PP-OCR" in ocr_log["engine"]
     assert ocr_log["by_header"]["BurnedInAnnotation absent"]["with_text"] == 2
@@ -79,13 +79,11 @@ def test_unflagged_frames_with_burned_in_text_export_no_legible_identifying_text
     assert all(f["source"].startswith("series 7 ") for f in ocr_log["frames"] if f["regions"])
 
 
-def test_ocr_time_per_frame_is_recorded_and_small(demo_build) -> None:
+def test_ocr_time_per_frame_is_recorded(demo_build) -> None:
+    # The time itself is measured in benchmarks/deid_ocr.py, never asserted here (a loaded machine).
     report = json.loads((demo_build.report_dir / "build_report.json").read_text(encoding="utf-8"))
-    seconds = report["privacy"]["text_in_pixels"]["seconds_per_frame"]
     assert report["privacy"]["text_in_pixels"]["frames_screened"] >= 25
-    # recorded, not judged: about 0.05 s for the demo's small frames, 0.2 s at 512 pixels on 2 cores;
-    # the speed is measured in benchmarks/ (scenario 8), never asserted where load can break it
-    assert seconds > 0
+    assert report["privacy"]["text_in_pixels"]["cpu_seconds_per_frame"] > 0
 
 
 def test_a_name_in_free_text_reaches_no_output_in_any_spelling(demo_root: Path, demo_build) -> None:

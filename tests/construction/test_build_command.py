@@ -37,7 +37,8 @@ def test_a_site_build_prints_its_notice_summary_and_outputs(demo_root: Path, sit
     assert main(["build", str(recipe), "--out", str(tmp_path / "o"), "--no-progress"]) == 0
     out, err = capsys.readouterr()
     assert err.startswith("Nothing leaves this machine: no reviewer model in the recipe")
-    assert "README.txt: not a usable DICOM file" in err  # file-level problems go to the local console only
+    # File-level problems go to the local console only, the file by its coded name (issue 27: no source path on the console).
+    assert "demo-dicom file 1: not a usable DICOM file" in err and "README.txt" not in err and "demo-site" not in err
     assert out.startswith("cube 'site-cli':") and "build report:" in out and "Hugging Face" not in out
     report = json.loads((tmp_path / "o" / "report" / "build_report.json").read_text(encoding="utf-8"))
     assert {c["task"] for c in report["cells"]} == {"Modality Recognition", "Organ Recognition", "Disease Diagnosis"}

@@ -6,6 +6,11 @@ explicitly (`review.allow_remote: true` or `--allow-remote`). Exit status: 0 bui
 the recipe, a source or the export failed (nothing usable written); 2 built, but some
 items could not be reviewed (reviewer errors: run again, the response store keeps what
 was answered); 3 an identifying value was found in the export, which was deleted.
+
+Every build writes a review sheet (OUT/review/sheet.html); a person who has looked at it
+records the decision with `medrcube build --record-review OUT --decision approved|rejected
+--reviewed-by NAME --frames N --leaks K` (no recipe): until then the manifest and `medrcube
+cube stats` say that no review is recorded.
 """
 
 from __future__ import annotations
@@ -17,13 +22,20 @@ EXIT_OK, EXIT_ERROR, EXIT_REVIEW_ERRORS, EXIT_LEAK = 0, 1, 2, 3
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("recipe", help="the recipe YAML (see recipes/site-example.yaml; recipes/mini.yaml rebuilds the mini cube)")
+    parser.add_argument("recipe", nargs="?", help="the recipe YAML (see recipes/site-example.yaml; recipes/mini.yaml rebuilds the mini cube)")
     parser.add_argument("--out", default=None, metavar="DIR", help="output directory (default: the recipe's 'out')")
     parser.add_argument("--reviewer", default=None, metavar="SPEC", help="review with this model instead of the recipe's review.model")
     parser.add_argument("--models-file", default=None, metavar="FILE", help="models.yaml for --reviewer")
     parser.add_argument("--response-store", default=None, metavar="DIR", help="response store for the review (default: the recipe's review.store)")
     parser.add_argument("--allow-remote", action="store_true", help="allow a remote reviewer to receive item texts and images")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    review = parser.add_argument_group("recording a person's review of a finished build (no recipe)")
+    review.add_argument("--record-review", default=None, metavar="OUT", help="the output directory of a build whose review sheet was read")
+    review.add_argument("--decision", default=None, choices=("approved", "rejected"), help="the reviewer's decision")
+    review.add_argument("--reviewed-by", dest="review_by", default=None, metavar="NAME", help="who reviewed (initials will do)")
+    review.add_argument("--frames", type=int, default=None, metavar="N", help="frames of the sheet looked at")
+    review.add_argument("--leaks", type=int, default=0, metavar="K", help="frames with anything identifying left (default 0)")
+    review.add_argument("--note", default="", help="a free-text note for the record (no patient data)")
 
 
 def _err(message: str, code: int = EXIT_ERROR) -> int:
@@ -31,7 +43,30 @@ def _err(message: str, code: int = EXIT_ERROR) -> int:
     return code
 
 
+def _record_review(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from medrcube.construction.privacy.reviewsheet import ReviewRecordError, record
+
+    if args.recipe is not None:
+        return _err("--record-review takes no recipe: give only the build's output directory")
+    if args.decision is None or args.review_by is None or args.frames is None:
+        return _err("--record-review needs --decision approved|rejected, --reviewed-by NAME and --frames N (the frames looked at)")
+    try:
+        section = record(Path(args.record_review), args.decision, args.review_by, args.frames, args.leaks, args.note)
+    except ReviewRecordError as exc:
+        return _err(str(exc))
+    bound = section["leak_rate_upper_95"]
+    print(f"review recorded: {section['status']} by {section['reviewer']}: {section['leaks_found']} leak(s) in "
+          f"{section['frames_reviewed']} frame(s); leak rate below {100 * bound:.1f}% with 95% confidence")  # fmt: skip
+    return EXIT_OK if args.decision == "approved" else EXIT_ERROR
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.record_review is not None:
+        return _record_review(args)
+    if args.recipe is None:
+        return _err("give a recipe (or --record-review OUT to record a review)")
     from medrcube.construction.pipeline import BuildError, PrivacyLeakError, prepare
     from medrcube.construction.pipeline import run as run_build
     from medrcube.construction.recipe import RecipeError
@@ -63,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"Hugging Face dataset (save_to_disk): {result.hf}")
     if result.report_dir is not None:
         print(f"build report: {result.report_dir / 'build_report.md'}")
+    print(f"review sheet: {result.out / 'review' / 'sheet.html'} (not reviewed: a person records a decision with "
+          f"`medrcube build --record-review {result.out} --decision ... --reviewed-by ... --frames N`)")
     if result.review_errors:
         return _err(f"{result.review_errors} item(s) could not be reviewed (reviewer errors) and were held out; run the "
                     "build again to retry them", EXIT_REVIEW_ERRORS)  # fmt: skip

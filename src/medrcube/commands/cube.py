@@ -37,12 +37,26 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if args.action == "stats":
         s = cube_stats(cube)
+        review = _review_line(args.cube)
         if args.json:
-            sys.stdout.write(json.dumps({"source": cube.source, "fingerprint": cube.fingerprint, **s.to_dict()}, indent=2, ensure_ascii=False) + "\n")
+            extra = {"deid_review": review} if review is not None else {}
+            sys.stdout.write(json.dumps({"source": cube.source, "fingerprint": cube.fingerprint, **s.to_dict(), **extra}, indent=2, ensure_ascii=False) + "\n")
         else:
             sys.stdout.write(format_stats(s, title=f"cube {cube.source} (fingerprint {cube.fingerprint[:16]})"))
+            if review is not None:
+                sys.stdout.write(review + "\n")
         return 0
     return _export(cube, args.out, args.format)
+
+
+def _review_line(source: str) -> str | None:
+    """A built cube's de-identification review, from the manifest beside it (None for any other cube)."""
+    from pathlib import Path
+
+    from medrcube.construction.privacy.reviewsheet import review_line
+
+    p = Path(source)
+    return review_line(p) if p.is_dir() else None
 
 
 def _safe_key(key: str) -> bool:

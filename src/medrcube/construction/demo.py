@@ -326,6 +326,50 @@ def write_volumes(root: Path) -> None:
     nib.save(nib.Nifti1Image(vol, tilt), root / "sub-02_FLAIR.nii.gz")
 
 
+# A clinical-size archive (issue 27): radiographs of 2,048 px or more with a name burned in at
+# the size consoles write, in a folder named after a person who appears in no header.
+LARGE_FOLDER = "VOGONSKY_JELTZINA"
+LARGE_TEXT = (("VOGONSKY, JELTZINA | MRN 73317331", "dejavu-sans", 40), ("DOB 02.11.1957", "dejavu-sans-mono", 28))
+LARGE_PATIENT = {"PatientName": "Vogonsky^Jeltzina", "PatientID": "MRN-73317331", "PatientBirthDate": "19571102"}
+
+
+def write_large_site(root: str | Path, side: int = 2048) -> Path:
+    """A DICOM folder with one chest radiograph of `side` px carrying burned-in identifying lines
+    (no BurnedInAnnotation attribute) and one without text, below a folder named after a person;
+    returns the source folder. The recipe: `large_site_recipe`."""
+    from medrcube.construction.privacy.synthetic import background, burn
+
+    src = Path(root) / "dicom"
+    rng = np.random.default_rng(27)
+    for i, with_text in enumerate((True, False)):
+        ds = _dataset(LARGE_PATIENT, 30 + i, 1, "CR", side, round(side * 5 / 6))
+        img = background("xray", side, round(side * 5 / 6), rng)
+        if with_text:
+            y = side // 40
+            for text, face, size in LARGE_TEXT:
+                img, _ = burn(img, text, (side // 12, y), face, round(size * side / 2048), 1.0)
+                y += round(1.6 * size * side / 2048)
+        ds.BodyPartExamined, ds.ViewPosition, ds.PixelSpacing = "CHEST", "PA", [0.15, 0.15]
+        _gray(ds, img)
+        _save(ds, src / LARGE_FOLDER / f"series-{i + 1}" / "IM0001.dcm")
+    (src / LARGE_FOLDER / "notes.txt").write_text("scanned at the front desk\n", encoding="utf-8")  # not DICOM: a console line names it
+    return src
+
+
+def large_site_recipe(root: str | Path, out: str | Path) -> Path:
+    """The recipe building `write_large_site(root)` (no reviewer, no region rules: the OCR screen alone is tested)."""
+    import yaml
+
+    root = Path(root)
+    recipe = {"version": 1, "name": "large-site", "out": str(out),
+              "sources": [{"kind": "dicom-folder", "dataset": "large-cr", "path": str(root / "dicom"), "slices": 1}],
+              "privacy": {"burned_in": "refuse", "text": "mask", "region_rules": "none", "review_frames": 2},
+              "export": {"max_side": 512}}  # fmt: skip
+    path = root / "large-site.yaml"
+    path.write_text(yaml.safe_dump(recipe, sort_keys=False), encoding="utf-8")
+    return path
+
+
 def make_demo_site(root: str | Path) -> DemoSite:
     """Write the demo archive under `root` (replacing a previous one)."""
     import shutil

@@ -105,6 +105,7 @@ def prepare(recipe: Recipe | str | Path, out: str | Path | None = None, *, revie
     from medrcube.construction.stages.vocabulary import check_vocabulary_against, load_vocabulary
 
     check_vocabulary_against(load_vocabulary(r.vocabulary), load_ontology(r.ontology))
+    _region_table(r)  # a wrong region-rule table fails before any source is read
     if reviewer is None and r.review is not None:
         from medrcube.models.registry import ModelSpecError, load_adapter
 
@@ -237,6 +238,9 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
                         similar_fraction=r.similar_fraction, seed=r.seed, max_side=r.export.max_side)  # fmt: skip
     report = BuildReport(r.name, sources=[{"kind": s.kind, "dataset": s.dataset} for s in r.sources])
     manifest, log = privacy.Manifest(), SourceLog()
+    from medrcube.construction.privacy.sourcenames import SourceNames
+
+    names = SourceNames.of(r)  # every source path printed by its coded name
     leaks: dict[str, str] = {}  # identifying value -> where it was read (the leak scan's list)
     text_screen = _text_screen(r)
     manifest.text = text_screen.log
@@ -256,7 +260,7 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
                     if mapped is None:
                         continue
                     # Before any item, reviewer or export sees the pixels: text found by OCR is masked (or the frame refused).
-                    if not text_screen.screen(mapped.image):
+                    if not text_screen.screen(mapped.image, mapped.modality):
                         log.note("refused: text found in the pixels", f"{img.dataset} {img.ref}")
                         continue
                     outs, ds = producer.produce(mapped)
@@ -265,7 +269,7 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
                     images.update({(o.dataset, o.key): o for o in outs})
                     drafts += ds
             except SourceDataError as exc:
-                raise BuildError(str(exc)) from None
+                raise BuildError(names.scrub(str(exc))) from None
     finally:
         bar.close()
     # Free text from the sources is screened for every identifying value read, in every
@@ -274,7 +278,7 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
 
     redactor = Redactor(Identities.of(leaks))
     for m in log.messages:
-        echo(f"medrcube build: {redactor.text(m, 'console messages')}")
+        echo(f"medrcube build: {redactor.text(names.scrub(m), 'console messages')}")
     report.source_problems = redactor.counter(log.counts, "build report")
     report.mapping = redactor.json(mapper.report.to_dict(), "build report")
     report.not_written = redactor.counter(producer.not_written, "build report")
@@ -368,6 +372,9 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
         encoding="utf-8",
     )
     text_screen.log.mark_exported({(d.dataset, _base_image(d.chain)) for d in chosen})
+    from medrcube.construction.privacy import reviewsheet
+
+    manifest.review = reviewsheet.write_sheet(out, release, text_screen.log.frames, r.seed, r.privacy.review_frames)
     manifest.values_searched = len(leaks)
     manifest.redactions.update(redactor.counts)
     manifest.write(release)
@@ -413,13 +420,21 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
         report.write(report_dir)
     (out / MARKER).write_text("medrcube build output; `medrcube build` may replace this directory\n", encoding="utf-8")
 
-    # The last word on privacy: search the whole export for every identifying value.
+    # The last word on privacy: search the whole export for every identifying value, in its
+    # bytes and text, then in its pixels (OCR over every exported image).
     found = privacy.scan_tree(out, leaks)
+    if not found:
+        from medrcube.construction.privacy.pixelscan import scan_images
+
+        pixels = scan_images(release, release.rglob("*.png"), Identities.of({**names.values(), **leaks}), text_screen.reader)
+        manifest.pixel_scan = {"images_read": pixels.images, "text_regions_read": pixels.regions, "found": len(pixels.leaks)}
+        found = list(pixels.leaks)
     if found:
         shutil.rmtree(out)
         where = "; ".join(f"{leak.file} ({leak.source})" for leak in found[:20])
         raise PrivacyLeakError(f"identifying values found in the export, which has been deleted: {where}; fix the recipe "
-                               "(a label column holding identifiers must be listed under labels.private)")  # fmt: skip
+                               "(a label column holding identifiers must be listed under labels.private; text left in the pixels "
+                               "needs privacy.text: refuse or a region rule, privacy.region_rules)")  # fmt: skip
     manifest.leaks = 0
     rewritten = [release / privacy.MANIFEST_NAME]
     manifest.write(release)
@@ -443,9 +458,21 @@ def _text_screen(r: Recipe):
     from medrcube.construction.privacy.textscreen import TextScreen
 
     try:
-        return TextScreen(r.privacy.text)
+        return TextScreen(r.privacy.text, regions=_region_table(r))
     except OcrUnavailable as exc:
         raise BuildError(f"{r.path}: every frame is read for burned-in text before export, and {exc}") from None
+
+
+def _region_table(r: Recipe):
+    """The recipe's region-rule table (privacy.region_rules): the default, none, or the site's own file."""
+    from medrcube.construction.privacy.regions import NO_RULES, RegionRuleError, load_table
+
+    if r.privacy.region_rules_off:
+        return NO_RULES
+    try:
+        return load_table(r.privacy.region_rules)
+    except RegionRuleError as exc:
+        raise BuildError(f"{r.path}: key 'privacy.region_rules': {exc}") from None
 
 
 def _base_image(chain: str) -> str:

@@ -6,10 +6,11 @@ configuration names download URLs for its models; here every model path points a
 file inside the installed wheel, so nothing is ever fetched: a missing file is an error
 that says how to install it (`pip install 'medrcube[ocr]'`), never a download.
 
-- `TextReader.detect(pixels)` finds text regions (boxes in the frame's pixels): what
+- `TextReader.detect_native(pixels)` finds text regions in an image as it is given (no
+  resizing): `multiscale` reads a frame as a pyramid of such views, which is what
   `medrcube build` masks (or refuses) on every exported frame;
-- `TextReader.read(pixels)` also recognises the text of each region: what the tests and
-  the benchmark use to check that nothing legible is left.
+- `TextReader.recognise(pixels)` reads the text of one cropped line: what the final
+  pixel leak scan, the tests and the benchmark use to check that nothing legible is left.
 
 Frames are [0, 1] display values (gray H x W or RGB H x W x 3), as the readers yield them.
 """
@@ -17,7 +18,6 @@ Frames are [0, 1] display values (gray H x W or RGB H x W x 3), as the readers y
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib.util
 import os
 import threading
@@ -33,13 +33,9 @@ MODEL_FILES: dict[str, tuple[str, ...]] = {
     "rec": ("PP-OCRv6_rec_small.onnx", "ch_PP-OCRv5_rec_mobile.onnx", "ch_PP-OCRv4_rec_infer.onnx", "ch_PP-OCRv4_rec_mobile.onnx"),
 }  # fmt: skip
 INSTALL_FIX = "install the OCR extra: pip install 'medrcube[ocr]' (./scripts/setup does), which brings rapidocr and onnxruntime"
-# The scale a frame is read at: its long side brought towards DET_SIDE (rapidocr's own
-# detector size), but never enlarged more than MAX_UPSCALE times (the detector is
-# scale-sensitive: a 64-pixel body outline enlarged tenfold reads as the letter O) and
-# never past MAX_SIDE (a large radiograph's text is large too; time grows with area).
-DET_SIDE = 736
-MAX_UPSCALE = 2.0
-MAX_SIDE = 2048
+# One ONNX thread by default: on a shared 2-core machine a second thread costs more CPU
+# time than it saves wall time (measured: docs/construction.md); MEDRCUBE_OCR_THREADS sets it.
+DEFAULT_THREADS = 1
 
 
 class OcrUnavailable(RuntimeError):
@@ -90,12 +86,27 @@ def engine_name() -> str:
 
 
 def to_bgr8(pixels: np.ndarray) -> np.ndarray:
-    """[0, 1] gray or RGB pixels as the 8-bit 3-channel BGR image the models take."""
-    a = np.clip(np.asarray(pixels, dtype=np.float64), 0.0, 1.0)
-    u8 = np.round(a * 255).astype(np.uint8)
+    """[0, 1] gray or RGB pixels (or 8-bit gray) as the 8-bit 3-channel BGR image the models take."""
+    a = np.asarray(pixels)
+    if a.dtype == np.uint8 and a.ndim == 2:
+        return np.ascontiguousarray(np.broadcast_to(a[..., None], (*a.shape, 3)))
+    u8 = np.clip(a * 255.0 + 0.5, 0, 255).astype(np.uint8)
     if u8.ndim == 2:
-        return np.ascontiguousarray(np.repeat(u8[..., None], 3, axis=2))
+        return np.ascontiguousarray(np.broadcast_to(u8[..., None], (*u8.shape, 3)))
     return np.ascontiguousarray(u8[..., :3][..., ::-1])
+
+
+# The recogniser reads lines 48 pixels high; a taller crop is reduced first (the same read, far less to convert).
+REC_HEIGHT = 48
+
+
+def _env_threads() -> int:
+    raw = os.environ.get("MEDRCUBE_OCR_THREADS", "").strip()
+    if not raw:
+        return DEFAULT_THREADS
+    if not raw.isdigit() or int(raw) < 1:
+        raise OcrUnavailable(f"MEDRCUBE_OCR_THREADS is {raw!r}; give a whole number of threads >= 1 (or unset it: 1 thread)")
+    return int(raw)
 
 
 class TextReader:
@@ -107,90 +118,70 @@ class TextReader:
         except ImportError as exc:
             raise OcrUnavailable(f"rapidocr cannot be imported ({exc}); {INSTALL_FIX}") from None
         m = bundled_models()
-        n = threads if threads is not None else min(2, os.cpu_count() or 1)
+        self.threads = threads if threads is not None else _env_threads()
         params = {
             "Global.log_level": "error",
             "Global.use_cls": False,  # burned-in text is upright; the angle classifier only costs time
             "Global.model_root_dir": str(m["det"].parent),
             "Det.model_path": str(m["det"]),
-            # The frame is scaled here (`scale_for`); rapidocr only rounds it to multiples of 32.
+            # Views are scaled by `multiscale`; rapidocr only rounds them to multiples of 32.
             "Det.limit_type": "max",
-            "Det.limit_side_len": 4 * MAX_SIDE,
+            "Det.limit_side_len": 8192,
             "Det.box_thresh": box_thresh,
             "Rec.model_path": str(m["rec"]),  # the ONNX file carries its own character list
-            "EngineConfig.onnxruntime.intra_op_num_threads": n,
+            "EngineConfig.onnxruntime.intra_op_num_threads": self.threads,
             "EngineConfig.onnxruntime.inter_op_num_threads": 1,
         }
         self.engine = RapidOCR(params=params)
         self._lock = threading.Lock()
-        # Results by frame content: a rebuild (or a test session building one archive
-        # several times) reads each distinct frame once. Bounded; regions are small.
-        self._memo: dict[tuple[bytes, bool], list[TextRegion]] = {}
+        # Regions by frame content (`multiscale.detect`): a rebuild (or a test session
+        # building one archive several times) reads each distinct frame once. Bounded.
+        self._memo: dict[bytes, list[TextRegion]] = {}
 
-    def _run(self, pixels: np.ndarray, rec: bool) -> list[TextRegion]:
+    def memo_get(self, key: bytes) -> list[TextRegion] | None:
+        got = self._memo.get(key)
+        return None if got is None else list(got)
+
+    def memo_put(self, key: bytes, regions: list[TextRegion]) -> None:
+        if len(self._memo) >= 4096:
+            self._memo.clear()
+        self._memo[key] = list(regions)
+
+    def clear_memo(self) -> None:
+        self._memo.clear()
+
+    def detect_native(self, pixels: np.ndarray) -> list[tuple[tuple[int, int, int, int], float]]:
+        """(box, score) of every text region the detector finds in the image as given (boxes in its pixels)."""
         img = to_bgr8(pixels)
-        key = (hashlib.sha256(img.tobytes() + repr(img.shape).encode()).digest(), rec)
-        if key not in self._memo:
-            if len(self._memo) >= 4096:
-                self._memo.clear()
-            self._memo[key] = self._infer(img, rec)
-        return list(self._memo[key])
-
-    def _infer(self, img: np.ndarray, rec: bool) -> list[TextRegion]:
         h, w = img.shape[:2]
-        f = scale_for(h, w)
-        if f != 1.0:
-            from PIL import Image
-
-            size = (max(1, round(w * f)), max(1, round(h * f)))
-            img = np.asarray(Image.fromarray(img).resize(size, Image.Resampling.BICUBIC))
         with self._lock:
-            res = self.engine(img, use_det=True, use_cls=False, use_rec=rec)
+            res = self.engine(img, use_det=True, use_cls=False, use_rec=False)
         quads = getattr(res, "boxes", None)
         if quads is None or len(quads) == 0:
             return []
         scores = list(getattr(res, "scores", None) or [1.0] * len(quads))
-        texts = list(getattr(res, "txts", None) or [""] * len(quads)) if rec else [""] * len(quads)
         out = []
-        for q, s, t in zip(np.asarray(quads, dtype=np.float64).reshape(-1, 4, 2) / f, scores, texts, strict=False):
+        for q, s in zip(np.asarray(quads, dtype=np.float64).reshape(-1, 4, 2), scores, strict=False):
             x0, y0 = int(np.floor(max(0.0, q[:, 0].min()))), int(np.floor(max(0.0, q[:, 1].min())))
             x1, y1 = int(np.ceil(min(float(w), q[:, 0].max() + 1))), int(np.ceil(min(float(h), q[:, 1].max() + 1)))
             if x0 < x1 and y0 < y1:
-                out.append(TextRegion((x0, y0, x1, y1), float(s), str(t)))
+                out.append(((x0, y0, x1, y1), float(s)))
         return out
 
-    def detect(self, pixels: np.ndarray) -> list[TextRegion]:
-        """The text regions of a frame (detection only)."""
-        return self._run(pixels, rec=False)
+    def recognise(self, pixels: np.ndarray) -> str:
+        """The recogniser alone (no detector) on one cropped line: the text it reads there."""
+        a = np.asarray(pixels)
+        if a.size == 0 or a.shape[0] < 2 or a.shape[1] < 2 or float(a.std()) == 0.0:
+            return ""
+        img = to_bgr8(a)
+        if img.shape[0] > 2 * REC_HEIGHT:
+            from PIL import Image
 
-    def read(self, pixels: np.ndarray) -> list[TextRegion]:
-        """The text regions of a frame with the text recognised in each."""
-        return self._run(pixels, rec=True)
-
-
-def highpass(pixels: np.ndarray) -> np.ndarray:
-    """The frame's local contrast: itself minus a blur of it (sigma 1/96 of its side), stretched around mid-gray.
-
-    Large smooth structures (a body outline, a bright organ) flatten out and thin strokes
-    stand out, so low-contrast text over anatomy, and text the detector would merge into
-    a body-sized blob, come back as lines of their own.
-    """
-    from scipy import ndimage
-
-    a = np.asarray(pixels, dtype=np.float64)
-    gray = a.mean(axis=2) if a.ndim == 3 else a
-    d = gray - ndimage.gaussian_filter(gray, max(2.0, max(gray.shape) / 96))
-    return np.clip(0.5 + d / (8 * float(d.std()) + 1e-9), 0.0, 1.0)
-
-
-def scale_for(h: int, w: int) -> float:
-    """The factor a frame of h x w pixels is resized by before detection."""
-    long = max(h, w)
-    if long <= 0:
-        return 1.0
-    if long < DET_SIDE:
-        return min(MAX_UPSCALE, DET_SIDE / long)
-    return min(1.0, MAX_SIDE / long)
+            f = REC_HEIGHT / img.shape[0]
+            img = np.asarray(Image.fromarray(img).resize((max(1, round(img.shape[1] * f)), REC_HEIGHT), Image.Resampling.BOX))
+        with self._lock:
+            res = self.engine(img, use_det=False, use_cls=False, use_rec=True)
+        return " ".join(str(t) for t in (getattr(res, "txts", None) or ()))
 
 
 @functools.lru_cache(maxsize=1)

@@ -218,6 +218,8 @@ class Manifest:
     leaks: int = 0
     text: TextLog | None = None  # what the OCR found on every frame (textscreen), when it ran
     redactions: Counter = field(default_factory=Counter)  # where free text was redacted -> values
+    pixel_scan: dict[str, int] | None = None  # the OCR read of every exported image (pixelscan), once it ran
+    review: dict[str, Any] | None = None  # the review sheet and a person's decision (reviewsheet)
 
     def add_deid(self, result: deid.DeidResult) -> None:
         self.dicom_files += 1
@@ -243,7 +245,9 @@ class Manifest:
             "free_text_redactions": dict(sorted(self.redactions.items())),
             "private_label_columns": dict(sorted(self.private_columns.items())),
             "header_export": "none: images are re-encoded as PNG (IHDR, IDAT, IEND only); items carry allow-listed technical values",
-            "leak_scan": {"identifying_values_searched": self.values_searched, "found": self.leaks},
+            "leak_scan": {"identifying_values_searched": self.values_searched, "found": self.leaks,
+                          "pixels": self.pixel_scan if self.pixel_scan is not None else "not run yet"},
+            "review": self.review if self.review is not None else {"status": "not reviewed"},
         }
 
     def write(self, folder: Path) -> None:

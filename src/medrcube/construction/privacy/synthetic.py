@@ -28,7 +28,7 @@ FONT_FILES: dict[str, str] = {
     "dejavu-serif": "DejaVuSerif.ttf",
     "stix-general": "STIXGeneral.ttf",
 }
-BACKGROUNDS = ("ct", "xray", "mr", "noise")
+BACKGROUNDS = ("ct", "xray", "mr", "mammo", "noise")
 
 
 @functools.lru_cache(maxsize=64)
@@ -55,7 +55,9 @@ def font_dir() -> Path:
 
 
 def background(kind: str, h: int, w: int, rng: np.random.Generator) -> np.ndarray:
-    """A [0, 1] frame of h x w pixels that looks like a CT, a radiograph, an MR or plain noise."""
+    """A [0, 1] frame of h x w pixels that looks like a CT, a radiograph, an MR, a mammogram or plain noise."""
+    if kind == "mammo":
+        return _mammogram(h, w, rng)
     yy, xx = np.mgrid[0:h, 0:w].astype(np.float64)
     cy, cx = h / 2 + rng.normal(0, 0.02 * h), w / 2 + rng.normal(0, 0.02 * w)
     if kind == "noise":
@@ -78,6 +80,29 @@ def background(kind: str, h: int, w: int, rng: np.random.Generator) -> np.ndarra
     from scipy import ndimage
 
     img = ndimage.gaussian_filter(img, 0.6) + rng.normal(0, 0.035 if kind == "ct" else 0.05, (h, w))
+    return np.clip(img, 0, 1)
+
+
+def _mammogram(h: int, w: int, rng: np.random.Generator) -> np.ndarray:
+    """A mammogram-like frame: a breast against the chest wall (left or right), fibroglandular
+    texture, a pectoral muscle in the upper corner, dark air around it."""
+    from scipy import ndimage
+
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+    right = bool(rng.random() < 0.5)
+    x = (w - 1 - xx) if right else xx  # distance from the chest wall
+    depth, cy = rng.uniform(0.6, 0.8) * w, h * rng.uniform(0.45, 0.55)
+    breast = (x / depth) ** 2 + ((yy - cy) / (0.45 * h)) ** 2 <= 1
+    # Texture: noise smoothed at a few scales, denser near the chest wall (computed small, then enlarged).
+    small = max(8, min(h, w) // 8)
+    tex = ndimage.gaussian_filter(rng.standard_normal((small, small)), 2.0)
+    tex = ndimage.zoom(tex, (h / small, w / small), order=1)[:h, :w]
+    tex = np.pad(tex, ((0, h - tex.shape[0]), (0, w - tex.shape[1])), mode="edge")
+    dense = 0.35 + 0.25 * np.clip(1 - x / depth, 0, 1) + 0.5 * tex / (np.abs(tex).max() + 1e-9) * 0.3
+    img = np.where(breast, dense, 0.03).astype(np.float64)
+    pect = (x / (0.35 * w) + yy / (0.45 * h)) <= 1
+    img = np.where(pect & breast, 0.75, img)
+    img += rng.normal(0, 0.02, (h, w))
     return np.clip(img, 0, 1)
 
 

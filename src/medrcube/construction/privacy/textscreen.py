@@ -9,6 +9,10 @@ pixels, and the recipe's `privacy.text` decides:
   edges and the detector's slack, is filled with black;
 - `refuse`: a frame with any detected text is left out (counted in the build report).
 
+Before the detector reads a frame, the region rules (`regions`: known annotation zones by
+modality, manufacturer and model) blank their zones, a second line whatever the detector
+sees; the manifest lists those zones beside the detector's regions.
+
 What the header says (BurnedInAnnotation YES / NO / absent) is recorded beside what the
 detector found, as information: the header screen of `safeguards` still runs first
 (ultrasound crops, the recipe's boxes on flagged frames), and the detector then reads
@@ -26,7 +30,8 @@ from typing import Any
 import numpy as np
 
 from medrcube.construction.observation import SourceImage
-from medrcube.construction.privacy import ocr
+from medrcube.construction.privacy import multiscale, ocr
+from medrcube.construction.privacy.regions import NO_RULES, RegionTable
 
 
 def grow(box: tuple[int, int, int, int], shape: tuple[int, ...], margin: float = 0.35, minimum: int = 2) -> tuple[int, int, int, int]:
@@ -35,6 +40,13 @@ def grow(box: tuple[int, int, int, int], shape: tuple[int, ...], margin: float =
     h, w = shape[:2]
     pad = max(minimum, int(np.ceil(margin * (y1 - y0))))
     return (max(0, x0 - pad), max(0, y0 - pad), min(w, x1 + pad), min(h, y1 + pad))
+
+
+def outermost(boxes: list[tuple[int, int, int, int]]) -> list[tuple[int, int, int, int]]:
+    """The boxes that lie inside no other box (overlapping views find one line several times; the mask is the same)."""
+    uniq = sorted(set(boxes))
+    inside = lambda a, b: a != b and b[0] <= a[0] and b[1] <= a[1] and a[2] <= b[2] and a[3] <= b[3]  # noqa: E731
+    return [a for a in uniq if not any(inside(a, b) for b in uniq)]
 
 
 def mask(pixels: np.ndarray, boxes: list[tuple[int, int, int, int]]) -> np.ndarray:
@@ -55,31 +67,22 @@ def _alnum(text: str) -> int:
     return sum(1 for c in text if c.isalnum())
 
 
-def _overlap(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> float:
-    ix = max(0, min(a[2], b[2]) - max(a[0], b[0]))
-    iy = max(0, min(a[3], b[3]) - max(a[1], b[1]))
-    area = (a[2] - a[0]) * (a[3] - a[1])
-    return ix * iy / area if area else 0.0
-
-
 def text_regions(reader: ocr.TextReader, pixels: np.ndarray) -> tuple[list[ocr.TextRegion], int]:
     """The regions of a frame taken for text, and how many tall regions were not (anatomy, read as < 3 characters).
 
-    Two detector passes, their regions united: the frame as displayed, and its local
-    contrast (`ocr.highpass`), which finds low-contrast text and text beside large bright
-    structures that the first pass misses (measured: docs/construction.md).
+    The frame is read as a pyramid of views (`multiscale`: the detector's native scale,
+    overlapping tiles of a large frame), each as displayed and as its local contrast;
+    their regions are united.
     """
-    found = list(dict.fromkeys([*reader.detect(pixels), *reader.detect(ocr.highpass(pixels))]))
+    found = multiscale.detect(reader, pixels)
     h = pixels.shape[0]
     tall = [r for r in found if (r.box[3] - r.box[1]) > TALL * h]
     if not tall:
         return found, 0
-    read = reader.read(pixels)
     keep, ignored = [r for r in found if r not in tall], 0
-    for r in tall:
-        texts = [x.text for x in read if _overlap(r.box, x.box) > 0.5]
-        if any(_alnum(t) >= 3 for t in texts):
-            keep.append(r)
+    for r in multiscale.read(reader, pixels, tall):
+        if _alnum(r.text) >= 3:
+            keep.append(ocr.TextRegion(r.box, r.score))
         else:
             ignored += 1
     return keep, ignored
@@ -99,6 +102,7 @@ class TextLog:
 
     engine: str = ""
     action: str = "mask"
+    region_rules: dict[str, Any] = field(default_factory=lambda: NO_RULES.to_dict())
     frames_screened: int = 0
     seconds: float = 0.0
     frames: list[dict[str, Any]] = field(default_factory=list)  # one entry per frame with text
@@ -114,17 +118,20 @@ class TextLog:
             row["with_text"] += 1 if f["regions"] else 0
         out: dict[str, Any] = {
             "engine": self.engine,
+            "views": "the whole frame at the detector's scale, overlapping tiles of a large frame; each as shown and as local contrast",
             "action": self.action,
+            "region_rules": self.region_rules,
+            "frames_blanked_by_rules": sum(1 for f in self.frames if f.get("rule_zones")),
             "frames_screened": self.frames_screened,
             "frames_with_text": len(with_text),
             "regions": sum(len(f["regions"]) for f in with_text),
             "frames_refused": sum(1 for f in with_text if f["action"] == "refuse"),
             "by_header": dict(sorted(by_header.items())),
             "tall_regions_not_text": sum(f.get("tall_regions_not_text", 0) for f in self.frames),
-            "frames": [f for f in self.frames if f["regions"] or f.get("tall_regions_not_text")],
+            "frames": [f for f in self.frames if f["regions"] or f.get("rule_zones") or f.get("tall_regions_not_text")],
         }
         if timing:
-            out["seconds_per_frame"] = round(self.seconds / self.frames_screened, 3) if self.frames_screened else None
+            out["cpu_seconds_per_frame"] = round(self.seconds / self.frames_screened, 3) if self.frames_screened else None
         return out
 
     def link(self, dataset: str, ref: str, image: str) -> None:
@@ -142,26 +149,45 @@ class TextLog:
 class TextScreen:
     """The build's pixel text screen: `screen(image)` masks the image's text in place, or refuses it."""
 
-    def __init__(self, action: str = "mask", reader: ocr.TextReader | None = None, log: TextLog | None = None):
+    def __init__(self, action: str = "mask", reader: ocr.TextReader | None = None, log: TextLog | None = None,
+                 regions: RegionTable = NO_RULES):  # fmt: skip
         if action not in ("mask", "refuse"):
             raise ValueError(f"privacy.text is {action!r}; expected 'mask' or 'refuse'")
         self.reader = reader if reader is not None else ocr.shared_reader()
         self.log = log if log is not None else TextLog()
         self.log.engine = self.log.engine or ocr.engine_name()
         self.log.action = action
+        self.log.region_rules = regions.to_dict()
         self.action = action
+        self.regions = regions
 
-    def screen(self, img: SourceImage) -> bool:
-        """Detect text in `img.pixels`; mask it (True) or refuse the frame (False, when the recipe says so)."""
-        t0 = time.perf_counter()
+    def _blank_zones(self, img: SourceImage, modality: str) -> list[tuple[tuple[int, int, int, int], str]]:
+        """Blank the region rules' zones of the frame (not a frame already cropped to its ultrasound tissue region)."""
+        if any(p.startswith("cropped to") for p in img.processing):
+            return []
+        zones = self.regions.zones_for(img.pixels.shape, {str(img.meta.get("Modality", "") or ""), modality},
+                                       str(img.meta.get("Manufacturer", "") or ""), str(img.meta.get("ManufacturerModelName", "") or ""))  # fmt: skip
+        if zones:
+            img.pixels = mask(img.pixels, [b for b, _ in zones])
+            img.processing.append(f"region rules: blanked {len(zones)} zone(s)")
+        return zones
+
+    def screen(self, img: SourceImage, modality: str = "") -> bool:
+        """Blank the region rules' zones, detect text in `img.pixels`; mask it (True) or refuse the frame
+        (False, when the recipe says so). `modality` is the cube modality the frame was mapped to."""
+        zones = self._blank_zones(img, modality)
+        t0 = time.process_time()
         found, ignored = text_regions(self.reader, img.pixels)
-        self.log.seconds += time.perf_counter() - t0
+        self.log.seconds += time.process_time() - t0
         self.log.frames_screened += 1
         shape = img.pixels.shape
-        boxes = sorted({grow(r.box, shape) for r in found})
+        boxes = outermost([grow(r.box, shape) for r in found])
         entry: dict[str, Any] = {"dataset": img.dataset, "source": img.ref, "frame": [int(shape[1]), int(shape[0])],
                                  "header": header_statement(img), "action": self.action if boxes else "none",
                                  "regions": [list(b) for b in boxes]}  # fmt: skip
+        if zones:
+            entry["rule_zones"] = [list(b) for b, _ in zones]
+            entry["rules"] = sorted({why for _, why in zones})
         if ignored:
             entry["tall_regions_not_text"] = ignored
         self.log.frames.append(entry)

@@ -40,7 +40,9 @@ from medrcube.construction.recipe import PrivacySpec, SourceSpec
 
 # Technical attributes read into an image's metadata (the allow-list plus the sequence
 # parameters that protocol rules need). Free text is not among them.
-META_KEYWORDS: tuple[str, ...] = (*deid.TECHNICAL_KEYWORDS, "InversionTime", "DiffusionBValue", "InstanceNumber")
+# Manufacturer and model (Annex E: keep) select the region rules of the scanner (privacy/regions.py).
+META_KEYWORDS: tuple[str, ...] = (*deid.TECHNICAL_KEYWORDS, "InversionTime", "DiffusionBValue", "InstanceNumber", "Manufacturer",
+                                  "ManufacturerModelName")  # fmt: skip
 
 
 @dataclass

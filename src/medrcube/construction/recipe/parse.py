@@ -137,7 +137,7 @@ def parse_recipe(data: Any, path: Path, src: str | None = None) -> Recipe:
             raise RecipeError(str(exc)) from None
 
     review = read_review(top.node("review"), base, src) if top.get("review") is not None else None
-    privacy = read_privacy(top.node("privacy"), src)
+    privacy = read_privacy(top.node("privacy"), src, base)
     onto = top.path("ontology", base, must_exist="file")
     vocab = top.path("vocabulary", base, must_exist="file")
     top.done(_TOP)
@@ -192,7 +192,7 @@ def read_review(n: Node | None, base: Path, src: str) -> ReviewSpec | None:
     return spec
 
 
-def read_privacy(n: Node | None, src: str) -> PrivacySpec:
+def read_privacy(n: Node | None, src: str, base: Path | None = None) -> PrivacySpec:
     if n is None:
         return PrivacySpec()
     action = n.string("burned_in", default="refuse", choices=("refuse", "mask")) or "refuse"
@@ -210,8 +210,15 @@ def read_privacy(n: Node | None, src: str) -> PrivacySpec:
     if action == "mask" and not boxes:
         raise n.fail("mask", raw, "is empty while burned_in is 'mask'", "list the boxes where the scanner writes its text, or use 'burned_in: refuse'")
     text = n.string("text", default="mask", choices=("mask", "refuse")) or "mask"  # what the OCR finds in any frame
-    n.done(("burned_in", "mask", "text"))
-    return PrivacySpec(burned_in=action, mask=tuple(boxes), text=text)
+    # Known annotation zones blanked before the OCR reads a frame (privacy/regions.py): the
+    # default table, `none`, or a table of the site's own (its content is checked by `prepare`).
+    rules = n.string("region_rules", default="default") or "default"
+    table, off = None, rules.strip().lower() == "none"
+    if rules.strip().lower() not in ("default", "none"):
+        table = n.path("region_rules", base if base is not None else Path("."), must_exist="file")
+    review_frames = n.integer("review_frames", default=30, minimum=1, maximum=10_000) or 30
+    n.done(("burned_in", "mask", "text", "region_rules", "review_frames"))
+    return PrivacySpec(burned_in=action, mask=tuple(boxes), text=text, region_rules=table, region_rules_off=off, review_frames=review_frames)
 
 
 def read_export(n: Node | None, src: str) -> ExportSpec:

@@ -77,6 +77,9 @@ class PrivacySpec:
     burned_in: str = "refuse"  # or "mask"
     mask: tuple[tuple[float, float, float, float], ...] = ()  # fractions of width/height
     text: str = "mask"  # text the OCR finds in any frame: "mask" its regions or "refuse" the frame
+    region_rules: Path | None = None  # the region-rule table (privacy/regions.py); None: the default table
+    region_rules_off: bool = False  # `region_rules: none`
+    review_frames: int = 30  # frames drawn for the review sheet (privacy/reviewsheet.py)
 
 
 @dataclass(frozen=True, slots=True)

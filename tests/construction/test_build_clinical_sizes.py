@@ -1,0 +1,214 @@
+"""De-identification at clinical image sizes (issue 27): views of large frames, region rules,
+the OCR leak scan of the exported pixels, coded source names, the review sheet and its record.
+
+One real build of a 2,048 px radiograph archive (module fixture); everything else on small
+frames. Recall and time by frame size are measured in benchmarks/deid_ocr.py, not here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from medrcube.construction import demo
+from medrcube.construction.privacy import multiscale, ocr, synthetic
+from medrcube.construction.privacy import safeguards as privacy
+from medrcube.construction.privacy.pixelscan import scan_images
+from medrcube.construction.privacy.regions import RegionRuleError, load_table
+from medrcube.construction.privacy.reviewsheet import review_line, upper_bound_95
+from medrcube.construction.privacy.screening import Identities
+
+PERSON_WORDS = ("vogonsky", "jeltzina", "73317331")
+
+
+# -- views -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("h, w", [(512, 512), (1024, 1024), (2048, 1707), (3072, 3072), (4096, 3277)])
+def test_views_cover_every_pixel_and_tiles_overlap(h: int, w: int) -> None:
+    views = multiscale.views(h, w)
+    whole = views[0]
+    assert whole.kind == "whole" and whole.box == (0, 0, w, h) and max(h, w) * whole.scale == pytest.approx(multiscale.WHOLE_SIDE, abs=1)
+    tiles = [v for v in views if v.kind == "tile"]
+    assert bool(tiles) == (whole.scale < multiscale.TILE_FROM)  # 512 and 1024: the whole view reads them at full detail
+    if tiles:
+        covered = np.zeros((h, w), dtype=np.int8)
+        for v in tiles:
+            x0, y0, x1, y1 = v.box
+            covered[y0:y1, x0:x1] += 1
+            assert max(x1 - x0, y1 - y0) * v.scale <= multiscale.TILE_MAX + 1
+        assert covered.min() >= 1
+        # Neighbours overlap by at least OVERLAP detector pixels: a line that tall is whole in one tile.
+        xs = sorted({v.box[0] for v in tiles})
+        ends = sorted({v.box[2] for v in tiles})
+        assert all((e - s) * tiles[0].scale >= multiscale.OVERLAP - 2 for s, e in zip(xs[1:], ends[:-1], strict=False))
+
+
+@pytest.mark.parametrize("h, w, bands", [(512, 512, False), (1024, 1024, True), (2048, 1707, False), (4096, 3277, True)])
+def test_the_top_and_bottom_bands_are_read_finer_when_the_other_views_are_coarse(h: int, w: int, bands: bool) -> None:
+    views = multiscale.views(h, w)
+    band = [v for v in views if v.kind == "band"]
+    assert bool(band) == bands
+    if band:
+        coarsest = min(v.scale for v in views if v.kind != "band")
+        assert all(v.scale >= 1.0 and v.scale >= 1.25 * coarsest for v in band)
+        rows = np.zeros(h, dtype=bool)
+        cols_top = np.zeros(w, dtype=bool)
+        for v in band:
+            rows[v.box[1] : v.box[3]] = True
+            if v.box[1] == 0:
+                cols_top[v.box[0] : v.box[2]] = True
+        bh = int(np.ceil(multiscale.BAND * h))
+        assert rows[:bh].all() and rows[h - bh :].all() and not rows[bh : h - bh].any() and cols_top.all()
+
+
+def test_small_text_on_a_1536_frame_is_found_by_the_tiles() -> None:
+    """A 12 px line on a 1,536 px frame: the whole view (scale 0.625) shrinks it to 7 px; the tiles read it at full size."""
+    rng = np.random.default_rng(5)
+    img = synthetic.background("noise", 1536, 1536, rng)
+    img, line = synthetic.burn(img, "OBRIEN, SEAN 12.03.1961", (40, 30), "dejavu-sans", 12, 1.0)
+    found = multiscale.detect(ocr.shared_reader(), img)
+    masked = np.zeros(img.shape, dtype=bool)
+    for r in found:
+        x0, y0, x1, y1 = r.box
+        masked[y0:y1, x0:x1] = True
+    assert synthetic.coverage(line, masked) > 0.9
+
+
+# -- region rules ----------------------------------------------------------------------------
+
+
+def test_the_default_region_table_blanks_radiograph_corners_and_the_ultrasound_band() -> None:
+    table = load_table()
+    assert table.name == "default" and len(table.digest) == 64
+    us = table.zones_for((600, 800), {"US"})
+    assert [b for b, _ in us] == [(0, 0, 800, 48)] and "header band" in us[0][1]
+    assert len(table.zones_for((1000, 800), {"CR", "X-Ray"})) == 4
+    assert table.zones_for((512, 512), {"CT", "MR"}) == []
+
+
+def test_a_site_table_with_a_scanner_rule_applies_only_to_that_scanner(tmp_path: Path) -> None:
+    p = tmp_path / "rules.yaml"
+    p.write_text("version: 1\nrules:\n  - modality: US\n    manufacturer: acme\n    model: sono 5\n    zones: [[0.8, 0, 1, 0.2]]\n"
+                 "    why: ACME Sono 5 clock and patient box\n", encoding="utf-8")  # fmt: skip
+    table = load_table(p)
+    assert table.zones_for((100, 100), {"US"}, "ACME Medical", "Sono 5 Pro") == [((80, 0, 100, 20), "ACME Sono 5 clock and patient box")]
+    assert table.zones_for((100, 100), {"US"}, "Other", "Sono 5") == []
+    p.write_text("version: 1\nrules:\n  - modality: US\n    zones: [[0.5, 0, 0.2, 1]]\n    why: x\n", encoding="utf-8")
+    with pytest.raises(RegionRuleError, match=r"rules\[0\]: zone \[0.5, 0, 0.2, 1\]"):
+        load_table(p)
+
+
+def test_the_text_screen_blanks_rule_zones_and_records_them() -> None:
+    from medrcube.construction.observation import SourceImage
+    from medrcube.construction.privacy.textscreen import TextScreen
+
+    screen = TextScreen("mask", regions=load_table())
+    img = SourceImage("d", "series 1 image 1 of 1", np.full((120, 100), 0.5), "dicom", meta={"Modality": "CR"})
+    assert screen.screen(img, "X-Ray")
+    assert float(img.pixels[:3, :20].max()) == 0.0 and float(img.pixels[60, 50]) == 0.5
+    entry = screen.log.frames[-1]
+    assert len(entry["rule_zones"]) == 4 and entry["rules"] == ["radiograph corners (name, record number, dates, technologist)"]
+    assert screen.log.to_dict()["region_rules"]["table"] == "default"
+
+
+# -- the pixel leak scan -------------------------------------------------------------------------
+
+
+def test_the_pixel_scan_names_the_file_and_the_channel_never_the_value(tmp_path: Path) -> None:
+    rng = np.random.default_rng(2)
+    img = synthetic.background("xray", 240, 200, rng)
+    img, _ = synthetic.burn(img, "VOGONSKY, JELTZINA", (8, 8), "dejavu-sans", 16, 1.0)
+    (tmp_path / "d" / "images").mkdir(parents=True)
+    Image.fromarray(np.round(img * 255).astype(np.uint8)).save(tmp_path / "d" / "images" / "001.png")
+    Image.fromarray(np.round(synthetic.background("xray", 240, 200, rng) * 255).astype(np.uint8)).save(tmp_path / "d" / "images" / "002.png")
+    ids = Identities.of({"Vogonsky^Jeltzina": "PatientName", "MRN-73317331": "PatientID"})
+    scan = scan_images(tmp_path, tmp_path.rglob("*.png"), ids, ocr.shared_reader())
+    assert scan.images == 2
+    assert [(x.file, x.source) for x in scan.leaks] == [("d/images/001.png", "pixels (PatientName)")]
+
+
+# -- a 2,048 px archive through `medrcube build` ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def large_build(tmp_path_factory: pytest.TempPathFactory):
+    """The 2,048 px archive built once through the console command: (out folder, console text)."""
+    import contextlib
+    import io
+
+    from medrcube.cli import main
+
+    root = tmp_path_factory.mktemp("large")
+    demo.write_large_site(root, 2048)
+    out = root / "out"
+    err, std = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(std):
+        code = main(["build", str(demo.large_site_recipe(root, out)), "--no-progress"])
+    assert code == 0, err.getvalue()
+    return out, err.getvalue() + std.getvalue()
+
+
+def test_a_name_burned_into_a_2048_frame_is_masked_and_the_manifest_lists_it(large_build) -> None:
+    out, _ = large_build
+    manifest = json.loads((out / "release" / privacy.MANIFEST_NAME).read_text(encoding="utf-8"))
+    frames = manifest["text_in_pixels"]["frames"]
+    with_text = [f for f in frames if f["regions"]]
+    assert len(with_text) == 1 and with_text[0]["frame"] == [1707, 2048] and with_text[0]["exported"]
+    # The regions cover every glyph of the burned lines (redrawn here at their place).
+    masked = np.zeros((2048, 1707), dtype=bool)
+    for x0, y0, x1, y1 in with_text[0]["regions"]:
+        masked[y0:y1, x0:x1] = True
+    y = 2048 // 40
+    for text, face, size in demo.LARGE_TEXT:
+        _, line = synthetic.burn(np.zeros((2048, 1707)), text, (2048 // 12, y), face, size, 1.0)
+        assert synthetic.coverage(line, masked) == 1.0, text
+        y += round(1.6 * size)
+    # The exported image reads back nothing identifying, and the build's own pixel scan says so.
+    png = out / "release" / "large-cr" / with_text[0]["image"]
+    read = " ".join(r.text for r in multiscale.read(ocr.shared_reader(), np.asarray(Image.open(png).convert("L")) / 255.0)).lower()
+    assert not any(w in read.replace(" ", "") for w in PERSON_WORDS), read
+    assert manifest["leak_scan"]["pixels"]["images_read"] == 2 and manifest["leak_scan"]["pixels"]["found"] == 0
+
+
+def test_no_console_line_names_the_patients_folder(large_build) -> None:
+    out, console = large_build
+    assert "not a usable DICOM file" in console  # the folder's notes.txt was reported ...
+    assert "large-cr file" in console  # ... by its coded name
+    assert demo.LARGE_FOLDER.lower() not in console.lower() and not any(w in console.lower() for w in PERSON_WORDS)
+
+
+def test_the_review_sheet_exists_and_the_build_is_unreviewed_until_a_person_records_it(large_build, capsys) -> None:
+    from medrcube.cli import main
+
+    out, _ = large_build
+    sheet = (out / "review" / "sheet.html").read_text(encoding="utf-8")
+    assert sheet.count("<img ") == 2 and (out / "review" / "frames" / "001.png").is_file()
+    release = out / "release"
+    manifest = json.loads((release / privacy.MANIFEST_NAME).read_text(encoding="utf-8"))
+    assert manifest["review"]["status"] == "not reviewed" and manifest["review"]["frames_in_sheet"] == 2
+    capsys.readouterr()
+    assert main(["cube", "stats", str(release)]) == 0
+    assert "de-identification review: NOT RECORDED" in capsys.readouterr().out
+    # A decision with a leak cannot be an approval; a wrong folder is named.
+    assert main(["build", "--record-review", str(out), "--decision", "approved", "--reviewed-by", "JD", "--frames", "2", "--leaks", "1"]) == 1
+    assert "is rejected" in capsys.readouterr().err
+    assert main(["build", "--record-review", str(out / "nowhere"), "--decision", "approved", "--reviewed-by", "JD", "--frames", "2"]) == 1
+    assert "nowhere" in capsys.readouterr().err
+    assert main(["build", "--record-review", str(out), "--decision", "approved", "--reviewed-by", "JD", "--frames", "2"]) == 0
+    assert "review recorded: approved by JD" in capsys.readouterr().out
+    for m in (release / privacy.MANIFEST_NAME, out / "hf" / privacy.MANIFEST_NAME):
+        assert json.loads(m.read_text(encoding="utf-8"))["review"]["status"] == "approved"
+    line = review_line(release)
+    assert line is not None and line.startswith("de-identification review: approved by JD") and "0 leak(s) in 2 frame(s)" in line
+
+
+def test_zero_leaks_in_n_frames_bound_the_rate_at_about_3_over_n() -> None:
+    for n in (30, 100, 300):
+        b = upper_bound_95(n)
+        assert b is not None and 1 - 0.05 ** (1 / n) == pytest.approx(b, rel=1e-6) and 2.8 / n < b < 3.0 / n
+    assert upper_bound_95(0) is None and upper_bound_95(10, 10) == 1.0
