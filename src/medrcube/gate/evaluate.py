@@ -43,8 +43,17 @@ class GateResult:
         return {v.check_id: v for v in self.verdicts}
 
 
-def guarantee_text(checks: Sequence[Check]) -> str:
-    """What the gate's verdict guarantees on these checks, in one sentence."""
+def guarantee_text(checks: Sequence[Check], scope: str = "") -> str:
+    """What the gate's verdict guarantees on these checks, in one sentence, with the
+    intended-use scope and the checks made optional on this cube (gate/feasible.py)."""
+    dropped = [c for c in checks if c.params.get("not_required")]
+    tail = (f"; scope: {scope}" if scope else "") + (
+        f"; {len(dropped)} checks reported, not required on this cube (gate.json `not_required` says why)"
+        if dropped else "")
+    return _guarantee(checks) + tail
+
+
+def _guarantee(checks: Sequence[Check]) -> str:
     required = [c for c in checks if c.required]
     point = [c.id for c in required if c.rule == "point"]
     if not required:
@@ -64,6 +73,7 @@ def evaluate_gate(
     baseline: Iterable[GradedRecord] | None = None,
     *,
     baseline_error: str | None = None,
+    scope: str = "",
 ) -> GateResult:
     """Every check's verdict, decided as one family, and the gate's verdict.
     `baseline_error` says why the baseline's records are missing (the regression checks'
@@ -73,5 +83,5 @@ def evaluate_gate(
     evidences = [collect(c, records, base if c.kind is CheckKind.REGRESSION else None, baseline_error=baseline_error)
                  for c in checks]
     verdicts = tuple(decide(evidences))
-    gate = gate_verdict((v.to_dict() for v in verdicts), guarantee_text(checks))
+    gate = gate_verdict((v.to_dict() for v in verdicts), guarantee_text(checks, scope))
     return GateResult(verdicts, gate)

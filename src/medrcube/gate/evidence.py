@@ -23,6 +23,7 @@ from medrcube.gate.criteria import ci_text as _ci
 from medrcube.gate.criteria import diff_criterion as _diff_criterion
 from medrcube.gate.criteria import fmt as _f
 from medrcube.gate.criteria import prop_criterion as _prop_criterion
+from medrcube.gate.criteria import with_finite
 from medrcube.gate.evidence_clinical import CLINICAL_KINDS, collect_clinical
 from medrcube.gate.verdict import WorstItem
 from medrcube.metrics.accuracy import accuracy, chance_level
@@ -116,8 +117,9 @@ def _accuracy(check: Check, records: list[GradedRecord]) -> Evidence:
         f"{a.refused} refused; {a.errors} errors and {a.unavailable} unavailable excluded"
     )
     worst = tuple(WorstItem.of(r) for r in worst_records(std, MAX_WORST))
-    return Evidence(check, a.n, "graded items", (_prop_criterion("accuracy", ci, bound),), a.acc, (ci.lo, ci.hi),
-                    bound, chance, rate, facts, worst, details, PROPORTION_METHOD, note=raised)
+    ev = Evidence(check, a.n, "graded items", (_prop_criterion("accuracy", ci, bound),), a.acc, (ci.lo, ci.hi),
+                  bound, chance, rate, facts, worst, details, PROPORTION_METHOD, note=raised)
+    return with_finite(ev, ((image_key(r), float(r.correct)) for r in std if r.graded))
 
 
 # --------------------------------------------------------------------------- credibility
@@ -133,13 +135,17 @@ def _credibility(check: Check, records: list[GradedRecord]) -> Evidence:
     cred = credibility_of_pairs(pairs, dropped)
     g = grounding(pairs, check.confidence)
     # The paper's ratios with their clustered intervals, reported (not gated).
-    rat_ci = clustered_wilson(cluster_counts((p.image, p.low.correct) for p in pairs if p.high.correct),
-                              check.confidence)
+    luck_units = [(p.image, float(not p.low.correct)) for p in pairs if p.high.correct]
+    luck_ci = clustered_wilson(cluster_counts((k, v > 0) for k, v in luck_units), check.confidence)
     sc_ci = clustered_wilson(cluster_counts((p.image, p.high.correct) for p in pairs if not p.low.correct),
                              check.confidence)
     bound = check.bound if check.bound is not None else 0.0
+    max_luck = check.params.get("max_luck_rate", None if check.metric == "grounding" else check.bound)
+    min_grounding = check.params.get("min_grounding", check.bound if check.metric == "grounding" else None)
     details = {**cred.to_dict(), "grounding": g.to_dict(), "expected_D_independent": g.expected_D,
-               "rationality_interval": [rat_ci.lo, rat_ci.hi], "shortcut_interval": [sc_ci.lo, sc_ci.hi],
+               "luck_rate_interval": [luck_ci.lo, luck_ci.hi],
+               "rationality_interval": [1.0 - luck_ci.hi, 1.0 - luck_ci.lo], "shortcut_interval": [sc_ci.lo, sc_ci.hi],
+               "max_luck_rate": max_luck, "min_grounding": min_grounding,
                "exclude_low_tasks": list(excluded), "rule": check.rule, "source": check.source}
     groups = f"A={cred.A} B={cred.B} C={cred.C} D={cred.D} on {cred.images} images"
     if g.expected_D is not None:
@@ -147,10 +153,11 @@ def _credibility(check: Check, records: list[GradedRecord]) -> Evidence:
     if dropped:
         groups += f", {dropped} pairs dropped (an error or unavailable item on one side)"
     facts = (
+        f"luck rate P(not L|H) = D/(A+D) = {_f(cred.luck_rate)}{_ci(check.confidence, (luck_ci.lo, luck_ci.hi))}; "
         f"grounding P(H|L) - P(H|not L) = {_f(g.p_h_given_l)} - {_f(g.p_h_given_not_l)} = {_f(g.difference)}"
-        f"{_ci(check.confidence, (g.lo, g.hi))}, odds ratio {_f(g.odds_ratio)}; paper's numbers (reported, not "
-        f"bounds): rationality {_f(cred.rationality)}, luck rate {_f(cred.luck_rate)}, shortcut probability "
-        f"{_f(cred.shortcut_prob)}; {groups}"
+        f"{_ci(check.confidence, (g.lo, g.hi))}, odds ratio {_f(g.odds_ratio)}; paper's numbers: rationality "
+        f"{_f(cred.rationality)}, luck rate {_f(cred.luck_rate)}, shortcut probability {_f(cred.shortcut_prob)} "
+        f"(not a bound: it equals diagnostic accuracy when the two are independent); {groups}"
     )
     seen: set[str] = set()
     worst: list[WorstItem] = []
@@ -159,13 +166,32 @@ def _credibility(check: Check, records: list[GradedRecord]) -> Evidence:
             continue
         seen.add(p.image)
         worst.append(WorstItem.of(p.low, note=f"yet {p.high.task} item {p.high.item_id} on the same image was right"))
-    if g.difference is None:
-        return Evidence(check, cred.pairs, "pairs", (), None, None, bound, None, rate, facts, tuple(worst), details,
-                        g.method, note="grounding needs pairs with the perception right and pairs with it wrong")
-    sd = g.se * math.sqrt(g.pairs) if math.isfinite(g.se) else 1.0
-    crit = Criterion("grounding", g.difference, bound, True, g.lo, g.hi, g.p_at_most(bound), g.p_at_least(bound), sd)
-    return Evidence(check, cred.pairs, "pairs", (crit,), g.difference, (g.lo, g.hi), bound, 0.0, rate, facts,
-                    tuple(worst), details, g.method)
+    crits: list[Criterion] = []
+    notes: list[str] = []
+    if max_luck is not None:
+        if luck_ci.n:
+            v = luck_ci.estimate if luck_ci.estimate is not None and 0.0 < luck_ci.estimate < 1.0 else max_luck
+            sd = math.sqrt(max(v * (1.0 - v), 1e-4) * luck_ci.deff)
+            crits.append(Criterion("luck rate", luck_ci.estimate, max_luck, False, luck_ci.lo, luck_ci.hi,
+                                   luck_ci.p_at_least(max_luck), luck_ci.p_at_most(max_luck), sd))
+        else:
+            notes.append("the luck rate needs pairs whose diagnosis is right")
+    if min_grounding is not None:
+        if g.difference is not None:
+            sd = g.se * math.sqrt(g.pairs) if math.isfinite(g.se) else 1.0
+            crits.append(Criterion("grounding", g.difference, min_grounding, True, g.lo, g.hi,
+                                   g.p_at_most(min_grounding), g.p_at_least(min_grounding), sd))
+        else:
+            notes.append("grounding needs pairs with the perception right and pairs with it wrong")
+    if notes:  # a criterion that cannot be measured leaves the whole check undecided
+        crits = []
+    primary = crits[0] if crits else None
+    method = (f"luck rate: {PROPORTION_METHOD}" if max_luck is not None else "") + (
+        f"{'; ' if max_luck is not None else ''}grounding: {g.method}" if min_grounding is not None else "")
+    ev = Evidence(check, cred.pairs, "pairs", tuple(crits), primary.estimate if primary else None,
+                  (primary.lo, primary.hi) if primary else None, bound, None, rate, facts, tuple(worst), details,
+                  method, note="; ".join(notes))
+    return with_finite(ev, luck_units) if max_luck is not None else ev
 
 
 # --------------------------------------------------------------------------- image dependence
@@ -192,8 +218,9 @@ def _image_dependence(check: Check, records: list[GradedRecord]) -> Evidence:
     worst = tuple(WorstItem.of(b, note="answered right without the image") for _, b in
                   sorted(pairs, key=lambda sb: sb[0].item_id) if b.correct)[:MAX_WORST]
     crits = () if md.estimate is None else (_diff_criterion("standard - blind accuracy", md, bound, True),)
-    return Evidence(check, md.n, "items graded in both variants", crits, md.estimate, (md.lo, md.hi), bound, chance,
-                    rate, facts, worst, details, md.method, note="" if crits else "no item graded in both variants")
+    ev = Evidence(check, md.n, "items graded in both variants", crits, md.estimate, (md.lo, md.hi), bound, chance,
+                  rate, facts, worst, details, md.method, note="" if crits else "no item graded in both variants")
+    return with_finite(ev, ((image_key(s), float(s.correct) - float(b.correct)) for s, b in pairs), paired=True)
 
 
 # --------------------------------------------------------------------------- position robustness
@@ -270,5 +297,7 @@ def _regression(
     worst = tuple(WorstItem.of(r, note="the baseline answered it right")
                   for r in sorted(lost, key=lambda r: r.item_id)[:MAX_WORST])
     crits = () if md.estimate is None else (_diff_criterion("drop against the baseline", md, margin, False),)
-    return Evidence(check, md.n, "items graded by both models", crits, md.estimate, (md.lo, md.hi), margin, None,
-                    rate, facts, worst, details, md.method, note="" if crits else "no item graded by both models")
+    ev = Evidence(check, md.n, "items graded by both models", crits, md.estimate, (md.lo, md.hi), margin, None,
+                  rate, facts, worst, details, md.method, note="" if crits else "no item graded by both models")
+    pairs, _ = paired_records(cand, base)
+    return with_finite(ev, ((image_key(c), float(b.correct) - float(c.correct)) for c, b in pairs), paired=True)

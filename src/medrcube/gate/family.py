@@ -123,6 +123,9 @@ def _verdict(e: Evidence, p_adj: float | None, m: int) -> Verdict:
         method=e.method,
     )
     note = f" ({e.note})" if e.note else ""
+    if check.params.get("not_required"):  # made optional before the run (gate/feasible.py): say so everywhere
+        common["details"]["not_required"] = check.params["not_required"]
+        note += f" [not required: {check.params['not_required']}]"
     if e.error is not None:
         return Verdict(status=Status.ERROR, message=e.error, guarantee="not graded", **common)
     p_pass, p_fail = _p_pass(e), _p_fail(e)

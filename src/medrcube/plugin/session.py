@@ -266,6 +266,7 @@ def _build(options: GateOptions) -> GateSession:
     from medrcube.cube import load_cube
     from medrcube.cube.item import CubeError
     from medrcube.gate.checks import build_checks
+    from medrcube.gate.feasible import assess
     from medrcube.gate.thresholds import ThresholdsError, load_policy, validate_against_cells
     from medrcube.models.registry import ModelSpecError, load_adapter
 
@@ -291,6 +292,8 @@ def _build(options: GateOptions) -> GateSession:
         validate_against_cells(policy, cells)
         checks = build_checks(cells, policy, variants=variants, has_baseline=bool(baseline_dir or baseline_spec),
                               cell_options=offered)
+        # Checks this cube cannot decide, or outside the scope: reported, not required (or refused).
+        checks = assess(checks, cube.items, policy)
     except ThresholdsError as e:
         option = "--profile" if e.key == "profiles" and options.profile else "--thresholds"
         raise _usage(option, options.profile if option == "--profile" else thresholds, str(e)) from None
