@@ -35,7 +35,7 @@ from medrcube.metrics.clustered import (
     image_key,
 )
 from medrcube.metrics.comparison import paired_records, regression
-from medrcube.metrics.credibility import chain_pairs, credibility_of_pairs, grounding
+from medrcube.metrics.credibility import Pair, chain_pairs, credibility_of_pairs, grounding
 from medrcube.metrics.paired import clustered_mean_difference
 from medrcube.metrics.robustness import rotated_items
 from medrcube.metrics.worst import worst_records
@@ -135,8 +135,9 @@ def _credibility(check: Check, records: list[GradedRecord]) -> Evidence:
     cred = credibility_of_pairs(pairs, dropped)
     g = grounding(pairs, check.confidence)
     # The paper's ratios with their clustered intervals, reported (not gated).
-    luck_units = [(p.image, float(not p.low.correct)) for p in pairs if p.high.correct]
-    luck_ci = clustered_wilson(cluster_counts((k, v > 0) for k, v in luck_units), check.confidence)
+    luck_units = luck_shares(pairs)
+    luck_md = clustered_mean_difference(luck_units, check.confidence)
+    luck_ci = luck_md
     sc_ci = clustered_wilson(cluster_counts((p.image, p.high.correct) for p in pairs if not p.low.correct),
                              check.confidence)
     bound = check.bound if check.bound is not None else 0.0
@@ -153,7 +154,8 @@ def _credibility(check: Check, records: list[GradedRecord]) -> Evidence:
     if dropped:
         groups += f", {dropped} pairs dropped (an error or unavailable item on one side)"
     facts = (
-        f"luck rate P(not L|H) = D/(A+D) = {_f(cred.luck_rate)}{_ci(check.confidence, (luck_ci.lo, luck_ci.hi))}; "
+        f"luck rate P(not L|H) per right diagnosis = {_f(luck_md.estimate)}"
+        f"{_ci(check.confidence, (luck_ci.lo, luck_ci.hi))} over {len(luck_units)} right diagnoses; "
         f"grounding P(H|L) - P(H|not L) = {_f(g.p_h_given_l)} - {_f(g.p_h_given_not_l)} = {_f(g.difference)}"
         f"{_ci(check.confidence, (g.lo, g.hi))}, odds ratio {_f(g.odds_ratio)}; paper's numbers: rationality "
         f"{_f(cred.rationality)}, luck rate {_f(cred.luck_rate)}, shortcut probability {_f(cred.shortcut_prob)} "
@@ -169,11 +171,8 @@ def _credibility(check: Check, records: list[GradedRecord]) -> Evidence:
     crits: list[Criterion] = []
     notes: list[str] = []
     if max_luck is not None:
-        if luck_ci.n:
-            v = luck_ci.estimate if luck_ci.estimate is not None and 0.0 < luck_ci.estimate < 1.0 else max_luck
-            sd = math.sqrt(max(v * (1.0 - v), 1e-4) * luck_ci.deff)
-            crits.append(Criterion("luck rate", luck_ci.estimate, max_luck, False, luck_ci.lo, luck_ci.hi,
-                                   luck_ci.p_at_least(max_luck), luck_ci.p_at_most(max_luck), sd))
+        if luck_md.estimate is not None:
+            crits.append(_diff_criterion("luck rate", luck_md, max_luck, False))
         else:
             notes.append("the luck rate needs pairs whose diagnosis is right")
     if min_grounding is not None:
@@ -186,12 +185,28 @@ def _credibility(check: Check, records: list[GradedRecord]) -> Evidence:
     if notes:  # a criterion that cannot be measured leaves the whole check undecided
         crits = []
     primary = crits[0] if crits else None
-    method = (f"luck rate: {PROPORTION_METHOD}" if max_luck is not None else "") + (
+    method = (f"luck rate: {luck_md.method}" if max_luck is not None else "") + (
         f"{'; ' if max_luck is not None else ''}grounding: {g.method}" if min_grounding is not None else "")
     ev = Evidence(check, cred.pairs, "pairs", tuple(crits), primary.estimate if primary else None,
                   (primary.lo, primary.hi) if primary else None, bound, None, rate, facts, tuple(worst), details,
                   method, note="; ".join(notes))
     return with_finite(ev, luck_units) if max_luck is not None else ev
+
+
+def luck_shares(pairs: list[Pair]) -> list[tuple[str, float]]:
+    """(image, share of its counted perception items answered wrong) for every right
+    diagnosis: the luck rate P(not L | H) with each right diagnosis counted once. It is
+    the paper's D / (A + D) when every diagnosis has as many perception partners, and
+    keeps the units per image few (one per right diagnosis), so that the finite-sample
+    interval over images stays tight."""
+    per: dict[str, list[int]] = {}
+    for p in pairs:
+        if p.high.correct:
+            row = per.setdefault(p.high.item_id, [0, 0])
+            row[0] += not p.low.correct
+            row[1] += 1
+    images = {p.high.item_id: p.image for p in pairs}
+    return [(images[h], wrong / total) for h, (wrong, total) in sorted(per.items())]
 
 
 # --------------------------------------------------------------------------- image dependence

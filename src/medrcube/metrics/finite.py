@@ -67,18 +67,41 @@ def upper_tail(total: float, sizes: Sequence[int], mean: float) -> float:
     return min(1.0, hoeffding, entropy, bentkus)
 
 
+def lower_tail(total: float, sizes: Sequence[int], mean: float) -> float:
+    """An upper bound on P(S <= total) when E[S] = mean * n: the same three bounds on
+    Z_j = s_j / M read from below, and the upper tail of the complements m_j - s_j (two
+    bounds of one probability: their minimum is one too)."""
+    n = sum(sizes)
+    big_k = len(sizes)
+    if n == 0 or total >= mean * n:
+        return 1.0
+    if mean >= 1.0:
+        return 0.0  # S <= total < n is impossible when every item's mean is 1
+    hoeffding = math.exp(-2.0 * (mean * n - total) ** 2 / sum(m * m for m in sizes))
+    big_m = max(sizes)
+    p = mean * n / (big_k * big_m)
+    t = total / big_m
+    q = max(0.0, t / big_k)
+    entropy = math.exp(-big_k * _kl(q, p)) if q < p else 1.0
+    from scipy.stats import binom
+
+    bentkus = math.e * float(binom.cdf(math.ceil(t - 1e-9), big_k, p))
+    return min(1.0, hoeffding, entropy, bentkus, upper_tail(n - total, sizes, 1.0 - mean))
+
+
 def p_at_most(sums: Sequence[float], sizes: Sequence[int], bound: float) -> float:
     """p-value of H0: mu <= bound (small: decisively above it); mu, sums in [0, 1] units."""
     if not sizes:
         return 1.0
-    return upper_tail(sum(sums), sizes, bound)
+    return min(upper_tail(sum(sums), sizes, bound),
+               lower_tail(sum(m - s for s, m in zip(sums, sizes, strict=True)), sizes, 1.0 - bound))
 
 
 def p_at_least(sums: Sequence[float], sizes: Sequence[int], bound: float) -> float:
     """p-value of H0: mu >= bound (small: decisively below it)."""
     if not sizes:
         return 1.0
-    return upper_tail(sum(m - s for s, m in zip(sums, sizes, strict=True)), sizes, 1.0 - bound)
+    return lower_tail(sum(sums), sizes, bound)
 
 
 def interval(sums: Sequence[float], sizes: Sequence[int], confidence: float = 0.95) -> tuple[float, float]:
