@@ -45,6 +45,8 @@ class CheckKind(StrEnum):
     FINDING = "finding"
     CALIBRATION = "calibration"
     SELECTIVE = "selective"
+    # A site's own proportion over records it selects (plugin/site.py), decided here.
+    SITE = "site"
 
 
 ACCURACY_KINDS = frozenset({CheckKind.CELL, CheckKind.SLICE, CheckKind.OVERALL})

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from medrcube.gate.checks import Check, CheckKind
+from medrcube.gate.criteria import Evidence
 from medrcube.gate.evidence import collect
 from medrcube.gate.family import decide
 from medrcube.gate.verdict import NO_GUARANTEE, GateVerdict, Verdict, gate_verdict
@@ -38,6 +39,7 @@ def evaluate(check: Check, records: Iterable[GradedRecord], baseline: Iterable[G
 class GateResult:
     verdicts: tuple[Verdict, ...]
     gate: GateVerdict
+    evidences: tuple[Evidence, ...] = ()  # the family's evidence: a site check joins it (decide_joining)
 
     def by_id(self) -> dict[str, Verdict]:
         return {v.check_id: v for v in self.verdicts}
@@ -84,4 +86,12 @@ def evaluate_gate(
                  for c in checks]
     verdicts = tuple(decide(evidences))
     gate = gate_verdict((v.to_dict() for v in verdicts), guarantee_text(checks, scope))
-    return GateResult(verdicts, gate)
+    return GateResult(verdicts, gate, tuple(evidences))
+
+
+def decide_joining(family: Sequence[Evidence], evidence: Evidence) -> Verdict:
+    """The verdict of a check decided after the family (a site check, plugin/site.py):
+    it joins the family (its required or optional half) and its fail claim is
+    Holm-adjusted over the family and itself. The family's own verdicts stand as they
+    were decided; site checks are not adjusted for one another (docs/guarantees.md)."""
+    return decide([*family, evidence])[-1]

@@ -14,7 +14,7 @@ failing endpoint says nothing about the model.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from medrcube.gate.checks import ACCURACY_KINDS, Check, CheckKind
 from medrcube.gate.criteria import MAX_WORST, Criterion, Evidence
@@ -120,6 +120,36 @@ def _accuracy(check: Check, records: list[GradedRecord]) -> Evidence:
     ev = Evidence(check, a.n, "graded items", (_prop_criterion("accuracy", ci, bound),), a.acc, (ci.lo, ci.hi),
                   bound, chance, rate, facts, worst, details, PROPORTION_METHOD, note=raised)
     return with_finite(ev, ((image_key(r), float(r.correct)) for r in std if r.graded))
+
+
+# --------------------------------------------------------------------------- a site's own check
+
+
+def collect_site(check: Check, records: Iterable[GradedRecord], hit: Callable[[GradedRecord], bool]) -> Evidence:
+    """The evidence of a site check (plugin/site.py): the share of graded records that
+    `hit` counts, with the same interval, clustered by image, as a built-in accuracy
+    check (and the finite-sample one with few images)."""
+    asked = [r for r in records if r.outcome is not Outcome.UNAVAILABLE]
+    rate, err = _errors(check, asked)
+    if err:
+        return err
+    graded = [r for r in asked if r.outcome not in (Outcome.ERROR, Outcome.TRUNCATED)]
+    units = [(image_key(r), bool(hit(r))) for r in graded]
+    ci = clustered_wilson(cluster_counts(units), check.confidence)
+    bound = check.bound if check.bound is not None else 0.0
+    hits = sum(ok for _, ok in units)
+    details = {"hits": hits, "errors": len(asked) - len(graded), "clustered": ci.to_dict(), "clusters": ci.clusters,
+               "design_effect": ci.deff, "rule": check.rule, "source": check.source}
+    misses = [r for r in graded if not hit(r)][:MAX_WORST]
+    worst = tuple(WorstItem.of(r) for r in misses)
+    if not graded:
+        return Evidence(check, 0, "records", (), None, None, bound, None, rate, "nothing graded", (), details,
+                        PROPORTION_METHOD, note="no graded record: nothing to decide on")
+    facts = (f"{check.metric} {hits}/{len(graded)} = {hits / len(graded):.3f}{_ci(check.confidence, (ci.lo, ci.hi))}"
+             f" (clustered by image: {ci.clusters} images, design effect {ci.deff:.2f})")
+    ev = Evidence(check, len(graded), "records", (_prop_criterion(check.metric, ci, bound),), ci.estimate,
+                  (ci.lo, ci.hi), bound, None, rate, facts, worst, details, PROPORTION_METHOD)
+    return with_finite(ev, ((k, float(ok)) for k, ok in units))
 
 
 # --------------------------------------------------------------------------- credibility
