@@ -144,6 +144,29 @@ def gate_rates(items: Sequence[Item], model: Model, reps: int, seed: int, profil
             "blockers": blockers.most_common(4)}
 
 
+def credibility_sweep(items: Sequence[Item], reps: int, seed: int) -> list[dict[str, Any]]:
+    """P(pass) and P(fail) of the required credibility checks (all of them passing, any
+    failing) for independent models at fixed perception and varying diagnostic accuracy,
+    and for grounded ones: the luck rate's decision should follow perception only."""
+    policy = load_policy(str(ROOT / "thresholds.yaml"))
+    checks = [c for c in assess(build_checks(sorted({it.cell for it in items}), policy), items, policy)
+              if c.kind.value == "credibility" and c.required]
+    rows = []
+    rng = np.random.default_rng(seed)
+    for perception in (0.9, 0.6):
+        for grounded in (False, True):
+            for diagnosis in (0.5, 0.7, 0.9):
+                m = Model("sweep", {**{t: diagnosis for t in HIGH}, "*": perception}, grounded=grounded)
+                passes = fails = 0
+                for _ in range(reps):
+                    vs = evaluate_gate(checks, simulate(rng, items, m)).verdicts
+                    passes += all(v.status.value == "pass" for v in vs)
+                    fails += any(v.status.value == "fail" for v in vs)
+                rows.append({"perception": perception, "grounded": grounded, "diagnosis": diagnosis,
+                             "pass": passes / reps, "fail": fails / reps, "checks": len(checks)})
+    return rows
+
+
 def models() -> dict[str, Model]:
     return {
         "perfect": Model("perfect", {"*": 1.0}),
@@ -187,6 +210,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {cube_name} | {model_name} | {r['QUALIFIED']:.2f} | {r['NOT QUALIFIED']:.2f} | {r['UNDECIDED']:.2f} "
               f"| {r['reps']} | {r['required']} / {r['not_required']} | {blockers} | "
               f"<!-- {time.process_time() - t0:.0f} s CPU -->", flush=True)
+    if not a.only or "paper" in a.only.split(","):
+        print("\n| perception | diagnosis | grounded | P(every credibility check passes) | P(some fails) | checks |")
+        print("|--:|--:|---|--:|--:|--:|")
+        for r in credibility_sweep(paper_cube(), max(20, a.reps // 2), a.seed):
+            print(f"| {r['perception']} | {r['diagnosis']} | {'yes' if r['grounded'] else 'no (independent)'} | "
+                  f"{r['pass']:.2f} | {r['fail']:.2f} | {r['checks']} |", flush=True)
     return 0
 
 
