@@ -18,7 +18,6 @@ draw their own stream (diagnosis independent of perception).
 from __future__ import annotations
 
 import argparse
-import math
 import time
 from collections import Counter
 from collections.abc import Sequence

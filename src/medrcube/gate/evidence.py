@@ -17,13 +17,12 @@ import math
 from collections.abc import Callable, Iterable
 
 from medrcube.gate.checks import ACCURACY_KINDS, Check, CheckKind
-from medrcube.gate.criteria import MAX_WORST, Criterion, Evidence
+from medrcube.gate.criteria import MAX_WORST, Criterion, Evidence, with_finite
 from medrcube.gate.criteria import api_errors as _errors
 from medrcube.gate.criteria import ci_text as _ci
 from medrcube.gate.criteria import diff_criterion as _diff_criterion
 from medrcube.gate.criteria import fmt as _f
 from medrcube.gate.criteria import prop_criterion as _prop_criterion
-from medrcube.gate.criteria import with_finite
 from medrcube.gate.evidence_clinical import CLINICAL_KINDS, collect_clinical
 from medrcube.gate.verdict import WorstItem
 from medrcube.metrics.accuracy import accuracy, chance_level

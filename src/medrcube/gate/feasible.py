@@ -28,7 +28,6 @@ from dataclasses import replace
 from medrcube.cube.item import Item
 from medrcube.gate.checks import ACCURACY_KINDS, Check, CheckKind
 from medrcube.gate.evidence import collect
-from medrcube.gate.family import _p_pass
 from medrcube.gate.policy import Policy, ThresholdsError
 from medrcube.metrics.clustered import image_key
 from medrcube.records import GradedRecord, Outcome
@@ -57,7 +56,8 @@ def _why_undecidable(check: Check, records: Sequence[GradedRecord], min_images: 
         return (f"{images} images under it, fewer than feasibility.min_images={min_images}: too few for this cube "
                 "to decide it")
     ev = collect(check, mine)
-    if ev.criteria and _p_pass(ev) <= check.alpha:
+    # Passing needs every criterion decisively met (gate/family.py).
+    if ev.criteria and max(c.p_pass for c in ev.criteria) <= check.alpha:
         return None
     if not ev.criteria:
         return f"not measurable on this cube even with every answer right ({ev.note or 'nothing to measure'})"

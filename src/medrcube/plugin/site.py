@@ -26,6 +26,7 @@ import pytest
 
 from medrcube.records import GradedRecord, Outcome
 
+
 @dataclass(frozen=True)
 class SiteCheck:
     """The identity of a site check (what a built-in Check carries for Allure and gate.json)."""
