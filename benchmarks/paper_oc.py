@@ -191,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--only", default="", help="comma-separated cube names (mini, paper)")
+    ap.add_argument("--model", default="", help="only this model (a name of `models()`)")
+    ap.add_argument("--sweep-only", action="store_true", help="only the credibility sweep")
     a = ap.parse_args(argv)
     from medrcube.cube import load_cube
 
@@ -200,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
           "most frequent blockers |")
     print("|---|---|--:|--:|--:|--:|---|---|")
     for cube_name, model_name in CASES:
-        if a.only and cube_name not in a.only.split(","):
+        if (a.only and cube_name not in a.only.split(",")) or (a.model and model_name != a.model) or a.sweep_only:
             continue
         t0 = time.process_time()
         items = cubes[cube_name]()
@@ -209,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {cube_name} | {model_name} | {r['QUALIFIED']:.2f} | {r['NOT QUALIFIED']:.2f} | {r['UNDECIDED']:.2f} "
               f"| {r['reps']} | {r['required']} / {r['not_required']} | {blockers} | "
               f"<!-- {time.process_time() - t0:.0f} s CPU -->", flush=True)
-    if not a.only or "paper" in a.only.split(","):
+    if a.sweep_only or (not a.model and (not a.only or "paper" in a.only.split(","))):
         print("\n| perception | diagnosis | grounded | P(every credibility check passes) | P(some fails) | checks |")
         print("|--:|--:|---|--:|--:|--:|")
         for r in credibility_sweep(paper_cube(), max(20, a.reps // 2), a.seed):
