@@ -34,7 +34,7 @@ from medrcube.metrics.clustered import (
     image_key,
 )
 from medrcube.metrics.comparison import paired_records, regression
-from medrcube.metrics.credibility import Pair, chain_pairs, credibility_of_pairs, grounding
+from medrcube.metrics.credibility import chain_pairs, credibility_of_pairs, grounding, luck_shares
 from medrcube.metrics.paired import clustered_mean_difference
 from medrcube.metrics.robustness import rotated_items
 from medrcube.metrics.worst import worst_records
@@ -163,18 +163,18 @@ def _credibility(check: Check, records: list[GradedRecord]) -> Evidence:
     pairs, dropped = chain_pairs(std, exclude_low_tasks=excluded)
     cred = credibility_of_pairs(pairs, dropped)
     g = grounding(pairs, check.confidence)
-    # The paper's ratios with their clustered intervals, reported (not gated).
+    # The gated luck rate (one unit per right diagnosis), and the paper's shortcut
+    # probability with its clustered interval (reported, not gated).
     luck_units = luck_shares(pairs)
     luck_md = clustered_mean_difference(luck_units, check.confidence)
-    luck_ci = luck_md
     sc_ci = clustered_wilson(cluster_counts((p.image, p.high.correct) for p in pairs if not p.low.correct),
                              check.confidence)
     bound = check.bound if check.bound is not None else 0.0
     max_luck = check.params.get("max_luck_rate", None if check.metric == "grounding" else check.bound)
     min_grounding = check.params.get("min_grounding", check.bound if check.metric == "grounding" else None)
     details = {**cred.to_dict(), "grounding": g.to_dict(), "expected_D_independent": g.expected_D,
-               "luck_rate_interval": [luck_ci.lo, luck_ci.hi],
-               "rationality_interval": [1.0 - luck_ci.hi, 1.0 - luck_ci.lo], "shortcut_interval": [sc_ci.lo, sc_ci.hi],
+               "luck_rate_interval": [luck_md.lo, luck_md.hi],
+               "rationality_interval": [1.0 - luck_md.hi, 1.0 - luck_md.lo], "shortcut_interval": [sc_ci.lo, sc_ci.hi],
                "max_luck_rate": max_luck, "min_grounding": min_grounding,
                "exclude_low_tasks": list(excluded), "rule": check.rule, "source": check.source}
     groups = f"A={cred.A} B={cred.B} C={cred.C} D={cred.D} on {cred.images} images"
@@ -184,7 +184,7 @@ def _credibility(check: Check, records: list[GradedRecord]) -> Evidence:
         groups += f", {dropped} pairs dropped (an error or unavailable item on one side)"
     facts = (
         f"luck rate P(not L|H) per right diagnosis = {_f(luck_md.estimate)}"
-        f"{_ci(check.confidence, (luck_ci.lo, luck_ci.hi))} over {len(luck_units)} right diagnoses; "
+        f"{_ci(check.confidence, (luck_md.lo, luck_md.hi))} over {len(luck_units)} right diagnoses; "
         f"grounding P(H|L) - P(H|not L) = {_f(g.p_h_given_l)} - {_f(g.p_h_given_not_l)} = {_f(g.difference)}"
         f"{_ci(check.confidence, (g.lo, g.hi))}, odds ratio {_f(g.odds_ratio)}; paper's numbers: rationality "
         f"{_f(cred.rationality)}, luck rate {_f(cred.luck_rate)}, shortcut probability {_f(cred.shortcut_prob)} "
@@ -220,22 +220,6 @@ def _credibility(check: Check, records: list[GradedRecord]) -> Evidence:
                   (primary.lo, primary.hi) if primary else None, bound, None, rate, facts, tuple(worst), details,
                   method, note="; ".join(notes))
     return with_finite(ev, luck_units) if max_luck is not None else ev
-
-
-def luck_shares(pairs: list[Pair]) -> list[tuple[str, float]]:
-    """(image, share of its counted perception items answered wrong) for every right
-    diagnosis: the luck rate P(not L | H) with each right diagnosis counted once. It is
-    the paper's D / (A + D) when every diagnosis has as many perception partners, and
-    keeps the units per image few (one per right diagnosis), so that the finite-sample
-    interval over images stays tight."""
-    per: dict[str, list[int]] = {}
-    for p in pairs:
-        if p.high.correct:
-            row = per.setdefault(p.high.item_id, [0, 0])
-            row[0] += not p.low.correct
-            row[1] += 1
-    images = {p.high.item_id: p.image for p in pairs}
-    return [(images[h], wrong / total) for h, (wrong, total) in sorted(per.items())]
 
 
 # --------------------------------------------------------------------------- image dependence
