@@ -8,7 +8,8 @@ options), so it is settled here, visibly, by the policy's `feasibility` section:
   right on every item would still not pass (the gate's own evidence code is run on such
   answers: too few images for the bound at the check's confidence), is *undecidable on
   this cube*; `when_undecidable: optional` reports it without requiring it,
-  `when_undecidable: refuse` stops the run, naming every such check;
+  `when_undecidable: refuse` stops the run, naming every such check, and `required`
+  (the default of a file without the section) leaves it required;
 - a check that reaches outside the intended-use `scope` (its parts, modalities, tasks)
   is reported, not required.
 
@@ -56,8 +57,11 @@ def _why_undecidable(check: Check, records: Sequence[GradedRecord], min_images: 
         return (f"{images} images under it, fewer than feasibility.min_images={min_images}: too few for this cube "
                 "to decide it")
     ev = collect(check, mine)
-    # Passing needs every criterion decisively met (gate/family.py).
+    # Passing needs every criterion decisively met, or under the point rule met on the
+    # estimate from min_n units on (gate/family.py).
     if ev.criteria and max(c.p_pass for c in ev.criteria) <= check.alpha:
+        return None
+    if check.rule == "point" and ev.criteria and ev.n >= check.min_n and all(c.point_ok for c in ev.criteria):
         return None
     if not ev.criteria:
         return f"not measurable on this cube even with every answer right ({ev.note or 'nothing to measure'})"
@@ -70,15 +74,17 @@ def assess(checks: Sequence[Check], items: Iterable[Item], policy: Policy) -> li
     """The checks with every required check this cube cannot decide, or that reaches
     outside the scope, made optional with its reason in `params["not_required"]`;
     ThresholdsError when the policy says `when_undecidable: refuse` and some are."""
-    perfect = perfect_records(items)
     scope, feas = policy.scope, policy.feasibility
+    if feas.when_undecidable == "required" and scope.everything:
+        return list(checks)  # the policy asks for nothing of this (a file without `feasibility` or `scope`)
+    perfect = perfect_records(items)
     out: list[Check] = []
     refused: list[str] = []
     for c in checks:
         reason = None
         if c.required and not scope.covers(c.part, c.modality, c.task):
             reason = f"outside the intended-use scope ({scope.describe()})"
-        elif c.required and c.kind in ASSESSED:
+        elif c.required and c.kind in ASSESSED and feas.when_undecidable != "required":
             why = _why_undecidable(c, perfect, feas.min_images)
             if why is not None:
                 reason = f"undecidable on this cube: {why}"

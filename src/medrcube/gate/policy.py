@@ -270,7 +270,7 @@ class SelectivePolicy:
     source: str = "selective"
 
 
-FEASIBILITY_ACTIONS = ("optional", "refuse")
+FEASIBILITY_ACTIONS = ("optional", "refuse", "required")
 SCOPE_KEYS = ("parts", "modalities", "tasks")
 
 
@@ -279,9 +279,10 @@ class FeasibilityPolicy:
     """What happens to a required check this cube cannot decide (gate/feasible.py):
     fewer than `min_images` images under it, or a model right on every item would not pass
     it. `optional`: reported, not required, and named in every output; `refuse`: the run
-    stops before the first request, naming the checks."""
+    stops before the first request, naming the checks; `required` (a file without this
+    section): left required, as before issue 22, so that the gate cannot qualify."""
 
-    when_undecidable: str = "optional"
+    when_undecidable: str = "required"
     min_images: int = 1
     source: str = "feasibility"
 

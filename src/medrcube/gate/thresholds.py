@@ -231,7 +231,7 @@ def _build(
 
 def _build_feasibility(c: Checker, d: Mapping[str, Any], source: str) -> FeasibilityPolicy:
     d = c.mapping("feasibility", d, ("when_undecidable", "min_images"))
-    action = d.get("when_undecidable", "optional")
+    action = d.get("when_undecidable", "required")
     if action not in FEASIBILITY_ACTIONS:
         c.fail("feasibility.when_undecidable", "unknown action" + did_you_mean(str(action), FEASIBILITY_ACTIONS),
                action, f"use one of {', '.join(FEASIBILITY_ACTIONS)}")
