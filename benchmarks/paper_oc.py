@@ -49,7 +49,7 @@ GPT51 = {"MR": 0.95, "VR": 0.35, "IPR": 0.6, "OR": 0.8, "RG": 0.5, "AD": 0.6, "D
 
 # (part, modality, weight, low-level tasks offered) of the generated paper-scale cube.
 _COMBOS: tuple[tuple[str, str, float, tuple[str, ...]], ...] = (
-    ("Chest", "X-Ray", 3.0, ("MR", "VR", "OR", "RG")),
+    ("Chest", "X-Ray", 5.5, ("MR", "VR", "OR", "RG")),
     ("Lungs", "CT", 1.6, ("MR", "IPR", "OR", "RG")),
     ("Brain", "MRI", 1.3, ("MR", "VR", "IPR", "OR", "RG")),
     ("Brain", "CT", 0.8, ("MR", "IPR", "OR", "RG")),
@@ -61,6 +61,8 @@ _COMBOS: tuple[tuple[str, str, float, tuple[str, ...]], ...] = (
     ("Chest", "CT", 0.8, ("MR", "IPR", "OR", "RG")),
     ("Lungs", "X-Ray", 0.6, ("MR", "VR", "OR")),
     ("Heart", "CT", 0.3, ("MR", "IPR", "OR")),
+    ("Breast", "CT", 0.06, ("MR", "OR")),
+    ("Brain", "US", 0.05, ("MR",)),
 )
 HIGH = ("DD", "AD", "SG")
 HIGH_WEIGHTS = (2445, 514, 568)
@@ -71,17 +73,19 @@ def paper_cube(seed: int = 0, n_images: int = 3656, n_items: int = 7626) -> list
     rng = np.random.default_rng(seed)
     w = np.array([c[2] for c in _COMBOS])
     combo = rng.choice(len(_COMBOS), size=n_images, p=w / w.sum())
-    # Questions per image, 1..6, scaled to the release's total.
-    q = rng.choice(np.arange(1, 7), size=n_images, p=[0.44, 0.26, 0.15, 0.08, 0.04, 0.03])
+    # Questions per image, 1..6 (an image carries each task once, so at most 1 + its
+    # combination's perception tasks), adjusted to the release's total.
+    cap = np.array([1 + len(_COMBOS[int(c)][3]) for c in combo])
+    q = np.minimum(rng.choice(np.arange(1, 7), size=n_images, p=[0.44, 0.26, 0.15, 0.08, 0.04, 0.03]), cap)
     while q.sum() != n_items:
         j = int(rng.integers(n_images))
-        q[j] = min(6, q[j] + 1) if q.sum() < n_items else max(1, q[j] - 1)
+        q[j] = min(cap[j], q[j] + 1) if q.sum() < n_items else max(1, q[j] - 1)
     hw = np.array(HIGH_WEIGHTS, dtype=float)
     items: list[Item] = []
     for img in range(n_images):
         part, modality, _, lows = _COMBOS[int(combo[img])]
-        tasks = [HIGH[int(rng.choice(3, p=hw / hw.sum()))]] if rng.random() < 0.93 else []
-        tasks += list(rng.permutation(lows))[: int(q[img]) - len(tasks)]
+        tasks = [HIGH[int(rng.choice(3, p=hw / hw.sum()))]]
+        tasks += list(rng.permutation(lows))[: int(q[img]) - 1]
         for t in tasks:
             name = ABBREV[t]
             k = 4 if t in ("DD", "SG", "OR", "RG") else 2 if t in ("AD", "VR") else 3
