@@ -6,7 +6,7 @@ answer right with probability c (calibrated: true calibration error 0) or c - 0.
 (overconfident: true ECE = true CE = 0.15 at any binning); 1 to 3 items per image. Each
 of R repeated runs draws fresh records (seeded), computes `metrics.calibration` (10
 equal-mass bins, a cluster bootstrap over images) and the check "calibration error at
-most 0.10" (`calibration_verdict`). Figures, per scorer and cube size n:
+most 0.10" (the gate's calibration check). Figures, per scorer and cube size n:
 
 - the mean of the reported ECE and of the debiased CE over the runs (the truth: 0, 0.15);
 - how often the 95% interval contains the truth (ECE's and CE's), target >= 90% for CE;
@@ -38,20 +38,29 @@ SIZES = (500, 2000)
 
 
 def _one(gap: float, n: int, runs: int, n_boot: int) -> dict[str, float]:
-    from medrcube.metrics.calibration import calibration, calibration_verdict, scored
+    from medrcube.gate.checks import Check, CheckKind
+    from medrcube.gate.evaluate import evaluate
+    from medrcube.metrics.calibration import calibration, scored
     from medrcube.testing.calibrated import SimulatedScorer
+
+    # The gate's own calibration check decides (gate/evidence_clinical.py).
+    check = Check(id="calibration/overall", kind=CheckKind.CALIBRATION, metric="calibration_ce", part=None,
+                  modality=None, task=None, bound=BOUND, rule="lower_bound", confidence=0.95, min_n=1,
+                  max_error_rate=0.05, params={"statistic": "ce", "n_bins": 10, "n_boot": n_boot})
 
     sim = SimulatedScorer(gap=gap)
     ece, ce, cov_ece, cov_ce = [], [], [], []
     outcomes = {"pass": 0, "fail": 0, "undecided": 0}
     for seed in range(runs):
-        cal = calibration(scored(sim.records(n, seed)), n_boot=n_boot, seed=seed)
+        records = sim.records(n, seed)
+        cal = calibration(scored(records), n_boot=n_boot, seed=seed)
         assert cal.ece is not None and cal.ce is not None
         ece.append(cal.ece)
         ce.append(cal.ce)
         cov_ece.append(cal.ece_ci95[0] <= gap <= cal.ece_ci95[1])
         cov_ce.append(cal.ce_ci95[0] <= gap <= cal.ce_ci95[1])
-        outcomes[calibration_verdict(cal, BOUND)["outcome"]] += 1
+        status = evaluate(check, records).status.value
+        outcomes[status] = outcomes.get(status, 0) + 1
     return {"ece": float(np.mean(ece)), "ece_sd": float(np.std(ece)), "ce": float(np.mean(ce)),
             "ce_sd": float(np.std(ce)), "cov_ece": 100 * float(np.mean(cov_ece)),
             "cov_ce": 100 * float(np.mean(cov_ce)), **{k: 100 * v / runs for k, v in outcomes.items()}}

@@ -64,8 +64,10 @@ def test_the_gate_fails_a_model_under_the_perturbation_that_hurts_it_and_passes_
     assert noisy.observed == pytest.approx(0.8, abs=0.08) and noisy.interval[0] > 0.05
     assert noisy.guarantee == GUARANTEE_FAIL.format(a=0.025, m=len(checks)) and noisy.worst
     assert "accuracy drop under noise:0.1" in noisy.message and "missed" in noisy.message
-    assert jpeg.status is Status.PASS and jpeg.observed == 0 and jpeg.interval[1] <= 0.05
-    assert jpeg.p_pass is not None and jpeg.p_pass <= 0.025
+    # Few images hold these items: the drop is decided with the finite-sample interval
+    # (gate/criteria.py with_finite), which cannot show a drop of 0 within 0.05 here: it
+    # never fails the unaffected perturbation, and says so rather than passing it.
+    assert jpeg.status is Status.UNDECIDED and jpeg.observed == 0 and "Hoeffding-Bentkus" in jpeg.method
     assert v["agreement/noise:0.1/overall"].status is Status.FAIL
     assert v["agreement/jpeg:70/overall"].status is Status.PASS
     # every task slice with some evidence fails under the noise (4 items do not decide); none under jpeg does

@@ -12,7 +12,6 @@ from medrcube.metrics.calibration import (
     by_level,
     calibration,
     calibration_summary,
-    calibration_verdict,
     from_arrays,
     reliability,
     scored,
@@ -43,17 +42,10 @@ def test_records_without_confidence_are_missing_and_order_does_not_matter(rec) -
     assert a == b
 
 
-def test_recovers_the_truth_and_the_check_separates_the_two() -> None:
-    outcomes = {"calibrated": [], "overconfident": []}
-    for name, sim in (("calibrated", CALIBRATED), ("overconfident", OVERCONFIDENT)):
-        ces = []
-        for seed in range(8):
-            c = calibration(scored(sim.records(800, seed)), n_boot=150, seed=seed)
-            ces.append(c.ce)
-            outcomes[name].append(calibration_verdict(c, 0.1)["outcome"])
+def test_recovers_the_truth() -> None:
+    for sim in (CALIBRATED, OVERCONFIDENT):
+        ces = [calibration(scored(sim.records(800, seed)), n_boot=150, seed=seed).ce for seed in range(8)]
         assert np.mean(ces) == pytest.approx(sim.true_ece, abs=0.03)
-    assert "fail" not in outcomes["calibrated"] and outcomes["calibrated"].count("pass") >= 6
-    assert "pass" not in outcomes["overconfident"] and outcomes["overconfident"].count("fail") >= 4
 
 
 def test_by_level_and_summary(rec) -> None:
@@ -63,10 +55,3 @@ def test_by_level_and_summary(rec) -> None:
     doc = calibration_summary(recs)
     assert doc is not None and doc["sources"] == ["logits"] and "bins" in doc["high"]
     assert calibration_summary([rec("a")]) is None
-
-
-def test_verdict_without_confidence_is_undecided(rec) -> None:
-    v = calibration_verdict(calibration(scored([rec("a")])), 0.1)
-    assert v["outcome"] == "undecided" and "1 without" in v["reason"]
-    with pytest.raises(ValueError):
-        calibration_verdict(calibration(scored([rec("a")])), 0.1, statistic="brier")

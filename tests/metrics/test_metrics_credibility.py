@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from medrcube.metrics.credibility import chain_pairs, credibility, credibility_by_part
+from medrcube.metrics.credibility import chain_pairs, credibility, credibility_by_part, luck_shares
 from medrcube.records import Outcome
 from medrcube.taxonomy import TASK_NAMES
 
@@ -94,3 +94,9 @@ def test_groups_sum_to_pairs(rec, spec):
     if c.rationality is not None:
         assert c.rationality + c.luck_rate == pytest.approx(1.0)
     assert sum(p.pairs for p in credibility_by_part(records).values()) == c.pairs
+
+
+def test_luck_shares_count_each_right_diagnosis_once(chains):
+    pairs, _ = chain_pairs(chains)
+    # i1-dd right with MR right and OR wrong: 1/2; i2-sg right with RG wrong: 1; wrong diagnoses: none.
+    assert luck_shares(iter(pairs)) == [("i1", 0.5), ("i2", 1.0)]

@@ -8,16 +8,11 @@ import pytest
 
 from medrcube.metrics.accuracy import wilson_interval
 from medrcube.metrics.findings import (
-    FAIL,
     NORMAL,
-    PASS,
-    UNDECIDED,
     cell_findings,
     findings_by_cell,
-    interval_verdict,
     kish_proportion,
     label_of,
-    min_sensitivity_verdict,
     site_predictive_values,
 )
 from medrcube.records import Outcome
@@ -109,17 +104,3 @@ def test_kish_design_effect_and_the_image_count_fallback() -> None:
     same = kish_proportion([(3, 3), (2, 2), (1, 1)])
     assert same.icc is None and same.deff == pytest.approx(6 / 3)
     assert (same.lo, same.hi) == pytest.approx(wilson_interval(3, 3))
-
-
-def test_interval_verdicts(rec) -> None:
-    assert interval_verdict(0.7, 0.9, 0.6) == PASS
-    assert interval_verdict(0.3, 0.5, 0.6) == FAIL
-    assert interval_verdict(0.5, 0.7, 0.6) == UNDECIDED
-    assert interval_verdict(0.01, 0.04, 0.05, higher_is_better=False) == PASS
-    cell = cell_findings(_table(rec), ("Chest", "X-Ray", "Disease Diagnosis"))
-    v = min_sensitivity_verdict(cell, "Pneumothorax", 0.9)
-    assert v["outcome"] == FAIL and v["observed"] == pytest.approx(8 / 12)  # Wilson hi(8/12) = 0.86
-    assert min_sensitivity_verdict(cell, "pneumothorax", 0.5)["outcome"] == UNDECIDED
-    assert min_sensitivity_verdict(cell, "pneumothorax", 0.3)["outcome"] == PASS
-    missing = min_sensitivity_verdict(cell, "effusion", 0.5)
-    assert missing["outcome"] == UNDECIDED and "effusion" in missing["reason"]

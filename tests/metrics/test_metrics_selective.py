@@ -10,7 +10,6 @@ from medrcube.metrics.selective import (
     DeferralCosts,
     abstention_summary,
     accuracy_at_coverage,
-    accuracy_at_coverage_verdict,
     aurc,
     coverage_at_risk,
     item_cost,
@@ -50,8 +49,6 @@ def test_from_records_ties_and_missing(rec) -> None:
     doc = selective_summary(recs)
     assert doc is not None and doc["n"] == 3 and set(doc["accuracy_at_coverage"]) == {"0.5", "0.8", "0.9"}
     assert selective_summary([rec("x")]) is None
-    v = accuracy_at_coverage_verdict(r, 1.0, 0.99)
-    assert v["outcome"] in ("fail", "undecided") and v["observed"] == pytest.approx(2 / 3)
 
 
 def test_costs_and_utility_by_hand(rec) -> None:

@@ -45,6 +45,8 @@ class CheckKind(StrEnum):
     FINDING = "finding"
     CALIBRATION = "calibration"
     SELECTIVE = "selective"
+    # A site's own proportion over records it selects (plugin/site.py), decided here.
+    SITE = "site"
 
 
 ACCURACY_KINDS = frozenset({CheckKind.CELL, CheckKind.SLICE, CheckKind.OVERALL})
@@ -289,14 +291,19 @@ def _credibility_checks(cube_cells: list[tuple[str, str, str]], parts: list[str]
     out = []
     for cid, part in scopes:
         bounds = cred.overall if part is None else cred.for_part(part)
-        if bounds.min_grounding is None or not has_chain(part):
+        if (bounds.min_grounding is None and bounds.max_luck_rate is None) or not has_chain(part):
             continue
+        # The luck rate is the primary bound when set (it is what a good model can pass);
+        # a min_grounding beside it is a second criterion of the same check.
+        luck = bounds.max_luck_rate is not None
         out.append(Check(
-            id=cid, kind=CheckKind.CREDIBILITY, metric="grounding", part=part, modality=None, task=None,
-            bound=bounds.min_grounding, rule=cred.rule, confidence=cred.confidence, min_n=bounds.min_pairs,
-            max_error_rate=cred.max_error_rate, source=bounds.source, required=cred.required,
-            params={"exclude_low_tasks": list(cred.exclude_low_tasks)},
-            labels=_labels(part or ALL_PARTS, "Credibility", "Grounding of diagnosis in perception", "credibility",
+            id=cid, kind=CheckKind.CREDIBILITY, metric="luck_rate" if luck else "grounding", part=part,
+            modality=None, task=None, bound=bounds.max_luck_rate if luck else bounds.min_grounding, rule=cred.rule,
+            confidence=cred.confidence, min_n=bounds.min_pairs, max_error_rate=cred.max_error_rate,
+            source=bounds.source, required=cred.required,
+            params={"exclude_low_tasks": list(cred.exclude_low_tasks), "max_luck_rate": bounds.max_luck_rate,
+                    "min_grounding": bounds.min_grounding},
+            labels=_labels(part or ALL_PARTS, "Credibility", "Diagnosis resting on perception", "credibility",
                            "critical", CheckKind.CREDIBILITY),
         ))
     return out

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from medrcube.gate.checks import Check
 from medrcube.gate.verdict import WorstItem
+from medrcube.metrics import finite
 from medrcube.metrics.clustered import ClusteredInterval
 from medrcube.metrics.paired import MeanDifference
 from medrcube.records import GradedRecord, Outcome
@@ -112,3 +113,63 @@ def api_errors(check: Check, asked: Sequence[GradedRecord]) -> tuple[float, Evid
         return rate, Evidence(check, len(considered) - len(errors), "graded items", error_rate=rate, error=msg,
                               details={"errors": len(errors), "asked": len(considered), "error_kinds": dict(kinds)})
     return rate, None
+
+
+# --------------------------------------------------------------------------- few images
+
+# Below this many effective images (n / m_w, m_w = sum m^2 / n), when some image carries
+# several items, the cluster-robust intervals under-cover (benchmarks/RESULTS.md,
+# section 13) and the gate decides with the finite-sample interval of metrics/finite.py.
+# Paired differences are mostly 0 with rare, skewed +-1: their t interval needs more.
+FEW_IMAGES = 100
+FEW_IMAGES_PAIRED = 200
+
+
+def image_units(units: Iterable[tuple[str, float]]) -> tuple[list[float], list[int]]:
+    """Per image (sorted by key, so that sums do not depend on record order): the sum of
+    its units' values in [0, 1] and how many units it holds."""
+    acc: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for key, v in units:
+        acc[key][0] += v
+        acc[key][1] += 1
+    return [acc[k][0] for k in sorted(acc)], [int(acc[k][1]) for k in sorted(acc)]
+
+
+def few_images(sizes: Sequence[int], limit: int = FEW_IMAGES) -> bool:
+    """Whether the cluster-robust interval is unreliable on these image sizes: several
+    items share an image and the effective number of images is below `limit`."""
+    n = sum(sizes)
+    if n == 0:
+        return False
+    m_w = sum(m * m for m in sizes) / n
+    return m_w > 1.0 and n / m_w < limit
+
+
+def with_finite(ev: Evidence, units: Iterable[tuple[str, float]], *, paired: bool = False) -> Evidence:
+    """`ev` decided with the finite-sample interval over images when few images hold its
+    units (see few_images); unchanged otherwise. `units` are (image, value) with values
+    in [0, 1] (proportions), or paired differences in {-1, 0, 1} when `paired`: those are
+    mapped to (1 + d) / 2, and the bound and interval back."""
+    if not ev.criteria or ev.error is not None:
+        return ev
+    if paired:
+        units = ((k, (1.0 + d) / 2.0) for k, d in units)
+    sums, sizes = image_units(units)
+    limit = FEW_IMAGES_PAIRED if paired else FEW_IMAGES
+    if not few_images(sizes, limit):
+        return ev
+    crit = ev.criteria[0]
+    conf = ev.check.confidence
+    to_u = (lambda x: (1.0 + x) / 2.0) if paired else (lambda x: x)
+    back = (lambda u: 2.0 * u - 1.0) if paired else (lambda u: u)
+    b = to_u(crit.bound)
+    up, down = finite.p_at_most(sums, sizes, b), finite.p_at_least(sums, sizes, b)
+    lo_u, hi_u = finite.interval(sums, sizes, conf)
+    p_pass, p_fail = (up, down) if crit.at_least else (down, up)
+    new = replace(crit, lo=back(lo_u), hi=back(hi_u), p_pass=p_pass, p_fail=p_fail)
+    n = sum(sizes)
+    why = (f"; decided with {finite.METHOD}: {len(sizes)} images, effective {n * n / sum(m * m for m in sizes):.1f}"
+           f" < {limit}, where the cluster-robust interval is unreliable")
+    details = {**ev.details, "interval_method": finite.METHOD, "cluster_robust_interval": [crit.lo, crit.hi]}
+    return replace(ev, criteria=(new, *ev.criteria[1:]), interval=(new.lo, new.hi), method=finite.METHOD,
+                   facts=ev.facts + why, details=details)

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from medrcube.gate.checks import Check, CheckKind
+from medrcube.gate.criteria import Evidence
 from medrcube.gate.evidence import collect
 from medrcube.gate.family import decide
 from medrcube.gate.verdict import NO_GUARANTEE, GateVerdict, Verdict, gate_verdict
@@ -38,13 +39,23 @@ def evaluate(check: Check, records: Iterable[GradedRecord], baseline: Iterable[G
 class GateResult:
     verdicts: tuple[Verdict, ...]
     gate: GateVerdict
+    evidences: tuple[Evidence, ...] = ()  # the family's evidence: a site check joins it (decide_joining)
 
     def by_id(self) -> dict[str, Verdict]:
         return {v.check_id: v for v in self.verdicts}
 
 
-def guarantee_text(checks: Sequence[Check]) -> str:
-    """What the gate's verdict guarantees on these checks, in one sentence."""
+def guarantee_text(checks: Sequence[Check], scope: str = "") -> str:
+    """What the gate's verdict guarantees on these checks, in one sentence, with the
+    intended-use scope and the checks made optional on this cube (gate/feasible.py)."""
+    dropped = [c for c in checks if c.params.get("not_required")]
+    tail = (f"; scope: {scope}" if scope else "") + (
+        f"; {len(dropped)} checks reported, not required on this cube (gate.json `not_required` says why)"
+        if dropped else "")
+    return _guarantee(checks) + tail
+
+
+def _guarantee(checks: Sequence[Check]) -> str:
     required = [c for c in checks if c.required]
     point = [c.id for c in required if c.rule == "point"]
     if not required:
@@ -64,6 +75,7 @@ def evaluate_gate(
     baseline: Iterable[GradedRecord] | None = None,
     *,
     baseline_error: str | None = None,
+    scope: str = "",
 ) -> GateResult:
     """Every check's verdict, decided as one family, and the gate's verdict.
     `baseline_error` says why the baseline's records are missing (the regression checks'
@@ -73,5 +85,13 @@ def evaluate_gate(
     evidences = [collect(c, records, base if c.kind is CheckKind.REGRESSION else None, baseline_error=baseline_error)
                  for c in checks]
     verdicts = tuple(decide(evidences))
-    gate = gate_verdict((v.to_dict() for v in verdicts), guarantee_text(checks))
-    return GateResult(verdicts, gate)
+    gate = gate_verdict((v.to_dict() for v in verdicts), guarantee_text(checks, scope))
+    return GateResult(verdicts, gate, tuple(evidences))
+
+
+def decide_joining(family: Sequence[Evidence], evidence: Evidence) -> Verdict:
+    """The verdict of a check decided after the family (a site check, plugin/site.py):
+    it joins the family (its required or optional half) and its fail claim is
+    Holm-adjusted over the family and itself. The family's own verdicts stand as they
+    were decided; site checks are not adjusted for one another (docs/guarantees.md)."""
+    return decide([*family, evidence])[-1]

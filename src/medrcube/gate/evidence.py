@@ -14,10 +14,10 @@ failing endpoint says nothing about the model.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from medrcube.gate.checks import ACCURACY_KINDS, Check, CheckKind
-from medrcube.gate.criteria import MAX_WORST, Criterion, Evidence
+from medrcube.gate.criteria import MAX_WORST, Criterion, Evidence, with_finite
 from medrcube.gate.criteria import api_errors as _errors
 from medrcube.gate.criteria import ci_text as _ci
 from medrcube.gate.criteria import diff_criterion as _diff_criterion
@@ -34,7 +34,7 @@ from medrcube.metrics.clustered import (
     image_key,
 )
 from medrcube.metrics.comparison import paired_records, regression
-from medrcube.metrics.credibility import chain_pairs, credibility_of_pairs, grounding
+from medrcube.metrics.credibility import chain_pairs, credibility_of_pairs, grounding, luck_shares
 from medrcube.metrics.paired import clustered_mean_difference
 from medrcube.metrics.robustness import rotated_items
 from medrcube.metrics.worst import worst_records
@@ -116,8 +116,39 @@ def _accuracy(check: Check, records: list[GradedRecord]) -> Evidence:
         f"{a.refused} refused; {a.errors} errors and {a.unavailable} unavailable excluded"
     )
     worst = tuple(WorstItem.of(r) for r in worst_records(std, MAX_WORST))
-    return Evidence(check, a.n, "graded items", (_prop_criterion("accuracy", ci, bound),), a.acc, (ci.lo, ci.hi),
-                    bound, chance, rate, facts, worst, details, PROPORTION_METHOD, note=raised)
+    ev = Evidence(check, a.n, "graded items", (_prop_criterion("accuracy", ci, bound),), a.acc, (ci.lo, ci.hi),
+                  bound, chance, rate, facts, worst, details, PROPORTION_METHOD, note=raised)
+    return with_finite(ev, ((image_key(r), float(r.correct)) for r in std if r.graded))
+
+
+# --------------------------------------------------------------------------- a site's own check
+
+
+def collect_site(check: Check, records: Iterable[GradedRecord], hit: Callable[[GradedRecord], bool]) -> Evidence:
+    """The evidence of a site check (plugin/site.py): the share of graded records that
+    `hit` counts, with the same interval, clustered by image, as a built-in accuracy
+    check (and the finite-sample one with few images)."""
+    asked = [r for r in records if r.outcome is not Outcome.UNAVAILABLE]
+    rate, err = _errors(check, asked)
+    if err:
+        return err
+    graded = [r for r in asked if r.outcome not in (Outcome.ERROR, Outcome.TRUNCATED)]
+    units = [(image_key(r), bool(hit(r))) for r in graded]
+    ci = clustered_wilson(cluster_counts(units), check.confidence)
+    bound = check.bound if check.bound is not None else 0.0
+    hits = sum(ok for _, ok in units)
+    details = {"hits": hits, "errors": len(asked) - len(graded), "clustered": ci.to_dict(), "clusters": ci.clusters,
+               "design_effect": ci.deff, "rule": check.rule, "source": check.source}
+    misses = [r for r in graded if not hit(r)][:MAX_WORST]
+    worst = tuple(WorstItem.of(r) for r in misses)
+    if not graded:
+        return Evidence(check, 0, "records", (), None, None, bound, None, rate, "nothing graded", (), details,
+                        PROPORTION_METHOD, note="no graded record: nothing to decide on")
+    facts = (f"{check.metric} {hits}/{len(graded)} = {hits / len(graded):.3f}{_ci(check.confidence, (ci.lo, ci.hi))}"
+             f" (clustered by image: {ci.clusters} images, design effect {ci.deff:.2f})")
+    ev = Evidence(check, len(graded), "records", (_prop_criterion(check.metric, ci, bound),), ci.estimate,
+                  (ci.lo, ci.hi), bound, None, rate, facts, worst, details, PROPORTION_METHOD)
+    return with_finite(ev, ((k, float(ok)) for k, ok in units))
 
 
 # --------------------------------------------------------------------------- credibility
@@ -132,14 +163,19 @@ def _credibility(check: Check, records: list[GradedRecord]) -> Evidence:
     pairs, dropped = chain_pairs(std, exclude_low_tasks=excluded)
     cred = credibility_of_pairs(pairs, dropped)
     g = grounding(pairs, check.confidence)
-    # The paper's ratios with their clustered intervals, reported (not gated).
-    rat_ci = clustered_wilson(cluster_counts((p.image, p.low.correct) for p in pairs if p.high.correct),
-                              check.confidence)
+    # The gated luck rate (one unit per right diagnosis), and the paper's shortcut
+    # probability with its clustered interval (reported, not gated).
+    luck_units = luck_shares(pairs)
+    luck_md = clustered_mean_difference(luck_units, check.confidence)
     sc_ci = clustered_wilson(cluster_counts((p.image, p.high.correct) for p in pairs if not p.low.correct),
                              check.confidence)
     bound = check.bound if check.bound is not None else 0.0
+    max_luck = check.params.get("max_luck_rate", None if check.metric == "grounding" else check.bound)
+    min_grounding = check.params.get("min_grounding", check.bound if check.metric == "grounding" else None)
     details = {**cred.to_dict(), "grounding": g.to_dict(), "expected_D_independent": g.expected_D,
-               "rationality_interval": [rat_ci.lo, rat_ci.hi], "shortcut_interval": [sc_ci.lo, sc_ci.hi],
+               "luck_rate_interval": [luck_md.lo, luck_md.hi],
+               "rationality_interval": [1.0 - luck_md.hi, 1.0 - luck_md.lo], "shortcut_interval": [sc_ci.lo, sc_ci.hi],
+               "max_luck_rate": max_luck, "min_grounding": min_grounding,
                "exclude_low_tasks": list(excluded), "rule": check.rule, "source": check.source}
     groups = f"A={cred.A} B={cred.B} C={cred.C} D={cred.D} on {cred.images} images"
     if g.expected_D is not None:
@@ -147,10 +183,12 @@ def _credibility(check: Check, records: list[GradedRecord]) -> Evidence:
     if dropped:
         groups += f", {dropped} pairs dropped (an error or unavailable item on one side)"
     facts = (
+        f"luck rate P(not L|H) per right diagnosis = {_f(luck_md.estimate)}"
+        f"{_ci(check.confidence, (luck_md.lo, luck_md.hi))} over {len(luck_units)} right diagnoses; "
         f"grounding P(H|L) - P(H|not L) = {_f(g.p_h_given_l)} - {_f(g.p_h_given_not_l)} = {_f(g.difference)}"
-        f"{_ci(check.confidence, (g.lo, g.hi))}, odds ratio {_f(g.odds_ratio)}; paper's numbers (reported, not "
-        f"bounds): rationality {_f(cred.rationality)}, luck rate {_f(cred.luck_rate)}, shortcut probability "
-        f"{_f(cred.shortcut_prob)}; {groups}"
+        f"{_ci(check.confidence, (g.lo, g.hi))}, odds ratio {_f(g.odds_ratio)}; paper's numbers: rationality "
+        f"{_f(cred.rationality)}, luck rate {_f(cred.luck_rate)}, shortcut probability {_f(cred.shortcut_prob)} "
+        f"(not a bound: it equals diagnostic accuracy when the two are independent); {groups}"
     )
     seen: set[str] = set()
     worst: list[WorstItem] = []
@@ -159,13 +197,29 @@ def _credibility(check: Check, records: list[GradedRecord]) -> Evidence:
             continue
         seen.add(p.image)
         worst.append(WorstItem.of(p.low, note=f"yet {p.high.task} item {p.high.item_id} on the same image was right"))
-    if g.difference is None:
-        return Evidence(check, cred.pairs, "pairs", (), None, None, bound, None, rate, facts, tuple(worst), details,
-                        g.method, note="grounding needs pairs with the perception right and pairs with it wrong")
-    sd = g.se * math.sqrt(g.pairs) if math.isfinite(g.se) else 1.0
-    crit = Criterion("grounding", g.difference, bound, True, g.lo, g.hi, g.p_at_most(bound), g.p_at_least(bound), sd)
-    return Evidence(check, cred.pairs, "pairs", (crit,), g.difference, (g.lo, g.hi), bound, 0.0, rate, facts,
-                    tuple(worst), details, g.method)
+    crits: list[Criterion] = []
+    notes: list[str] = []
+    if max_luck is not None:
+        if luck_md.estimate is not None:
+            crits.append(_diff_criterion("luck rate", luck_md, max_luck, False))
+        else:
+            notes.append("the luck rate needs pairs whose diagnosis is right")
+    if min_grounding is not None:
+        if g.difference is not None:
+            sd = g.se * math.sqrt(g.pairs) if math.isfinite(g.se) else 1.0
+            crits.append(Criterion("grounding", g.difference, min_grounding, True, g.lo, g.hi,
+                                   g.p_at_most(min_grounding), g.p_at_least(min_grounding), sd))
+        else:
+            notes.append("grounding needs pairs with the perception right and pairs with it wrong")
+    if notes:  # a criterion that cannot be measured leaves the whole check undecided
+        crits = []
+    primary = crits[0] if crits else None
+    method = (f"luck rate: {luck_md.method}" if max_luck is not None else "") + (
+        f"{'; ' if max_luck is not None else ''}grounding: {g.method}" if min_grounding is not None else "")
+    ev = Evidence(check, cred.pairs, "pairs", tuple(crits), primary.estimate if primary else None,
+                  (primary.lo, primary.hi) if primary else None, bound, None, rate, facts, tuple(worst), details,
+                  method, note="; ".join(notes))
+    return with_finite(ev, luck_units) if max_luck is not None else ev
 
 
 # --------------------------------------------------------------------------- image dependence
@@ -192,8 +246,9 @@ def _image_dependence(check: Check, records: list[GradedRecord]) -> Evidence:
     worst = tuple(WorstItem.of(b, note="answered right without the image") for _, b in
                   sorted(pairs, key=lambda sb: sb[0].item_id) if b.correct)[:MAX_WORST]
     crits = () if md.estimate is None else (_diff_criterion("standard - blind accuracy", md, bound, True),)
-    return Evidence(check, md.n, "items graded in both variants", crits, md.estimate, (md.lo, md.hi), bound, chance,
-                    rate, facts, worst, details, md.method, note="" if crits else "no item graded in both variants")
+    ev = Evidence(check, md.n, "items graded in both variants", crits, md.estimate, (md.lo, md.hi), bound, chance,
+                  rate, facts, worst, details, md.method, note="" if crits else "no item graded in both variants")
+    return with_finite(ev, ((image_key(s), float(s.correct) - float(b.correct)) for s, b in pairs), paired=True)
 
 
 # --------------------------------------------------------------------------- position robustness
@@ -270,5 +325,7 @@ def _regression(
     worst = tuple(WorstItem.of(r, note="the baseline answered it right")
                   for r in sorted(lost, key=lambda r: r.item_id)[:MAX_WORST])
     crits = () if md.estimate is None else (_diff_criterion("drop against the baseline", md, margin, False),)
-    return Evidence(check, md.n, "items graded by both models", crits, md.estimate, (md.lo, md.hi), margin, None,
-                    rate, facts, worst, details, md.method, note="" if crits else "no item graded by both models")
+    ev = Evidence(check, md.n, "items graded by both models", crits, md.estimate, (md.lo, md.hi), margin, None,
+                  rate, facts, worst, details, md.method, note="" if crits else "no item graded by both models")
+    pairs, _ = paired_records(cand, base)
+    return with_finite(ev, ((image_key(c), float(b.correct) - float(c.correct)) for c, b in pairs), paired=True)

@@ -31,10 +31,11 @@ from collections.abc import Sequence
 from statistics import NormalDist
 
 from medrcube.gate.checks import Check, CheckKind
-from medrcube.gate.criteria import MAX_WORST, Criterion, Evidence, api_errors, ci_text, fmt, prop_criterion
+from medrcube.gate.criteria import MAX_WORST, Criterion, Evidence, api_errors, ci_text, fmt, prop_criterion, with_finite
 from medrcube.gate.verdict import WorstItem, letter
 from medrcube.metrics.calibration import calibration, scored
 from medrcube.metrics.clustered import METHOD as PROPORTION_METHOD
+from medrcube.metrics.clustered import image_key
 from medrcube.metrics.findings import Proportion, cell_findings, label_of
 from medrcube.metrics.perturbation import perturbation_robustness, tango_score
 from medrcube.metrics.selective import (
@@ -144,8 +145,16 @@ def _robustness(check: Check, records: list[GradedRecord]) -> Evidence:
     p_fail, p_pass = _z_p(z)  # Z decreases in delta: Z(margin) << 0 means the drop is decisively within
     sd = math.sqrt(d.deff * max((d.b + d.c) / d.n, margin, 1e-3))
     crit = Criterion(f"accuracy drop under {variant}", d.drop, margin, False, d.lo, d.hi, p_pass, p_fail, sd)
-    return Evidence(check, d.n, "items graded in both variants", (crit,), d.drop, (d.lo, d.hi), margin, None, rate,
-                    facts, tuple(worst), details, TANGO_METHOD)
+    ev = Evidence(check, d.n, "items graded in both variants", (crit,), d.drop, (d.lo, d.hi), margin, None, rate,
+                  facts, tuple(worst), details, TANGO_METHOD)
+    return with_finite(ev, _drops(asked, variant), paired=True)
+
+
+def _drops(asked: list[GradedRecord], variant: str) -> list[tuple[str, float]]:
+    """(image, standard - perturbed correctness) of the items graded in both variants."""
+    std = {r.item_id: r for r in asked if r.variant == "standard" and r.graded}
+    return [(image_key(s), float(s.correct) - float(p.correct)) for p in asked
+            if p.variant == variant and p.graded and (s := std.get(p.item_id)) is not None]
 
 
 # --------------------------------------------------------------------------- findings (issue 16)
@@ -188,8 +197,11 @@ def _finding(check: Check, records: list[GradedRecord]) -> Evidence:
               and label_of(r.options[r.answer]) == finding and not r.correct]
     worst = tuple(WorstItem.of(r, note=f"{finding} missed") for r in sorted(missed, key=lambda r: r.item_id)[:MAX_WORST])
     crit = wilson_criterion(f"sensitivity for {finding}", se, bound)
-    return Evidence(check, se.n, "items with the finding", (crit,), se.value, (se.lo, se.hi), bound, None, rate,
-                    facts, worst, details, KISH_METHOD)
+    ev = Evidence(check, se.n, "items with the finding", (crit,), se.value, (se.lo, se.hi), bound, None, rate,
+                  facts, worst, details, KISH_METHOD)
+    positives = [r for r in std if r.graded and r.options and 0 <= r.answer < len(r.options)
+                 and label_of(r.options[r.answer]) == finding]
+    return with_finite(ev, ((image_key(r), float(r.correct)) for r in positives))
 
 
 # --------------------------------------------------------------------------- calibration (issue 16)

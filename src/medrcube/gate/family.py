@@ -123,6 +123,9 @@ def _verdict(e: Evidence, p_adj: float | None, m: int) -> Verdict:
         method=e.method,
     )
     note = f" ({e.note})" if e.note else ""
+    if check.params.get("not_required"):  # made optional before the run (gate/feasible.py): say so everywhere
+        common["details"]["not_required"] = check.params["not_required"]
+        note += f" [not required: {check.params['not_required']}]"
     if e.error is not None:
         return Verdict(status=Status.ERROR, message=e.error, guarantee="not graded", **common)
     p_pass, p_fail = _p_pass(e), _p_fail(e)
@@ -164,7 +167,8 @@ def _verdict(e: Evidence, p_adj: float | None, m: int) -> Verdict:
     plan = (f"; about {needed} {e.units} would decide it with {DEFAULT_POWER:.0%} power (design effect and "
             f"family of {m} checks included)" if needed is not None else "")
     heads = "; ".join(_head(c, check.confidence, "not decided") for c in e.criteria)
-    msg = f"undecided: {why}{plan}" + (f"\n  {heads}" if heads else "") + (f"{ref}\n  {e.facts}" if e.facts else "")
+    nr = check.params.get("not_required")
+    msg = f"undecided{f' [not required: {nr}]' if nr else ''}: {why}{plan}" + (f"\n  {heads}" if heads else "") + (f"{ref}\n  {e.facts}" if e.facts else "")
     return Verdict(status=Status.UNDECIDED, message=_with_worst(msg, e.worst), worst=e.worst,
                    guarantee="no decision", needed_n=needed, **common)
 

@@ -29,6 +29,8 @@ TOP_KEYS = (
     "findings",
     "calibration",
     "selective",
+    "feasibility",
+    "scope",
     "profiles",
 )
 # Built-in decision defaults, used for any key the file's `defaults` leaves out.
@@ -120,13 +122,17 @@ class SlicePolicy:
 
 @dataclass(frozen=True, slots=True)
 class CredibilityBounds:
-    """The grounding bound of one credibility scope (overall, or a part)."""
+    """The bounds of one credibility scope (overall, or a part)."""
 
     # P(diagnosis right | perception right) - P(diagnosis right | perception wrong) on the
     # same image must reach this: 0 for a model whose diagnosis ignores its perception.
     min_grounding: float | None
     min_pairs: int  # the point rule decides on its estimate only from this many pairs on
     source: str = ""
+    # The luck rate P(perception wrong | diagnosis right) = D / (A + D), the complement of
+    # the paper's rationality, must stay at or below this: small for a model that perceives
+    # well, whatever its diagnostic accuracy, and 0 when perception is always right.
+    max_luck_rate: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,6 +270,49 @@ class SelectivePolicy:
     source: str = "selective"
 
 
+FEASIBILITY_ACTIONS = ("optional", "refuse", "required")
+SCOPE_KEYS = ("parts", "modalities", "tasks")
+
+
+@dataclass(frozen=True, slots=True)
+class FeasibilityPolicy:
+    """What happens to a required check this cube cannot decide (gate/feasible.py):
+    fewer than `min_images` images under it, or a model right on every item would not pass
+    it. `optional`: reported, not required, and named in every output; `refuse`: the run
+    stops before the first request, naming the checks; `required` (a file without this
+    section): left required, as before issue 22, so that the gate cannot qualify."""
+
+    when_undecidable: str = "required"
+    min_images: int = 1
+    source: str = "feasibility"
+
+
+@dataclass(frozen=True, slots=True)
+class ScopePolicy:
+    """The intended use: the parts, modalities and tasks a deployment covers (empty: all).
+    Checks that reach outside it are reported, not required."""
+
+    parts: tuple[str, ...] = ()
+    modalities: tuple[str, ...] = ()
+    tasks: tuple[str, ...] = ()
+    source: str = "scope"
+
+    @property
+    def everything(self) -> bool:
+        return not (self.parts or self.modalities or self.tasks)
+
+    def covers(self, part: str | None, modality: str | None, task: str | None) -> bool:
+        """Whether a check's selector (None: every value) lies inside the scope."""
+        return all(not allowed or (value is not None and value in allowed)
+                   for value, allowed in ((part, self.parts), (modality, self.modalities), (task, self.tasks)))
+
+    def describe(self) -> str:
+        if self.everything:
+            return "every part, modality and task of the cube"
+        return "; ".join(f"{k}: {', '.join(v)}" for k, v in (("parts", self.parts), ("modalities", self.modalities),
+                                                              ("tasks", self.tasks)) if v)
+
+
 @dataclass(frozen=True, slots=True)
 class Policy:
     source: str
@@ -282,6 +331,8 @@ class Policy:
     findings: FindingsPolicy | None = None
     calibration: CalibrationPolicy | None = None
     selective: SelectivePolicy = field(default_factory=SelectivePolicy)
+    feasibility: FeasibilityPolicy = field(default_factory=FeasibilityPolicy)
+    scope: ScopePolicy = field(default_factory=ScopePolicy)
 
     def cell_bound(self, cell: tuple[str, str, str]) -> Bound | None:
         """The bound of a cube cell: matching `cells` entries applied in order, field by field."""

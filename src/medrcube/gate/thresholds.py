@@ -47,19 +47,23 @@ from medrcube.gate.policy import (
     AXES,
     BUILTIN_DEFAULTS,
     DECISION_KEYS,
+    FEASIBILITY_ACTIONS,
     SCHEMA_VERSION,
+    SCOPE_KEYS,
     Bound,
     CalibrationPolicy,
     CellRule,
     CredibilityBounds,
     CredibilityPolicy,
     Decision,
+    FeasibilityPolicy,
     FindingsPolicy,
     ImageDependencePolicy,
     Policy,
     PositionPolicy,
     RegressionPolicy,
     RobustnessPolicy,
+    ScopePolicy,
     SelectivePolicy,
     SlicePolicy,
     ThresholdsError,
@@ -220,7 +224,30 @@ def _build(
         findings=findings,
         calibration=calibration,
         selective=selective,
+        feasibility=_build_feasibility(c, doc.get("feasibility") or {}, src("feasibility")),
+        scope=_build_scope(c, doc.get("scope") or {}, src("scope")),
     )
+
+
+def _build_feasibility(c: Checker, d: Mapping[str, Any], source: str) -> FeasibilityPolicy:
+    d = c.mapping("feasibility", d, ("when_undecidable", "min_images"))
+    action = d.get("when_undecidable", "required")
+    if action not in FEASIBILITY_ACTIONS:
+        c.fail("feasibility.when_undecidable", "unknown action" + did_you_mean(str(action), FEASIBILITY_ACTIONS),
+               action, f"use one of {', '.join(FEASIBILITY_ACTIONS)}")
+    min_images = c.count("feasibility.min_images", d.get("min_images", 1))
+    return FeasibilityPolicy(action, min_images, source)
+
+
+def _build_scope(c: Checker, d: Mapping[str, Any], source: str) -> ScopePolicy:
+    d = c.mapping("scope", d, SCOPE_KEYS)
+    values: dict[str, tuple[str, ...]] = {}
+    for key in SCOPE_KEYS:
+        v = d.get(key) or []
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            c.fail(f"scope.{key}", "must be a list of names", v, f"write e.g. `{key}: [Chest]`")
+        values[key] = tuple(v)
+    return ScopePolicy(**values, source=source)
 
 
 def _build_findings(c: Checker, doc: Mapping[str, Any], defaults: Decision, src: Callable[..., str]) -> FindingsPolicy | None:
@@ -243,13 +270,14 @@ def _build_findings(c: Checker, doc: Mapping[str, Any], defaults: Decision, src:
 
 def _build_credibility(d: Mapping[str, Any], defaults: Decision, src: Callable[..., str]) -> CredibilityPolicy:
     min_pairs = d.get("min_pairs", defaults.min_n)
-    overall = CredibilityBounds(d.get("min_grounding"), min_pairs, src("credibility"))
+    overall = CredibilityBounds(d.get("min_grounding"), min_pairs, src("credibility"), d.get("max_luck_rate"))
     parts = {}
     for part, spec in (d.get("parts") or {}).items():
         parts[part] = CredibilityBounds(
             spec.get("min_grounding", overall.min_grounding),
             spec.get("min_pairs", min_pairs),
             src("credibility", "parts", part),
+            spec.get("max_luck_rate", overall.max_luck_rate),
         )
     tasks = d.get("exclude_low_tasks")
     return CredibilityPolicy(

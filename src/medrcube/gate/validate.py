@@ -155,7 +155,7 @@ def validate_doc(c: Checker, doc: Any, prefix: str, *, top: bool) -> None:
             validate_doc(c, overlay, f"profiles.{name}", top=False)
 
 
-CRED_BOUND_KEYS = ("min_grounding", "min_pairs")
+CRED_BOUND_KEYS = ("min_grounding", "max_luck_rate", "min_pairs")
 CRED_KEYS = (*CRED_BOUND_KEYS, "enabled", "by_part", "parts", "exclude_low_tasks", "rule", "confidence",
              "max_error_rate", "required")
 # Keys of the paper's measures, which are reported but no longer bounds (docs/guarantees.md).
@@ -168,7 +168,7 @@ def _retired(c: Checker, k: str, d: Mapping[str, Any]) -> None:
             c.fail(f"{k}.{name}", "is no longer a bound: rationality and shortcut probability move with accuracy "
                    "(for a model whose diagnosis ignores its perception, shortcut probability equals diagnostic "
                    "accuracy), so they are reported, not gated", show_value=False,
-                   fix="delete it and bound grounding instead, e.g. `min_grounding: 0.1` (see docs/guarantees.md)")
+                   fix="delete it and bound the luck rate instead, e.g. `max_luck_rate: 0.2` (see docs/guarantees.md)")
 
 
 def validate_credibility(c: Checker, k: str, value: Any) -> None:
@@ -179,6 +179,7 @@ def validate_credibility(c: Checker, k: str, value: Any) -> None:
         if b in d:
             c.boolean(f"{k}.{b}", d[b])
     c.optional_prob(k, d, "min_grounding", "a grounding difference")
+    c.optional_prob(k, d, "max_luck_rate", "a share of right diagnoses")
     if "min_pairs" in d:
         c.count(f"{k}.min_pairs", d["min_pairs"])
     c.decision(k, {x: d[x] for x in ("rule", "confidence", "max_error_rate", "required") if x in d})
@@ -195,5 +196,6 @@ def validate_credibility(c: Checker, k: str, value: Any) -> None:
                 _retired(c, pk, spec)
             c.mapping(pk, spec, CRED_BOUND_KEYS)
             c.optional_prob(pk, spec, "min_grounding", "a grounding difference")
+            c.optional_prob(pk, spec, "max_luck_rate", "a share of right diagnoses")
             if "min_pairs" in spec:
                 c.count(f"{pk}.min_pairs", spec["min_pairs"])

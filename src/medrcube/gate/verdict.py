@@ -185,6 +185,9 @@ class GateVerdict:
     undecided: tuple[str, ...]  # required checks undecided or in error
     needs: dict[str, int | None]  # undecided required check -> items it would need
     guarantee: str  # what QUALIFIED / NOT QUALIFIED guarantee on this policy
+    # Checks the policy requires but this cube cannot decide, or outside the intended-use
+    # scope: reported, not required (gate/feasible.py), each with its reason.
+    not_required: dict[str, str] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
@@ -197,6 +200,10 @@ class GateVerdict:
                 + (", ..." if len(self.failed) > 5 else "") + ")"
         elif self.status is GateStatus.UNDECIDED:
             head += f" ({len(self.undecided)} required checks undecided or not graded)"
+        if self.not_required:
+            shown = ", ".join(list(self.not_required)[:5]) + (", ..." if len(self.not_required) > 5 else "")
+            head += (f"; {len(self.not_required)} checks reported but not required (undecidable on this cube or "
+                     f"outside the scope: {shown})")
         return f"{head}; {self.guarantee}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -208,6 +215,7 @@ class GateVerdict:
             "undecided": list(self.undecided),
             "needs": dict(self.needs),
             "guarantee": self.guarantee,
+            "not_required": dict(self.not_required),
         }
 
 
@@ -222,10 +230,14 @@ def gate_verdict(entries: Iterable[Mapping[str, Any]], guarantee: str = "") -> G
     undecided: list[str] = []
     needs: dict[str, int | None] = {}
     required_seen = 0
+    not_required: dict[str, str] = {}
     for e in entries:
         status = str(e.get("status", e.get("verdict")))
         cid = str(e.get("check_id", e.get("id")))
         counts[status] = counts.get(status, 0) + 1
+        why = (e.get("details") or {}).get("not_required")
+        if why:
+            not_required[cid] = str(why)
         if not e.get("required", True):
             continue
         required_seen += 1
@@ -240,4 +252,4 @@ def gate_verdict(entries: Iterable[Mapping[str, Any]], guarantee: str = "") -> G
         status_ = GateStatus.UNDECIDED
     else:
         status_ = GateStatus.QUALIFIED
-    return GateVerdict(status_, counts, tuple(failed), tuple(undecided), needs, guarantee)
+    return GateVerdict(status_, counts, tuple(failed), tuple(undecided), needs, guarantee, not_required)

@@ -32,8 +32,7 @@ calibrated scorer's truth, 0, inside the percentile interval only 83% of the tim
 
 `reliability` gives the diagram's data per bin (mean confidence, accuracy with a Wilson
 interval, count); `by_level` does everything per task level (low, mid, high) and over
-all. `calibration_verdict` is the check: pass when the upper bound is below the bound,
-fail when the lower bound is above it, otherwise undecided.
+all. The check itself (pass, fail, undecided) is the gate's (gate/evidence_clinical.py).
 """
 
 from __future__ import annotations
@@ -52,7 +51,6 @@ from medrcube.taxonomy import Level, task_level
 
 DEFAULT_BINS = 10
 DEFAULT_BOOT = 400
-PASS, FAIL, UNDECIDED = "pass", "fail", "undecided"
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,22 +243,6 @@ def by_level(records: Sequence[GradedRecord], n_bins: int = DEFAULT_BINS, n_boot
     return out
 
 
-def calibration_verdict(cal: Calibration, bound: float, statistic: str = "ce") -> dict[str, Any]:
-    """The check "calibration error at most `bound`": pass when the interval's upper bound
-    is below it, fail when its lower bound is above it, else undecided. `statistic` is
-    "ce" (debiased, the default) or "ece"."""
-    if statistic not in ("ce", "ece"):
-        raise ValueError(f"statistic must be 'ce' or 'ece', not {statistic!r}")
-    value = cal.ce if statistic == "ce" else cal.ece
-    lo, hi = cal.ce_ci95 if statistic == "ce" else cal.ece_ci95
-    if value is None:
-        return {"outcome": UNDECIDED, "statistic": statistic, "bound": bound, "observed": None, "ci95": [lo, hi],
-                "n": 0, "reason": f"no graded record carries a confidence ({cal.missing} without one)"}
-    outcome = PASS if hi < bound else FAIL if lo > bound else UNDECIDED
-    return {"outcome": outcome, "statistic": statistic, "bound": bound, "observed": value, "ci95": [lo, hi],
-            "n": cal.n, "clusters": cal.clusters}
-
-
 def calibration_summary(records: Sequence[GradedRecord]) -> dict[str, Any] | None:
     """The metrics_summary.json block (None when no record carries a confidence)."""
     levels = by_level(records)
@@ -271,6 +253,6 @@ def calibration_summary(records: Sequence[GradedRecord]) -> dict[str, Any] | Non
 
 
 __all__ = [
-    "Calibration", "Scored", "by_level", "calibration", "calibration_summary", "calibration_verdict",
+    "Calibration", "Scored", "by_level", "calibration", "calibration_summary",
     "cluster_bootstrap", "from_arrays", "reliability", "scored",
 ]

@@ -164,6 +164,21 @@ def credibility_by_part(
     }
 
 
+def luck_shares(pairs: Iterable[Pair]) -> list[tuple[str, float]]:
+    """(image, share of its counted perception items answered wrong) for every right
+    diagnosis: the luck rate P(not L | H) with each right diagnosis counted once. It is
+    the paper's D / (A + D) when every diagnosis has as many perception partners, and
+    keeps the units per image few (one per right diagnosis), so that the finite-sample
+    interval over images stays tight."""
+    per: dict[str, list[Any]] = {}  # right diagnosis -> [image, wrong partners, partners]
+    for p in pairs:
+        if p.high.correct:
+            row = per.setdefault(p.high.item_id, [p.image, 0, 0])
+            row[1] += not p.low.correct
+            row[2] += 1
+    return [(image, wrong / total) for _, (image, wrong, total) in sorted(per.items())]
+
+
 # --------------------------------------------------------------------------- grounding
 
 GROUNDING_METHOD = (

@@ -40,9 +40,8 @@ and the interval maps the sensitivity and specificity bounds through the same fo
 (PPV rises in se and sp, so [PPV(se_lo, sp_lo), PPV(se_hi, sp_hi)]; likewise NPV): a
 conservative interval, as the two bounds are not joint.
 
-`min_sensitivity_verdict` is the check logic: pass when the lower bound is above the
-bound, fail when the upper bound is below it, otherwise undecided (the evidence cannot
-tell). It is pure; the gate wires it to the policy.
+Estimates and intervals only: the per-finding check is decided by the gate
+(gate/evidence_clinical.py, gate/family.py).
 """
 
 from __future__ import annotations
@@ -64,7 +63,6 @@ _NORMAL_SPELLINGS = frozenset({
     "no disease", "healthy", "none", "negative", "no abnormality detected", "within normal limits",
     "no significant abnormality", "no lesion", "no tumor", "no tumour", "no pathology",
 })
-PASS, FAIL, UNDECIDED = "pass", "fail", "undecided"
 
 
 def label_of(text: str) -> str:
@@ -295,34 +293,6 @@ def _prevalence_for(cell: tuple[str, str, str], prevalence: Any) -> Mapping[str,
     return flat or None
 
 
-# -- the check logic -------------------------------------------------------------------------
-
-
-def interval_verdict(lo: float, hi: float, bound: float, *, higher_is_better: bool = True) -> str:
-    """pass / fail / undecided from an interval against a bound.
-
-    Higher is better (a minimum): pass when lo > bound, fail when hi < bound. Lower is
-    better (a maximum): pass when hi < bound, fail when lo > bound. Otherwise the
-    interval straddles the bound and the evidence cannot decide: undecided."""
-    if higher_is_better:
-        return PASS if lo > bound else FAIL if hi < bound else UNDECIDED
-    return PASS if hi < bound else FAIL if lo > bound else UNDECIDED
-
-
-def min_sensitivity_verdict(cell: CellFindings, finding: str, bound: float) -> dict[str, Any]:
-    """The check "sensitivity for `finding` in this cell is at least `bound`": its
-    outcome and evidence. A finding never the truth in the cell has no evidence:
-    undecided, saying so."""
-    f = label_of(finding)
-    stats = cell.findings.get(f)
-    if stats is None or stats.sensitivity.n == 0:
-        return {"outcome": UNDECIDED, "finding": f, "bound": bound, "observed": None, "ci95": [0.0, 1.0],
-                "n": 0, "reason": f"no item of cell {'|'.join(cell.cell)} has {f!r} as its answer"}
-    se = stats.sensitivity
-    return {"outcome": interval_verdict(se.lo, se.hi, bound), "finding": f, "bound": bound, "observed": se.value,
-            "ci95": [se.lo, se.hi], "n": se.n, "clusters": se.clusters, "deff": se.deff}
-
-
 def findings_summary(cells: Mapping[tuple[str, str, str], CellFindings]) -> dict[str, Any]:
     """The metrics_summary.json block: per cell key "task=...|modality=...|parts=..."."""
     return {f"task={c[2]}|modality={c[1]}|parts={c[0]}": v.to_dict() for c, v in sorted(cells.items())}
@@ -330,6 +300,6 @@ def findings_summary(cells: Mapping[tuple[str, str, str], CellFindings]) -> dict
 
 __all__ = [
     "CellFindings", "FindingStats", "Proportion", "cell_findings", "clustered_proportion", "findings_by_cell",
-    "findings_summary", "interval_verdict", "kish_proportion", "label_of", "min_sensitivity_verdict",
-    "site_predictive_values", "NORMAL", "PASS", "FAIL", "UNDECIDED",
+    "findings_summary", "kish_proportion", "label_of",
+    "site_predictive_values", "NORMAL",
 ]

@@ -317,16 +317,3 @@ def decide(result: PerturbationRobustness, *, margin: float, bound: float, min_n
         result, noninferiority_decision(result.drop, margin, min_n=min_n),
         agreement_decision(result.agreement, bound, min_n=min_n), margin, bound,
     )
-
-
-def robustness_verdicts(records: Iterable[GradedRecord], *, margin: float = DEFAULT_MARGIN,
-                        bound: float = DEFAULT_AGREEMENT, scopes: Sequence[str] = ("overall",),
-                        variants: Sequence[str] | None = None, min_n: int = 1,
-                        max_error_rate: float | None = None, confidence: float = 0.95) -> list[RobustnessVerdict]:
-    """Both decisions for every perturbation on every scope in `scopes` ("overall",
-    "slice", "cell", "part", "modality", "task"): what a gate check per (perturbation,
-    scope) reads. `confidence` is the per-check level, so a family correction is the
-    caller's (e.g. 1 - alpha / checks for Bonferroni)."""
-    records = list(records)
-    return [decide(r, margin=margin, bound=bound, min_n=min_n, max_error_rate=max_error_rate)
-            for by in scopes for r in robustness_table(records, by=by, variants=variants, confidence=confidence)]

@@ -26,7 +26,7 @@ Two ways a model can decline, measured apart:
    0: every answer wrong), with a cluster-robust interval (the ratio estimator's
    between-image variance, normal approximation, clipped to [0, 1]).
 
-Check logic (pure; the gate wires it): `interval_verdict` from metrics.findings.
+Estimates and intervals only: the checks are decided by the gate (gate/evidence_clinical.py).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ import numpy as np
 
 from medrcube.metrics.calibration import DEFAULT_BOOT, cluster_bootstrap, confident_rows
 from medrcube.metrics.clustered import image_key
-from medrcube.metrics.findings import Proportion, clustered_proportion, interval_verdict
+from medrcube.metrics.findings import Proportion, clustered_proportion
 from medrcube.records import GradedRecord, Outcome
 
 ABSTAIN_VARIANT = "abstain"
@@ -267,32 +267,8 @@ def abstention_summary(records: Sequence[GradedRecord], costs: DeferralCosts = D
                                        for c, u in cells.items()}}
 
 
-def min_utility_verdict(u: Utility, bound: float) -> dict[str, Any]:
-    """The check "utility at least `bound`" on the cell's interval."""
-    if u.utility is None:
-        return {"outcome": "undecided", "bound": bound, "observed": None, "ci95": [0.0, 1.0], "n": 0,
-                "reason": "no record of the abstain variant in this cell"}
-    return {"outcome": interval_verdict(u.ci95[0], u.ci95[1], bound), "bound": bound, "observed": u.utility,
-            "ci95": list(u.ci95), "n": u.n}
-
-
-def accuracy_at_coverage_verdict(r: Ranked, coverage: float, bound: float) -> dict[str, Any]:
-    """The check "accuracy of the most confident `coverage` fraction at least `bound`"."""
-    p = accuracy_at_coverage(r, coverage)
-    return {"outcome": interval_verdict(p.lo, p.hi, bound), "coverage": coverage, "bound": bound,
-            "observed": p.value, "ci95": [p.lo, p.hi], "n": p.n}
-
-
-def coverage_at_risk_verdict(r: Ranked, risk: float, bound: float) -> dict[str, Any]:
-    """The check "coverage at risk `risk` at least `bound`"."""
-    c = coverage_at_risk(r, risk)
-    return {"outcome": interval_verdict(c["ci95"][0], c["ci95"][1], bound), "risk": risk, "bound": bound,
-            "observed": c["coverage"], "ci95": c["ci95"], "n": c["n"]}
-
-
 __all__ = [
     "DeferralCosts", "Ranked", "Utility", "abstention_summary", "accuracy_at_coverage",
-    "accuracy_at_coverage_verdict", "aurc", "coverage_at_risk", "coverage_at_risk_replicates", "coverage_at_risk_verdict", "item_cost",
-    "min_utility_verdict", "ranked", "ranked_from_arrays", "risk_coverage", "selective_summary", "utility",
+    "aurc", "coverage_at_risk", "coverage_at_risk_replicates", "item_cost", "ranked", "ranked_from_arrays", "risk_coverage", "selective_summary", "utility",
     "utility_by_cell",
 ]

@@ -107,6 +107,7 @@ class GateSession:
     _baseline_records: list[GradedRecord] | None = field(default=None, repr=False)
     _failure: str | None = field(default=None, repr=False)
     _verdicts: dict[str, Any] = field(default_factory=dict, repr=False)
+    _family: tuple[Any, ...] = field(default=(), repr=False)  # the built-in checks' Evidence (site checks join it)
     questions: dict[str, str] = field(default_factory=dict, repr=False)  # item id -> question
     progress: Any = None  # a medrcube.plugin.progress.GateProgress, set by the plugin
     _inference: Any = field(default=None, repr=False)  # medrcube.service.Inference
@@ -229,8 +230,19 @@ class GateSession:
 
                 self._verdicts = sequential_verdicts(self.checks, seq, baseline, baseline_error=missing)
             else:
-                self._verdicts = evaluate_gate(self.checks, records, baseline, baseline_error=missing).by_id()
+                result = evaluate_gate(self.checks, records, baseline, baseline_error=missing)
+                self._verdicts, self._family = result.by_id(), result.evidences
         return self._verdicts[check.id]
+
+    def site_verdict(self, check: Any, records: Any, hit: Any) -> Any:
+        """The verdict of a site check (plugin/site.py): the gate's clustered evidence,
+        decided as a member of the built-in checks' family (gate.evaluate.decide_joining)."""
+        from medrcube.gate.evaluate import decide_joining
+        from medrcube.gate.evidence import collect_site
+
+        if self.checks and not self._verdicts:
+            self.verdict(self.checks[0])  # decide the family first (once per process)
+        return decide_joining(self._family, collect_site(check, records, hit))
 
     # -- hand-over to the controller -------------------------------------------------------
 
@@ -272,6 +284,7 @@ def _build(options: GateOptions) -> GateSession:
     from medrcube.cube import load_cube
     from medrcube.cube.item import CubeError
     from medrcube.gate.checks import build_checks
+    from medrcube.gate.feasible import assess
     from medrcube.gate.thresholds import ThresholdsError, load_policy, validate_against_cells
     from medrcube.models.registry import ModelSpecError, load_adapter
 
@@ -297,6 +310,8 @@ def _build(options: GateOptions) -> GateSession:
         validate_against_cells(policy, cells)
         checks = build_checks(cells, policy, variants=variants, has_baseline=bool(baseline_dir or baseline_spec),
                               cell_options=offered)
+        # Checks this cube cannot decide, or outside the scope: reported, not required (or refused).
+        checks = assess(checks, cube.items, policy)
     except ThresholdsError as e:
         option = "--profile" if e.key == "profiles" and options.profile else "--thresholds"
         raise _usage(option, options.profile if option == "--profile" else thresholds, str(e)) from None

@@ -430,8 +430,9 @@ def gate_meta(session: Any, entries: Mapping[str, Any]) -> dict[str, Any]:
     findings = getattr(session.policy, "findings", None)  # the site's case mix and deferral cost: metrics_summary.json
     site = {"prevalence": dict(findings.prevalence) if findings else {},
             "deferral_cost": session.policy.selective.deferral_cost}
-    guarantee = guarantee_text(session.checks) + guarantee_note(session.options.sequential)
-    return {"guarantee": guarantee, "not_run": not_run, "site_policy": site}
+    scope = session.policy.scope.describe()
+    guarantee = guarantee_text(session.checks, scope) + guarantee_note(session.options.sequential)
+    return {"guarantee": guarantee, "not_run": not_run, "site_policy": site, "scope": scope}
 
 
 def run_meta(session: Any, run_id: str, result: Any, handovers: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:

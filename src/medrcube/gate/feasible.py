@@ -1,0 +1,102 @@
+"""Before the first request: which required checks this cube can decide at all.
+
+A required check that no answer set could pass on the cube at hand makes the gate unable
+to say QUALIFIED to anyone. Planning knows it from the cube alone (its items, images and
+options), so it is settled here, visibly, by the policy's `feasibility` section:
+
+- a check with fewer than `feasibility.min_images` images under it, or one that a model
+  right on every item would still not pass (the gate's own evidence code is run on such
+  answers: too few images for the bound at the check's confidence), is *undecidable on
+  this cube*; `when_undecidable: optional` reports it without requiring it,
+  `when_undecidable: refuse` stops the run, naming every such check, and `required`
+  (the default of a file without the section) leaves it required;
+- a check that reaches outside the intended-use `scope` (its parts, modalities, tasks)
+  is reported, not required.
+
+Either way the check keeps running and its verdict, gate.json and the summary say it is
+not required and why (`Verdict.details["not_required"]`, `GateVerdict.not_required`):
+QUALIFIED never rests on a check that was dropped silently. Only the kinds whose best
+answers are "every item right" are assessed (accuracy, credibility, findings); the
+paired kinds (robustness, regression, image dependence) compare two answer sets and are
+left as the policy says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+
+from medrcube.cube.item import Item
+from medrcube.gate.checks import ACCURACY_KINDS, Check, CheckKind
+from medrcube.gate.evidence import collect
+from medrcube.gate.policy import Policy, ThresholdsError
+from medrcube.metrics.clustered import image_key
+from medrcube.records import GradedRecord, Outcome
+
+ASSESSED = ACCURACY_KINDS | {CheckKind.CREDIBILITY, CheckKind.FINDING}
+
+
+def perfect_records(items: Iterable[Item]) -> list[GradedRecord]:
+    """Standard records of a model right on every item whose image is available."""
+    out = []
+    for it in items:
+        if it.restricted or it.image is None:
+            continue
+        out.append(GradedRecord(
+            item_id=it.id, dataset=it.dataset, task=it.task, modality=it.modality, part=it.part, image=it.image,
+            image_digest=None, variant="standard", rotation=0, answer=it.answer, n_options=len(it.options),
+            prompt_hash="", response=None, extracted=it.answer, how="perfect", outcome=Outcome.CORRECT,
+            options=tuple(it.options)))
+    return out
+
+
+def _why_undecidable(check: Check, records: Sequence[GradedRecord], min_images: int) -> str | None:
+    mine = [r for r in records if check.selects(r)]
+    images = len({image_key(r) for r in mine})
+    if images < min_images:
+        return (f"{images} images under it, fewer than feasibility.min_images={min_images}: too few for this cube "
+                "to decide it")
+    ev = collect(check, mine)
+    # Passing needs every criterion decisively met, or under the point rule met on the
+    # estimate from min_n units on (gate/family.py).
+    if ev.criteria and max(c.p_pass for c in ev.criteria) <= check.alpha:
+        return None
+    if check.rule == "point" and ev.criteria and ev.n >= check.min_n and all(c.point_ok for c in ev.criteria):
+        return None
+    if not ev.criteria:
+        return f"not measurable on this cube even with every answer right ({ev.note or 'nothing to measure'})"
+    c = ev.criteria[0]
+    return (f"a model right on every item would not pass it: {c.name} {c.lo:.3f}..{c.hi:.3f} on {images} images "
+            f"cannot clear the bound {c.bound:.3f} at one-sided level {check.alpha:.3g}")
+
+
+def assess(checks: Sequence[Check], items: Iterable[Item], policy: Policy) -> list[Check]:
+    """The checks with every required check this cube cannot decide, or that reaches
+    outside the scope, made optional with its reason in `params["not_required"]`;
+    ThresholdsError when the policy says `when_undecidable: refuse` and some are."""
+    scope, feas = policy.scope, policy.feasibility
+    if feas.when_undecidable == "required" and scope.everything:
+        return list(checks)  # the policy asks for nothing of this (a file without `feasibility` or `scope`)
+    perfect = perfect_records(items)
+    out: list[Check] = []
+    refused: list[str] = []
+    for c in checks:
+        reason = None
+        if c.required and not scope.covers(c.part, c.modality, c.task):
+            reason = f"outside the intended-use scope ({scope.describe()})"
+        elif c.required and c.kind in ASSESSED and feas.when_undecidable != "required":
+            why = _why_undecidable(c, perfect, feas.min_images)
+            if why is not None:
+                reason = f"undecidable on this cube: {why}"
+                refused.append(f"{c.id}: {why}")
+        if reason is None:
+            out.append(c)
+        else:
+            out.append(replace(c, required=False, params={**c.params, "not_required": reason}))
+    if refused and feas.when_undecidable == "refuse":
+        shown = "\n  ".join(refused[:20]) + ("\n  ..." if len(refused) > 20 else "")
+        raise ThresholdsError(policy.source, f"{feas.source}.when_undecidable",
+                              f"{len(refused)} required checks cannot be decided on this cube:\n  {shown}\n",
+                              show_value=False, fix="add items (images) to these scopes, lower their bounds, or "
+                              "write `when_undecidable: optional` to report them without requiring them")
+    return out

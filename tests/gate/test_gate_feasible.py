@@ -1,0 +1,93 @@
+"""Issue 22: a gate that can say yes (feasibility, scope, luck rate, finite-sample intervals)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from medrcube.cube import load_cube
+from medrcube.gate.checks import CheckKind, build_checks
+from medrcube.gate.evaluate import evaluate_gate
+from medrcube.gate.feasible import assess, perfect_records
+from medrcube.gate.thresholds import ThresholdsError, load_policy
+from medrcube.gate.verdict import GateStatus, Status
+from medrcube.metrics import finite
+from medrcube.records import Outcome
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def mini():  # type: ignore[no-untyped-def]
+    cube = load_cube(str(ROOT / "fixtures" / "mini"))
+    policy = load_policy(str(ROOT / "thresholds.yaml"))
+    checks = assess(build_checks(sorted({it.cell for it in cube.items}), policy), cube.items, policy)
+    return cube, policy, checks
+
+
+def test_a_model_right_on_every_item_is_qualified_on_the_bundled_cube_and_random_answers_are_not(mini) -> None:
+    cube, _, checks = mini
+    perfect = perfect_records(cube.items)
+    result = evaluate_gate(checks, perfect)
+    assert result.gate.status is GateStatus.QUALIFIED, result.gate.text()
+    wrong = [dataclasses.replace(r, extracted=None, outcome=Outcome.WRONG) for r in perfect]
+    assert evaluate_gate(checks, wrong).gate.status is GateStatus.NOT_QUALIFIED
+
+
+def test_checks_the_cube_cannot_decide_are_reported_not_required_and_named_in_the_verdict(mini) -> None:
+    cube, _, checks = mini
+    by_id = {c.id: c for c in checks}
+    tiny = by_id["Chest/X-Ray/Abnormality Diagnosis"]  # 3 images
+    assert not tiny.required and "undecidable on this cube" in tiny.params["not_required"]
+    assert "3 images" in tiny.params["not_required"]
+    result = evaluate_gate(checks, perfect_records(cube.items))
+    assert "Chest/X-Ray/Abnormality Diagnosis" in result.gate.not_required
+    assert "reported but not required" in result.gate.text()
+    assert "not required" in result.by_id()["Chest/X-Ray/Abnormality Diagnosis"].message
+
+
+def test_refuse_stops_the_run_naming_the_checks(tmp_path: Path) -> None:
+    cube = load_cube(str(ROOT / "fixtures" / "mini"))
+    text = (ROOT / "thresholds.yaml").read_text(encoding="utf-8").replace(
+        "when_undecidable: optional", "when_undecidable: refuse")
+    (tmp_path / "t.yaml").write_text(text, encoding="utf-8")
+    policy = load_policy(str(tmp_path / "t.yaml"))
+    with pytest.raises(ThresholdsError, match="64 required checks cannot be decided on this cube"):
+        assess(build_checks(sorted({it.cell for it in cube.items}), policy), cube.items, policy)
+
+
+def test_scope_makes_checks_outside_it_optional(tmp_path: Path) -> None:
+    cube = load_cube(str(ROOT / "fixtures" / "mini"))
+    text = (ROOT / "thresholds.yaml").read_text(encoding="utf-8").replace("scope: {}", "scope: {parts: [Brain]}")
+    (tmp_path / "t.yaml").write_text(text, encoding="utf-8")
+    policy = load_policy(str(tmp_path / "t.yaml"))
+    checks = assess(build_checks(sorted({it.cell for it in cube.items}), policy), cube.items, policy)
+    by_id = {c.id: c for c in checks}
+    assert by_id["Brain/MRI/Modality Recognition"].required
+    assert "outside the intended-use scope (parts: Brain)" in by_id["Heart/US/Modality Recognition"].params[
+        "not_required"]
+    assert not by_id["overall"].required
+
+
+def test_the_luck_rate_fails_a_shortcut_model_and_passes_a_perceiving_one(mini) -> None:
+    cube, _, checks = mini
+    perfect = perfect_records(cube.items)
+    cred = [c for c in checks if c.kind is CheckKind.CREDIBILITY and c.required]
+    assert cred and all(c.metric == "luck_rate" for c in cred)
+    assert all(v.status is Status.PASS for v in evaluate_gate(cred, perfect).verdicts)
+    # Perception always wrong, diagnosis always right: every right diagnosis rests on luck.
+    shortcut = [r if r.task in ("Abnormality Diagnosis", "Severity Grading", "Disease Diagnosis")
+                else dataclasses.replace(r, extracted=None, outcome=Outcome.WRONG) for r in perfect]
+    verdicts = evaluate_gate(cred, shortcut).verdicts
+    assert all(v.status is Status.FAIL for v in verdicts), [v.message for v in verdicts]
+    assert "rationality" in verdicts[0].message and "shortcut probability" in verdicts[0].message
+
+
+def test_the_finite_sample_interval_is_the_exact_binomial_when_every_item_is_right() -> None:
+    assert finite.p_at_most([1.0] * 24, [1] * 24, 0.6) == pytest.approx(0.6**24)
+    lo, hi = finite.interval([40.0] * 5, [40] * 5)
+    assert lo == pytest.approx(0.025 ** (1 / 5), abs=1e-6) and hi == 1.0
+    lo, hi = finite.interval([5.0] * 30, [10] * 30)
+    assert lo < 0.5 < hi and lo == pytest.approx(1 - hi, abs=1e-6)
