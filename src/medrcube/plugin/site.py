@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from medrcube.records import NOT_ANSWERED, GradedRecord, Outcome
+from medrcube.records import GradedRecord, Outcome
 
 
 @dataclass(frozen=True)
