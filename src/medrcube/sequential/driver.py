@@ -13,7 +13,7 @@ from medrcube.gate.verdict import Status
 from medrcube.records import GradedRecord
 from medrcube.run.order import next_batch, unit_order
 from medrcube.sequential.plan import SequentialPlan
-from medrcube.sequential.tracks import Track, build_tracks, feed_unit
+from medrcube.sequential.tracks import Track, build_tracks, feed_unit, tracks_by_item
 
 if TYPE_CHECKING:
     from medrcube.cube.item import Cube
@@ -108,6 +108,7 @@ async def run_sequential(
     units = unit_order(cube.items, plan.seed)
     position = {u.key: i for i, u in enumerate(units)}
     tracks = build_tracks(cube, checks, units, plan)
+    by_item = tracks_by_item(tracks)
     run = SequentialRun(plan, [], [] if ask_baseline else None, tracks, len(units), items_total=len(cube.items))
     baseline: list[GradedRecord] | None = list(baseline_records) if baseline_records is not None else None
     pos = 0
@@ -161,7 +162,7 @@ async def run_sequential(
             by_unit.setdefault(unit_of[r.item_id], []).append(r)
         taken = {u.key: frozenset(it.id for it in u.items) for u in batch}
         for unit in units[pos_before:pos]:
-            feed_unit(tracks, unit, taken.get(unit.key, frozenset()), by_unit.get(unit.key, []))
+            feed_unit(by_item, unit, taken.get(unit.key, frozenset()), by_unit.get(unit.key, []))
         if any([t.take_looks(baseline) for t in tracks.values() if t.looks.status is None]):
             decide_looks([t.looks for t in tracks.values()])
         run.batches += 1

@@ -15,7 +15,7 @@ from medrcube.run.order import Unit
 from medrcube.sequential.plan import SequentialPlan, look_images
 
 if TYPE_CHECKING:
-    from medrcube.cube.item import Cube
+    from medrcube.cube.item import Cube, Item
 
 STREAM_ENDED = "its stream ended: an image of its scope was not asked in full (no open required check needed it)"
 
@@ -71,12 +71,15 @@ class Track:
 def build_tracks(cube: Cube, checks: Sequence[Check], units: Sequence[Unit], plan: SequentialPlan) -> dict[str, Track]:
     """A track for every check whose scope holds an answerable item."""
     unit_of = {it.id: u.key for u in units for it in u.items}
+    # Items whose image is restricted are never graded in the standard variant: they hold
+    # no unit. A check selects by part, modality and task, so it is matched against cells.
+    by_cell: dict[tuple[str, str, str], list[Item]] = {}
+    for it in cube.items:
+        if cube.image_available(it):
+            by_cell.setdefault(it.cell, []).append(it)
     tracks: dict[str, Track] = {}
     for c in checks:
-        # Check.selects is typed for a GradedRecord but reads only part, modality and task,
-        # which an Item carries too. Items whose image is restricted are never graded in the
-        # standard variant: they hold no unit.
-        in_scope = [it for it in cube.items if c.selects(it) and cube.image_available(it)]  # type: ignore[arg-type]
+        in_scope = [it for cell, items in by_cell.items() if _selects(c, cell) for it in items]
         if not in_scope:
             continue
         n_units = len({unit_of[it.id] for it in in_scope})
@@ -85,8 +88,24 @@ def build_tracks(cube: Cube, checks: Sequence[Check], units: Sequence[Unit], pla
     return tracks
 
 
-def feed_unit(tracks: dict[str, Track], unit: Unit, asked: frozenset[str], records: Sequence[GradedRecord]) -> None:
-    """Walk one unit of the order past every track still fed.
+def _selects(check: Check, cell: tuple[str, str, str]) -> bool:
+    part, modality, task = cell
+    return ((check.part is None or check.part == part) and (check.modality is None or check.modality == modality)
+            and (check.task is None or check.task == task))
+
+
+def tracks_by_item(tracks: dict[str, Track]) -> dict[str, list[Track]]:
+    """The tracks whose scope holds each item (to walk a unit past only the tracks it feeds)."""
+    out: dict[str, list[Track]] = {}
+    for t in tracks.values():
+        for item_id in t.scope:
+            out.setdefault(item_id, []).append(t)
+    return out
+
+
+def feed_unit(by_item: dict[str, list[Track]], unit: Unit, asked: frozenset[str],
+              records: Sequence[GradedRecord]) -> None:
+    """Walk one unit of the order past every track of its items that is still fed.
 
     A track whose scope items on this unit were all asked takes the unit (all its records
     in scope, every variant); one with an item of its scope left unasked (no holding
@@ -94,13 +113,11 @@ def feed_unit(tracks: dict[str, Track], unit: Unit, asked: frozenset[str], recor
     checks wanted, its stream would no longer be a random sample of its scope. Holding
     checks are never cut, since every item of their scope is needed while they hold."""
     ids = {it.id for it in unit.items}
-    for t in tracks.values():
+    touched = {id(t): t for item_id in ids for t in by_item.get(item_id, ())}
+    for t in touched.values():
         if t.broken or t.looks.status is not None or t.looks.final:
             continue
-        mine = t.scope & ids
-        if not mine:
-            continue
-        if mine <= asked:
+        if t.scope & ids <= asked:
             t.fed.append([r for r in records if r.item_id in t.scope])
         else:
             t.broken = True
