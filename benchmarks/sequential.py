@@ -1,6 +1,7 @@
 """Sequential qualification against the full run on the same answers, by repeated simulated runs.
 
-    python -m benchmarks.sequential [--reps 100] [--near-reps 200] [--mid-reps 50] [--side-reps 20] [--cube DIR]
+    python -m benchmarks.sequential [--reps 100] [--near-reps 200] [--mid-reps 100] [--side-reps 20]
+                                    [--driver-reps 10] [--cube DIR]
 
 On the generated full-size cube (7,626 items, 3,000 images; `medrcube.testing.gencube`), a
 simulated model (`simulate:accuracy=A,icc=0.3,seed=r`: every task at one accuracy, items
@@ -9,7 +10,11 @@ twice: by the full run (every answerable item, `gate.evaluate.evaluate_gate`) an
 sequential driver and decider the gate uses (`medrcube.sequential.SequentialDecider`, seed
 r), whose `ask` hands back the replicate's answers for the items it asks. The records are
 made from the simulation's own draws (`SimulatedAdapter.correct`) rather than through the
-runner, so that hundreds of runs fit in minutes; the server benchmark
+runner. The real driver takes seconds per run on a loaded machine, so the accuracy-only
+policies run through its vectorised twin (benchmarks/sequential_sim.py: the same order,
+answers, statistic, levels and decisions, checked against the driver run by run) and
+the default policy, whose credibility checks have no twin, through the driver itself
+with fewer replicates; the server benchmark
 (benchmarks/sequential_server.py) runs the real gate on a few of the same cases and counts
 the requests at the scripted server.
 
@@ -38,6 +43,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
+import re
 import tempfile
 import time
 from collections.abc import Sequence
@@ -160,8 +166,20 @@ def one(cube: Any, checks: Sequence[Any], spec: str, seed: int) -> dict[str, Any
 
 
 def row(cube: Any, checks: Sequence[Any], policy: str, distance: float, side: int, reps: int) -> dict[str, Any]:
+    """Replicates 1..reps of one case: through the vectorised driver for accuracy-only
+    policies (benchmarks/sequential_sim.py), through the real one for the default policy
+    (credibility has no vectorised twin)."""
+    from benchmarks import sequential_sim
+    from medrcube.sequential import SequentialPlan
+
     bounds = bound_range(cube, checks)
-    res = [one(cube, checks, model_spec(policy, bounds, distance, side, seed), seed) for seed in range(1, reps + 1)]
+    specs = [(model_spec(policy, bounds, distance, side, seed), seed) for seed in range(1, reps + 1)]
+    if policy == "default":
+        res = [one(cube, checks, spec, seed) for spec, seed in specs]
+    else:
+        shape_list, keys, _ = sequential_sim.shapes(cube, checks, SequentialPlan())
+        res = [sequential_sim.simulate(cube, shape_list, keys, sequential_sim.correct_of(cube, spec), seed)
+               for spec, seed in specs]
     fr = sorted(r["fraction"] for r in res)
     below_or_at, above_or_at = side < 0 or distance == 0, side > 0 or distance == 0
     false_q = sum(r["sequential"] == "QUALIFIED" for r in res) / reps if below_or_at else None
@@ -170,12 +188,12 @@ def row(cube: Any, checks: Sequence[Any], policy: str, distance: float, side: in
     false_pass = sum(r["passes"] for r in res) / claims if below_or_at else None
     return {
         "policy": policy, "distance": distance, "side": "at" if distance == 0 else "above" if side > 0 else "below",
-        "model": model_spec(policy, bounds, distance, side, 0).split(",seed")[0].removeprefix("simulate:"),
+        "model": re.sub(r",seed=\d+", "", model_spec(policy, bounds, distance, side, 0)).removeprefix("simulate:"),
         "reps": reps, "fraction_median": fr[len(fr) // 2], "fraction_max": fr[-1],
         "agreement": sum(r["full"] == r["sequential"] for r in res) / reps,
         "full_verdicts": _counts(r["full"] for r in res), "sequential_verdicts": _counts(r["sequential"] for r in res),
         "false_qualified": false_q, "false_not_qualified": false_nq, "false_pass_claims": false_pass,
-        "claims": claims,
+        "claims": claims, "engine": "driver" if policy == "default" else "vectorised",
     }
 
 
@@ -212,13 +230,14 @@ def markdown(rows: list[dict[str, Any]], seconds: float) -> str:
 PLAN = {  # (policy, distance): replicates per side ("reps", "near", "mid" or "side": the option of that name)
     ("accuracy", 0.0): "near", ("accuracy", 0.05): "near", ("accuracy", 0.1): "mid", ("accuracy", 0.15): "side",
     ("accuracy", 0.25): "reps", ("accuracy", 0.4): "side",
-    ("slices", 0.1): "mid", ("slices", 0.25): "reps",
-    ("default", 0.1): "mid", ("default", 0.25): "reps",
+    ("slices", 0.1): "reps", ("slices", 0.25): "reps",
+    ("default", 0.1): "driver", ("default", 0.25): "driver",
 }
 
 
 def run(reps: int = 100, cube_dir: Path | None = None, near_reps: int = 200, side_reps: int = 20,
-        policies: Sequence[str] = ("accuracy", "slices", "default"), mid_reps: int = 50) -> list[dict[str, Any]]:
+        policies: Sequence[str] = ("accuracy", "slices", "default"), mid_reps: int = 100,
+        driver_reps: int = 10) -> list[dict[str, Any]]:
     cube = cube_at(cube_dir)
     rows = []
     for policy in policies:
@@ -226,7 +245,7 @@ def run(reps: int = 100, cube_dir: Path | None = None, near_reps: int = 200, sid
         for (p, d), which in PLAN.items():
             if p != policy:
                 continue
-            n = {"reps": reps, "near": near_reps, "side": side_reps, "mid": mid_reps}[which]
+            n = {"reps": reps, "near": near_reps, "side": side_reps, "mid": mid_reps, "driver": driver_reps}[which]
             if d == 0.05 and which == "near":
                 n = max(near_reps // 2, 1)  # with the row at the bound: near_reps runs within 0.05 per error
             for side in ((+1,) if d == 0 else (+1, -1)):
@@ -235,17 +254,43 @@ def run(reps: int = 100, cube_dir: Path | None = None, near_reps: int = 200, sid
     return rows
 
 
+def validation(cube: Any, seeds: int) -> str:
+    """The vectorised twin against the real driver on the same answers and seeds."""
+    from benchmarks.sequential_sim import check_against_driver
+
+    lines = ["| policy | model | seed | gate verdict, driver / twin (full run / sequential) | asks, driver / twin |",
+             "|---|---|--:|---|--:|"]
+    same = total = 0
+    for policy in ("accuracy", "slices"):
+        checks = checks_of(cube, policy)
+        specs = [(f"simulate:accuracy={a},icc=0.3,seed={seed}", seed) for a in ("0.75", "0.6", "0.5", "0.45")
+                 for seed in range(1, seeds + 1)]
+        for r in check_against_driver(cube, checks, specs):
+            real, sim = r["real"], r["sim"]
+            total += 1
+            same += real["full"] == sim["full"] and real["sequential"] == sim["sequential"]
+            lines.append(f"| {policy} | {r['spec'].split(',')[0].removeprefix('simulate:')} | {r['seed']} | "
+                         f"{real['full']} / {real['sequential']}; {sim['full']} / {sim['sequential']} | "
+                         f"{real['fraction']:.1%} / {sim['fraction']:.1%} |")
+    return "\n".join(lines) + f"\n\nsame gate verdicts in {same} of {total} runs.\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.sequential")
     ap.add_argument("--reps", type=int, default=100)
     ap.add_argument("--near-reps", type=int, default=200)
     ap.add_argument("--side-reps", type=int, default=20)
-    ap.add_argument("--mid-reps", type=int, default=50)
+    ap.add_argument("--mid-reps", type=int, default=100)
+    ap.add_argument("--driver-reps", type=int, default=10, help="replicates of the default policy (real driver)")
     ap.add_argument("--policies", default="accuracy,slices,default")
+    ap.add_argument("--validate", type=int, default=2, help="seeds of the twin-against-driver table (0: none)")
     ap.add_argument("--cube", type=Path, default=None)
     args = ap.parse_args(argv)
     t0 = time.process_time()
-    rows = run(args.reps, args.cube, args.near_reps, args.side_reps, args.policies.split(","), args.mid_reps)
+    if args.validate:
+        print(validation(cube_at(args.cube), args.validate), flush=True)
+    rows = run(args.reps, args.cube, args.near_reps, args.side_reps, args.policies.split(","), args.mid_reps,
+               args.driver_reps)
     print(markdown(rows, time.process_time() - t0))
     return 0
 
