@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -89,7 +90,19 @@ def gate(workdir: Path, cube_dir: Path, thresholds: Path, model: str, name: str,
     return {**{c["id"]: c["verdict"] for c in doc["checks"]}, "gate": doc["gate"]["verdict"]}
 
 
-def run(reps: int, cases: Sequence[tuple[str, float, int]], cube_dir: Path, workers: int = 0) -> list[dict[str, Any]]:
+def full_in_process(cube: Any, policy: str, spec: str) -> tuple[int, str]:
+    """The full run's asks and gate verdict on the same answers, decided in process by the
+    gate's fixed-sample family (for cases whose full run is not sent to the server)."""
+    from benchmarks.sequential import answers
+    from medrcube.gate.evaluate import evaluate_gate
+
+    recs = answers(cube, spec)
+    asks = sum(r.outcome.value != "unavailable" for r in recs.values())
+    return asks, evaluate_gate(checks_of(cube, policy), recs.values()).gate.status.value
+
+
+def run(reps: int, cases: Sequence[tuple[str, float, int]], cube_dir: Path, workers: int = 0,
+        full_at_server: bool = True) -> list[dict[str, Any]]:
     import yaml
 
     from medrcube.cube import load_cube
@@ -115,8 +128,12 @@ def run(reps: int, cases: Sequence[tuple[str, float, int]], cube_dir: Path, work
                 name = f"{policy}-{distance}-{side}-{seed}"
                 server.set_script({"answer_key": answer_key(cube, spec), "inspect_images": False})
                 server.reset_stats()
-                full = gate(work, tagged, thresholds, model, f"full-{name}")
-                full_requests = server.stats(log=False)["total"]
+                if full_at_server:
+                    full = gate(work, tagged, thresholds, model, f"full-{name}")
+                    full_requests = server.stats(log=False)["total"]
+                else:
+                    full_requests, full_gate = full_in_process(cube, policy, spec)
+                    full = {"gate": full_gate}
                 server.reset_stats()
                 seq = gate(work, tagged, thresholds, model, f"seq-{name}", "--sequential", f"--seed={seed}")
                 seq_requests = server.stats(log=False)["total"]
@@ -130,6 +147,7 @@ def run(reps: int, cases: Sequence[tuple[str, float, int]], cube_dir: Path, work
                 rows.append({**xdist,
                     "policy": policy, "distance": distance, "side": "above" if side > 0 else "below",
                     "model": spec, "seed": seed, "full": full_requests, "sequential": seq_requests,
+                    "full_at_server": full_at_server,
                     "fraction": seq_requests / max(full_requests, 1), "full_gate": full["gate"],
                     "sequential_gate": seq["gate"],
                     "undecided": sum(v == "undecided" for k, v in seq.items() if k != "gate"), "checks": len(seq) - 1,
@@ -147,8 +165,9 @@ def markdown(rows: Sequence[dict[str, Any]], seconds: float) -> str:
              "| gate, full run | gate, `--sequential` | undecided checks (sequential) |",
              "|---|---|---|--:|--:|--:|--:|---|---|--:|"]
     for r in rows:
-        model = r["model"].removeprefix("simulate:").split(",seed")[0]
-        lines.append(f"| {r['policy']} | {r['distance']:.2f} {r['side']} | {model} | {r['seed']} | {r['full']:,} | "
+        model = re.sub(r",seed=\d+", "", r["model"]).removeprefix("simulate:")
+        full = f"{r['full']:,}" + ("" if r.get("full_at_server", True) else " (in process)")
+        lines.append(f"| {r['policy']} | {r['distance']:.2f} {r['side']} | {model} | {r['seed']} | {full} | "
                      f"{r['sequential']:,} | {r['fraction']:.1%} | {r['full_gate']} | {r['sequential_gate']} | "
                      f"{r['undecided']} of {r['checks']} |")
     tail = ("\n\n" + "\n".join(extra)) if extra else ""
@@ -169,10 +188,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--cases", default="accuracy:0.25:+1,accuracy:0.25:-1,slices:0.25:+1,slices:0.1:+1,"
                     "default:0.25:+1,default:0.25:-1")
     ap.add_argument("--workers", type=int, default=0)
+    ap.add_argument("--full-in-process", action="store_true",
+                    help="decide the full run in process on the same answers instead of at the server")
     ap.add_argument("--cube", type=Path, default=DEFAULT_CUBE)
     args = ap.parse_args(argv)
     t0 = time.time()
-    rows = run(args.reps, parse_cases(args.cases), args.cube, args.workers)
+    rows = run(args.reps, parse_cases(args.cases), args.cube, args.workers, not args.full_in_process)
     print(markdown(rows, time.time() - t0))
     return 0 if all(r["full_gate"] == r["sequential_gate"] and r.get("xdist_same_verdicts", True) for r in rows) else 1
 
