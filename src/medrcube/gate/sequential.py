@@ -180,6 +180,13 @@ def _verdict(m: CheckLooks, fixed: Verdict, family: int, note: str) -> Verdict:
         return replace(fixed, status=m.status, message=message, decided_by=decided_by, guarantee=guarantee,
                        needed_n=None, **common)
     why = note or ("its final analysis on all its images did not decide it" if m.final else "undecided")
-    message = f"undecided: sequential: {why}; {seen}\n  {fixed.message}"
+    levels = ""
+    if lk is not None:
+        i = len(m.looks) - 1
+        fail_level = m.fail_levels(m.fail_alpha)[i] if m.fail_alpha > 0 else None
+        levels = (f"; at its last look p={lk.p_pass:.3g} for a pass (level {m.pass_levels()[i]:.3g}), "
+                  f"p={lk.p_fail:.3g} for a fail" + (f" (level {fail_level:.3g})" if fail_level is not None else ""))
+    facts = m.evidence.facts if m.evidence is not None else ""
+    message = f"undecided: sequential: {why}; {seen}{levels}\n  {facts}"
     return replace(fixed, status=Status.UNDECIDED, message=message, decided_by="", guarantee="no decision",
                    **common)
