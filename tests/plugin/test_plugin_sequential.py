@@ -9,7 +9,6 @@ import shutil
 from typing import Any
 
 import pytest
-
 from tests.plugin.conftest import SUITE, GateWorkspace, _png
 
 CELLS = [("Chest", "X-Ray", "Modality Recognition"), ("Chest", "X-Ray", "Organ Recognition"),

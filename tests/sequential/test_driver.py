@@ -15,12 +15,12 @@ from PIL import Image
 
 from medrcube.cube.item import Cube, Item
 from medrcube.gate.checks import build_checks
+from medrcube.gate.evaluate import evaluate_gate
+from medrcube.gate.sequential import FAILED_EARLY
 from medrcube.gate.thresholds import policy_from_dict
 from medrcube.models.registry import load_adapter
-from medrcube.gate.evaluate import evaluate_gate
 from medrcube.run.runner import run_cube_async
 from medrcube.sequential import SequentialDecider, SequentialPlan
-from medrcube.sequential.driver import FAILED_EARLY
 
 IMAGES = 240
 

@@ -95,6 +95,21 @@ class CheckLooks:
         } for i, lk in enumerate(self.looks)]
 
 
+FAILED_EARLY = "not asked: a required check failed at a look, so NOT QUALIFIED is final"
+PASSED_ALL = "not asked: every required check passed, so QUALIFIED is final"
+
+
+def verdict_is_final(members: Sequence[CheckLooks]) -> str | None:
+    """Why the gate's verdict can no longer change, or None: a required check failed (NOT
+    QUALIFIED whatever the others do), or every required check passed (QUALIFIED)."""
+    required = [m for m in members if m.check.required]
+    if any(m.status is Status.FAIL for m in required):
+        return FAILED_EARLY
+    if required and all(m.status is Status.PASS for m in required):
+        return PASSED_ALL
+    return None
+
+
 def decide_looks(members: Sequence[CheckLooks]) -> list[CheckLooks]:
     """Decide what the looks taken so far decide (in place); the newly decided checks."""
     new: list[CheckLooks] = []

@@ -8,8 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from medrcube.gate.sequential import decide_looks
-from medrcube.gate.verdict import Status
+from medrcube.gate.sequential import decide_looks, verdict_is_final
 from medrcube.records import GradedRecord
 from medrcube.run.order import next_batch, unit_order
 from medrcube.sequential.plan import SequentialPlan
@@ -18,10 +17,6 @@ from medrcube.sequential.tracks import Track, build_tracks, feed_unit, tracks_by
 if TYPE_CHECKING:
     from medrcube.cube.item import Cube
     from medrcube.gate.checks import Check
-
-FAILED_EARLY = "not asked: a required check failed at a look, so NOT QUALIFIED is final"
-PASSED_ALL = "not asked: every required check passed, so QUALIFIED is final"
-
 
 @dataclass
 class SequentialRun:
@@ -74,14 +69,8 @@ SpendFn = Callable[[], tuple[float, int]]  # (cost so far, candidate requests se
 
 
 def final_verdict(tracks: dict[str, Track]) -> str | None:
-    """Why the gate's verdict can no longer change, or None: a required check failed
-    (NOT QUALIFIED, whatever the others do), or every required check passed."""
-    required = [t for t in tracks.values() if t.check.required]
-    if any(t.looks.status is Status.FAIL for t in required):
-        return FAILED_EARLY
-    if required and all(t.looks.status is Status.PASS for t in required):
-        return PASSED_ALL
-    return None
+    """Why the gate's verdict can no longer change (gate/sequential.py), or None."""
+    return verdict_is_final([t.looks for t in tracks.values()])
 
 
 async def run_sequential(
