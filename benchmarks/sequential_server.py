@@ -1,24 +1,26 @@
 """Sequential qualification through the real gate, requests counted at the scripted server.
 
-    python -m benchmarks.sequential_server [--reps 3] [--accuracies 0.75,0.25] [--workers 3] [--cube DIR]
+    python -m benchmarks.sequential_server [--reps 1] [--cases accuracy:0.25:+1,...] [--workers 3] [--cube DIR]
 
 The generated full-size cube (`medrcube.testing.gencube`, 7,626 items on 3,000 images) is
 copied with each question tagged by its item id (the generated questions repeat across
 images, and the scripted server answers by question), images hard-linked. For each
-accuracy and replicate r the server is scripted with the answers the simulated model
+case and replicate r the server is scripted with the answers the simulated model
 `simulate:accuracy=A,icc=0.3,seed=r` would give (right or a fixed wrong option, item by
-item), and the gate runs twice in a subprocess through the real openai client:
+item; `benchmarks.sequential.model_spec` names the model of a case: a policy, a distance
+from the bounds and a side), and the gate runs twice in a subprocess through the real
+openai client:
 
     pytest --pyargs medrcube.suite --model=openai:bench@URL --cube=TAGGED --thresholds=T
     pytest ... --sequential --seed=r
 
 each with a fresh response store, so that every request reaches the server; with
 `--workers K` the sequential run of each first replicate is repeated under pytest-xdist
-(`-n K`). Reported: the requests the server saw in each run, their ratio, whether every
-check decided by both runs got the same verdict, and for `-n K` the extra requests
-against the single-process run (at most one batch of 16 images per worker is allowed)
-and whether its verdicts are the same. The thresholds are benchmarks/sequential.py's (every
-bound 0.5), so a model at A sits |A - 0.5| from every bound.
+(`-n K`). Reported: the requests the server saw in each run, their ratio, the gate's verdict of
+each run, and for `-n K` the extra requests against the single-process run (at most one
+batch of 16 images per worker is allowed) and whether its verdicts are the same. The
+policies are benchmarks/sequential.py's (`accuracy`, `slices`, `default`: the shipped
+thresholds.yaml).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -34,7 +37,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.sequential import POLICY, cube_at
+from benchmarks.sequential import POLICY, SHIPPED, SLICES_POLICY, bound_range, checks_of, cube_at, model_spec
 
 DEFAULT_CUBE = Path(tempfile.gettempdir()) / "medrcube-bench-sequential-cube"
 
@@ -58,11 +61,11 @@ def tagged_copy(source: Path, target: Path) -> Path:
     return target
 
 
-def answer_key(cube: Any, accuracy: float, seed: int) -> dict[str, str]:
-    """The option text the simulated model picks for every item (standard variant)."""
+def answer_key(cube: Any, spec: str) -> dict[str, str]:
+    """The option text the simulated model `spec` picks for every item (standard variant)."""
     from medrcube.models.registry import load_adapter
 
-    sim = load_adapter(f"simulate:accuracy={accuracy:.4f},icc=0.3,seed={seed}", cube=cube)
+    sim = load_adapter(spec, cube=cube)
     key = {}
     for it in cube.items:
         right = it.options.index(it.answer_text)
@@ -72,7 +75,8 @@ def answer_key(cube: Any, accuracy: float, seed: int) -> dict[str, str]:
 
 
 def gate(workdir: Path, cube_dir: Path, thresholds: Path, model: str, name: str, *extra: str) -> dict[str, str]:
-    """Run the gate once (fresh store and report directory); the verdict of every check."""
+    """Run the gate once (fresh store and report directory); the verdict of every check,
+    and the gate's under the key "gate"."""
     report = workdir / f"reports-{name}"
     cmd = [sys.executable, "-m", "pytest", "--pyargs", "medrcube.suite", f"--model={model}", f"--cube={cube_dir}",
            f"--thresholds={thresholds}", f"--response-store={workdir / f'store-{name}'}",
@@ -83,10 +87,22 @@ def gate(workdir: Path, cube_dir: Path, thresholds: Path, model: str, name: str,
         raise SystemExit(f"gate run {name} ended with {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     runs = sorted(p for p in report.iterdir() if p.is_dir())
     doc = json.loads((runs[-1] / "gate.json").read_text(encoding="utf-8"))
-    return {c["id"]: c["verdict"] for c in doc["checks"]}
+    return {**{c["id"]: c["verdict"] for c in doc["checks"]}, "gate": doc["gate"]["verdict"]}
 
 
-def run(reps: int, accuracies: Sequence[float], cube_dir: Path, workers: int = 0) -> list[dict[str, Any]]:
+def full_in_process(cube: Any, policy: str, spec: str) -> tuple[int, str]:
+    """The full run's asks and gate verdict on the same answers, decided in process by the
+    gate's fixed-sample family (for cases whose full run is not sent to the server)."""
+    from benchmarks.sequential import answers
+    from medrcube.gate.evaluate import evaluate_gate
+
+    recs = answers(cube, spec)
+    asks = sum(r.outcome.value != "unavailable" for r in recs.values())
+    return asks, evaluate_gate(checks_of(cube, policy), recs.values()).gate.status.value
+
+
+def run(reps: int, cases: Sequence[tuple[str, float, int]], cube_dir: Path, workers: int = 0,
+        full_at_server: bool = True) -> list[dict[str, Any]]:
     import yaml
 
     from medrcube.cube import load_cube
@@ -96,63 +112,90 @@ def run(reps: int, accuracies: Sequence[float], cube_dir: Path, workers: int = 0
     work = Path(tempfile.mkdtemp(prefix="medrcube-bench-seqserver-"))
     tagged = tagged_copy(cube_dir, cube_dir.with_name(cube_dir.name + "-tagged"))
     cube = load_cube(tagged)
-    thresholds = work / "thresholds.yaml"
-    thresholds.write_text(yaml.safe_dump(POLICY), encoding="utf-8")
+    policies = {"accuracy": POLICY, "slices": SLICES_POLICY}
     rows = []
     with ScriptedServer({}) as server:
         model = f"openai:bench@{server.base_url}"
-        for acc in accuracies:
+        for policy, distance, side in cases:
+            thresholds = work / f"thresholds-{policy}.yaml"
+            if policy == "default":
+                thresholds.write_text(SHIPPED.read_text(encoding="utf-8"), encoding="utf-8")
+            else:
+                thresholds.write_text(yaml.safe_dump(policies[policy]), encoding="utf-8")
+            bounds = bound_range(cube, checks_of(cube, policy))
             for seed in range(1, reps + 1):
-                server.set_script({"answer_key": answer_key(cube, acc, seed), "inspect_images": False})
+                spec = model_spec(policy, bounds, distance, side, seed)
+                name = f"{policy}-{distance}-{side}-{seed}"
+                server.set_script({"answer_key": answer_key(cube, spec), "inspect_images": False})
                 server.reset_stats()
-                full = gate(work, tagged, thresholds, model, f"full-{acc}-{seed}")
-                full_requests = server.stats(log=False)["total"]
+                if full_at_server:
+                    full = gate(work, tagged, thresholds, model, f"full-{name}")
+                    full_requests = server.stats(log=False)["total"]
+                else:
+                    full_requests, full_gate = full_in_process(cube, policy, spec)
+                    full = {"gate": full_gate}
                 server.reset_stats()
-                seq = gate(work, tagged, thresholds, model, f"seq-{acc}-{seed}", "--sequential", f"--seed={seed}")
+                seq = gate(work, tagged, thresholds, model, f"seq-{name}", "--sequential", f"--seed={seed}")
                 seq_requests = server.stats(log=False)["total"]
-                both = [c for c in full if full[c] in ("pass", "fail") and seq.get(c) in ("pass", "fail")]
                 xdist: dict[str, Any] = {}
-                if workers and seed == 1:
+                if workers and seed == 1 and not rows:
                     server.reset_stats()
-                    par = gate(work, tagged, thresholds, model, f"seqn-{acc}-{seed}", "--sequential", f"--seed={seed}",
+                    par = gate(work, tagged, thresholds, model, f"seqn-{name}", "--sequential", f"--seed={seed}",
                                "-n", str(workers))
                     xdist = {"workers": workers, "xdist_requests": server.stats(log=False)["total"],
                              "xdist_same_verdicts": par == seq}
                 rows.append({**xdist,
-                    "accuracy": acc, "seed": seed, "full": full_requests, "sequential": seq_requests,
-                    "fraction": seq_requests / max(full_requests, 1),
-                    "agree": all(full[c] == seq[c] for c in both), "decided_by_both": len(both),
-                    "undecided": sum(v == "undecided" for v in seq.values()), "checks": len(seq),
+                    "policy": policy, "distance": distance, "side": "above" if side > 0 else "below",
+                    "model": spec, "seed": seed, "full": full_requests, "sequential": seq_requests,
+                    "full_at_server": full_at_server,
+                    "fraction": seq_requests / max(full_requests, 1), "full_gate": full["gate"],
+                    "sequential_gate": seq["gate"],
+                    "undecided": sum(v == "undecided" for k, v in seq.items() if k != "gate"), "checks": len(seq) - 1,
                 })
                 print(json.dumps(rows[-1]), flush=True)
     return rows
 
 
 def markdown(rows: Sequence[dict[str, Any]], seconds: float) -> str:
-    extra = [f"- model {r['accuracy']:.2f}, seed {r['seed']}: `-n {r['workers']} --sequential` sent "
-             f"{r['xdist_requests']:,} requests against {r['sequential']:,} in one process "
+    extra = [f"- {r['policy']} {r['distance']:.2f} {r['side']}, seed {r['seed']}: `-n {r['workers']} --sequential` "
+             f"sent {r['xdist_requests']:,} requests against {r['sequential']:,} in one process "
              f"({r['xdist_requests'] - r['sequential']:+,}), same verdicts: {'yes' if r['xdist_same_verdicts'] else 'NO'}"
              for r in rows if "workers" in r]
-    lines = ["| model | seed | requests, full run | requests, `--sequential` | fraction | decided by both "
-             "| same verdicts | undecided (sequential) |", "|--:|--:|--:|--:|--:|--:|--:|--:|"]
+    lines = ["| policy | distance | model | seed | requests, full run | requests, `--sequential` | fraction "
+             "| gate, full run | gate, `--sequential` | undecided checks (sequential) |",
+             "|---|---|---|--:|--:|--:|--:|---|---|--:|"]
     for r in rows:
-        lines.append(f"| {r['accuracy']:.2f} | {r['seed']} | {r['full']:,} | {r['sequential']:,} | {r['fraction']:.1%} "
-                     f"| {r['decided_by_both']} | {'yes' if r['agree'] else 'NO'} | {r['undecided']} of {r['checks']} |")
+        model = re.sub(r",seed=\d+", "", r["model"]).removeprefix("simulate:")
+        full = f"{r['full']:,}" + ("" if r.get("full_at_server", True) else " (in process)")
+        lines.append(f"| {r['policy']} | {r['distance']:.2f} {r['side']} | {model} | {r['seed']} | {full} | "
+                     f"{r['sequential']:,} | {r['fraction']:.1%} | {r['full_gate']} | {r['sequential_gate']} | "
+                     f"{r['undecided']} of {r['checks']} |")
     tail = ("\n\n" + "\n".join(extra)) if extra else ""
-    return "\n".join(lines) + tail + f"\n\n{len(rows)} pairs of gate runs, {seconds:.0f} s.\n"
+    return "\n".join(lines) + tail + f"\n\n{len(rows)} pairs of gate runs, {seconds:.0f} s (wall).\n"
+
+
+def parse_cases(text: str) -> list[tuple[str, float, int]]:
+    out = []
+    for case in text.split(","):
+        policy, distance, side = case.split(":")
+        out.append((policy, float(distance), 1 if int(side) > 0 else -1))
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.sequential_server")
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--accuracies", default="0.75,0.25")
+    ap.add_argument("--reps", type=int, default=1)
+    ap.add_argument("--cases", default="accuracy:0.25:+1,accuracy:0.25:-1,slices:0.25:+1,slices:0.1:+1,"
+                    "default:0.25:+1,default:0.25:-1")
     ap.add_argument("--workers", type=int, default=0)
+    ap.add_argument("--full-in-process", action="store_true",
+                    help="decide the full run in process on the same answers instead of at the server")
     ap.add_argument("--cube", type=Path, default=DEFAULT_CUBE)
     args = ap.parse_args(argv)
     t0 = time.time()
-    rows = run(args.reps, [float(a) for a in args.accuracies.split(",")], args.cube, args.workers)
+    rows = run(args.reps, parse_cases(args.cases), args.cube, args.workers, not args.full_in_process)
     print(markdown(rows, time.time() - t0))
-    return 0 if all(r["agree"] and r.get("xdist_same_verdicts", True) for r in rows) else 1
+    return 0 if all(r["full_gate"] == r["sequential_gate"] and r.get("xdist_same_verdicts", True) for r in rows) else 1
 
 
 if __name__ == "__main__":

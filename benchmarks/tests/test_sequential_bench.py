@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
@@ -22,10 +21,13 @@ def small_cube(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_in_process_scenario_saves_and_agrees(small_cube: Path) -> None:
     cube = sequential.cube_at(small_cube)
-    checks = sequential.checks_of(cube)
-    r = asyncio.run(sequential.one(cube, checks, 0.95, seed=1))
-    assert 0.0 < r["fraction"] < 1.0 and r["agree"]
-    assert r["false_pass"] == 0 and not r["any_false_fail"]  # above the bounds a pass is no error
+    checks = sequential.checks_of(cube, "slices")
+    above = sequential.one(cube, checks, "simulate:accuracy=0.95,icc=0.3,seed=1", seed=1)
+    assert 0.0 < above["fraction"] < 1.0 and above["full"] == above["sequential"] == "QUALIFIED"
+    below = sequential.one(cube, checks, "simulate:accuracy=0.05,icc=0.3,seed=1", seed=1)
+    assert below["fraction"] < above["fraction"] and below["sequential"] == "NOT QUALIFIED"
+    row = sequential.row(cube, checks, "slices", 0.0, +1, reps=2)
+    assert row["reps"] == 2 and row["false_qualified"] is not None and row["false_not_qualified"] is not None
 
 
 def test_the_tagged_copy_makes_every_question_unique_and_the_key_follows_the_simulation(small_cube: Path) -> None:
@@ -33,13 +35,13 @@ def test_the_tagged_copy_makes_every_question_unique_and_the_key_follows_the_sim
     original = load_cube(small_cube)
     assert len(tagged.items) == len(original.items)
     assert len({it.question for it in tagged.items}) == len(tagged.items)
-    key = sequential_server.answer_key(tagged, 0.75, seed=1)
+    key = sequential_server.answer_key(tagged, "simulate:accuracy=0.75,icc=0.3,seed=1")
     right = sum(key[it.question] == it.answer_text for it in tagged.items) / len(tagged.items)
     assert 0.6 < right < 0.9
-    assert sequential_server.answer_key(tagged, 0.75, seed=2) != key
+    assert sequential_server.answer_key(tagged, "simulate:accuracy=0.75,icc=0.3,seed=2") != key
 
 
 def test_the_server_scenario_counts_requests_at_the_server(small_cube: Path) -> None:
-    (row,) = sequential_server.run(1, [0.95], small_cube)
+    (row,) = sequential_server.run(1, [("slices", 0.45, +1)], small_cube)
     assert row["full"] > 0 and 0 < row["sequential"] < row["full"]
-    assert row["agree"] and row["checks"] > 0
+    assert row["full_gate"] == row["sequential_gate"] and row["checks"] > 0

@@ -31,10 +31,9 @@ if TYPE_CHECKING:
     from medrcube.cube.item import Cube
     from medrcube.gate.checks import Check
     from medrcube.records import GradedRecord
-    from medrcube.run.order import SequentialPlan
     from medrcube.run.progress import Progress
     from medrcube.run.runner import RunResult
-    from medrcube.sequential import SequentialRun
+    from medrcube.sequential import Decider
 
 # The pre-flight (the endpoint's model list): one attempt (the adapter's client never
 # retries), at most this long.
@@ -172,7 +171,6 @@ class Inference:
     result: RunResult
     baseline: RunResult | None = None
     usage: dict[str, Usage] = field(default_factory=dict)  # candidate / judge / baseline
-    sequential: SequentialRun | None = None  # how a --sequential run sampled and stopped
 
 
 def stable_shard(item_id: str, count: int) -> int:
@@ -194,12 +192,15 @@ def infer(
     progress: bool | Progress = False,
     shard: tuple[int, int] = (0, 1),
     stop_when_orphaned: bool = False,
-    sequential: SequentialPlan | None = None,
+    decider: Decider | None = None,
     checks: Sequence[Check] = (),
     baseline_records: Sequence[GradedRecord] | None = None,
+    prices: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Inference:
-    """Ask the candidate (then a baseline model) every item in one event loop, through the
-    response store at `store_dir` (None: no store), and close every adapter at the end.
+    """Ask the candidate (then a baseline model) in one event loop, as `decider` asks (the
+    whole cube when None), through the response store at `store_dir` (None: no store),
+    and close every adapter at the end. `prices` (per role, models.yaml's `price`) price
+    the metered usage for a budget on cost.
 
     `shard=(index, count)`: a pytest-xdist worker asks its own shard of the cube first
     (a stable hash of the item id), then the whole cube, which reads the other shards
@@ -238,8 +239,9 @@ def infer(
             return whole
         return await run_cube_async(part, model, **kwargs)
 
-    async def sequentially(plan: SequentialPlan) -> Inference:
-        from medrcube.sequential import run_sequential
+    async def everything() -> Inference:
+        from medrcube.models.models_file import usage_cost
+        from medrcube.sequential import FixedDecider
 
         batches: list[RunResult] = []
         base_batches: list[RunResult] = []
@@ -252,20 +254,17 @@ def infer(
             base_batches.append(await run(metered["baseline"], ("standard",), part))
             return base_batches[-1].records
 
-        seq = await run_sequential(
-            cube, checks, plan, ask, ask_baseline=ask_baseline if baseline is not None else None,
-            baseline_records=baseline_records,
-        )
-        return Inference(_merged(batches, seq.records), _merged(base_batches, seq.baseline or []) if
-                         baseline is not None else None, sequential=seq)
+        def spend() -> tuple[float, int]:
+            """The metered cost so far (every priced role) and the candidate's requests sent."""
+            total = sum(usage_cost(price, metered[role].usage.prompt_tokens, metered[role].usage.completion_tokens)
+                        for role, price in (prices or {}).items() if role in metered)
+            return total, metered["candidate"].usage.requests
 
-    async def everything() -> Inference:
         try:
-            if sequential is not None:
-                return await sequentially(sequential)
-            result = await run(metered["candidate"], variants)
-            base = await run(metered["baseline"], ("standard",)) if baseline is not None else None
-            return Inference(result, base)
+            await (decider or FixedDecider()).ask(
+                cube, checks, ask, ask_baseline=ask_baseline if baseline is not None else None,
+                baseline_records=baseline_records, spend=spend)
+            return Inference(_merged(batches), _merged(base_batches) if baseline is not None else None)
         finally:
             for m in metered.values():
                 await m.aclose()
@@ -290,15 +289,17 @@ def infer(
     return out
 
 
-def _merged(batches: Sequence[RunResult], records: list[GradedRecord]) -> RunResult:
-    """One RunResult for the batches of a sequential run (records in the order asked)."""
+def _merged(batches: Sequence[RunResult]) -> RunResult:
+    """One RunResult for the batches of a run (records in the order asked)."""
     from medrcube.run.runner import RunResult
 
+    if len(batches) == 1:
+        return batches[0]
     if not batches:
-        return RunResult(records=records)
+        return RunResult(records=[])
     first, last = batches[0], batches[-1]
     return RunResult(
-        records=records,
+        records=[r for b in batches for r in b.records],
         requests_sent=sum(b.requests_sent for b in batches),
         cache_hits=sum(b.cache_hits for b in batches),
         errors=sum(b.errors for b in batches),

@@ -1,5 +1,6 @@
 """Sequential qualification through the real gate: images asked in a seeded order, each
-check stopped by its anytime-valid test, requests counted at the scripted server."""
+check looked at on planned fractions of its images, the run stopped once the gate's
+verdict is final, a budget on requests or on cost; requests counted at the scripted server."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import shutil
 from typing import Any
 
 import pytest
-
 from tests.plugin.conftest import SUITE, GateWorkspace, _png
 
 CELLS = [("Chest", "X-Ray", "Modality Recognition"), ("Chest", "X-Ray", "Organ Recognition"),
@@ -76,12 +76,14 @@ def test_sequential_asks_a_fraction_and_agrees_with_the_full_run(seq_ws, gate_se
     # Every check decided, and as the full run decided it.
     assert seq_ws.verdicts() == full_verdicts
     sampling = doc["sampling"]
-    assert sampling["seed"] == 3 and sampling["stop"] == "every required check is decided"
+    assert sampling["seed"] == 3 and sampling["stop"] == "every required check passed, so QUALIFIED is final"
     assert sampling["items_asked"] == requests and sampling["items_saved"] == full_requests - requests
     cell = next(c for c in doc["checks"] if c["id"] == "Chest/X-Ray/Organ Recognition")
-    assert cell["decided_by"] == "anytime-valid betting test" and "anytime-valid" in cell["guarantee"]
-    assert cell["details"]["sequential"]["images_used"] < PER_CELL
-    seq.stdout.fnmatch_lines(["sequential: seed 3, asked * of 240 items *; stopped: every required check is decided"])
+    assert cell["decided_by"] == "group-sequential look" and "group-sequential" in cell["guarantee"]
+    looks = cell["details"]["sequential"]["looks"]  # the levels spent per look, in gate.json
+    assert looks[-1]["images"] < PER_CELL and looks[-1]["p_pass"] <= looks[-1]["pass_level"]
+    assert all(lk["pass_spent"] <= 0.025 for lk in looks)
+    seq.stdout.fnmatch_lines(["sequential: seed 3, asked * of 240 items *; stopped: every required check passed*"])
 
     # The same seed on the same store: the same order, nothing asked again.
     gate_server.reset_stats()
@@ -108,9 +110,38 @@ def test_a_budget_ends_the_run_undecided_with_what_each_check_needs(seq_ws, gate
     doc = seq_ws.gate_json()
     assert doc["sampling"]["stop"].startswith("budget: --max-requests 20")
     undecided = [c for c in doc["checks"] if c["verdict"] == "undecided"]
-    assert undecided and all("more images would decide" in c["message"] or "sits at the bound" in c["message"]
-                             for c in undecided)
+    assert undecided and all("not asked in full: budget: --max-requests 20" in c["message"] for c in undecided)
     assert result.ret == 11  # UNDECIDED: never green on a budget
+
+
+def test_max_cost_stops_the_run_within_one_batch_of_spending_it(seq_ws, gate_server):
+    # Answers at the bounds (half right): no check settles early, so only the budget stops.
+    gate_server.set_script({"answer_key": seq_ws.answer_key(wrong=[it["id"] for it in seq_ws.items
+                                                                   if int(it["id"][-3:]) % 2 == 0])})
+    models = seq_ws.path / "models.yaml"
+
+    def priced(prompt: float, completion: float) -> str:
+        models.write_text("version: 1\nmodels:\n  priced:\n    provider: openai\n    model: test-model\n"
+                          f"    base_url: '{gate_server.base_url}'\n"
+                          f"    price: {{prompt: {prompt}, completion: {completion}, currency: USD}}\n", encoding="utf-8")
+        return "--models-file=models.yaml"
+
+    # A first run prices a request (its tokens are the scripted server's count), then the
+    # price is set so that 0.05 buys about 50 of the 240 requests.
+    seq_ws.run("--sequential", "--max-requests=16", priced(1.0, 1.0), model="priced", store="probe")
+    probe = seq_ws.gate_json()["usage"]["candidate"]
+    per_request_at_one = probe["cost"] / probe["requests"]
+    scale = (0.05 / 50) / per_request_at_one
+    gate_server.reset_stats()
+    result = seq_ws.run("--sequential", "--max-cost=0.05", priced(scale, scale), model="priced", store="fresh")
+    doc = seq_ws.gate_json()
+    sent = gate_server.stats()["total"]
+    spent = doc["usage"]["candidate"]["cost"]
+    per_request = spent / sent
+    assert doc["sampling"]["stop"] == "budget: --max-cost 0.05 reached", doc["sampling"]["stop"]
+    # Within one batch (16 requests) of spending 0.05, and never past it by more than that.
+    assert 0.05 - 16 * per_request <= spent <= 0.05 + 16 * per_request, (spent, sent)
+    assert sent < 3 * PER_CELL and result.ret == 11
 
 
 def test_budgets_without_sequential_are_a_usage_error(seq_ws):

@@ -1,7 +1,8 @@
 """The sequential driver on a cube held in memory, answered by the simulated model through
-the real runner: what it asks (only the items an open required check reads, and every
-item a required check without a sequence reads), when a check stops holding images, and
-that its decisions are the betting tests' and the family's."""
+the real runner: what it asks (only the items a holding required check reads), that a
+check is never released undecided (it runs to its final analysis, which decides it as the
+full run does), that one failed required check ends the run, and that every kind of check
+(credibility and regression too) is looked at by the same machinery."""
 
 from __future__ import annotations
 
@@ -14,12 +15,12 @@ from PIL import Image
 
 from medrcube.cube.item import Cube, Item
 from medrcube.gate.checks import build_checks
+from medrcube.gate.evaluate import evaluate_gate
+from medrcube.gate.sequential import FAILED_EARLY
 from medrcube.gate.thresholds import policy_from_dict
 from medrcube.models.registry import load_adapter
-from medrcube.run.order import SequentialPlan
 from medrcube.run.runner import run_cube_async
-from medrcube.sequential import run_sequential, sequential_verdicts
-from medrcube.sequential.tracks import HOPELESS
+from medrcube.sequential import SequentialDecider, SequentialPlan
 
 IMAGES = 240
 
@@ -51,69 +52,106 @@ def _checks(cube: Cube, doc: dict[str, Any]) -> list[Any]:
     return build_checks({(it.part, it.modality, it.task) for it in cube.items}, policy)
 
 
-def _run(cube: Cube, checks: list[Any], spec: str, seed: int = 1) -> tuple[Any, list[str]]:
+def _run(cube: Cube, checks: list[Any], spec: str, seed: int = 1, baseline: Any = None,
+         ) -> tuple[SequentialDecider, list[str], dict[str, Any]]:
+    """A sequential run through the decider; the items asked and every check's verdict."""
     adapter = load_adapter(spec, cube=cube)
     asked: list[str] = []
+    records: list[Any] = []
 
     async def ask(part: Cube) -> list[Any]:
         asked.extend(it.id for it in part.items)
-        return (await run_cube_async(part, adapter)).records
+        records.extend((await run_cube_async(part, adapter)).records)
+        return records[-len(part.items):]
 
-    return asyncio.run(run_sequential(cube, checks, SequentialPlan(seed=seed), ask)), asked
+    decider = SequentialDecider(SequentialPlan(seed=seed))
+    asyncio.run(decider.ask(cube, checks, ask, baseline_records=baseline))
+    return decider, asked, decider.verdicts(checks, records, baseline)
+
+
+def _full(cube: Cube, checks: list[Any], spec: str, baseline: Any = None) -> dict[str, Any]:
+    records = asyncio.run(run_cube_async(cube, load_adapter(spec, cube=cube))).records
+    return evaluate_gate(checks, records, baseline).by_id()
 
 
 CELL_ONLY = {"cells": [{"match": "*/*/Modality Recognition", "bound": 0.5},
                        {"match": "*/*/Disease Diagnosis", "bound": 0.5, "required": False}]}
+MR = "Chest/X-Ray/Modality Recognition"
+DD = "Chest/X-Ray/Disease Diagnosis"
 
 
-def test_only_the_items_an_open_required_check_reads_are_asked() -> None:
+def test_only_the_items_a_holding_required_check_reads_are_asked() -> None:
     cube = _cube()
     checks = _checks(cube, CELL_ONLY)
-    run, asked = _run(cube, checks, "simulate:accuracy=0.95,seed=1")
+    decider, asked, verdicts = _run(cube, checks, "simulate:accuracy=0.95,seed=1")
     assert asked and all(i.startswith("mr") for i in asked), "a diagnosis item was asked for no required check"
-    assert len(asked) == len(set(asked)) < IMAGES  # decided early, nothing asked twice
-    mr = run.tracks["Chest/X-Ray/Modality Recognition"]
-    assert mr.test.decision == "pass"
-    # The optional diagnosis check was fed only while its stream was whole: its first
-    # image was cut (no required check read it), so it ends there, undecided.
-    dd = run.tracks["Chest/X-Ray/Disease Diagnosis"]
-    assert dd.broken and dd.used_units == 0 and dd.test.decision is None
-    assert "stream ended" in dd.stop
+    assert len(asked) == len(set(asked)) < IMAGES // 2  # decided at an interim look, nothing asked twice
+    assert decider.run is not None
+    mr = decider.run.tracks[MR]
+    assert mr.looks.status is not None and mr.looks.status.value == "pass" and not mr.looks.final
+    assert verdicts[MR].status.value == "pass" and verdicts[MR].decided_by == "group-sequential look"
+    # The levels spent per look are recorded: each look's p-value against its nominal level.
+    looks = verdicts[MR].details["sequential"]["looks"]
+    assert looks[-1]["p_pass"] <= looks[-1]["pass_level"] < verdicts[MR].details["alpha"]
+    assert all(lk["p_pass"] > lk["pass_level"] for lk in looks[:-1])
+    # The optional diagnosis check's first image was cut (no required check read it): its
+    # stream ends there, undecided.
+    dd = decider.run.tracks[DD]
+    assert dd.broken and dd.used_units == 0 and verdicts[DD].status.value == "undecided"
+    assert "stream ended" in verdicts[DD].message
 
 
-def test_a_required_check_without_a_sequence_holds_every_item_it_reads() -> None:
+def test_a_check_near_its_bound_runs_to_its_final_analysis_and_keeps_the_full_runs_verdict() -> None:
     cube = _cube()
-    checks = _checks(cube, {**CELL_ONLY, "credibility": {"min_grounding": 0.1, "exclude_low_tasks": []}})
-    run, asked = _run(cube, checks, "simulate:accuracy=0.95,seed=1")
-    assert set(asked) == {it.id for it in cube.items}
-    assert run.items_held == len(cube.items)
-    verdicts = sequential_verdicts(checks, run)
-    assert "whole scope" in verdicts["credibility/overall"].message
+    checks = _checks(cube, CELL_ONLY)
+    for spec in ("simulate:accuracy=0.5,seed=3", "simulate:accuracy=0.58,seed=5"):
+        decider, asked, verdicts = _run(cube, checks, spec)
+        assert decider.run is not None
+        mr = decider.run.tracks[MR]
+        full = _full(cube, checks, spec)
+        if mr.looks.status is None or mr.looks.final:  # not settled early: never released
+            assert mr.looks.final and len([i for i in asked if i.startswith("mr")]) == IMAGES
+            assert verdicts[MR].status == full[MR].status, (spec, verdicts[MR].message)
+            assert verdicts[MR].observed == full[MR].observed
+    assert verdicts[MR].status.value == full[MR].status.value
 
 
-def test_a_check_at_its_bound_is_released_and_ends_undecided() -> None:
+def test_one_failed_required_check_ends_the_run_not_qualified() -> None:
     cube = _cube()
-    checks = _checks(cube, {"cells": [{"match": "*/*/Modality Recognition", "bound": 0.5},
-                                      {"match": "*/*/Disease Diagnosis", "bound": 0.5, "required": False}]})
-    run, asked = _run(cube, checks, "simulate:accuracy=0.5,seed=3")
-    mr = run.tracks["Chest/X-Ray/Modality Recognition"]
-    assert mr.test.decision is None and mr.stop == HOPELESS
-    assert len(asked) < IMAGES  # released before the cube ran out
-    v = sequential_verdicts(checks, run)["Chest/X-Ray/Modality Recognition"]
-    assert v.status.value == "undecided"
+    checks = _checks(cube, {"cells": [{"match": "*/*/Modality Recognition", "bound": 0.8},
+                                      {"match": "*/*/Disease Diagnosis", "bound": 0.2}]})
+    decider, asked, verdicts = _run(cube, checks, "simulate:accuracy=0.3,seed=2")
+    assert verdicts[MR].status.value == "fail"
+    assert len(asked) < len(cube.items) // 2
+    assert decider.run is not None and decider.run.stop == FAILED_EARLY.removeprefix("not asked: ")
+    # The other required check is reported as not asked, undecided (the gate's verdict is final).
+    assert verdicts[DD].status.value in ("undecided", "pass")
+    if verdicts[DD].status.value == "undecided":
+        assert "not asked" in verdicts[DD].message
 
 
-def test_fail_claims_are_decided_by_the_family() -> None:
+def test_fail_claims_are_decided_by_holm_at_spent_levels() -> None:
     cube = _cube()
     checks = _checks(cube, {"overall": {"bound": 0.6}, "cells": [{"match": "*/*/*", "bound": 0.6}]})
-    run, _ = _run(cube, checks, "simulate:accuracy=0.2,seed=2")
-    family = [t for t in run.tracks.values() if t.family_weight > 0]
-    assert len(family) == 3 and all(t.test.fail_by_family for t in family)
-    assert all(t.test.decision == "fail" for t in family)
-    # Each was decided with an e-value below what Bonferroni over the three would need.
-    assert any(t.test.e_fail < 3 / t.test.alpha_fail for t in family)
-    v = sequential_verdicts(checks, run)["overall"]
-    assert v.status.value == "fail" and "closed testing" in v.guarantee
+    decider, _, verdicts = _run(cube, checks, "simulate:accuracy=0.2,seed=2")
+    failed = [v for v in verdicts.values() if v.status.value == "fail"]
+    assert failed and all("Holm" in v.guarantee and "family share" in v.message for v in failed)
+    for v in failed:  # tested at the nominal level for alpha / (checks of its family not yet rejected)
+        looks = v.details["sequential"]["looks"]
+        assert looks[-1]["p_fail"] <= looks[-1]["fail_level"] <= looks[-1]["fail_spent"]
+
+
+def test_credibility_is_looked_at_like_any_other_check() -> None:
+    cube = _cube()
+    checks = _checks(cube, {**CELL_ONLY, "credibility": {"min_grounding": 0.1, "exclude_low_tasks": []}})
+    decider, asked, verdicts = _run(cube, checks, "simulate:accuracy=0.9,icc=0.5,seed=1,grounded=true")
+    assert decider.run is not None
+    cred = decider.run.tracks["credibility/overall"]
+    assert cred.looks.looks, "credibility took no look"
+    v = verdicts["credibility/overall"]
+    assert v.details["sequential"]["planned_fractions"][-1] == 1.0
+    if v.status.value == "pass" and not cred.looks.final:
+        assert len(asked) < len(cube.items)
 
 
 def test_a_regression_check_stops_on_its_own_paired_sequence() -> None:
@@ -125,21 +163,10 @@ def test_a_regression_check_stops_on_its_own_paired_sequence() -> None:
                                       has_baseline=True) if c.kind.value == "regression"]
     assert checks and all(c.params.get("margin") == 0.05 for c in checks)
     baseline = asyncio.run(run_cube_async(cube, load_adapter("simulate:accuracy=0.9,seed=4", cube=cube))).records
-
-    def regression(spec: str) -> Any:
-        adapter = load_adapter(spec, cube=cube)
-
-        async def ask(part: Cube) -> list[Any]:
-            return (await run_cube_async(part, adapter)).records
-
-        run = asyncio.run(run_sequential(cube, checks, SequentialPlan(seed=2), ask, baseline_records=baseline))
-        return run, sequential_verdicts(checks, run, baseline)
-
-    same, verdicts = regression("simulate:accuracy=0.9,seed=4")  # the baseline itself: no drop
     required = [c.id for c in checks if c.required]
-    assert all(same.tracks[cid].test.decision == "pass" for cid in required)
-    assert same.items_asked < len(cube.items)
-    assert all(verdicts[cid].status.value == "pass" for cid in required)
-    worse, verdicts = regression("simulate:accuracy=0.4,seed=4")  # fifty points below the baseline
-    assert all(worse.tracks[cid].test.decision == "fail" for cid in required)
-    assert all(verdicts[cid].status.value == "fail" for cid in required)
+    _, asked, verdicts = _run(cube, checks, "simulate:accuracy=0.9,seed=4", seed=2, baseline=baseline)
+    assert all(verdicts[cid].status.value == "pass" for cid in required)  # the baseline itself: no drop
+    assert len(asked) < len(cube.items)
+    _, asked, verdicts = _run(cube, checks, "simulate:accuracy=0.4,seed=4", seed=2, baseline=baseline)
+    assert all(verdicts[cid].status.value == "fail" for cid in required)  # fifty points below
+    assert len(asked) < len(cube.items) // 2

@@ -45,11 +45,13 @@ def holm_adjust(p: Sequence[float]) -> list[float]:
     return out
 
 
-def _p_pass(e: Evidence) -> float:
+def pass_p(e: Evidence) -> float:
+    """The check's p-value of "not met" (the largest of its criteria: intersection-union)."""
     return max((c.p_pass for c in e.criteria), default=1.0)
 
 
-def _p_fail(e: Evidence) -> float:
+def fail_p(e: Evidence) -> float:
+    """The check's p-value of "met" (the smallest of its criteria, Bonferroni over them)."""
     if not e.criteria:
         return 1.0
     return min(1.0, len(e.criteria) * min(c.p_fail for c in e.criteria))
@@ -106,7 +108,7 @@ def decide(evidences: Sequence[Evidence]) -> list[Verdict]:
     adjusted: dict[int, float] = {}
     family_size: dict[int, int] = {}
     for members in families.values():
-        adj = holm_adjust([_p_fail(evidences[i]) for i in members])
+        adj = holm_adjust([fail_p(evidences[i]) for i in members])
         for i, a in zip(members, adj, strict=True):
             adjusted[i] = a
             family_size[i] = len(members)
@@ -128,7 +130,7 @@ def _verdict(e: Evidence, p_adj: float | None, m: int) -> Verdict:
         note += f" [not required: {check.params['not_required']}]"
     if e.error is not None:
         return Verdict(status=Status.ERROR, message=e.error, guarantee="not graded", **common)
-    p_pass, p_fail = _p_pass(e), _p_fail(e)
+    p_pass, p_fail = pass_p(e), fail_p(e)
     common.update(p_pass=p_pass, p_fail=p_fail, p_fail_adjusted=p_adj)
     common["details"].update(alpha=alpha, family_size=m)
     if e.criteria and p_pass <= alpha:

@@ -274,6 +274,11 @@ def _price(value: Any, where: str) -> Mapping[str, Any] | None:
     return MappingProxyType(out)
 
 
+def usage_cost(price: Mapping[str, Any], prompt_tokens: int, completion_tokens: int) -> float:
+    """What tokens cost at a models.yaml `price` (per million tokens, in its currency)."""
+    return (prompt_tokens * float(price["prompt"]) + completion_tokens * float(price["completion"])) / 1e6
+
+
 def _url(value: Any, where: str) -> str:
     if not isinstance(value, str) or not re.match(r"^https?://\S+$", value):
         shown = redacted_url(value) if isinstance(value, str) else value

@@ -33,7 +33,9 @@ def price_of(spec: str | None, models_file: Path | None) -> Mapping[str, Any] | 
 
 
 def cost(usage: Mapping[str, Any], price: Mapping[str, Any]) -> float:
-    return (usage["prompt_tokens"] * price["prompt"] + usage["completion_tokens"] * price["completion"]) / 1e6
+    from medrcube.models.models_file import usage_cost
+
+    return usage_cost(price, usage["prompt_tokens"], usage["completion_tokens"])
 
 
 def priced(usage: dict[str, dict[str, Any]], session: Any, result: Any) -> dict[str, dict[str, Any]]:

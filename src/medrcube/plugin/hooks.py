@@ -95,8 +95,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--sequential",
         action="store_true",
         default=None,
-        help="ask images in a seeded random order and stop each check once an anytime-valid test decides it "
-        "(docs/guarantees.md, sequential qualification)",
+        help="ask images in a seeded random order, look at each check on part of its images (group-sequential "
+        "levels) and stop once the gate's verdict is final (docs/guarantees.md, sequential qualification)",
     )
     group.addoption("--seed", default=None, help="seed of the sequential order (default: 0)")
     group.addoption(

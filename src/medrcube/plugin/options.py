@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from medrcube.models.urls import redact_urls
-from medrcube.run.order import SequentialPlan
+from medrcube.sequential.plan import SequentialPlan
 
 # The conftest.py of a qualification suite sets this to True (medrcube/suite/conftest.py).
 SUITE_FLAG = "MEDRCUBE_SUITE"

@@ -112,10 +112,16 @@ class GateSession:
     progress: Any = None  # a medrcube.plugin.progress.GateProgress, set by the plugin
     _inference: Any = field(default=None, repr=False)  # medrcube.service.Inference
     served: dict[str, str | None] = field(default_factory=dict, repr=False)  # spec -> as its endpoint lists it
+    # How the cube is asked and the checks decided (full or --sequential): chosen once, here.
+    decider: Any = field(default=None, repr=False)  # medrcube.sequential.Decider
 
     def __post_init__(self) -> None:
+        from medrcube.sequential import decider_for
+
         self._by_id = {c.id: c for c in self.checks}
         self.questions = {it.id: it.question for it in self.cube.items}
+        if self.decider is None:
+            self.decider = decider_for(self.options.sequential)
 
     # -- collection-time questions: cheap, identical on every worker ---------------------
 
@@ -153,12 +159,17 @@ class GateSession:
 
     def _infer(self) -> None:
         """Run the candidate (and a baseline model) through the one run service."""
+        from medrcube.plugin.costs import price_of
         from medrcube.service import infer
 
-        plan = self.options.sequential
         baseline_records = None
-        if plan is not None and self.baseline_dir is not None:
-            baseline_records = self.baseline_records()  # a previous run: read before asking
+        if self.baseline_dir is not None:
+            try:  # a previous run, read before asking (a sequential run's looks need it)
+                baseline_records = self.baseline_records()
+            except GateError:
+                pass  # the regression checks say so (verdict)
+        specs = {"candidate": self.options.model, "judge": self.options.judge, "baseline": self.options.baseline}
+        prices = {role: p for role, spec in specs.items() if (p := price_of(spec, self.options.models_file))}
         self._inference = infer(
             self.cube,
             self.adapter,
@@ -171,9 +182,10 @@ class GateSession:
             shard=self.worker,
             # An xdist worker whose controller died stops asking at once (run/orphan.py).
             stop_when_orphaned=bool(os.environ.get("PYTEST_XDIST_WORKER")),
-            sequential=plan,
+            decider=self.decider,
             checks=self.checks,
             baseline_records=baseline_records,
+            prices=prices,
         )
         self._result = self._inference.result
         if self._inference.baseline is not None:
@@ -216,22 +228,14 @@ class GateSession:
         fail claims are Holm-adjusted over the family: gate/family.py), and cached.
         Raises GateError if inference failed."""
         if not self._verdicts:
-            from medrcube.gate.evaluate import evaluate_gate
-
             records = self.records()
             baseline, missing = None, None
             try:
                 baseline = self.baseline_records() if any(c.kind == "regression" for c in self.checks) else None
             except GateError as e:  # an unreadable baseline errors the regression checks only
                 missing = str(e)
-            seq = self._inference.sequential if self._inference is not None else None
-            if seq is not None:
-                from medrcube.sequential import sequential_verdicts
-
-                self._verdicts = sequential_verdicts(self.checks, seq, baseline, baseline_error=missing)
-            else:
-                result = evaluate_gate(self.checks, records, baseline, baseline_error=missing)
-                self._verdicts, self._family = result.by_id(), result.evidences
+            self._verdicts = self.decider.verdicts(self.checks, records, baseline, baseline_error=missing)
+            self._family = self.decider.family()
         return self._verdicts[check.id]
 
     def site_verdict(self, check: Any, records: Any, hit: Any) -> Any:
@@ -264,8 +268,7 @@ class GateSession:
             "wall_s": r.wall_s,
             "aborted": r.aborted,
             "info": r.info,
-            "sampling": self._inference.sequential.to_dict()
-            if self._inference is not None and self._inference.sequential is not None else None,
+            "sampling": self.decider.sampling(),
         }
 
 

@@ -321,10 +321,10 @@ def sampling_lines(meta: Mapping[str, Any]) -> list[str]:
     """How a --sequential run sampled: seed, items asked of the cube, why it stopped."""
     if not (s := meta.get("sampling")):
         return []
-    held = f"; {n} items read by fixed-rule checks, all asked" if (n := s.get("items_held_by_fixed_checks")) else ""
+    cost = f"; cost {s['cost']:.4g}" if s.get("cost") is not None else ""
     return [f"sequential: seed {s['seed']}, asked {s['items_asked']} of {s['items_total']} items ({s['units_asked']} "
             f"of {s['units_total']} images, {s['items_saved']} items not asked) in {s['batches']} batches; "
-            f"stopped: {s['stop']}{held}"]
+            f"stopped: {s['stop']}{cost}"]
 
 
 def summary_lines(entries: Sequence[Mapping[str, Any]], meta: Mapping[str, Any], written: list[Path]) -> list[str]:
@@ -424,14 +424,13 @@ def gate_meta(session: Any, entries: Mapping[str, Any]) -> dict[str, Any]:
     """What gate.json and the summary need to state the gate's verdict: its guarantee on
     this policy, and the required checks of the run that produced no verdict."""
     from medrcube.gate.evaluate import guarantee_text
-    from medrcube.sequential import guarantee_note
 
     not_run = [c.id for c in session.checks if c.required and c.id not in entries]
     findings = getattr(session.policy, "findings", None)  # the site's case mix and deferral cost: metrics_summary.json
     site = {"prevalence": dict(findings.prevalence) if findings else {},
             "deferral_cost": session.policy.selective.deferral_cost}
     scope = session.policy.scope.describe()
-    guarantee = guarantee_text(session.checks, scope) + guarantee_note(session.options.sequential)
+    guarantee = guarantee_text(session.checks, scope) + session.decider.guarantee_note()
     return {"guarantee": guarantee, "not_run": not_run, "site_policy": site, "scope": scope}
 
 

@@ -25,19 +25,6 @@ class Unit:
     items: tuple[Item, ...]
 
 
-DEFAULT_BATCH_UNITS = 16
-
-
-@dataclass(frozen=True, slots=True)
-class SequentialPlan:
-    """How a sequential run samples and when it must stop."""
-
-    seed: int = 0
-    batch_units: int = DEFAULT_BATCH_UNITS
-    max_requests: int | None = None
-    max_cost: float | None = None  # in the price table's currency
-
-
 def _rank(seed: int, key: str) -> bytes:
     return hashlib.sha256(f"{seed}\x00{key}".encode()).digest()
 

@@ -1,35 +1,30 @@
-"""Sequential qualification: ask the cube image by image in a seeded random order and stop
-each check as soon as its anytime-valid test decides.
+"""Sequential qualification: ask the cube image by image in a seeded random order, look at
+every check a few times on the way, and stop once the gate's verdict is final.
 
 How a run goes:
 1. The cube's units (the items of one image, or an imageless item) are put in the seeded
    order of `run.order` (a hash permutation: every process and every restart computes
    the same order).
-2. Every check that can stop early (accuracy of a cell, a slice or the whole cube;
-   regression against a baseline) gets a `metrics.sequential.SequentialTest`: betting
-   tests of "the bound is met" and "the bound is missed" over the check's images.
-3. Batch after batch, the next units holding an item some open *required* check reads
-   are asked, each cut down to the items such checks read (all requested variants,
-   through the caller's `ask`, which goes through the response store: cached answers are
-   free and come first), and every open check is fed the new units in order. A required
-   check without a sequence (credibility, image dependence, position, robustness, site
-   checks) is decided by its fixed-sample rule, which needs its whole scope: its items
-   are always read.
-4. A required check stops holding units when it is decided, when no outcome of the
-   images left could decide it (`futile`), or when, growing as it has so far, it would
-   not decide by its last image (`hopeless`: a planning projection; it decides nothing).
-   A check one of whose images went unasked stops there (`broken`): fed only the images
-   other checks wanted, its stream would no longer be a random sample of its scope.
-5. The run stops when no required check holds units, the cube is exhausted, or a budget
-   (`max_requests`, `max_cost`) would be passed by the next batch; a check still
-   undecided then is UNDECIDED, with the images it would still need.
+2. Every check gets a track (`tracks.py`): its scope, the images of it fed so far, and
+   its looks at planned fractions of its images (`plan.py`: 10%, 20%, ..., 50%, then 100%,
+   the final analysis). At a look the check's own fixed-sample rule is computed on its
+   images so far; gate/sequential.py decides what the looks decide (alpha spent by an
+   alpha-spending function, pass claims intersection-union, fail claims by Holm at the
+   spent levels). Every kind of check is handled alike: cells, slices, credibility,
+   robustness, regression, site checks.
+3. Batch after batch (`driver.py`), the next units holding an item some holding required
+   check reads are asked, each cut down to those items (all requested variants, through
+   the caller's `ask`, which goes through the response store).
+4. A required check holds images until it is decided or has had its final analysis; a
+   check is never released undecided. An optional check is fed while its stream is
+   whole (an image of its scope left unasked ends it: its stream would no longer be a
+   random sample).
+5. The run stops when the gate's verdict is final (a required check failed: NOT
+   QUALIFIED; every required check passed: QUALIFIED), when no required check holds
+   images, or when a budget (`max_requests`, `max_cost`) would be passed by the next
+   batch; the checks still open are reported as not asked.
 
-Family: every pass claim is tested at its own level (an intersection-union argument: the
-gate claims QUALIFIED only when all of them hold, which needs no adjustment); the fail
-claims of the required sequential checks are decided together by closed testing with
-image-weighted averaged e-values (`metrics.sequential.closed_rejections`), whose
-family-wise error is at most alpha at any stopping time, where Holm's step-down would
-need the p-values of a fixed sample.
+The choice between this and a full run is made once, at build time (`decider.py`).
 
 xdist: every worker runs this same loop. Decisions are a function of the records only,
 and the records of a key are one stored response for every process, so the workers take
@@ -37,7 +32,9 @@ the same decisions batch by batch; within a batch each worker asks its shard fir
 caller's `ask` does that), so the requests are split, not repeated.
 """
 
+from medrcube.sequential.decider import Decider, FixedDecider, SequentialDecider, decider_for
 from medrcube.sequential.driver import SequentialRun, run_sequential
-from medrcube.sequential.verdicts import SEQUENTIAL_GUARANTEE, guarantee_note, sequential_verdicts
+from medrcube.sequential.plan import SequentialPlan
 
-__all__ = ["SEQUENTIAL_GUARANTEE", "SequentialRun", "guarantee_note", "run_sequential", "sequential_verdicts"]
+__all__ = ["Decider", "FixedDecider", "SequentialDecider", "SequentialPlan", "SequentialRun", "decider_for",
+           "run_sequential"]
