@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 def _us_mode_fact(ds: Dataset, pf: PackageFile, answer: str) -> Fact:
     image_type = ds.ImageType
     modes = ultrasound_modes(image_type)
-    expected = {"B-mode (2D grayscale)": ("2D",), "Colour Doppler": ("2D", "Color Doppler")}[answer]
+    expected = {"B-mode only (no Doppler)": ("2D",), "Colour Doppler": ("2D", "Color Doppler")}[answer]
     if modes != expected:
         raise SourceError(f"{pf.citation()}: ImageType {list(image_type)} decodes to modes {modes}, expected {expected}")
     return protocol_fact(
@@ -59,7 +59,7 @@ def _echo_cine() -> list[Picture]:
     if not deid.needs_pixel_review(ds):
         raise SourceError(f"{pf.citation()}: expected an ultrasound capture needing a crop")
     modality, mfact = dicom_modality(ds, pf)
-    ipr = _us_mode_fact(ds, pf, "B-mode (2D grayscale)")
+    ipr = _us_mode_fact(ds, pf, "B-mode only (no Doppler)")
     it = ds.ImageType
     if it[2] != "EPICARDIAL":
         raise SourceError(f"{pf.citation()}: ImageType value 3 is {it[2]!r}")
@@ -117,7 +117,7 @@ def pelvis_us() -> list[Picture]:
     pf = pydicom_data_file("gdcm-US-ALOKA-16.dcm")
     ds = read_dicom(pf.path())
     modality, mfact = dicom_modality(ds, pf)
-    ipr = _us_mode_fact(ds, pf, "B-mode (2D grayscale)")
+    ipr = _us_mode_fact(ds, pf, "B-mode only (no Doppler)")
     it = ds.ImageType
     organ = region_fact(
         "Pelvis",
