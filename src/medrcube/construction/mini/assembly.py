@@ -140,7 +140,7 @@ def write_cube(pictures: Sequence[Picture], out_dir: str | Path) -> BuildReport:
     writer, report = ItemWriter(), BuildReport(out)
     images = _draft_images(pictures)
     drafts = unleak.one_perception_item([d for im in images for d in im.drafts], SEED, CAPPED_TASKS)
-    kept = unleak.cap_shares(drafts, ANSWER_SHARE_CAP, SEED, CAPPED_TASKS, cell_tasks=("ROI Grounding",))
+    kept = unleak.cap_shares(drafts, ANSWER_SHARE_CAP, SEED, CAPPED_TASKS)
     unleak.draw_options(kept, SEED)
     unleak.assign_letters(kept, SEED)
     kept_ids = {d.item_id for d in kept}

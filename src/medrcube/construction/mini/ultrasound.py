@@ -106,7 +106,7 @@ def _tee() -> list[Picture]:
         f"corrected, colour kept, resampled to {img.shape[1]}x{img.shape[0]}",
         [mfact, ipr, organ], normal_ok=True, contrast=0.5, allowed=sector,
     )  # fmt: skip
-    return copies(base, 9, normal=True, presence=1)
+    return copies(base, 14, normal=True, presence=1)
 
 
 def echo_us() -> list[Picture]:
@@ -141,5 +141,5 @@ def pelvis_us() -> list[Picture]:
             f"cropped to x {box[0]}-{box[2]}, y {box[1]}-{box[3]} (all on-screen text removed), gray, native size",
             [mfact, ipr, organ], normal_ok=True, contrast=0.55,
         )  # fmt: skip
-        pics += copies(base, 12, normal=True, presence=1)
+        pics += copies(base, 18, normal=True, presence=1)
     return pics

@@ -65,21 +65,24 @@ def one_perception_item(drafts: list[Draft], seed: str, tasks: Sequence[str]) ->
     reader that the modality item beside it is more likely ultrasound. The one kept is the
     candidate whose answer is rarest so far in its task among images that ask the same other
     tasks (a presence image or a location image: which of those an image is must not say
-    which modality it is), then rarest in its task, then whose task is smallest.
+    which modality it is), then whose task is smallest in its cell, then whose answer is
+    rarest in its task, then whose task is smallest.
     """
     by_image: dict[str, list[Draft]] = defaultdict(list)
     for d in drafts:
         by_image[d.image].append(d)
     answers: Counter[tuple[str, ...]] = Counter()
     sizes: Counter[str] = Counter()
+    in_cell: Counter[tuple[str, ...]] = Counter()
     drop: set[str] = set()
     for image in sorted(by_image, key=lambda im: stable_seed(seed, "perception", im)):
         cands = [d for d in by_image[image] if d.fact.task in tasks]
         config = "+".join(sorted(d.fact.task for d in by_image[image] if d.fact.task not in tasks))
         if not cands:
             continue
-        best = min(cands, key=lambda d: (answers[(config, d.fact.task, d.fact.answer)], answers[(d.fact.task, d.fact.answer)],
-                                         sizes[d.fact.task], stable_seed(seed, d.item_id)))  # fmt: skip
+        best = min(cands, key=lambda d: (answers[(config, d.fact.task, d.fact.answer)], in_cell[(d.part, d.modality, d.fact.task)],
+                                         answers[(d.fact.task, d.fact.answer)], sizes[d.fact.task], stable_seed(seed, d.item_id)))  # fmt: skip
+        in_cell[(best.part, best.modality, best.fact.task)] += 1
         answers[(config, best.fact.task, best.fact.answer)] += 1
         answers[(best.fact.task, best.fact.answer)] += 1
         sizes[best.fact.task] += 1
@@ -100,14 +103,18 @@ def cap_shares(drafts: list[Draft], cap: float, seed: str, tasks: Sequence[str],
     config.update({d.item_id: f"{d.part}/{d.modality}" for d in drafts if d.fact.task in cell_tasks})
     kept = list(drafts)
     groups = sorted({(d.fact.task, c) for d in drafts for c in (config[d.item_id], None) if d.fact.task in (*tasks, *cell_tasks)}, key=str)
+    values = {t: len({d.fact.answer for d in drafts if d.fact.task == t}) for t in (*tasks, *cell_tasks)}
     for task, cfg in groups:
+        # Within a group, no value above 1/K + 0.10 of it (K: the task's answer values): a
+        # share of 0.34 would leave seven organs free to be distributed unlike the task's.
+        limit = cap if cfg is None else min(cap, 1 / values[task] + 0.10)
         while True:
             mine = [d for d in kept if d.fact.task == task and (cfg is None or config[d.item_id] == cfg)]
             counts = Counter(d.fact.answer for d in mine)
             if not counts:
                 break
             value, n = max(sorted(counts.items()), key=lambda kv: kv[1])
-            if n <= cap * len(mine):
+            if n <= limit * len(mine):
                 break
             now: dict[str, list[Draft]] = defaultdict(list)
             for d in kept:
