@@ -88,6 +88,18 @@ class ExportSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class AuditSpec:
+    """The leakage audit's stage (`cube.audit`): its bounds, and whether a leak fails the build."""
+
+    on_leak: str = "fail"  # "fail": exit with the leaks listed (the cube stays written); "flag": list them; "off"
+    prior_margin: float = 0.10
+    sibling_margin: float = 0.10
+    length_margin: float = 0.10
+    letter_band: float = 0.99
+    constant_letter_grounding: float = 0.05
+
+
+@dataclass(frozen=True, slots=True)
 class Recipe:
     path: Path
     name: str
@@ -105,6 +117,7 @@ class Recipe:
     review: ReviewSpec | None = None
     privacy: PrivacySpec = PrivacySpec()
     export: ExportSpec = ExportSpec()
+    audit: AuditSpec = AuditSpec()
     ontology: Path | None = None
     vocabulary: Path | None = None
 
