@@ -265,13 +265,14 @@ def audit_items(items: Sequence[Item], bounds: AuditBounds | None = None) -> Aud
     grounding = constant_letter_grounding(items)
     pairs = grounding.get("pairs", {})
     for scope, letters in grounding.items():
-        if scope == "pairs" or (pairs.get(scope) or 0) < b.min_pairs:
+        n_pairs = int(pairs.get(scope) or 0)
+        if scope == "pairs" or n_pairs < b.min_pairs:
             continue
         for letter, g in letters.items():
             if g is not None and g > b.constant_letter_grounding:
                 where = "overall" if scope == "overall" else f"part {scope}"
                 findings.append(Finding("letter_correlation", where, g, b.constant_letter_grounding,
-                                        f"a model answering {letter!r} to everything has grounding {g:.3f} on {int(pairs[scope])} pairs",
+                                        f"a model answering {letter!r} to everything has grounding {g:.3f} on {n_pairs} pairs",
                                         FIXES["letter_correlation"]))  # fmt: skip
     return Audit(tasks, cells, grounding, tuple(findings), b)
 

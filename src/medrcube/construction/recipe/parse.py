@@ -12,8 +12,8 @@ from typing import Any
 from medrcube.construction.recipe.node import Node
 from medrcube.construction.recipe.sources import read_source
 from medrcube.construction.recipe.spec import (
-    AuditSpec,
     NAME_RE,
+    AuditSpec,
     ExportSpec,
     PrivacySpec,
     Recipe,
