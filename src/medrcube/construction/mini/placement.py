@@ -61,6 +61,8 @@ class LesionPlan:
 
     def __init__(self) -> None:
         self.counts: Counter[tuple[str, str]] = Counter()  # (scope, value): scope "" is the cube
+        # Placements drawn per source slice: a repeat would be a duplicate image and item.
+        self.drawn: set[tuple[str, tuple[int, int], str]] = set()
 
     def order(self, source: str = "") -> list[tuple[str, str]]:
         combos = [(q, s.name) for s in lesions.SIZE_CLASSES for q in lesions.QUADRANTS]
@@ -110,7 +112,9 @@ def draw_lesion(
                 )
             except lesions.NoRoom:
                 break
-            if pic.polarity * conspicuity(pixels, lesion.center, lesion.diameter_px / 2) >= CONSPICUITY:
+            spot = (f"{source}\x1f{pic.locator}", lesion.center, size)
+            if spot not in plan.drawn and pic.polarity * conspicuity(pixels, lesion.center, lesion.diameter_px / 2) >= CONSPICUITY:
+                plan.drawn.add(spot)
                 plan.taken(quadrant, size, source)
                 return pixels, dict(lesion.to_meta())
     raise RuntimeError(f"{pic.dataset}/{pic.stem}: no quadrant and size fits a conspicuous lesion")
