@@ -111,6 +111,7 @@ class Audit:
     constant_letter: dict[str, dict[str, float | None]]  # scope ("overall", part) -> letter -> grounding
     findings: tuple[Finding, ...]
     bounds: AuditBounds
+    prior_by_item: dict[str, bool] = field(default_factory=dict)  # item id -> the options-only model is right
 
     @property
     def ok(self) -> bool:
@@ -274,7 +275,7 @@ def audit_items(items: Sequence[Item], bounds: AuditBounds | None = None) -> Aud
                 findings.append(Finding("letter_correlation", where, g, b.constant_letter_grounding,
                                         f"a model answering {letter!r} to everything has grounding {g:.3f} on {n_pairs} pairs",
                                         FIXES["letter_correlation"]))  # fmt: skip
-    return Audit(tasks, cells, grounding, tuple(findings), b)
+    return Audit(tasks, cells, grounding, tuple(findings), b, prior)
 
 
 def _scope_findings(where: str, s: Scope, b: AuditBounds, significant: Any, point: bool) -> list[Finding]:

@@ -275,7 +275,7 @@ def number_lines(entries: Sequence[Mapping[str, Any]]) -> list[str]:
         elif e["kind"] == "image_dependence":
             lines.append(
                 f"image dependence: standard {_fmt(d.get('standard_acc'))}, blind {_fmt(d.get('blind_acc'))}, "
-                f"drop {_fmt(e['observed'])}{_interval(e)} on {e['n']} items: {e['verdict']}"
+                f"drop {_fmt(e['observed'])}{_interval(e)} on {e['n']} items, options-only prior {_fmt(d.get('options_only_prior'))}: {e['verdict']}"
             )
         elif e["kind"] == "position":
             lines.append(
@@ -416,6 +416,7 @@ class GateReport:
 
     def finish(self, session: Any, kinds_off: Mapping[str, str] | None = None) -> None:
         """Write reports/<run-id>/ (controller only, once every process has reported)."""
+        from medrcube.plugin.leaks import leak_meta
         from medrcube.service import new_run_dir, warn, write_run
 
         if not self.entries:
@@ -427,7 +428,7 @@ class GateReport:
         run_dir = new_run_dir(session.options.report_dir, session.adapter.spec)  # as `medrcube run` names it
         self.meta = run_meta(session, run_dir.name, result, self.handovers)
         self.meta["kinds_off"] = dict(kinds_off or {})
-        self.meta.update(gate_meta(session, self.entries))
+        self.meta.update(gate_meta(session, self.entries), **leak_meta(session, self.entries))
         doc = gate_document(self.entries.values(), self.meta)
         self.written, warning = write_run(run_dir, result, self.meta, cube=session.cube, gate=doc)
         warn(warning)
