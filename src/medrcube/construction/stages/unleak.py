@@ -3,9 +3,10 @@
 Run after every image's facts are known and before any record is written (issue 28):
 
 1. `one_perception_item`: one modality, view, protocol or organ question per image (why:
-   its docstring). `cap_shares`: within a task, no answer value may be more than `cap` of the items, or a
-   model that always names it scores that share with no image. Items of the most frequent
-   value are dropped (in a seeded order) from images that keep a chain without them.
+   its docstring). `cap_shares`: within a task, no answer value may be more than `cap` of
+   the items, or a model that always names it scores that share with no image. Items of
+   the most frequent value are dropped (in a seeded order) from images that keep a chain
+   without them.
 2. `draw_options`: an item's distractors come from its task's pool, the values that are
    answers somewhere in the task, each drawn with a weight equal to how often it is an
    answer. A value is then shown about `max_options` times as often as it is correct,
@@ -28,7 +29,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from medrcube.construction.stages.questions import NOT_EXCLUSIVE, Fact, stable_seed
-from medrcube.cube.item import LETTERS
 from medrcube.taxonomy import Level, task_level
 
 
@@ -217,5 +217,3 @@ def arranged(d: Draft, seed: str) -> tuple[list[str], int]:
     np.random.default_rng(stable_seed(seed, "order", d.item_id)).shuffle(rest)
     return rest[: d.position] + [d.options[0]] + rest[d.position :], d.position
 
-
-__all__ = ["LETTERS", "Draft", "arranged", "assign_letters", "cap_shares", "draw_options"]
