@@ -88,3 +88,15 @@ def test_reviewer_errors_exit_2_and_a_dead_reviewer_stops_the_build(demo_root: P
     assert main(["build", str(recipe), "--out", str(tmp_path / "d"), "--no-progress"]) == 1
     stopped = re.search(r"answered none of (\d+) item", capsys.readouterr().err)
     assert stopped is not None and dead.stats()["total"] == int(stopped.group(1))  # one round, each item asked once, no refill
+
+
+def test_a_leak_fails_a_site_build_whose_recipe_says_so(demo_root: Path, site_recipe, tmp_path: Path, capsys) -> None:
+    """The demo site's modality items (one answer per source) are a text shortcut: the
+    audit stage lists it, writes audit.json into the build report and, under
+    `audit: {on_leak: fail}`, exits 4 with the cube written."""
+    recipe = site_recipe(demo_root, "site-leaky", {"tasks": ["MR"], "export": {"hf": None}, "audit": {"on_leak": "fail"}})
+    assert main(["build", str(recipe), "--out", str(tmp_path / "o"), "--no-progress"]) == 4
+    captured = capsys.readouterr()
+    assert "LEAK task Modality Recognition: options_prior" in captured.out and "text shortcut" in captured.err
+    doc = json.loads((tmp_path / "o" / "report" / "audit.json").read_text(encoding="utf-8"))
+    assert doc["on_leak"] == "fail" and doc["ok"] is False and (tmp_path / "o" / "release").is_dir()

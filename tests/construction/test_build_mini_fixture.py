@@ -67,14 +67,16 @@ def test_rebuild_is_byte_identical_to_the_committed_cube(tmp_path: Path, mini_ro
 
 
 def test_size_coverage_and_cells(mini_root: Path, mini_records: list[dict[str, Any]]) -> None:
-    assert len(mini_records) >= 900
+    assert len(mini_records) >= 850
     cells = Counter((r["parts"], r["modality"], r["task"]) for r in mini_records)
-    assert len(cells) >= 50
+    assert len(cells) >= 45
     # Issue 12: enough items per cell for checks to decide (24 all-wrong answers put the
-    # Wilson upper bound at 0.14): at least 24 cells of 24 items or more.
+    # Wilson upper bound at 0.14). Issue 28 asks one modality, view, protocol or organ
+    # question per image (two give each other away through their options), which thins
+    # the perception cells: at least 20 cells of 24 items or more.
     full = sorted(c for c, n in cells.items() if n >= 24)
-    assert len(full) >= 24, f"only {len(full)} cells hold 24 items: {full}"
-    assert {c[2] for c in full} >= {"Modality Recognition", "Organ Recognition", "ROI Grounding", "Abnormality Diagnosis", "Severity Grading"}
+    assert len(full) >= 20, f"only {len(full)} cells hold 24 items: {full}"
+    assert {c[2] for c in full} >= {"Imaging Protocol Recognition", "Organ Recognition", "ROI Grounding", "Abnormality Diagnosis", "Severity Grading"}
     assert {r["task"] for r in mini_records} == set(TASK_NAMES)
     assert REQUIRED_MODALITIES <= {r["modality"] for r in mini_records}
     assert REQUIRED_PARTS <= {r["parts"] for r in mini_records}

@@ -8,7 +8,7 @@ import pytest
 
 from medrcube.construction.mini.assembly import choose_facts, read_pictures
 from medrcube.construction.mini.common import LESION_TASKS, LOCATION_TASKS, Picture, pydicom_file
-from medrcube.construction.mini.placement import conspicuity, copies, draw_lesion, lesion_plan
+from medrcube.construction.mini.placement import conspicuity, copies, draw_lesion, lesion_plan, split_presence
 from medrcube.construction.stages.questions import modality_fact, plane_fact
 
 
@@ -72,3 +72,12 @@ def test_drawn_lesions_stand_out_and_a_picture_with_no_room_is_refused() -> None
 def test_picture_stems_must_be_unique_within_a_dataset() -> None:
     with pytest.raises(RuntimeError, match="stems repeat"):
         read_pictures([lambda: [_picture(), _picture()]])
+
+
+def test_presence_and_location_of_one_lesion_are_asked_on_different_images() -> None:
+    """Issue 28: "This image contains one lesion. Where..." beside "Is there a lesion?"
+    answers the latter from text; a picture asking both becomes two images."""
+    split = split_presence(copies(_picture(), 2, normal=True, presence=1))
+    tasks = [p.lesion_tasks for p in split if p.lesion]
+    assert tasks == [("Abnormality Diagnosis",), ("ROI Grounding", "Severity Grading"), ("ROI Grounding", "Severity Grading")]
+    assert len({p.stem for p in split}) == len(split)

@@ -5,7 +5,9 @@ nothing does unless the recipe names a remote reviewer model, which must be allo
 explicitly (`review.allow_remote: true` or `--allow-remote`). Exit status: 0 built; 1
 the recipe, a source or the export failed (nothing usable written); 2 built, but some
 items could not be reviewed (reviewer errors: run again, the response store keeps what
-was answered); 3 an identifying value was found in the export, which was deleted.
+was answered); 3 an identifying value was found in the export, which was deleted; 4 the
+leakage audit found a text shortcut and the recipe's `audit.on_leak` is `fail` (the cube
+stays written; `medrcube validate --audit` repeats the findings).
 
 Every build writes a review sheet (OUT/review/sheet.html); a person who has looked at it
 records the decision with `medrcube build --record-review OUT --decision approved|rejected
@@ -18,7 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-EXIT_OK, EXIT_ERROR, EXIT_REVIEW_ERRORS, EXIT_LEAK = 0, 1, 2, 3
+EXIT_OK, EXIT_ERROR, EXIT_REVIEW_ERRORS, EXIT_LEAK, EXIT_SHORTCUT = 0, 1, 2, 3, 4
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -100,6 +102,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"build report: {result.report_dir / 'build_report.md'}")
     print(f"review sheet: {result.out / 'review' / 'sheet.html'} (not reviewed: a person records a decision with "
           f"`medrcube build --record-review {result.out} --decision ... --reviewed-by ... --frames N`)")
+    if result.audit is not None:
+        from medrcube.commands.validate import render_audit
+
+        sys.stdout.write(render_audit(result.audit))
+        if not result.audit.ok and plan.recipe.audit.on_leak == "fail":
+            return _err(f"the leakage audit found {len(result.audit.findings)} text shortcut(s) (listed above); fix the "
+                        "construction, or set `audit: {on_leak: flag}` in the recipe to build anyway", EXIT_SHORTCUT)  # fmt: skip
     if result.review_errors:
         return _err(f"{result.review_errors} item(s) could not be reviewed (reviewer errors) and were held out; run the "
                     "build again to retry them", EXIT_REVIEW_ERRORS)  # fmt: skip

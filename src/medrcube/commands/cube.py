@@ -1,4 +1,4 @@
-"""`medrcube cube stats CUBE [--json]` and `medrcube cube export CUBE OUT --format F`.
+"""`medrcube cube stats CUBE [--json] [--audit]` and `medrcube cube export CUBE OUT --format F`.
 
 `stats` prints items per part, modality, task and cell, images shared across tasks
 (chains), restricted, unavailable and skipped counts as aligned tables. `export` writes a
@@ -14,6 +14,7 @@ import sys
 from pathlib import PurePosixPath
 
 from medrcube.cube import Cube, CubeError, Item, load_cube, write_jsonl
+from medrcube.cube.audit import audit_items
 from medrcube.cube.stats import cube_stats, format_stats
 
 
@@ -23,6 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     stats.add_argument("cube", help="release-layout directory, .jsonl, parquet, save_to_disk directory or hf:NAME")
     stats.add_argument("--json", action="store_true", help="print JSON instead of tables")
     stats.add_argument("--strict", action="store_true", help="refuse a cube with any error")
+    stats.add_argument("--audit", action="store_true", help="run the leakage audit and mark the cells it flags (see `medrcube validate --audit`)")
     export = sub.add_parser("export", help="write a cube as jsonl (+ images), a save_to_disk dataset, or parquet")
     export.add_argument("cube")
     export.add_argument("out", help="output directory (jsonl, hf) or .parquet file")
@@ -38,13 +40,21 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "stats":
         s = cube_stats(cube)
         review = _review_line(args.cube)
+        flags = audit_items(cube.items).flagged_cells() if getattr(args, "audit", False) else None
         if args.json:
-            extra = {"deid_review": review} if review is not None else {}
-            sys.stdout.write(json.dumps({"source": cube.source, "fingerprint": cube.fingerprint, **s.to_dict(), **extra}, indent=2, ensure_ascii=False) + "\n")
+            doc = {"source": cube.source, "fingerprint": cube.fingerprint, **s.to_dict()}
+            if review is not None:
+                doc["deid_review"] = review
+            if flags is not None:
+                doc["leak_flags"] = {"/".join(c): kinds for c, kinds in sorted(flags.items())}
+            sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
         else:
             sys.stdout.write(format_stats(s, title=f"cube {cube.source} (fingerprint {cube.fingerprint[:16]})"))
             if review is not None:
                 sys.stdout.write(review + "\n")
+            if flags is not None:
+                lines = [f"  {'/'.join(c)}: {', '.join(kinds)}" for c, kinds in sorted(flags.items())]
+                sys.stdout.write("\ncells flagged by the leakage audit" + (":\n" + "\n".join(lines) if lines else ": none") + "\n")
         return 0
     return _export(cube, args.out, args.format)
 

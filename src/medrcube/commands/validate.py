@@ -1,9 +1,12 @@
-"""`medrcube validate CUBE [--strict] [--json]`: check a cube before any model sees it.
+"""`medrcube validate CUBE [--strict] [--json] [--audit]`: check a cube before any model sees it.
 
 Prints every problem grouped by reason (most frequent first) with counts, each naming the
 file, the item, the field, what was found and what was expected. Exits 1 when there is
 any error (a skipped item, an unreadable file, a cube that does not load), 0 when there
 are only warnings (an unknown axis value, a restricted item without its image).
+`--audit` adds the leakage audit (`cube.audit`): can the answers be had without the
+images? Each leak names its task or cell, its kind, the figure against its bound and
+the fix; exit 4 when there is a leak and no error.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import sys
 from collections import defaultdict
 
 from medrcube.cube import REASONS, CubeError, Problem, load_cube
+from medrcube.cube.audit import Audit, audit_items
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,6 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--strict", action="store_true", help="stop at the first error (default: skip bad items, report all)")
     parser.add_argument("--json", action="store_true", help="print a JSON report instead of text")
     parser.add_argument("--limit", type=_limit, default=0, metavar="N", help="list at most N problems per reason (default: all)")
+    parser.add_argument("--audit", action="store_true",
+                        help="also run the leakage audit (options-only prior, sibling questions, letters): exit 4 on a leak")  # fmt: skip
 
 
 def _limit(text: str) -> int:
@@ -31,6 +37,26 @@ def _limit(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"--limit must be >= 0 (0: every problem), got {value}")
     return value
+
+
+EXIT_LEAK = 4
+
+
+def render_audit(audit: Audit) -> str:
+    """The audit's per-task figures, then every finding with its scope, kind and fix."""
+    lines = ["", "LEAKAGE AUDIT (text-only models, cross-validated by image; bounds from the recipe or the defaults)",
+             f"  {'task':30s} {'items':>5s} {'chance':>6s} {'prior':>6s} {'sibling':>7s} {'named':>5s} {'longest':>7s} letters"]  # fmt: skip
+    for task, sc in audit.tasks.items():
+        letters = " ".join(f"{k}{v}" for k, v in sc.letters.items())
+        lines.append(f"  {task:30s} {sc.n:5d} {sc.chance:6.3f} {sc.prior:6.3f} {sc.sibling:7.3f} {sc.named:5d} {sc.longest:7.3f} {letters}")
+    worst = {scope: max((g for g in v.values() if g is not None), default=None) for scope, v in audit.constant_letter.items() if scope != "pairs"}
+    lines.append("  constant-letter grounding (worst letter): " + ", ".join(f"{k} {v:+.3f}" for k, v in worst.items() if v is not None))
+    if audit.ok:
+        lines.append("  no leak above its bound")
+    else:
+        lines.append(f"  {len(audit.findings)} leak(s):")
+        lines += [f"  LEAK {f}" for f in audit.findings]
+    return "\n".join(lines) + "\n"
 
 
 def group(problems: list[Problem]) -> dict[str, list[Problem]]:
@@ -69,9 +95,12 @@ def render_text(source: str, problems: list[Problem], *, n_items: int | None, fi
 def run(args: argparse.Namespace) -> int:
     fatal: str | None = None
     n_items = fingerprint = None
+    audit: Audit | None = None
     try:
         cube = load_cube(args.cube, strict=args.strict)
         problems, n_items, fingerprint = list(cube.problems), len(cube), cube.fingerprint
+        if getattr(args, "audit", False):
+            audit = audit_items(cube.items)
     except CubeError as exc:
         problems, fatal = list(exc.problems), str(exc)
     errors = sum(1 for p in problems if p.severity == "error")
@@ -91,9 +120,15 @@ def run(args: argparse.Namespace) -> int:
                 for p in problems
             ],
         }
+        if audit is not None:
+            report["audit"] = audit.to_dict()
         sys.stdout.write(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     else:
         sys.stdout.write(render_text(str(args.cube), problems, n_items=n_items, fingerprint=fingerprint, fatal=fatal, limit=args.limit))
         if fatal is not None and not problems:
             sys.stdout.write(fatal + "\n")
-    return 1 if fatal is not None or errors else 0
+        if audit is not None:
+            sys.stdout.write(render_audit(audit))
+    if fatal is not None or errors:
+        return 1
+    return EXIT_LEAK if audit is not None and not audit.ok else 0

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from medrcube.construction.audit_stage import run_audit
 from medrcube.construction.privacy import safeguards as privacy
 from medrcube.construction.recipe import Recipe, load_recipe
 from medrcube.taxonomy import Level, task_level
@@ -37,6 +38,7 @@ from medrcube.taxonomy import Level, task_level
 if TYPE_CHECKING:
     from medrcube.construction.mini.assembly import BuildReport as MiniBuildReport
     from medrcube.construction.report import BuildReport
+    from medrcube.cube.audit import Audit
     from medrcube.models.base import ModelAdapter
 
 MARKER = ".medrcube-build"
@@ -83,6 +85,7 @@ class BuildResult:
     report_dir: Path | None
     report: BuildReport | MiniBuildReport  # the mini builder writes its own
     review_errors: int = 0
+    audit: Audit | None = None  # the leakage audit of the written cube (audit_stage)
 
 
 def prepare(recipe: Recipe | str | Path, out: str | Path | None = None, *, reviewer: ModelAdapter | None = None, allow_remote: bool = False,
@@ -204,7 +207,7 @@ def _run_package(plan: Plan) -> BuildResult:
         if hf.exists():
             shutil.rmtree(hf)
         write_hf(release, hf)
-    return BuildResult(plan.out, release, hf, None, report)
+    return BuildResult(plan.out, release, hf, None, report, audit=run_audit(release, r.audit, None))
 
 
 # -- the generic pipeline ------------------------------------------------------------------------
@@ -449,7 +452,7 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
         shutil.rmtree(out)
         raise PrivacyLeakError("identifying values found in the rewritten manifest or report; the export has been deleted")
     errors = sum(1 for o in outcomes.values() if o.status == "error")
-    return BuildResult(out, release, hf, report_dir, report, review_errors=errors)
+    return BuildResult(out, release, hf, report_dir, report, review_errors=errors, audit=run_audit(release, r.audit, report_dir))
 
 
 def _text_screen(r: Recipe):

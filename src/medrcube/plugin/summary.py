@@ -242,7 +242,7 @@ def number_lines(entries: Sequence[Mapping[str, Any]]) -> list[str]:
         elif e["kind"] == "image_dependence":
             lines.append(
                 f"image dependence: standard {_fmt(d.get('standard_acc'))}, blind {_fmt(d.get('blind_acc'))}, "
-                f"drop {_fmt(e['observed'])}{_interval(e)} on {e['n']} items: {e['verdict']}"
+                f"drop {_fmt(e['observed'])}{_interval(e)} on {e['n']} items, options-only prior {_fmt(d.get('options_only_prior'))}: {e['verdict']}"
             )
         elif e["kind"] == "position":
             lines.append(
@@ -387,6 +387,7 @@ class GateReport:
 
     def finish(self, session: Any, kinds_off: Mapping[str, str] | None = None) -> None:
         """Write reports/<run-id>/ (controller only, once every process has reported)."""
+        from medrcube.plugin.leaks import leak_meta
         from medrcube.service import new_run_dir, warn, write_run
 
         if not self.entries:
@@ -403,7 +404,7 @@ class GateReport:
         self.meta["kinds_off"] = dict(kinds_off or {})
         if result is not None and result.aborted:  # said once in the summary, and kept in gate.json
             self.meta["aborted"] = result.aborted
-        self.meta.update(gate_meta(session, self.entries))
+        self.meta.update(gate_meta(session, self.entries), **leak_meta(session, self.entries))
         self.gate = doc = gate_document(self.entries.values(), self.meta)
         self.written, warning = write_run(run_dir, result, self.meta, cube=session.cube, gate=doc)
         warn(warning)

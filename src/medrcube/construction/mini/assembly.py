@@ -21,7 +21,8 @@ import numpy as np
 from medrcube.construction import imageio
 from medrcube.construction.mini import docs as mini_docs
 from medrcube.construction.mini.common import MAX_SIDE, SEED, Picture
-from medrcube.construction.mini.placement import draw_lesion, lesion_plan
+from medrcube.construction.mini.placement import draw_lesion, lesion_plan, split_presence
+from medrcube.construction.stages import unleak
 from medrcube.construction.stages.questions import Fact, ItemWriter, lesion_facts, stable_seed
 from medrcube.taxonomy import TASK_NAMES, Level, task_abbrev, task_level
 
@@ -89,7 +90,7 @@ def choose_facts(pic: Picture, lesion_meta: dict[str, Any] | None, views_asked: 
 
 def read_pictures(recipe: Sequence[Callable[[], list[Picture]]]) -> list[Picture]:
     """Every picture of the recipe, with stems unique per dataset (they seed the lesions)."""
-    pictures = [p for make in recipe for p in make()]
+    pictures = split_presence(p for make in recipe for p in make())
     stems = Counter((p.dataset, p.stem) for p in pictures)
     repeated = sorted(k for k, n in stems.items() if n > 1)
     if repeated:
@@ -97,36 +98,71 @@ def read_pictures(recipe: Sequence[Callable[[], list[Picture]]]) -> list[Picture
     return pictures
 
 
-def write_cube(pictures: Sequence[Picture], out_dir: str | Path) -> BuildReport:
-    """Write the pictures as a release-layout cube into `out_dir` (replacing a previous build)."""
-    out = Path(out_dir)
-    prepare_out(out)
-    writer, plan, report = ItemWriter(), lesion_plan(), BuildReport(out)
-    records: dict[str, list[dict[str, Any]]] = {}
-    rows: dict[str, list[dict[str, Any]]] = {}
-    numbers: Counter[str] = Counter()
+# The most one answer may be of its task's items (items of the most frequent answer are
+# dropped from images that keep a chain without them): at 0.30, an "always name the usual
+# answer" model stays below chance + 0.10 on every four-option task (not lower: Modality
+# Recognition has three common answers and a rare one, X-ray).
+ANSWER_SHARE_CAP = 0.34
+CAPPED_TASKS: tuple[str, ...] = ("Modality Recognition", "View Recognition", "Imaging Protocol Recognition", "Organ Recognition")
+
+
+@dataclass
+class _Image:
+    pic: Picture
+    name: str
+    pixels: np.ndarray
+    lesion: dict[str, Any] | None
+    drafts: list[unleak.Draft]
+
+
+def _draft_images(pictures: Sequence[Picture]) -> list[_Image]:
+    """Lesions drawn and facts chosen for every picture, in recipe order (no file written yet)."""
+    plan, numbers = lesion_plan(), Counter[str]()
     views_asked: set[tuple[str, str, str]] = set()
+    out = []
     for pic in pictures:
         numbers[pic.dataset] += 1
         name = f"{numbers[pic.dataset]:03d}"  # numbered files hint at no answer
         pixels, lesion_meta = draw_lesion(pic, plan, np.random.default_rng(stable_seed(SEED, pic.dataset, pic.stem)))
         if max(pixels.shape[:2]) > MAX_SIDE:
             raise RuntimeError(f"{pic.dataset}/{pic.stem}: {pixels.shape[1]}x{pixels.shape[0]} exceeds {MAX_SIDE} px")
-        facts = choose_facts(pic, lesion_meta, views_asked)
-        rel = f"images/{name}.png"
+        image = f"{pic.dataset}/{name}"
+        drafts = [unleak.Draft(f"{pic.dataset}-{name}-{task_abbrev(f.task)}", image, pic.part, f, pic.modality)
+                  for f in choose_facts(pic, lesion_meta, views_asked)]  # fmt: skip
+        out.append(_Image(pic, name, pixels, lesion_meta, drafts))
+    return out
+
+
+def write_cube(pictures: Sequence[Picture], out_dir: str | Path) -> BuildReport:
+    """Write the pictures as a release-layout cube into `out_dir` (replacing a previous build)."""
+    out = Path(out_dir)
+    prepare_out(out)
+    writer, report = ItemWriter(), BuildReport(out)
+    images = _draft_images(pictures)
+    drafts = unleak.one_perception_item([d for im in images for d in im.drafts], SEED, CAPPED_TASKS)
+    kept = unleak.cap_shares(drafts, ANSWER_SHARE_CAP, SEED, CAPPED_TASKS)
+    unleak.draw_options(kept, SEED)
+    unleak.assign_letters(kept, SEED)
+    kept_ids = {d.item_id for d in kept}
+    records: dict[str, list[dict[str, Any]]] = {}
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for im in images:
+        pic, lesion_meta = im.pic, im.lesion
+        rel = f"images/{im.name}.png"
         (out / pic.dataset / "images").mkdir(parents=True, exist_ok=True)
-        report.bytes += imageio.write_png(out / pic.dataset / rel, imageio.to_uint8(pixels))
+        report.bytes += imageio.write_png(out / pic.dataset / rel, imageio.to_uint8(im.pixels))
         report.images += 1
         report.chains += 1
         source_meta = {"package": pic.source.distribution, "file": f"{pic.source.module}/{pic.source.relpath}", "where": pic.locator}
         answers = []
-        for fact in facts:
+        for draft in (d for d in im.drafts if d.item_id in kept_ids):
+            fact = draft.fact
             meta: dict[str, Any] = {"source": source_meta, "synthetic_image": lesion_meta is not None}
             if fact.synthetic and lesion_meta is not None:
                 meta["lesion"] = lesion_meta
             rec = writer.record(
-                fact, item_id=f"{pic.dataset}-{name}-{task_abbrev(fact.task)}", dataset=pic.dataset,
-                image_path=rel, modality=pic.modality, part=pic.part, meta=meta,
+                fact, item_id=draft.item_id, dataset=pic.dataset, image_path=rel, modality=pic.modality,
+                part=pic.part, meta=meta, arranged=unleak.arranged(draft, SEED),
             )  # fmt: skip
             records.setdefault(pic.dataset, []).append(rec)
             answers.append((fact, rec))

@@ -33,7 +33,10 @@ from medrcube.construction.readers.sources import (
 from medrcube.construction.stages.questions import CT_PROTOCOLS, Q_CT_PROTOCOL, protocol_fact, region_fact
 
 DATASET = "pydicom-ct"
-LESION_COPIES = 24  # lesion placements per single-slice source: 24 location and size items
+# Lesion placements per single-slice source. 36, not 24: an image asks one modality, view,
+# protocol or organ question (unleak.one_perception_item), so the perception cells of a
+# source fill from a quarter of its images each.
+LESION_COPIES = 36
 
 
 def _chest() -> list[Picture]:

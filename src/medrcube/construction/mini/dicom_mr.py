@@ -112,7 +112,7 @@ def _shoulder() -> list[Picture]:
         DATASET, "mr2", img, modality, "Shoulder", pf, "the single frame",
         "window 0.5-99.5th percentile, resampled 1024 -> 384 px", [mfact, ipr, organ], normal_ok=True,
     )  # fmt: skip
-    return copies(base, 24, normal=True, presence=1)
+    return copies(base, 30, normal=True, presence=1)
 
 
 def _abdomen() -> list[Picture]:

@@ -72,7 +72,7 @@ Answers come from metadata or from construction, never from a guess:
 - **Imaging Protocol Recognition**: MRI sequence tags (ImageType, AcquisitionContrast,
   PulseSequenceName, ProtocolName, ScanningSequence, ScanOptions, TR/TE); the CT
   ImageType (PERFUSION, RCBF); the ultrasound mode bitmap in ImageType value 4 (0001 = 2D,
-  0010 = colour Doppler). NIfTI volumes carry no sequence tags, so they get no protocol item.
+  0010 = colour Doppler). NIfTI volumes carry no sequence tags: a volume gets a protocol item only where its documentation names the acquisition (nibabel's functional series: BOLD EPI; dipy's S0 volume: the b = 0 image of a diffusion acquisition).
 - **Organ Recognition**: BodyPartExamined, an AnatomicRegionSequence code, a reviewed
   Study/Series description, the position reference (sternal notch) and slice location,
   or the documented source; the distractors are body regions far from the answer.

@@ -10,7 +10,8 @@ the presence cells of a source stay balanced between "Yes" and "No".
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -35,12 +36,47 @@ def copies(base: Picture, lesion_copies: int, *, normal: bool, presence: int | N
     return out
 
 
-def lesion_plan() -> Iterator[tuple[str, str]]:
-    """(quadrant, size) combinations in an order that spreads both evenly."""
-    n = len(lesions.SIZE_CLASSES)
-    combos = [(q, lesions.SIZE_CLASSES[(i + j) % n].name) for j in range(n) for i, q in enumerate(lesions.QUADRANTS)]
-    while True:
-        yield from combos
+def split_presence(pictures: Iterable[Picture]) -> list[Picture]:
+    """Each lesion picture that would ask presence AND location or size becomes two images:
+    one asks "is there a lesion?", the other where and how large. On one image, "This image
+    contains one lesion. Where..." beside "Is there a lesion?" answers the latter from text."""
+    out = []
+    for p in pictures:
+        loc = tuple(t for t in p.lesion_tasks if t in LOCATION_TASKS)
+        if p.lesion and loc and "Abnormality Diagnosis" in p.lesion_tasks:
+            out.append(dataclasses.replace(p, stem=f"{p.stem}_p", lesion_tasks=("Abnormality Diagnosis",)))
+            out.append(dataclasses.replace(p, stem=f"{p.stem}_g", lesion_tasks=loc))
+        else:
+            out.append(p)
+    return out
+
+
+class LesionPlan:
+    """Which (quadrant, size) to try next: the least used so far first, so that sizes that
+    rarely fit (a very large disc in a small organ) are tried on every picture until they do,
+    and each size class ends up about as often the answer as any other.
+
+    Counted per source as well as over the cube: a cell is one source's images, and a cell
+    whose lesions are mostly "upper left" is passed by a model that always says so."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[tuple[str, str]] = Counter()  # (scope, value): scope "" is the cube
+        # Placements drawn per source slice: a repeat would be a duplicate image and item.
+        self.drawn: set[tuple[str, tuple[int, int], str]] = set()
+
+    def order(self, source: str = "") -> list[tuple[str, str]]:
+        combos = [(q, s.name) for s in lesions.SIZE_CLASSES for q in lesions.QUADRANTS]
+        c = self.counts
+        return sorted(combos, key=lambda qs: (c[(source, qs[1])] + c[(source, qs[0])], c[("", qs[1])], c[("", qs[0])], combos.index(qs)))
+
+    def taken(self, quadrant: str, size: str, source: str = "") -> None:
+        for scope in {"", source}:
+            self.counts[(scope, quadrant)] += 1
+            self.counts[(scope, size)] += 1
+
+
+def lesion_plan() -> LesionPlan:
+    return LesionPlan()
 
 
 # A drawn lesion must stand out from the ring around it (mean of its centre above the mean
@@ -61,14 +97,14 @@ def conspicuity(img01: np.ndarray, center: tuple[int, int], radius: float) -> fl
 
 
 def draw_lesion(
-    pic: Picture, plan: Iterator[tuple[str, str]], rng: np.random.Generator
+    pic: Picture, plan: LesionPlan, rng: np.random.Generator
 ) -> tuple[np.ndarray, dict[str, Any] | None]:
     """The picture's pixels with its synthetic lesion (if it gets one) and the lesion's metadata."""
     if not pic.lesion:
         return pic.pixels, None
     allowed = pic.allowed if pic.allowed is not None else lesions.body_mask(pic.pixels)
-    for _ in range(len(lesions.QUADRANTS) * len(lesions.SIZE_CLASSES)):  # a combination that does not fit is skipped
-        quadrant, size = next(plan)
+    source = f"{pic.dataset}/{pic.source.relpath}"
+    for quadrant, size in plan.order(source):  # a combination that does not fit is skipped
         for _try in range(PLACEMENT_TRIES):
             try:
                 pixels, lesion = lesions.insert_lesion(
@@ -76,6 +112,9 @@ def draw_lesion(
                 )
             except lesions.NoRoom:
                 break
-            if pic.polarity * conspicuity(pixels, lesion.center, lesion.diameter_px / 2) >= CONSPICUITY:
+            spot = (f"{source}\x1f{pic.locator}", lesion.center, size)
+            if spot not in plan.drawn and pic.polarity * conspicuity(pixels, lesion.center, lesion.diameter_px / 2) >= CONSPICUITY:
+                plan.drawn.add(spot)
+                plan.taken(quadrant, size, source)
                 return pixels, dict(lesion.to_meta())
     raise RuntimeError(f"{pic.dataset}/{pic.stem}: no quadrant and size fits a conspicuous lesion")

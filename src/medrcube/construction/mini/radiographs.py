@@ -73,7 +73,7 @@ def _tibia() -> list[Picture]:
     )  # fmt: skip
     dd = Fact(
         "Disease Diagnosis",
-        "This radiograph of the lower leg shows a lesion of the distal tibia. What is the most likely diagnosis?",
+        "What is the most likely diagnosis of the lesion shown in this image?",
         "Non-ossifying fibroma", BONE_LESION_DIAGNOSES,
         f"Documented diagnosis: StudyDescription (0008,1030) = {diagnosis!r} (NEMA WG04 sample RG3).",
         "documented diagnosis",

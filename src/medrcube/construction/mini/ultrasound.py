@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 def _us_mode_fact(ds: Dataset, pf: PackageFile, answer: str) -> Fact:
     image_type = ds.ImageType
     modes = ultrasound_modes(image_type)
-    expected = {"B-mode (2D grayscale)": ("2D",), "Colour Doppler": ("2D", "Color Doppler")}[answer]
+    expected = {"B-mode only (no Doppler)": ("2D",), "Colour Doppler": ("2D", "Color Doppler")}[answer]
     if modes != expected:
         raise SourceError(f"{pf.citation()}: ImageType {list(image_type)} decodes to modes {modes}, expected {expected}")
     return protocol_fact(
@@ -58,7 +58,7 @@ def _echo_cine() -> list[Picture]:
     if not deid.needs_pixel_review(ds):
         raise SourceError(f"{pf.citation()}: expected an ultrasound capture needing a crop")
     modality, mfact = dicom_modality(ds, pf)
-    ipr = _us_mode_fact(ds, pf, "B-mode (2D grayscale)")
+    ipr = _us_mode_fact(ds, pf, "B-mode only (no Doppler)")
     it = ds.ImageType
     if it[2] != "EPICARDIAL":
         raise SourceError(f"{pf.citation()}: ImageType value 3 is {it[2]!r}")
@@ -105,7 +105,7 @@ def _tee() -> list[Picture]:
         f"corrected, colour kept, resampled to {img.shape[1]}x{img.shape[0]}",
         [mfact, ipr, organ], normal_ok=True, contrast=0.5, allowed=sector,
     )  # fmt: skip
-    return copies(base, 9, normal=True, presence=1)
+    return copies(base, 14, normal=True, presence=1)
 
 
 def echo_us() -> list[Picture]:
@@ -116,7 +116,7 @@ def pelvis_us() -> list[Picture]:
     pf = pydicom_data_file("gdcm-US-ALOKA-16.dcm")
     ds = read_dicom(pf.path())
     modality, mfact = dicom_modality(ds, pf)
-    ipr = _us_mode_fact(ds, pf, "B-mode (2D grayscale)")
+    ipr = _us_mode_fact(ds, pf, "B-mode only (no Doppler)")
     it = ds.ImageType
     organ = region_fact(
         "Pelvis",
@@ -140,5 +140,5 @@ def pelvis_us() -> list[Picture]:
             f"cropped to x {box[0]}-{box[2]}, y {box[1]}-{box[3]} (all on-screen text removed), gray, native size",
             [mfact, ipr, organ], normal_ok=True, contrast=0.55,
         )  # fmt: skip
-        pics += copies(base, 12, normal=True, presence=1)
+        pics += copies(base, 18, normal=True, presence=1)
     return pics

@@ -21,7 +21,7 @@ from medrcube.construction.readers.sources import (
     plane_of_file_axis,
     volume_slice,
 )
-from medrcube.construction.stages.questions import modality_fact, plane_fact, region_fact
+from medrcube.construction.stages.questions import Q_PROTOCOL, Fact, modality_fact, plane_fact, region_fact
 
 _VOLUME_DOCS: dict[str, str] = {
     "anatomical.nii": "nibabel's structural (anatomical) brain test volume, SPM-normalised ('spm - 3D normalized' in its header)",
@@ -29,6 +29,21 @@ _VOLUME_DOCS: dict[str, str] = {
     "S0_10slices.nii.gz": "dipy's 10-slice S0 (non-diffusion-weighted) brain test volume",
     "aniso_vox.nii.gz": "dipy's anisotropic-voxel brain test volume",
 }
+# The protocol a volume's documentation names (NIfTI has no sequence tags): only where it
+# names one. The structural volume is not documented as T1- or T2-weighted, so it has none.
+_VOLUME_PROTOCOLS: dict[str, str] = {
+    "example4d.nii.gz": "BOLD functional MRI (EPI)",
+    "S0_10slices.nii.gz": "Diffusion MRI, b = 0 image",
+}
+_MRI_SEQUENCES: tuple[str, ...] = ("T1-weighted", "T2-weighted", "BOLD functional MRI (EPI)", "Diffusion MRI, b = 0 image")
+
+
+def _protocol_fact(pf: PackageFile, doc: str) -> list[Fact]:
+    answer = _VOLUME_PROTOCOLS.get(pf.name)
+    if answer is None:
+        return []
+    others = tuple(x for x in _MRI_SEQUENCES if x != answer)
+    return [Fact("Imaging Protocol Recognition", Q_PROTOCOL, answer, others, f"Documented source: {doc}.", "documented source")]
 
 
 def volume_pictures(dataset: str, pf: PackageFile, cuts: list[tuple[str, float]], long_side: int = 256) -> list[Picture]:
@@ -62,6 +77,7 @@ def volume_pictures(dataset: str, pf: PackageFile, cuts: list[tuple[str, float]]
                 "NIfTI affine",
             ),
             region_fact("Brain", f"Documented source: {doc}.", "documented source"),
+            *_protocol_fact(pf, doc),
         ]
         out.append(
             Picture(

@@ -13,6 +13,7 @@ from medrcube.construction.recipe.node import Node
 from medrcube.construction.recipe.sources import read_source
 from medrcube.construction.recipe.spec import (
     NAME_RE,
+    AuditSpec,
     ExportSpec,
     PrivacySpec,
     Recipe,
@@ -40,7 +41,7 @@ def load_recipe(path: str | Path) -> Recipe:
 
 
 _TOP = ("version", "name", "out", "sources", "tasks", "labels", "targets", "items", "templates", "review", "privacy",
-        "export", "ontology", "vocabulary")  # fmt: skip
+        "export", "ontology", "vocabulary", "audit")  # fmt: skip
 
 
 def parse_recipe(data: Any, path: Path, src: str | None = None) -> Recipe:
@@ -65,6 +66,7 @@ def parse_recipe(data: Any, path: Path, src: str | None = None) -> Recipe:
     if dup:
         raise RecipeError(f"{src}: key 'sources': dataset name {dup[0]!r} is used by several sources; give each source its own 'dataset'")
     export = read_export(top.node("export"), src)
+    audit = read_audit(top.node("audit"))
     if any(s.kind == "package-images" for s in sources):
         for k in ("tasks", "labels", "targets", "items", "templates", "review", "privacy", "ontology", "vocabulary"):
             if top.has(k):
@@ -73,7 +75,7 @@ def parse_recipe(data: Any, path: Path, src: str | None = None) -> Recipe:
                     "and privacy itself); remove it"
                 )
         top.done(_TOP)
-        return Recipe(path=path, name=name, sources=sources, out=out, export=export)
+        return Recipe(path=path, name=name, sources=sources, out=out, export=export, audit=audit)
 
     tasks_raw = top.get("tasks")
     if tasks_raw is None or tasks_raw == "all":
@@ -144,7 +146,7 @@ def parse_recipe(data: Any, path: Path, src: str | None = None) -> Recipe:
     return Recipe(
         path=path, name=name, sources=sources, out=out, tasks=tasks, diagnosis_values=diagnosis_values, severity=severity,
         per_cell=per_cell, cell_targets=cell_targets, seed=seed, options=options, similar_fraction=similar_fraction,
-        templates=templates, review=review, privacy=privacy, export=export, ontology=onto, vocabulary=vocab,
+        templates=templates, review=review, privacy=privacy, export=export, ontology=onto, vocabulary=vocab, audit=audit,
     )  # fmt: skip
 
 
@@ -219,6 +221,23 @@ def read_privacy(n: Node | None, src: str, base: Path | None = None) -> PrivacyS
     review_frames = n.integer("review_frames", default=30, minimum=1, maximum=10_000) or 30
     n.done(("burned_in", "mask", "text", "region_rules", "review_frames"))
     return PrivacySpec(burned_in=action, mask=tuple(boxes), text=text, region_rules=table, region_rules_off=off, review_frames=review_frames)
+
+
+def read_audit(n: Node | None) -> AuditSpec:
+    """The `audit:` section: the leakage audit's bounds and what a leak does to the build."""
+    if n is None:
+        return AuditSpec()
+    d = AuditSpec()
+    spec = AuditSpec(
+        on_leak=n.string("on_leak", default=d.on_leak, choices=("fail", "flag", "off")) or d.on_leak,
+        prior_margin=n.number("prior_margin", default=d.prior_margin, low=0.0, high=1.0),
+        sibling_margin=n.number("sibling_margin", default=d.sibling_margin, low=0.0, high=1.0),
+        length_margin=n.number("length_margin", default=d.length_margin, low=0.0, high=1.0),
+        letter_band=n.number("letter_band", default=d.letter_band, low=0.5, high=0.9999),
+        constant_letter_grounding=n.number("constant_letter_grounding", default=d.constant_letter_grounding, low=-1.0, high=1.0),
+    )
+    n.done(("on_leak", "prior_margin", "sibling_margin", "length_margin", "letter_band", "constant_letter_grounding"))
+    return spec
 
 
 def read_export(n: Node | None, src: str) -> ExportSpec:

@@ -91,6 +91,18 @@ class ExportSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class AuditSpec:
+    """The leakage audit's stage (`cube.audit`): its bounds, and whether a leak fails the build."""
+
+    on_leak: str = "flag"  # "flag": list the leaks; "fail": also exit 4 (the cube stays written); "off": skip
+    prior_margin: float = 0.10
+    sibling_margin: float = 0.10
+    length_margin: float = 0.10
+    letter_band: float = 0.99
+    constant_letter_grounding: float = 0.05
+
+
+@dataclass(frozen=True, slots=True)
 class Recipe:
     path: Path
     name: str
@@ -108,6 +120,7 @@ class Recipe:
     review: ReviewSpec | None = None
     privacy: PrivacySpec = PrivacySpec()
     export: ExportSpec = ExportSpec()
+    audit: AuditSpec = AuditSpec()
     ontology: Path | None = None
     vocabulary: Path | None = None
 

@@ -41,8 +41,8 @@ CT_PROTOCOLS: dict[str, tuple[str, ...]] = {
     "CT perfusion (cerebral blood flow map)": ("Non-contrast CT", "CT angiography", "Dual-energy bone removal CT"),
 }
 US_MODES: dict[str, tuple[str, ...]] = {
-    "B-mode (2D grayscale)": ("Colour Doppler", "M-mode", "Pulsed-wave spectral Doppler"),
-    "Colour Doppler": ("B-mode only, no Doppler", "M-mode", "Pulsed-wave spectral Doppler"),
+    "B-mode only (no Doppler)": ("Colour Doppler", "M-mode", "Pulsed-wave spectral Doppler"),
+    "Colour Doppler": ("B-mode only (no Doppler)", "M-mode", "Pulsed-wave spectral Doppler"),
 }
 # Body regions, far enough apart that one image cannot show two of them.
 REGION_DISTRACTORS: dict[str, tuple[str, ...]] = {
@@ -56,15 +56,29 @@ REGION_DISTRACTORS: dict[str, tuple[str, ...]] = {
 }
 BONE_LESION_DIAGNOSES: tuple[str, ...] = ("Osteosarcoma", "Osteoid osteoma", "Aneurysmal bone cyst", "Ewing sarcoma")
 YES_NO: tuple[str, ...] = ("Yes", "No")
+# Values of one task's pool that may not be shown together: one would also be right when
+# the other is (a time-of-flight angiogram is a T1-weighted gradient echo; a chest image
+# shows the heart). "B-mode only (no Doppler)" is worded to exclude colour Doppler.
+NOT_EXCLUSIVE: frozenset[frozenset[str]] = frozenset(
+    frozenset(p) for p in (
+        ("T1-weighted", "Time-of-flight MR angiography"),
+        ("Chest", "Heart"),
+    )
+)  # fmt: skip
 
 # -- question templates -------------------------------------------------------------------
 
 Q_MODALITY = "Which imaging modality was used to acquire this image?"
-Q_PLANE = "In which anatomical plane is this cross-sectional image displayed?"
-Q_PROJECTION = "Which radiographic projection is this?"
-Q_MRI_PROTOCOL = "Which MRI sequence (imaging protocol) produced this image?"
-Q_CT_PROTOCOL = "Which CT protocol produced this image?"
-Q_US_MODE = "Which ultrasound imaging mode is shown?"
+# View and protocol questions name no modality ("Which MRI sequence...", "Which radiographic
+# projection..." told a text-only reader the answer of the image's modality item), and the
+# lesion questions of one image never presuppose each other's answer (issue 28).
+Q_VIEW = "Which view or imaging plane does this image show?"
+Q_PLANE = Q_VIEW
+Q_PROJECTION = Q_VIEW
+Q_PROTOCOL = "Which imaging protocol or mode produced this image?"
+Q_MRI_PROTOCOL = Q_PROTOCOL
+Q_CT_PROTOCOL = Q_PROTOCOL
+Q_US_MODE = Q_PROTOCOL
 Q_REGION = "Which body region or organ is imaged?"
 Q_LESION_PRESENT = "Does this image show a focal, well-circumscribed round lesion?"
 Q_LESION_QUADRANT = (
@@ -141,9 +155,10 @@ class ItemWriter:
         modality: str,
         part: str,
         meta: dict[str, Any],
+        arranged: tuple[list[str], int] | None = None,
     ) -> dict[str, Any]:
-        """A release-layout record (test.json entry) for one Fact."""
-        options, answer = self.arrange(fact, item_id)
+        """A release-layout record (test.json entry) for one Fact (options as `arranged`, if given)."""
+        options, answer = arranged if arranged is not None else self.arrange(fact, item_id)
         rec: dict[str, Any] = {
             "id": item_id,
             "dataset": dataset,

@@ -1,0 +1,130 @@
+"""The leakage audit (issue 28): a cube built with each leak is flagged, cell, kind and fix;
+the bundled mini cube, rebuilt without them, meets the issue's bounds."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections import Counter
+from contextlib import redirect_stdout
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+
+from medrcube.cli import main as cli_main
+from medrcube.cube import load_cube
+from medrcube.cube.audit import AuditBounds, audit_items
+
+MODALITIES = ("CT", "MRI", "Ultrasound", "X-ray radiography")
+ORGANS = ("Brain", "Heart", "Chest", "Pelvis")
+
+
+def _png(path: Path, shade: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("L", (16, 16), shade).save(path, format="PNG")
+
+
+def _rec(i: int, task: str, question: str, options: list[str], answer: int, part: str, modality: str) -> dict[str, Any]:
+    rec: dict[str, Any] = {"id": f"leaky-{i:03d}-{task[:2]}", "dataset": "leaky", "image_path": f"images/{i:03d}.png",
+                           "question": question, "gt_answer": options[answer], "correct_index": "ABCD"[answer],
+                           "task": task, "modality": modality, "parts": part, "original_task": "", "restricted": False}  # fmt: skip
+    for letter, text in zip("ABCD", options, strict=False):
+        rec[f"option_{letter}"] = text
+    return rec
+
+
+def leaky_cube(root: Path) -> Path:
+    """120 images, the old construction's leaks on purpose:
+    - the protocol question names the modality ("Which MRI sequence..."): sibling_named;
+    - the organ item's distractors depend on the answer (Brain always beside Knee, Heart
+      beside Thyroid...): options_prior;
+    - the location question presupposes the lesion the presence item asks about: sibling_lift;
+    - correct letters cycle in lockstep across an image's items: letter_correlation;
+    - the presence item's answer is always "A": letter_balance."""
+    recs = []
+    far = {"Brain": ("Knee", "Hip", "Ankle"), "Heart": ("Thyroid", "Wrist", "Foot"),
+           "Chest": ("Elbow", "Hand", "Toe"), "Pelvis": ("Skull", "Jaw", "Neck")}  # fmt: skip
+    for i in range(120):
+        modality = ("CT", "MRI", "US", "X-Ray")[i % 4]
+        mod_text = MODALITIES[i % 4]
+        organ = ORGANS[(i // 4) % 4]
+        pos = i % 4  # every item of image i gets the same letter: lockstep
+        lesion = i % 2 == 0
+        _png(root / "leaky" / "images" / f"{i:03d}.png", i)
+        recs.append(_rec(i, "Modality Recognition", "Which imaging modality was used to acquire this image?",
+                         _place(mod_text, [m for m in MODALITIES if m != mod_text], pos), pos, organ, modality))  # fmt: skip
+        recs.append(_rec(i, "Imaging Protocol Recognition", f"Which {mod_text} protocol produced this image?",
+                         _place("Standard", ["Contrast", "Dynamic", "Low dose"], pos), pos, organ, modality))  # fmt: skip
+        recs.append(_rec(i, "Organ Recognition", "Which body region or organ is imaged?",
+                         _place(organ, list(far[organ]), pos), pos, organ, modality))  # fmt: skip
+        recs.append(_rec(i, "Abnormality Diagnosis", "Does this image show a focal lesion?",
+                         ["Yes", "No"] if lesion else ["No", "Yes"], 0, organ, modality))  # fmt: skip
+        if lesion:
+            recs.append(_rec(i, "ROI Grounding", "This image contains one focal lesion. In which quadrant does it lie?",
+                             _place("Upper left", ["Upper right", "Lower left", "Lower right"], pos), pos, organ, modality))  # fmt: skip
+            recs.append(_rec(i, "Severity Grading", "Grade the size of the lesion.",
+                             _place("Small", ["Medium", "Large", "Very large"], pos), pos, organ, modality))  # fmt: skip
+    (root / "leaky" / "test.json").write_text(json.dumps(recs), encoding="utf-8")
+    return root
+
+
+def _place(answer: str, others: list[str], pos: int) -> list[str]:
+    return others[:pos] + [answer] + others[pos:]
+
+
+def _validate(*argv: str) -> tuple[int, str]:
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        code = cli_main(["validate", *argv])
+    return code, buf.getvalue()
+
+
+def test_validate_audit_flags_every_leak_with_its_scope_kind_and_fix(tmp_path: Path) -> None:
+    cube = leaky_cube(tmp_path / "cube")
+    code, text = _validate("--audit", str(cube))
+    assert code == 4, text  # a leak and no error
+    leaks = [line for line in text.splitlines() if line.startswith("  LEAK ")]
+    kinds = Counter(line.split(": ")[1].split(" ")[0] for line in leaks)
+    assert kinds["sibling_named"] >= 100, leaks[:5]  # "Which CT protocol..." names the modality item's answer
+    assert any("task Organ Recognition: options_prior" in line for line in leaks)
+    assert any("task Abnormality Diagnosis: sibling_lift" in line for line in leaks)
+    assert any("task Abnormality Diagnosis: letter_balance" in line for line in leaks)
+    assert any(line.startswith("  LEAK overall: letter_correlation") for line in leaks)
+    assert all(". Fix: " in line for line in leaks)
+    named = next(line for line in leaks if "sibling_named" in line)
+    assert "item leaky-" in named and "Imaging Protocol Recognition" in named
+
+
+def test_audit_json_carries_the_figures_and_bounds(tmp_path: Path) -> None:
+    cube = leaky_cube(tmp_path / "cube")
+    code, text = _validate("--audit", "--json", str(cube))
+    doc = json.loads(text)["audit"]
+    assert code == 4 and doc["ok"] is False
+    org = doc["tasks"]["Organ Recognition"]
+    assert org["prior"] > org["chance"] + doc["bounds"]["prior_margin"]
+    assert doc["constant_letter_grounding"]["overall"]["A"] > 0.2  # lockstep letters: a constant "A" looks grounded
+
+
+def test_bounds_decide_what_is_a_leak(tmp_path: Path) -> None:
+    items = load_cube(leaky_cube(tmp_path / "cube")).items
+    lax = audit_items(items, AuditBounds(prior_margin=1.0, sibling_margin=1.0, length_margin=1.0, letter_band=1.0,
+                                         constant_letter_grounding=1.0))  # fmt: skip
+    assert {f.kind for f in lax.findings} == {"sibling_named"}  # a named answer has no margin
+
+
+@pytest.mark.slow
+def test_the_bundled_cube_meets_the_issue_bounds() -> None:
+    """Issue 28's Done-when on fixtures/mini: no answer named by a sibling question, the
+    options-only prior at most chance + 0.10 per task, letters in the 99% band, and no
+    constant letter with a grounding above the screening bound."""
+    audit = audit_items(load_cube(Path(__file__).resolve().parents[2] / "fixtures" / "mini").items)
+    kinds = Counter(f.kind for f in audit.findings)
+    assert kinds["sibling_named"] == 0 and kinds["letter_balance"] == 0 and kinds["letter_correlation"] == 0
+    for task, s in audit.tasks.items():
+        if s.n >= audit.bounds.min_cell_items:
+            assert s.prior <= s.chance + 0.10, (task, s)
+    for scope, letters in audit.constant_letter.items():
+        if scope != "pairs":
+            assert all(g is None or g <= 0.05 for g in letters.values()), (scope, letters)
