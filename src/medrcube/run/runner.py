@@ -44,12 +44,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from medrcube.cube.item import Cube
-from medrcube.models.base import ErrorKind, ModelAdapter, Request, Response, same_model
+from medrcube.models.base import ErrorKind, ModelAdapter, Request, Response
 from medrcube.records import GradedRecord, Outcome
 from medrcube.run.grade import apply_judge, grade, unavailable
 from medrcube.run.plan import PlannedAsk, as_variants, plan_asks, variant_specs
 from medrcube.run.progress import Progress
-from medrcube.run.store import ResponseStore, StoreError, make_key, new_owner, owner_is_dead
+from medrcube.run.provenance import new_run_token, provenance_counts, served_mismatches
+from medrcube.run.store import AskedBy, ResponseStore, StoreError, StoreTamperedError, make_key, new_owner, owner_is_dead
 
 DEFAULT_CLAIM_TTL_S = 60.0
 log = logging.getLogger("medrcube.run")
@@ -91,6 +92,8 @@ class _Pump:
         newer_than: float | None,
         claim_ttl_s: float,
         on_done: Callable[[str, Response, bool], None],
+        asked_by: AskedBy,
+        only_run: str | None = None,
     ):
         self.adapter = adapter
         self.store = store
@@ -100,6 +103,9 @@ class _Pump:
         self.newer_than = newer_than
         self.claim_ttl_s = claim_ttl_s
         self.on_done = on_done
+        self.asked_by = asked_by  # the provenance this run's own answers are stored with
+        self.only_run = only_run  # --fresh: only this run's stored answers count
+        self.origins: dict[str, tuple[str | None, bool]] = {}  # key -> (run that asked it, signed)
         self.requests_sent = 0
         self.cache_hits = 0
         self.aborted: str | None = None
@@ -112,8 +118,7 @@ class _Pump:
         self.remaining = len(self.requests)
         self.all_done = asyncio.Event()
         if self.store is not None:
-            for key, response in self.store.get_many(self.requests, newer_than=self.newer_than).items():
-                self._complete(key, response, True)
+            self._take_stored(self.requests)
         self.queue: asyncio.Queue[str] = asyncio.Queue()
         for key in self.requests:
             if key not in self.results:
@@ -139,9 +144,19 @@ class _Pump:
             await asyncio.gather(*tasks, done_task, return_exceptions=True)
         return self.results
 
+    def _take_stored(self, keys: Iterable[str]) -> set[str]:
+        """Complete the keys whose answer is stored (and verifies); return them."""
+        assert self.store is not None
+        found = self.store.get_stored(keys, newer_than=self.newer_than, run=self.only_run)
+        for key, stored in found.items():
+            self.origins.setdefault(key, (stored.provenance.run, stored.provenance.signed))
+            self._complete(key, stored.response, True)
+        return set(found)
+
     def _complete(self, key: str, response: Response, cached: bool) -> None:
         if key in self.results:
             return
+        self.origins.setdefault(key, (self.asked_by.run, self.store is not None and self.store.signing_key is not None))
         self.results[key] = (response, cached)
         if cached:
             self.cache_hits += 1
@@ -169,16 +184,13 @@ class _Pump:
                     self._complete(key, self._not_asked(), False)
                 continue
             if store is not None and batch:
-                won = store.claim_many(batch, self.owner, self.claim_ttl_s, newer_than=self.newer_than)
+                won = store.claim_many(batch, self.owner, self.claim_ttl_s, newer_than=self.newer_than,
+                                       run=self.only_run)
                 lost = [k for k in batch if k not in won]
                 if lost:
                     # Answered meanwhile (read it), or being asked by another process (wait).
-                    found = store.get_many(lost, newer_than=self.newer_than)
-                    for key in lost:
-                        if key in found:
-                            self._complete(key, found[key], True)
-                        else:
-                            self.waiting.add(key)
+                    found = self._take_stored(lost)
+                    self.waiting.update(k for k in lost if k not in found)
                     self.wake_waiter.set()
                 batch = [k for k in batch if k in won]
             if not batch:
@@ -188,7 +200,8 @@ class _Pump:
             if store is not None:
                 # Committed before anything else happens to these responses: see the
                 # module docstring for the guarantee this gives after a SIGKILL.
-                store.put_many(list(zip(batch, responses, strict=True)), model=self.adapter.fingerprint, owner=self.owner)
+                store.put_many(list(zip(batch, responses, strict=True)), model=self.adapter.fingerprint, owner=self.owner,
+                               asked_by=self.asked_by)
             for key, response in zip(batch, responses, strict=True):
                 if response.error_kind is ErrorKind.AUTH and self.aborted is None:
                     self.aborted = f"authentication failed: {response.error}"
@@ -225,10 +238,8 @@ class _Pump:
                 delay = 0.02
             await asyncio.sleep(delay)
             keys = [k for k in self.waiting if k not in self.results]
-            found = self.store.get_many(keys, newer_than=self.newer_than)
-            for key, response in found.items():
-                self.waiting.discard(key)
-                self._complete(key, response, True)
+            found = self._take_stored(keys)
+            self.waiting.difference_update(found)
             rest = [k for k in keys if k not in found]
             if rest:
                 for other in set(self.store.claim_owners(rest).values()):
@@ -256,7 +267,10 @@ class RunOptions:
     `variants`: specs such as ("standard", "blind", "shuffled:3") or "standard,blind";
     `store`: a ResponseStore (None: nothing is cached); `judge`: an adapter that resolves
     unparsed responses; `concurrency`: workers in flight (default adapter.concurrency);
-    `refresh`: ignore (and overwrite) stored responses; `params`: generation parameters
+    `refresh`: ignore (and overwrite) stored responses; `fresh`: take only the answers this
+    run (`run_token`, shared by the xdist workers of one gate run) asked, never another
+    run's, and record `run_token` and `endpoint` as the provenance of what it stores;
+    `params`: generation parameters
     sent with every request (part of the store key); `progress`: a progress bar (True) or
     a Progress to advance; `close_adapters`: aclose the adapters at the end, inside the
     run's event loop (the CLI does; a caller that reuses an adapter does not)."""
@@ -271,6 +285,9 @@ class RunOptions:
     params: Mapping[str, Any] | None = None
     claim_ttl_s: float = DEFAULT_CLAIM_TTL_S
     close_adapters: bool = False
+    run_token: str | None = None  # None: a new one (run/provenance.py)
+    endpoint: str | None = None
+    fresh: bool = False
 
     @classmethod
     def of(cls, options: RunOptions | None, fields: Mapping[str, Any]) -> RunOptions:
@@ -302,6 +319,8 @@ async def run_cube_async(
     )
     owner = new_owner()
     newer_than = started if refresh else None
+    token = opts.run_token or new_run_token()
+    asked_by, only_run = AskedBy(token, opts.endpoint), token if opts.fresh else None
     bar = progress if isinstance(progress, Progress) else Progress(total=len(plan), enabled=progress, desc=adapter.spec)
     bar.begin(len(plan))  # a caller's Progress (the gate's live line) learns this pass's size
 
@@ -331,18 +350,23 @@ async def run_cube_async(
         newer_than=newer_than,
         claim_ttl_s=claim_ttl_s,
         on_done=done,
+        asked_by=asked_by,
+        only_run=only_run,
     )
     judge_pump: _Pump | None = None
+    requests = {key: plan[idx[0]].request() for key, idx in by_key.items()}
     try:
-        requests = {key: plan[idx[0]].request() for key, idx in by_key.items()}
-        results = await pump.run(requests)
+        try:
+            results = await pump.run(requests)
+        except StoreTamperedError as e:  # name the items: the store knows only its keys
+            raise StoreTamperedError(e.path, e.keys, e.why, [requests[k].item_id for k in e.keys if k in requests]) from e
         for key, idx in by_key.items():
             response, cached = results[key]
             for i in idx:
                 records[i] = grade(plan[i], response, cached=cached)
         if judge is not None:
             judge_pump = await _judge_unparsed(
-                plan, records, judge, store, owner, newer_than, claim_ttl_s, concurrency, bar
+                plan, records, judge, store, owner, newer_than, claim_ttl_s, concurrency, bar, asked_by, only_run
             )
     finally:
         bar.close()
@@ -387,23 +411,12 @@ async def run_cube_async(
             "store": str(store.path) if store is not None else None,
             "store_recovered": str(store.recovered) if store is not None and store.recovered else None,
             "served_models": dict(served.most_common()),
-            "served_model_mismatches": _mismatches(adapter, served),
+            "served_model_mismatches": served_mismatches(adapter, served),
+            "fresh": opts.fresh,
+            "provenance": provenance_counts(token, (pump.origins[k] for k, idx in by_key.items() for _ in idx),
+                                            signing=store is not None and store.signing_key is not None),
         },
     )
-
-
-def _mismatches(adapter: ModelAdapter, served: Counter[str]) -> dict[str, int]:
-    """Answers whose endpoint named another model than the one asked for: kept in run.json
-    and logged, so that a gateway routing to another model is seen (strict_model makes
-    them errors instead)."""
-    requested = getattr(adapter, "model", None)
-    if not isinstance(requested, str):
-        return {}
-    other = {name: n for name, n in served.items() if not same_model(requested, name)}
-    for name, n in other.items():
-        log.warning("%d answers of %s name the model %r, not the requested %r (see served_models in run.json)",
-                    n, adapter.spec, name, requested)
-    return other
 
 
 async def _judge_unparsed(
@@ -416,6 +429,8 @@ async def _judge_unparsed(
     claim_ttl_s: float,
     concurrency: int | None,
     bar: Progress,
+    asked_by: AskedBy,
+    only_run: str | None,
 ) -> _Pump:
     """Ask the judge about every unparsed record; its responses go through the store too."""
     from medrcube.run.judge import judge_prompt
@@ -440,6 +455,8 @@ async def _judge_unparsed(
         newer_than=newer_than,
         claim_ttl_s=claim_ttl_s,
         on_done=lambda key, response, cached: None,
+        asked_by=asked_by,
+        only_run=only_run,
     )
     if not requests:
         return pump
