@@ -220,6 +220,8 @@ def infer(
     sequential: SequentialPlan | None = None,
     checks: Sequence[Check] = (),
     baseline_records: Sequence[GradedRecord] | None = None,
+    run_token: str | None = None,
+    fresh: bool = False,
 ) -> Inference:
     """Ask the candidate (then a baseline model) every item in one event loop, through the
     response store at `store_dir` (None: no store), and close every adapter at the end.
@@ -227,9 +229,16 @@ def infer(
     `shard=(index, count)`: a pytest-xdist worker asks its own shard of the cube first
     (a stable hash of the item id), then the whole cube, which reads the other shards
     from the store (or waits on their claims): each request reaches the model once per
-    run however many workers need every record."""
+    run however many workers need every record.
+
+    `run_token` names this run in the provenance of the answers it stores (one for all
+    the workers of a gate run; None: a new one); `fresh` takes no answer another run
+    stored (`--fresh`): every item is asked live."""
+    from medrcube.run.provenance import new_run_token
     from medrcube.run.runner import run_cube_async
     from medrcube.run.store import ResponseStore
+
+    run_token = run_token or new_run_token()
 
     store = ResponseStore(store_dir) if store_dir is not None else None
     metered = {"candidate": Metered(adapter)}
@@ -248,6 +257,9 @@ def infer(
             refresh=refresh,
             template=template,
             progress=progress,
+            run_token=run_token,
+            endpoint=endpoint_of(model),
+            fresh=fresh,
         )
         if count > 1:
             mine = tuple(it for it in part.items if stable_shard(it.id, count) == index)
@@ -308,11 +320,14 @@ def infer(
 
 def _merged(batches: Sequence[RunResult], records: list[GradedRecord]) -> RunResult:
     """One RunResult for the batches of a sequential run (records in the order asked)."""
+    from medrcube.run.provenance import merged_counts
     from medrcube.run.runner import RunResult
 
     if not batches:
         return RunResult(records=records)
     first, last = batches[0], batches[-1]
+    info = dict(first.info)
+    info["provenance"] = merged_counts(b.info.get("provenance") for b in batches)
     return RunResult(
         records=records,
         requests_sent=sum(b.requests_sent for b in batches),
@@ -325,7 +340,7 @@ def _merged(batches: Sequence[RunResult], records: list[GradedRecord]) -> RunRes
         started=first.started,
         finished=last.finished,
         aborted=next((b.aborted for b in batches if b.aborted), None),
-        info=dict(first.info),
+        info=info,
     )
 
 
