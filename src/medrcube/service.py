@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from medrcube.run.order import SequentialPlan
     from medrcube.run.progress import Progress
     from medrcube.run.runner import RunResult
+    from medrcube.rundir.documents import GateDocument
     from medrcube.sequential import SequentialRun
 
 # The pre-flight (GET /models): one attempt (the adapter's client never retries), at most this long.
@@ -374,23 +375,60 @@ def write_run(
     meta: Mapping[str, Any],
     *,
     cube: Cube | None = None,
-    gate: Mapping[str, Any] | None = None,
+    gate: GateDocument | None = None,
+    policy_file: Path | None = None,
 ) -> tuple[list[Path], str | None]:
-    """Write the run directory and its report; return (paths written, a warning or None).
-    A report that cannot be drawn is a warning: the run's data files are what matter."""
+    """Write the run directory and its report, then seal it (rundir/seal.py: manifest.json,
+    signed with MEDRCUBE_SIGNING_KEY when set); return (paths written, a warning or None).
+    A report that cannot be drawn is a warning: the run's data files are what matter.
+    `policy_file` (the gate's thresholds) is copied in, so that the policy is on record."""
+    import shutil
+
     from medrcube.report.html import write_report_after_run
+    from medrcube.rundir.seal import seal_run_dir
 
     written: list[Path] = []
     if result is not None:
         write_run_dir(run_dir, result, meta)
         written += [run_dir / "results.jsonl", run_dir / "metrics_summary.json", run_dir / "run.json"]
     if gate is not None:
-        atomic_write(run_dir / "gate.json", lambda fh: json.dump(gate, fh, indent=2, ensure_ascii=False))
+        doc = gate.to_json(where=str(run_dir / "gate.json"))  # checked against its schema
+        atomic_write(run_dir / "gate.json", lambda fh: json.dump(doc, fh, indent=2, ensure_ascii=False))
         written.append(run_dir / "gate.json")
+    if policy_file is not None:
+        shutil.copyfile(policy_file, run_dir / POLICY_COPY)
+        written.append(run_dir / POLICY_COPY)
     path, warning = write_report_after_run(run_dir, cube=cube)
     if path is not None:
         written.append(path)
+    written.append(seal_run_dir(run_dir, seal_identity(result, meta)))
     return written, warning
+
+
+POLICY_COPY = "thresholds.yaml"  # the gate's policy file, as it was, in the run directory
+
+
+def seal_identity(result: RunResult | None, meta: Mapping[str, Any]) -> dict[str, Any]:
+    """What the seal binds besides the files: the policy, the cube, the model, the
+    software and the seed (a spec with its credentials cut, never a key)."""
+    from medrcube.rundir.files import redact_spec, versions
+
+    info = result.info if result is not None else {}
+    policy = meta.get("policy") or {}
+    return {
+        "run_id": meta.get("run_id"),
+        "run_token": (info.get("provenance") or {}).get("run"),
+        "policy_digest": policy.get("digest"),
+        "policy_profile": policy.get("profile", meta.get("profile")),
+        "cube_fingerprint": info.get("cube_fingerprint") or (meta.get("cube") or {}).get("fingerprint"),
+        "model": {
+            "spec": redact_spec(info.get("model_spec") or meta.get("model")),
+            "fingerprint": info.get("model_fingerprint") or meta.get("model_fingerprint"),
+            "served": meta.get("served_model") or info.get("served_models"),
+        },
+        "medrcube_version": versions().get("medrcube"),
+        "seed": (meta.get("sampling") or {}).get("seed"),
+    }
 
 
 def warn(message: str | None) -> None:

@@ -35,7 +35,7 @@ def provenance_counts(run: str, origins: Iterable[tuple[str | None, bool]], *, s
             live += 1
             continue
         stored += 1
-        unsigned += not signed
+        unsigned += 0 if signed else 1
         by_run[origin_run or "(unknown)"] += 1
     return {"run": run, "signed": signing, "live": live, "stored": stored, "stored_unsigned": unsigned,
             "from_runs": dict(sorted(by_run.items()))}
@@ -43,15 +43,15 @@ def provenance_counts(run: str, origins: Iterable[tuple[str | None, bool]], *, s
 
 def merged_counts(blocks: Iterable[dict[str, Any] | None]) -> dict[str, Any] | None:
     """One provenance block for several passes of one run (a sequential run's batches)."""
-    blocks = [b for b in blocks if b]
-    if not blocks:
+    present = [b for b in blocks if b]
+    if not present:
         return None
     runs: Counter[str] = Counter()
-    for b in blocks:
+    for b in present:
         runs.update(b.get("from_runs") or {})
-    out = dict(blocks[0])
+    out = dict(present[0])
     for name in ("live", "stored", "stored_unsigned"):
-        out[name] = sum(int(b.get(name) or 0) for b in blocks)
+        out[name] = sum(int(b.get(name) or 0) for b in present)
     out["from_runs"] = dict(sorted(runs.items()))
     return out
 

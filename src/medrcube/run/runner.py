@@ -50,7 +50,15 @@ from medrcube.run.grade import apply_judge, grade, unavailable
 from medrcube.run.plan import PlannedAsk, as_variants, plan_asks, variant_specs
 from medrcube.run.progress import Progress
 from medrcube.run.provenance import new_run_token, provenance_counts, served_mismatches
-from medrcube.run.store import AskedBy, ResponseStore, StoreError, StoreTamperedError, make_key, new_owner, owner_is_dead
+from medrcube.run.store import (
+    AskedBy,
+    ResponseStore,
+    StoreError,
+    StoreTamperedError,
+    make_key,
+    new_owner,
+    owner_is_dead,
+)
 
 DEFAULT_CLAIM_TTL_S = 60.0
 log = logging.getLogger("medrcube.run")

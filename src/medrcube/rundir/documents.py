@@ -92,7 +92,7 @@ class GateDocument:
     def build(
         cls, checks: Sequence[Mapping[str, Any]], meta: Mapping[str, Any], gate: Any, counts: Mapping[str, int]
     ) -> GateDocument:
-        """From the ordered check payloads, the run's meta (plugin/summary.run_meta and
+        """From the ordered check payloads, the run's meta (plugin/run_meta.run_meta and
         gate_meta) and the gate's verdict (gate.verdict.GateVerdict)."""
         known, extra = _split(meta, cls)
         for name in ("verdict", "passed", "gate", "counts", "checks", "schema_version"):

@@ -305,7 +305,7 @@ def write_run_dir(run_dir: str | os.PathLike[str], result: RunResult, meta: Mapp
             fh.write(json.dumps(result_row(r), ensure_ascii=False, sort_keys=True))
             fh.write("\n")
 
-    # The site's prevalence and deferral cost, when the gate's policy states them (plugin/summary.gate_meta).
+    # The site's prevalence and deferral cost, when the gate's policy states them (plugin/run_meta.gate_meta).
     site = dict((meta or {}).get("site_policy") or {})
     costs = DeferralCosts(deferral=float(site["deferral_cost"])) if site.get("deferral_cost") is not None else None
     summary = metrics_summary(result.records, result.info.get("variants"), prevalence=site.get("prevalence") or None,

@@ -227,12 +227,15 @@ class StoreResponses(StoreBase):
             return None
         model, created, endpoint, run, digest, signed = row[10:16]
         if not isinstance(digest, str) or type(signed) is not int or not isinstance(created, int | float):
-            return self._untrusted(key, "it has no provenance (stored before medrcube recorded it)")
+            self._untrusted(key, "it has no provenance (stored before medrcube recorded it)")
+            return None
         key_now = self.signing_key
         if signed and key_now is None:
-            return self._untrusted(key, "it is signed, and MEDRCUBE_SIGNING_KEY is not set to check it")
+            self._untrusted(key, "it is signed, and MEDRCUBE_SIGNING_KEY is not set to check it")
+            return None
         if not signed and key_now is not None:
-            return self._untrusted(key, "it is unsigned, and MEDRCUBE_SIGNING_KEY is set")
+            self._untrusted(key, "it is unsigned, and MEDRCUBE_SIGNING_KEY is set")
+            return None
         if any(isinstance(v, _Undecodable) for v in (model, endpoint, run, digest)) or not signing.matches(
             _digest_payload(row), digest, key_now
         ):
