@@ -398,10 +398,12 @@ def write_run(
     if policy_file is not None:
         shutil.copyfile(policy_file, run_dir / POLICY_COPY)
         written.append(run_dir / POLICY_COPY)
+    # Sealed before the report is drawn: report.html is a view of the sealed files (not
+    # sealed itself, rundir/seal.py), and drawing it verifies them.
+    written.append(seal_run_dir(run_dir, seal_identity(result, meta)))
     path, warning = write_report_after_run(run_dir, cube=cube)
     if path is not None:
-        written.append(path)
-    written.append(seal_run_dir(run_dir, seal_identity(result, meta)))
+        written.insert(-1, path)
     return written, warning
 
 

@@ -144,24 +144,10 @@ def split_baseline(value: str | None, cube: Any) -> tuple[Path | None, str | Non
 # -- what the summary says ---------------------------------------------------------------------
 
 
-def provenance_line(provenance: Mapping[str, Any] | None) -> str | None:
-    """Answers asked live vs taken from the store, and from which runs."""
-    if not provenance:
-        return None
-    runs = provenance.get("from_runs") or {}
-    line = f"answers: {provenance['live']} asked live in this run, {provenance['stored']} from the response store"
-    if runs:
-        shown = ", ".join(f"{run} ({n})" for run, n in list(runs.items())[:3]) + (", ..." if len(runs) > 3 else "")
-        line += f" (asked by runs {shown})"
-    if provenance.get("stored_unsigned"):
-        line += f", {provenance['stored_unsigned']} of them UNSIGNED"
-    if not provenance.get("signed"):
-        line += "; UNSIGNED: set MEDRCUBE_SIGNING_KEY to sign answers and the run directory"
-    return line
-
-
 def verdict_block_lines(meta: Mapping[str, Any]) -> list[str]:
     """Lines just above the verdict: where the answers came from, the policy's differences."""
+    from medrcube.run.provenance import provenance_line
+
     lines = [line] if (line := provenance_line(meta.get("provenance"))) else []
     policy = meta.get("policy") or {}
     if policy.get("digest"):

@@ -67,6 +67,7 @@ class RunData:
     gate: dict[str, Any] | None = None
     questions: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)  # reference records only
     notes: list[str] = field(default_factory=list)
+    seal: str | None = None  # how the run directory verified (rundir/seal.py); None: not a sealed kind of input
 
     @property
     def run_dir(self) -> Path:
@@ -226,8 +227,24 @@ def _strict_gate(run_dir: Path) -> dict[str, Any] | None:
     return read_gate_document(path).to_json(where=str(path)) if path.is_file() else None
 
 
+def _verified(run_dir: Path, notes: list[str]) -> str:
+    """Verify a run directory before reading it: a sealed one that fails is refused; one
+    without a seal (written before medrcube sealed runs) is read with a note saying so."""
+    from medrcube.rundir.seal import MANIFEST, verify_run_dir
+
+    check = verify_run_dir(run_dir)
+    if not (run_dir / MANIFEST).is_file():
+        notes.append(f"{run_dir}: NOT SEALED (no {MANIFEST}): its files cannot be verified")
+        return "not sealed"
+    if not check.ok:
+        raise RunReadError(f"{run_dir} fails verification, so it is not read: " + "; ".join(check.problems)
+                           + f". `medrcube verify {run_dir}` lists what changed; report an untouched run directory")
+    return "verified, " + ("signed with the site key" if check.signed else "UNSIGNED (plain SHA-256)")
+
+
 def _read_medrcube(run_dir: Path, results: Path | None = None) -> RunData:
     notes: list[str] = []
+    seal = _verified(run_dir, notes)
     records = read_results_jsonl(results or run_dir / "results.jsonl")
     meta: dict[str, Any] | None = None
     if (run_dir / "run.json").is_file():
@@ -243,16 +260,18 @@ def _read_medrcube(run_dir: Path, results: Path | None = None) -> RunData:
         summary=_optional_json(run_dir / "metrics_summary.json", notes),
         gate=_strict_gate(run_dir),
         notes=notes,
+        seal=seal,
     )
 
 
 def _read_gate_only(run_dir: Path) -> RunData:
     notes: list[str] = []
+    seal = _verified(run_dir, notes)
     gate = _strict_gate(run_dir)
     meta = dict(gate or {})
     meta.pop("checks", None)
     notes.append(f"{run_dir}: no results.jsonl (inference did not complete): only the gate's verdict is shown")
-    return RunData(path=run_dir, kind=MEDRCUBE, records=[], meta=meta, gate=gate, notes=notes)
+    return RunData(path=run_dir, kind=MEDRCUBE, records=[], meta=meta, gate=gate, notes=notes, seal=seal)
 
 
 # -- the reference evaluator ------------------------------------------------------------------

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -54,6 +54,22 @@ def merged_counts(blocks: Iterable[dict[str, Any] | None]) -> dict[str, Any] | N
         out[name] = sum(int(b.get(name) or 0) for b in present)
     out["from_runs"] = dict(sorted(runs.items()))
     return out
+
+
+def provenance_line(provenance: Mapping[str, Any] | None) -> str | None:
+    """Answers asked live vs taken from the store, and from which runs."""
+    if not provenance:
+        return None
+    runs = provenance.get("from_runs") or {}
+    line = f"answers: {provenance['live']} asked live in this run, {provenance['stored']} from the response store"
+    if runs:
+        shown = ", ".join(f"{run} ({n})" for run, n in list(runs.items())[:3]) + (", ..." if len(runs) > 3 else "")
+        line += f" (asked by runs {shown})"
+    if provenance.get("stored_unsigned"):
+        line += f", {provenance['stored_unsigned']} of them UNSIGNED"
+    if not provenance.get("signed"):
+        line += "; UNSIGNED: set MEDRCUBE_SIGNING_KEY to sign answers and the run directory"
+    return line
 
 
 def served_mismatches(adapter: ModelAdapter, served: Counter[str]) -> dict[str, int]:

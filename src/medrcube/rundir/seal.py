@@ -12,8 +12,8 @@ removed or added, the manifest itself edited, a signed seal that cannot be check
 because no key is set, an unsigned seal while a key is set (re-sealed by someone without
 the key). What the seal proves, and what it does not: docs/guarantees.md.
 
-report.html is not sealed: it is a view drawn from the sealed files, and `medrcube
-report` redraws it (after verifying them).
+report.html and its plots/ are not sealed: they are a view drawn from the sealed files,
+and `medrcube report` redraws them (after verifying them).
 """
 
 from __future__ import annotations
@@ -32,7 +32,10 @@ from medrcube.rundir.files import atomic_write
 
 MANIFEST = "manifest.json"
 MANIFEST_SCHEMA_VERSION = 1
+# The report's view of the sealed files (report.html and its figures): drawn again by
+# `medrcube report` after it verifies them, so never sealed themselves.
 UNSEALED = frozenset({MANIFEST, "report.html"})
+UNSEALED_DIRS = ("plots/",)
 
 
 def file_digest(path: Path) -> str:
@@ -49,7 +52,9 @@ def _sealed_files(run_dir: Path) -> dict[str, str]:
     for path in sorted(run_dir.rglob("*")):
         rel = path.relative_to(run_dir).as_posix()
         # atomic_write's temporary files (".name.xxx.tmp") are in flight, never part of a run.
-        if path.is_file() and rel not in UNSEALED and not (path.name.startswith(".") and path.name.endswith(".tmp")):
+        if rel in UNSEALED or rel.startswith(UNSEALED_DIRS) or (path.name.startswith(".") and path.name.endswith(".tmp")):
+            continue
+        if path.is_file():
             out[rel] = file_digest(path)
     return out
 
