@@ -238,3 +238,14 @@ def test_the_deployment_profile_asks_every_item_live(gate_ws, gate_server):
     assert gate_server.stats()["total"] == 54 and doc["fresh"] is True and doc["provenance"]["stored"] == 0
     gate_ws.run("--profile=deployment", "--no-fresh", model=model)
     assert gate_server.stats()["total"] == 54 and gate_ws.gate_json()["provenance"]["stored"] == 27
+
+
+def test_the_workers_of_one_run_share_its_token(gate_ws, gate_server):
+    """With pytest-xdist every worker asks its shard and reads the others' from the store:
+    all of them are answers of this run (one token), none "from the store"."""
+    gate_server.set_script({"answer_key": gate_ws.answer_key()})
+    result = gate_ws.run_subprocess("-n", "2", "--fresh", model=gate_ws.openai(gate_server))
+    assert "2 workers" in result.stdout.str() or "gw1" in result.stdout.str()
+    provenance = gate_ws.gate_json()["provenance"]
+    assert provenance["live"] == 27 and provenance["stored"] == 0 and provenance["from_runs"] == {}
+    assert gate_server.stats()["total"] == 27

@@ -126,6 +126,7 @@ class GateDocument:
         validate(doc, "gate", where)
         known, extra = _split(doc, cls)
         known["checks"] = tuple(known.get("checks") or ())
+        known.setdefault("run_id", "")  # version 1 documents put together by hand may lack it
         return cls(extra=extra, **known)
 
 
