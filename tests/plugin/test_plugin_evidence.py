@@ -23,23 +23,24 @@ from medrcube.run.store import DB_NAME
 from medrcube.run.store.responses import _checksum, _digest_payload
 
 COLS = ("key, text, refused, usage, latency_s, attempts, checksum, truncated, served_model, confidence, "
-        "model, created, endpoint, run")
+        "model, created, endpoint, run, digest, signed")
 
 
 def _rewrite_store(store: Path, text: str, *, forge_digest: bool) -> int:
-    """Rewrite every stored answer to `text`, recomputing its CRC as an editor would (and,
-    with `forge_digest`, its plain digest too, marked unsigned). Returns the rows edited."""
+    """Rewrite every stored answer to `text`, recomputing its CRC as an editor who knows
+    the format would (and, with `forge_digest`, its plain digest too, marked unsigned).
+    Returns the rows edited."""
     conn = sqlite3.connect(store / DB_NAME)
     rows = conn.execute(f"SELECT {COLS} FROM responses").fetchall()
     for row in rows:
         key, _, refused, usage, *_rest = row
-        crc = _checksum(key, text, refused, usage, row[7], row[9])
-        edited = (key, text, *row[2:6], crc, *row[7:])
-        sets, args = "text = ?, checksum = ?", [text, crc]
+        edited = (key, text, *row[2:])
+        model, created, endpoint, run, digest, signed = row[10:16]
         if forge_digest:
-            sets += ", digest = ?, signed = 0"
-            args.append(signing.digest(_digest_payload(edited), None))
-        conn.execute(f"UPDATE responses SET {sets} WHERE key = ?", (*args, key))
+            digest, signed = signing.digest(_digest_payload(edited), None), 0
+        crc = _checksum(key, text, refused, usage, row[7], row[9], (model, created, endpoint, run, digest, signed))
+        conn.execute("UPDATE responses SET text = ?, checksum = ?, digest = ?, signed = ? WHERE key = ?",
+                     (text, crc, digest, signed, key))
     conn.commit()
     conn.close()
     return len(rows)

@@ -16,10 +16,11 @@ from medrcube.run.store.responses import _checksum
 def _edit_text(directory: Path, key: str, text: str) -> None:
     """Rewrite a stored answer and recompute its CRC, as an editor of the file would."""
     conn = sqlite3.connect(directory / DB_NAME)
-    refused, usage, truncated, confidence = conn.execute(
-        "SELECT refused, usage, truncated, confidence FROM responses WHERE key = ?", (key,)).fetchone()
+    refused, usage, truncated, confidence, *provenance = conn.execute(
+        "SELECT refused, usage, truncated, confidence, model, created, endpoint, run, digest, signed "
+        "FROM responses WHERE key = ?", (key,)).fetchone()
     conn.execute("UPDATE responses SET text = ?, checksum = ? WHERE key = ?",
-                 (text, _checksum(key, text, refused, usage, truncated, confidence), key))
+                 (text, _checksum(key, text, refused, usage, truncated, confidence, provenance), key))
     conn.commit()
     conn.close()
 
@@ -33,6 +34,19 @@ def test_a_stored_answer_carries_its_provenance(tmp_path: Path) -> None:
     p = got.provenance
     assert (p.run, p.endpoint, p.served_model, p.signed) == (asked.run, asked.endpoint, "m-1", False)
     assert p.created > 0
+
+
+def test_accidental_damage_to_the_provenance_is_damage_not_an_edit(tmp_path: Path) -> None:
+    """A flipped byte in a provenance column fails the CRC (which covers it): the answer is
+    asked again, as any damaged row is, instead of stopping the run as an edit would."""
+    with ResponseStore(tmp_path) as store:
+        store.put("k", Response(text="A"), asked_by=AskedBy("run-1234"))
+    conn = sqlite3.connect(tmp_path / DB_NAME)
+    conn.execute("UPDATE responses SET run = 'run-1235'")
+    conn.commit()
+    conn.close()
+    with ResponseStore(tmp_path) as store:
+        assert store.get_many(["k"]) == {} and store.damaged == {"k"}
 
 
 def test_an_edited_answer_with_its_crc_recomputed_is_refused(tmp_path: Path) -> None:

@@ -8,8 +8,9 @@ And its provenance (issue 26): the endpoint that answered, the model it said ser
 when, and the run that asked, bound with the answer by a digest (run/signing.py):
 HMAC-SHA256 under the site key when MEDRCUBE_SIGNING_KEY is set, else a plain SHA-256
 marked unsigned. A CRC-32 is damage detection, not a seal: anyone who edits an answer can
-recompute it. So a row whose checksum holds but whose digest does not is an edit (or
-another key), and is never graded: `StoreTamperedError`. A row that cannot be checked
+recompute it. The CRC of such a row covers its provenance and digest too, so accidental
+damage anywhere in it is damage (asked again); a row whose checksum holds but whose
+digest does not is an edit (or another key), and is never graded: `StoreTamperedError`. A row that cannot be checked
 here (no digest: written before provenance; signed, with no key set now; unsigned, while
 a key is set) is not trusted either: it reads as missing and is asked again.
 """
@@ -75,17 +76,23 @@ class StoredError:
 
 
 def _checksum(
-    key: str, text: str | None, refused: int, usage: str | None, truncated: int = 0, confidence: str | None = None
+    key: str, text: str | None, refused: int, usage: str | None, truncated: int = 0, confidence: str | None = None,
+    provenance: Sequence[Any] | None = None,
 ) -> int:
     """CRC-32 over what grading reads from a row. SQLite's own checks (quick_check) see
     the file's structure, not the bytes of a value: a flipped byte inside a stored answer
-    ("B" -> "C") would pass them and be graded. This catches it."""
+    ("B" -> "C") would pass them and be graded. This catches it. `provenance` (model,
+    created, endpoint, run, digest, signed) is covered too, so that accidental damage
+    anywhere in a row is damage (asked again), and a row whose CRC holds but whose digest
+    does not was edited on purpose (responses.py docstring)."""
     fields: list[Any] = [key, text, int(refused), usage]
     # Each only when set: rows written before the flag or the column existed keep their checksum.
     if truncated:
         fields.append(1)
     if confidence is not None:
         fields.append(confidence)
+    if provenance is not None:
+        fields.append(list(provenance))
     payload = json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
     return zlib.crc32(payload.encode("utf-8"))
 
@@ -137,6 +144,9 @@ def _row_to_response(row: Sequence[Any]) -> Response | None:
     """The Response of a row of _RESPONSE_COLS, or None if it is damaged: its checksum
     does not match, or one of its texts was not valid UTF-8 on disk."""
     key, text, refused, usage, latency_s, attempts, checksum, truncated, served_model, confidence = row[:10]
+    provenance = tuple(row[10:16]) if row[14] is not None else None  # rows with a digest (schema 4)
+    if provenance is not None and any(isinstance(v, bytes | _Undecodable) for v in provenance):
+        return None  # a damaged record header (a text read back as a blob) or damaged text
     # A damaged record header can change a value's type (a text read back as a blob or a
     # number): a damaged row, not a crash in the checksum or the conversions below.
     if not (
@@ -156,7 +166,7 @@ def _row_to_response(row: Sequence[Any]) -> Response | None:
     # refuses an undecodable row; the marker makes it certain.
     if any(isinstance(v, _Undecodable) for v in (key, text, usage, confidence)):
         return None
-    if _checksum(key, text, refused, usage, truncated, confidence) != checksum:
+    if _checksum(key, text, refused, usage, truncated, confidence, provenance) != checksum:
         return None
     return Response(
         text=text,
@@ -236,9 +246,7 @@ class StoreResponses(StoreBase):
         if not signed and key_now is not None:
             self._untrusted(key, "it is unsigned, and MEDRCUBE_SIGNING_KEY is set")
             return None
-        if any(isinstance(v, _Undecodable) for v in (model, endpoint, run, digest)) or not signing.matches(
-            _digest_payload(row), digest, key_now
-        ):
+        if not signing.matches(_digest_payload(row), digest, key_now):
             tampered.append(key)
             return None
         return Stored(response, Provenance(run, endpoint, response.served_model, float(created), bool(signed)))
@@ -311,16 +319,19 @@ class StoreResponses(StoreBase):
         usage = json.dumps(dict(r.usage), sort_keys=True) if r.usage else None
         refused = int(r.refused)
         confidence = json.dumps(r.confidence.to_json(), sort_keys=True) if r.confidence is not None else None
-        crc = _checksum(key, r.text, refused, usage, int(r.truncated), confidence)
         endpoint = asked_by.endpoint if asked_by else None
         run = asked_by.run if asked_by else None
-        # In _RESPONSE_COLS order, so that the digest is taken over what a read sees.
-        cols = (key, r.text, refused, usage, float(r.latency_s), int(r.attempts), crc, int(r.truncated),
+        # In _RESPONSE_COLS order, so that the digest is taken over what a read sees (the
+        # CRC is not part of it: it is computed last, over the digest too).
+        cols = (key, r.text, refused, usage, float(r.latency_s), int(r.attempts), None, int(r.truncated),
                 r.served_model, confidence, model, now, endpoint, run)
         digest = signing.digest(_digest_payload(cols), self.signing_key)
+        signed = int(self.signing_key is not None)
+        crc = _checksum(key, r.text, refused, usage, int(r.truncated), confidence, (model, now, endpoint, run, digest,
+                                                                                    signed))
         return (
             key, model, r.text, refused, usage, float(r.latency_s), int(r.attempts), now, crc, int(r.truncated),
-            r.served_model, confidence, endpoint, run, digest, int(self.signing_key is not None),
+            r.served_model, confidence, endpoint, run, digest, signed,
         )
 
     def record_error(self, key: str, response: Response, *, model: str = "", owner: str | None = None) -> None:
