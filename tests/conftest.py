@@ -99,3 +99,44 @@ def make_record(
 def rec():
     """The record factory (session-scoped so that hypothesis tests may use it)."""
     return make_record
+
+
+# -- every run document written in a test validates against its shipped schema ----------------
+
+# The documents whose schemas ship in the package (medrcube/rundir/schemas/).
+_SCHEMA_OF = {"gate.json": "gate", "run.json": "run"}
+
+
+@pytest.fixture(autouse=True)
+def _written_documents_validate(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each test, every gate.json and run.json that a medrcube writer left in the
+    test's directory (tmp_path, or pytester's) is checked against its JSON Schema.
+
+    "Left by a writer" is what the seal says: the document is listed in its directory's
+    manifest.json with the digest it still has. A test that edits a document on purpose
+    (to see it refused) changes that digest, and its edit is not held against the schema.
+    The writers validate before writing as well (rundir/documents.py): this proves it on
+    every run directory the tests produce, through the gate, `medrcube run` and the rest."""
+    roots = []  # taken now: the test's own fixtures are torn down before this one
+    if "tmp_path" in request.fixturenames:
+        roots.append(request.getfixturevalue("tmp_path"))
+    if "pytester" in request.fixturenames:
+        roots.append(request.getfixturevalue("pytester").path)
+    yield
+    if not roots:
+        return
+    import json
+
+    from medrcube.rundir.documents import validate
+    from medrcube.rundir.seal import MANIFEST, file_digest
+
+    for root in roots:
+        for manifest in root.rglob(MANIFEST):
+            try:
+                files = json.loads(manifest.read_text(encoding="utf-8")).get("files") or {}
+            except (OSError, ValueError):
+                continue
+            for name, schema in _SCHEMA_OF.items():
+                path = manifest.parent / name
+                if name in files and path.is_file() and file_digest(path) == files[name]:
+                    validate(json.loads(path.read_text(encoding="utf-8")), schema, str(path))

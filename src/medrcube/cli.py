@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "init": ("init", "write a starter site project: thresholds, models, conftest, an example site test"),
     "power": ("power", "probability that a check passes, and the n needed for 80%% power"),
     "report": ("report", "report and leaderboard across run directories"),
+    "verify": ("verify", "check a sealed run directory: says exactly which file changed"),
     "build": ("build", "build a cube from a recipe (DICOM, NIfTI or PNG+CSV sources)"),
 }
 

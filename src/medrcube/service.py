@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from medrcube.records import GradedRecord
     from medrcube.run.progress import Progress
     from medrcube.run.runner import RunResult
+    from medrcube.rundir.documents import GateDocument
     from medrcube.sequential import Decider
 
 # The pre-flight (the endpoint's model list): one attempt (the adapter's client never
@@ -196,6 +197,8 @@ def infer(
     checks: Sequence[Check] = (),
     baseline_records: Sequence[GradedRecord] | None = None,
     prices: Mapping[str, Mapping[str, Any]] | None = None,
+    run_token: str | None = None,
+    fresh: bool = False,
 ) -> Inference:
     """Ask the candidate (then a baseline model) in one event loop, as `decider` asks (the
     whole cube when None), through the response store at `store_dir` (None: no store),
@@ -205,9 +208,16 @@ def infer(
     `shard=(index, count)`: a pytest-xdist worker asks its own shard of the cube first
     (a stable hash of the item id), then the whole cube, which reads the other shards
     from the store (or waits on their claims): each request reaches the model once per
-    run however many workers need every record."""
+    run however many workers need every record.
+
+    `run_token` names this run in the provenance of the answers it stores (one for all
+    the workers of a gate run; None: a new one); `fresh` takes no answer another run
+    stored (`--fresh`): every item is asked live."""
+    from medrcube.run.provenance import new_run_token
     from medrcube.run.runner import run_cube_async
     from medrcube.run.store import ResponseStore
+
+    run_token = run_token or new_run_token()
 
     store = ResponseStore(store_dir) if store_dir is not None else None
     metered = {"candidate": Metered(adapter)}
@@ -226,6 +236,9 @@ def infer(
             refresh=refresh,
             template=template,
             progress=progress,
+            run_token=run_token,
+            endpoint=endpoint_of(model),
+            fresh=fresh,
         )
         if count > 1:
             mine = tuple(it for it in part.items if stable_shard(it.id, count) == index)
@@ -291,6 +304,7 @@ def infer(
 
 def _merged(batches: Sequence[RunResult]) -> RunResult:
     """One RunResult for the batches of a run (records in the order asked)."""
+    from medrcube.run.provenance import merged_counts
     from medrcube.run.runner import RunResult
 
     if len(batches) == 1:
@@ -298,6 +312,8 @@ def _merged(batches: Sequence[RunResult]) -> RunResult:
     if not batches:
         return RunResult(records=[])
     first, last = batches[0], batches[-1]
+    info = dict(first.info)
+    info["provenance"] = merged_counts(b.info.get("provenance") for b in batches)
     return RunResult(
         records=[r for b in batches for r in b.records],
         requests_sent=sum(b.requests_sent for b in batches),
@@ -310,7 +326,7 @@ def _merged(batches: Sequence[RunResult]) -> RunResult:
         started=first.started,
         finished=last.finished,
         aborted=next((b.aborted for b in batches if b.aborted), None),
-        info=dict(first.info),
+        info=info,
     )
 
 
@@ -344,23 +360,62 @@ def write_run(
     meta: Mapping[str, Any],
     *,
     cube: Cube | None = None,
-    gate: Mapping[str, Any] | None = None,
+    gate: GateDocument | None = None,
+    policy_file: Path | None = None,
 ) -> tuple[list[Path], str | None]:
-    """Write the run directory and its report; return (paths written, a warning or None).
-    A report that cannot be drawn is a warning: the run's data files are what matter."""
+    """Write the run directory and its report, then seal it (rundir/seal.py: manifest.json,
+    signed with MEDRCUBE_SIGNING_KEY when set); return (paths written, a warning or None).
+    A report that cannot be drawn is a warning: the run's data files are what matter.
+    `policy_file` (the gate's thresholds) is copied in, so that the policy is on record."""
+    import shutil
+
     from medrcube.report.html import write_report_after_run
+    from medrcube.rundir.seal import seal_run_dir
 
     written: list[Path] = []
     if result is not None:
         write_run_dir(run_dir, result, meta)
         written += [run_dir / "results.jsonl", run_dir / "metrics_summary.json", run_dir / "run.json"]
     if gate is not None:
-        atomic_write(run_dir / "gate.json", lambda fh: json.dump(gate, fh, indent=2, ensure_ascii=False))
+        doc = gate.to_json(where=str(run_dir / "gate.json"))  # checked against its schema
+        atomic_write(run_dir / "gate.json", lambda fh: json.dump(doc, fh, indent=2, ensure_ascii=False))
         written.append(run_dir / "gate.json")
+    if policy_file is not None:
+        shutil.copyfile(policy_file, run_dir / POLICY_COPY)
+        written.append(run_dir / POLICY_COPY)
+    # Sealed before the report is drawn: report.html is a view of the sealed files (not
+    # sealed itself, rundir/seal.py), and drawing it verifies them.
+    written.append(seal_run_dir(run_dir, seal_identity(result, meta)))
     path, warning = write_report_after_run(run_dir, cube=cube)
     if path is not None:
-        written.append(path)
+        written.insert(-1, path)
     return written, warning
+
+
+POLICY_COPY = "thresholds.yaml"  # the gate's policy file, as it was, in the run directory
+
+
+def seal_identity(result: RunResult | None, meta: Mapping[str, Any]) -> dict[str, Any]:
+    """What the seal binds besides the files: the policy, the cube, the model, the
+    software and the seed (a spec with its credentials cut, never a key)."""
+    from medrcube.rundir.files import redact_spec, versions
+
+    info = result.info if result is not None else {}
+    policy = meta.get("policy") or {}
+    return {
+        "run_id": meta.get("run_id"),
+        "run_token": (info.get("provenance") or {}).get("run"),
+        "policy_digest": policy.get("digest"),
+        "policy_profile": policy.get("profile", meta.get("profile")),
+        "cube_fingerprint": info.get("cube_fingerprint") or (meta.get("cube") or {}).get("fingerprint"),
+        "model": {
+            "spec": redact_spec(info.get("model_spec") or meta.get("model")),
+            "fingerprint": info.get("model_fingerprint") or meta.get("model_fingerprint"),
+            "served": meta.get("served_model") or info.get("served_models"),
+        },
+        "medrcube_version": versions().get("medrcube"),
+        "seed": (meta.get("sampling") or {}).get("seed"),
+    }
 
 
 def warn(message: str | None) -> None:

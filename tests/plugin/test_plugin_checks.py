@@ -169,7 +169,7 @@ def test_no_baseline_means_no_regression_case(gate_ws):
 def test_gate_json_schema(gate_ws):
     gate_ws.run(model=gate_ws.replay("good.jsonl"))
     doc = gate_ws.gate_json()
-    assert doc["schema_version"] == 1
+    assert doc["schema_version"] == 2
     assert doc["cube"]["items"] == 27
     for c in doc["checks"]:
         for key in ("id", "kind", "bound", "rule", "observed", "interval", "n", "verdict", "message"):

@@ -62,7 +62,8 @@ def test_run_directory_and_junit_properties(gate_ws):
             "credibility overall: grounding n/a, rationality n/a, shortcut probability n/a, 12 pairs "
             "(A=0 B=12 C=0 D=0, D expected if independent 0.0): undecided",
             "checks: 1 passed, 3 failed, 3 undecided (insufficient evidence), 0 errors (not graded)",
-            f"written: {run_dir}/ (results.jsonl, metrics_summary.json, run.json, gate.json, report.html)",
+            f"written: {run_dir}/ (results.jsonl, metrics_summary.json, run.json, gate.json, thresholds.yaml, "
+            "report.html, manifest.json)",
             "exit status 10 (QUALIFIED 0, NOT QUALIFIED 10, UNDECIDED 11)",
             "gate: NOT QUALIFIED (3 required checks failed: *",
         ]
@@ -102,13 +103,15 @@ def test_allure_labels_parameters_and_attachments(gate_ws):
     assert _labels(results["credibility/overall"], "epic") == ["Credibility"]
     assert results["Brain/MRI/Organ Recognition"]["status"] == "skipped"
 
-    # A changed bound changes the numbers, not the history: same history ids.
+    # A changed bound changes the numbers, not the history: same history ids. (0.4, not
+    # lower: the Brain cell's 3-option questions have chance 1/3, and a bound at or below
+    # chance is refused.)
     thresholds = gate_ws.path / "thresholds.yaml"
-    thresholds.write_text(thresholds.read_text().replace('bound: 0.6}\n', 'bound: 0.3}\n'), encoding="utf-8")
+    thresholds.write_text(thresholds.read_text().replace('bound: 0.6}\n', 'bound: 0.4}\n'), encoding="utf-8")
     gate_ws.run("--alluredir=allure-b", model=model)
     again = _allure_results(gate_ws.path / "allure-b")
     moved = again["Chest/X-Ray/Modality Recognition"]
-    assert {p["name"]: p["value"] for p in moved["parameters"]}["bound"] == "0.3"
+    assert {p["name"]: p["value"] for p in moved["parameters"]}["bound"] == "0.4"
     assert {k: v["historyId"] for k, v in again.items()} == {k: v["historyId"] for k, v in results.items()}
 
 

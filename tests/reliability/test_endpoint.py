@@ -560,6 +560,9 @@ def test_report_refuses_damaged_duplicated_or_foreign_results(tmp_path: Path, sc
     (damaged / "results.jsonl").write_bytes(results[:40] + b"\xff\xfe" + results[42:])
     cases["non-UTF-8 bytes"] = (damaged, ["not UTF-8", "results.jsonl:1"])
     for what, (run_dir, words) in cases.items():
+        # As written before runs were sealed: the strict reader refuses each on its own (a
+        # sealed directory is refused by its seal first: tests/rundir/test_rundir_seal.py).
+        (run_dir / "manifest.json").unlink()
         done = subprocess.run([sys.executable, "-m", "medrcube.cli", "report", str(run_dir), "--out",
                                str(tmp_path / "lb"), "--no-plots"], capture_output=True, text=True, timeout=240)
         t.injected += 1

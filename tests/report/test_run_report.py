@@ -54,6 +54,15 @@ def _copy(run: Path, tmp_path: Path, name: str) -> Path:
     return dest
 
 
+def _with_gate(run: Path, doc: dict) -> None:
+    """gate.json written into the run directory and the directory sealed again, as the
+    gate's controller does (the report refuses a sealed directory edited afterwards)."""
+    from medrcube.rundir.seal import seal_run_dir
+
+    (run / "gate.json").write_text(json.dumps(doc), encoding="utf-8")
+    seal_run_dir(run, {})
+
+
 def _assert_self_contained(page: str) -> None:
     assert "http://" not in page and "https://" not in page
     assert "<script" not in page and "<link" not in page and "@import" not in page
@@ -66,7 +75,7 @@ def test_report_with_a_failed_gate(small_cube: Path, run_dir: Path, tmp_path: Pa
     run = _copy(run_dir, tmp_path, "with-gate")
     doc = _gate_document(small_cube, run)
     assert doc["passed"] is False  # a random model fails
-    (run / "gate.json").write_text(json.dumps(doc), encoding="utf-8")
+    _with_gate(run, doc)
     path = write_report_html(run)
     assert path == run / "report.html"
     page = path.read_text(encoding="utf-8")
@@ -128,7 +137,7 @@ def test_report_with_a_passed_gate_and_regression_rows(small_cube: Path, run_dir
 
     doc = gate_document(doc["checks"], {k: doc[k] for k in ("run_id", "model", "cube")})  # the verdict, again
     assert doc["verdict"] == "QUALIFIED"
-    (run / "gate.json").write_text(json.dumps(doc), encoding="utf-8")
+    _with_gate(run, doc)
     page = write_report_html(run).read_text(encoding="utf-8")
     assert "QUALIFIED" in page and "NOT QUALIFIED" not in page and "UNDECIDED" not in page
     assert "Against the baseline" in page and "<code>regression/overall</code>" in page
@@ -137,13 +146,14 @@ def test_report_with_a_passed_gate_and_regression_rows(small_cube: Path, run_dir
 
 def test_report_without_optional_files_or_cube(run_dir: Path, tmp_path: Path) -> None:
     run = _copy(run_dir, tmp_path, "bare")
-    for name in ("run.json", "metrics_summary.json"):
+    for name in ("run.json", "metrics_summary.json", "manifest.json"):  # as written before the seal
         (run / name).unlink()
     page = write_report_html(run).read_text(encoding="utf-8")
     _assert_self_contained(page)
     assert "NO GATE RUN" in page
     assert "no run.json" in page
     assert "question not available" in page  # no cube: worst items without their questions
+    assert "NOT SEALED" in page  # and it says its files cannot be verified
     assert 'src="data:image/jpeg' not in page
 
 

@@ -268,7 +268,7 @@ def test_an_older_store_gains_the_missing_columns_and_keeps_its_rows(
         store.put("new", new)
         assert store.get("new") == new
     conn = sqlite3.connect(tmp_path / DB_NAME)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
     conn.close()
 
 

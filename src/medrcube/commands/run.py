@@ -34,6 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="directory of the response store (default: .medrcube)")
     parser.add_argument("--no-store", action="store_true", help="do not read or write the response store")
     parser.add_argument("--refresh", action="store_true", help="ask again even where a response is stored")
+    parser.add_argument("--fresh", action="store_true",
+                        help="take no answer another run stored: every item asked live (docs/guarantees.md, evidence)")
     parser.add_argument("--judge", default=None, metavar="SPEC", help="a model that resolves unparsed responses")
     parser.add_argument("--template", default="default", help="prompt template: default, reasoning or verbal (asks for a stated confidence)")
     parser.add_argument("--models-file", default=None, metavar="FILE", help="models.yaml to read model names from")
@@ -102,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
             judge=judge,
             concurrency=args.concurrency,
             refresh=args.refresh,
+            fresh=args.fresh,
             template=args.template,
             progress=not args.no_progress,
         )
@@ -154,6 +157,10 @@ def _print_summary(run_dir: Path, result: Any) -> None:
         f"{len(result.records)} records: {result.requests_sent} requests sent, {result.cache_hits} from the store, "
         f"{result.errors} errors, {result.unavailable} unavailable ({result.wall_s:.1f} s)"
     )
+    from medrcube.run.provenance import provenance_line
+
+    if line := provenance_line(result.info.get("provenance")):
+        print(f"  {line}")
     by_variant: dict[str, list[Any]] = {}
     for r in result.records:
         by_variant.setdefault(r.variant, []).append(r)

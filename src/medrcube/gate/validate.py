@@ -27,6 +27,8 @@ from medrcube.gate.validate_clinical import (
     validate_clinical_sections,
 )
 
+# An accuracy entry's explicit permission for a bound at or below chance (gate/record.py).
+AT_CHANCE = "at_chance"
 REGRESSION_KEYS = ("enabled", "alpha", "margin", "min_n", "max_error_rate", "per_cell", "rule", "required",
                    "cells_required")
 # The sections of issues 16 and 17 are checked in gate/validate_clinical.py.
@@ -47,7 +49,9 @@ def validate_entry(c: Checker, key: str, value: Any, *, need_bound: bool) -> dic
     if not isinstance(value, dict):
         c.fail(key, "must be a bound (a number in [0, 1]), a mapping with `bound`, or null", value,
                "write e.g. `0.5` or `{bound: 0.5, rule: point}`")
-    c.mapping(key, value, ("bound", *ACCURACY_KEYS))
+    c.mapping(key, value, ("bound", *ACCURACY_KEYS, AT_CHANCE))
+    if AT_CHANCE in value:  # a bound at or below chance, allowed explicitly (gate/record.py)
+        c.boolean(f"{key}.{AT_CHANCE}", value[AT_CHANCE])
     out = c.decision(key, value)
     if "bound" in value:
         if value["bound"] is None:
@@ -66,9 +70,10 @@ def validate_cells(c: Checker, key: str, value: Any) -> list[CellRule]:
         k = f"{key}[{i}]"
         if not isinstance(entry, dict):
             c.fail(k, "must be a mapping with `match` and `bound`", entry, 'write `- {match: "Chest/*/*", bound: 0.5}`')
-        c.mapping(k, entry, ("match", "bound", "optional", *ACCURACY_KEYS))
-        if "optional" in entry:
-            c.boolean(f"{k}.optional", entry["optional"])
+        c.mapping(k, entry, ("match", "bound", "optional", *ACCURACY_KEYS, AT_CHANCE))
+        for flag in ("optional", AT_CHANCE):
+            if flag in entry:
+                c.boolean(f"{k}.{flag}", entry[flag])
         if "match" not in entry:
             c.fail(k, "has no `match`", entry, 'add `match: "part/modality/task"` (use * for any value)')
         pattern = parse_pattern(c, f"{k}.match", entry["match"])

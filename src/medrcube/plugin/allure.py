@@ -247,6 +247,7 @@ def write_run_files(alluredir: str | Path, meta: Mapping[str, Any], verdict: str
     out = Path(alluredir)
     out.mkdir(parents=True, exist_ok=True)
     cube = meta.get("cube") or {}
+    policy, provenance = meta.get("policy") or {}, meta.get("provenance") or {}
     env = {
         "verdict": verdict,
         "model": meta.get("model"),
@@ -260,6 +261,12 @@ def write_run_files(alluredir: str | Path, meta: Mapping[str, Any], verdict: str
         "variants": meta.get("variants"),
         "medrcube.version": meta.get("medrcube_version"),
         "run": meta.get("run_id"),
+        # Issue 26: the policy on record and where the answers came from.
+        "policy.digest": policy.get("digest"),
+        "policy.differences": policy.get("summary") or ("none" if policy else None),
+        "answers.live": provenance.get("live"),
+        "answers.stored": provenance.get("stored"),
+        "answers.signed": str(bool(provenance.get("signed"))).lower() if provenance else None,
     }
     lines = [f"{k}={_prop(v)}" for k, v in env.items() if v is not None]
     (out / "environment.properties").write_text("\n".join(lines) + "\n", encoding="utf-8")

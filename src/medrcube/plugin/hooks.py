@@ -106,6 +106,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--max-cost", default=None, help="sequential budget: cost of the run in the price table's currency"
     )
     group.addoption(
+        "--fresh",
+        action="store_true",
+        dest="fresh",
+        default=None,
+        help="qualification mode: ask every item live and take no answer another run stored (default in the "
+        "deployment profile; docs/guarantees.md, evidence)",
+    )
+    group.addoption(
+        "--no-fresh", action="store_false", dest="fresh", default=None,
+        help="take answers earlier runs stored, in the deployment profile too (they are counted and named)",
+    )
+    group.addoption(
         "--allure-keep",
         action="store_true",
         default=False,
@@ -139,7 +151,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         return
     gate.check_suite_for_options(config)
     if gate.suite_requested(config):
+        from medrcube.plugin.evidence import junit_properties
+
         run = gate.open_session(config)
+        junit_properties(config, run.policy_record)
         gate.preflight(run)
 
 
@@ -293,7 +308,9 @@ class ControllerHooks:
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:  # pytest-xdist: the workers' progress files
         from medrcube.plugin import progress
+        from medrcube.plugin.evidence import RUN_TOKEN_KEY, run_token
 
+        node.workerinput[RUN_TOKEN_KEY] = run_token(self.config)  # one run for the answers' provenance
         if not progress.wanted(self.config) or not gate.suite_requested(self.config):
             return
         if self.progress_dir is None:

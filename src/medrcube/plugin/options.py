@@ -30,7 +30,7 @@ SUITE_MODULE = "medrcube.suite"
 # The gate's options (dest names): given to a run without a gate suite, they are a usage error.
 GATE_OPTIONS = (
     "model", "cube", "thresholds", "profile", "baseline", "variants", "judge", "response_store",
-    "concurrency", "models_file", "medrcube_report", "sequential", "seed", "max_requests", "max_cost",
+    "concurrency", "models_file", "medrcube_report", "sequential", "seed", "max_requests", "max_cost", "fresh",
 )
 
 
@@ -115,6 +115,7 @@ class GateOptions:
     report_dir: Path
     rootdir: Path
     sequential: SequentialPlan | None = None  # --sequential: the order's seed and the budgets
+    fresh: bool | None = None  # --fresh / --no-fresh; None: the profile decides (plugin/evidence.py)
 
 
 def _usage(option: str, value: object, problem: str) -> pytest.UsageError:
@@ -190,6 +191,7 @@ def read_options(config: pytest.Config) -> GateOptions:
         models_file=models_file,
         report_dir=report,
         rootdir=root,
+        fresh=opt.fresh,
     )
 
 

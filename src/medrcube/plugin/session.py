@@ -98,6 +98,10 @@ class GateSession:
     adapter: Any  # ModelAdapter of the candidate
     variants: tuple[Any, ...]
     thresholds_label: str = ""
+    thresholds_path: Path | None = None
+    policy_record: dict[str, Any] = field(default_factory=dict)  # gate.json's `policy` (plugin/evidence.py)
+    run_token: str | None = None  # shared by the xdist workers of this run (plugin/evidence.py)
+    fresh: bool = False  # --fresh, or the deployment profile: no stored answer of another run
     judge: Any = None
     baseline_adapter: Any = None
     baseline_dir: Path | None = None
@@ -186,6 +190,8 @@ class GateSession:
             checks=self.checks,
             baseline_records=baseline_records,
             prices=prices,
+            run_token=self.run_token,
+            fresh=self.fresh,
         )
         self._result = self._inference.result
         if self._inference.baseline is not None:
@@ -277,8 +283,11 @@ def open_session(config: pytest.Config) -> GateSession:
     existing = config.stash.get(SESSION_KEY, None)
     if existing is not None:
         return existing
+    from medrcube.plugin.evidence import run_token
+
     gate = _build(config.stash[OPTIONS_KEY])
     gate.worker = worker_slot(config)
+    gate.run_token = run_token(config)
     config.stash[SESSION_KEY] = gate
     return gate
 
@@ -290,6 +299,7 @@ def _build(options: GateOptions) -> GateSession:
     from medrcube.gate.feasible import assess
     from medrcube.gate.thresholds import ThresholdsError, load_policy, validate_against_cells
     from medrcube.models.registry import ModelSpecError, load_adapter
+    from medrcube.plugin.evidence import fresh_wanted, policy_record, split_baseline
 
     variants = _parse_variants(options.variants)
     cube_spec = resolve_cube_spec(options)
@@ -303,7 +313,7 @@ def _build(options: GateOptions) -> GateSession:
     thresholds = options.thresholds or packaged_thresholds()
     if thresholds is None:
         raise _usage("--thresholds", "(not given)", "no ./thresholds.yaml here and none packaged; pass --thresholds=FILE")
-    baseline_dir, baseline_spec = _split_baseline(options)
+    baseline_dir, baseline_spec = split_baseline(options.baseline, cube)
     cells = sorted({it.cell for it in cube.items})
     offered: dict[tuple[str, str, str], set[str]] = {}
     for it in cube.items:  # the option texts per cell: per-finding checks where a finding is offered
@@ -315,6 +325,18 @@ def _build(options: GateOptions) -> GateSession:
                               cell_options=offered)
         # Checks this cube cannot decide, or outside the scope: reported, not required (or refused).
         checks = assess(checks, cube.items, policy)
+
+        def default_checks(profile: str | None) -> list[Any]:
+            """The checks the shipped policy (its profile of the same name, if any) builds on this
+            run, assessed on this cube as the run's own are (so that only the policies differ)."""
+            shipped = load_policy(packaged_thresholds() or thresholds)
+            if profile in shipped.profiles:
+                shipped = load_policy(packaged_thresholds() or thresholds, profile=profile)
+            built = build_checks(cells, shipped, variants=variants, has_baseline=bool(baseline_dir or baseline_spec),
+                                 cell_options=offered)
+            return list(assess(built, cube.items, shipped))
+
+        record = policy_record(Path(thresholds), options.profile, list(checks), default_checks, cube)
     except ThresholdsError as e:
         option = "--profile" if e.key == "profiles" and options.profile else "--thresholds"
         raise _usage(option, options.profile if option == "--profile" else thresholds, str(e)) from None
@@ -333,26 +355,13 @@ def _build(options: GateOptions) -> GateSession:
         adapter=adapter("--model", options.model),
         variants=variants,
         thresholds_label=str(thresholds),
+        thresholds_path=Path(thresholds),
+        policy_record=record,
+        fresh=fresh_wanted(options.fresh, options.profile),
         judge=adapter("--judge", options.judge) if options.judge else None,
         baseline_adapter=adapter("--baseline", baseline_spec) if baseline_spec else None,
         baseline_dir=baseline_dir,
     )
-
-
-def _split_baseline(options: GateOptions) -> tuple[Path | None, str | None]:
-    """--baseline is a run directory (it holds results.jsonl) or else a model spec."""
-    value = options.baseline
-    if not value:
-        return None, None
-    path = Path(value).expanduser()
-    if path.is_dir():
-        if not (path / "results.jsonl").is_file():
-            raise _usage(
-                "--baseline", value, "this directory has no results.jsonl; pass a run directory "
-                "(reports/<run-id>) or a model spec"
-            )
-        return path.resolve(), None
-    return None, value
 
 
 def preflight(session: GateSession) -> None:

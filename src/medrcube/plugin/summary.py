@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from medrcube.plugin.handover import merge_handovers, merged_usage
+from medrcube.plugin.evidence import verdict_block_lines
+from medrcube.plugin.handover import merge_handovers
 from medrcube.plugin.summary_kinds import kind_lines
 
-GATE_SCHEMA_VERSION = 1
 PROPERTY = "medrcube_verdict"  # the user property carrying the payload as JSON
 HANDOVER = "medrcube_handover"  # the workeroutput key carrying a worker's records
 KIND_ORDER = ("overall", "slice", "cell", "credibility", "image_dependence", "position", "regression", "robustness",
@@ -143,22 +143,21 @@ def payload_of(report: pytest.TestReport) -> dict[str, Any] | None:
 # -- files ---------------------------------------------------------------------------------
 
 
-def gate_document(entries: Iterable[Mapping[str, Any]], meta: Mapping[str, Any]) -> dict[str, Any]:
-    """gate.json: every decided check, in a stable order, with the run's identity."""
+def gate_typed(entries: Iterable[Mapping[str, Any]], meta: Mapping[str, Any]) -> Any:
+    """gate.json as its typed document (rundir.documents.GateDocument): every decided
+    check in a stable order, the gate's verdict and the run's identity."""
     from medrcube.plugin.render import counts as count_statuses
+    from medrcube.rundir.documents import GateDocument
 
     rank = {k: i for i, k in enumerate(KIND_ORDER)}
     checks = sorted(entries, key=lambda e: (rank.get(e["kind"], len(rank)), e.get("order", 0), e["id"]))
-    counts = count_statuses(e["verdict"] for e in checks)
-    doc: dict[str, Any] = {"schema_version": GATE_SCHEMA_VERSION}
-    doc.update(meta)
     gate = gate_outcome(checks, meta.get("guarantee", ""), meta.get("not_run", ()))
-    doc["gate"] = gate.to_dict()
-    doc["verdict"] = gate.status.value
-    doc["passed"] = gate.exit_code == 0  # QUALIFIED only
-    doc["counts"] = counts
-    doc["checks"] = [{k: v for k, v in e.items() if k not in ("order", "nodeid")} for e in checks]
-    return doc
+    return GateDocument.build(checks, meta, gate, count_statuses(e["verdict"] for e in checks))
+
+
+def gate_document(entries: Iterable[Mapping[str, Any]], meta: Mapping[str, Any]) -> dict[str, Any]:
+    """gate.json's JSON object (`gate_typed`, checked against its schema)."""
+    return dict(gate_typed(entries, meta).to_json())
 
 
 def gate_outcome(entries: Iterable[Mapping[str, Any]], guarantee: str = "", not_run: Iterable[str] = ()) -> Any:
@@ -356,6 +355,7 @@ def summary_lines(entries: Sequence[Mapping[str, Any]], meta: Mapping[str, Any],
     if written:
         lines.append(f"written: {written[0].parent}/ (" + ", ".join(p.name for p in written) + ")")
     gate = gate_outcome(entries, meta.get("guarantee", ""), meta.get("not_run", ()))
+    lines += verdict_block_lines(meta)  # where the answers came from; the policy's differences
     lines.append(f"exit status {gate.exit_code} (QUALIFIED 0, NOT QUALIFIED 10, UNDECIDED 11)")
     lines.append(gate.text())  # last: the verdict is the last line a reader sees
     return lines
@@ -400,13 +400,17 @@ class GateReport:
             result.started, result.finished = self.started, time.time()
             result.wall_s = result.finished - result.started
         run_dir = new_run_dir(session.options.report_dir, session.adapter.spec)  # as `medrcube run` names it
+        from medrcube.plugin.run_meta import gate_meta, run_meta
+
         self.meta = run_meta(session, run_dir.name, result, self.handovers)
         self.meta["kinds_off"] = dict(kinds_off or {})
         if result is not None and result.aborted:  # said once in the summary, and kept in gate.json
             self.meta["aborted"] = result.aborted
         self.meta.update(gate_meta(session, self.entries), **leak_meta(session, self.entries))
-        self.gate = doc = gate_document(self.entries.values(), self.meta)
-        self.written, warning = write_run(run_dir, result, self.meta, cube=session.cube, gate=doc)
+        doc = gate_typed(self.entries.values(), self.meta)
+        self.gate = dict(doc.to_json())  # gate.json as written: what the Allure overview states
+        self.written, warning = write_run(run_dir, result, self.meta, cube=session.cube, gate=doc,
+                                          policy_file=session.thresholds_path)
         warn(warning)
 
     def lines(self) -> list[str]:
@@ -414,49 +418,3 @@ class GateReport:
             return []
         entries = sorted(self.entries.values(), key=lambda e: e.get("order", 0))
         return summary_lines(entries, self.meta, self.written)
-
-
-def served_model(session: Any) -> str | None:
-    """The model name the candidate's endpoint reported in the pre-flight (None for a local baseline)."""
-    return session.served.get(session.adapter.spec)
-
-
-def gate_meta(session: Any, entries: Mapping[str, Any]) -> dict[str, Any]:
-    """What gate.json and the summary need to state the gate's verdict: its guarantee on
-    this policy, and the required checks of the run that produced no verdict."""
-    from medrcube.gate.evaluate import guarantee_text
-
-    not_run = [c.id for c in session.checks if c.required and c.id not in entries]
-    findings = getattr(session.policy, "findings", None)  # the site's case mix and deferral cost: metrics_summary.json
-    site = {"prevalence": dict(findings.prevalence) if findings else {},
-            "deferral_cost": session.policy.selective.deferral_cost}
-    scope = session.policy.scope.describe()
-    guarantee = guarantee_text(session.checks, scope) + session.decider.guarantee_note()
-    return {"guarantee": guarantee, "not_run": not_run, "site_policy": site, "scope": scope}
-
-
-def run_meta(session: Any, run_id: str, result: Any, handovers: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
-    """The run's identity, for gate.json and run.json (a spec, never a key)."""
-    from medrcube.plugin.costs import priced
-    from medrcube.rundir.files import redact_spec, versions
-
-    opts = session.options
-    usage = priced(merged_usage(handovers), session, result)
-    return {
-        "run_id": run_id,
-        "model": redact_spec(opts.model),
-        "model_fingerprint": session.adapter.fingerprint,
-        "served_model": served_model(session),
-        "cube": {"source": session.cube.source, "fingerprint": session.cube.fingerprint, "items": len(session.cube)},
-        "thresholds": session.thresholds_label,
-        "profile": opts.profile,
-        "variants": opts.variants,
-        "baseline": opts.baseline,
-        "judge": redact_spec(opts.judge),
-        "medrcube_version": versions().get("medrcube"),
-        "requests_sent": result.requests_sent if result is not None else None,
-        "requests_by_process": result.info.get("requests_by_process") if result is not None else None,
-        "usage": usage,
-        # How a --sequential run sampled (every process takes the same decisions: the first says it).
-        "sampling": next((h["sampling"] for h in handovers if h.get("sampling")), None),
-    }

@@ -62,7 +62,21 @@ def gate_section(gate: Mapping[str, Any] | None) -> dict[str, Any]:
         "failing": failing,
         "thresholds": gate.get("thresholds"),
         "profile": gate.get("profile"),
+        "evidence": evidence_lines(gate),
     }
+
+
+def evidence_lines(gate: Mapping[str, Any]) -> list[str]:
+    """Where the answers came from and the policy on record (gate.json version 2)."""
+    from medrcube.run.provenance import provenance_line
+
+    lines = [line] if (line := provenance_line(gate.get("provenance"))) else []
+    policy = gate.get("policy") or {}
+    if policy.get("digest"):
+        lines.append(f"policy digest {policy['digest']}")
+    if policy.get("summary"):
+        lines.append(str(policy["summary"]))
+    return lines
 
 
 def cell_verdicts(gate: Mapping[str, Any] | None) -> dict[Cell, str]:

@@ -274,6 +274,8 @@ def build_page(run: RunData, *, cube: Any = None, plots_dir: Path | None = None)
     standard = run.of_variant("standard")
     p = profile(standard)
     gate = gate_section(run.gate)
+    if gate["ran"] and run.seal:
+        gate["evidence"].append(f"run directory {run.seal} when this page was drawn")
     verdicts = cell_verdicts(run.gate)
     order = _axis_order(p)
 

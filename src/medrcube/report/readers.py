@@ -32,6 +32,7 @@ from typing import Any
 
 from medrcube.records import GradedRecord, Outcome
 from medrcube.rundir.files import records_digest
+from medrcube.rundir.reading import RunDirError, read_gate_document, read_results, read_run_document
 from medrcube.taxonomy import canonical_modality, canonical_part, canonical_task
 
 MEDRCUBE = "medrcube"
@@ -44,8 +45,9 @@ _REFERENCE_LETTER = re.compile(r"\b([A-D])\b")
 _OPTION_KEY = re.compile(r"^option_([A-Z])$")
 
 
-class RunReadError(ValueError):
-    """An input cannot be read as a run. The message names the file, what is wrong and the fix."""
+# An input cannot be read as a run; the message names the file, what is wrong and the fix.
+# One error for the report and the strict reader of run directories (rundir/reading.py).
+RunReadError = RunDirError
 
 
 @dataclass
@@ -65,6 +67,7 @@ class RunData:
     gate: dict[str, Any] | None = None
     questions: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)  # reference records only
     notes: list[str] = field(default_factory=list)
+    seal: str | None = None  # how the run directory verified (rundir/seal.py); None: not a sealed kind of input
 
     @property
     def run_dir(self) -> Path:
@@ -193,53 +196,10 @@ def _optional_json(path: Path, notes: list[str]) -> dict[str, Any] | None:
 
 
 def read_results_jsonl(path: Path) -> list[GradedRecord]:
-    """The records of a results.jsonl, with an error naming the line and field on a bad
-    one. Text that is not UTF-8, and a record whose (item, variant, rotation) occurs twice,
-    are refused: the file is damaged or was put together from several runs."""
-    out: list[GradedRecord] = []
-    seen: dict[tuple[str, str, int], int] = {}
-    try:
-        fh = open(path, "rb")
-    except OSError as e:
-        raise RunReadError(f"{path}: cannot be read ({e})") from None
-    with fh:
-        for n, raw in enumerate(fh, 1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise RunReadError(
-                    f"{path}:{n}: not UTF-8 text (byte {e.start}: {e.reason}); the file is damaged: run the same "
-                    "`medrcube run` command again to rewrite it"
-                ) from None
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise RunReadError(
-                    f"{path}:{n}: not a JSON object ({e.msg}); the file may have been cut short: "
-                    "run the same `medrcube run` command again to rewrite it"
-                ) from None
-            except (RecursionError, ValueError) as e:
-                raise RunReadError(f"{path}:{n}: not a readable JSON object ({type(e).__name__})") from None
-            if isinstance(row, dict) and "schema_version" in row and "item_id" not in row:
-                continue  # a header line
-            try:
-                rec = GradedRecord.from_dict(row)
-            except KeyError as e:
-                raise RunReadError(f"{path}:{n}: missing field {e.args[0]!r} (written by another tool?)") from None
-            except (TypeError, ValueError, AttributeError) as e:
-                raise RunReadError(f"{path}:{n}: bad record ({e})") from None
-            key = (rec.item_id, rec.variant, rec.rotation)
-            if key in seen:
-                raise RunReadError(
-                    f"{path}:{n}: item {rec.item_id!r} ({rec.variant}, rotation {rec.rotation}) is recorded twice "
-                    f"(first at line {seen[key]}); the file holds more than one run: rerun `medrcube run` to write "
-                    "it afresh"
-                )
-            seen[key] = n
-            out.append(rec)
-    return out
+    """The records of a results.jsonl, through the one strict reader (rundir/reading.py):
+    an error names the line and field; text that is not UTF-8, a newer schema_version and
+    a record whose (item, variant, rotation) occurs twice are refused."""
+    return read_results(path)
 
 
 def check_belongs(records: list[GradedRecord], meta: Mapping[str, Any], run_dir: Path) -> None:
@@ -261,32 +221,57 @@ def check_belongs(records: list[GradedRecord], meta: Mapping[str, Any], run_dir:
         )
 
 
+def _strict_gate(run_dir: Path) -> dict[str, Any] | None:
+    """gate.json through the strict reader (a broken one refuses the run), or None."""
+    path = run_dir / "gate.json"
+    return read_gate_document(path).to_json(where=str(path)) if path.is_file() else None
+
+
+def _verified(run_dir: Path, notes: list[str]) -> str:
+    """Verify a run directory before reading it: a sealed one that fails is refused; one
+    without a seal (written before medrcube sealed runs) is read with a note saying so."""
+    from medrcube.rundir.seal import MANIFEST, verify_run_dir
+
+    check = verify_run_dir(run_dir)
+    if not (run_dir / MANIFEST).is_file():
+        notes.append(f"{run_dir}: NOT SEALED (no {MANIFEST}): its files cannot be verified")
+        return "not sealed"
+    if not check.ok:
+        raise RunReadError(f"{run_dir} fails verification, so it is not read: " + "; ".join(check.problems)
+                           + f". `medrcube verify {run_dir}` lists what changed; report an untouched run directory")
+    return "verified, " + ("signed with the site key" if check.signed else "UNSIGNED (plain SHA-256)")
+
+
 def _read_medrcube(run_dir: Path, results: Path | None = None) -> RunData:
     notes: list[str] = []
+    seal = _verified(run_dir, notes)
     records = read_results_jsonl(results or run_dir / "results.jsonl")
-    meta = _optional_json(run_dir / "run.json", notes)
-    if meta is None:
-        notes.append(f"{run_dir}: no run.json; the model, cube and template of this run are unknown")
-    else:
+    meta: dict[str, Any] | None = None
+    if (run_dir / "run.json").is_file():
+        meta = read_run_document(run_dir / "run.json").to_json(where=str(run_dir / "run.json"))
         check_belongs(records, meta, run_dir)
+    else:
+        notes.append(f"{run_dir}: no run.json; the model, cube and template of this run are unknown")
     return RunData(
         path=run_dir,
         kind=MEDRCUBE,
         records=records,
         meta=meta or {},
         summary=_optional_json(run_dir / "metrics_summary.json", notes),
-        gate=_optional_json(run_dir / "gate.json", notes),
+        gate=_strict_gate(run_dir),
         notes=notes,
+        seal=seal,
     )
 
 
 def _read_gate_only(run_dir: Path) -> RunData:
     notes: list[str] = []
-    gate = _optional_json(run_dir / "gate.json", notes)
+    seal = _verified(run_dir, notes)
+    gate = _strict_gate(run_dir)
     meta = dict(gate or {})
     meta.pop("checks", None)
     notes.append(f"{run_dir}: no results.jsonl (inference did not complete): only the gate's verdict is shown")
-    return RunData(path=run_dir, kind=MEDRCUBE, records=[], meta=meta, gate=gate, notes=notes)
+    return RunData(path=run_dir, kind=MEDRCUBE, records=[], meta=meta, gate=gate, notes=notes, seal=seal)
 
 
 # -- the reference evaluator ------------------------------------------------------------------

@@ -43,22 +43,30 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from medrcube.cube.item import Cube
-from medrcube.models.base import ErrorKind, ModelAdapter, Request, Response, same_model
+from medrcube.models.base import ModelAdapter, Request, Response
 from medrcube.records import GradedRecord, Outcome
 from medrcube.run.grade import apply_judge, grade, unavailable
 from medrcube.run.plan import PlannedAsk, as_variants, plan_asks, variant_specs
 from medrcube.run.progress import Progress
-from medrcube.run.store import ResponseStore, StoreError, make_key, new_owner, owner_is_dead
-from medrcube.run.watchdog import STALL_WARN_S, Watchdog
+from medrcube.run.provenance import new_run_token, provenance_counts, served_mismatches
+from medrcube.run.pump import Pump
+from medrcube.run.store import (
+    AskedBy,
+    ResponseStore,
+    StoreError,
+    StoreTamperedError,
+    make_key,
+    new_owner,
+    owner_is_dead,
+)
+from medrcube.run.watchdog import STALL_WARN_S
 
 DEFAULT_CLAIM_TTL_S = 60.0
-# Errors after which every further request would fail the same way: the run stops.
-_STOPS_THE_RUN = (ErrorKind.AUTH, ErrorKind.CIRCUIT_OPEN)
 log = logging.getLogger("medrcube.run")
 
 
@@ -85,188 +93,6 @@ class RunResult:
         return len(self.records) - self.unavailable
 
 
-class _Pump:
-    """Gets a response for every key, through the store and the adapter (module docstring)."""
-
-    def __init__(
-        self,
-        adapter: ModelAdapter,
-        store: ResponseStore | None,
-        *,
-        owner: str,
-        concurrency: int,
-        newer_than: float | None,
-        claim_ttl_s: float,
-        on_done: Callable[[str, Response, bool], None],
-        stall_warn_s: float = STALL_WARN_S,
-        on_stall: Callable[[str], None] | None = None,
-    ):
-        self.adapter = adapter
-        self.store = store
-        self.owner = owner
-        self.concurrency = max(1, int(concurrency))
-        self.batch_size = max(1, int(adapter.batch_size or 1))
-        self.newer_than = newer_than
-        self.claim_ttl_s = claim_ttl_s
-        self.on_done = on_done
-        self.requests_sent = 0
-        self.cache_hits = 0
-        self.aborted: str | None = None
-        self.aborted_kind = ErrorKind.AUTH
-        self.watchdog = Watchdog(getattr(adapter, "spec", "the model"), lambda: self.remaining, stall_s=stall_warn_s,
-                                 say=on_stall)
-
-    async def run(self, requests: Mapping[str, Request]) -> dict[str, tuple[Response, bool]]:
-        self.requests = dict(requests)
-        self.results: dict[str, tuple[Response, bool]] = {}
-        if not self.requests:
-            return self.results
-        self.remaining = len(self.requests)
-        self.all_done = asyncio.Event()
-        if self.store is not None:
-            for key, response in self.store.get_many(self.requests, newer_than=self.newer_than).items():
-                self._complete(key, response, True)
-        self.queue: asyncio.Queue[str] = asyncio.Queue()
-        for key in self.requests:
-            if key not in self.results:
-                self.queue.put_nowait(key)
-        self.waiting: set[str] = set()
-        self.wake_waiter = asyncio.Event()
-        self.in_flight = 0
-        if self.remaining == 0:
-            return self.results
-        tasks = [asyncio.create_task(self._worker(), name=f"medrcube-worker-{i}") for i in range(self.concurrency)]
-        tasks.append(asyncio.create_task(self.watchdog.watch(), name="medrcube-watchdog"))
-        if self.store is not None:
-            tasks.append(asyncio.create_task(self._waiter(), name="medrcube-waiter"))
-            tasks.append(asyncio.create_task(self._heartbeat(), name="medrcube-heartbeat"))
-        done_task = asyncio.create_task(self.all_done.wait())
-        try:
-            await asyncio.wait([done_task, *tasks], return_when=asyncio.FIRST_COMPLETED)
-            for t in tasks:
-                if t.done() and not t.cancelled() and (exc := t.exception()) is not None:
-                    raise exc
-        finally:
-            for task in (*tasks, done_task):
-                task.cancel()
-            await asyncio.gather(*tasks, done_task, return_exceptions=True)
-        return self.results
-
-    def _complete(self, key: str, response: Response, cached: bool) -> None:
-        if key in self.results:
-            return
-        self.results[key] = (response, cached)
-        if cached:
-            self.cache_hits += 1
-        self.remaining -= 1
-        self.watchdog.progressed()
-        self.on_done(key, response, cached)
-        if self.remaining == 0:
-            self.all_done.set()
-
-    def _take_batch(self, first: str) -> list[str]:
-        batch = [first]
-        while len(batch) < self.batch_size:
-            try:
-                batch.append(self.queue.get_nowait())
-            except asyncio.QueueEmpty:
-                break
-        return batch
-
-    async def _worker(self) -> None:
-        store = self.store
-        while True:
-            batch = self._take_batch(await self.queue.get())
-            batch = [k for k in batch if k not in self.results]
-            if self.aborted is not None:
-                for key in batch:
-                    self._complete(key, self._not_asked(), False)
-                continue
-            if store is not None and batch:
-                won = store.claim_many(batch, self.owner, self.claim_ttl_s, newer_than=self.newer_than)
-                lost = [k for k in batch if k not in won]
-                if lost:
-                    # Answered meanwhile (read it), or being asked by another process (wait).
-                    found = store.get_many(lost, newer_than=self.newer_than)
-                    for key in lost:
-                        if key in found:
-                            self._complete(key, found[key], True)
-                        else:
-                            self.waiting.add(key)
-                    self.wake_waiter.set()
-                batch = [k for k in batch if k in won]
-            if not batch:
-                continue
-            responses = await self._generate([self.requests[k] for k in batch])
-            self.requests_sent += len(batch)
-            if store is not None:
-                # Committed before anything else happens to these responses: see the
-                # module docstring for the guarantee this gives after a SIGKILL.
-                store.put_many(list(zip(batch, responses, strict=True)), model=self.adapter.fingerprint, owner=self.owner)
-            for key, response in zip(batch, responses, strict=True):
-                if response.error_kind in _STOPS_THE_RUN and self.aborted is None:
-                    self.aborted_kind = response.error_kind
-                    self.aborted = (f"authentication failed: {response.error}" if response.error_kind is ErrorKind.AUTH
-                                    else (response.error or "").removeprefix("not asked again: ").removeprefix("not asked: "))
-                    log.error("the run stops early: %s", self.aborted)
-                self._complete(key, response, False)
-
-    async def _generate(self, requests: Sequence[Request]) -> list[Response]:
-        self.in_flight += len(requests)
-        try:
-            responses = await self.adapter.generate(requests)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # an adapter bug must not lose the whole run
-            message = f"the model adapter raised {type(exc).__name__}: {exc}"
-            return [Response(text=None, error=message, error_kind=ErrorKind.INTERNAL) for _ in requests]
-        finally:
-            self.in_flight -= len(requests)
-        if not isinstance(responses, list) or len(responses) != len(requests):
-            got = len(responses) if isinstance(responses, list) else type(responses).__name__
-            message = f"the model adapter returned {got} responses for {len(requests)} requests"
-            return [Response(text=None, error=message, error_kind=ErrorKind.INTERNAL) for _ in requests]
-        return responses
-
-    def _not_asked(self) -> Response:
-        return Response(text=None, error=f"not asked: the run stopped early ({self.aborted})",
-                        error_kind=self.aborted_kind)
-
-    async def _waiter(self) -> None:
-        """Wait for keys another process is asking; take back those whose claim expired."""
-        assert self.store is not None
-        delay = 0.02
-        while True:
-            if not self.waiting:
-                self.wake_waiter.clear()
-                await self.wake_waiter.wait()
-                delay = 0.02
-            await asyncio.sleep(delay)
-            keys = [k for k in self.waiting if k not in self.results]
-            found = self.store.get_many(keys, newer_than=self.newer_than)
-            for key, response in found.items():
-                self.waiting.discard(key)
-                self._complete(key, response, True)
-            rest = [k for k in keys if k not in found]
-            if rest:
-                for other in set(self.store.claim_owners(rest).values()):
-                    if other != self.owner and owner_is_dead(other):
-                        self.store.release_all(other)
-            for key in self.store.unclaimed(rest) if rest else ():
-                # The other process gave up (an error) or died: ask it ourselves.
-                self.waiting.discard(key)
-                self.queue.put_nowait(key)
-            self.waiting.difference_update(k for k in keys if k in self.results)
-            delay = 0.02 if found else min(delay * 1.5, 1.0)
-
-    async def _heartbeat(self) -> None:
-        assert self.store is not None
-        while True:
-            await asyncio.sleep(self.claim_ttl_s / 4)
-            if self.in_flight:
-                self.store.renew(self.owner, self.claim_ttl_s)
-
-
 @dataclass(frozen=True, slots=True)
 class RunOptions:
     """How a run asks, one value for `run_cube` and `run_cube_async`.
@@ -274,7 +100,10 @@ class RunOptions:
     `variants`: specs such as ("standard", "blind", "shuffled:3") or "standard,blind";
     `store`: a ResponseStore (None: nothing is cached); `judge`: an adapter that resolves
     unparsed responses; `concurrency`: workers in flight (default adapter.concurrency);
-    `refresh`: ignore (and overwrite) stored responses; `params`: generation parameters
+    `refresh`: ignore (and overwrite) stored responses; `fresh`: take only the answers this
+    run (`run_token`, shared by the xdist workers of one gate run) asked, never another
+    run's, and record `run_token` and `endpoint` as the provenance of what it stores;
+    `params`: generation parameters
     sent with every request (part of the store key); `progress`: a progress bar (True) or
     a Progress to advance; `close_adapters`: aclose the adapters at the end, inside the
     run's event loop (the CLI does; a caller that reuses an adapter does not);
@@ -291,6 +120,9 @@ class RunOptions:
     claim_ttl_s: float = DEFAULT_CLAIM_TTL_S
     close_adapters: bool = False
     stall_warn_s: float = STALL_WARN_S
+    run_token: str | None = None  # None: a new one (run/provenance.py)
+    endpoint: str | None = None
+    fresh: bool = False
 
     @classmethod
     def of(cls, options: RunOptions | None, fields: Mapping[str, Any]) -> RunOptions:
@@ -322,6 +154,8 @@ async def run_cube_async(
     )
     owner = new_owner()
     newer_than = started if refresh else None
+    token = opts.run_token or new_run_token()
+    asked_by, only_run = AskedBy(token, opts.endpoint), token if opts.fresh else None
     bar = progress if isinstance(progress, Progress) else Progress(total=len(plan), enabled=progress, desc=adapter.spec)
     bar.begin(len(plan))  # a caller's Progress (the gate's live line) learns this pass's size
 
@@ -343,7 +177,7 @@ async def run_cube_async(
             served[response.served_model] += n
         bar.advance(n, error=not response.ok, cached=cached)
 
-    pump = _Pump(
+    pump = Pump(
         adapter,
         store,
         owner=owner,
@@ -353,18 +187,23 @@ async def run_cube_async(
         on_done=done,
         stall_warn_s=opts.stall_warn_s,
         on_stall=bar.note,
+        asked_by=asked_by,
+        only_run=only_run,
     )
-    judge_pump: _Pump | None = None
+    judge_pump: Pump | None = None
+    requests = {key: plan[idx[0]].request() for key, idx in by_key.items()}
     try:
-        requests = {key: plan[idx[0]].request() for key, idx in by_key.items()}
-        results = await pump.run(requests)
+        try:
+            results = await pump.run(requests)
+        except StoreTamperedError as e:  # name the items: the store knows only its keys
+            raise StoreTamperedError(e.path, e.keys, e.why, [requests[k].item_id for k in e.keys if k in requests]) from e
         for key, idx in by_key.items():
             response, cached = results[key]
             for i in idx:
                 records[i] = grade(plan[i], response, cached=cached)
         if judge is not None:
             judge_pump = await _judge_unparsed(
-                plan, records, judge, store, owner, newer_than, claim_ttl_s, concurrency, bar
+                plan, records, judge, store, owner, newer_than, claim_ttl_s, concurrency, bar, asked_by, only_run
             )
     finally:
         bar.close()
@@ -409,23 +248,12 @@ async def run_cube_async(
             "store": str(store.path) if store is not None else None,
             "store_recovered": str(store.recovered) if store is not None and store.recovered else None,
             "served_models": dict(served.most_common()),
-            "served_model_mismatches": _mismatches(adapter, served),
+            "served_model_mismatches": served_mismatches(adapter, served),
+            "fresh": opts.fresh,
+            "provenance": provenance_counts(token, (pump.origins[k] for k, idx in by_key.items() for _ in idx),
+                                            signing=store is not None and store.signing_key is not None),
         },
     )
-
-
-def _mismatches(adapter: ModelAdapter, served: Counter[str]) -> dict[str, int]:
-    """Answers whose endpoint named another model than the one asked for: kept in run.json
-    and logged, so that a gateway routing to another model is seen (strict_model makes
-    them errors instead)."""
-    requested = adapter.model
-    if requested is None:
-        return {}
-    other = {name: n for name, n in served.items() if not same_model(requested, name)}
-    for name, n in other.items():
-        log.warning("%d answers of %s name the model %r, not the requested %r (see served_models in run.json)",
-                    n, adapter.spec, name, requested)
-    return other
 
 
 async def _judge_unparsed(
@@ -438,7 +266,9 @@ async def _judge_unparsed(
     claim_ttl_s: float,
     concurrency: int | None,
     bar: Progress,
-) -> _Pump:
+    asked_by: AskedBy,
+    only_run: str | None,
+) -> Pump:
     """Ask the judge about every unparsed record; its responses go through the store too."""
     from medrcube.run.judge import judge_prompt
 
@@ -454,7 +284,7 @@ async def _judge_unparsed(
         requests[key] = Request(
             key=key, item_id=ask.item.id, prompt=prompt, variant="judge", task=ask.item.task, options=ask.options
         )
-    pump = _Pump(
+    pump = Pump(
         judge,
         store,
         owner=owner,
@@ -462,6 +292,8 @@ async def _judge_unparsed(
         newer_than=newer_than,
         claim_ttl_s=claim_ttl_s,
         on_done=lambda key, response, cached: None,
+        asked_by=asked_by,
+        only_run=only_run,
     )
     if not requests:
         return pump

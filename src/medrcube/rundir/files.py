@@ -43,10 +43,10 @@ from medrcube.metrics.findings import findings_by_cell, findings_summary
 from medrcube.metrics.selective import DeferralCosts, abstention_summary, selective_summary
 from medrcube.records import GradedRecord, is_perturbation
 from medrcube.run.runner import RunResult
+from medrcube.rundir.documents import RUN_SCHEMA_VERSION, RunDocument
+from medrcube.rundir.reading import RESULTS_SCHEMA_VERSION
 
 SUMMARY_SCHEMA_VERSION = 1
-RUN_SCHEMA_VERSION = 1
-RESULTS_SCHEMA_VERSION = 1
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 # Reference evaluator field names: its summary groups by these record keys.
@@ -171,21 +171,11 @@ def result_row(r: GradedRecord) -> dict[str, Any]:
 
 
 def read_results(path: str | os.PathLike[str]) -> list[GradedRecord]:
-    """The records of a results.jsonl written by `write_run_dir`."""
-    out = []
-    with open(path, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            row = json.loads(line)
-            version = row.pop("schema_version", 1)  # files written before the field are version 1
-            if not isinstance(version, int) or version > RESULTS_SCHEMA_VERSION:
-                raise ValueError(
-                    f"{path}:{number}: results schema_version {version!r} is newer than this medrcube reads "
-                    f"({RESULTS_SCHEMA_VERSION}); upgrade medrcube to read it"
-                )
-            out.append(GradedRecord.from_dict(row))
-    return out
+    """The records of a results.jsonl written by `write_run_dir`, through the one strict
+    reader (rundir/reading.py: UTF-8, versions, duplicates)."""
+    from medrcube.rundir.reading import read_results as strict
+
+    return strict(path)
 
 
 def records_digest(records: Sequence[GradedRecord]) -> str:
@@ -268,6 +258,8 @@ def run_document(result: RunResult, meta: Mapping[str, Any] | None = None) -> di
     }
     doc["aborted"] = result.aborted
     doc["records_digest"] = records_digest(result.records)
+    # The name this run's own answers carry in the response store (their provenance).
+    doc["run_token"] = (result.info.get("provenance") or {}).get("run")
     return doc
 
 
@@ -313,7 +305,7 @@ def write_run_dir(run_dir: str | os.PathLike[str], result: RunResult, meta: Mapp
             fh.write(json.dumps(result_row(r), ensure_ascii=False, sort_keys=True))
             fh.write("\n")
 
-    # The site's prevalence and deferral cost, when the gate's policy states them (plugin/summary.gate_meta).
+    # The site's prevalence and deferral cost, when the gate's policy states them (plugin/run_meta.gate_meta).
     site = dict((meta or {}).get("site_policy") or {})
     costs = DeferralCosts(deferral=float(site["deferral_cost"])) if site.get("deferral_cost") is not None else None
     summary = metrics_summary(result.records, result.info.get("variants"), prevalence=site.get("prevalence") or None,
@@ -323,6 +315,8 @@ def write_run_dir(run_dir: str | os.PathLike[str], result: RunResult, meta: Mapp
     atomic_write(run_dir / "metrics_summary.json", lambda fh: json.dump(summary, fh, indent=2, ensure_ascii=False))
     atomic_write(
         run_dir / "run.json",
-        lambda fh: json.dump(run_document(result, meta), fh, indent=2, ensure_ascii=False, sort_keys=False),
+        # Through RunDocument: checked against the shipped schema before it is written.
+        lambda fh: json.dump(RunDocument.from_mapping(run_document(result, meta)).to_json(where=str(run_dir / "run.json")),
+                             fh, indent=2, ensure_ascii=False, sort_keys=False),
     )
     return run_dir

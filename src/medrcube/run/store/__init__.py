@@ -35,6 +35,12 @@ Concurrency: one SQLite connection per thread (and per process), write transacti
 taken with BEGIN IMMEDIATE so that a writer waits (busy_timeout) instead of failing
 on a lock upgrade, and kept short.
 
+Provenance (issue 26): each answer also records the endpoint that answered, the model it
+said served it, the time and the run that asked, bound by a digest (HMAC-SHA256 under
+MEDRCUBE_SIGNING_KEY, else a plain SHA-256 marked unsigned; responses.py). An answer
+whose checksum holds but whose digest does not was edited: StoreTamperedError, never
+graded. `get_many(..., run=TOKEN)` keeps only one run's answers (`--fresh`).
+
 Secrets: the store is given keys, texts and numbers, never a request's headers; nothing
 here can hold an API key.
 """
@@ -42,12 +48,19 @@ here can hold an API key.
 from __future__ import annotations
 
 from medrcube.run.store.claims import StoreClaims, new_owner, owner_is_dead
-from medrcube.run.store.opening import DB_NAME, DEFAULT_DIRECTORY, SCHEMA_VERSION, StoreCorruptError, StoreError
-from medrcube.run.store.responses import StoredError, make_key
+from medrcube.run.store.opening import (
+    DB_NAME,
+    DEFAULT_DIRECTORY,
+    SCHEMA_VERSION,
+    StoreCorruptError,
+    StoreError,
+    StoreTamperedError,
+)
+from medrcube.run.store.responses import AskedBy, Provenance, Stored, StoredError, make_key
 
 __all__ = [
-    "DB_NAME", "DEFAULT_DIRECTORY", "SCHEMA_VERSION", "ResponseStore", "StoreCorruptError", "StoreError",
-    "StoredError", "make_key", "new_owner", "owner_is_dead",
+    "DB_NAME", "DEFAULT_DIRECTORY", "SCHEMA_VERSION", "AskedBy", "Provenance", "ResponseStore", "Stored",
+    "StoreCorruptError", "StoreError", "StoreTamperedError", "StoredError", "make_key", "new_owner", "owner_is_dead",
 ]
 
 

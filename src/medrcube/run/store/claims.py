@@ -16,8 +16,8 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from medrcube.run.store.opening import _chunks
-from medrcube.run.store.responses import _RESPONSE_COLS, StoreResponses, _row_to_response
+from medrcube.run.store.opening import StoreTamperedError, _chunks
+from medrcube.run.store.responses import _RESPONSE_COLS, StoreResponses
 
 
 def new_owner() -> str:
@@ -71,30 +71,36 @@ class StoreClaims(StoreResponses):
 
     # -- claims -----------------------------------------------------------------------
 
-    def claim(self, key: str, owner: str, ttl_s: float, *, newer_than: float | None = None) -> bool:
+    def claim(
+        self, key: str, owner: str, ttl_s: float, *, newer_than: float | None = None, run: str | None = None
+    ) -> bool:
         """Try to become the one process that asks `key`. True if `owner` now holds the
         claim (it had none, held it already, or the previous owner's expiry passed).
         False if someone else holds a live claim, or a response is already stored (read
         it with `get`): checked in the same transaction, so a response stored between
         the caller's lookup and this claim is never requested twice."""
-        return key in self.claim_many([key], owner, ttl_s, newer_than=newer_than)
+        return key in self.claim_many([key], owner, ttl_s, newer_than=newer_than, run=run)
 
     def claim_many(
-        self, keys: Sequence[str], owner: str, ttl_s: float, *, newer_than: float | None = None
+        self, keys: Sequence[str], owner: str, ttl_s: float, *, newer_than: float | None = None,
+        run: str | None = None,
     ) -> set[str]:
-        """`claim` for several keys in one transaction; returns the keys won."""
+        """`claim` for several keys in one transaction; returns the keys won. `run` as in
+        `get_many`: only that run's answers count as answered. A tampered answer raises
+        StoreTamperedError (responses.py)."""
         now = time.time()
         cutoff = -1.0 if newer_than is None else newer_than
         won: set[str] = set()
+        tampered: list[str] = []
         with self._write() as conn:
             for key in dict.fromkeys(keys):
                 row = conn.execute(
-                    f"SELECT {_RESPONSE_COLS} FROM responses WHERE key = ? AND created >= ?", (key, cutoff)
+                    f"SELECT {_RESPONSE_COLS} FROM responses WHERE key = ? AND created >= ? AND (? IS NULL OR run = ?)",
+                    (key, cutoff, run, run),
                 ).fetchone()
-                if row is not None:
-                    if _row_to_response(row) is not None:
-                        continue  # answered: the caller reads it with get
-                    self._report_damaged(key)  # damaged: claim it, so that it is asked again
+                if row is not None and self._verified(row, tampered) is not None:
+                    continue  # answered: the caller reads it with get
+                # Missing, damaged or not to be trusted here: claim it, so that it is asked again.
                 cur = conn.execute(
                     "INSERT INTO claims (key, owner, expires) VALUES (?, ?, ?) "
                     "ON CONFLICT(key) DO UPDATE SET owner = excluded.owner, expires = excluded.expires "
@@ -103,6 +109,8 @@ class StoreClaims(StoreResponses):
                 )
                 if cur.rowcount == 1:
                     won.add(key)
+        if tampered:
+            raise StoreTamperedError(self.path, tampered, self._tamper_reason())
         return won
 
     def unclaimed(self, keys: Sequence[str]) -> list[str]:

@@ -16,13 +16,16 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from medrcube.run.signing import signing_key
+
 log = logging.getLogger("medrcube.run.store")
 
 DEFAULT_DIRECTORY = ".medrcube"
 DB_NAME = "responses.sqlite3"
 # 2: responses.served_model and responses.truncated; 3: responses.confidence (per-option
-# probabilities, issue 16). Older files gain the missing columns in place (_check).
-SCHEMA_VERSION = 3
+# probabilities, issue 16); 4: provenance (endpoint, run, digest, signed: issue 26). Older
+# files gain the missing columns in place (_check); their rows have no digest and are asked again.
+SCHEMA_VERSION = 4
 # Keys per SQL statement in bulk lookups: well under SQLite's bound-parameter limit.
 _CHUNK = 500
 
@@ -39,7 +42,11 @@ CREATE TABLE IF NOT EXISTS responses (
     checksum   INTEGER NOT NULL,
     served_model TEXT,
     truncated  INTEGER NOT NULL DEFAULT 0,
-    confidence TEXT
+    confidence TEXT,
+    endpoint   TEXT,
+    run        TEXT,
+    digest     TEXT,
+    signed     INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS errors (
     id         INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -66,11 +73,30 @@ _ADDED_COLUMNS = (
     ("served_model", "served_model TEXT"),
     ("truncated", "truncated INTEGER NOT NULL DEFAULT 0"),
     ("confidence", "confidence TEXT"),
+    ("endpoint", "endpoint TEXT"),
+    ("run", "run TEXT"),
+    ("digest", "digest TEXT"),
+    ("signed", "signed INTEGER NOT NULL DEFAULT 0"),
 )
 
 
 class StoreError(RuntimeError):
     """The response store cannot be used (unwritable directory, newer schema, corruption)."""
+
+
+class StoreTamperedError(StoreError):
+    """Stored answers whose digest does not verify although their checksum does: edited
+    by someone who recomputed the checksum, or signed with another key. Never graded;
+    `keys` are the store keys (the runner names their items)."""
+
+    def __init__(self, path: Path, keys: Sequence[str], why: str, items: Sequence[str] = ()) -> None:
+        self.path, self.keys, self.why, self.items = path, tuple(keys), why, tuple(items)
+        named = f" for item(s) {', '.join(self.items[:5])}" + (" ..." if len(self.items) > 5 else "") if items else ""
+        super().__init__(
+            f"the response store {path} holds {len(self.keys)} stored answer(s){named} whose digest does not verify "
+            f"({why}); they are never graded. Fix: run with --fresh to ask every item live, or move {path} away "
+            "(keep it as evidence) and run again"
+        )
 
 
 class StoreCorruptError(StoreError):
@@ -116,6 +142,9 @@ class StoreBase:
         self.busy_timeout_s = busy_timeout_s
         self.recovered: Path | None = None
         self.damaged: set[str] = set()  # keys whose stored row failed its checksum
+        self.untrusted: set[str] = set()  # keys whose row cannot be checked here (asked again)
+        # The site key (MEDRCUBE_SIGNING_KEY), read once: answers are signed and checked with it.
+        self.signing_key = signing_key()
         self._local = threading.local()
         self._conns: list[sqlite3.Connection] = []
         self._conns_lock = threading.Lock()

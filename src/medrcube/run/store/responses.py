@@ -3,6 +3,16 @@
 A row carries a CRC-32 of what grading reads (key, text, refused flag, usage, and the
 truncated flag and the confidence when set): a row whose bytes no longer match it reads as missing and is
 asked again, never graded (package docstring).
+
+And its provenance (issue 26): the endpoint that answered, the model it said served it,
+when, and the run that asked, bound with the answer by a digest (run/signing.py):
+HMAC-SHA256 under the site key when MEDRCUBE_SIGNING_KEY is set, else a plain SHA-256
+marked unsigned. A CRC-32 is damage detection, not a seal: anyone who edits an answer can
+recompute it. The CRC of such a row covers its provenance and digest too, so accidental
+damage anywhere in it is damage (asked again); a row whose checksum holds but whose
+digest does not is an edit (or another key), and is never graded: `StoreTamperedError`. A row that cannot be checked
+here (no digest: written before provenance; signed, with no key set now; unsigned, while
+a key is set) is not trusted either: it reads as missing and is asked again.
 """
 
 from __future__ import annotations
@@ -19,7 +29,8 @@ from typing import Any
 
 from medrcube.models.base import Response
 from medrcube.models.confidence import OptionConfidence
-from medrcube.run.store.opening import StoreBase, _chunks, _Undecodable
+from medrcube.run import signing
+from medrcube.run.store.opening import StoreBase, StoreTamperedError, _chunks, _Undecodable
 
 log = logging.getLogger("medrcube.run.store")
 
@@ -65,28 +76,77 @@ class StoredError:
 
 
 def _checksum(
-    key: str, text: str | None, refused: int, usage: str | None, truncated: int = 0, confidence: str | None = None
+    key: str, text: str | None, refused: int, usage: str | None, truncated: int = 0, confidence: str | None = None,
+    provenance: Sequence[Any] | None = None,
 ) -> int:
     """CRC-32 over what grading reads from a row. SQLite's own checks (quick_check) see
     the file's structure, not the bytes of a value: a flipped byte inside a stored answer
-    ("B" -> "C") would pass them and be graded. This catches it."""
+    ("B" -> "C") would pass them and be graded. This catches it. `provenance` (model,
+    created, endpoint, run, digest, signed) is covered too, so that accidental damage
+    anywhere in a row is damage (asked again), and a row whose CRC holds but whose digest
+    does not was edited on purpose (responses.py docstring)."""
     fields: list[Any] = [key, text, int(refused), usage]
     # Each only when set: rows written before the flag or the column existed keep their checksum.
     if truncated:
         fields.append(1)
     if confidence is not None:
         fields.append(confidence)
+    if provenance is not None:
+        fields.append(list(provenance))
     payload = json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
     return zlib.crc32(payload.encode("utf-8"))
 
 
-_RESPONSE_COLS = "key, text, refused, usage, latency_s, attempts, checksum, truncated, served_model, confidence"
+_RESPONSE_COLS = (
+    "key, text, refused, usage, latency_s, attempts, checksum, truncated, served_model, confidence, "
+    "model, created, endpoint, run, digest, signed"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AskedBy:
+    """Who asks, for the provenance of the answers a run stores: its run token and the
+    endpoint (a URL without credentials, or None for an in-process model)."""
+
+    run: str
+    endpoint: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    """Where a stored answer came from, as its row says and its digest binds."""
+
+    run: str | None
+    endpoint: str | None
+    served_model: str | None
+    created: float
+    signed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """A stored answer that verified, with its provenance."""
+
+    response: Response
+    provenance: Provenance
+
+
+def _digest_payload(row: Sequence[Any]) -> bytes:
+    """What a row's digest covers: the answer as grading reads it and its provenance."""
+    key, text, refused, usage, _lat, _att, _crc, truncated, served_model, confidence, model, created, endpoint, run = (
+        row[:14]
+    )
+    return signing.canonical([key, model, text, int(refused), usage, int(truncated), confidence, served_model,
+                              endpoint, run, float(created)])
 
 
 def _row_to_response(row: Sequence[Any]) -> Response | None:
     """The Response of a row of _RESPONSE_COLS, or None if it is damaged: its checksum
     does not match, or one of its texts was not valid UTF-8 on disk."""
-    key, text, refused, usage, latency_s, attempts, checksum, truncated, served_model, confidence = row
+    key, text, refused, usage, latency_s, attempts, checksum, truncated, served_model, confidence = row[:10]
+    provenance = tuple(row[10:16]) if row[14] is not None else None  # rows with a digest (schema 4)
+    if provenance is not None and any(isinstance(v, bytes | _Undecodable) for v in provenance):
+        return None  # a damaged record header (a text read back as a blob) or damaged text
     # A damaged record header can change a value's type (a text read back as a blob or a
     # number): a damaged row, not a crash in the checksum or the conversions below.
     if not (
@@ -106,7 +166,7 @@ def _row_to_response(row: Sequence[Any]) -> Response | None:
     # refuses an undecodable row; the marker makes it certain.
     if any(isinstance(v, _Undecodable) for v in (key, text, usage, confidence)):
         return None
-    if _checksum(key, text, refused, usage, truncated, confidence) != checksum:
+    if _checksum(key, text, refused, usage, truncated, confidence, provenance) != checksum:
         return None
     return Response(
         text=text,
@@ -125,31 +185,77 @@ class StoreResponses(StoreBase):
 
     # -- responses --------------------------------------------------------------------
 
-    def get(self, key: str, *, newer_than: float | None = None) -> Response | None:
+    def get(self, key: str, *, newer_than: float | None = None, run: str | None = None) -> Response | None:
         """The stored response for `key`, or None. `newer_than` (a UNIX time) ignores
         responses stored before it: how `--refresh` re-asks while still sharing the
-        responses that concurrent processes store during the same run."""
-        return self.get_many([key], newer_than=newer_than).get(key)
+        responses that concurrent processes store during the same run. `run` keeps only
+        the answers that run asked (`--fresh`)."""
+        return self.get_many([key], newer_than=newer_than, run=run).get(key)
 
-    def get_many(self, keys: Iterable[str], *, newer_than: float | None = None) -> dict[str, Response]:
+    def get_many(
+        self, keys: Iterable[str], *, newer_than: float | None = None, run: str | None = None
+    ) -> dict[str, Response]:
         """Bulk lookup: {key: response} for the keys that have a stored response."""
+        return {k: s.response for k, s in self.get_stored(keys, newer_than=newer_than, run=run).items()}
+
+    def get_stored(
+        self, keys: Iterable[str], *, newer_than: float | None = None, run: str | None = None
+    ) -> dict[str, Stored]:
+        """`get_many` with each answer's provenance. Raises StoreTamperedError when an
+        answer's digest does not verify (module docstring): it is never graded."""
         keys = list(dict.fromkeys(keys))
-        found: dict[str, Response] = {}
-        cutoff = -1.0 if newer_than is None else newer_than
+        found: dict[str, Stored] = {}
+        tampered: list[str] = []
         with self._read() as conn:
             for chunk in _chunks(keys):
                 marks = ",".join("?" * len(chunk))
                 rows = conn.execute(
-                    f"SELECT {_RESPONSE_COLS} FROM responses WHERE key IN ({marks}) AND created >= ?",
-                    (*chunk, cutoff),
+                    f"SELECT {_RESPONSE_COLS} FROM responses WHERE key IN ({marks}) AND created >= ? "
+                    "AND (? IS NULL OR run = ?)",
+                    (*chunk, -1.0 if newer_than is None else newer_than, run, run),
                 )
                 for row in rows:
-                    response = _row_to_response(row)
-                    if response is None:
-                        self._report_damaged(row[0])
-                    else:
-                        found[row[0]] = response
+                    stored = self._verified(row, tampered)
+                    if stored is not None:
+                        found[row[0]] = stored
+        if tampered:
+            raise StoreTamperedError(self.path, tampered, self._tamper_reason())
         return found
+
+    def _tamper_reason(self) -> str:
+        if self.signing_key is None:
+            return "the answer or its provenance was edited after it was stored"
+        return "edited after it was stored, or signed with another MEDRCUBE_SIGNING_KEY than the one set now"
+
+    def _verified(self, row: Sequence[Any], tampered: list[str]) -> Stored | None:
+        """The answer of a row with its provenance, None when it is not to be trusted here
+        (asked again), or the key appended to `tampered` (module docstring)."""
+        response = _row_to_response(row)
+        key = row[0]
+        if response is None:
+            self._report_damaged(key)
+            return None
+        model, created, endpoint, run, digest, signed = row[10:16]
+        if not isinstance(digest, str) or type(signed) is not int or not isinstance(created, int | float):
+            self._untrusted(key, "it has no provenance (stored before medrcube recorded it)")
+            return None
+        key_now = self.signing_key
+        if signed and key_now is None:
+            self._untrusted(key, "it is signed, and MEDRCUBE_SIGNING_KEY is not set to check it")
+            return None
+        if not signed and key_now is not None:
+            self._untrusted(key, "it is unsigned, and MEDRCUBE_SIGNING_KEY is set")
+            return None
+        if not signing.matches(_digest_payload(row), digest, key_now):
+            tampered.append(key)
+            return None
+        return Stored(response, Provenance(run, endpoint, response.served_model, float(created), bool(signed)))
+
+    def _untrusted(self, key: str, why: str) -> None:
+        if key not in self.untrusted:
+            self.untrusted.add(key)
+            log.warning("the response store %s holds an answer (key %s...) that cannot be checked here: %s; "
+                        "it is asked again", self.path, key[:16], why)
 
     def _report_damaged(self, key: str) -> None:
         # A damaged row is never trusted: it reads as missing, so the key is asked again
@@ -164,13 +270,17 @@ class StoreResponses(StoreBase):
                 key[:16],
             )
 
-    def put(self, key: str, response: Response, *, model: str = "", owner: str | None = None) -> None:
+    def put(
+        self, key: str, response: Response, *, model: str = "", owner: str | None = None, asked_by: AskedBy | None = None
+    ) -> None:
         """Store a response (overwriting any earlier one) or, if it is an error, record the
-        failed attempt. Either way the claim on `key` is released. Committed on return."""
-        self.put_many([(key, response)], model=model, owner=owner)
+        failed attempt. Either way the claim on `key` is released. Committed on return.
+        `asked_by` is the run and endpoint recorded as the answer's provenance."""
+        self.put_many([(key, response)], model=model, owner=owner, asked_by=asked_by)
 
     def put_many(
-        self, items: Sequence[tuple[str, Response]], *, model: str = "", owner: str | None = None
+        self, items: Sequence[tuple[str, Response]], *, model: str = "", owner: str | None = None,
+        asked_by: AskedBy | None = None,
     ) -> None:
         """`put` for several responses in one transaction (a batch from one `generate`)."""
         if not items:
@@ -182,9 +292,9 @@ class StoreResponses(StoreBase):
             if ok:
                 conn.executemany(
                     "INSERT OR REPLACE INTO responses (key, model, text, refused, usage, latency_s, "
-                    "attempts, created, checksum, truncated, served_model, confidence) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [self._response_row(k, r, model, now) for k, r in ok],
+                    "attempts, created, checksum, truncated, served_model, confidence, endpoint, run, digest, "
+                    "signed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [self._response_row(k, r, model, now, asked_by) for k, r in ok],
                 )
             if failed:
                 conn.executemany(
@@ -205,24 +315,23 @@ class StoreResponses(StoreBase):
                 )
             self._release_in(conn, [k for k, _ in items], owner)
 
-    @staticmethod
-    def _response_row(key: str, r: Response, model: str, now: float) -> tuple[Any, ...]:
+    def _response_row(self, key: str, r: Response, model: str, now: float, asked_by: AskedBy | None) -> tuple[Any, ...]:
         usage = json.dumps(dict(r.usage), sort_keys=True) if r.usage else None
         refused = int(r.refused)
         confidence = json.dumps(r.confidence.to_json(), sort_keys=True) if r.confidence is not None else None
+        endpoint = asked_by.endpoint if asked_by else None
+        run = asked_by.run if asked_by else None
+        # In _RESPONSE_COLS order, so that the digest is taken over what a read sees (the
+        # CRC is not part of it: it is computed last, over the digest too).
+        cols = (key, r.text, refused, usage, float(r.latency_s), int(r.attempts), None, int(r.truncated),
+                r.served_model, confidence, model, now, endpoint, run)
+        digest = signing.digest(_digest_payload(cols), self.signing_key)
+        signed = int(self.signing_key is not None)
+        crc = _checksum(key, r.text, refused, usage, int(r.truncated), confidence, (model, now, endpoint, run, digest,
+                                                                                    signed))
         return (
-            key,
-            model,
-            r.text,
-            refused,
-            usage,
-            float(r.latency_s),
-            int(r.attempts),
-            now,
-            _checksum(key, r.text, refused, usage, int(r.truncated), confidence),
-            int(r.truncated),
-            r.served_model,
-            confidence,
+            key, model, r.text, refused, usage, float(r.latency_s), int(r.attempts), now, crc, int(r.truncated),
+            r.served_model, confidence, endpoint, run, digest, signed,
         )
 
     def record_error(self, key: str, response: Response, *, model: str = "", owner: str | None = None) -> None:

@@ -1,0 +1,60 @@
+"""What gate.json and run.json say about a gate run: its identity (a spec, never a key),
+the usage of every model, the guarantee on this policy, the provenance of its answers
+and the policy on record. Built by the controller (plugin/summary.GateReport.finish).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+
+def served_model(session: Any) -> str | None:
+    """The model name the candidate's endpoint reported in the pre-flight (None for a local baseline)."""
+    return session.served.get(session.adapter.spec)
+
+
+def gate_meta(session: Any, entries: Mapping[str, Any]) -> dict[str, Any]:
+    """What gate.json and the summary need to state the gate's verdict: its guarantee on
+    this policy, and the required checks of the run that produced no verdict."""
+    from medrcube.gate.evaluate import guarantee_text
+
+    not_run = [c.id for c in session.checks if c.required and c.id not in entries]
+    findings = getattr(session.policy, "findings", None)  # the site's case mix and deferral cost: metrics_summary.json
+    site = {"prevalence": dict(findings.prevalence) if findings else {},
+            "deferral_cost": session.policy.selective.deferral_cost}
+    scope = session.policy.scope.describe()
+    guarantee = guarantee_text(session.checks, scope) + session.decider.guarantee_note()
+    return {"guarantee": guarantee, "not_run": not_run, "site_policy": site, "scope": scope}
+
+
+def run_meta(session: Any, run_id: str, result: Any, handovers: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """The run's identity, for gate.json and run.json (a spec, never a key)."""
+    from medrcube.plugin.costs import priced
+    from medrcube.plugin.handover import merged_usage
+    from medrcube.rundir.files import redact_spec, versions
+
+    opts = session.options
+    usage = priced(merged_usage(handovers), session, result)
+    return {
+        "run_id": run_id,
+        "model": redact_spec(opts.model),
+        "model_fingerprint": session.adapter.fingerprint,
+        "served_model": served_model(session),
+        "cube": {"source": session.cube.source, "fingerprint": session.cube.fingerprint, "items": len(session.cube)},
+        "thresholds": session.thresholds_label,
+        "profile": opts.profile,
+        "variants": opts.variants,
+        "baseline": opts.baseline,
+        "judge": redact_spec(opts.judge),
+        "medrcube_version": versions().get("medrcube"),
+        "requests_sent": result.requests_sent if result is not None else None,
+        "requests_by_process": result.info.get("requests_by_process") if result is not None else None,
+        "usage": usage,
+        # How a --sequential run sampled (every process takes the same decisions: the first says it).
+        "sampling": next((h["sampling"] for h in handovers if h.get("sampling")), None),
+        # Issue 26: where the answers came from, whether stored answers were refused, the policy on record.
+        "provenance": result.info.get("provenance") if result is not None else None,
+        "fresh": session.fresh,
+        "policy": session.policy_record or None,
+    }

@@ -1,0 +1,214 @@
+"""The pump under the runner: a response for every key, through the response store and
+the adapter, with no barrier between batches, claims shared with other processes, a
+heartbeat, and an early stop when every further request would fail the same way
+(run/runner.py's docstring gives the design and its guarantee after a kill).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+from medrcube.models.base import ErrorKind, ModelAdapter, Request, Response
+from medrcube.run.store import AskedBy, ResponseStore, owner_is_dead
+from medrcube.run.watchdog import STALL_WARN_S, Watchdog
+
+# Errors after which every further request would fail the same way: the run stops.
+_STOPS_THE_RUN = (ErrorKind.AUTH, ErrorKind.CIRCUIT_OPEN)
+log = logging.getLogger("medrcube.run")
+
+
+class Pump:
+    """Gets a response for every key, through the store and the adapter (run/runner.py's docstring says how and why)."""
+
+    def __init__(
+        self,
+        adapter: ModelAdapter,
+        store: ResponseStore | None,
+        *,
+        owner: str,
+        concurrency: int,
+        newer_than: float | None,
+        claim_ttl_s: float,
+        on_done: Callable[[str, Response, bool], None],
+        stall_warn_s: float = STALL_WARN_S,
+        on_stall: Callable[[str], None] | None = None,
+        asked_by: AskedBy,
+        only_run: str | None = None,
+    ):
+        self.adapter = adapter
+        self.store = store
+        self.owner = owner
+        self.concurrency = max(1, int(concurrency))
+        self.batch_size = max(1, int(adapter.batch_size or 1))
+        self.newer_than = newer_than
+        self.claim_ttl_s = claim_ttl_s
+        self.on_done = on_done
+        self.asked_by = asked_by  # the provenance this run's own answers are stored with
+        self.only_run = only_run  # --fresh: only this run's stored answers count
+        self.origins: dict[str, tuple[str | None, bool]] = {}  # key -> (run that asked it, signed)
+        self.requests_sent = 0
+        self.cache_hits = 0
+        self.aborted: str | None = None
+        self.aborted_kind = ErrorKind.AUTH
+        self.watchdog = Watchdog(getattr(adapter, "spec", "the model"), lambda: self.remaining, stall_s=stall_warn_s,
+                                 say=on_stall)
+
+    async def run(self, requests: Mapping[str, Request]) -> dict[str, tuple[Response, bool]]:
+        self.requests = dict(requests)
+        self.results: dict[str, tuple[Response, bool]] = {}
+        if not self.requests:
+            return self.results
+        self.remaining = len(self.requests)
+        self.all_done = asyncio.Event()
+        if self.store is not None:
+            self._take_stored(self.requests)
+        self.queue: asyncio.Queue[str] = asyncio.Queue()
+        for key in self.requests:
+            if key not in self.results:
+                self.queue.put_nowait(key)
+        self.waiting: set[str] = set()
+        self.wake_waiter = asyncio.Event()
+        self.in_flight = 0
+        if self.remaining == 0:
+            return self.results
+        tasks = [asyncio.create_task(self._worker(), name=f"medrcube-worker-{i}") for i in range(self.concurrency)]
+        tasks.append(asyncio.create_task(self.watchdog.watch(), name="medrcube-watchdog"))
+        if self.store is not None:
+            tasks.append(asyncio.create_task(self._waiter(), name="medrcube-waiter"))
+            tasks.append(asyncio.create_task(self._heartbeat(), name="medrcube-heartbeat"))
+        done_task = asyncio.create_task(self.all_done.wait())
+        try:
+            await asyncio.wait([done_task, *tasks], return_when=asyncio.FIRST_COMPLETED)
+            for t in tasks:
+                if t.done() and not t.cancelled() and (exc := t.exception()) is not None:
+                    raise exc
+        finally:
+            for task in (*tasks, done_task):
+                task.cancel()
+            await asyncio.gather(*tasks, done_task, return_exceptions=True)
+        return self.results
+
+    def _take_stored(self, keys: Iterable[str]) -> set[str]:
+        """Complete the keys whose answer is stored (and verifies); return them."""
+        assert self.store is not None
+        found = self.store.get_stored(keys, newer_than=self.newer_than, run=self.only_run)
+        for key, stored in found.items():
+            self.origins.setdefault(key, (stored.provenance.run, stored.provenance.signed))
+            self._complete(key, stored.response, True)
+        return set(found)
+
+    def _complete(self, key: str, response: Response, cached: bool) -> None:
+        if key in self.results:
+            return
+        self.origins.setdefault(key, (self.asked_by.run, self.store is not None and self.store.signing_key is not None))
+        self.results[key] = (response, cached)
+        if cached:
+            self.cache_hits += 1
+        self.remaining -= 1
+        self.watchdog.progressed()
+        self.on_done(key, response, cached)
+        if self.remaining == 0:
+            self.all_done.set()
+
+    def _take_batch(self, first: str) -> list[str]:
+        batch = [first]
+        while len(batch) < self.batch_size:
+            try:
+                batch.append(self.queue.get_nowait())
+            except asyncio.QueueEmpty:
+                break
+        return batch
+
+    async def _worker(self) -> None:
+        store = self.store
+        while True:
+            batch = self._take_batch(await self.queue.get())
+            batch = [k for k in batch if k not in self.results]
+            if self.aborted is not None:
+                for key in batch:
+                    self._complete(key, self._not_asked(), False)
+                continue
+            if store is not None and batch:
+                won = store.claim_many(batch, self.owner, self.claim_ttl_s, newer_than=self.newer_than,
+                                       run=self.only_run)
+                lost = [k for k in batch if k not in won]
+                if lost:
+                    # Answered meanwhile (read it), or being asked by another process (wait).
+                    found = self._take_stored(lost)
+                    self.waiting.update(k for k in lost if k not in found)
+                    self.wake_waiter.set()
+                batch = [k for k in batch if k in won]
+            if not batch:
+                continue
+            responses = await self._generate([self.requests[k] for k in batch])
+            self.requests_sent += len(batch)
+            if store is not None:
+                # Committed before anything else happens to these responses: see the
+                # module docstring for the guarantee this gives after a SIGKILL.
+                store.put_many(list(zip(batch, responses, strict=True)), model=self.adapter.fingerprint, owner=self.owner,
+                               asked_by=self.asked_by)
+            for key, response in zip(batch, responses, strict=True):
+                if response.error_kind in _STOPS_THE_RUN and self.aborted is None:
+                    self.aborted_kind = response.error_kind
+                    self.aborted = (f"authentication failed: {response.error}" if response.error_kind is ErrorKind.AUTH
+                                    else (response.error or "").removeprefix("not asked again: ").removeprefix("not asked: "))
+                    log.error("the run stops early: %s", self.aborted)
+                self._complete(key, response, False)
+
+    async def _generate(self, requests: Sequence[Request]) -> list[Response]:
+        self.in_flight += len(requests)
+        try:
+            responses = await self.adapter.generate(requests)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # an adapter bug must not lose the whole run
+            message = f"the model adapter raised {type(exc).__name__}: {exc}"
+            return [Response(text=None, error=message, error_kind=ErrorKind.INTERNAL) for _ in requests]
+        finally:
+            self.in_flight -= len(requests)
+        if not isinstance(responses, list) or len(responses) != len(requests):
+            got = len(responses) if isinstance(responses, list) else type(responses).__name__
+            message = f"the model adapter returned {got} responses for {len(requests)} requests"
+            return [Response(text=None, error=message, error_kind=ErrorKind.INTERNAL) for _ in requests]
+        return responses
+
+    def _not_asked(self) -> Response:
+        return Response(text=None, error=f"not asked: the run stopped early ({self.aborted})",
+                        error_kind=self.aborted_kind)
+
+    async def _waiter(self) -> None:
+        """Wait for keys another process is asking; take back those whose claim expired."""
+        assert self.store is not None
+        delay = 0.02
+        while True:
+            if not self.waiting:
+                self.wake_waiter.clear()
+                await self.wake_waiter.wait()
+                delay = 0.02
+            await asyncio.sleep(delay)
+            keys = [k for k in self.waiting if k not in self.results]
+            found = self._take_stored(keys)
+            self.waiting.difference_update(found)
+            rest = [k for k in keys if k not in found]
+            if rest:
+                for other in set(self.store.claim_owners(rest).values()):
+                    if other != self.owner and owner_is_dead(other):
+                        self.store.release_all(other)
+            for key in self.store.unclaimed(rest) if rest else ():
+                # The other process gave up (an error) or died: ask it ourselves.
+                self.waiting.discard(key)
+                self.queue.put_nowait(key)
+            self.waiting.difference_update(k for k in keys if k in self.results)
+            delay = 0.02 if found else min(delay * 1.5, 1.0)
+
+    async def _heartbeat(self) -> None:
+        assert self.store is not None
+        while True:
+            await asyncio.sleep(self.claim_ttl_s / 4)
+            if self.in_flight:
+                self.store.renew(self.owner, self.claim_ttl_s)
+
+
+__all__ = ["Pump"]
