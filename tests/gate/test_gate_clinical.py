@@ -70,10 +70,10 @@ def test_the_gate_fails_a_model_under_the_perturbation_that_hurts_it_and_passes_
     assert jpeg.status is Status.UNDECIDED and jpeg.observed == 0 and "Hoeffding-Bentkus" in jpeg.method
     assert v["agreement/noise:0.1/overall"].status is Status.FAIL
     assert v["agreement/jpeg:70/overall"].status is Status.PASS
-    # every task slice with some evidence fails under the noise (4 items do not decide); none under jpeg does
+    # every task slice with some evidence fails under the noise (6 items do not decide, 16 do); none under jpeg does
     for c in checks:
         if c.id.startswith("robustness/noise:0.1/task/"):
-            assert v[c.id].status is (Status.FAIL if v[c.id].n >= 20 else Status.UNDECIDED), v[c.id].message
+            assert v[c.id].status is (Status.FAIL if v[c.id].n >= 10 else Status.UNDECIDED), v[c.id].message
         if c.id.startswith("robustness/jpeg:70/"):
             assert v[c.id].status is not Status.FAIL, v[c.id].message
     assert gate.gate.status is GateStatus.NOT_QUALIFIED
