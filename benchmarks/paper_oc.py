@@ -6,9 +6,9 @@ Every run builds the gate's checks from the shipped thresholds.yaml (default pol
 assesses them on the cube as a pytest run does (gate/feasible.py), simulates a model's
 answers in-process (numpy) and decides with the real `evaluate_gate`. Two cubes:
 - `mini`: the bundled fixtures/mini cube, read from disk;
-- `paper`: a generated cube roughly shaped like the MedRCube release (3,656 images of 1
-  to 6 questions, the release's mix of diagnosis tasks, part/modality cells weighted
-  towards chest radiographs; 7,451 items in 80 cells, as an image carries each task once),
+- `paper`: a generated cube shaped like the MedRCube release (7,626 items on 3,656 images
+  of 1 to 6 questions, each task once per image; the release's mix of diagnosis tasks;
+  part/modality cells weighted towards chest radiographs: 87 cells of 3 to 1,031 items),
   built in memory (`paper_cube`).
 Models (`simulate:`-equivalent, latent image effects): item right iff
 sqrt(rho) u + sqrt(1 - rho) e < Phi^-1(p_task); perception tasks draw u from the image's
