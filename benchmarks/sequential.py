@@ -56,13 +56,15 @@ POLICY = {
     "defaults": {"rule": "lower_bound", "confidence": 0.95, "min_n": 10, "above_chance": 0},
     "overall": {"bound": 0.5},
     "slices": {"part": {"default": {"bound": 0.5}}, "modality": {"default": {"bound": 0.5}},
-               "task": {"default": {"bound": 0.5}}},
-    "cells": [{"match": "*/*/*", "bound": 0.5}],
+               "task": {"default": {"bound": 0.5, "at_chance": True}}},
+    # One bound 0.5 everywhere, so a model at A sits |A - 0.5| from every bound: at chance
+    # on two-option tasks, which the gate refuses unless the entry says so.
+    "cells": [{"match": "*/*/*", "bound": 0.5, "at_chance": True}],
 }
 # The same bounds with the cells reported but not required: the checks that decide the
 # gate (5 part, 4 modality and 8 task slices, overall) are large enough for a full run
 # to decide them at 0.1 from their bounds, where the generated cube's small cells are not.
-SLICES_POLICY = {**POLICY, "cells": [{"match": "*/*/*", "bound": 0.5, "required": False}]}
+SLICES_POLICY = {**POLICY, "cells": [{"match": "*/*/*", "bound": 0.5, "at_chance": True, "required": False}]}
 SHIPPED = Path(__file__).resolve().parents[1] / "thresholds.yaml"
 
 
@@ -70,8 +72,9 @@ def cube_at(path: Path | None) -> Any:
     from medrcube.cube import load_cube
     from medrcube.testing.gencube import generate_release_cube
 
-    if path is None:
-        path = Path(tempfile.gettempdir()) / "medrcube-bench-sequential-cube"
+    if path is not None:  # a cube given (fixtures/mini): read as it is, never generated over
+        return load_cube(path)
+    path = Path(tempfile.gettempdir()) / "medrcube-bench-sequential-cube"
     if not (path / ".complete").is_file():
         generate_release_cube(path)
         (path / ".complete").write_text("ok\n")
@@ -86,10 +89,15 @@ def checks_of(cube: Any, policy: str = "accuracy") -> list[Any]:
     if policy in ("accuracy", "slices"):
         doc = POLICY if policy == "accuracy" else SLICES_POLICY
         return build_checks(cells, policy_from_dict(doc, source="benchmarks/sequential.py"))
+    from medrcube.gate.feasible import assess
+
     offered: dict[tuple[str, str, str], set[str]] = {}
     for it in cube.items:
         offered.setdefault(it.cell, set()).update(it.options)
-    return build_checks(cells, load_policy(SHIPPED), cell_options=offered)
+    shipped = load_policy(SHIPPED)
+    # As the session builds them (plugin/session.py): assessed on the cube, so that the
+    # checks this cube cannot decide are reported, not required, and hold no images.
+    return assess(build_checks(cells, shipped, cell_options=offered), cube.items, shipped)
 
 
 def bound_range(cube: Any, checks: Sequence[Any]) -> tuple[float, float]:

@@ -45,3 +45,11 @@ def test_the_server_scenario_counts_requests_at_the_server(small_cube: Path) -> 
     (row,) = sequential_server.run(1, [("slices", 0.45, +1)], small_cube)
     assert row["full"] > 0 and 0 < row["sequential"] < row["full"]
     assert row["full_gate"] == row["sequential_gate"] and row["checks"] > 0
+
+
+def test_the_default_policy_is_assessed_on_the_cube_as_the_session_does(small_cube: Path) -> None:
+    cube = sequential.cube_at(small_cube)
+    checks = sequential.checks_of(cube, "default")
+    dropped = [c for c in checks if "not_required" in c.params]
+    assert dropped and not any(c.required for c in dropped)
+    assert any(c.required for c in checks)

@@ -138,7 +138,8 @@ def test_fail_claims_are_decided_by_holm_at_spent_levels() -> None:
     assert failed and all("Holm" in v.guarantee and "family share" in v.message for v in failed)
     for v in failed:  # tested at the nominal level for alpha / (checks of its family not yet rejected)
         looks = v.details["sequential"]["looks"]
-        assert looks[-1]["p_fail"] <= looks[-1]["fail_level"] <= looks[-1]["fail_spent"]
+        # At a first look the nominal level is the alpha spent (equal up to the quadrature's rounding).
+        assert looks[-1]["p_fail"] <= looks[-1]["fail_level"] <= looks[-1]["fail_spent"] * (1 + 1e-9)
 
 
 def test_credibility_is_looked_at_like_any_other_check() -> None:
@@ -170,3 +171,20 @@ def test_a_regression_check_stops_on_its_own_paired_sequence() -> None:
     _, asked, verdicts = _run(cube, checks, "simulate:accuracy=0.4,seed=4", seed=2, baseline=baseline)
     assert all(verdicts[cid].status.value == "fail" for cid in required)  # fifty points below
     assert len(asked) < len(cube.items) // 2
+
+
+def test_the_luck_rate_is_decided_at_an_interim_look_and_frees_the_rest() -> None:
+    """The shipped credibility criterion (an upper bound on P(not L | H) under
+    max_luck_rate): a grounded model's luck rate is far under the bound, so a look before
+    the final analysis passes it, and with the modality cell passed too the run stops
+    without asking the rest of the cube."""
+    cube = _cube()
+    checks = _checks(cube, {**CELL_ONLY, "credibility": {"max_luck_rate": 0.3, "exclude_low_tasks": []}})
+    decider, asked, verdicts = _run(cube, checks, "simulate:accuracy=0.95,icc=0.3,seed=1,grounded=true")
+    assert decider.run is not None
+    cred = decider.run.tracks["credibility/overall"]
+    assert verdicts["credibility/overall"].status.value == "pass"
+    assert cred.looks.status is not None and not cred.looks.final, "the luck rate waited for its final analysis"
+    assert cred.used_units < cred.available_units and len(asked) < len(cube.items)
+    full = _full(cube, checks, "simulate:accuracy=0.95,icc=0.3,seed=1,grounded=true")
+    assert full["credibility/overall"].status.value == "pass"
