@@ -167,7 +167,9 @@ def test_a_regression_check_stops_on_its_own_paired_sequence() -> None:
     required = [c.id for c in checks if c.required]
     _, asked, verdicts = _run(cube, checks, "simulate:accuracy=0.9,seed=4", seed=2, baseline=baseline)
     assert all(verdicts[cid].status.value == "pass" for cid in required)  # the baseline itself: no drop
-    assert len(asked) < len(cube.items)
+    # A drop of zero is shown within the margin only by the final analysis on this small cube:
+    # the paired drop's finite-sample interval over its few images (gate/criteria.py
+    # with_finite) is too wide at the interim looks' levels. The fail side stops early.
     _, asked, verdicts = _run(cube, checks, "simulate:accuracy=0.4,seed=4", seed=2, baseline=baseline)
     assert all(verdicts[cid].status.value == "fail" for cid in required)  # fifty points below
     assert len(asked) < len(cube.items) // 2
