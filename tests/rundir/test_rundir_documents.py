@@ -63,7 +63,7 @@ def test_a_document_off_its_schema_is_refused_naming_the_key(change, where) -> N
 def test_the_strict_reader_refuses_duplicates_bad_bytes_and_newer_versions(tmp_path: Path) -> None:
     path = tmp_path / "gate.json"
     path.write_text('{"schema_version": 2, "verdict": "NOT QUALIFIED", "verdict": "QUALIFIED"}', encoding="utf-8")
-    with pytest.raises(RunDirError, match="the key 'verdict' is written twice"):
+    with pytest.raises(RunDirError, match="the key 'verdict' appears twice"):
         read_json_object(path)
     path.write_bytes(b'{"run_id": "\xff"}')
     with pytest.raises(RunDirError, match="not UTF-8"):

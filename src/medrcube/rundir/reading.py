@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from medrcube.models.strict_json import loads_strict
 from medrcube.records import GradedRecord
 from medrcube.rundir.documents import (
     GATE_SCHEMA_VERSION,
@@ -37,17 +38,8 @@ class RunDirError(ValueError):
     """A run directory's file cannot be read. The message names the file, what is wrong and the fix."""
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"the key {key!r} is written twice")
-        out[key] = value
-    return out
-
-
 def _parse(text: str) -> Any:
-    return json.loads(text, object_pairs_hook=_no_duplicates)
+    return loads_strict(text)  # a key written twice is an error (models/strict_json.py), never a choice
 
 
 def _version(doc: Mapping[str, Any], newest: int, where: str) -> int:
