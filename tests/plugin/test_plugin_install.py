@@ -15,7 +15,6 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import time
 import venv
 from pathlib import Path
 
@@ -124,14 +123,13 @@ def test_missing_key_and_dead_url_are_one_message_each(installed: dict[str, Path
     assert nokey.returncode == 4 and len(errors) == 1, nokey.stderr
     assert "OPENAI_API_KEY" in errors[0]
 
-    start = time.monotonic()
     dead = _run(
         installed, [python, "-m", "pytest", "--model=gpt-5.1", "-q"], site,
         OPENAI_API_KEY="sk-test-not-a-real-key", OPENAI_BASE_URL="http://127.0.0.1:9/v1",
     )  # fmt: skip
-    elapsed = time.monotonic() - start
     errors = [line for line in dead.stderr.splitlines() if line.startswith("ERROR:")]
-    assert elapsed < 120, elapsed  # no retries for minutes; a margin no load breaks
+    # A usage error (exit 4) from the pre-flight: no item was asked, so no retry ran
+    # (how long that takes is measured in benchmarks/, never asserted here).
     assert dead.returncode == 4 and len(errors) == 1, dead.stderr
     assert "http://127.0.0.1:9/v1" in errors[0]
     assert "sk-test-not-a-real-key" not in dead.stdout + dead.stderr
