@@ -101,6 +101,26 @@ def rec():
     return make_record
 
 
+@pytest.fixture
+def pneumothorax_table() -> list[GradedRecord]:
+    """Pneumothorax or normal, one item per image: of 12 with pneumothorax, 8 named, 3
+    called normal, 1 unparsed (a miss); 28 normal, 24 called normal (the findings metrics'
+    and the sensitivity check's shared example)."""
+    from dataclasses import replace
+
+    out, i = [], 0
+    for truth, chosen, count in [(1, 1, 8), (1, 0, 3), (1, None, 1), (0, 1, 4), (0, 0, 24)]:
+        for _ in range(count):
+            if chosen is None:
+                r = make_record(f"q{i}", Outcome.UNPARSED, answer=truth, n_options=2)
+            else:
+                r = make_record(f"q{i}", Outcome.CORRECT if chosen == truth else Outcome.WRONG, answer=truth,
+                                extracted=chosen, n_options=2)
+            out.append(replace(r, options=("No abnormality", "Pneumothorax")))
+            i += 1
+    return out
+
+
 # -- every run document written in a test validates against its shipped schema ----------------
 
 # The documents whose schemas ship in the package (medrcube/rundir/schemas/).

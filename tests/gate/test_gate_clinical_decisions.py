@@ -13,8 +13,6 @@ from medrcube.gate.verdict import Status
 from medrcube.records import Outcome
 from medrcube.testing.calibrated import CALIBRATED, OVERCONFIDENT
 
-OPTIONS = ("No abnormality", "Pneumothorax")
-
 
 def _check(kind: CheckKind, bound: float, metric: str = "m", **params: Any) -> Check:
     variants = ("standard", str(params["variant"])) if "variant" in params else ("standard",)
@@ -38,32 +36,16 @@ def test_a_calibration_check_without_confidence_is_undecided_and_says_why(rec) -
     assert v.status is Status.UNDECIDED and "logprobs" in v.message
 
 
-def _table(rec):  # type: ignore[no-untyped-def]
-    """Pneumothorax or normal, one item per image: of 12 with pneumothorax, 8 named, 3
-    called normal, 1 unparsed (a miss); 28 normal, 24 called normal."""
-    out, i = [], 0
-    for truth, chosen, count in [(1, 1, 8), (1, 0, 3), (1, None, 1), (0, 1, 4), (0, 0, 24)]:
-        for _ in range(count):
-            if chosen is None:
-                r = rec(f"q{i}", Outcome.UNPARSED, answer=truth, n_options=2)
-            else:
-                r = rec(f"q{i}", Outcome.CORRECT if chosen == truth else Outcome.WRONG, answer=truth,
-                        extracted=chosen, n_options=2)
-            out.append(replace(r, options=OPTIONS))
-            i += 1
-    return out
-
-
-def test_the_sensitivity_check_passes_fails_or_waits_on_its_interval(rec) -> None:
+def test_the_sensitivity_check_passes_fails_or_waits_on_its_interval(rec, pneumothorax_table) -> None:
     def status(bound: float, finding: str = "pneumothorax") -> Status:
         return evaluate(_check(CheckKind.FINDING, bound, "sensitivity", finding=finding, cells=["*/*/*"]),
-                        _table(rec)).status
+                        pneumothorax_table).status
 
     assert status(0.9) is Status.FAIL  # 8/12: the upper bound is below 0.9
     assert status(0.5) is Status.UNDECIDED
     assert status(0.3) is Status.PASS
     missing = evaluate(_check(CheckKind.FINDING, 0.5, "sensitivity", finding="effusion", cells=["*/*/*"]),
-                       _table(rec))
+                       pneumothorax_table)
     assert missing.status is Status.UNDECIDED and "effusion" in missing.message
 
 

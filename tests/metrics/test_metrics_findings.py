@@ -15,31 +15,6 @@ from medrcube.metrics.findings import (
     label_of,
     site_predictive_values,
 )
-from medrcube.records import Outcome
-
-OPTIONS = ("No abnormality", "Pneumothorax")
-
-
-def _table(rec):
-    """A two-option "pneumothorax or normal" cell, one item per image:
-
-                       chosen PTX   chosen normal   unparsed
-        truth PTX          8              3              1      (12)
-        truth normal       4             24              0      (28)
-    """
-    out = []
-    spec = [(1, 1, 8), (1, 0, 3), (1, None, 1), (0, 1, 4), (0, 0, 24)]
-    i = 0
-    for truth, chosen, count in spec:
-        for _ in range(count):
-            if chosen is None:
-                r = rec(f"q{i}", Outcome.UNPARSED, answer=truth, n_options=2)
-            else:
-                r = rec(f"q{i}", Outcome.CORRECT if chosen == truth else Outcome.WRONG, answer=truth,
-                        extracted=chosen, n_options=2)
-            out.append(replace(r, options=OPTIONS))
-            i += 1
-    return out
 
 
 def test_labels() -> None:
@@ -47,8 +22,8 @@ def test_labels() -> None:
     assert label_of("Pleural  Effusion") == "pleural effusion"
 
 
-def test_confusion_sensitivity_specificity_and_predictive_values(rec) -> None:
-    cell = cell_findings(_table(rec), ("Chest", "X-Ray", "Disease Diagnosis"))
+def test_confusion_sensitivity_specificity_and_predictive_values(rec, pneumothorax_table) -> None:
+    cell = cell_findings(pneumothorax_table, ("Chest", "X-Ray", "Disease Diagnosis"))
     assert cell.n == 40
     assert cell.confusion == {"normal": {"normal": 24, "pneumothorax": 4},
                               "pneumothorax": {"(none)": 1, "normal": 3, "pneumothorax": 8}}
@@ -66,8 +41,8 @@ def test_confusion_sensitivity_specificity_and_predictive_values(rec) -> None:
     assert (ptx.sensitivity.lo, ptx.sensitivity.hi) == pytest.approx(wilson_interval(8, 12))
 
 
-def test_site_prevalence_matches_hand_computed_values(rec) -> None:
-    cell = cell_findings(_table(rec), prevalence={"Pneumothorax": 0.05})
+def test_site_prevalence_matches_hand_computed_values(rec, pneumothorax_table) -> None:
+    cell = cell_findings(pneumothorax_table, prevalence={"Pneumothorax": 0.05})
     site = cell.findings["pneumothorax"].site
     assert site is not None
     se, sp, pi = 8 / 12, 24 / 28, 0.05
@@ -82,15 +57,15 @@ def test_site_prevalence_matches_hand_computed_values(rec) -> None:
         site_predictive_values(cell.findings["pneumothorax"].sensitivity, cell.findings["pneumothorax"].specificity, 1.0)
 
 
-def test_findings_by_cell_only_diagnosis_tasks_and_per_cell_prevalence(rec) -> None:
+def test_findings_by_cell_only_diagnosis_tasks_and_per_cell_prevalence(rec, pneumothorax_table) -> None:
     other = [replace(rec("m1", task="Modality Recognition"), options=("CT", "MRI"))]
-    cells = findings_by_cell(_table(rec) + other, {"Chest|X-Ray|Disease Diagnosis": {"pneumothorax": 0.1}})
+    cells = findings_by_cell(pneumothorax_table + other, {"Chest|X-Ray|Disease Diagnosis": {"pneumothorax": 0.1}})
     assert list(cells) == [("Chest", "X-Ray", "Disease Diagnosis")]
     assert cells[("Chest", "X-Ray", "Disease Diagnosis")].findings["pneumothorax"].site["prevalence"] == 0.1
 
 
-def test_records_without_option_texts_are_counted_not_guessed(rec) -> None:
-    cell = cell_findings([rec("x1"), *_table(rec)])
+def test_records_without_option_texts_are_counted_not_guessed(rec, pneumothorax_table) -> None:
+    cell = cell_findings([rec("x1"), *pneumothorax_table])
     assert cell.skipped == 1 and cell.n == 40
 
 
