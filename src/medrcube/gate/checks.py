@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from medrcube.gate.kinds import BuildContext, registered
 from medrcube.gate.thresholds import AXES, Bound, Policy, ThresholdsError
 from medrcube.metrics.findings import label_of
 from medrcube.records import GradedRecord, is_perturbation
@@ -31,6 +32,8 @@ ALL_TASKS = "All tasks"
 
 
 class CheckKind(StrEnum):
+    """The built-in kinds (gate/kinds.py registers them; a registered kind's name is a plain str)."""
+
     CELL = "cell"
     SLICE = "slice"
     OVERALL = "overall"
@@ -59,7 +62,7 @@ class Check:
     modality, task, level, severity and kind. Treat both dicts as read-only."""
 
     id: str
-    kind: CheckKind
+    kind: str  # a registered kind (gate/kinds.py): a CheckKind for the built-in ones
     metric: str  # accuracy, grounding, blind_drop, circular_accuracy, regression_drop
     part: str | None  # selector: None means any value of the axis
     modality: str | None
@@ -99,7 +102,7 @@ class Check:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["kind"] = self.kind.value
+        d["kind"] = str(self.kind)
         d["variants"] = list(self.variants)
         return d
 
@@ -120,9 +123,9 @@ def _level_name(task: str | None) -> str:
 _SEVERITY_BY_LEVEL = {"high": "critical", "mid": "normal", "low": "minor", "unknown": "normal"}
 
 
-def _labels(part: str, modality: str, task: str, level: str, severity: str, kind: CheckKind) -> dict[str, str]:
+def _labels(part: str, modality: str, task: str, level: str, severity: str, kind: str) -> dict[str, str]:
     return {"part": part, "modality": modality, "task": task, "level": level, "severity": severity,
-            "kind": kind.value}
+            "kind": str(kind)}
 
 
 def _variant_names(variants: Iterable[Any] | str) -> tuple[list[str], int | None]:
@@ -270,6 +273,11 @@ def build_checks(
                                "critical" if level in ("overall", "high") else _SEVERITY_BY_LEVEL[level],
                                CheckKind.REGRESSION),
             ))
+    # Registered kinds beyond the built-in ones build their own (gate/kinds.py).
+    context = BuildContext(tuple(cube_cells), axis_values, policy, tuple(names), has_baseline, cell_options)
+    for entry in registered():
+        if entry.build is not None:
+            checks.extend(entry.build(context))
     return checks
 
 
@@ -343,7 +351,7 @@ def _scope_selectors(scope: str, cube_cells: list[tuple[str, str, str]],
     return out
 
 
-def _scope_labels(sel: Selector, kind: CheckKind, severity: str = "critical") -> dict[str, str]:
+def _scope_labels(sel: Selector, kind: str, severity: str = "critical") -> dict[str, str]:
     level = _level_name(sel[2]) if sel[2] else "overall"
     return _labels(sel[0] or ALL_PARTS, sel[1] or ALL_MODALITIES, sel[2] or ALL_TASKS, level, severity, kind)
 

@@ -24,6 +24,7 @@ from medrcube.gate.criteria import diff_criterion as _diff_criterion
 from medrcube.gate.criteria import fmt as _f
 from medrcube.gate.criteria import prop_criterion as _prop_criterion
 from medrcube.gate.evidence_clinical import CLINICAL_KINDS, collect_clinical
+from medrcube.gate.kinds import entry_of
 from medrcube.gate.verdict import WorstItem
 from medrcube.metrics.accuracy import accuracy, chance_level
 from medrcube.metrics.clustered import METHOD as PROPORTION_METHOD
@@ -63,6 +64,9 @@ def collect(
             return _regression(check, selected, baseline, baseline_error)
         if check.kind in CLINICAL_KINDS:
             return collect_clinical(check, selected)
+        entry = entry_of(check.kind)  # a registered kind collects its own (gate/kinds.py)
+        if entry is not None and entry.evidence is not None:
+            return entry.evidence(check, selected)
     except ValueError as exc:  # inconsistent records (e.g. duplicates): say so, decide nothing
         return Evidence(check, 0, "items", error=f"cannot evaluate: {exc}")
     raise ValueError(f"unknown check kind {check.kind!r}")

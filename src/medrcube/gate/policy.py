@@ -333,6 +333,8 @@ class Policy:
     selective: SelectivePolicy = field(default_factory=SelectivePolicy)
     feasibility: FeasibilityPolicy = field(default_factory=FeasibilityPolicy)
     scope: ScopePolicy = field(default_factory=ScopePolicy)
+    # The sections of kinds registered beyond the built-in ones (gate/kinds.py), as their entries read them.
+    sections: dict[str, Any] = field(default_factory=dict, hash=False)
 
     def cell_bound(self, cell: tuple[str, str, str]) -> Bound | None:
         """The bound of a cube cell: matching `cells` entries applied in order, field by field."""

@@ -78,7 +78,13 @@ from medrcube.gate.validate import (
     validate_doc,
     validate_entry,
 )
-from medrcube.gate.validate_clinical import FINDINGS_SCOPES, ROBUSTNESS_SCOPES, SELECTIVE_SCOPES, validate_scopes
+from medrcube.gate.validate_clinical import (
+    FINDINGS_SCOPES,
+    ROBUSTNESS_SCOPES,
+    SELECTIVE_SCOPES,
+    read_registered_sections,
+    validate_scopes,
+)
 from medrcube.taxonomy import MODALITIES, PARTS, TASK_NAMES, canonical_task, did_you_mean
 from medrcube.yamlconf import YamlFileError, read_yaml_file
 
@@ -226,6 +232,7 @@ def _build(
         selective=selective,
         feasibility=_build_feasibility(c, doc.get("feasibility") or {}, src("feasibility")),
         scope=_build_scope(c, doc.get("scope") or {}, src("scope")),
+        sections=read_registered_sections(c, doc, src),
     )
 
 

@@ -24,6 +24,8 @@ from medrcube.gate.validate_clinical import (
     FINDINGS_KEYS,
     ROBUSTNESS_KEYS,
     SELECTIVE_KEYS,
+    read_registered_sections,
+    registered_sections,
     validate_clinical_sections,
 )
 
@@ -90,7 +92,8 @@ def validate_cells(c: Checker, key: str, value: Any) -> list[CellRule]:
 
 def validate_doc(c: Checker, doc: Any, prefix: str, *, top: bool) -> None:
     """Validate a whole file (top=True) or a profile overlay: types, ranges, unknown keys."""
-    allowed = TOP_KEYS if top else tuple(k for k in TOP_KEYS if k not in ("version", "profiles"))
+    allowed = (*TOP_KEYS, *registered_sections())
+    allowed = allowed if top else tuple(k for k in allowed if k not in ("version", "profiles"))
     c.mapping(prefix, doc, allowed)
     if top:
         if "version" not in doc:
@@ -152,6 +155,7 @@ def validate_doc(c: Checker, doc: Any, prefix: str, *, top: bool) -> None:
             c.prob(f"{k}.margin", d["margin"], "a margin")
         c.decision(k, {x: d[x] for x in ("min_n", "max_error_rate", "rule", "required") if x in d})
     validate_clinical_sections(c, doc, p)
+    read_registered_sections(c, doc, p)
     if top and "profiles" in doc and doc["profiles"] is not None:
         profiles = c.mapping("profiles", doc["profiles"], None)
         for name, overlay in profiles.items():

@@ -1,6 +1,7 @@
 """Validation of the policy sections of issues 16 and 17: robustness, findings,
-calibration, selective. The same Checker as every other section (gate/validate.py), so
-a misspelt key or a value out of range names the key path and the fix."""
+calibration, selective, and of the sections of kinds registered beyond the built-in ones
+(gate/kinds.py: each entry's `read_policy`). The same Checker as every other section
+(gate/validate.py), so a misspelt key or a value out of range names the key path and the fix."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from medrcube.gate.checker import Checker, parse_pattern
-from medrcube.gate.policy import DECISION_KEYS
+from medrcube.gate.kinds import registered
+from medrcube.gate.policy import DECISION_KEYS, TOP_KEYS
 from medrcube.taxonomy import did_you_mean
 
 ROBUSTNESS_KEYS = ("enabled", "margin", "min_agreement", "scopes", *DECISION_KEYS)
@@ -117,3 +119,18 @@ def validate_clinical_sections(c: Checker, doc: Mapping[str, Any], p: Callable[[
             _coverages(c, f"{k}.coverage_at_risk", d["coverage_at_risk"], by_risk=True)
         if "scopes" in d:
             validate_scopes(c, f"{k}.scopes", d["scopes"], SELECTIVE_SCOPES)
+
+
+def registered_sections() -> tuple[str, ...]:
+    """The policy sections of registered kinds that read their own (`read_policy`)."""
+    return tuple(dict.fromkeys(e.section for e in registered()
+                               if e.section and e.read_policy is not None and e.section not in TOP_KEYS))
+
+
+def read_registered_sections(c: Checker, doc: Mapping[str, Any], p: Callable[[str], str]) -> dict[str, Any]:
+    """Each registered kind's section, read (and so validated) by its entry: name -> value."""
+    out: dict[str, Any] = {}
+    for e in registered():
+        if e.section in registered_sections() and e.read_policy is not None and doc.get(e.section) is not None:
+            out[e.section] = e.read_policy(c, p(e.section), doc[e.section])
+    return out

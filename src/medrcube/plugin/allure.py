@@ -41,21 +41,8 @@ from typing import Any
 
 import allure
 
-# Fixed epics of the checks that are not one cube cell.
-EPICS = {
-    "slice": "Slices",
-    "overall": "Overall",
-    "credibility": "Credibility",
-    "image_dependence": "Image dependence",
-    "position": "Position robustness",
-    "regression": "Regression",
-    "site": "Site checks",
-    "robustness": "Robustness",
-    "robustness_agreement": "Robustness",
-    "finding": "Clinical depth",
-    "calibration": "Clinical depth",
-    "selective": "Clinical depth",
-}
+from medrcube.gate.kinds import epic_of  # each kind's epic is its registry entry's
+
 # Issue 16's kinds: the feature under the "Clinical depth" epic.
 CLINICAL_FEATURES = {"finding": "Per-finding sensitivity", "calibration": "Calibration",
                      "selective": "Selective prediction"}
@@ -66,31 +53,33 @@ WORST_COLUMNS = ("item_id", "cell", "variant", "rotation", "expected", "extracte
 
 
 def behaviors(check: Any) -> tuple[str, str, str]:
-    """(epic, feature, story) of a check."""
+    """(epic, feature, story) of a check: a cell's epic is its part, every other kind's its
+    registry entry's (a kind registered beyond the built-in ones: its epic, All parts, the id)."""
     kind = str(check.kind)
+    epic = epic_of(kind)
     if kind == "cell":
         return check.part, check.modality, check.task
     if kind == "slice":
         axis, value = _slice_axis(check)
-        return EPICS["slice"], f"By {axis}", value
+        return epic, f"By {axis}", value
     if kind == "overall":
-        return EPICS["overall"], "Accuracy", "All cells"
+        return epic, "Accuracy", "All cells"
     if kind == "credibility":
-        return EPICS["credibility"], check.part or ALL_PARTS, "Rationality and shortcuts"
+        return epic, check.part or ALL_PARTS, "Rationality and shortcuts"
     if kind == "image_dependence":
-        return EPICS["image_dependence"], check.part or ALL_PARTS, "Standard vs blind"
+        return epic, check.part or ALL_PARTS, "Standard vs blind"
     if kind == "position":
-        return EPICS["position"], check.part or ALL_PARTS, "Circular accuracy"
+        return epic, check.part or ALL_PARTS, "Circular accuracy"
     if kind == "site":
-        return EPICS["site"], check.part or ALL_PARTS, check.id
+        return epic, check.part or ALL_PARTS, check.id
     if kind == "regression":
         if check.task is None and check.modality is None:
-            return EPICS["regression"], check.part or ALL_PARTS, "Overall"
-        return EPICS["regression"], check.part or ALL_PARTS, f"{check.modality} / {check.task}"
+            return epic, check.part or ALL_PARTS, "Overall"
+        return epic, check.part or ALL_PARTS, f"{check.modality} / {check.task}"
     if kind in ROBUSTNESS_STORIES:
         scope = " / ".join(v for v in (check.part, check.modality, check.task) if v) or "All cells"
         variant = str((getattr(check, "params", None) or {}).get("variant", "perturbation"))
-        return EPICS[kind], variant, f"{scope}: {ROBUSTNESS_STORIES[kind]}"
+        return epic, variant, f"{scope}: {ROBUSTNESS_STORIES[kind]}"
     if kind in CLINICAL_FEATURES:
         scope = " / ".join(v for v in (check.part, check.modality, check.task) if v) or "All cells"
         params = getattr(check, "params", None) or {}
@@ -100,8 +89,8 @@ def behaviors(check: Any) -> tuple[str, str, str]:
             story = "Calibration error"
         else:
             story = f"{str(check.metric).replace('_', ' ')}: {scope}"
-        return EPICS[kind], CLINICAL_FEATURES[kind], story
-    return EPICS.get(kind, kind), ALL_PARTS, check.id
+        return epic, CLINICAL_FEATURES[kind], story
+    return epic, ALL_PARTS, check.id
 
 
 def _slice_axis(check: Any) -> tuple[str, str]:
@@ -115,6 +104,7 @@ def _slice_axis(check: Any) -> tuple[str, str]:
 def title(check: Any) -> str:
     epic, feature, story = behaviors(check)
     kind = str(check.kind)
+    epic = epic_of(kind)
     if kind == "cell":
         return f"{check.part} / {check.modality} / {check.task}: accuracy"
     if kind == "slice":

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from medrcube.gate import kinds
 from medrcube.plugin.options import (  # noqa: F401  (re-exported: the pytest room's one namespace)
     GATE_OPTIONS,
     HOW_TO_RUN,
@@ -40,23 +41,6 @@ SESSION_KEY = pytest.StashKey["GateSession"]()
 VERDICT_KEY = pytest.StashKey[dict]()
 
 
-# Test function name -> the kind of check it is parametrized with.
-TEST_KINDS: dict[str, str] = {
-    "test_cell": "cell",
-    "test_slice": "slice",
-    "test_overall": "overall",
-    "test_credibility": "credibility",
-    "test_image_dependence": "image_dependence",
-    "test_position": "position",
-    "test_regression": "regression",
-    "test_robustness": "robustness",
-    "test_robustness_agreement": "robustness_agreement",
-    "test_finding": "finding",
-    "test_calibration": "calibration",
-    "test_selective": "selective",
-}
-
-
 class GateError(Exception):
     """A check could not be decided: too many API errors, or inference itself failed.
 
@@ -70,7 +54,8 @@ def is_controller(config: pytest.Config) -> bool:
 
 
 def kind_of_test(function_name: str) -> str | None:
-    return TEST_KINDS.get(function_name)
+    """The kind a suite test function is parametrized with (the kind registry, gate/kinds.py)."""
+    return kinds.kind_of_test(function_name)
 
 
 # -- the session --------------------------------------------------------------------------
@@ -136,24 +121,11 @@ class GateSession:
         return self._by_id[check_id]
 
     def why_no_checks(self, kind: str) -> str:
-        reasons = {
-            "regression": "regression checks need --baseline (a previous run directory or a model spec)",
-            "image_dependence": "image-dependence checks need the blind variant: --variants=standard,blind",
-            "position": "position-robustness checks need shuffled rotations: --variants=standard,shuffled:3",
-            "credibility": "no credibility check: the policy sets none, or no part has both a high-level "
-            "and a lower-level task",
-            "robustness": "robustness checks need an image perturbation: --variants=standard,jpeg:30,noise:0.03",
-            "robustness_agreement": "agreement checks need an image perturbation: --variants=standard,jpeg:30",
-            "finding": "per-finding checks need `findings: {min_sensitivity: {FINDING: BOUND}}` in the policy",
-            "calibration": "the calibration check needs `calibration: {max_ce: BOUND}` in the policy",
-            "selective": "selective checks need --variants=standard,abstain with `selective: {min_utility: BOUND}`, "
-            "or `selective: {accuracy_at_coverage: {C: BOUND}}`",
-        }
-        return reasons.get(kind, f"the policy {self.thresholds_label} gives no {kind} check on this cube")
+        return kinds.off_reason(kind, self.thresholds_label)
 
     def kinds_off(self) -> dict[str, str]:
         """Kinds of check with no case in this run, each with how to turn it on."""
-        return {kind: self.why_no_checks(kind) for kind in TEST_KINDS.values() if not self.checks_of(kind)}
+        return {e.name: self.why_no_checks(e.name) for e in kinds.registered() if e.test and not self.checks_of(e.name)}
 
     @property
     def has_baseline(self) -> bool:

@@ -20,14 +20,13 @@ from typing import Any
 
 import pytest
 
+from medrcube.gate.kinds import rank  # the kinds' order is their registration's
 from medrcube.plugin.evidence import verdict_block_lines
 from medrcube.plugin.handover import merge_handovers
 from medrcube.plugin.summary_kinds import kind_lines
 
 PROPERTY = "medrcube_verdict"  # the user property carrying the payload as JSON
 HANDOVER = "medrcube_handover"  # the workeroutput key carrying a worker's records
-KIND_ORDER = ("overall", "slice", "cell", "credibility", "image_dependence", "position", "regression", "robustness",
-              "robustness_agreement", "finding", "calibration", "selective", "site")
 
 
 # -- payloads ------------------------------------------------------------------------------
@@ -149,8 +148,7 @@ def gate_typed(entries: Iterable[Mapping[str, Any]], meta: Mapping[str, Any]) ->
     from medrcube.plugin.render import counts as count_statuses
     from medrcube.rundir.documents import GateDocument
 
-    rank = {k: i for i, k in enumerate(KIND_ORDER)}
-    checks = sorted(entries, key=lambda e: (rank.get(e["kind"], len(rank)), e.get("order", 0), e["id"]))
+    checks = sorted(entries, key=lambda e: (rank(e["kind"]), e.get("order", 0), e["id"]))
     gate = gate_outcome(checks, meta.get("guarantee", ""), meta.get("not_run", ()))
     return GateDocument.build(checks, meta, gate, count_statuses(e["verdict"] for e in checks))
 

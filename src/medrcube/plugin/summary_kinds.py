@@ -1,5 +1,6 @@
-"""The terminal summary's line per kind of issues 16 and 17: robustness, answer
-agreement, per-finding sensitivity, calibration and selective prediction.
+"""The terminal summary's line per kind for the kinds registered with `summary_line`
+(gate/kinds.py): robustness, answer agreement, per-finding sensitivity, calibration,
+selective prediction, and any kind registered beyond them.
 
 One line per kind: how many checks decided which way, then each check's number and
 verdict (the first few; gate.json holds them all)."""
@@ -9,25 +10,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from medrcube.gate.kinds import registered
+
 SHOWN = 6
-KINDS: dict[str, tuple[str, str]] = {  # kind -> (label, what `observed` is)
-    "robustness": ("robustness to image perturbations", "drop"),
-    "robustness_agreement": ("answer agreement under perturbations", "agreement"),
-    "finding": ("per-finding sensitivity", "sensitivity"),
-    "calibration": ("calibration", "error"),
-    "selective": ("selective prediction", "value"),
-}
-PREFIXES = ("robustness/", "agreement/", "finding/", "selective/")
 
 
 def _num(x: Any) -> str:
     return "n/a" if x is None else f"{x:.3f}"
 
 
-def _short(e: Mapping[str, Any]) -> str:
-    cid = str(e["id"])
-    for p in PREFIXES:
-        cid = cid.removeprefix(p)
+def _short(e: Mapping[str, Any], prefix: str) -> str:
+    cid = str(e["id"]).removeprefix(prefix)
     iv = e.get("interval")
     ci = f" [{iv[0]:.3f}, {iv[1]:.3f}]" if iv else ""
     return f"{cid} {_num(e.get('observed'))}{ci} n={e.get('n')} {e['verdict']}"
@@ -35,14 +28,14 @@ def _short(e: Mapping[str, Any]) -> str:
 
 def kind_lines(entries: Sequence[Mapping[str, Any]]) -> list[str]:
     lines = []
-    for kind, (label, what) in KINDS.items():
-        mine = [e for e in entries if e["kind"] == kind]
+    for k in (k for k in registered() if k.summary_line):
+        mine = [e for e in entries if e["kind"] == k.name]
         if not mine:
             continue
         tally: dict[str, int] = {}
         for e in mine:
             tally[str(e["verdict"])] = tally.get(str(e["verdict"]), 0) + 1
         counts = ", ".join(f"{n} {v}" for v, n in sorted(tally.items()))
-        shown = "; ".join(_short(e) for e in mine[:SHOWN]) + (f"; ... ({len(mine)} in all)" if len(mine) > SHOWN else "")
-        lines.append(f"{label} ({what}; {counts}): {shown}")
+        shown = "; ".join(_short(e, k.prefix) for e in mine[:SHOWN]) + (f"; ... ({len(mine)} in all)" if len(mine) > SHOWN else "")
+        lines.append(f"{k.title} ({k.observed}; {counts}): {shown}")
     return lines

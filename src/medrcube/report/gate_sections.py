@@ -1,5 +1,6 @@
 """The sections of report.html read from gate.json and run.json: the verdict banner, the
-cells' verdicts for the heatmaps, the regression rows, and the run's usage and cost.
+cells' verdicts for the heatmaps, the regression rows, one panel per kind of check
+(titled by the kind registry, gate/kinds.py), and the run's usage and cost.
 (Split from html.py, which builds and writes the page.)"""
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from medrcube.gate.kinds import rank, title_of
 from medrcube.report.analysis import Cell
 
 
@@ -107,3 +109,23 @@ def regression_rows(gate: Mapping[str, Any] | None) -> list[dict[str, Any]]:
             "gained": counts.get("b"),
         })
     return rows
+
+
+def kind_panels(gate: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """One panel per kind of check in gate.json, in the registry's order and under its
+    title (a kind this medrcube does not know keeps its name): each check's verdict, as
+    the gate decided it, with its number, interval, bound and n."""
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for c in (gate or {}).get("checks") or []:
+        by_kind.setdefault(str(c.get("kind")), []).append({
+            "id": c.get("id"), "verdict": c.get("verdict"), "required": c.get("required", True),
+            "observed": c.get("observed"), "bound": c.get("bound"), "interval": c.get("interval"), "n": c.get("n"),
+        })
+    panels = []
+    for kind in sorted(by_kind, key=lambda k: (rank(k), k)):
+        rows = by_kind[kind]
+        tally: dict[str, int] = {}
+        for r in rows:
+            tally[str(r["verdict"])] = tally.get(str(r["verdict"]), 0) + 1
+        panels.append({"kind": kind, "title": title_of(kind), "checks": rows, "counts": sorted(tally.items())})
+    return panels

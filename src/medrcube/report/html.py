@@ -26,7 +26,7 @@ from typing import Any
 from medrcube.metrics.worst import worst_records
 from medrcube.records import GradedRecord, Outcome
 from medrcube.report.analysis import AXES, CANONICAL, Cell, Profile, Stat, cell_id, ordered, profile
-from medrcube.report.gate_sections import cell_verdicts, gate_section, regression_rows, usage_rows
+from medrcube.report.gate_sections import cell_verdicts, gate_section, kind_panels, regression_rows, usage_rows
 from medrcube.report.readers import MEDRCUBE, RunData, read_run
 from medrcube.taxonomy import MODALITIES, PARTS, TASK_NAMES
 
@@ -368,6 +368,7 @@ def build_page(run: RunData, *, cube: Any = None, plots_dir: Path | None = None)
         "position": position,
         "robustness": robustness,
         "regression": regression_rows(run.gate),
+        "kinds": kind_panels(run.gate),
         "worst": worst,
         "clinical": clinical,
         "notes": notes,

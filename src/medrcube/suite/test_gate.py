@@ -1,4 +1,5 @@
-"""The qualification gate: one tiny test per kind of check; the checks are data.
+"""The qualification gate: one tiny test per kind of check (the kind registry,
+medrcube.gate.kinds); the checks are data.
 
 A site project runs these beside its own tests with `from medrcube.suite.test_gate import *`.
 
@@ -18,79 +19,23 @@ The gate's verdict sets the exit status: QUALIFIED 0, NOT QUALIFIED 10, UNDECIDE
 (docs/guarantees.md).
 """
 
+from collections.abc import Callable
+from typing import Any
+
+from medrcube.gate.kinds import KindEntry, registered
 from medrcube.plugin.session import enforce
 
-__all__ = [
-    "test_cell",
-    "test_slice",
-    "test_overall",
-    "test_credibility",
-    "test_image_dependence",
-    "test_position",
-    "test_regression",
-    "test_robustness",
-    "test_robustness_agreement",
-    "test_finding",
-    "test_calibration",
-    "test_selective",
-]
+
+def _gate_test(entry: KindEntry) -> Callable[[Any, Any], None]:
+    def test(check: Any, verdict: Any) -> None:
+        enforce(verdict)
+
+    test.__name__ = test.__qualname__ = entry.test
+    test.__doc__ = entry.doc
+    return test
 
 
-def test_cell(check, verdict):
-    """Accuracy of one cube cell (part x modality x task) reaches its bound."""
-    enforce(verdict)
-
-
-def test_slice(check, verdict):
-    """Accuracy over one axis slice (a part, a modality or a task) reaches its bound."""
-    enforce(verdict)
-
-
-def test_overall(check, verdict):
-    """Accuracy over the whole cube reaches its bound."""
-    enforce(verdict)
-
-
-def test_credibility(check, verdict):
-    """A right diagnosis goes with a right perception of the same image (grounding)."""
-    enforce(verdict)
-
-
-def test_image_dependence(check, verdict):
-    """Accuracy drops enough without the image (the blind variant): the model looks at it."""
-    enforce(verdict)
-
-
-def test_position(check, verdict):
-    """Answers survive cyclic rotations of the options (circular accuracy and its gap)."""
-    enforce(verdict)
-
-
-def test_regression(check, verdict):
-    """The candidate is not worse than the baseline by more than the margin (non-inferiority)."""
-    enforce(verdict)
-
-
-def test_robustness(check, verdict):
-    """Accuracy under an image perturbation is not worse than standard by more than the margin."""
-    enforce(verdict)
-
-
-def test_robustness_agreement(check, verdict):
-    """The answers under an image perturbation name the same option as on the standard image."""
-    enforce(verdict)
-
-
-def test_finding(check, verdict):
-    """The sensitivity for a named finding reaches its bound (how many of them the model misses)."""
-    enforce(verdict)
-
-
-def test_calibration(check, verdict):
-    """The model's stated confidence matches how often it is right (calibration error at most the bound)."""
-    enforce(verdict)
-
-
-def test_selective(check, verdict):
-    """Deferring when unsure pays: the utility under the deferral cost, or accuracy at a coverage, reaches its bound."""
-    enforce(verdict)
+# One function per registered kind of check (gate/kinds.py: its `test` and `doc`), made when
+# pytest imports this module: a kind registered before (a site's conftest.py) has its test too.
+__all__ = [e.test for e in registered() if e.test]
+globals().update({e.test: _gate_test(e) for e in registered() if e.test})

@@ -1,0 +1,178 @@
+"""The registry of check kinds: one entry per kind, which every part of the house reads.
+
+An entry (`KindEntry`) says everything the house needs to know of a kind of check:
+- its name (a check's `kind`), its place in gate.json and the terminal summary (the
+  registration order), its title (the summary line and the report panel);
+- its pytest test function in the shipped suite (`test`, `doc`: suite/test_gate.py makes
+  one function per entry) and why a run has none of its checks (`off`);
+- its Allure epic, and whether the terminal summary gives it a line of its own;
+- its policy section (`section`, read and validated by `read_policy`), how it builds its
+  checks from the cube's cells and the policy (`build`) and collects its evidence
+  (`evidence`).
+
+The built-in kinds are registered below as data: their sections, builders and
+evidence are gate/thresholds.py's, gate/checks.py's and gate/evidence*.py's (they are
+older than the registry and share helpers). A new kind is one `register(KindEntry(...))`
+in its own module, with `read_policy`, `build` and `evidence`; nothing else changes:
+the plugin parametrizes its test, the decider puts its checks in the Holm family, and
+gate.json, JUnit, Allure, the terminal summary and report.html show them.
+
+This module is the lowest of gate/: it imports nothing of the gate, so that every
+module of the gate (and every room above) can read it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class BuildContext:
+    """What a kind's `build` reads: the cube's cells in canonical order, the axis values,
+    the policy (medrcube.gate.policy.Policy), the variant names asked, whether the run has
+    a baseline, and the option texts offered per cell (None: not known)."""
+
+    cells: Sequence[tuple[str, str, str]]
+    axis_values: Mapping[str, Sequence[str]]
+    policy: Any
+    variants: Sequence[str]
+    has_baseline: bool
+    cell_options: Mapping[tuple[str, str, str], Any] | None = None
+
+    def section(self, name: str) -> Any:
+        """The parsed policy section of a registered kind (None: not in the policy)."""
+        return (getattr(self.policy, "sections", None) or {}).get(name)
+
+
+@dataclass(frozen=True, slots=True)
+class KindEntry:
+    name: str  # a check's `kind`
+    title: str  # the summary line's label and the report panel's title
+    test: str = ""  # the suite's test function (empty: no suite function, e.g. a site's own checks)
+    doc: str = ""  # that function's docstring: what a case of the kind checks
+    off: str = ""  # why a run has no check of the kind, and how to ask for one
+    epic: str = ""  # the Allure epic (empty: the kind's title)
+    summary_line: bool = False  # a line of its own in the terminal summary (summary_kinds.py)
+    observed: str = "value"  # what `observed` is, in that line
+    prefix: str = ""  # the id prefix the line leaves out
+    section: str | None = None  # the thresholds.yaml section the kind reads
+    # (checker, key, the section's mapping) -> the parsed section, kept in Policy.sections;
+    # it raises through the checker (ThresholdsError naming the key) on a bad value.
+    read_policy: Callable[[Any, str, Any], Any] | None = None
+    build: Callable[[BuildContext], list[Any]] | None = None  # -> medrcube.gate.checks.Check
+    # (check, the run's records in its scope) -> medrcube.gate.criteria.Evidence
+    evidence: Callable[[Any, list[Any]], Any] | None = None
+
+
+_ENTRIES: dict[str, KindEntry] = {}
+
+
+def register(entry: KindEntry) -> KindEntry:
+    """Add a kind (its name and test function must be new)."""
+    if entry.name in _ENTRIES:
+        raise ValueError(f"check kind {entry.name!r} is registered already")
+    if entry.test and any(e.test == entry.test for e in _ENTRIES.values()):
+        raise ValueError(f"test function {entry.test!r} belongs to another check kind")
+    _ENTRIES[entry.name] = entry
+    return entry
+
+
+def unregister(name: str) -> None:
+    """Remove a kind added with `register` (a test's toy kind)."""
+    if name in BUILTIN:
+        raise ValueError(f"check kind {name!r} is built in")
+    _ENTRIES.pop(name, None)
+
+
+def registered() -> tuple[KindEntry, ...]:
+    """Every kind, in the order gate.json and the summary list them."""
+    return tuple(_ENTRIES.values())
+
+
+def entry_of(kind: str) -> KindEntry | None:
+    return _ENTRIES.get(str(kind))
+
+
+def kind_of_test(function_name: str) -> str | None:
+    """The kind a suite test function is parametrized with (None: not a gate test)."""
+    return next((e.name for e in _ENTRIES.values() if e.test and e.test == function_name), None)
+
+
+def rank(kind: str) -> int:
+    """The kind's place in gate.json and the summary (an unknown kind comes last)."""
+    names = list(_ENTRIES)
+    return names.index(str(kind)) if str(kind) in _ENTRIES else len(names)
+
+
+def title_of(kind: str) -> str:
+    e = _ENTRIES.get(str(kind))
+    return e.title if e else str(kind).replace("_", " ")
+
+
+def epic_of(kind: str) -> str:
+    e = _ENTRIES.get(str(kind))
+    return (e.epic or e.title) if e else str(kind)
+
+
+def off_reason(kind: str, policy_label: str = "") -> str:
+    e = _ENTRIES.get(str(kind))
+    return e.off if e and e.off else f"the policy {policy_label} gives no {kind} check on this cube"
+
+
+# -- the built-in kinds (their sections, builders and evidence: see the module docstring) ----
+
+_PERTURB = "--variants=standard,jpeg:30"
+BUILTIN = tuple(e.name for e in (
+    register(KindEntry("overall", "overall accuracy", "test_overall",
+                       "Accuracy over the whole cube reaches its bound.", epic="Overall")),
+    register(KindEntry("slice", "slice accuracy", "test_slice",
+                       "Accuracy over one axis slice (a part, a modality or a task) reaches its bound.",
+                       epic="Slices")),
+    register(KindEntry("cell", "cell accuracy", "test_cell",
+                       "Accuracy of one cube cell (part x modality x task) reaches its bound.")),
+    register(KindEntry("credibility", "credibility", "test_credibility",
+                       "A right diagnosis goes with a right perception of the same image (grounding).",
+                       off="no credibility check: the policy sets none, or no part has both a high-level "
+                       "and a lower-level task", epic="Credibility", section="credibility")),
+    register(KindEntry("image_dependence", "image dependence", "test_image_dependence",
+                       "Accuracy drops enough without the image (the blind variant): the model looks at it.",
+                       off="image-dependence checks need the blind variant: --variants=standard,blind",
+                       epic="Image dependence", section="image_dependence")),
+    register(KindEntry("position", "position robustness", "test_position",
+                       "Answers survive cyclic rotations of the options (circular accuracy and its gap).",
+                       off="position-robustness checks need shuffled rotations: --variants=standard,shuffled:3",
+                       epic="Position robustness", section="position_robustness")),
+    register(KindEntry("regression", "regression against the baseline", "test_regression",
+                       "The candidate is not worse than the baseline by more than the margin (non-inferiority).",
+                       off="regression checks need --baseline (a previous run directory or a model spec)",
+                       epic="Regression", section="regression")),
+    register(KindEntry("robustness", "robustness to image perturbations", "test_robustness",
+                       "Accuracy under an image perturbation is not worse than standard by more than the margin.",
+                       off=f"robustness checks need an image perturbation: {_PERTURB},noise:0.03",
+                       epic="Robustness", summary_line=True, observed="drop", prefix="robustness/",
+                       section="robustness")),
+    register(KindEntry("robustness_agreement", "answer agreement under perturbations", "test_robustness_agreement",
+                       "The answers under an image perturbation name the same option as on the standard image.",
+                       off=f"agreement checks need an image perturbation: {_PERTURB}", epic="Robustness",
+                       summary_line=True, observed="agreement", prefix="agreement/", section="robustness")),
+    register(KindEntry("finding", "per-finding sensitivity", "test_finding",
+                       "The sensitivity for a named finding reaches its bound (how many of them the model misses).",
+                       off="per-finding checks need `findings: {min_sensitivity: {FINDING: BOUND}}` in the policy",
+                       epic="Clinical depth", summary_line=True, observed="sensitivity", prefix="finding/",
+                       section="findings")),
+    register(KindEntry("calibration", "calibration", "test_calibration",
+                       "The model's stated confidence matches how often it is right (calibration error at most "
+                       "the bound).", off="the calibration check needs `calibration: {max_ce: BOUND}` in the policy",
+                       epic="Clinical depth", summary_line=True, observed="error", section="calibration")),
+    register(KindEntry("selective", "selective prediction", "test_selective",
+                       "Deferring when unsure pays: the utility under the deferral cost, or accuracy at a coverage, "
+                       "reaches its bound.",
+                       off="selective checks need --variants=standard,abstain with `selective: {min_utility: "
+                       "BOUND}`, or `selective: {accuracy_at_coverage: {C: BOUND}}`",
+                       epic="Clinical depth", summary_line=True, observed="value", prefix="selective/",
+                       section="selective")),
+    # A site's own proportion (plugin/site.py): decided by the gate, no suite function.
+    register(KindEntry("site", "site checks", epic="Site checks")),
+))
