@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from pathlib import Path
 
 import pytest
 
 from medrcube.cube import load_cube
+from medrcube.gate.checks import build_checks
+from medrcube.gate.evaluate import evaluate_gate
+from medrcube.gate.thresholds import load_policy
+from medrcube.plugin.summary import gate_document, verdict_payload
 from medrcube.report.html import write_report_html
 from medrcube.report.leaderboard import leaderboard
 from medrcube.run.runner import run_cube
@@ -18,6 +23,20 @@ from medrcube.testing.pixel_model import NoiseBlindModel
 MINI = Path(__file__).resolve().parents[2] / "fixtures" / "mini"
 
 
+def _write_gate(run_dir: Path, cube, records, variants: str) -> None:
+    """gate.json of the gate's robustness and agreement checks on these records (what the
+    pytest gate writes), so that the panel has the gate's verdicts to show."""
+    policy_path = run_dir / "robustness.yaml"
+    policy_path.write_text("version: 1\nrobustness: {margin: 0.05, min_agreement: 0.9, scopes: [overall, task]}\n",
+                           encoding="utf-8")
+    cells = {(it.part, it.modality, it.task) for it in cube.items}
+    checks = [c for c in build_checks(cells, load_policy(policy_path), variants=variants)
+              if c.kind in ("robustness", "robustness_agreement")]
+    by_id = evaluate_gate(checks, records).by_id()
+    doc = gate_document([verdict_payload(c, by_id[c.id]) for c in checks], {"run_id": run_dir.name})
+    (run_dir / "gate.json").write_text(json.dumps(doc), encoding="utf-8")
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     cube = load_cube(MINI)
@@ -25,6 +44,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     a = run_cube(cube, NoiseBlindModel(cube), variants="standard,jpeg:30,noise:0.1,flip")
     b = run_cube(cube, NoiseBlindModel(cube), variants="standard,jpeg:30")
     write_run_dir(root / "a", a, {"run_id": "a", "cube_spec": str(MINI)})
+    _write_gate(root / "a", cube, a.records, "standard,jpeg:30,noise:0.1,flip")
     write_run_dir(root / "b", b, {"run_id": "b", "cube_spec": str(MINI)})
     return root / "a", root / "b"
 
@@ -35,8 +55,20 @@ def test_the_panel_shows_accuracy_agreement_and_the_strip(runs: tuple[Path, Path
     for text in ("jpeg:30", "noise:0.1", "flip", "agreement", "What was asked"):
         assert text in panel
     assert panel.count('class="rb-tile"') == 4  # standard and the three perturbations of one item
-    assert '<span class="status fail">fail</span>' in panel and '<span class="status pass">pass</span>' in panel
+    # The gate's verdicts, as gate.json holds them: the report decides nothing itself.
+    gate = {c["id"]: c["verdict"] for c in json.loads((runs[0] / "gate.json").read_text())["checks"]}
+    assert gate["robustness/noise:0.1/overall"] == "fail" and gate["robustness/jpeg:30/overall"] == "pass"
+    table = panel[panel.index('<table class="rb">'):].split("</table>")[0]
+    assert '<span class="status fail">fail</span>' in table and '<span class="status pass">pass</span>' in table
+    assert "a margin of 5.0 points" in panel
     assert (runs[0] / "plots" / "robustness.png").is_file()
+
+
+def test_without_a_gate_run_the_panel_shows_no_verdict(runs: tuple[Path, Path]) -> None:
+    html = write_report_html(runs[1], cube=load_cube(MINI)).read_text()
+    panel = html[html.index('id="robustness"'):html.index('id="worst"')]
+    table = panel[panel.index('<table class="rb">'):].split("</table>")[0]
+    assert "jpeg:30" in table and 'class="status' not in table and "<td>–</td>" in table
 
 
 def test_no_panel_without_perturbations(tmp_path: Path) -> None:

@@ -3,8 +3,9 @@
 The simulated model reads the image it is actually sent: it answers from the pixels'
 noise level (Immerkaer's estimate of the noise sigma) whether it can "see", and knows
 the answers of the cube when it can. So its accuracy falls under strong noise and holds
-under mild JPEG and a mild window change, and the decision functions must fail the
-first and pass the others, on records produced by the real plan, runner and store.
+under mild JPEG and a mild window change, and the gate's robustness and agreement checks
+must fail the first and pass the others, on records produced by the real plan, runner and
+store.
 """
 
 from __future__ import annotations
@@ -16,13 +17,27 @@ from pathlib import Path
 import pytest
 
 from medrcube.cube import load_cube
-from medrcube.metrics.perturbation import Decision, decide, robustness_table
+from medrcube.gate.checks import build_checks
+from medrcube.gate.evaluate import evaluate_gate
+from medrcube.gate.thresholds import load_policy
+from medrcube.metrics.perturbation import robustness_table
 from medrcube.testing.pixel_model import NoiseBlindModel
 from medrcube.run.runner import run_cube
 from medrcube.run.store import ResponseStore
 
 MINI = Path(__file__).resolve().parents[2] / "fixtures" / "mini"
 MARGIN, BOUND = 0.05, 0.9
+
+
+def _gate(cube, records, variants: str, scopes: str, tmp_path: Path) -> dict[str, str]:
+    """The gate's verdicts on its robustness and agreement checks, under a policy of these scopes."""
+    path = tmp_path / f"robustness-{scopes}.yaml"
+    path.write_text(f"version: 1\nrobustness: {{margin: {MARGIN}, min_agreement: {BOUND}, scopes: [{scopes}]}}\n",
+                    encoding="utf-8")
+    cells = {(it.part, it.modality, it.task) for it in cube.items}
+    checks = [c for c in build_checks(cells, load_policy(path), variants=variants)
+              if c.kind in ("robustness", "robustness_agreement")]
+    return {v.check_id: v.status.value for v in evaluate_gate(checks, records).verdicts}
 
 
 def test_a_model_hurt_by_noise_fails_there_and_passes_under_jpeg_and_window(tmp_path: Path) -> None:
@@ -32,22 +47,24 @@ def test_a_model_hurt_by_noise_fails_there_and_passes_under_jpeg_and_window(tmp_
     with ResponseStore(tmp_path / "store") as store:
         result = run_cube(cube, model, variants=variants, store=store)
     assert result.errors == 0
-    table = {r.variant: decide(r, margin=MARGIN, bound=BOUND) for r in robustness_table(result.records)}
+    table = {r.variant: r for r in robustness_table(result.records)}
     noisy, jpeg, window = table["noise:0.1"], table["jpeg:70"], table["window:0.9"]
-    assert noisy.result.drop.standard_acc == pytest.approx(0.8, abs=0.08)
-    assert noisy.result.drop.perturbed_acc == 0
-    assert (noisy.accuracy, noisy.agreement) == (Decision.FAIL, Decision.FAIL)
-    for v in (jpeg, window):
-        assert v.result.drop.drop == 0 and v.result.agreement.estimate == 1.0
-        assert (v.accuracy, v.agreement) == (Decision.PASS, Decision.PASS)
-        assert v.result.drop.n == len(cube.items)
-        assert v.result.drop.clusters == len({it.image for it in cube.items})
+    assert noisy.drop.standard_acc == pytest.approx(0.8, abs=0.08)
+    assert noisy.drop.perturbed_acc == 0
+    for r in (jpeg, window):
+        assert r.drop.drop == 0 and r.agreement.estimate == 1.0
+        assert r.drop.n == len(cube.items)
+        assert r.drop.clusters == len({it.image for it in cube.items})
+    verdicts = _gate(cube, result.records, variants, "overall", tmp_path)
+    assert (verdicts["robustness/noise:0.1/overall"], verdicts["agreement/noise:0.1/overall"]) == ("fail", "fail")
+    for v in ("jpeg:70", "window:0.9"):
+        assert (verdicts[f"robustness/{v}/overall"], verdicts[f"agreement/{v}/overall"]) == ("pass", "pass")
 
-    # per slice: the noise fails on every modality, jpeg passes where there is evidence enough
-    by_modality = {(r.variant, r.scope): decide(r, margin=MARGIN, bound=BOUND)
-                   for r in robustness_table(result.records, by="modality")}
-    assert all(v.accuracy is Decision.FAIL for (name, _), v in by_modality.items() if name == "noise:0.1")
-    assert all(v.accuracy is not Decision.FAIL for (name, _), v in by_modality.items() if name == "jpeg:70")
+    # per modality: the noise never passes, and fails where there is evidence enough; jpeg never fails
+    by_modality = _gate(cube, result.records, variants, "modality", tmp_path)
+    noise = [s for cid, s in by_modality.items() if cid.startswith("robustness/noise:0.1/modality/")]
+    assert noise and "pass" not in noise and noise.count("fail") >= len(noise) // 2, by_modality
+    assert all(s != "fail" for cid, s in by_modality.items() if cid.startswith("robustness/jpeg:70/"))
 
     # the perturbed images are keyed by the bytes sent: a rerun asks nothing again
     asked = model.seen

@@ -35,12 +35,8 @@ images carrying many items each the estimated deff is itself uncertain and the i
 runs short (simulation: 90% coverage for 30 images of 10 items); decisions should ask
 for enough images (`min_n` counts items; the caller may add its own floor on images).
 
-Decisions (pure; the gate maps them onto its outcomes, with its own confidence per
-family): non-inferiority of accuracy passes when the upper bound of the drop is within
-the margin, fails when the lower bound is beyond it, and is undecided otherwise; the
-agreement passes when its lower bound reaches the bound, fails when its upper bound is
-below it, and is undecided otherwise. Too many errors make either an error; no pair
-makes it undecided.
+Estimates and intervals only: the robustness and agreement checks are decided by the
+gate (gate/evidence_clinical.py), and report.html shows the gate's verdicts.
 """
 
 from __future__ import annotations
@@ -49,7 +45,6 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 from medrcube.metrics.accuracy import z_value
@@ -57,18 +52,6 @@ from medrcube.metrics.clustered import ClusteredInterval, cluster_counts, cluste
 from medrcube.records import NOT_ANSWERED, GradedRecord, is_perturbation
 
 STANDARD = "standard"
-# Defaults the report shows decisions against until the gate's policy carries its own
-# robustness margin and agreement bound (thresholds.yaml): at most 5 points of accuracy
-# lost under a perturbation, and 90% of the answers unchanged.
-DEFAULT_MARGIN = 0.05
-DEFAULT_AGREEMENT = 0.90
-
-
-class Decision(StrEnum):
-    PASS = "pass"
-    FAIL = "fail"
-    UNDECIDED = "undecided"
-    ERROR = "error"
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,58 +245,3 @@ def robustness_table(records: Iterable[GradedRecord], *, by: str = "overall", va
     return [perturbation_robustness(groups[scope], v, scope=scope, confidence=confidence)
             for v in names for scope in sorted(groups)
             if any(r.variant == v for r in groups[scope])]
-
-
-# -- decisions ---------------------------------------------------------------------------------
-
-
-def noninferiority_decision(drop: PairedDrop, margin: float, *, min_n: int = 1) -> Decision:
-    """PASS when the drop's upper bound is within `margin`, FAIL when its lower bound is
-    beyond it, UNDECIDED otherwise or with fewer than `min_n` pairs."""
-    if drop.n < max(1, min_n):
-        return Decision.UNDECIDED
-    if drop.hi <= margin:
-        return Decision.PASS
-    if drop.lo > margin:
-        return Decision.FAIL
-    return Decision.UNDECIDED
-
-
-def agreement_decision(agreement: ClusteredInterval, bound: float, *, min_n: int = 1) -> Decision:
-    """PASS when the agreement's lower bound reaches `bound`, FAIL when its upper bound is
-    below it, UNDECIDED otherwise or with fewer than `min_n` pairs."""
-    if agreement.n < max(1, min_n):
-        return Decision.UNDECIDED
-    if agreement.lo >= bound:
-        return Decision.PASS
-    if agreement.hi < bound:
-        return Decision.FAIL
-    return Decision.UNDECIDED
-
-
-@dataclass(frozen=True, slots=True)
-class RobustnessVerdict:
-    """Both decisions for one perturbation and scope, and the evidence."""
-
-    result: PerturbationRobustness
-    accuracy: Decision
-    agreement: Decision
-    margin: float
-    bound: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.result.to_dict(), "accuracy_decision": self.accuracy.value,
-                "agreement_decision": self.agreement.value, "margin": self.margin, "bound": self.bound}
-
-
-def decide(result: PerturbationRobustness, *, margin: float, bound: float, min_n: int = 1,
-           max_error_rate: float | None = None) -> RobustnessVerdict:
-    """The accuracy non-inferiority and the agreement decisions of one result; both are
-    ERROR when the perturbed asks' error rate exceeds `max_error_rate` (an outage is not
-    evidence either way)."""
-    if max_error_rate is not None and result.error_rate > max_error_rate:
-        return RobustnessVerdict(result, Decision.ERROR, Decision.ERROR, margin, bound)
-    return RobustnessVerdict(
-        result, noninferiority_decision(result.drop, margin, min_n=min_n),
-        agreement_decision(result.agreement, bound, min_n=min_n), margin, bound,
-    )

@@ -53,7 +53,7 @@ def _variant_key(v: str) -> tuple[int, float, str]:
 
 def robustness_board(runs: Sequence[tuple[str, RunData]]) -> RobustnessBoard:
     """The board of (label, run) pairs given in leaderboard order."""
-    per_run = [(label, run, robustness_columns(run.records)) for label, run in runs]
+    per_run = [(label, run, robustness_columns(run.records, run.gate)) for label, run in runs]
     variants = tuple(sorted({v for _, _, cols in per_run for v in cols}, key=_variant_key))
     rows = tuple((label, run.run_id, {v: cols.get(v) for v in variants}) for label, run, cols in per_run)
     return RobustnessBoard(variants, rows)

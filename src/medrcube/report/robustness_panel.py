@@ -5,10 +5,9 @@ Shown when the run asked at least one perturbation variant (run/perturb.py). It 
   clustered interval of the drop;
 - a table: per perturbation, the paired items and images, standard and perturbed
   accuracy, the drop and its 95% interval (clustered by image), the answer agreement
-  and its interval, and both decisions (metrics/perturbation.py) against the report's
-  default margin and bound (the gate decides with its policy's; its verdicts, once it
-  has robustness checks, are in the verdict section above);
-- the drop per task for each perturbation, where a perturbation hurts;
+  and its interval, and the gate's verdicts on its robustness and agreement checks
+  (gate.json; the report decides nothing: without a gate run, or a check, it shows none);
+- the drop per task for each perturbation, red where the gate failed that task's check;
 - a strip of one item's images as each perturbation showed them (remade from the cube
   with the same parameters and seed, so byte for byte what was sent to a model with the
   default size limit), with the answer given under each, so a reader sees what was asked.
@@ -24,20 +23,25 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from medrcube.metrics.perturbation import (
-    DEFAULT_AGREEMENT,
-    DEFAULT_MARGIN,
-    PerturbationRobustness,
-    decide,
-    perturbation_variants,
-    robustness_table,
-)
+from medrcube.metrics.perturbation import PerturbationRobustness, perturbation_variants, robustness_table
 from medrcube.records import GradedRecord
 from medrcube.report.readers import RunData
 from medrcube.taxonomy import TASK_NAMES, task_abbrev
 
 STRIP_SIDE = 150
 DETAIL = 48  # source pixels of the centre detail, shown enlarged (noise and JPEG blocks)
+ROBUSTNESS_KINDS = ("robustness", "robustness_agreement")
+
+
+def gate_statuses(gate: Mapping[str, Any] | None) -> dict[str, str]:
+    """The gate's verdict on each robustness and agreement check of gate.json, by id."""
+    return {str(c.get("id")): str(c.get("verdict")) for c in (gate or {}).get("checks") or []
+            if c.get("kind") in ROBUSTNESS_KINDS}
+
+
+def _bound_of(gate: Mapping[str, Any] | None, kind: str) -> float | None:
+    """The margin (or agreement bound) the gate decided with, as gate.json records it."""
+    return next((c.get("bound") for c in (gate or {}).get("checks") or [] if c.get("kind") == kind), None)
 
 
 def robustness_section(run: RunData, cube: Any = None, plots_dir: Path | None = None) -> dict[str, Any] | None:
@@ -46,36 +50,40 @@ def robustness_section(run: RunData, cube: Any = None, plots_dir: Path | None = 
     if not variants:
         return None
     overall = robustness_table(run.records, variants=variants)
-    rows = [_row(r) for r in overall]
+    statuses = gate_statuses(run.gate)
+    rows = [_row(r, statuses) for r in overall]
     figure = None
     if any(r.drop.n for r in overall):
         from medrcube.report import plots
 
-        figure = plots.save(accuracy_figure(overall), "robustness", plots_dir, tight=False).data_uri
+        figure = plots.save(accuracy_figure(overall, statuses), "robustness", plots_dir, tight=False).data_uri
     return {
         "rows": rows,
         "figure": figure,
-        "margin": DEFAULT_MARGIN,
-        "bound": DEFAULT_AGREEMENT,
-        "by_task": by_task(run.records, variants),
+        "margin": _bound_of(run.gate, "robustness"),
+        "bound": _bound_of(run.gate, "robustness_agreement"),
+        "by_task": by_task(run.records, variants, statuses),
         "strip": strip(run.records, variants, cube),
     }
 
 
-def _row(r: PerturbationRobustness) -> dict[str, Any]:
-    v = decide(r, margin=DEFAULT_MARGIN, bound=DEFAULT_AGREEMENT)
+def _row(r: PerturbationRobustness, statuses: Mapping[str, str]) -> dict[str, Any]:
+    """One perturbation's figures and the gate's verdicts on its overall checks (None: no such check)."""
     return {
         "variant": r.variant, "n": r.drop.n, "clusters": r.drop.clusters,
         "standard": r.drop.standard_acc, "perturbed": r.drop.perturbed_acc, "drop": r.drop.drop,
         "lo": r.drop.lo, "hi": r.drop.hi, "lost": r.drop.b, "gained": r.drop.c,
         "agreement": r.agreement.estimate, "agree_lo": r.agreement.lo, "agree_hi": r.agreement.hi,
-        "accuracy_decision": v.accuracy.value, "agreement_decision": v.agreement.value,
+        "accuracy_decision": statuses.get(f"robustness/{r.variant}/overall"),
+        "agreement_decision": statuses.get(f"agreement/{r.variant}/overall"),
         "errors": r.errors, "not_graded": r.not_graded,
     }
 
 
-def by_task(records: Sequence[GradedRecord], variants: Sequence[str]) -> dict[str, Any]:
-    """Tasks x perturbations: the drop (and n) on each task."""
+def by_task(records: Sequence[GradedRecord], variants: Sequence[str],
+            statuses: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Tasks x perturbations: the drop (and n) on each task, and the gate's verdict there."""
+    statuses = statuses or {}
     cells: dict[tuple[str, str], PerturbationRobustness] = {
         (r.scope.split("=", 1)[1], r.variant): r for r in robustness_table(records, by="task", variants=variants)
     }
@@ -83,16 +91,18 @@ def by_task(records: Sequence[GradedRecord], variants: Sequence[str]) -> dict[st
     return {
         "variants": list(variants),
         "rows": [{"task": t, "abbrev": task_abbrev(t),
-                  "cells": [_task_cell(cells.get((t, v))) for v in variants]} for t in tasks],
+                  "cells": [_task_cell(cells.get((t, v)), statuses.get(f"robustness/{v}/task/{t}"))
+                            for v in variants]} for t in tasks],
     }
 
 
-def _task_cell(r: PerturbationRobustness | None) -> dict[str, Any] | None:
+def _task_cell(r: PerturbationRobustness | None, status: str | None) -> dict[str, Any] | None:
     if r is None or r.drop.n == 0:
         return None
     d = r.drop.drop or 0.0
-    tone = "bad" if r.drop.lo > DEFAULT_MARGIN else ("warn" if d > DEFAULT_MARGIN else "")
+    tone = {"fail": "bad", "undecided": "warn"}.get(status or "", "")
     title = f"drop {100 * d:.1f} points, 95% CI [{100 * r.drop.lo:.1f}, {100 * r.drop.hi:.1f}], n={r.drop.n}"
+    title += f"; gate: {status}" if status else ""
     return {"drop": d, "change": signed_points(-d), "n": r.drop.n, "tone": tone, "title": title}
 
 
@@ -102,9 +112,11 @@ def signed_points(x: float) -> str:
     return "0" if p == 0 else f"{'+' if p > 0 else '−'}{abs(p)}"
 
 
-def accuracy_figure(results: Sequence[PerturbationRobustness]) -> Any:
+def accuracy_figure(results: Sequence[PerturbationRobustness], statuses: Mapping[str, str] | None = None) -> Any:
     """Horizontal bars: perturbed accuracy per perturbation, the standard accuracy on the
-    same items as a tick, and the drop's interval as a whisker around the bar's end."""
+    same items as a tick, and the drop's interval as a whisker around the bar's end; red
+    where the gate failed the perturbation's overall check."""
+    statuses = statuses or {}
     from medrcube.report.plots import pyplot_agg
 
     plt = pyplot_agg()
@@ -113,7 +125,7 @@ def accuracy_figure(results: Sequence[PerturbationRobustness]) -> Any:
     ys = list(range(len(shown)))[::-1]
     for y, r in zip(ys, shown, strict=True):
         std, per = 100 * (r.drop.standard_acc or 0.0), 100 * (r.drop.perturbed_acc or 0.0)
-        bad = r.drop.lo > DEFAULT_MARGIN
+        bad = statuses.get(f"robustness/{r.variant}/overall") == "fail"
         colour = "#e45756" if bad else "#4c78a8"
         ax.barh(y, per, height=0.6, color=colour)
         ax.plot([per], [y], marker="D", markersize=4, color=colour)  # visible where the bar has no length
@@ -225,6 +237,9 @@ def _uri(im: Any) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def robustness_columns(records: Sequence[GradedRecord]) -> Mapping[str, dict[str, Any]]:
-    """Per perturbation, the overall figures the leaderboard puts in its columns."""
-    return {r.variant: _row(r) for r in robustness_table(records, variants=perturbation_variants(records))}
+def robustness_columns(records: Sequence[GradedRecord],
+                       gate: Mapping[str, Any] | None = None) -> Mapping[str, dict[str, Any]]:
+    """Per perturbation, the overall figures the leaderboard puts in its columns, with the
+    gate's verdicts of the run (gate.json) when it has them."""
+    statuses = gate_statuses(gate)
+    return {r.variant: _row(r, statuses) for r in robustness_table(records, variants=perturbation_variants(records))}
