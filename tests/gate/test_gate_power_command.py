@@ -7,7 +7,7 @@ import json
 import pytest
 
 from medrcube.cli import main
-from medrcube.metrics.power import pass_probability, required_n
+from medrcube.gate.power import pass_probability, required_n
 
 
 def test_power_prints_probability_and_needed_n(capsys):

@@ -22,7 +22,7 @@ import json
 import math
 import sys
 
-from medrcube.metrics.power import DEFAULT_POWER, RULES, clustered_power, power_report, score_required_n
+from medrcube.gate.power import DEFAULT_POWER, RULES, clustered_power, power_report, score_required_n
 
 
 def _fraction(name: str, *, open_interval: bool = False):

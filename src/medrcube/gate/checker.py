@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, NoReturn
 
 from medrcube.gate.policy import ThresholdsError
-from medrcube.metrics.power import RULES
+from medrcube.gate.power import RULES
 from medrcube.taxonomy import canonical_modality, canonical_part, canonical_task, did_you_mean
 
 

@@ -26,8 +26,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from medrcube.gate.evidence import Criterion, Evidence
+from medrcube.gate.power import DEFAULT_POWER, normal_required_n, score_required_n
 from medrcube.gate.verdict import NO_GUARANTEE, Status, Verdict
-from medrcube.metrics.power import DEFAULT_POWER, normal_required_n, score_required_n
 
 GUARANTEE_PASS = "pass claim at one-sided level {a:.3g} (intersection-union: QUALIFIED is wrong at most {a:.3g})"
 GUARANTEE_FAIL = "fail claim at family-wise level {a:.3g} (Holm over {m} checks)"

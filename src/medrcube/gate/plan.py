@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from medrcube.gate.checks import ACCURACY_KINDS, Check
-from medrcube.metrics.power import DEFAULT_POWER, score_required_n
+from medrcube.gate.power import DEFAULT_POWER, score_required_n
 
 
 @dataclass(frozen=True, slots=True)

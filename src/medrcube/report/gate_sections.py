@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from medrcube.gate.kinds import rank, title_of
+from medrcube.gate.verdict import gate_verdict
 from medrcube.report.analysis import Cell
 
 
@@ -36,10 +37,12 @@ def gate_section(gate: Mapping[str, Any] | None) -> dict[str, Any]:
     # Older gate.json files (and the gate core before its Verdict rewrite) say "skip".
     counts["undecided"] = counts.get("undecided", 0) + counts.pop("skip", 0)
     passed = gate.get("passed")
-    if passed is None:
-        passed = counts["fail"] == 0 and counts["error"] == 0
     verdict = gate.get("gate") or {}  # the gate core's verdict and its guarantee (gate.json, issue 12)
-    word = verdict.get("verdict") or gate.get("verdict") or ("QUALIFIED" if passed else "NOT QUALIFIED")
+    word = verdict.get("verdict") or gate.get("verdict")
+    if passed is None or not word:  # an older gate.json: the gate's own rule on its checks, not the report's
+        decided = gate_verdict(checks)
+        passed = decided.exit_code == 0 if passed is None else passed
+        word = word or decided.status.value
     failing = [
         {
             "id": c.get("id"),

@@ -96,7 +96,7 @@ class SequentialDecider:
         if self.run is None:
             raise RuntimeError("SequentialDecider.verdicts before ask")
         out = sequential_verdicts((t.looks for t in self.run.tracks.values()), self.run.notes())
-        rest = [c for c in checks if c.id not in out or (baseline_error and c.kind.value == "regression")]
+        rest = [c for c in checks if c.id not in out or (baseline_error and c.kind == "regression")]
         if rest:
             result = evaluate_gate(rest, records, baseline, baseline_error=baseline_error)
             self._family = result.evidences

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from medrcube.metrics.accuracy import wilson_interval
-from medrcube.metrics.power import min_successes, pass_probability, passes, power_report, required_n
+from medrcube.gate.power import min_successes, pass_probability, passes, power_report, required_n
 
 
 def test_point_rule_hand_computed():
@@ -51,7 +51,7 @@ def test_stable_n_is_where_power_stays_above_target():
 def test_vectorised_curve_matches_the_exact_scalar(rule, bound, accuracy, n):
     import numpy as np
 
-    from medrcube.metrics.power import _power_curve
+    from medrcube.gate.power import _power_curve
 
     curve = _power_curve(rule, bound, accuracy, np.array([float(n)]), 0.95)
     assert curve[0] == pytest.approx(pass_probability(rule, bound, accuracy, n), abs=1e-12)
@@ -75,7 +75,7 @@ def test_pass_probability_is_the_binomial_sum(rule, bound, n):
 
 
 def test_needed_n_text_quotes_min_n_when_it_is_the_larger_requirement():
-    from medrcube.metrics.power import needed_n_text, required_n
+    from medrcube.gate.power import needed_n_text, required_n
 
     need = required_n("point", 0.6, 0.9, 0.95, stable=True)
     assert need is not None and need < 10
