@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from medrcube.gate.kinds import BuildContext, registered
+from medrcube.gate.kinds import BuildContext, builds, registered
 from medrcube.gate.thresholds import AXES, Bound, Policy, ThresholdsError
 from medrcube.metrics.findings import label_of
 from medrcube.records import GradedRecord, is_perturbation
@@ -162,6 +162,8 @@ def _accuracy_check(
 
 # --------------------------------------------------------------------------- building
 
+Selector = tuple[str | None, str | None, str | None]
+
 
 def build_checks(
     cells: Iterable[Sequence[str]],
@@ -191,20 +193,29 @@ def build_checks(
     )
     cube_cells.sort(key=lambda c: (rank[0][c[0]], rank[1][c[1]], rank[2][c[2]]))
     names, rotations = _variant_names(variants)
-    checks: list[Check] = []
+    asked = [v for v in variants.split(",") if v.strip()] if isinstance(variants, str) else list(variants)
+    context = BuildContext(tuple(cube_cells), {"part": parts, "modality": modalities, "task": tasks}, policy,
+                           tuple(names), has_baseline, cell_options, tuple(asked), rotations)
+    # Each kind builds its own, in the registry's order (gate/kinds.py; the built-in ones below).
+    return [check for entry in registered() if entry.build is not None for check in entry.build(context)]
 
-    if policy.overall is not None:
-        checks.append(_accuracy_check(
-            "overall", CheckKind.OVERALL, policy.overall, (None, None, None),
-            _labels(ALL_PARTS, ALL_MODALITIES, ALL_TASKS, "overall", "blocker", CheckKind.OVERALL),
-        ))
 
-    axis_values = {"part": parts, "modality": modalities, "task": tasks}
+@builds(CheckKind.OVERALL)
+def _overall_checks(ctx: BuildContext) -> list[Check]:
+    if ctx.policy.overall is None:
+        return []
+    return [_accuracy_check("overall", CheckKind.OVERALL, ctx.policy.overall, (None, None, None),
+                            _labels(ALL_PARTS, ALL_MODALITIES, ALL_TASKS, "overall", "blocker", CheckKind.OVERALL))]
+
+
+@builds(CheckKind.SLICE)
+def _slice_checks(ctx: BuildContext) -> list[Check]:
+    out = []
     for axis in AXES:
-        sp = policy.slices.get(axis)
+        sp = ctx.policy.slices.get(axis)
         if sp is None:
             continue
-        for value in axis_values[axis]:
+        for value in ctx.axis_values[axis]:
             b = sp.bound_for(value)
             if b is None:
                 continue
@@ -213,75 +224,80 @@ def build_checks(
             level = _level_name(value) if axis == "task" else "slice"
             labels = _labels(sel[0] or ALL_PARTS, sel[1] or ALL_MODALITIES, sel[2] or ALL_TASKS, level,
                              _SEVERITY_BY_LEVEL[level] if axis == "task" else "critical", CheckKind.SLICE)
-            checks.append(_accuracy_check(f"slice/{axis}/{value}", CheckKind.SLICE, b, sel, labels))
+            out.append(_accuracy_check(f"slice/{axis}/{value}", CheckKind.SLICE, b, sel, labels))
+    return out
 
-    for cell in cube_cells:
-        b = policy.cell_bound(cell)
+
+@builds(CheckKind.CELL)
+def _cell_checks(ctx: BuildContext) -> list[Check]:
+    out = []
+    for cell in ctx.cells:
+        b = ctx.policy.cell_bound(cell)
         if b is None:
             continue
         level = _level_name(cell[2])
-        checks.append(_accuracy_check(
-            "/".join(cell), CheckKind.CELL, b, cell,
-            _labels(*cell, level, _SEVERITY_BY_LEVEL[level], CheckKind.CELL),
+        out.append(_accuracy_check("/".join(cell), CheckKind.CELL, b, cell,
+                                   _labels(*cell, level, _SEVERITY_BY_LEVEL[level], CheckKind.CELL)))
+    return out
+
+
+@builds(CheckKind.IMAGE_DEPENDENCE)
+def _image_dependence_checks(ctx: BuildContext) -> list[Check]:
+    idp = ctx.policy.image_dependence
+    if "blind" not in ctx.variants or not idp.enabled:
+        return []
+    return [Check(
+        id="image-dependence/overall", kind=CheckKind.IMAGE_DEPENDENCE, metric="blind_drop",
+        part=None, modality=None, task=None, bound=idp.min_drop, rule=idp.rule, confidence=idp.confidence,
+        min_n=idp.min_n, max_error_rate=idp.max_error_rate, source=f"{idp.source}.min_drop",
+        variants=("standard", "blind"), required=idp.required,
+        labels=_labels(ALL_PARTS, "Image dependence", "Standard vs blind", "overall", "critical",
+                       CheckKind.IMAGE_DEPENDENCE),
+    )]
+
+
+@builds(CheckKind.POSITION)
+def _position_checks(ctx: BuildContext) -> list[Check]:
+    pos = ctx.policy.position
+    if "shuffled" not in ctx.variants or not pos.enabled or (pos.max_gap is None and pos.min_circular_accuracy is None):
+        return []
+    return [Check(
+        id="position/overall", kind=CheckKind.POSITION, metric="circular_accuracy",
+        part=None, modality=None, task=None, bound=pos.min_circular_accuracy, rule=pos.rule,
+        confidence=pos.confidence, min_n=pos.min_n, max_error_rate=pos.max_error_rate, source=pos.source,
+        variants=("standard", "shuffled"), params={"max_gap": pos.max_gap, "rotations": ctx.rotations},
+        required=pos.required,
+        labels=_labels(ALL_PARTS, "Position robustness", "Circular accuracy", "overall", "normal", CheckKind.POSITION),
+    )]
+
+
+@builds(CheckKind.REGRESSION)
+def _regression_checks(ctx: BuildContext) -> list[Check]:
+    reg = ctx.policy.regression
+    if not ctx.has_baseline or not reg.enabled:
+        return []
+    scopes: list[tuple[str, Selector]] = [("regression/overall", (None, None, None))]
+    if reg.per_cell:
+        scopes += [("regression/" + "/".join(c), c) for c in ctx.cells]
+    out = []
+    for cid, sel in scopes:
+        level = _level_name(sel[2]) if sel[2] else "overall"
+        out.append(Check(
+            id=cid, kind=CheckKind.REGRESSION, metric="regression_drop", part=sel[0], modality=sel[1],
+            task=sel[2], bound=reg.margin, rule=reg.rule, confidence=1.0 - 2.0 * reg.alpha, min_n=reg.min_n,
+            max_error_rate=reg.max_error_rate, source=f"{reg.source}.margin",
+            params={"alpha": reg.alpha, "margin": reg.margin},
+            required=reg.required if cid == "regression/overall" else reg.cells_required,
+            labels=_labels(sel[0] or ALL_PARTS, sel[1] or ALL_MODALITIES, sel[2] or ALL_TASKS, level,
+                           "critical" if level in ("overall", "high") else _SEVERITY_BY_LEVEL[level],
+                           CheckKind.REGRESSION),
         ))
-
-    checks.extend(_credibility_checks(cube_cells, parts, policy))
-
-    idp = policy.image_dependence
-    if "blind" in names and idp.enabled:
-        checks.append(Check(
-            id="image-dependence/overall", kind=CheckKind.IMAGE_DEPENDENCE, metric="blind_drop",
-            part=None, modality=None, task=None, bound=idp.min_drop, rule=idp.rule, confidence=idp.confidence,
-            min_n=idp.min_n, max_error_rate=idp.max_error_rate, source=f"{idp.source}.min_drop",
-            variants=("standard", "blind"), required=idp.required,
-            labels=_labels(ALL_PARTS, "Image dependence", "Standard vs blind", "overall", "critical",
-                           CheckKind.IMAGE_DEPENDENCE),
-        ))
-
-    pos = policy.position
-    if "shuffled" in names and pos.enabled and (pos.max_gap is not None or pos.min_circular_accuracy is not None):
-        checks.append(Check(
-            id="position/overall", kind=CheckKind.POSITION, metric="circular_accuracy",
-            part=None, modality=None, task=None, bound=pos.min_circular_accuracy, rule=pos.rule,
-            confidence=pos.confidence, min_n=pos.min_n, max_error_rate=pos.max_error_rate, source=pos.source,
-            variants=("standard", "shuffled"), params={"max_gap": pos.max_gap, "rotations": rotations},
-            required=pos.required,
-            labels=_labels(ALL_PARTS, "Position robustness", "Circular accuracy", "overall", "normal",
-                           CheckKind.POSITION),
-        ))
-
-    variant_list = [v for v in variants.split(",") if v.strip()] if isinstance(variants, str) else list(variants)
-    checks.extend(_robustness_checks(cube_cells, axis_values, policy, variant_list))
-    checks.extend(_finding_checks(cube_cells, policy, cell_options))
-    checks.extend(_calibration_checks(policy))
-    checks.extend(_selective_checks(cube_cells, policy, "abstain" in names))
-
-    reg = policy.regression
-    if has_baseline and reg.enabled:
-        scopes: list[tuple[str, tuple[str | None, str | None, str | None]]] = [("regression/overall", (None, None, None))]
-        if reg.per_cell:
-            scopes += [("regression/" + "/".join(c), c) for c in cube_cells]
-        for cid, sel in scopes:
-            level = _level_name(sel[2]) if sel[2] else "overall"
-            checks.append(Check(
-                id=cid, kind=CheckKind.REGRESSION, metric="regression_drop", part=sel[0], modality=sel[1],
-                task=sel[2], bound=reg.margin, rule=reg.rule, confidence=1.0 - 2.0 * reg.alpha, min_n=reg.min_n,
-                max_error_rate=reg.max_error_rate, source=f"{reg.source}.margin",
-                params={"alpha": reg.alpha, "margin": reg.margin},
-                required=reg.required if cid == "regression/overall" else reg.cells_required,
-                labels=_labels(sel[0] or ALL_PARTS, sel[1] or ALL_MODALITIES, sel[2] or ALL_TASKS, level,
-                               "critical" if level in ("overall", "high") else _SEVERITY_BY_LEVEL[level],
-                               CheckKind.REGRESSION),
-            ))
-    # Registered kinds beyond the built-in ones build their own (gate/kinds.py).
-    context = BuildContext(tuple(cube_cells), axis_values, policy, tuple(names), has_baseline, cell_options)
-    for entry in registered():
-        if entry.build is not None:
-            checks.extend(entry.build(context))
-    return checks
+    return out
 
 
-def _credibility_checks(cube_cells: list[tuple[str, str, str]], parts: list[str], policy: Policy) -> list[Check]:
+@builds(CheckKind.CREDIBILITY)
+def _credibility_checks(ctx: BuildContext) -> list[Check]:
+    cube_cells, parts, policy = ctx.cells, ctx.axis_values["part"], ctx.policy
     cred = policy.credibility
     if cred is None or not cred.enabled:
         return []
@@ -319,8 +335,6 @@ def _credibility_checks(cube_cells: list[tuple[str, str, str]], parts: list[str]
 
 # --------------------------------------------------------------------------- issues 16 and 17
 
-Selector = tuple[str | None, str | None, str | None]
-
 
 def _perturbations(variants: Iterable[Any]) -> list[tuple[str, Any]]:
     """(spec, perturbation or None) of every image perturbation asked: Variant objects
@@ -335,8 +349,8 @@ def _perturbations(variants: Iterable[Any]) -> list[tuple[str, Any]]:
     return list(out.items())
 
 
-def _scope_selectors(scope: str, cube_cells: list[tuple[str, str, str]],
-                     axis_values: Mapping[str, list[str]]) -> list[tuple[str, Selector]]:
+def _scope_selectors(scope: str, cube_cells: Sequence[tuple[str, str, str]],
+                     axis_values: Mapping[str, Sequence[str]]) -> list[tuple[str, Selector]]:
     if scope == "overall":
         return [("overall", (None, None, None))]
     if scope == "cell":
@@ -356,15 +370,25 @@ def _scope_labels(sel: Selector, kind: str, severity: str = "critical") -> dict[
     return _labels(sel[0] or ALL_PARTS, sel[1] or ALL_MODALITIES, sel[2] or ALL_TASKS, level, severity, kind)
 
 
-def _robustness_checks(cube_cells: list[tuple[str, str, str]], axis_values: Mapping[str, list[str]], policy: Policy,
-                       variants: Iterable[Any]) -> list[Check]:
-    rob = policy.robustness
+@builds(CheckKind.ROBUSTNESS)
+def _robustness(ctx: BuildContext) -> list[Check]:
+    return [c for c in _robustness_checks(ctx) if c.kind is CheckKind.ROBUSTNESS]
+
+
+@builds(CheckKind.ROBUSTNESS_AGREEMENT)
+def _agreement(ctx: BuildContext) -> list[Check]:
+    return [c for c in _robustness_checks(ctx) if c.kind is CheckKind.ROBUSTNESS_AGREEMENT]
+
+
+def _robustness_checks(ctx: BuildContext) -> list[Check]:
+    """Per perturbation asked and scope: the accuracy check and the agreement check."""
+    rob = ctx.policy.robustness
     if not rob.enabled:
         return []
     out: list[Check] = []
-    for spec, pert in _perturbations(variants):
+    for spec, pert in _perturbations(ctx.asked):
         for scope in rob.scopes:
-            for sid, sel in _scope_selectors(scope, cube_cells, axis_values):
+            for sid, sel in _scope_selectors(scope, ctx.cells, ctx.axis_values):
                 # A perturbation never asked on a task (flip on ROI Grounding) has no evidence there.
                 if pert is not None and sel[2] is not None and not pert.applies_to_task(sel[2]):
                     continue
@@ -385,8 +409,9 @@ def _robustness_checks(cube_cells: list[tuple[str, str, str]], axis_values: Mapp
     return out
 
 
-def _finding_checks(cube_cells: list[tuple[str, str, str]], policy: Policy,
-                    cell_options: Mapping[tuple[str, str, str], Iterable[str]] | None) -> list[Check]:
+@builds(CheckKind.FINDING)
+def _finding_checks(ctx: BuildContext) -> list[Check]:
+    cube_cells, policy, cell_options = ctx.cells, ctx.policy, ctx.cell_options
     fp = policy.findings
     if fp is None or not fp.enabled or not fp.min_sensitivity:
         return []
@@ -421,8 +446,9 @@ def _finding_checks(cube_cells: list[tuple[str, str, str]], policy: Policy,
     return out
 
 
-def _calibration_checks(policy: Policy) -> list[Check]:
-    cal = policy.calibration
+@builds(CheckKind.CALIBRATION)
+def _calibration_checks(ctx: BuildContext) -> list[Check]:
+    cal = ctx.policy.calibration
     if cal is None or not cal.enabled or (cal.max_ce is None and cal.max_ece is None):
         return []
     statistic, bound = ("ce", cal.max_ce) if cal.max_ce is not None else ("ece", cal.max_ece)
@@ -434,8 +460,10 @@ def _calibration_checks(policy: Policy) -> list[Check]:
         labels=_labels(ALL_PARTS, "Calibration", "Calibration error", "overall", "normal", CheckKind.CALIBRATION))]
 
 
-def _selective_checks(cube_cells: list[tuple[str, str, str]], policy: Policy, has_abstain: bool) -> list[Check]:
-    sp = policy.selective
+@builds(CheckKind.SELECTIVE)
+def _selective_checks(ctx: BuildContext) -> list[Check]:
+    cube_cells, has_abstain = ctx.cells, "abstain" in ctx.variants
+    sp = ctx.policy.selective
     if not sp.enabled:
         return []
     scopes: list[tuple[str, Selector]] = []

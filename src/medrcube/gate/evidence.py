@@ -16,15 +16,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 
-from medrcube.gate.checks import ACCURACY_KINDS, Check, CheckKind
+import medrcube.gate.evidence_clinical  # noqa: F401  (its kinds register their evidence)
+from medrcube.gate.checks import Check, CheckKind
 from medrcube.gate.criteria import MAX_WORST, Criterion, Evidence, with_finite
 from medrcube.gate.criteria import api_errors as _errors
 from medrcube.gate.criteria import ci_text as _ci
 from medrcube.gate.criteria import diff_criterion as _diff_criterion
 from medrcube.gate.criteria import fmt as _f
 from medrcube.gate.criteria import prop_criterion as _prop_criterion
-from medrcube.gate.evidence_clinical import CLINICAL_KINDS, collect_clinical
-from medrcube.gate.kinds import entry_of
+from medrcube.gate.kinds import collects, entry_of
 from medrcube.gate.verdict import WorstItem
 from medrcube.metrics.accuracy import accuracy, chance_level
 from medrcube.metrics.clustered import METHOD as PROPORTION_METHOD
@@ -51,25 +51,15 @@ def collect(
 ) -> Evidence:
     """The evidence of `check` on the run's records (all variants; the check selects its own)."""
     selected = [r for r in records if check.selects(r)]
+    entry = entry_of(check.kind)  # each kind collects its own (gate/kinds.py; the built-in ones below)
+    if entry is None or entry.evidence is None:
+        raise ValueError(f"unknown check kind {check.kind!r}")
     try:
-        if check.kind in ACCURACY_KINDS:
-            return _accuracy(check, selected)
-        if check.kind is CheckKind.CREDIBILITY:
-            return _credibility(check, selected)
-        if check.kind is CheckKind.IMAGE_DEPENDENCE:
-            return _image_dependence(check, selected)
-        if check.kind is CheckKind.POSITION:
-            return _position(check, selected)
-        if check.kind is CheckKind.REGRESSION:
-            return _regression(check, selected, baseline, baseline_error)
-        if check.kind in CLINICAL_KINDS:
-            return collect_clinical(check, selected)
-        entry = entry_of(check.kind)  # a registered kind collects its own (gate/kinds.py)
-        if entry is not None and entry.evidence is not None:
-            return entry.evidence(check, selected)
+        if entry.needs_baseline:
+            return entry.evidence(check, selected, baseline, baseline_error)
+        return entry.evidence(check, selected)
     except ValueError as exc:  # inconsistent records (e.g. duplicates): say so, decide nothing
         return Evidence(check, 0, "items", error=f"cannot evaluate: {exc}")
-    raise ValueError(f"unknown check kind {check.kind!r}")
 
 
 # --------------------------------------------------------------------------- accuracy
@@ -89,6 +79,9 @@ def effective_bound(check: Check, chance: float | None) -> tuple[float, str]:
     )
 
 
+@collects(CheckKind.OVERALL)
+@collects(CheckKind.SLICE)
+@collects(CheckKind.CELL)
 def _accuracy(check: Check, records: list[GradedRecord]) -> Evidence:
     std = [r for r in records if r.variant == "standard"]
     rate, err = _errors(check, std)
@@ -158,6 +151,7 @@ def collect_site(check: Check, records: Iterable[GradedRecord], hit: Callable[[G
 # --------------------------------------------------------------------------- credibility
 
 
+@collects(CheckKind.CREDIBILITY)
 def _credibility(check: Check, records: list[GradedRecord]) -> Evidence:
     std = [r for r in records if r.variant == "standard"]
     rate, err = _errors(check, std)
@@ -229,6 +223,7 @@ def _credibility(check: Check, records: list[GradedRecord]) -> Evidence:
 # --------------------------------------------------------------------------- image dependence
 
 
+@collects(CheckKind.IMAGE_DEPENDENCE)
 def _image_dependence(check: Check, records: list[GradedRecord]) -> Evidence:
     asked = [r for r in records if r.variant in ("standard", "blind")]
     rate, err = _errors(check, asked)
@@ -258,6 +253,7 @@ def _image_dependence(check: Check, records: list[GradedRecord]) -> Evidence:
 # --------------------------------------------------------------------------- position robustness
 
 
+@collects(CheckKind.POSITION)
 def _position(check: Check, records: list[GradedRecord]) -> Evidence:
     asked = [r for r in records if r.variant in ("standard", "shuffled")]
     rate, err = _errors(check, asked)
@@ -299,6 +295,7 @@ def _position(check: Check, records: list[GradedRecord]) -> Evidence:
 # --------------------------------------------------------------------------- regression
 
 
+@collects(CheckKind.REGRESSION, needs_baseline=True)
 def _regression(
     check: Check, records: list[GradedRecord], baseline: Iterable[GradedRecord] | None, missing: str | None = None
 ) -> Evidence:

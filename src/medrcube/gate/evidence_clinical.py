@@ -32,6 +32,7 @@ from statistics import NormalDist
 
 from medrcube.gate.checks import Check, CheckKind
 from medrcube.gate.criteria import MAX_WORST, Criterion, Evidence, api_errors, ci_text, fmt, prop_criterion, with_finite
+from medrcube.gate.kinds import collects
 from medrcube.gate.verdict import WorstItem, letter
 from medrcube.metrics.calibration import calibration, scored
 from medrcube.metrics.clustered import METHOD as PROPORTION_METHOD
@@ -48,8 +49,6 @@ from medrcube.metrics.selective import (
 )
 from medrcube.records import GradedRecord, Outcome
 
-CLINICAL_KINDS = frozenset({CheckKind.ROBUSTNESS, CheckKind.ROBUSTNESS_AGREEMENT, CheckKind.FINDING,
-                            CheckKind.CALIBRATION, CheckKind.SELECTIVE})
 _N = NormalDist()
 TANGO_METHOD = "Tango's paired score interval, score divided by sqrt(design effect over images)"
 KISH_METHOD = "Wilson score on the Kish effective n (ANOVA ICC; images counted when not estimable)"
@@ -58,14 +57,9 @@ NO_CONFIDENCE = ("no graded record carries a confidence: ask an endpoint that re
                  "--template verbal (a stated confidence); docs/clinical.md")
 
 
-def collect_clinical(check: Check, records: list[GradedRecord]) -> Evidence:
-    """The evidence of a check of one of CLINICAL_KINDS (records already in its scope)."""
-    if check.kind in (CheckKind.ROBUSTNESS, CheckKind.ROBUSTNESS_AGREEMENT):
-        return _robustness(check, records)
-    if check.kind is CheckKind.FINDING:
-        return _finding(check, records)
-    if check.kind is CheckKind.CALIBRATION:
-        return _calibration(check, records)
+@collects(CheckKind.SELECTIVE)
+def _selective(check: Check, records: list[GradedRecord]) -> Evidence:
+    """A selective check's evidence, by its metric (records already in its scope)."""
     if check.metric == "utility":
         return _utility(check, records)
     if check.metric == "coverage_at_risk":
@@ -104,6 +98,8 @@ def _facts_ci(check: Check, lo: float, hi: float) -> str:
 # --------------------------------------------------------------------------- robustness (issue 17)
 
 
+@collects(CheckKind.ROBUSTNESS)
+@collects(CheckKind.ROBUSTNESS_AGREEMENT)
 def _robustness(check: Check, records: list[GradedRecord]) -> Evidence:
     variant = str(check.params["variant"])
     asked = [r for r in records if r.variant in ("standard", variant)]
@@ -164,6 +160,7 @@ def _in_cells(r: GradedRecord, patterns: Sequence[str]) -> bool:
     return any(all(fnmatch.fnmatchcase(v, q) for v, q in zip(r.cell, p.split("/"), strict=True)) for p in patterns)
 
 
+@collects(CheckKind.FINDING)
 def _finding(check: Check, records: list[GradedRecord]) -> Evidence:
     finding = str(check.params["finding"])
     std = [r for r in records if r.variant == "standard" and _in_cells(r, check.params.get("cells") or ["*/*/*"])]
@@ -207,6 +204,7 @@ def _finding(check: Check, records: list[GradedRecord]) -> Evidence:
 # --------------------------------------------------------------------------- calibration (issue 16)
 
 
+@collects(CheckKind.CALIBRATION)
 def _calibration(check: Check, records: list[GradedRecord]) -> Evidence:
     std = [r for r in records if r.variant == "standard"]
     rate, err = api_errors(check, std)

@@ -10,10 +10,12 @@ An entry (`KindEntry`) says everything the house needs to know of a kind of chec
   checks from the cube's cells and the policy (`build`) and collects its evidence
   (`evidence`).
 
-The built-in kinds are registered below as data: their sections, builders and
-evidence are gate/thresholds.py's, gate/checks.py's and gate/evidence*.py's (they are
-older than the registry and share helpers). A new kind is one `register(KindEntry(...))`
-in its own module, with `read_policy`, `build` and `evidence`; nothing else changes:
+The built-in kinds are registered below as data; their builders and evidence collectors
+join their entries where they are written, by the decorators `@builds(kind)`
+(gate/checks.py) and `@collects(kind)` (gate/evidence.py, gate/evidence_clinical.py),
+and their policy sections are read by gate/thresholds.py into the Policy's own fields.
+A new kind is one `register(KindEntry(...))` in its own module, with `read_policy`,
+`build` and `evidence`; nothing else changes:
 the plugin parametrizes its test, the decider puts its checks in the Holm family, and
 gate.json, JUnit, Allure, the terminal summary and report.html show them.
 
@@ -24,15 +26,18 @@ module of the gate (and every room above) can read it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True, slots=True)
 class BuildContext:
     """What a kind's `build` reads: the cube's cells in canonical order, the axis values,
     the policy (medrcube.gate.policy.Policy), the variant names asked, whether the run has
-    a baseline, and the option texts offered per cell (None: not known)."""
+    a baseline, the option texts offered per cell (None: not known), the variants as given
+    (spec strings or run.variants.Variant objects) and K of shuffled:K."""
 
     cells: Sequence[tuple[str, str, str]]
     axis_values: Mapping[str, Sequence[str]]
@@ -40,6 +45,8 @@ class BuildContext:
     variants: Sequence[str]
     has_baseline: bool
     cell_options: Mapping[tuple[str, str, str], Any] | None = None
+    asked: Sequence[Any] = ()
+    rotations: int | None = None
 
     def section(self, name: str) -> Any:
         """The parsed policy section of a registered kind (None: not in the policy)."""
@@ -62,8 +69,10 @@ class KindEntry:
     # it raises through the checker (ThresholdsError naming the key) on a bad value.
     read_policy: Callable[[Any, str, Any], Any] | None = None
     build: Callable[[BuildContext], list[Any]] | None = None  # -> medrcube.gate.checks.Check
-    # (check, the run's records in its scope) -> medrcube.gate.criteria.Evidence
-    evidence: Callable[[Any, list[Any]], Any] | None = None
+    # (check, the run's records in its scope) -> medrcube.gate.criteria.Evidence; a kind that
+    # `needs_baseline` is also given the baseline's records and why they are missing.
+    evidence: Callable[..., Any] | None = None
+    needs_baseline: bool = False
 
 
 _ENTRIES: dict[str, KindEntry] = {}
@@ -77,6 +86,22 @@ def register(entry: KindEntry) -> KindEntry:
         raise ValueError(f"test function {entry.test!r} belongs to another check kind")
     _ENTRIES[entry.name] = entry
     return entry
+
+
+def builds(name: str) -> Callable[[F], F]:
+    """Decorator: the function builds the checks of the registered kind `name`."""
+    def attach(fn: F) -> F:
+        _ENTRIES[name] = replace(_ENTRIES[name], build=fn)
+        return fn
+    return attach
+
+
+def collects(name: str, *, needs_baseline: bool = False) -> Callable[[F], F]:
+    """Decorator: the function collects the evidence of a check of the registered kind `name`."""
+    def attach(fn: F) -> F:
+        _ENTRIES[name] = replace(_ENTRIES[name], evidence=fn, needs_baseline=needs_baseline)
+        return fn
+    return attach
 
 
 def unregister(name: str) -> None:
