@@ -15,8 +15,7 @@ join their entries where they are written, by the decorators `@builds(kind)`
 (gate/checks.py) and `@collects(kind)` (gate/evidence.py, gate/evidence_clinical.py),
 and their policy sections are read by gate/thresholds.py into the Policy's own fields.
 A new kind is one `register(KindEntry(...))` in its own module, with `read_policy`,
-`build` and `evidence`; nothing else changes:
-the plugin parametrizes its test, the decider puts its checks in the Holm family, and
+`build` and `evidence`; nothing else changes: the plugin parametrizes its test, the decider puts its checks in the Holm family, and
 gate.json, JUnit, Allure, the terminal summary and report.html show them.
 
 This module is the lowest of gate/: it imports nothing of the gate, so that every
@@ -55,6 +54,8 @@ class BuildContext:
 
 @dataclass(frozen=True, slots=True)
 class KindEntry:
+    """One kind of check, as every room needs it (see the module docstring)."""
+
     name: str  # a check's `kind`
     title: str  # the summary line's label and the report panel's title
     test: str = ""  # the suite's test function (empty: no suite function, e.g. a site's own checks)
