@@ -26,7 +26,7 @@ import argparse
 import numpy as np
 
 from medrcube.metrics.comparison import newcombe_paired_interval
-from medrcube.metrics.perturbation import Decision, clustered_paired_interval, noninferiority_decision, tango_interval
+from medrcube.metrics.perturbation import clustered_paired_interval, tango_interval
 
 P_BREAK_LOSS, P_LOSS, P_GAIN = 0.7, 0.02, 0.02
 
@@ -69,7 +69,7 @@ def run(reps: int, seed: int) -> list[dict[str, float | str]]:
                                        ("newcombe", newcombe_paired_interval(d.a, d.b, d.c, d.d))):
                     hits[name][0] += lo <= truth <= hi
                     hits[name][1] += hi < truth
-                passed += noninferiority_decision(d, margin) is Decision.PASS
+                passed += d.n > 0 and d.hi <= margin  # a pass claim: the drop's whole interval within the margin
             row: dict[str, float | str] = {"images": k, "items": m, "case": label, "truth": truth,
                                            "deff": float(np.median(deffs)), "pass": passed / reps}
             for name, (cov, up) in hits.items():
