@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from medrcube.gate.kinds import BuildContext, builds, registered
+from medrcube.gate.kinds import BuildContext, builds, entry_of, registered
 from medrcube.gate.thresholds import AXES, Bound, Policy, ThresholdsError
 from medrcube.metrics.findings import label_of
 from medrcube.records import GradedRecord, is_perturbation
@@ -85,7 +85,8 @@ class Check:
 
     @property
     def needs_baseline(self) -> bool:
-        return self.kind is CheckKind.REGRESSION
+        entry = entry_of(self.kind)  # the kind's registry entry says so (gate/kinds.py)
+        return entry is not None and entry.needs_baseline
 
     def selects(self, record: GradedRecord) -> bool:
         """Whether the record lies in the check's part/modality/task scope (any variant)."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from medrcube.gate.checks import Check, CheckKind
+from medrcube.gate.checks import Check
 from medrcube.gate.criteria import Evidence
 from medrcube.gate.evidence import collect
 from medrcube.gate.family import decide
@@ -82,7 +82,7 @@ def evaluate_gate(
     error message)."""
     records = list(records)
     base = list(baseline) if baseline is not None else None
-    evidences = [collect(c, records, base if c.kind is CheckKind.REGRESSION else None, baseline_error=baseline_error)
+    evidences = [collect(c, records, base if c.needs_baseline else None, baseline_error=baseline_error)
                  for c in checks]
     verdicts = tuple(decide(evidences))
     gate = gate_verdict((v.to_dict() for v in verdicts), guarantee_text(checks, scope))

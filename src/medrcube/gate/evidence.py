@@ -295,7 +295,7 @@ def _position(check: Check, records: list[GradedRecord]) -> Evidence:
 # --------------------------------------------------------------------------- regression
 
 
-@collects(CheckKind.REGRESSION, needs_baseline=True)
+@collects(CheckKind.REGRESSION)
 def _regression(
     check: Check, records: list[GradedRecord], baseline: Iterable[GradedRecord] | None, missing: str | None = None
 ) -> Evidence:

@@ -97,10 +97,10 @@ def builds(name: str) -> Callable[[F], F]:
     return attach
 
 
-def collects(name: str, *, needs_baseline: bool = False) -> Callable[[F], F]:
+def collects(name: str) -> Callable[[F], F]:
     """Decorator: the function collects the evidence of a check of the registered kind `name`."""
     def attach(fn: F) -> F:
-        _ENTRIES[name] = replace(_ENTRIES[name], evidence=fn, needs_baseline=needs_baseline)
+        _ENTRIES[name] = replace(_ENTRIES[name], evidence=fn)
         return fn
     return attach
 
@@ -173,7 +173,7 @@ BUILTIN = tuple(e.name for e in (
     register(KindEntry("regression", "regression against the baseline", "test_regression",
                        "The candidate is not worse than the baseline by more than the margin (non-inferiority).",
                        off="regression checks need --baseline (a previous run directory or a model spec)",
-                       epic="Regression", section="regression")),
+                       epic="Regression", section="regression", needs_baseline=True)),
     register(KindEntry("robustness", "robustness to image perturbations", "test_robustness",
                        "Accuracy under an image perturbation is not worse than standard by more than the margin.",
                        off=f"robustness checks need an image perturbation: {_PERTURB},noise:0.03",
