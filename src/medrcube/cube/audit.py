@@ -111,7 +111,7 @@ class Audit:
     constant_letter: dict[str, dict[str, float | None]]  # scope ("overall", part) -> letter -> grounding
     findings: tuple[Finding, ...]
     bounds: AuditBounds
-    prior_by_item: dict[str, bool] = field(default_factory=dict)  # item id -> the options-only model is right
+    prior_by_item: dict[str, float] = field(default_factory=dict)  # item id -> how often the options-only model is right
 
     @property
     def ok(self) -> bool:
@@ -211,14 +211,14 @@ def constant_letter_grounding(items: Iterable[Item], exclude_low: Sequence[str] 
     return dict(out)
 
 
-def _scope(items: Sequence[Item], prior: dict[str, bool], sibling: dict[str, bool], named: set[str]) -> Scope:
+def _scope(items: Sequence[Item], prior: dict[str, float], sibling: dict[str, float], named: set[str]) -> Scope:
     n = len(items)
     mean = (lambda xs: sum(xs) / n) if n else (lambda xs: 0.0)
     return Scope(
         n=n,
         chance=mean([1 / len(it.options) for it in items]),
-        prior=mean([prior.get(it.id, False) for it in items]),
-        sibling=mean([sibling.get(it.id, False) for it in items]),
+        prior=mean([prior.get(it.id, 0.0) for it in items]),
+        sibling=mean([sibling.get(it.id, 0.0) for it in items]),
         named=sum(it.id in named for it in items),
         longest=mean([_length_pick(it, True) for it in items]),
         shortest=mean([_length_pick(it, False) for it in items]),
