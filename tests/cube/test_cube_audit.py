@@ -139,7 +139,7 @@ def test_a_cell_whose_answers_fill_half_the_options_is_flagged_with_its_cell(tmp
     leaks = [line for line in text.splitlines() if line.startswith("  LEAK ")]
     assert code == 4, text
     assert [line.split(":")[0] for line in leaks] == ["  LEAK cell Lungs/CT/ROI Grounding"], leaks
-    assert "options_prior" in leaks[0] and "> 0.350" in leaks[0] and ". Fix: " in leaks[0]
+    assert "options_prior" in leaks[0] and "> 0.350" in leaks[0] and ". Fix: balance the answers within the cell" in leaks[0]
 
 
 @pytest.mark.slow
