@@ -14,8 +14,9 @@ import pytest
 from PIL import Image
 
 from medrcube.cli import main as cli_main
-from medrcube.cube import load_cube
+from medrcube.cube import audit_model, load_cube
 from medrcube.cube.audit import AuditBounds, audit_items
+from medrcube.cube.item import Item
 
 MODALITIES = ("CT", "MRI", "Ultrasound", "X-ray radiography")
 ORGANS = ("Brain", "Heart", "Chest", "Pelvis")
@@ -140,6 +141,20 @@ def test_a_cell_whose_answers_fill_half_the_options_is_flagged_with_its_cell(tmp
     assert code == 4, text
     assert [line.split(":")[0] for line in leaks] == ["  LEAK cell Lungs/CT/ROI Grounding"], leaks
     assert "options_prior" in leaks[0] and "> 0.350" in leaks[0] and ". Fix: balance the answers within the cell" in leaks[0]
+
+
+def test_an_item_the_text_model_knows_nothing_of_scores_chance_not_a_coin_flip() -> None:
+    """A task of one item (the mini cube's Disease Diagnosis): no feature of its options is
+    seen in training, its options tie, and the audit counts the expected 1/4, not the 0 or
+    1 of the hash that breaks the tie; where training shows the answer, it scores 1."""
+    def item(i: int, options: tuple[str, ...], task: str) -> Item:
+        return Item(f"i{i}", "d", f"images/{i}.png", "Which?", options, 0, task, "CT", "Brain")
+
+    lone = item(0, ("Alpha", "Bravo", "Delta", "Gamma"), "Disease Diagnosis")  # no longest or shortest
+    seen = [item(i, ("Yes", "No"), "Abnormality Diagnosis") for i in range(1, 41)]
+    prior = audit_model.cross_validated([lone, *seen], audit_model.option_features)
+    assert prior[lone.id] == 0.25
+    assert all(prior[it.id] == 1.0 for it in seen)
 
 
 @pytest.mark.slow
