@@ -14,8 +14,9 @@ import pytest
 from PIL import Image
 
 from medrcube.cli import main as cli_main
-from medrcube.cube import load_cube
+from medrcube.cube import audit_model, load_cube
 from medrcube.cube.audit import AuditBounds, audit_items
+from medrcube.cube.item import Item
 
 MODALITIES = ("CT", "MRI", "Ultrasound", "X-ray radiography")
 ORGANS = ("Brain", "Heart", "Chest", "Pelvis")
@@ -114,17 +115,60 @@ def test_bounds_decide_what_is_a_leak(tmp_path: Path) -> None:
     assert {f.kind for f in lax.findings} == {"sibling_named"}  # a named answer has no margin
 
 
+def half_quadrant_cell(root: Path) -> Path:
+    """ROI Grounding in four cells of 100 items; three have every quadrant 25 times, the
+    fourth (Lungs/CT, like a slice whose lung fields fill its upper half) only the upper
+    two. The task as a whole is nearly balanced (125/125/75/75), so only the cell shows it
+    (a fold's model picks the upper quadrant its training folds hold more of, so the cell
+    reads about 0.4 rather than 0.5)."""
+    recs = []
+    cells = [("Brain", "MRI"), ("Heart", "US"), ("Pelvis", "MRI"), ("Lungs", "CT")]
+    quadrants = ["Upper left", "Upper right", "Lower left", "Lower right"]
+    for c, (part, modality) in enumerate(cells):
+        for k in range(100):
+            i = 100 * c + k
+            answer = quadrants[k % 2] if part == "Lungs" else quadrants[k % 4]
+            _png(root / "half" / "images" / f"{i:03d}.png", i % 256)
+            recs.append(_rec(i, "ROI Grounding", "This image contains one focal lesion. In which quadrant does it lie?",
+                             _place(answer, [q for q in quadrants if q != answer], i % 4), i % 4, part, modality))  # fmt: skip
+    (root / "half" / "test.json").write_text(json.dumps([dict(r, dataset="half") for r in recs]), encoding="utf-8")
+    return root
+
+
+def test_a_cell_whose_answers_fill_half_the_options_is_flagged_with_its_cell(tmp_path: Path) -> None:
+    code, text = _validate("--audit", str(half_quadrant_cell(tmp_path / "cube")))
+    leaks = [line for line in text.splitlines() if line.startswith("  LEAK ")]
+    assert code == 4, text
+    assert [line.split(":")[0] for line in leaks] == ["  LEAK cell Lungs/CT/ROI Grounding"], leaks
+    assert "options_prior" in leaks[0] and "> 0.350" in leaks[0] and ". Fix: balance the answers within the cell" in leaks[0]
+
+
+def test_an_item_the_text_model_knows_nothing_of_scores_chance_not_a_coin_flip() -> None:
+    """A task of one item (the mini cube's Disease Diagnosis): no feature of its options is
+    seen in training, its options tie, and the audit counts the expected 1/4, not the 0 or
+    1 of the hash that breaks the tie; where training shows the answer, it scores 1."""
+    def item(i: int, options: tuple[str, ...], task: str) -> Item:
+        return Item(f"i{i}", "d", f"images/{i}.png", "Which?", options, 0, task, "CT", "Brain")
+
+    lone = item(0, ("Alpha", "Bravo", "Delta", "Gamma"), "Disease Diagnosis")  # no longest or shortest
+    seen = [item(i, ("Yes", "No"), "Abnormality Diagnosis") for i in range(1, 41)]
+    prior = audit_model.cross_validated([lone, *seen], audit_model.option_features)
+    assert prior[lone.id] == 0.25
+    assert all(prior[it.id] == 1.0 for it in seen)
+
+
 @pytest.mark.slow
 def test_the_bundled_cube_meets_the_issue_bounds() -> None:
-    """Issue 28's Done-when on fixtures/mini: no answer named by a sibling question, the
-    options-only prior at most chance + 0.10 per task, letters in the 99% band, and no
-    constant letter with a grounding above the screening bound."""
+    """Issue 28's Done-when on fixtures/mini: no flagged cell or task at all (no answer
+    named by a sibling question, letters in the 99% band, no constant letter with a
+    grounding above the screening bound), and the options-only prior at most chance + 0.10
+    in every task, Disease Diagnosis's single item included."""
     audit = audit_items(load_cube(Path(__file__).resolve().parents[2] / "fixtures" / "mini").items)
-    kinds = Counter(f.kind for f in audit.findings)
-    assert kinds["sibling_named"] == 0 and kinds["letter_balance"] == 0 and kinds["letter_correlation"] == 0
+    assert audit.ok, [str(f) for f in audit.findings]
+    assert not audit.flagged_cells()
     for task, s in audit.tasks.items():
-        if s.n >= audit.bounds.min_cell_items:
-            assert s.prior <= s.chance + 0.10, (task, s)
+        assert s.prior <= s.chance + 0.10, (task, s)
+        assert s.named == 0 and s.sibling <= s.prior + 0.10, (task, s)
     for scope, letters in audit.constant_letter.items():
         if scope != "pairs":
             assert all(g is None or g <= 0.05 for g in letters.values()), (scope, letters)

@@ -59,6 +59,11 @@ FIXES: dict[str, str] = {
     "option_length": "draw option texts of similar length, or balance which answer is the longest",
     "letter_correlation": "permute letters independently per question, so that a constant letter is right on the low and high items of an image independently",
 }
+# A cell above its task: the answers are unbalanced within the cell, whatever the task's mix.
+CELL_FIXES: dict[str, str] = {
+    "options_prior": "balance the answers within the cell (no value above 1/K + 0.10 of its items); for a location task, "
+                     "place lesions in every quadrant of the cell's images, cropping an image to its organ where it fills only part of it",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +116,7 @@ class Audit:
     constant_letter: dict[str, dict[str, float | None]]  # scope ("overall", part) -> letter -> grounding
     findings: tuple[Finding, ...]
     bounds: AuditBounds
-    prior_by_item: dict[str, bool] = field(default_factory=dict)  # item id -> the options-only model is right
+    prior_by_item: dict[str, float] = field(default_factory=dict)  # item id -> how often the options-only model is right
 
     @property
     def ok(self) -> bool:
@@ -211,14 +216,14 @@ def constant_letter_grounding(items: Iterable[Item], exclude_low: Sequence[str] 
     return dict(out)
 
 
-def _scope(items: Sequence[Item], prior: dict[str, bool], sibling: dict[str, bool], named: set[str]) -> Scope:
+def _scope(items: Sequence[Item], prior: dict[str, float], sibling: dict[str, float], named: set[str]) -> Scope:
     n = len(items)
     mean = (lambda xs: sum(xs) / n) if n else (lambda xs: 0.0)
     return Scope(
         n=n,
         chance=mean([1 / len(it.options) for it in items]),
-        prior=mean([prior.get(it.id, False) for it in items]),
-        sibling=mean([sibling.get(it.id, False) for it in items]),
+        prior=mean([prior.get(it.id, 0.0) for it in items]),
+        sibling=mean([sibling.get(it.id, 0.0) for it in items]),
         named=sum(it.id in named for it in items),
         longest=mean([_length_pick(it, True) for it in items]),
         shortest=mean([_length_pick(it, False) for it in items]),
@@ -293,7 +298,7 @@ def _scope_findings(where: str, s: Scope, b: AuditBounds, significant: Any, poin
         if value > bound + 1e-12 and (on_point or significant(s, tested, s.chance)):
             detail = f"{what} gets {value:.3f} of {s.n} items right against chance {s.chance:.3f}" if kind != "sibling_lift" else (
                 f"{what} {value:.3f} to the options-only model's {s.prior:.3f} ({s.sibling:.3f} on {s.n} items)")
-            out.append(Finding(kind, where, value, bound, detail, FIXES[kind]))
+            out.append(Finding(kind, where, value, bound, detail, FIXES[kind] if point else CELL_FIXES.get(kind, FIXES[kind])))
     return out
 
 

@@ -11,9 +11,11 @@ an item's options) on sparse indicator features of the text a blind model sees:
 
 Fitted by L-BFGS (scipy) on the log-likelihood with an L2 penalty, and scored by
 k-fold cross-validation with folds grouped by image, so that an item is always predicted
-by a model that never saw its image's items. Ties (a feature never seen in training)
-are broken by a hash of the item and option, never by the letter: a model that fell
-back to "A" would measure the letter balance, not the text.
+by a model that never saw its image's items. Ties (options whose features were never
+seen in training) are broken by a hash of the item and option, never by the letter: a
+model that fell back to "A" would measure the letter balance, not the text. The audit
+scores a tie by its expectation (1/t for the answer among t tied options): a coin flip
+on one item would read as a prior of 0 or 1 where the model knows nothing.
 
 scikit-learn is not a dependency; the model is forty lines of numpy and scipy.
 """
@@ -137,23 +139,39 @@ def fit(items: Sequence[Item], features: Features, l2: float = 1.0) -> tuple[dic
     return vocab, np.asarray(res.x)
 
 
+def _scores(d: _Design, w: np.ndarray) -> np.ndarray:
+    return np.asarray(d.x @ w) if len(w) else np.zeros(d.x.shape[0])
+
+
 def predict(items: Sequence[Item], features: Features, vocab: dict[str, int], w: np.ndarray) -> list[int]:
     """The option index each item's highest score picks (ties by a hash, never by the letter)."""
     d = _Design(items, features, vocab)
-    s = (d.x @ w if len(w) else np.zeros(d.x.shape[0])) + d.jitter
+    s = _scores(d, w) + d.jitter
     return [int(np.argmax(s[d.starts[i] : d.starts[i + 1]])) for i in range(len(items))]
 
 
-def cross_validated(items: Sequence[Item], features: Features, folds: int = 5, seed: int = 0) -> dict[str, bool]:
-    """Item id -> whether the model fitted on the other folds (grouped by image) picks its answer."""
+def expected_hits(items: Sequence[Item], features: Features, vocab: dict[str, int], w: np.ndarray) -> list[float]:
+    """Per item, the chance that the highest score picks its answer, ties broken uniformly."""
+    d = _Design(items, features, vocab)
+    s = _scores(d, w)
+    out = []
+    for i, it in enumerate(items):
+        row = s[d.starts[i] : d.starts[i + 1]]
+        tied = np.flatnonzero(row >= row.max() - 1e-9)
+        out.append(1.0 / len(tied) if it.answer in tied else 0.0)
+    return out
+
+
+def cross_validated(items: Sequence[Item], features: Features, folds: int = 5, seed: int = 0) -> dict[str, float]:
+    """Item id -> how often the model fitted on the other folds (grouped by image) picks its
+    answer: 1 or 0, or 1/t when its answer is one of t options tied for the highest score."""
     fold_of = {it.id: int.from_bytes(hashlib.sha256(f"{seed}\x1f{image_key(it)}".encode()).digest()[:4], "big") % folds for it in items}
-    out: dict[str, bool] = {}
+    out: dict[str, float] = {}
     for k in range(folds):
         test = [it for it in items if fold_of[it.id] == k]
         train = [it for it in items if fold_of[it.id] != k]
         if not test:
             continue
         vocab, w = fit(train, features) if train else ({}, np.zeros(0))
-        for it, pick in zip(test, predict(test, features, vocab, w), strict=True):
-            out[it.id] = pick == it.answer
+        out.update(zip((it.id for it in test), expected_hits(test, features, vocab, w), strict=True))
     return out

@@ -8,6 +8,7 @@ the one unmodified copy asked "no lesion".
 
 from __future__ import annotations
 
+import numpy as np
 from scipy import ndimage
 
 from medrcube.construction import imageio
@@ -55,11 +56,22 @@ def _chest() -> list[Picture]:
         "DICOM position reference",
     )  # fmt: skip
     hu = frames(ds)[0]
-    img = imageio.resize(imageio.window_center_width(hu, -600, 1500), (256, 256))
-    lungs = ndimage.binary_erosion(resize_mask(hu < -400, (256, 256)), iterations=2)
+    # The slice's lung fields fill only its upper half (the lower half is spine and back
+    # muscle), so on the whole slice every nodule would lie "upper left" or "upper right"
+    # and a model that only sees lungs would be right half the time (issue 28). Cropped to
+    # the rows that hold lung, each quadrant of the image holds lung.
+    lung_rows = np.flatnonzero((hu < -400).any(axis=1))
+    bottom = int(lung_rows.max()) + 1
+    if not hu.shape[0] // 3 <= bottom <= hu.shape[0]:
+        raise SourceError(f"{pf.citation()}: the lung fields end at row {bottom} of {hu.shape[0]}; review the crop")
+    hu = hu[:bottom]
+    shape = (2 * bottom, 2 * hu.shape[1])
+    img = imageio.resize(imageio.window_center_width(hu, -600, 1500), shape)
+    lungs = ndimage.binary_erosion(resize_mask(hu < -400, shape), iterations=2)
     base = Picture(
         DATASET, "chestct", img, modality, "Lungs", pf, "the single slice",
-        "lung window -600/1500 HU, resampled 128 -> 256 px; lesions (nodules) only inside the lungs (< -400 HU)",
+        f"cropped to rows 0-{bottom - 1} (the lung fields; the spine and back muscles below left out), "
+        f"lung window -600/1500 HU, resampled 2x to {shape[1]}x{shape[0]} px; lesions (nodules) only inside the lungs (< -400 HU)",
         [mfact, iop_plane_fact(ds, 0), organ], normal_ok=True, allowed=lungs, contrast=0.8,
     )  # fmt: skip
     return copies(base, LESION_COPIES, normal=True, presence=1)

@@ -81,8 +81,8 @@ Answers come from metadata or from construction, never from a guess:
   absent, which image quadrant (the whole disc lies inside it, clear of the midlines),
   and a size class by diameter relative to the shorter image side (small under 8%,
   medium 8-14%, large 14-25%, very large over 25%; drawn at 5.5%, 11%, 18% and 30%).
-  Lesions are placed inside the anatomy (inside the lungs for the chest CT and
-  radiograph). "No lesion" is asked only of unmodified images from sources with no
+  Lesions are placed inside the anatomy (inside the lungs for the chest CT, cropped to
+  its lung fields so that every quadrant holds lung, and the radiograph). "No lesion" is asked only of unmodified images from sources with no
   documented pathology and none visible on review (never of the CT perfusion study, the
   liver MRI with its marked lesion, or the chest radiograph). The chest radiograph shows
   several real round opacities of its own (no finding is documented for it), so its
@@ -99,9 +99,10 @@ Answers come from metadata or from construction, never from a guess:
   and No (the perfusion study, never asked "no lesion", asks it once per frame); the
   other copies ask where the lesion is and how large.
 - **Disease Diagnosis**: the one real diagnosis that ships, the distal tibia radiograph
-  whose StudyDescription reads "Non-ossifying fibroma of distal tibia". Its part,
-  "Lower Limb", is not one of the five MedRCube regions: the axes are open sets and the
-  honest name is kept.
+  whose StudyDescription reads "Non-ossifying fibroma of distal tibia", asked of one image
+  of the film (a second crop would repeat the diagnosis, and each item would give the
+  other away to a text model). Its part, "Lower Limb", is not one of the five MedRCube
+  regions: the axes are open sets and the honest name is kept.
 - Distractors are other values of the same axis (other modalities, planes, projections,
   protocols, body regions, bone lesions, quadrants, size classes), mutually exclusive with
   the answer and with each other. The correct letter is spread evenly over A-D per task.

@@ -82,7 +82,10 @@ def _tibia() -> list[Picture]:
     disp = 1.0 - imageio.percentile_window(raw, 0.5, 99.5)
     # The lead side marker "R" is burned into the film right of the leg: blank it.
     disp = deid.mask_boxes(disp, [(1120, 1355, 1222, 1500)], value=float(np.median(disp[1355:1500, 1060:1110])))
-    fields = [((470, 0, 1220, 1760), "the exposed field"), ((470, 800, 1220, 1760), "the distal half of the exposed field")]
+    # One image of the film: a second crop of the same lesion would be a second Disease
+    # Diagnosis item with the same answer, and the one would give the other away to a text
+    # model (issue 28: an options-only prior of 1.0 on the two).
+    fields = [((470, 0, 1220, 1760), "the exposed field")]
     pics = []
     for n, (box, label) in enumerate(fields):
         part = deid.crop(disp, box)

@@ -54,7 +54,11 @@ REGION_DISTRACTORS: dict[str, tuple[str, ...]] = {
     "Lower leg": ("Forearm", "Thigh", "Upper arm", "Foot"),
     "Pelvis": ("Heart", "Thyroid", "Brain", "Knee"),
 }
-BONE_LESION_DIAGNOSES: tuple[str, ...] = ("Osteosarcoma", "Osteoid osteoma", "Aneurysmal bone cyst", "Ewing sarcoma")
+# Differentials of a lucent metaphyseal bone lesion, shown beside the mini cube's one real
+# diagnosis (non-ossifying fibroma, 21 characters): one as long as it and two of equal
+# shorter length, so that no option is uniquely the longest or the shortest and length
+# says nothing of the answer (issue 28: a text model learns to avoid either extreme).
+BONE_LESION_DIAGNOSES: tuple[str, ...] = ("Chondromyxoid fibroma", "Osteosarcoma", "Bone infarct")
 YES_NO: tuple[str, ...] = ("Yes", "No")
 # Values of one task's pool that may not be shown together: one would also be right when
 # the other is (a time-of-flight angiogram is a T1-weighted gradient echo; a chest image
