@@ -110,6 +110,13 @@ class ScriptedServer:
         return self._httpd.server_address[1]
 
     @property
+    def clock_origin(self) -> float:
+        """The `time.monotonic()` value the log's t_start and t_end count from, so that a
+        caller can place requests on its own clock (e.g. the time from a client's start to
+        its first request)."""
+        return self._t0
+
+    @property
     def base_url(self) -> str:
         """Where the `openai` client should point: http://127.0.0.1:PORT/v1."""
         return f"http://{self._host}:{self.port}/v1"
