@@ -19,12 +19,14 @@ Where: `MEDRCUBE_CACHE_DIR`, else `$XDG_CACHE_HOME/medrcube`, else `~/.cache/med
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import hashlib
 import hmac
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -48,6 +50,34 @@ def source_digest(files: Iterable[str | os.PathLike[str]]) -> str:
         h.update(Path(f).read_bytes())
         h.update(b"\0")
     return h.hexdigest()
+
+
+def canonical(x: Any) -> Any:
+    """`x` as JSON that is the same in every process: dataclasses as their fields, sets
+    sorted, enums as their values (a repr would differ where a set's order does)."""
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return {f.name: canonical(getattr(x, f.name)) for f in dataclasses.fields(x)}
+    if isinstance(x, enum.Enum):
+        return canonical(x.value)
+    if isinstance(x, Mapping):
+        return {str(k): canonical(v) for k, v in sorted(x.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(x, (set, frozenset)):
+        return sorted((canonical(v) for v in x), key=lambda v: json.dumps(v, sort_keys=True))
+    if isinstance(x, (list, tuple)):
+        return [canonical(v) for v in x]
+    if x is None or isinstance(x, (str, int, float, bool)):
+        return x
+    return repr(x)
+
+
+def digest_of(x: Any) -> str:
+    """SHA-256 of `canonical(x)`."""
+    return hashlib.sha256(json.dumps(canonical(x), sort_keys=True).encode()).hexdigest()
+
+
+def package_sources(*dirs: str | os.PathLike[str]) -> list[Path]:
+    """The Python files under the given package directories (for `source_digest`)."""
+    return [p for d in dirs for p in sorted(Path(d).rglob("*.py"))]
 
 
 def _secret(root: Path) -> bytes:
