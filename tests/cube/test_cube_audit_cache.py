@@ -8,11 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.cube.test_cube_audit import leaky_cube
 
 from medrcube.cube import load_cube
 from medrcube.cube.audit import audit_items
 from medrcube.cube.audit_cache import cached_audit
-from tests.cube.test_cube_audit import leaky_cube
 
 
 @pytest.fixture(scope="module")
