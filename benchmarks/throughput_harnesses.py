@@ -72,7 +72,7 @@ def command(harness: str, *, url: str, cube: str, conc: int, work: Path, jobs: P
 
 
 def one_run(srv: ScriptedServer, harness: str, *, delay: float, conc: int, cube: str, n_items: int,
-            jobs: Path, scratch: Path, name: str) -> dict[str, Any]:
+            jobs: Path, scratch: Path, name: str, strict: bool = True) -> dict[str, Any]:
     work = scratch / name
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -85,7 +85,10 @@ def one_run(srv: ScriptedServer, harness: str, *, delay: float, conc: int, cube:
     t_exit = time.monotonic()
     st = srv.stats(log=True)
     chat = [r for r in st["requests"] if r.get("t_end") is not None]
-    if st["total"] != n_items or st["duplicates"] or st["by_outcome"].get("200", 0) != n_items:
+    # On the bundled cube every item is one distinct request; the generated cube has
+    # restricted items (no image: not asked) and repeated questions on one image.
+    exact = st["total"] == n_items and not st["duplicates"]
+    if (strict and not exact) or st["by_outcome"].get("200", 0) != st["total"]:
         raise BenchError(f"{name}: the server saw {st['total']} requests ({st['duplicates']} answered twice, "
                          f"outcomes {st['by_outcome']}) for {n_items} items\n{proc.tail()}")
     origin = srv.clock_origin
@@ -143,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cube", default=str(ROOT / "fixtures" / "mini"))
     ap.add_argument("--harnesses", default=",".join(HARNESSES))
     ap.add_argument("--paper", action="store_true", help="also the generated 7,626-item cube (module docstring)")
+    ap.add_argument("--paper-only", action="store_true", help="only the generated cube (with --paper)")
+    ap.add_argument("--no-cold", action="store_true", help="keep the start-up cache as it is (no cold run)")
     ap.add_argument("--out", default=str(RESULT))
     args = ap.parse_args(argv)
     settings = [(float(d), int(c)) for d, c in (s.split(":") for s in args.settings.split(","))]
@@ -152,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     load0 = load_average()
     runs: list[dict[str, Any]] = []
     colds: list[dict[str, Any]] = []
-    cubes = [("mini", args.cube, settings, args.reps, chosen)]
+    cubes = [] if args.paper_only else [("mini", args.cube, settings, args.reps, chosen)]
     if args.paper:
         from benchmarks.cubes import full_cube
 
@@ -164,20 +169,25 @@ def main(argv: list[str] | None = None) -> int:
             n_items = write_jobs(cube, jobs)
             # The gate's start-up cache (the leakage audit, the feasibility pass) cold, once:
             # every timed round after it finds the cache warm, as a user's second run does.
-            shutil.rmtree(scratch / "cache", ignore_errors=True)
+            strict = label == "mini"
             delay, conc = sets[-1]
-            cold = one_run(srv, "gate", delay=delay, conc=conc, cube=cube, n_items=n_items, jobs=jobs,
-                           scratch=scratch, name=f"{label}-cold-gate")
-            cold.update(cube=label, round=-1)
-            colds.append(cold)
-            print(f"{label} gate, cold start-up cache: wall {cold['wall_s']:.2f} s, start-up {cold['startup_s']:.2f} s, "
-                  f"tail {cold['tail_s']:.2f} s", file=sys.stderr, flush=True)
+            if args.no_cold:
+                pass
+            else:
+                shutil.rmtree(scratch / "cache", ignore_errors=True)
+                cold = one_run(srv, "gate", delay=delay, conc=conc, cube=cube, n_items=n_items, jobs=jobs,
+                               scratch=scratch, name=f"{label}-cold-gate", strict=strict)
+                cold.update(cube=label, round=-1)
+                colds.append(cold)
+                print(f"{label} gate, cold start-up cache: wall {cold['wall_s']:.2f} s, start-up {cold['startup_s']:.2f} s, "
+                      f"tail {cold['tail_s']:.2f} s, CPU {cold['cpu_ms_per_request']:.2f} ms/request, "
+                      f"RSS {cold['maxrss_mib']:.0f} MiB", file=sys.stderr, flush=True)
             for delay, conc in sets:
                 for rnd in range(reps):
                     for h in harnesses:
                         name = f"{label}-{int(delay * 1000)}ms-c{conc}-{h}-{rnd}"
                         r = one_run(srv, h, delay=delay, conc=conc, cube=cube, n_items=n_items, jobs=jobs,
-                                    scratch=scratch, name=name)
+                                    scratch=scratch, name=name, strict=strict)
                         r.update(cube=label, round=rnd)
                         runs.append(r)
                         print(f"{name}: wall {r['wall_s']:.2f} s, start-up {r['startup_s']:.2f} s, tail "
