@@ -71,8 +71,8 @@ def _why_undecidable(check: Check, records: Sequence[GradedRecord], min_images: 
 
 
 # A caller's cache of the undecidable checks (check id -> why): given the computation, it
-# returns its result, computed or remembered (the pytest room keys it on the cube's
-# content, the checks, the policy and this code: cube/derived_cache.py).
+# returns its result, computed or remembered (plugin/startup_cache.py keys it on the
+# items' content, the checks, the policy and the decision code; no I/O here).
 Memo = Callable[[Callable[[], dict[str, str]]], dict[str, str]]
 
 
