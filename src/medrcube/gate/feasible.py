@@ -23,7 +23,7 @@ left as the policy says.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
 from medrcube.cube.item import Item
@@ -70,14 +70,29 @@ def _why_undecidable(check: Check, records: Sequence[GradedRecord], min_images: 
             f"cannot clear the bound {c.bound:.3f} at one-sided level {check.alpha:.3g}")
 
 
-def assess(checks: Sequence[Check], items: Iterable[Item], policy: Policy) -> list[Check]:
+# A caller's cache of the undecidable checks (check id -> why): given the computation, it
+# returns its result, computed or remembered (plugin/startup_cache.py keys it on the
+# items' content, the checks, the policy and the decision code; no I/O here).
+Memo = Callable[[Callable[[], dict[str, str]]], dict[str, str]]
+
+
+def assess(checks: Sequence[Check], items: Iterable[Item], policy: Policy, memo: Memo | None = None) -> list[Check]:
     """The checks with every required check this cube cannot decide, or that reaches
     outside the scope, made optional with its reason in `params["not_required"]`;
     ThresholdsError when the policy says `when_undecidable: refuse` and some are."""
     scope, feas = policy.scope, policy.feasibility
     if feas.when_undecidable == "required" and scope.everything:
         return list(checks)  # the policy asks for nothing of this (a file without `feasibility` or `scope`)
-    perfect = perfect_records(items)
+
+    def undecidable() -> dict[str, str]:
+        if feas.when_undecidable == "required":
+            return {}
+        perfect = perfect_records(items)
+        whys = {c.id: _why_undecidable(c, perfect, feas.min_images) for c in checks
+                if c.required and c.kind in ASSESSED and scope.covers(c.part, c.modality, c.task)}
+        return {k: v for k, v in whys.items() if v is not None}
+
+    whys = undecidable() if memo is None else memo(undecidable)
     out: list[Check] = []
     refused: list[str] = []
     for c in checks:
@@ -85,7 +100,7 @@ def assess(checks: Sequence[Check], items: Iterable[Item], policy: Policy) -> li
         if c.required and not scope.covers(c.part, c.modality, c.task):
             reason = f"outside the intended-use scope ({scope.describe()})"
         elif c.required and c.kind in ASSESSED and feas.when_undecidable != "required":
-            why = _why_undecidable(c, perfect, feas.min_images)
+            why = whys.get(c.id)
             if why is not None:
                 reason = f"undecidable on this cube: {why}"
                 refused.append(f"{c.id}: {why}")

@@ -96,11 +96,15 @@ def chance_levels(checks: Iterable[Check], items: Iterable[tuple[tuple[str, str,
     """Chance accuracy (mean of 1/options) of each accuracy check over the cube's items,
     given as (cell, number of options)."""
     items = list(items)
+    cells = {cell for cell, _ in items}
     out: dict[str, float] = {}
     for c in checks:
         if c.kind not in ACCURACY_KINDS:
             continue
-        scope = [n for cell, n in items if n and all(s is None or s == v for s, v in zip(c.selector, cell, strict=True))]
+        # The check's cells first (a few dozen), then the items in their order: the same sum
+        # as matching every item against the selector, at a fraction of the cost.
+        mine = {cell for cell in cells if all(s is None or s == v for s, v in zip(c.selector, cell, strict=True))}
+        scope = [n for cell, n in items if n and cell in mine]
         if scope:
             out[c.id] = sum(1.0 / n for n in scope) / len(scope)
     return out

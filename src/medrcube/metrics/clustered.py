@@ -48,25 +48,27 @@ METHOD = "Wilson score on the Kish effective n (sum m^2/n), t(n/m_w - 1) quantil
 
 def t_quantile(level: float, df: float) -> float:
     """The `level` quantile of Student's t with df degrees of freedom (normal when df is
-    infinite); inf when df < 1 (no evidence of the spread at all)."""
-    from scipy.stats import norm, t
+    infinite); inf when df < 1 (no evidence of the spread at all). scipy.special's
+    stdtrit and ndtri are what scipy.stats' t.ppf and norm.ppf evaluate: called directly,
+    since importing scipy.stats would cost every run's start-up most of a second."""
+    from scipy.special import ndtri, stdtrit
 
     if math.isinf(df):
-        return float(norm.ppf(level))
+        return float(ndtri(level))
     if df < 1:
         return math.inf
-    return float(t.ppf(level, df))
+    return float(stdtrit(df, level))
 
 
 def t_sf(x: float, df: float) -> float:
     """P(T > x) for Student's t with df degrees of freedom (normal when df is infinite)."""
-    from scipy.stats import norm, t
+    from scipy.special import ndtr, stdtr
 
     if math.isinf(df):
-        return float(norm.sf(x))
+        return float(ndtr(-x))
     if df < 1:
         return 0.5 if math.isfinite(x) else (0.0 if x > 0 else 1.0)
-    return float(t.sf(x, df))
+    return float(stdtr(df, -x))
 
 
 def wilson_q(p: float, n: float, q: float) -> tuple[float, float]:

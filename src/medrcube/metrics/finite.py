@@ -61,10 +61,24 @@ def upper_tail(total: float, sizes: Sequence[int], mean: float) -> float:
     t = total / big_m
     q = min(1.0, t / big_k)
     entropy = math.exp(-big_k * _kl(q, p)) if q > p else 1.0
-    from scipy.stats import binom
-
-    bentkus = math.e * float(binom.sf(math.floor(t + 1e-9) - 1, big_k, p))
+    bentkus = math.e * _binom_sf(math.floor(t + 1e-9) - 1, big_k, p)
     return min(1.0, hoeffding, entropy, bentkus)
+
+
+def _binom_sf(k: int, n: int, p: float) -> float:
+    """P(X > k) for X ~ Binomial(n, p): scipy.special's bdtrc, the function scipy.stats'
+    binom.sf evaluates, called directly because importing scipy.stats costs the gate's
+    start-up most of a second; bdtrc is undefined outside 0 <= k < n, where the answer is exact."""
+    from scipy.special import bdtrc
+
+    return 1.0 if k < 0 else 0.0 if k >= n else float(bdtrc(k, n, p))
+
+
+def _binom_cdf(k: int, n: int, p: float) -> float:
+    """P(X <= k) for X ~ Binomial(n, p) (scipy.special's bdtr; see `_binom_sf`)."""
+    from scipy.special import bdtr
+
+    return 0.0 if k < 0 else 1.0 if k >= n else float(bdtr(k, n, p))
 
 
 def lower_tail(total: float, sizes: Sequence[int], mean: float) -> float:
@@ -83,9 +97,7 @@ def lower_tail(total: float, sizes: Sequence[int], mean: float) -> float:
     t = total / big_m
     q = max(0.0, t / big_k)
     entropy = math.exp(-big_k * _kl(q, p)) if q < p else 1.0
-    from scipy.stats import binom
-
-    bentkus = math.e * float(binom.cdf(math.ceil(t - 1e-9), big_k, p))
+    bentkus = math.e * _binom_cdf(math.ceil(t - 1e-9), big_k, p)
     return min(1.0, hoeffding, entropy, bentkus, upper_tail(n - total, sizes, 1.0 - mean))
 
 

@@ -31,7 +31,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.optimize import brentq
 from scipy.special import ndtr, ndtri
 
 RHO = 3.0  # the power family's exponent: alpha * t**RHO spent by information fraction t
@@ -76,6 +75,8 @@ def _levels(fractions: tuple[float, ...], alpha: float, rho: float) -> tuple[flo
             shifted = grid * r
             args = (mass, shifted, s, increment)
             if increment > 0 and _excess(12.0, *args) < 0 < _excess(-10.0, *args):
+                from scipy.optimize import brentq  # here: scipy.optimize costs start-up a second
+
                 c = float(brentq(_excess, -10.0, 12.0, args=args, xtol=1e-9))
             else:
                 c = math.inf

@@ -121,10 +121,13 @@ class _Deflate:
 
 def bounded_client(timeout: float, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> httpx.AsyncClient:
     """The httpx client the OpenAI adapter gives the SDK: no redirects, bounded bodies.
-    Connection limits are left to the adapter's semaphores (generous pool here)."""
+    Connection limits are left to the adapter's semaphores (generous pool here). The limits
+    go to the inner transport, the one holding the connections (a client's own `limits`
+    apply only to a transport it makes itself): with httpx's default of 20 kept alive, a
+    run at 64 in flight opened a new connection for a fifth of its requests."""
+    limits = httpx.Limits(max_connections=1000, max_keepalive_connections=1000)
     return httpx.AsyncClient(
-        transport=BoundedTransport(max_body_bytes),
+        transport=BoundedTransport(max_body_bytes, inner=httpx.AsyncHTTPTransport(limits=limits)),
         follow_redirects=False,
         timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
-        limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100),
     )

@@ -9,10 +9,10 @@ from typing import Any
 
 
 def leak_meta(session: Any, entries: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    from medrcube.cube.audit import audit_items
+    from medrcube.cube.audit_cache import cached_audit
 
     items = list(session.cube.items)
-    audit = audit_items(items)
+    audit = cached_audit(items)  # the same figures as audit_items, once per cube content
     for e in entries.values():
         if e.get("kind") != "image_dependence":
             continue

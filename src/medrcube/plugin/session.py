@@ -266,12 +266,14 @@ def open_session(config: pytest.Config) -> GateSession:
 
 def _build(options: GateOptions) -> GateSession:
     from medrcube.cube import load_cube
+    from medrcube.cube.audit_cache import items_digest
     from medrcube.cube.item import CubeError
     from medrcube.gate.checks import build_checks
     from medrcube.gate.feasible import assess
     from medrcube.gate.thresholds import ThresholdsError, load_policy, validate_against_cells
     from medrcube.models.registry import ModelSpecError, load_adapter
     from medrcube.plugin.evidence import fresh_wanted, policy_record, split_baseline
+    from medrcube.plugin.startup_cache import feasibility_memo
 
     variants = _parse_variants(options.variants)
     cube_spec = resolve_cube_spec(options)
@@ -296,7 +298,8 @@ def _build(options: GateOptions) -> GateSession:
         checks = build_checks(cells, policy, variants=variants, has_baseline=bool(baseline_dir or baseline_spec),
                               cell_options=offered)
         # Checks this cube cannot decide, or outside the scope: reported, not required (or refused).
-        checks = assess(checks, cube.items, policy)
+        content = items_digest(cube.items)  # the start-up cache's key (plugin/startup_cache.py)
+        checks = assess(checks, cube.items, policy, feasibility_memo(checks, content, policy))
 
         def default_checks(profile: str | None) -> list[Any]:
             """The checks the shipped policy (its profile of the same name, if any) builds on this
@@ -306,7 +309,7 @@ def _build(options: GateOptions) -> GateSession:
                 shipped = load_policy(packaged_thresholds() or thresholds, profile=profile)
             built = build_checks(cells, shipped, variants=variants, has_baseline=bool(baseline_dir or baseline_spec),
                                  cell_options=offered)
-            return list(assess(built, cube.items, shipped))
+            return list(assess(built, cube.items, shipped, feasibility_memo(built, content, shipped)))
 
         record = policy_record(Path(thresholds), options.profile, list(checks), default_checks, cube)
     except ThresholdsError as e:

@@ -95,7 +95,8 @@ before its last bytes go out (so a hang still hanging is in `by_fault` and `in_f
 (successful answers per request hash) and `duplicates` (answers beyond the first for the
 same request); `models`; `auth` ({"present": n, "absent": n}: the Authorization header's
 value is never looked at or kept); `images` ({"with": n, "without": n, "total": n});
-`in_flight`, `max_in_flight`; `other` (requests to other endpoints); and `requests`, the
+`in_flight`, `max_in_flight`; `connections` (TCP connections opened: a client that keeps
+them alive opens as many as it has in flight); `other` (requests to other endpoints); and `requests`, the
 per-request log: seq, t_start, t_end (seconds since the server started), model,
 question, prompt_hash, request_hash, images ([{mime, bytes, width, height, sha256}]),
 auth, params (every body key except messages), outcome, status.

@@ -29,7 +29,7 @@ def _new_stats() -> dict[str, Any]:
         "by_question": Counter(), "by_prompt": Counter(), "by_request": Counter(), "answered": Counter(),
         "models": Counter(), "auth": Counter({"present": 0, "absent": 0}),
         "images": Counter({"with": 0, "without": 0, "total": 0}),
-        "in_flight": 0, "max_in_flight": 0, "other": Counter(), "requests": [],
+        "in_flight": 0, "max_in_flight": 0, "other": Counter(), "requests": [], "connections": 0,
     }
 
 
@@ -110,6 +110,13 @@ class ScriptedServer:
         return self._httpd.server_address[1]
 
     @property
+    def clock_origin(self) -> float:
+        """The `time.monotonic()` value the log's t_start and t_end count from, so that a
+        caller can place requests on its own clock (e.g. the time from a client's start to
+        its first request)."""
+        return self._t0
+
+    @property
     def base_url(self) -> str:
         """Where the `openai` client should point: http://127.0.0.1:PORT/v1."""
         return f"http://{self._host}:{self.port}/v1"
@@ -145,6 +152,7 @@ class ScriptedServer:
     def _track(self, conn: socket.socket, add: bool) -> None:
         with self._lock:
             (self._connections.add if add else self._connections.discard)(conn)
+            self._stats["connections"] += add  # opened: a client that keeps them alive opens few
 
     def _count_other(self, what: str) -> None:
         with self._lock:

@@ -1,0 +1,206 @@
+"""The throughput scenario of issue 29: a bare client, `medrcube run` and the gate, side by side.
+
+    python -m benchmarks.throughput_harnesses [--reps 3] [--settings 0.1:10,0.02:32,0.005:64]
+                                              [--cube fixtures/mini] [--paper] [--out FILE]
+
+One scripted OpenAI-compatible server (`medrcube.testing.server.ScriptedServer`, on a
+thread of this process, answering "A" after a fixed delay) serves, for each setting
+(delay, requests in flight) and each of `--reps` rounds, in this interleaved order:
+
+- `bare`: `benchmarks/bare_client.py` (stdlib http.client, one keep-alive connection per
+  thread, each image base64-encoded once), one request per item: the ceiling of this
+  server and machine;
+- `run`: `medrcube run --model=openai:bench@URL --concurrency=C` (fresh store);
+- `gate`: `pytest --pyargs medrcube.suite --model=openai:bench@URL --concurrency=C` with
+  `--junitxml` and `--alluredir` (fresh store, fresh report folder).
+
+Every child is measured by `benchmarks.harness.run_proc` (wall, CPU of the process and
+its reaped children, peak RSS); the server's log (its clock placed on ours through
+`clock_origin`) splits each wall time into start-up (spawn to the first request's
+arrival), the request phase (first arrival to last answer) and the tail (last answer to
+the exit status). Before the timed rounds of a cube, one untimed gate run fills the
+start-up cache (`MEDRCUBE_CACHE_DIR` under the scratch folder; its figures are kept as
+"cold"), so the rounds measure a user's second run on a cube. Each run is checked: the server saw exactly one request per item, no
+error. Figures are medians over the rounds; the physical limit is requests x delay /
+concurrency. `--paper` adds one round of `run` and the gate at the last setting on the
+generated 7,626-item cube (`benchmarks.cubes.full_cube`) for CPU per request and peak RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.harness import OUT, ROOT, BenchError, bin_path, python, run_proc
+from benchmarks.machine import load_average
+from medrcube.testing.server import ScriptedServer
+
+HARNESSES = ("bare", "run", "gate")
+RESULT = ROOT / "benchmarks" / "results" / "throughput_harnesses.json"
+
+
+def write_jobs(cube_path: str, dest: Path) -> int:
+    """The bare client's jobs: each item's prompt and its image file (module docstring)."""
+    from medrcube.cube import load_cube
+    from medrcube.run.prompts import render_prompt
+
+    cube = load_cube(cube_path)
+    root = Path(cube.root or ".")
+    jobs = [{"prompt": render_prompt(it.question, it.options),
+             "image": None if it.image is None else str(root / it.image)} for it in cube.items]
+    dest.write_text(json.dumps(jobs), encoding="utf-8")
+    return len(jobs)
+
+
+def command(harness: str, *, url: str, cube: str, conc: int, work: Path, jobs: Path) -> list[str]:
+    if harness == "bare":
+        return [python(), "-m", "benchmarks.bare_client", str(jobs), url, str(conc)]
+    if harness == "run":
+        return [bin_path("medrcube"), "run", f"--model=openai:bench@{url}", f"--cube={cube}",
+                f"--concurrency={conc}", f"--response-store={work / 'store'}", f"--out={work / 'reports'}",
+                "--no-progress"]
+    return [python(), "-m", "pytest", "--pyargs", "medrcube.suite", f"--model=openai:bench@{url}",
+            f"--cube={cube}", f"--concurrency={conc}", f"--response-store={work / 'store'}",
+            f"--junitxml={work / 'junit.xml'}", f"--alluredir={work / 'allure'}", "-p", "no:cacheprovider", "-q"]
+
+
+def one_run(srv: ScriptedServer, harness: str, *, delay: float, conc: int, cube: str, n_items: int,
+            jobs: Path, scratch: Path, name: str, strict: bool = True) -> dict[str, Any]:
+    work = scratch / name
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    srv.set_script({"default": "A", "latency": delay})
+    srv.reset_stats()
+    cmd = command(harness, url=srv.base_url, cube=cube, conc=conc, work=work, jobs=jobs)
+    t_spawn = time.monotonic()
+    env = {"OPENAI_API_KEY": "bench", "MEDRCUBE_CACHE_DIR": str(scratch / "cache")}
+    proc = run_proc(cmd, log_dir=work, name=harness, cwd=work, env=env, timeout=1800, ok_codes=(0, 10, 11))
+    t_exit = time.monotonic()
+    st = srv.stats(log=True)
+    chat = [r for r in st["requests"] if r.get("t_end") is not None]
+    # On the bundled cube every item is one distinct request; the generated cube has
+    # restricted items (no image: not asked) and repeated questions on one image.
+    exact = st["total"] == n_items and not st["duplicates"]
+    if (strict and not exact) or st["by_outcome"].get("200", 0) != st["total"]:
+        raise BenchError(f"{name}: the server saw {st['total']} requests ({st['duplicates']} answered twice, "
+                         f"outcomes {st['by_outcome']}) for {n_items} items\n{proc.tail()}")
+    origin = srv.clock_origin
+    first = origin + min(r["t_start"] for r in chat)
+    last = origin + max(r["t_end"] for r in chat)
+    return {"harness": harness, "delay_s": delay, "concurrency": conc, "requests": len(chat),
+            "wall_s": t_exit - t_spawn, "startup_s": first - t_spawn, "requests_s": last - first,
+            "tail_s": t_exit - last, "cpu_s": proc.cpu_s, "cpu_ms_per_request": 1000.0 * proc.cpu_s / len(chat),
+            "maxrss_mib": proc.maxrss_mib, "exit": proc.returncode,
+            "limit_s": len(chat) * delay / conc}
+
+
+def summarise(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Medians per (cube, setting, harness), with ratios to the bare client of the same round."""
+    rows = []
+    keys = sorted({(r["cube"], r["delay_s"], r["concurrency"]) for r in runs}, key=lambda k: (k[0], -k[1]))
+    for cube, delay, conc in keys:
+        here = [r for r in runs if (r["cube"], r["delay_s"], r["concurrency"]) == (cube, delay, conc)]
+        bare = {r["round"]: r["wall_s"] for r in here if r["harness"] == "bare"}
+        for h in HARNESSES:
+            mine = [r for r in here if r["harness"] == h]
+            if not mine:
+                continue
+
+            def med(key: str, rs: list[dict[str, Any]] = mine) -> float:
+                return float(statistics.median(r[key] for r in rs))
+
+            ratios = [r["wall_s"] / bare[r["round"]] for r in mine if r["round"] in bare]
+            rows.append({"cube": cube, "delay_s": delay, "concurrency": conc, "harness": h, "n": len(mine),
+                         "requests": mine[0]["requests"], "limit_s": mine[0]["limit_s"],
+                         "wall_s": med("wall_s"), "x_limit": med("wall_s") / mine[0]["limit_s"],
+                         "x_bare": float(statistics.median(ratios)) if ratios else None,
+                         "startup_s": med("startup_s"), "requests_s": med("requests_s"), "tail_s": med("tail_s"),
+                         "cpu_ms_per_request": med("cpu_ms_per_request"), "maxrss_mib": max(r["maxrss_mib"] for r in mine)})
+    return rows
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    head = ("| cube | delay, in flight (limit) | harness | wall | x bare | x limit | start-up | requests | "
+            "last answer to exit | CPU/request | peak RSS |\n|---|---|---|---|---|---|---|---|---|---|---|")
+    lines = [head]
+    for r in rows:
+        xb = "" if r["x_bare"] is None else f"{r['x_bare']:.2f}x"
+        lines.append(f"| {r['cube']} | {r['delay_s'] * 1000:.0f} ms, {r['concurrency']} ({r['limit_s']:.2f} s) | "
+                     f"{r['harness']} | {r['wall_s']:.2f} s | {xb} | {r['x_limit']:.2f}x | {r['startup_s']:.2f} s | "
+                     f"{r['requests_s']:.2f} s | {r['tail_s']:.2f} s | {r['cpu_ms_per_request']:.2f} ms | "
+                     f"{r['maxrss_mib']:.0f} MiB |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.throughput_harnesses", description=__doc__.split("\n")[0])
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--settings", default="0.1:10,0.02:32,0.005:64", help="DELAY_S:IN_FLIGHT,...")
+    ap.add_argument("--cube", default=str(ROOT / "fixtures" / "mini"))
+    ap.add_argument("--harnesses", default=",".join(HARNESSES))
+    ap.add_argument("--paper", action="store_true", help="also the generated 7,626-item cube (module docstring)")
+    ap.add_argument("--paper-only", action="store_true", help="only the generated cube (with --paper)")
+    ap.add_argument("--no-cold", action="store_true", help="keep the start-up cache as it is (no cold run)")
+    ap.add_argument("--out", default=str(RESULT))
+    args = ap.parse_args(argv)
+    settings = [(float(d), int(c)) for d, c in (s.split(":") for s in args.settings.split(","))]
+    chosen = [h for h in HARNESSES if h in args.harnesses.split(",")]
+    scratch = OUT / "throughput_harnesses"
+    scratch.mkdir(parents=True, exist_ok=True)
+    load0 = load_average()
+    runs: list[dict[str, Any]] = []
+    colds: list[dict[str, Any]] = []
+    cubes = [] if args.paper_only else [("mini", args.cube, settings, args.reps, chosen)]
+    if args.paper:
+        from benchmarks.cubes import full_cube
+
+        cubes.append(("paper", str(full_cube(log=lambda m: print(m, file=sys.stderr))), settings[-1:], 1,
+                      [h for h in chosen if h != "bare"] or ["gate"]))
+    with ScriptedServer({"default": "A"}) as srv:
+        for label, cube, sets, reps, harnesses in cubes:
+            jobs = scratch / f"jobs-{label}.json"
+            n_items = write_jobs(cube, jobs)
+            # The gate's start-up cache (the leakage audit, the feasibility pass) cold, once:
+            # every timed round after it finds the cache warm, as a user's second run does.
+            strict = label == "mini"
+            delay, conc = sets[-1]
+            if args.no_cold:
+                pass
+            else:
+                shutil.rmtree(scratch / "cache", ignore_errors=True)
+                cold = one_run(srv, "gate", delay=delay, conc=conc, cube=cube, n_items=n_items, jobs=jobs,
+                               scratch=scratch, name=f"{label}-cold-gate", strict=strict)
+                cold.update(cube=label, round=-1)
+                colds.append(cold)
+                print(f"{label} gate, cold start-up cache: wall {cold['wall_s']:.2f} s, start-up {cold['startup_s']:.2f} s, "
+                      f"tail {cold['tail_s']:.2f} s, CPU {cold['cpu_ms_per_request']:.2f} ms/request, "
+                      f"RSS {cold['maxrss_mib']:.0f} MiB", file=sys.stderr, flush=True)
+            for delay, conc in sets:
+                for rnd in range(reps):
+                    for h in harnesses:
+                        name = f"{label}-{int(delay * 1000)}ms-c{conc}-{h}-{rnd}"
+                        r = one_run(srv, h, delay=delay, conc=conc, cube=cube, n_items=n_items, jobs=jobs,
+                                    scratch=scratch, name=name, strict=strict)
+                        r.update(cube=label, round=rnd)
+                        runs.append(r)
+                        print(f"{name}: wall {r['wall_s']:.2f} s, start-up {r['startup_s']:.2f} s, tail "
+                              f"{r['tail_s']:.2f} s, CPU {r['cpu_ms_per_request']:.2f} ms/request, "
+                              f"RSS {r['maxrss_mib']:.0f} MiB", file=sys.stderr, flush=True)
+    rows = summarise(runs)
+    doc = {"load_average_start": load0, "load_average_end": load_average(), "cpu_count": os.cpu_count(),
+           "rows": rows, "runs": runs, "cold": colds}
+    Path(args.out).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    print(table(rows))
+    print(f"load average at start {load0}, at end {doc['load_average_end']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

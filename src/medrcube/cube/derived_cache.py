@@ -1,0 +1,147 @@
+"""Figures derived from a cube's content, cached on disk across runs: authenticated, keyed by content.
+
+The gate's start-up computes things that depend only on the cube's items, the policy and
+the code (the leakage audit: seconds of CPU; the feasibility pass). They are cached by a
+key that is the SHA-256 of everything they are computed from (the caller passes the
+parts: a digest of the items' content, the policy's digest, a digest of the source code
+that computes them), so a changed cube, policy or algorithm is a miss, never a stale hit.
+
+An adversary who can write files must not be able to plant an entry that passes a leaky
+cube: every entry carries an HMAC-SHA256 of its key and value under a secret of 32 random
+bytes (`secret.key`, created 0600 in a 0700 cache directory on first use), so an entry is
+trusted only if this user's cache wrote it. An entry that is missing, unreadable, not
+JSON, under another key or with a wrong MAC is treated as absent: recomputed and
+rewritten. The value is JSON, never pickle (reading an entry runs no code).
+
+Where: `MEDRCUBE_CACHE_DIR`, else `$XDG_CACHE_HOME/medrcube`, else `~/.cache/medrcube`;
+`MEDRCUBE_CACHE_DIR=off` (or a directory that cannot be written) computes every time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import hmac
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+OFF = "off"
+
+
+def cache_root() -> Path | None:
+    """The cache directory, or None when caching is off (module docstring)."""
+    env = os.environ.get("MEDRCUBE_CACHE_DIR")
+    if env is not None:
+        return None if env.strip().lower() in (OFF, "") else Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "medrcube"
+
+
+def source_digest(files: Iterable[str | os.PathLike[str]]) -> str:
+    """SHA-256 over the bytes of the given source files (the code a cached value came from)."""
+    h = hashlib.sha256()
+    for f in sorted(str(p) for p in files):
+        h.update(Path(f).read_bytes())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def canonical(x: Any) -> Any:
+    """`x` as JSON that is the same in every process: dataclasses as their fields, sets
+    sorted, enums as their values (a repr would differ where a set's order does)."""
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return {f.name: canonical(getattr(x, f.name)) for f in dataclasses.fields(x)}
+    if isinstance(x, enum.Enum):
+        return canonical(x.value)
+    if isinstance(x, Mapping):
+        return {str(k): canonical(v) for k, v in sorted(x.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(x, (set, frozenset)):
+        return sorted((canonical(v) for v in x), key=lambda v: json.dumps(v, sort_keys=True))
+    if isinstance(x, (list, tuple)):
+        return [canonical(v) for v in x]
+    if x is None or isinstance(x, (str, int, float, bool)):
+        return x
+    return repr(x)
+
+
+def digest_of(x: Any) -> str:
+    """SHA-256 of `canonical(x)`."""
+    return hashlib.sha256(json.dumps(canonical(x), sort_keys=True).encode()).hexdigest()
+
+
+def package_sources(*dirs: str | os.PathLike[str]) -> list[Path]:
+    """The Python files under the given package directories (for `source_digest`)."""
+    return [p for d in dirs for p in sorted(Path(d).rglob("*.py"))]
+
+
+def _secret(root: Path) -> bytes:
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = root / "secret.key"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        key = path.read_bytes()
+        if len(key) != 32:
+            raise OSError(f"{path}: not a cache secret (delete it to start the cache afresh)") from None
+        return key
+    key = os.urandom(32)
+    with os.fdopen(fd, "wb") as f:
+        f.write(key)
+    return key
+
+
+def _mac(secret: bytes, key: str, value_json: str) -> str:
+    return hmac.new(secret, f"{key}\n{value_json}".encode(), hashlib.sha256).hexdigest()
+
+
+def cached(kind: str, parts: Any, compute: Callable[[], T], encode: Callable[[T], Any],
+           decode: Callable[[Any], T]) -> T:
+    """`compute()`, or the value this user's cache holds for (`kind`, `parts`).
+
+    `parts` is JSON (the digests the value is a function of); `encode` turns the value into
+    JSON and `decode` back (it may raise on a malformed value: that entry is then absent)."""
+    root = cache_root()
+    if root is None:
+        return compute()
+    key = hashlib.sha256(json.dumps([kind, parts], sort_keys=True).encode()).hexdigest()
+    try:
+        secret = _secret(root)
+    except OSError:
+        return compute()
+    path = root / kind / f"{key}.json"
+    hit = _read(path, secret, key, decode)
+    if hit is not None:
+        return hit[0]
+    value = compute()
+    _write(path, secret, key, encode(value))
+    return value
+
+
+def _read(path: Path, secret: bytes, key: str, decode: Callable[[Any], T]) -> tuple[T] | None:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        value_json = json.dumps(doc["value"], sort_keys=True)
+        if doc.get("key") != key or not hmac.compare_digest(str(doc.get("mac", "")), _mac(secret, key, value_json)):
+            return None
+        return (decode(doc["value"]),)
+    except Exception:  # noqa: BLE001 - a corrupt entry of any shape is simply absent
+        return None
+
+
+def _write(path: Path, secret: bytes, key: str, value: Any) -> None:
+    value_json = json.dumps(value, sort_keys=True)
+    doc = {"key": key, "value": value, "mac": _mac(secret, key, value_json)}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(doc, f, sort_keys=True)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a cache that cannot be written costs a recomputation next time, nothing else
