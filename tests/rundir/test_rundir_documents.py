@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from medrcube.rundir.documents import GATE_SCHEMA_VERSION, DocumentError, GateDocument, validate
+from medrcube.rundir.documents import GATE_SCHEMA_VERSION, DocumentError, GateDocument, RunDocument, validate
 from medrcube.rundir.reading import RunDirError, read_gate_document, read_json_object, read_results
 
 
@@ -91,3 +91,10 @@ def test_results_jsonl_newer_version_and_duplicates_are_refused(tmp_path: Path, 
     path.write_text(json.dumps(row) + "\n", encoding="utf-8")
     with pytest.raises(RunDirError, match="newer than this medrcube reads"):
         read_results(path)
+
+
+def test_a_variants_option_as_written_becomes_a_list_of_names() -> None:
+    """The gate hands run.json its --variants option as written; it must not become letters."""
+    doc = RunDocument.from_mapping({"records_digest": "0" * 64, "counts": {}, "variants": "standard, blind,shuffled:2"})
+    assert doc.variants == ("standard", "blind", "shuffled:2")
+    assert RunDocument.from_mapping({"records_digest": "0" * 64, "counts": {}, "variants": ["standard"]}).variants == ("standard",)

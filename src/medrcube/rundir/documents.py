@@ -156,7 +156,12 @@ class RunDocument:
     def from_mapping(cls, doc: Mapping[str, Any]) -> RunDocument:
         """A run.json object (as rundir/files.run_document assembles it, or as read back)."""
         known, extra = _split(doc, cls)
-        known["variants"] = tuple(known.get("variants") or ())
+        variants = known.get("variants") or ()
+        # The gate hands over its --variants option as written ("standard,blind"): a string
+        # is a comma-separated list of names, never a sequence of letters.
+        if isinstance(variants, str):
+            variants = [v.strip() for v in variants.split(",") if v.strip()]
+        known["variants"] = tuple(variants)
         return cls(extra=extra, **known)
 
     @classmethod
