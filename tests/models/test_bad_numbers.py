@@ -1,7 +1,9 @@
 """NaN, infinities and negatives where they make no sense end in one clear line (issue 25).
 
-Every numeric value of models.yaml, every numeric gate option and every numeric option of
-the `medrcube` commands, given a value hypothesis draws from the bad ones: the error is
+Every numeric value of models.yaml and thresholds.yaml, every numeric gate option and
+every numeric option of the `medrcube` commands (perturbation levels of `--variant(s)`
+included), given a value hypothesis draws from the bad ones (the recipe's numbers:
+tests/construction/test_recipe_numbers.py): the error is
 one line naming the file (for a file), the key or option, and the fix; never a traceback,
 never a value silently taken. The bad values are written as a user would write them
 (YAML `.nan`, `.inf`, `-.inf`, `1e400`; `--max-cost=nan`).
@@ -152,8 +154,18 @@ COMMAND_NUMBERS = {
     ("power", "--accuracy"): ["--bound", "0.6"],
     ("power", "--n"): ["--bound", "0.6", "--accuracy", "0.7"],
     ("power", "--checks"): ["--bound", "0.6", "--accuracy", "0.7"],
+    ("power", "--icc"): ["--bound", "0.6", "--accuracy", "0.7", "--items-per-image", "2"],
+    ("power", "--distance"): ["--bound", "0.6", "--accuracy", "0.7"],
+    ("power", "--power"): ["--bound", "0.6", "--accuracy", "0.7"],
     ("validate", "--limit"): ["cube-that-is-never-read"],
+    ("run", "--concurrency"): ["--model", "random", "--cube", "cube-that-is-never-read"],
+    ("build", "--frames"): ["--record-review", "build-never-read", "--decision", "approved", "--reviewed-by", "x"],
+    ("build", "--leaks"): ["--record-review", "build-never-read", "--decision", "approved", "--reviewed-by", "x",
+                           "--frames", "30"],
 }
+# The whole-number options of commands/numbers.py: their one line also gives an example.
+WHOLE_NUMBERS = {("power", "--checks"), ("power", "--n"), ("run", "--concurrency"), ("build", "--frames"),
+                 ("build", "--leaks")}
 
 
 @pytest.mark.parametrize(("command", "option"), sorted(COMMAND_NUMBERS))
@@ -165,6 +177,56 @@ def test_command_numbers_refuse_nan_inf_and_negatives(command: str, option: str,
     with pytest.raises(SystemExit) as exc:
         cli_main([command, *COMMAND_NUMBERS[(command, option)], f"{option}={value}"])
     assert exc.value.code == 2
+
+
+@pytest.mark.parametrize(("command", "option"), sorted(WHOLE_NUMBERS))
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=st.one_of(st.sampled_from(["nan", "inf", "-inf", "1e400", "2.5"]),
+                       st.integers(max_value=-1, min_value=-10**9).map(str)))
+def test_whole_number_options_say_the_value_and_an_example(capsys: pytest.CaptureFixture[str], command: str,
+                                                           option: str, value: str) -> None:
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        cli_main([command, *COMMAND_NUMBERS[(command, option)], f"{option}={value}"])
+    errors = [ln for ln in capsys.readouterr().err.splitlines() if "error:" in ln]
+    assert exc.value.code == 2 and len(errors) == 1, errors
+    _one_line_naming(errors[0], f"argument {option}:", value.strip(), f"(e.g. {option} ")
+
+
+# every perturbation kind with a level; -16 is below the lowest bound of every kind (rotate's -15)
+_LEVELLED = ("jpeg", "lowres", "noise", "poisson", "window", "brightness", "rotate", "crop")
+_BAD_LEVEL = st.one_of(st.sampled_from(["nan", "inf", "-inf", "1e400"]),
+                       st.floats(max_value=-16.0, min_value=-1e9).map(repr))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kind=st.sampled_from(_LEVELLED), level=_BAD_LEVEL, seeded=st.booleans())
+def test_variant_levels_refuse_nan_inf_and_out_of_range(capsys: pytest.CaptureFixture[str], pytester: pytest.Pytester,
+                                                        kind: str, level: str, seeded: bool) -> None:
+    """`medrcube run --variant` and the gate's `--variants`: the same one line."""
+    spec = f"{kind}:{level}" + ("@3" if seeded else "")
+    capsys.readouterr()
+    assert cli_main(["run", "--model", "random", "--cube", "cube-that-is-never-read", f"--variant={spec}"]) == 1
+    errors = [ln for ln in capsys.readouterr().err.splitlines() if "error:" in ln]
+    assert len(errors) == 1, errors
+    _one_line_naming(errors[0], f"variant {spec!r}", kind)
+    config = pytester.parseconfig(f"--variants={spec}")
+    with pytest.raises(pytest.UsageError) as exc:
+        read_options(config)
+    _one_line_naming(str(exc.value), f"--variants={spec}", f"variant {spec!r}", "e.g.")
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e400", "2.5", "x"])
+def test_a_sequential_seed_must_be_a_whole_number(pytester: pytest.Pytester, value: str) -> None:
+    config = pytester.parseconfig("--sequential", f"--seed={value}")
+    with pytest.raises(pytest.UsageError) as exc:
+        read_options(config)
+    _one_line_naming(str(exc.value), f"--seed={value}", "e.g. --seed=1")
+
+
+def test_a_negative_seed_is_a_seed(pytester: pytest.Pytester) -> None:
+    options = read_options(pytester.parseconfig("--sequential", "--seed=-3"))
+    assert options.sequential is not None and options.sequential.seed == -3
 
 
 def test_command_number_messages_name_the_option(capsys: pytest.CaptureFixture[str]) -> None:
