@@ -112,3 +112,21 @@ def test_a_negative_penalty_for_the_reviewer_is_a_value_not_a_mistake(tmp_path: 
                     encoding="utf-8")
     review = load_recipe(path).review
     assert review is not None and review.params["frequency_penalty"] == -0.5
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(corner=st.integers(min_value=0, max_value=3), value=st.one_of(_NONFINITE, _NEGATIVE))
+def test_a_region_rule_zone_refuses_nan_inf_and_negatives(tmp_path: Path, corner: int, value: str) -> None:
+    """The recipe's own region-rule table (`privacy.region_rules: FILE`): its zones are numbers too."""
+    from medrcube.construction.privacy.regions import RegionRuleError, load_table
+
+    zone = ["0", "0", "1", "0.1"]
+    zone[corner] = value
+    path = tmp_path / "regions.yaml"
+    path.write_text(f"version: 1\nrules:\n  - modality: US\n    zones: [[{', '.join(zone)}]]\n    why: the banner\n",
+                    encoding="utf-8")
+    with pytest.raises(RegionRuleError) as exc:
+        load_table(path)
+    message = str(exc.value)
+    assert "\n" not in message and message.startswith(f"{path}: rules[0]: zone "), message
+    assert "give fractions of the width and height" in message, message

@@ -31,6 +31,10 @@ ENTRY_NUMBERS = {
     "image_max_side": ("openai", "negative"),
     "batch_size": ("hf", "nonpositive"),
     "max_response_mib": ("openai", "nonpositive"),
+    "breaker_failures": ("openai", "nonpositive"),
+    "breaker_seconds": ("openai", "negative"),
+    "retry_after_max": ("openai", "negative"),
+    "retry_wait_max": ("openai", "negative"),
 }
 NESTED_NUMBERS = ("price.prompt", "price.completion", "params.temperature", "params.max_tokens",
                   "params.top_p", "params.max_completion_tokens")
@@ -103,6 +107,22 @@ def test_good_numbers_still_load(tmp_path: Path, key: str) -> None:
     provider, _ = ENTRY_NUMBERS[key]
     entry = load_models_file(_entry(tmp_path, provider, key, "3"))["site-model"]
     assert getattr(entry, key) == 3
+
+
+@settings(max_examples=30, deadline=None)
+@given(field=st.sampled_from(["accuracy", "icc"]),
+       value=st.one_of(st.sampled_from(["nan", "inf", "-inf", "1e400"]), st.floats(max_value=-1e-6, min_value=-1e9).map(repr)))
+def test_model_spec_numbers_refuse_nan_inf_and_negatives(field: str, value: str) -> None:
+    """The numbers inside a model spec (`simulate:accuracy=P,icc=R`, `random:SEED`)."""
+    from medrcube.models.registry import ModelSpecError, load_adapter
+
+    spec = f"simulate:accuracy={value}" if field == "accuracy" else f"simulate:accuracy=0.7,icc={value}"
+    with pytest.raises(ModelSpecError) as exc:
+        load_adapter(spec)
+    _one_line_naming(str(exc.value), spec, f"{field}={value}", "between 0 and 1")
+    with pytest.raises(ModelSpecError) as exc:
+        load_adapter(f"random:{value}")
+    _one_line_naming(str(exc.value), f"random:{value}", "must be an integer, as in random:42")
 
 
 # ---------------------------------------------------------------------------- gate options
