@@ -283,7 +283,7 @@ def test_hang_times_out_and_is_retried(scripted_server, make_adapter):
     # the deadline is long enough that a loaded machine never times out the good answer,
     # the hang far longer than the deadline
     scripted_server.set_script({"faults": [{"fault": "hang", "seconds": 60, "first": 1}]})
-    out = run(make_adapter(scripted_server, timeout=2.0), [req("q")])
+    out = run(make_adapter(scripted_server, timeout=4.0), [req("q")])
     assert out[0].ok and out[0].attempts == 2
     s = scripted_server.stats()
     assert s["by_fault"] == {"hang": 1} and s["by_outcome"] == {"200": 1}  # the hang is still hanging
@@ -310,8 +310,8 @@ def test_broken_responses_are_retried(scripted_server, make_adapter, fault):
 )
 def test_persistent_faults_end_in_a_recorded_error(scripted_server, make_adapter, fault, kind, words):
     scripted_server.set_script({"faults": [fault]})
-    # 1.5 s: no loaded machine turns a malformed answer into a timeout (the hang waits 4 x 1.5 s)
-    out = run(make_adapter(scripted_server, max_retries=3, timeout=1.5), [req("q")])
+    # 3 s: no loaded machine turns a malformed answer into a timeout (the hang waits 4 x 3 s)
+    out = run(make_adapter(scripted_server, max_retries=3, timeout=3.0), [req("q")])
     assert out[0].text is None and out[0].error_kind is kind and words in out[0].error
     assert out[0].attempts == 4 == scripted_server.stats()["total"]
 
@@ -400,7 +400,8 @@ def test_refusals_are_an_outcome_not_an_error(scripted_server, make_adapter, fau
 
 
 def test_concurrency_limit_is_respected_at_the_server(scripted_server, make_adapter):
-    scripted_server.set_script({"latency": 0.05})
+    # 0.2 s per answer: the sends overlap at the server however late a loaded client sends
+    scripted_server.set_script({"latency": 0.2})
     out = run(make_adapter(scripted_server, concurrency=4), [req(f"q{i}") for i in range(20)])
     assert all(r.ok for r in out)
     assert 2 <= scripted_server.stats()["max_in_flight"] <= 4
