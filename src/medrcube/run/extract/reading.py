@@ -218,6 +218,9 @@ _SHORT_LABEL = re.compile(
 _SHORT_LABEL_NOSEP = re.compile(r"([A-Z])\s+(\S.*)", re.S)
 
 
+_CROSSES = frozenset("✗✘❌☒")  # marks of a rejected option (× is also a multiplication sign)
+
+
 def _short(s: str, o: _Options) -> _Find | None:
     """Read `s` as one complete short answer, or None if it is not one."""
     s = s.strip(_STRIP_EDGE)
@@ -229,6 +232,8 @@ def _short(s: str, o: _Options) -> _Find | None:
         if inner is not None and inner.ok:
             return _Find(inner.choice, _OK_BOXED)
         return inner
+    if any(c in s for c in _CROSSES):
+        return _Find(None, _BAD_AMBIGUOUS)  # "Normal ✗", "A. Normal ✗": a rejection, never the answer
     t = _norm(s)
     if not t:
         return None
