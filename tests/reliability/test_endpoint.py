@@ -337,7 +337,7 @@ def _one_image_cube(root: Path, name: str = "x.png", dataset: str = "files") -> 
     return root / dataset / "img" / name
 
 
-def _load_bounded(root: Path, seconds: float = 30.0):
+def _load_bounded(root: Path, seconds: float = 120.0):  # a bound on a hang (a FIFO read), not a speed
     box: dict = {}
 
     def go() -> None:
