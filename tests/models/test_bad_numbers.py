@@ -301,3 +301,40 @@ def test_every_number_of_the_policy_refuses_nan_inf_and_negatives(tmp_path: Path
         for profile in (None, *(doc.get("profiles") or {})):
             load_policy(path, profile=profile)
     _one_line_naming(str(exc.value), str(path), _key_path(leaf).split("[")[0].split(".")[-1], "Fix:")
+
+
+# Numbers the policy schema reads that the shipped thresholds.yaml leaves out: (section,
+# key, the value written with the bad number in it, the key path the error names).
+OPTIONAL_POLICY_NUMBERS = {
+    "calibration.n_bins": ("calibration", "n_bins", lambda v: v, "calibration.n_bins"),
+    "calibration.n_boot": ("calibration", "n_boot", lambda v: v, "calibration.n_boot"),
+    "credibility.min_grounding": ("credibility", "min_grounding", lambda v: v, "credibility.min_grounding"),
+    "selective.accuracy_at_coverage": ("selective", "accuracy_at_coverage", lambda v: {0.8: v},
+                                       "selective.accuracy_at_coverage.0.8"),
+    "selective.coverage (a key)": ("selective", "accuracy_at_coverage", lambda v: {v: 0.9},
+                                   "selective.accuracy_at_coverage."),
+    "selective.coverage_at_risk": ("selective", "coverage_at_risk", lambda v: {0.1: v}, "selective.coverage_at_risk.0.1"),
+    "findings.min_sensitivity": ("findings", "min_sensitivity", lambda v: {"Pneumothorax": v},
+                                 "findings.min_sensitivity.Pneumothorax"),
+    "findings.prevalence": ("findings", "prevalence", lambda v: {"Pneumothorax": v}, "findings.prevalence.Pneumothorax"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPTIONAL_POLICY_NUMBERS))
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=st.one_of(st.sampled_from([math.nan, math.inf, -math.inf]), st.floats(max_value=-1e-6, min_value=-1e9)))
+def test_optional_policy_numbers_refuse_nan_inf_and_negatives(tmp_path: Path, name: str, value: float) -> None:
+    import copy
+
+    import yaml
+
+    from medrcube.gate.thresholds import ThresholdsError, load_policy
+
+    section, key, wrap, named = OPTIONAL_POLICY_NUMBERS[name]
+    doc = copy.deepcopy(_POLICY)
+    doc.setdefault(section, {})[key] = wrap(value)
+    path = tmp_path / "thresholds.yaml"
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    with pytest.raises(ThresholdsError) as exc:
+        load_policy(path)
+    _one_line_naming(str(exc.value), str(path), named, "Fix:")
