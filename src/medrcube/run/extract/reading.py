@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from medrcube.run.extract.codes import AMBIGUOUS, MISMATCH, OUT_OF_RANGE, Extraction
-from medrcube.run.extract.cues import NO_WORDS, YES_WORDS
+from medrcube.run.extract.cues import CROSSES, NO_WORDS, YES_WORDS
 
 # ----------------------------------------------------------------------------------
 # Per-option-set data
@@ -218,9 +218,6 @@ _SHORT_LABEL = re.compile(
 _SHORT_LABEL_NOSEP = re.compile(r"([A-Z])\s+(\S.*)", re.S)
 
 
-_CROSSES = frozenset("✗✘❌☒")  # marks of a rejected option (× is also a multiplication sign)
-
-
 def _short(s: str, o: _Options) -> _Find | None:
     """Read `s` as one complete short answer, or None if it is not one."""
     s = s.strip(_STRIP_EDGE)
@@ -232,7 +229,7 @@ def _short(s: str, o: _Options) -> _Find | None:
         if inner is not None and inner.ok:
             return _Find(inner.choice, _OK_BOXED)
         return inner
-    if any(c in s for c in _CROSSES):
+    if any(c in s for c in CROSSES):
         return _Find(None, _BAD_AMBIGUOUS)  # "Normal ✗", "A. Normal ✗": a rejection, never the answer
     t = _norm(s)
     if not t:

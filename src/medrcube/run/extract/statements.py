@@ -129,9 +129,8 @@ def _parse_tail(tail: str, o: _Options, *, need_separator: bool = False) -> _Fin
                 sep = _BRACKET_SEP.match(rest)
             else:
                 sep = _LEADING_SEP.match(rest)
-            if REJECTED_SIGN.match(rest) or sep is None or "." not in sep.group(0):
-                if REJECTED_SIGN.match(rest) or REJECTED_AFTER.match(rest):
-                    return _Find(None, _BAD_AMBIGUOUS)  # "B is wrong", "A: incorrect": rejected, not chosen
+            if REJECTED_SIGN.match(rest) or ((sep is None or "." not in sep.group(0)) and REJECTED_AFTER.match(rest)):
+                return _Find(None, _BAD_AMBIGUOUS)  # "B is wrong", "A: incorrect", "A. ✗": rejected, not chosen
             if sep is None:
                 # "B or C", "B but possibly D": the rest of the clause follows directly
                 return _Find(None, _BAD_AMBIGUOUS) if _hedged(_sentence(rest), found.choice, o) else found
