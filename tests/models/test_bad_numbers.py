@@ -236,7 +236,9 @@ def test_variant_levels_refuse_nan_inf_and_out_of_range(capsys: pytest.CaptureFi
     _one_line_naming(str(exc.value), f"--variants={spec}", f"variant {spec!r}", "e.g.")
 
 
-@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e400", "2.5", "x"])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=st.one_of(st.sampled_from(["nan", "NaN", "inf", "-inf", "1e400", "x"]),
+                       st.floats(allow_nan=False, allow_infinity=False).filter(lambda v: not v.is_integer()).map(repr)))
 def test_a_sequential_seed_must_be_a_whole_number(pytester: pytest.Pytester, value: str) -> None:
     config = pytester.parseconfig("--sequential", f"--seed={value}")
     with pytest.raises(pytest.UsageError) as exc:
