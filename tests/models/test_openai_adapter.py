@@ -13,6 +13,8 @@ import email.utils
 import hashlib
 import io
 import json
+import logging
+import re
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -254,17 +256,21 @@ def test_429_without_retry_after_backs_off_and_succeeds(scripted_server, make_ad
     assert out[0].ok and out[0].attempts == 5
 
 
-def test_retry_after_is_honoured(scripted_server, make_adapter):
-    """The retry arrives no sooner than the server asked (a lower bound: it cannot flake)."""
+def test_retry_after_is_honoured(scripted_server, make_adapter, caplog):
+    """The client waits what the server asked before its retry: told by the wait it chose
+    (its own log line), not by a gap timed at the server (a loaded machine only makes
+    waits longer; how precisely they hold is benchmarks/' to measure)."""
     scripted_server.set_script({"faults": [
         {"fault": "status", "status": 429, "retry_after_ms": 400, "match": "ms", "first": 1},
         {"fault": "status", "status": 503, "retry_after": 1, "match": "sec", "first": 1}]})
-    out = run(make_adapter(scripted_server, backoff_base=0.0), [req("ms"), req("sec")])
+    with caplog.at_level(logging.DEBUG, logger="medrcube.models.openai"):
+        out = run(make_adapter(scripted_server, backoff_base=0.0), [req("ms"), req("sec")])
     assert all(r.ok and r.attempts == 2 for r in out)
-    log = scripted_server.stats()["requests"]
-    for question, wait in (("ms", 0.4), ("sec", 1.0)):
-        first, second = [r for r in log if r["question"] == question]
-        assert second["t_start"] - first["t_end"] >= wait - 0.01
+    assert scripted_server.stats()["total"] == 4  # one refusal and one answer each
+    chosen = {m.group(1): float(m.group(2)) for r in caplog.records
+              if (m := re.search(r"item (\w+): attempt 1 failed \(.*\); retrying in ([\d.]+)s", r.getMessage()))}
+    assert chosen.keys() == {"ms", "sec"}
+    assert chosen["ms"] >= 0.4 and chosen["sec"] >= 1.0, chosen
 
 
 def test_5xx_storm_is_survived(scripted_server, make_adapter):
