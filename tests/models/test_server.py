@@ -262,7 +262,7 @@ def test_stop_releases_hung_requests():
     while srv.stats()["in_flight"] == 0:
         threading.Event().wait(0.01)
     srv.stop()
-    t.join(timeout=10)
+    t.join(timeout=60)  # a bound on a hang: the stop ends the connection at once
     assert not t.is_alive() and errors  # the client saw its connection end
 
 

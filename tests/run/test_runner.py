@@ -313,7 +313,7 @@ def test_a_zombie_owner_is_dead_even_when_its_name_mimics_a_state(tmp_path: Path
         assert not owner_is_dead(owner)  # alive (sleeping), whatever its name says
         os.kill(proc.pid, signal.SIGKILL)
         _wait_for(lambda: Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z",
-                  "the killed process to become a zombie", timeout=10)
+                  "the killed process to become a zombie", timeout=60)
         assert owner_is_dead(owner)  # a zombie, not yet reaped
     finally:
         proc.kill()
