@@ -3,7 +3,7 @@ MedRCube's reference evaluator, and VLMEvalKit's exact-matching rules.
 
     python -m benchmarks.extract_readings [--json]
 
-The replies are the test corpus (tests/run/data/replies.jsonl, 411 realistic replies)
+The replies are the test corpus (tests/run/data/replies.jsonl, 492 realistic replies)
 and the issue's 34 adversarial replies (tests/run/data/adversarial.jsonl), each with the
 option it commits to (or none) and the item's answer key. For each reader and reply:
 

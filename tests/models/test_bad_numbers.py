@@ -1,7 +1,9 @@
 """NaN, infinities and negatives where they make no sense end in one clear line (issue 25).
 
-Every numeric value of models.yaml, every numeric gate option and every numeric option of
-the `medrcube` commands, given a value hypothesis draws from the bad ones: the error is
+Every numeric value of models.yaml and thresholds.yaml, every numeric gate option and
+every numeric option of the `medrcube` commands (perturbation levels of `--variant(s)`
+included), given a value hypothesis draws from the bad ones (the recipe's numbers:
+tests/construction/test_recipe_numbers.py): the error is
 one line naming the file (for a file), the key or option, and the fix; never a traceback,
 never a value silently taken. The bad values are written as a user would write them
 (YAML `.nan`, `.inf`, `-.inf`, `1e400`; `--max-cost=nan`).
@@ -29,6 +31,10 @@ ENTRY_NUMBERS = {
     "image_max_side": ("openai", "negative"),
     "batch_size": ("hf", "nonpositive"),
     "max_response_mib": ("openai", "nonpositive"),
+    "breaker_failures": ("openai", "nonpositive"),
+    "breaker_seconds": ("openai", "negative"),
+    "retry_after_max": ("openai", "negative"),
+    "retry_wait_max": ("openai", "negative"),
 }
 NESTED_NUMBERS = ("price.prompt", "price.completion", "params.temperature", "params.max_tokens",
                   "params.top_p", "params.max_completion_tokens")
@@ -103,6 +109,22 @@ def test_good_numbers_still_load(tmp_path: Path, key: str) -> None:
     assert getattr(entry, key) == 3
 
 
+@settings(max_examples=30, deadline=None)
+@given(field=st.sampled_from(["accuracy", "icc"]),
+       value=st.one_of(st.sampled_from(["nan", "inf", "-inf", "1e400"]), st.floats(max_value=-1e-6, min_value=-1e9).map(repr)))
+def test_model_spec_numbers_refuse_nan_inf_and_negatives(field: str, value: str) -> None:
+    """The numbers inside a model spec (`simulate:accuracy=P,icc=R`, `random:SEED`)."""
+    from medrcube.models.registry import ModelSpecError, load_adapter
+
+    spec = f"simulate:accuracy={value}" if field == "accuracy" else f"simulate:accuracy=0.7,icc={value}"
+    with pytest.raises(ModelSpecError) as exc:
+        load_adapter(spec)
+    _one_line_naming(str(exc.value), spec, f"{field}={value}", "between 0 and 1")
+    with pytest.raises(ModelSpecError) as exc:
+        load_adapter(f"random:{value}")
+    _one_line_naming(str(exc.value), f"random:{value}", "must be an integer, as in random:42")
+
+
 # ---------------------------------------------------------------------------- gate options
 
 _BAD_OPTION_TEXT = st.one_of(
@@ -152,8 +174,18 @@ COMMAND_NUMBERS = {
     ("power", "--accuracy"): ["--bound", "0.6"],
     ("power", "--n"): ["--bound", "0.6", "--accuracy", "0.7"],
     ("power", "--checks"): ["--bound", "0.6", "--accuracy", "0.7"],
+    ("power", "--icc"): ["--bound", "0.6", "--accuracy", "0.7", "--items-per-image", "2"],
+    ("power", "--distance"): ["--bound", "0.6", "--accuracy", "0.7"],
+    ("power", "--power"): ["--bound", "0.6", "--accuracy", "0.7"],
     ("validate", "--limit"): ["cube-that-is-never-read"],
+    ("run", "--concurrency"): ["--model", "random", "--cube", "cube-that-is-never-read"],
+    ("build", "--frames"): ["--record-review", "build-never-read", "--decision", "approved", "--reviewed-by", "x"],
+    ("build", "--leaks"): ["--record-review", "build-never-read", "--decision", "approved", "--reviewed-by", "x",
+                           "--frames", "30"],
 }
+# The whole-number options of commands/numbers.py: their one line also gives an example.
+WHOLE_NUMBERS = {("power", "--checks"), ("power", "--n"), ("run", "--concurrency"), ("build", "--frames"),
+                 ("build", "--leaks")}
 
 
 @pytest.mark.parametrize(("command", "option"), sorted(COMMAND_NUMBERS))
@@ -165,6 +197,58 @@ def test_command_numbers_refuse_nan_inf_and_negatives(command: str, option: str,
     with pytest.raises(SystemExit) as exc:
         cli_main([command, *COMMAND_NUMBERS[(command, option)], f"{option}={value}"])
     assert exc.value.code == 2
+
+
+@pytest.mark.parametrize(("command", "option"), sorted(WHOLE_NUMBERS))
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=st.one_of(st.sampled_from(["nan", "inf", "-inf", "1e400", "2.5"]),
+                       st.integers(max_value=-1, min_value=-10**9).map(str)))
+def test_whole_number_options_say_the_value_and_an_example(capsys: pytest.CaptureFixture[str], command: str,
+                                                           option: str, value: str) -> None:
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        cli_main([command, *COMMAND_NUMBERS[(command, option)], f"{option}={value}"])
+    errors = [ln for ln in capsys.readouterr().err.splitlines() if "error:" in ln]
+    assert exc.value.code == 2 and len(errors) == 1, errors
+    _one_line_naming(errors[0], f"argument {option}:", value.strip(), f"(e.g. {option} ")
+
+
+# every perturbation kind with a level; -16 is below the lowest bound of every kind (rotate's -15)
+_LEVELLED = ("jpeg", "lowres", "noise", "poisson", "window", "brightness", "rotate", "crop")
+_BAD_LEVEL = st.one_of(st.sampled_from(["nan", "inf", "-inf", "1e400"]),
+                       st.floats(max_value=-16.0, min_value=-1e9).map(repr))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kind=st.sampled_from(_LEVELLED), level=_BAD_LEVEL, seeded=st.booleans())
+def test_variant_levels_refuse_nan_inf_and_out_of_range(capsys: pytest.CaptureFixture[str], pytester: pytest.Pytester,
+                                                        kind: str, level: str, seeded: bool) -> None:
+    """`medrcube run --variant` and the gate's `--variants`: the same one line."""
+    spec = f"{kind}:{level}" + ("@3" if seeded else "")
+    capsys.readouterr()
+    assert cli_main(["run", "--model", "random", "--cube", "cube-that-is-never-read", f"--variant={spec}"]) == 1
+    errors = [ln for ln in capsys.readouterr().err.splitlines() if "error:" in ln]
+    assert len(errors) == 1, errors
+    _one_line_naming(errors[0], f"variant {spec!r}", kind)
+    config = pytester.parseconfig(f"--variants={spec}")
+    with pytest.raises(pytest.UsageError) as exc:
+        read_options(config)
+    _one_line_naming(str(exc.value), f"--variants={spec}", f"variant {spec!r}", "e.g.")
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=st.one_of(st.sampled_from(["nan", "NaN", "inf", "-inf", "1e400", "x"]),
+                       st.floats(allow_nan=False, allow_infinity=False).filter(lambda v: not v.is_integer()).map(repr)))
+def test_a_sequential_seed_must_be_a_whole_number(pytester: pytest.Pytester, value: str) -> None:
+    config = pytester.parseconfig("--sequential", f"--seed={value}")
+    with pytest.raises(pytest.UsageError) as exc:
+        read_options(config)
+    _one_line_naming(str(exc.value), f"--seed={value}", "e.g. --seed=1")
+
+
+def test_a_negative_seed_is_a_seed(pytester: pytest.Pytester) -> None:
+    options = read_options(pytester.parseconfig("--sequential", "--seed=-3"))
+    assert options.sequential is not None and options.sequential.seed == -3
 
 
 def test_command_number_messages_name_the_option(capsys: pytest.CaptureFixture[str]) -> None:
@@ -219,3 +303,40 @@ def test_every_number_of_the_policy_refuses_nan_inf_and_negatives(tmp_path: Path
         for profile in (None, *(doc.get("profiles") or {})):
             load_policy(path, profile=profile)
     _one_line_naming(str(exc.value), str(path), _key_path(leaf).split("[")[0].split(".")[-1], "Fix:")
+
+
+# Numbers the policy schema reads that the shipped thresholds.yaml leaves out: (section,
+# key, the value written with the bad number in it, the key path the error names).
+OPTIONAL_POLICY_NUMBERS = {
+    "calibration.n_bins": ("calibration", "n_bins", lambda v: v, "calibration.n_bins"),
+    "calibration.n_boot": ("calibration", "n_boot", lambda v: v, "calibration.n_boot"),
+    "credibility.min_grounding": ("credibility", "min_grounding", lambda v: v, "credibility.min_grounding"),
+    "selective.accuracy_at_coverage": ("selective", "accuracy_at_coverage", lambda v: {0.8: v},
+                                       "selective.accuracy_at_coverage.0.8"),
+    "selective.coverage (a key)": ("selective", "accuracy_at_coverage", lambda v: {v: 0.9},
+                                   "selective.accuracy_at_coverage."),
+    "selective.coverage_at_risk": ("selective", "coverage_at_risk", lambda v: {0.1: v}, "selective.coverage_at_risk.0.1"),
+    "findings.min_sensitivity": ("findings", "min_sensitivity", lambda v: {"Pneumothorax": v},
+                                 "findings.min_sensitivity.Pneumothorax"),
+    "findings.prevalence": ("findings", "prevalence", lambda v: {"Pneumothorax": v}, "findings.prevalence.Pneumothorax"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPTIONAL_POLICY_NUMBERS))
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=st.one_of(st.sampled_from([math.nan, math.inf, -math.inf]), st.floats(max_value=-1e-6, min_value=-1e9)))
+def test_optional_policy_numbers_refuse_nan_inf_and_negatives(tmp_path: Path, name: str, value: float) -> None:
+    import copy
+
+    import yaml
+
+    from medrcube.gate.thresholds import ThresholdsError, load_policy
+
+    section, key, wrap, named = OPTIONAL_POLICY_NUMBERS[name]
+    doc = copy.deepcopy(_POLICY)
+    doc.setdefault(section, {})[key] = wrap(value)
+    path = tmp_path / "thresholds.yaml"
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    with pytest.raises(ThresholdsError) as exc:
+        load_policy(path)
+    _one_line_naming(str(exc.value), str(path), named, "Fix:")

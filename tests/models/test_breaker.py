@@ -149,8 +149,10 @@ def test_a_stalled_run_says_so_in_the_log(scripted_server, caplog: pytest.LogCap
     from medrcube.testing.gencube import generate_release_cube
 
     generate_release_cube(tmp_path, n_items=2, n_datasets=1, n_images=2, image_size=16, n_base_images=2, seed=3)
-    scripted_server.set_script({"faults": [{"fault": "hang", "seconds": 3}]})
-    adapter = OpenAIAdapter("m", base_url=scripted_server.base_url, timeout=2.5, max_retries=0)
+    # The hang outlasts the timeout by far, and the timeout the 1 s stall warning: on a
+    # loaded machine the warning comes later, never after the request has ended.
+    scripted_server.set_script({"faults": [{"fault": "hang", "seconds": 60}]})
+    adapter = OpenAIAdapter("m", base_url=scripted_server.base_url, timeout=8.0, max_retries=0)
     class Noted(Progress):
         def __init__(self) -> None:
             super().__init__(total=0, enabled=False)

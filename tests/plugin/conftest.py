@@ -196,7 +196,8 @@ class GateWorkspace:
         return self.pytester.runpytest(*self.args(*extra, model=model, store=store))
 
     def run_subprocess(self, *extra: str, model: str | None = None, store: str = ".medrcube") -> pytest.RunResult:
-        return self.pytester.runpytest_subprocess(*self.args(*extra, model=model, store=store), timeout=300)
+        # a bound on a hang only: far beyond an xdist run on a loaded 2-core machine
+        return self.pytester.runpytest_subprocess(*self.args(*extra, model=model, store=store), timeout=900)
 
     def run_dirs(self) -> list[Path]:
         reports = self.path / "reports"

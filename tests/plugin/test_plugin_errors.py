@@ -54,13 +54,12 @@ def test_api_errors_are_errors_not_failures(gate_ws, gate_server, status):
 
 
 def test_dead_endpoint_stops_at_once_naming_the_url(gate_ws):
-    import time
-
     url, expected = "http://127.0.0.1:9/v1", "connection failed"  # nothing listens there
-    start = time.monotonic()
     result = gate_ws.run(model=f"openai:test-model@{url}")
-    assert time.monotonic() - start < 120  # no retries for minutes; a margin no load breaks (about 2 s idle)
+    # A usage error from the pre-flight: no item was asked, so no request was retried and
+    # no test ran (how long it takes is benchmarks/' to measure, never asserted here).
     assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "passed" not in result.stdout.str() and "test_gate" not in result.stdout.str()
     errors = usage_errors(result)
     assert len(errors) == 1, result.errlines
     assert url.removesuffix("/v1") in errors[0] and expected in errors[0]

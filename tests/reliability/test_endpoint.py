@@ -63,28 +63,49 @@ def test_a_redirect_is_not_followed_and_names_the_location(tmp_path: Path, scrip
 
 
 def test_a_dripped_body_ends_at_the_total_deadline(tmp_path: Path, scripted_server, tally) -> None:
+    """A body dripped at 1 byte/s (about 300 s for a whole answer) is cut at the 2 s total
+    deadline. Told by what the client did, never by a duration (load only makes a run
+    longer; how long the cut takes is measured by benchmarks/drip_deadline.py): without a
+    retry every dripped request ends as a timeout error naming the deadline, nothing
+    graded; with one retry every item is dripped once, then answered and graded with the
+    server's own reply."""
     t = tally("f_drip")
     cube = make_cube(tmp_path / "cube", n_items=6)
-    scripted_server.set_script({"answers": replies(cube),
-                                "faults": [{"fault": "drip", "interval": 1.0, "per_prompt": True, "first": 1}]})
-    adapter = openai_adapter(scripted_server.base_url, timeout=2.0)
-    t0 = time.monotonic()
-    result = run_cube(cube, adapter, store=ResponseStore(tmp_path / "store"))
-    wall = time.monotonic() - t0
+    answers = replies(cube)
+    question = {item.id: item.question for item in cube.items}
+
+    scripted_server.set_script({"answers": answers, "faults": [{"fault": "drip", "interval": 1.0}]})
+    cut = run_cube(cube, openai_adapter(scripted_server.base_url, timeout=2.0, max_retries=0),
+                   store=ResponseStore(tmp_path / "store-cut"))
     stats = scripted_server.stats()
     t.injected += stats["by_fault"].get("drip", 0)
     t.runs += 1
-    graded = [r for r in result.records if r.outcome in GRADED]
-    t.completed += int(len(graded) == len(_asked(result)))
-    t.lost += len(_asked(result)) - len(graded)
+    asked = _asked(cut)
+    timed_out = [r for r in asked if r.outcome is Outcome.ERROR and "no complete answer within 2s (timeout)" in (r.error or "")]
+    t.stopped += int(len(timed_out) == len(asked))
+    t.lost += len(asked) - len(timed_out)
+    assert asked and len(timed_out) == len(asked), [(r.outcome, r.error) for r in asked]
+    assert stats["total"] == stats["by_fault"]["drip"] == len(asked)  # one attempt each, every one dripped
+
+    scripted_server.reset_stats()
+    scripted_server.set_script({"answers": answers,
+                                "faults": [{"fault": "drip", "interval": 1.0, "per_prompt": True, "first": 1}]})
+    result = run_cube(cube, openai_adapter(scripted_server.base_url, timeout=2.0, max_retries=1),
+                      store=ResponseStore(tmp_path / "store"))
+    stats = scripted_server.stats()
+    t.injected += stats["by_fault"].get("drip", 0)
+    t.runs += 1
+    asked = _asked(result)
+    graded = [r for r in asked if r.outcome in GRADED and r.response == answers[question[r.item_id]]]
+    t.completed += int(len(graded) == len(asked))
+    t.lost += len(asked) - len(graded)
     t.duplicates += stats["duplicates"]
-    slowest = max(r.latency_s for r in _asked(result))
-    t.note(f"a body dripped at 1 byte/s (about 300 s for a whole answer) is cut at the 2 s deadline; "
-           f"{len(result.records)} items, each dripped once then answered: run {wall:.1f} s, slowest item {slowest:.1f} s")
-    assert len(graded) == len(_asked(result))
-    # one deadline plus the retry (about 2.5 s), never the drip's 300 s: the margin is wide
-    # enough that no load on the machine breaks it (durations are measured in benchmarks/)
-    assert slowest < 60
+    t.note(f"a body dripped at 1 byte/s (about 300 s for a whole answer) is cut at the 2 s deadline: "
+           f"{len(asked)} of {len(asked)} requests end as a timeout error without a retry; with one retry each "
+           "item is dripped once, then answered and graded")
+    assert asked and len(graded) == len(asked), [(r.outcome, r.response, r.error) for r in asked]
+    # each prompt dripped once (the cut attempt), then asked once more and answered
+    assert stats["by_fault"]["drip"] == len(asked) and stats["total"] == 2 * len(asked)
     assert stats["duplicates"] == 0
 
 
@@ -316,7 +337,7 @@ def _one_image_cube(root: Path, name: str = "x.png", dataset: str = "files") -> 
     return root / dataset / "img" / name
 
 
-def _load_bounded(root: Path, seconds: float = 30.0):
+def _load_bounded(root: Path, seconds: float = 120.0):  # a bound on a hang (a FIFO read), not a speed
     box: dict = {}
 
     def go() -> None:
@@ -475,7 +496,9 @@ def test_orphaned_xdist_workers_stop_asking(tmp_path: Path, scripted_server, tal
     from test_faults import _children, _gate_workspace
 
     t = tally("xdist_orphans")
-    items = _gate_workspace(tmp_path, n=40)
+    # 80 asks at 0.4 s each and two requests in flight per worker: an unguarded pair goes on
+    # for about 8 s and asks all of them; a guarded one stops within a poll of the kill.
+    items = _gate_workspace(tmp_path, n=80)
     letters = {it["question"]: "ABCD"[it["answer"]] for it in items}
     scripted_server.set_script({"answers": letters, "latency": 0.4})
     (tmp_path / "models.yaml").write_text(
@@ -491,13 +514,17 @@ def test_orphaned_xdist_workers_stop_asking(tmp_path: Path, scripted_server, tal
     try:
         wait_for(lambda: scripted_server.stats(log=False)["total"] >= 4, "both workers asking", timeout=180)
         workers = _children(proc.pid)
+        at_kill = scripted_server.stats(log=False)["total"]
         os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-        time.sleep(1.0)  # the guard polls every 0.2 s; requests already on the wire finish
-        at_1s = scripted_server.stats(log=False)["total"]
-        time.sleep(3.0)
-        at_4s = scripted_server.stats(log=False)["total"]
-        alive = [w for w in workers if Path(f"/proc/{w}").exists() and _state_of(w) not in ("Z", "gone")]
+        proc.wait(timeout=60)
+        # Events, not sleeps: the workers exit once they see the controller gone, and the
+        # requests they had on the wire end (answered or cut); a loaded machine only makes
+        # both come later, and the timeouts are far beyond either.
+        wait_for(lambda: all(_state_of(w) in ("Z", "gone") for w in workers), "the orphaned workers to exit",
+                 timeout=180, poll=0.05)
+        wait_for(lambda: scripted_server.stats(log=False)["in_flight"] == 0, "the requests on the wire to end",
+                 timeout=180, poll=0.05)
+        final = scripted_server.stats(log=False)["total"]
     finally:
         if proc.poll() is None:
             sigkill(proc)
@@ -506,13 +533,14 @@ def test_orphaned_xdist_workers_stop_asking(tmp_path: Path, scripted_server, tal
                 os.kill(w, signal.SIGKILL)
     t.injected += 1
     t.runs += 1
-    late = at_4s - at_1s
-    t.stopped += int(late == 0)
-    t.unclear += late
-    t.note(f"controller SIGKILLed with {len(workers)} workers asking at 0.4 s per answer: {late} requests sent "
-           f"between 1 s and 4 s after the kill (at that pace an unguarded pair sends about 30); "
-           f"{len(alive)} workers still running 4 s after")
-    assert late == 0, (at_1s, at_4s)
+    asks = len(items)
+    t.stopped += int(final < asks)
+    t.unclear += int(final >= asks)
+    t.note(f"controller SIGKILLed with {len(workers)} workers asking at 0.4 s per answer: the workers exited, "
+           f"having sent {final - at_kill} requests after the kill and {final} of the {asks} asks in all "
+           "(an unguarded pair asks every one)")
+    assert workers  # the run was parallel
+    assert final < asks, (at_kill, final)  # they stopped asking: the cube was never asked in full
 
 
 def _state_of(pid: int) -> str:

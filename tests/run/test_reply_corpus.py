@@ -3,7 +3,7 @@
 Two data files beside this one, each line a reply with the option it commits to
 (`expected`, null when it commits to none) and the item's answer key (`key`):
 
-- `data/replies.jsonl`: 411 realistic replies: short, reasoning, negated findings,
+- `data/replies.jsonl`: 492 realistic replies: short, reasoning, negated findings,
   retractions and self-corrections, labelled wrong answers, per-option verdict lists,
   yes/no, statements in German, French, Spanish, Portuguese and Chinese, JSON and
   tool-call shaped output, refusals and hedges. Where a reply could be misread, its key
@@ -20,7 +20,13 @@ Two data files beside this one, each line a reply with the option it commits to
   27 right, 2 unreadable and 1 misread graded wrong ("There is no evidence of
   pneumothorax or pneumonia. Heart size is normal." read as Normal: "normal" now answers
   only when said of the study); one of its labels was wrong when written ("Based on the
-  image, yes." answers yes) and is corrected.
+  image, yes." answers yes) and is corrected. A fourth batch of 35 (`holdout4-*`, written
+  in the next session before reading) gave 30 right, 4 unreadable (KNOWN_UNREAD) and 1
+  misread graded right ("A: ✗ B: ✗ C: ✓ D: ✗", a verdict list on one line, read as A):
+  mended (a line of three labels or more is a list; a cross after a letter or an option
+  text rejects it), with 11 one-line list forms written while mending (`verdicts-inline-*`).
+  A fifth batch of 35 (`holdout5-*`, half of it in Spanish, Portuguese, Chinese, German
+  and French) gave 27 right, 8 unreadable (KNOWN_UNREAD) and no misread.
 - `data/adversarial.jsonl`: the 34 adversarial replies of the issue's trial, the 12 it
   misread (`from_issue`) among them.
 
@@ -64,6 +70,8 @@ def test_the_corpus_covers_what_the_issue_asks() -> None:
     assert len(CORPUS) >= 300 and sum(r["id"].startswith("holdout-") for r in CORPUS) == 40
     assert sum(r["id"].startswith("holdout2-") for r in CORPUS) == 35
     assert sum(r["id"].startswith("holdout3-") for r in CORPUS) == 30
+    assert sum(r["id"].startswith("holdout4-") for r in CORPUS) == 35
+    assert sum(r["id"].startswith("holdout5-") for r in CORPUS) == 35
     assert len({r["id"] for r in CORPUS}) == len(CORPUS)
     assert {r["kind"] for r in CORPUS} == KINDS
     assert {r["lang"] for r in CORPUS} == LANGUAGES
@@ -76,8 +84,16 @@ def test_the_corpus_covers_what_the_issue_asks() -> None:
 
 # Replies that commit to an option this extraction leaves unread (never misreads): an
 # answer after a retraction with no marker, a bare "réponse D", "答案不是A，是C", a
-# rejection and a choice each naming its option in brackets.
-KNOWN_UNREAD = {"holdout-08", "holdout-25", "holdout-29", "holdout3-13"}
+# rejection and a choice each naming its option in brackets; "Ich würde C sagen", "La
+# réponse n'est pas B, c'est D", a double negation ("Pneumothorax is not excluded") and a
+# choice after a negation in one clause ("Definitely not pneumonia — this is a pneumothorax");
+# in the fifth batch, answers after "no es C; es B", "nicht A, sondern C", "Non, pardon,
+# C", "me quedo con la C", "a letra A", "最可能是B", and two verdicts in one sentence each
+# ("选项C错误，选项B正确", "l'option B est fausse ; l'option D est correcte").
+KNOWN_UNREAD = {"holdout-08", "holdout-25", "holdout-29", "holdout3-13",
+                "holdout4-26", "holdout4-27", "holdout4-28", "holdout4-33",
+                "holdout5-01", "holdout5-03", "holdout5-06", "holdout5-08", "holdout5-09", "holdout5-12",
+                "holdout5-14", "holdout5-15"}
 
 
 @pytest.mark.parametrize("row", CORPUS + ADVERSARIAL, ids=[r["id"] for r in CORPUS + ADVERSARIAL])

@@ -124,8 +124,9 @@ def test_bad_arguments_are_clear_errors(cube_dir: Path, tmp_path: Path, capsys: 
     assert "shuffled" in capsys.readouterr().err
     assert _run(tmp_path, "--template", "reasonin", cube=cube_dir) == 1
     assert "reasoning" in capsys.readouterr().err
-    assert _run(tmp_path, "--concurrency", "0", cube=cube_dir) == 1
-    assert "--concurrency" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:  # a usage error of the option itself (commands/numbers.py)
+        _run(tmp_path, "--concurrency", "0", cube=cube_dir)
+    assert exc.value.code == 2 and "--concurrency must be at least 1, got 0" in capsys.readouterr().err
     assert _run(tmp_path, cube=cube_dir, run_id="../escape") == 1
     assert not (tmp_path / "reports").exists()
 

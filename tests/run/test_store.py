@@ -78,7 +78,22 @@ def test_newer_than_ignores_older_responses(tmp_path: Path) -> None:
         assert store.get("old", newer_than=cutoff).text == "C"
 
 
-def test_claims_win_lose_expire_release_and_renew(tmp_path: Path) -> None:
+class _Clock:
+    """The claims' clock, moved by the test: an expiry is a step of this clock, never a
+    sleep racing a TTL (a loaded machine can spend 50 ms between two calls)."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def time(self) -> float:
+        return self.now
+
+
+def test_claims_win_lose_expire_release_and_renew(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from medrcube.run.store import claims
+
+    clock = _Clock()
+    monkeypatch.setattr(claims, "time", clock)
     with ResponseStore(tmp_path) as store:
         assert store.claim("k", "alice", 30)
         assert store.claim("k", "alice", 30)  # holding it already
@@ -92,14 +107,14 @@ def test_claims_win_lose_expire_release_and_renew(tmp_path: Path) -> None:
         # An expired claim (its owner was killed) is taken over.
         assert store.claim("short", "dead", 0.05)
         assert not store.claim("short", "bob", 30)
-        time.sleep(0.1)
+        clock.now += 0.1
         assert store.unclaimed(["short"]) == ["short"]
         assert store.claim("short", "bob", 30)
 
         # Renewing keeps a slow owner's claims alive.
         assert store.claim("slow", "carol", 0.05)
         assert store.renew("carol", 30) == 1
-        time.sleep(0.1)
+        clock.now += 0.1
         assert not store.claim("slow", "bob", 30)
 
         # A stored response beats any claim; storing releases the owner's claim.

@@ -24,6 +24,8 @@ EXIT_OK, EXIT_ERROR, EXIT_REVIEW_ERRORS, EXIT_LEAK, EXIT_SHORTCUT = 0, 1, 2, 3, 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from medrcube.commands.numbers import whole_number
+
     parser.add_argument("recipe", nargs="?", help="the recipe YAML (see recipes/site-example.yaml; recipes/mini.yaml rebuilds the mini cube)")
     parser.add_argument("--out", default=None, metavar="DIR", help="output directory (default: the recipe's 'out')")
     parser.add_argument("--reviewer", default=None, metavar="SPEC", help="review with this model instead of the recipe's review.model")
@@ -35,8 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     review.add_argument("--record-review", default=None, metavar="OUT", help="the output directory of a build whose review sheet was read")
     review.add_argument("--decision", default=None, choices=("approved", "rejected"), help="the reviewer's decision")
     review.add_argument("--reviewed-by", dest="review_by", default=None, metavar="NAME", help="who reviewed (initials will do)")
-    review.add_argument("--frames", type=int, default=None, metavar="N", help="frames of the sheet looked at")
-    review.add_argument("--leaks", type=int, default=0, metavar="K", help="frames with anything identifying left (default 0)")
+    review.add_argument("--frames", type=whole_number("--frames", minimum=1, example="30"), default=None, metavar="N", help="frames of the sheet looked at")
+    review.add_argument("--leaks", type=whole_number("--leaks", minimum=0, example="0"), default=0, metavar="K", help="frames with anything identifying left (default 0)")
     review.add_argument("--note", default="", help="a free-text note for the record (no patient data)")
 
 

@@ -22,6 +22,7 @@ import json
 import math
 import sys
 
+from medrcube.commands.numbers import whole_number
 from medrcube.gate.power import DEFAULT_POWER, RULES, clustered_power, power_report, score_required_n
 
 
@@ -39,16 +40,6 @@ def _fraction(name: str, *, open_interval: bool = False):
         return value
 
     return parse
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--n must be a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"--n must be at least 1, got {value}")
-    return value
 
 
 def _at_least_one(name: str):
@@ -77,13 +68,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="intra-image correlation (with --items-per-image; planning mode default 0.3)")
     parser.add_argument("--items-per-image", type=_at_least_one("--items-per-image"), default=None,
                         help="size-weighted mean items per image, sum(m^2)/n")
-    parser.add_argument("--checks", type=_positive, default=1, help="required checks of this kind in the gate")
+    parser.add_argument("--checks", type=whole_number("--checks", minimum=1, example="3"), default=1, help="required checks of this kind in the gate")
     parser.add_argument("--thresholds", default=None, help="planning mode: the policy file")
     parser.add_argument("--cube", default=None, help="planning mode: the cube to plan")
     parser.add_argument("--profile", default=None, help="planning mode: a profile of the policy")
     parser.add_argument("--distance", type=_fraction("--distance"), default=0.1,
                         help="planning mode: the model's distance from each bound (default 0.1)")
-    parser.add_argument("--n", type=_positive, default=None, help="number of items: also print P(pass) at this n")
+    parser.add_argument("--n", type=whole_number("--n", minimum=1, example="400"), default=None, help="number of items: also print P(pass) at this n")
     parser.add_argument("--power", type=_fraction("--power", open_interval=True), default=DEFAULT_POWER,
                         help="target probability of passing (default: 0.8)")
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON")

@@ -19,6 +19,7 @@ EXIT_INTERRUPTED = 130
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from medrcube.commands.numbers import whole_number
     from medrcube.models.registry import spec_help  # the grammar, written once
 
     parser.add_argument("--model", required=True, metavar="SPEC", help=spec_help())
@@ -28,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="comma-separated: standard, blind, shuffled:K, abstain, and image perturbations "
                              "such as jpeg:30, lowres:256, noise:0.03, window:0.8, flip (docs/robustness.md; "
                              "default: standard)")
-    parser.add_argument("--concurrency", type=int, default=None, metavar="N",
+    parser.add_argument("--concurrency", type=whole_number("--concurrency", minimum=1, example="8"), default=None, metavar="N",
                         help="requests in flight at once (default: the model's own setting)")
     parser.add_argument("--response-store", default=".medrcube", metavar="DIR",
                         help="directory of the response store (default: .medrcube)")
@@ -60,8 +61,6 @@ def run(args: argparse.Namespace) -> int:
         get_template(args.template)
     except ValueError as exc:
         return _err(str(exc))
-    if args.concurrency is not None and args.concurrency < 1:
-        return _err(f"--concurrency must be at least 1, got {args.concurrency}")
     if args.run_id is not None and (not args.run_id.strip() or "/" in args.run_id or args.run_id in (".", "..")):
         return _err(f"--run-id {args.run_id!r} must be a plain directory name")
 

@@ -51,7 +51,7 @@ class Checker:
 
     def count(self, key: str, value: Any, minimum: int = 1) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
-            self.fail(key, "must be a whole number", value, f"write an integer >= {minimum}, e.g. 10")
+            self.fail(key, "must be a whole number", value, f"write an integer >= {minimum}, e.g. {max(minimum, 10)}")
         if value < minimum:
             self.fail(key, f"must be at least {minimum}", value, f"write an integer >= {minimum}")
         return int(value)

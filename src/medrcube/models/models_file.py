@@ -203,7 +203,7 @@ def _parse_entry(name: str, raw: Any, source: str) -> ModelEntry:
     params = raw.get("params") or {}
     if not isinstance(params, Mapping) or not all(isinstance(k, str) for k in params):
         raise ModelsFileError(f"{where}: key 'params' must be a mapping of generation parameter names to values")
-    _check_params(params, where)
+    check_params(params, where)
 
     identity = raw.get("endpoint_identity")
     if identity is not None and (not isinstance(identity, str) or not identity.strip() or credential_parts(identity)):
@@ -322,22 +322,24 @@ _NON_NEGATIVE_PARAMS = frozenset({
 })
 
 
-def _check_params(params: Mapping[str, Any], where: str, path: str = "params") -> None:
+def check_params(params: Mapping[str, Any], where: str, path: str = "params", *, top: bool = True) -> None:
     """No NaN or infinity anywhere in params (JSON cannot carry them: the request body
-    would not be JSON), and no negative value where a parameter cannot be negative."""
+    would not be JSON), and no negative value where a parameter cannot be negative.
+    Raises ModelsFileError naming `where`, the key under `path` and the fix; also used for
+    the generation parameters a construction recipe gives its reviewer."""
     for k, v in params.items():
         here = f"{path}.{k}"
         if isinstance(v, Mapping):
-            _check_params(v, where, here)
+            check_params(v, where, here, top=False)
             continue
         for i, x in enumerate(v if isinstance(v, list) else [v]):
             at = f"{here}[{i}]" if isinstance(v, list) else here
             if isinstance(x, Mapping):
-                _check_params(x, where, at)
+                check_params(x, where, at, top=False)
             elif isinstance(x, float) and not math.isfinite(x):
                 raise ModelsFileError(f"{where}: key {at!r} is {x!r}; expected a finite number (JSON has no NaN or "
                                       "infinity), or null to drop the parameter")
-            elif (path == "params" and k in _NON_NEGATIVE_PARAMS and not isinstance(x, bool)
+            elif (top and k in _NON_NEGATIVE_PARAMS and not isinstance(x, bool)
                   and isinstance(x, (int, float)) and x < 0):
                 raise ModelsFileError(f"{where}: key {at!r} is {x!r}; expected a number >= 0, or null to drop it")
 

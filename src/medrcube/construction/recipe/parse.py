@@ -179,6 +179,12 @@ def read_review(n: Node | None, base: Path, src: str) -> ReviewSpec | None:
     params = n.get("params") or {}
     if not isinstance(params, Mapping):
         raise n.fail("params", params, "must be a mapping", "write generation parameters, e.g. '{temperature: 0}'")
+    from medrcube.models.models_file import ModelsFileError, check_params
+
+    try:  # the same rule as models.yaml's params: JSON carries no NaN, no negative temperature
+        check_params(params, src, n.key("params"))
+    except ModelsFileError as exc:
+        raise RecipeError(str(exc)) from None
     spec = ReviewSpec(
         model=model,
         models_file=n.path("models_file", base, must_exist="file"),

@@ -104,7 +104,8 @@ def words(low: str) -> frozenset[str]:
 
 
 # What follows an answer and rejects it: "B is wrong", "A: incorrect", "C - not
-# correct", "D ist falsch", "A est faux", "B es incorrecta", "C é errada", "A错误". Not
+# correct", "D ist falsch", "A est faux", "B es incorrecta", "C é errada", "A错误",
+# "A: no" (a "no" that ends the clause: "A: no pneumothorax" is no verdict). Not
 # after a comma or a full stop ("A, not B" prefers A; "B. No other option fits" is a new
 # sentence), and "not" followed by another option contrasts rather than rejects.
 REJECTED_AFTER = re.compile(
@@ -112,9 +113,15 @@ REJECTED_AFTER = re.compile(
     r"(?:(?:definitely|clearly|probably)\s+)?"
     r"(?:not(?![^\W\d_])(?!\s+(?:option\s+)?[\(\[]?[A-Z](?![^\W\d_]))|incorrect|wrong|false|unlikely|"
     r"excluded|ruled\s+out|nicht|falsch|inkorrekt|faux|fausse|incorrecte|incorrect[oa]|fals[oa]|"
-    r"no\s+es|errad[oa]|incorret[oa]|não|错误|不对|不正确|错)",
+    r"no\s+es|errad[oa]|incorret[oa]|não|错误|不对|不正确|错|"
+    r"(?<=[:=\-–—]\s)no(?=\s*(?:[.,;!)]|$)))",
     re.I,
 )
+
+# The marks of a rejected option (not ×, also a multiplication sign). A cross after a
+# letter or an option's text rejects it, a full stop between them too ("A. ✗", "Normal ✗").
+CROSSES = "✗✘❌☒"
+REJECTED_SIGN = re.compile(rf"[\s.:)\-–—=]*[{CROSSES}]")
 
 
 def _words(latin: str, other: str) -> re.Pattern[str]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from medrcube.run.extract.codes import AMBIGUOUS, MISMATCH, OUT_OF_RANGE, Extraction
-from medrcube.run.extract.cues import NO_WORDS, YES_WORDS
+from medrcube.run.extract.cues import CROSSES, NO_WORDS, YES_WORDS
 
 # ----------------------------------------------------------------------------------
 # Per-option-set data
@@ -229,6 +229,8 @@ def _short(s: str, o: _Options) -> _Find | None:
         if inner is not None and inner.ok:
             return _Find(inner.choice, _OK_BOXED)
         return inner
+    if any(c in s for c in CROSSES):
+        return _Find(None, _BAD_AMBIGUOUS)  # "Normal ✗", "A. Normal ✗": a rejection, never the answer
     t = _norm(s)
     if not t:
         return None

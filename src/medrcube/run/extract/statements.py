@@ -10,6 +10,7 @@ from medrcube.run.extract.cues import (
     MARKER_WORDS,
     MARKER_ZH,
     REJECTED_AFTER,
+    REJECTED_SIGN,
     REPORT_MARKERS,
     WRONG_LABEL,
     lower_ascii,
@@ -128,9 +129,8 @@ def _parse_tail(tail: str, o: _Options, *, need_separator: bool = False) -> _Fin
                 sep = _BRACKET_SEP.match(rest)
             else:
                 sep = _LEADING_SEP.match(rest)
-            if sep is None or "." not in sep.group(0):
-                if REJECTED_AFTER.match(rest):
-                    return _Find(None, _BAD_AMBIGUOUS)  # "B is wrong", "A: incorrect": rejected, not chosen
+            if REJECTED_SIGN.match(rest) or ((sep is None or "." not in sep.group(0)) and REJECTED_AFTER.match(rest)):
+                return _Find(None, _BAD_AMBIGUOUS)  # "B is wrong", "A: incorrect", "A. ✗": rejected, not chosen
             if sep is None:
                 # "B or C", "B but possibly D": the rest of the clause follows directly
                 return _Find(None, _BAD_AMBIGUOUS) if _hedged(_sentence(rest), found.choice, o) else found
@@ -140,7 +140,7 @@ def _parse_tail(tail: str, o: _Options, *, need_separator: bool = False) -> _Fin
                 idx, after = named
                 if o.norms[idx] != o.norms[found.choice]:
                     return _Find(None, _BAD_MISMATCH)
-                if _hedged(after, found.choice, o) or REJECTED_AFTER.match(after):
+                if _hedged(after, found.choice, o) or REJECTED_AFTER.match(after) or REJECTED_SIGN.match(after):
                     return _Find(None, _BAD_AMBIGUOUS)
                 return _Find(found.choice, _OK_BOTH)
             # After "B." a new sentence starts and is reasoning; after "B," / "B:" /
@@ -161,7 +161,7 @@ def _parse_text(tail: str, o: _Options) -> _Find | None:
     idx, after = named
     if len(o.by_text.get(o.norms[idx], ())) > 1:
         return _Find(None, _BAD_AMBIGUOUS)
-    if _hedged(after, idx, o) or REJECTED_AFTER.match(after):
+    if _hedged(after, idx, o) or REJECTED_AFTER.match(after) or REJECTED_SIGN.match(after):
         return _Find(None, _BAD_AMBIGUOUS)
     return _Find(idx, _OK_TEXT)
 

@@ -85,6 +85,17 @@ def _item(piece: str, o: _Options) -> tuple[int, str] | None:
     return None
 
 
+# A list written on one line ("A: ✗ B: ✗ C: ✓ D: ✗", "A: no B: no C: yes D: no"): the
+# space before each further label ends an item, once a line holds three labels or more
+# (two: a statement with a colon, "I chose C: it is clear", stays a statement).
+_INLINE_LABEL = re.compile(rf"(?<=\S)[ \t,]+(?=[\(\[]?(?-i:[A-Z])[\)\]]?[ \t]*(?:[:=][ \t]*\S|[{_SYMBOLS}]))")
+
+
+def _one_item_a_line(text: str) -> str:
+    return "\n".join(_INLINE_LABEL.sub("\n", line) if len(_INLINE_LABEL.findall(line)) >= 2 else line
+                     for line in text.split("\n"))
+
+
 # a Markdown table row "| C | correct |" is the item "C: correct"
 _TABLE_ROW = re.compile(r"^[ \t]*\|[ \t]*((?:(?i:option|choice)[ \t]+)?[\(\[]?[A-Z][\)\]]?)[ \t]*\|([^\n]*?)\|?[ \t]*$", re.M)
 
@@ -95,6 +106,7 @@ def by_verdict_list(text: str, o: _Options) -> Extraction | None:
     low = lower_ascii(text)
     if VERDICT_POSITIVE_WORDS.isdisjoint(words(low)) and (low.isascii() or not any(c in low for c in VERDICT_POSITIVE_SIGNS)):
         return None  # no option marked right: nothing for a verdict list to choose
+    text = _one_item_a_line(text)
     if len(_LABEL_LIKE.findall(text, 0, 4000)) < 2:
         return None  # fewer than two labelled items: no list
     marks: dict[int, set[bool]] = {}
