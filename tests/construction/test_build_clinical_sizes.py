@@ -15,7 +15,7 @@ import pytest
 from PIL import Image
 
 from medrcube.construction import demo
-from medrcube.construction.privacy import multiscale, ocr, synthetic
+from medrcube.construction.privacy import linemask, multiscale, ocr, synthetic
 from medrcube.construction.privacy import safeguards as privacy
 from medrcube.construction.privacy.pixelscan import scan_images
 from medrcube.construction.privacy.regions import RegionRuleError, load_table
@@ -28,55 +28,49 @@ PERSON_WORDS = ("vogonsky", "jeltzina", "73317331")
 # -- views -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("h, w", [(512, 512), (1024, 1024), (2048, 1707), (3072, 3072), (4096, 3277)])
-def test_views_cover_every_pixel_and_tiles_overlap(h: int, w: int) -> None:
-    views = multiscale.views(h, w)
-    whole = views[0]
-    assert whole.kind == "whole" and whole.box == (0, 0, w, h) and max(h, w) * whole.scale == pytest.approx(multiscale.WHOLE_SIDE, abs=1)
-    tiles = [v for v in views if v.kind == "tile"]
-    assert bool(tiles) == (whole.scale < multiscale.TILE_FROM)  # 512 and 1024: the whole view reads them at full detail
-    if tiles:
-        covered = np.zeros((h, w), dtype=np.int8)
-        for v in tiles:
-            x0, y0, x1, y1 = v.box
-            covered[y0:y1, x0:x1] += 1
-            assert max(x1 - x0, y1 - y0) * v.scale <= multiscale.TILE_MAX + 1
-        assert covered.min() >= 1
-        # Neighbours overlap by at least OVERLAP detector pixels: a line that tall is whole in one tile.
-        xs = sorted({v.box[0] for v in tiles})
-        ends = sorted({v.box[2] for v in tiles})
-        assert all((e - s) * tiles[0].scale >= multiscale.OVERLAP - 2 for s, e in zip(xs[1:], ends[:-1], strict=False))
-
-
-@pytest.mark.parametrize("h, w, bands", [(512, 512, False), (1024, 1024, True), (2048, 1707, False), (4096, 3277, True)])
-def test_the_top_and_bottom_bands_are_read_finer_when_the_other_views_are_coarse(h: int, w: int, bands: bool) -> None:
-    views = multiscale.views(h, w)
-    band = [v for v in views if v.kind == "band"]
-    assert bool(band) == bands
-    if band:
-        coarsest = min(v.scale for v in views if v.kind != "band")
-        assert all(v.scale >= 1.0 and v.scale >= 1.25 * coarsest for v in band)
-        rows = np.zeros(h, dtype=bool)
-        cols_top = np.zeros(w, dtype=bool)
-        for v in band:
-            rows[v.box[1] : v.box[3]] = True
-            if v.box[1] == 0:
-                cols_top[v.box[0] : v.box[2]] = True
-        bh = int(np.ceil(multiscale.BAND * h))
-        assert rows[:bh].all() and rows[h - bh :].all() and not rows[bh : h - bh].any() and cols_top.all()
-
-
-def test_small_text_on_a_1536_frame_is_found_by_the_tiles() -> None:
-    """A 12 px line on a 1,536 px frame: the whole view (scale 0.625) shrinks it to 7 px; the tiles read it at full size."""
-    rng = np.random.default_rng(5)
-    img = synthetic.background("noise", 1536, 1536, rng)
-    img, line = synthetic.burn(img, "OBRIEN, SEAN 12.03.1961", (40, 30), "dejavu-sans", 12, 1.0)
-    found = multiscale.detect(ocr.shared_reader(), img)
-    masked = np.zeros(img.shape, dtype=bool)
-    for r in found:
-        x0, y0, x1, y1 = r.box
+def _covered(shape: tuple[int, ...], boxes: list[tuple[int, int, int, int]]) -> np.ndarray:
+    masked = np.zeros(shape[:2], dtype=bool)
+    for x0, y0, x1, y1 in boxes:
         masked[y0:y1, x0:x1] = True
-    assert synthetic.coverage(line, masked) > 0.9
+    return masked
+
+
+@pytest.mark.parametrize("side", [512, 1024, 2048, 4096])
+def test_a_small_low_contrast_line_is_a_crop_read_enlarged_and_a_plain_frame_has_none(side: int) -> None:
+    rng = np.random.default_rng(side)
+    plain = synthetic.background("xray", side, side, rng)
+    assert [v.kind for v in multiscale.views(plain)] == ["whole"]  # the anatomy and the panel noise are no line
+    whole = multiscale.views(plain)[0]
+    assert whole.box == (0, 0, side, side) and side * whole.scale == pytest.approx(min(multiscale.WHOLE_SIDE, 2 * side), abs=1)
+    x, y = side // 3, side // 2
+    level = float(plain[y : y + 12, x : x + 200].mean())
+    img, line = synthetic.burn(plain, "MRN 48151623", (x, y), "dejavu-sans", 8, level + 0.15)  # 8 px, 0.15 of full scale
+    crops = [v for v in multiscale.views(img) if v.kind == "crop"]
+    assert any(v.box[0] <= line.box[0] and v.box[1] <= line.box[1] and line.box[2] <= v.box[2] and line.box[3] <= v.box[3]
+               and v.scale >= 2.0 for v in crops)  # fmt: skip
+
+
+def test_small_text_on_a_4096_frame_is_found_and_masked_whole() -> None:
+    """A 12 px line on a 4,096 px frame: the whole view (scale 0.23) shrinks it to 3 px; its crop reads it enlarged."""
+    rng = np.random.default_rng(5)
+    img = synthetic.background("noise", 4096, 4096, rng)
+    img, line = synthetic.burn(img, "OBRIEN, SEAN 12.03.1961", (2000, 2100), "dejavu-sans", 12, 1.0)
+    reader = ocr.shared_reader()
+    found = multiscale.detect(reader, img)
+    plan = linemask.plan(reader, img, found)
+    assert synthetic.coverage(line, _covered(img.shape, plan.boxes)) == 1.0 and not plan.readable
+
+
+def test_lines_are_joined_along_the_text_and_a_legible_strip_beside_a_mask_is_masked_too() -> None:
+    assert linemask.joined([(10, 10, 50, 30), (60, 12, 120, 31), (10, 200, 50, 220)]) == [(10, 10, 120, 31), (10, 200, 50, 220)]
+    assert linemask.joined([(0, 0, 100, 50), (10, 10, 20, 20)]) == [(0, 0, 100, 50)]
+    rng = np.random.default_rng(9)
+    img = synthetic.background("noise", 400, 900, rng)
+    img, line = synthetic.burn(img, "KOWALSKA MAGDA 19610312", (40, 150), "dejavu-sans", 32, 1.0)
+    x0, y0, x1, y1 = line.box
+    # The detector's region covers only the first word: the recogniser reads the rest beside the mask, so it is masked too.
+    plan = linemask.plan(ocr.shared_reader(), img, [ocr.TextRegion((x0, y0, x0 + (x1 - x0) // 3, y1), 0.9)])
+    assert plan.extended >= 1 and synthetic.coverage(line, _covered(img.shape, plan.boxes)) == 1.0 and not plan.readable
 
 
 # -- region rules ----------------------------------------------------------------------------
