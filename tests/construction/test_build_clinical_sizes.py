@@ -21,6 +21,7 @@ from medrcube.construction.privacy.pixelscan import scan_images
 from medrcube.construction.privacy.regions import RegionRuleError, load_table
 from medrcube.construction.privacy.reviewsheet import review_line, upper_bound_95
 from medrcube.construction.privacy.screening import Identities
+from medrcube.construction.privacy.textscreen import text_regions
 
 PERSON_WORDS = ("vogonsky", "jeltzina", "73317331")
 
@@ -36,7 +37,7 @@ def _covered(shape: tuple[int, ...], boxes: list[tuple[int, int, int, int]]) -> 
 
 
 @pytest.mark.parametrize("side", [512, 1024, 2048, 4096])
-def test_a_small_low_contrast_line_is_a_crop_read_enlarged_and_a_plain_frame_has_none(side: int) -> None:
+def test_a_small_low_contrast_line_is_read_in_an_enlarged_crop_and_masked_whole(side: int) -> None:
     rng = np.random.default_rng(side)
     plain = synthetic.background("xray", side, side, rng)
     assert [v.kind for v in multiscale.views(plain)] == ["whole"]  # the anatomy and the panel noise are no line
@@ -46,8 +47,10 @@ def test_a_small_low_contrast_line_is_a_crop_read_enlarged_and_a_plain_frame_has
     level = float(plain[y : y + 12, x : x + 200].mean())
     img, line = synthetic.burn(plain, "MRN 48151623", (x, y), "dejavu-sans", 8, level + 0.15)  # 8 px, 0.15 of full scale
     crops = [v for v in multiscale.views(img) if v.kind == "crop"]
-    assert any(v.box[0] <= line.box[0] and v.box[1] <= line.box[1] and line.box[2] <= v.box[2] and line.box[3] <= v.box[3]
-               and v.scale >= 2.0 for v in crops)  # fmt: skip
+    assert any(v.box[0] <= line.box[0] < v.box[2] and v.box[1] <= line.box[1] < v.box[3] and v.scale >= 2.0 for v in crops)
+    reader = ocr.shared_reader()
+    plan = linemask.plan(reader, img, text_regions(reader, img)[0])
+    assert synthetic.coverage(line, _covered(img.shape, plan.boxes)) == 1.0 and not plan.readable
 
 
 def test_small_text_on_a_4096_frame_is_found_and_masked_whole() -> None:

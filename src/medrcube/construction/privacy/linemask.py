@@ -26,7 +26,7 @@ from medrcube.construction.privacy import ocr, proposals
 
 Box = tuple[int, int, int, int]
 MARGIN = 0.35
-ALONG = 1.0
+ALONG = 2.0
 GAP = 1.5
 STRIP = 4.0
 PASSES = 2

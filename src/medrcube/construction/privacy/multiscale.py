@@ -3,24 +3,18 @@
 PP-OCR's detector was trained on images of about 736-960 pixels on the long side. Text
 far smaller or far larger than that, relative to the frame, is missed: measured on a
 2,048 px radiograph, 28-56 px text the detector found every time at 736 px went unseen
-at full size. So a frame is read as several views, and the regions of all views united:
+at full size, and a 12 px line found in a 512 px crop was lost in a 1,088 px tile of the
+same frame. So a frame is read as several views, and the regions of all views united:
 
 - the whole frame brought to WHOLE_SIDE on its long side (enlarged at most MAX_UPSCALE
-  times): the detector's native scale, which finds large text on a large frame;
-- for a frame whose whole view shrinks it by more than TILE_FROM (its small text would
-  shrink below what the detector sees), overlapping tiles of at most TILE_MAX detector pixels over
-  the frame read at `tile_scale` (full resolution up to TILE_BUDGET pixels on the long
-  side, never coarser than MIN_TILE_SCALE): small text at a size the detector sees;
-  tiles overlap by OVERLAP detector pixels, more than the tallest line a tile must find
-  whole (taller text is the whole view's part);
-- the top and bottom bands (BAND of the height), where consoles write, read at
-  `band_scale` (the long side brought towards BAND_SIDE, at least full resolution) when
-  that is finer than the other views: small text at the frame's edges, enlarged for the
-  detector on a 1,024 px frame, at full resolution on a 4,096 px one.
-
-Each view is read twice: as displayed, and as its local contrast (`highpass`), which
-brings back low-contrast text and text beside large bright structures. The views and
-their cost by frame size are measured in benchmarks/deid_ocr.py (docs/construction.md).
+  times), as displayed and as its local contrast (`highpass`): the detector's native
+  scale, which finds large text on a large frame and text beside bright structures;
+- crops where the frame's strokes form something shaped like a line (`proposals`: a
+  stroke map that costs milliseconds per megapixel), each enlarged so that its line is
+  about 24 detector pixels high and its own contrast stretched: small and low-contrast
+  text at any frame size, read closely only where it can be. A flat or text-free part of
+  a 4,096 px frame costs the detector nothing, which is what brings such a frame within
+  its CPU budget (measured in benchmarks/deid_ocr.py; docs/construction.md).
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ import numpy as np
 MIN_EDGE = 12  # grey levels (of 255): the least local range a stroke must show
 NOISE_FACTOR = 2.5  # the threshold is this many times the frame's median local range (plus 2 levels)
 MIN_WIDTH = 16  # px: a candidate is at least a short word of the smallest text this wide
-MIN_STROKES = 40  # stroke pixels in a candidate (measured: noise specks have 5-20, a short 8 px word over 100)
+MIN_STROKES = 30  # stroke pixels in a candidate (measured: noise specks have 5-20, three 8 px digits about 100)
 STROKE = 9  # px: the top-hat's square; strokes of text up to 32 px are thinner
 MAX_LINE = 96  # px: taller candidates are left to the whole view
 TARGET_HEIGHT = 24.0  # detector pixels a candidate's height is brought to
@@ -70,7 +70,7 @@ def _lines(strokes: np.ndarray) -> list[tuple[int, int, int, int]]:
     out = []
     for k in range(1, n):
         x, y, w, h, _ = (int(v) for v in stats[k])
-        if 3 <= h <= MAX_LINE and w >= max(MIN_WIDTH, 1.5 * h) and strong[k] >= MIN_STROKES:
+        if 3 <= h <= MAX_LINE and w >= max(MIN_WIDTH, 1.2 * h) and strong[k] >= MIN_STROKES:
             out.append((x, y, x + w, y + h))
     return out
 
@@ -125,7 +125,7 @@ def crops(pixels: np.ndarray) -> list[Crop]:
     by_scale: dict[float, list[tuple[int, int, int, int]]] = {}
     for x0, y0, x1, y1 in candidates(pixels):
         lh = y1 - y0
-        pad_y, pad_x = max(12, lh), max(16, 2 * lh)
+        pad_y, pad_x = max(12, lh), max(24, 4 * lh)  # along the row: the rest of a line whose strokes are faint
         box = (max(0, x0 - pad_x), max(0, y0 - pad_y), min(w, x1 + pad_x), min(h, y1 + pad_y))
         by_scale.setdefault(_scale_for(lh), []).append(box)
     return [Crop(b, s) for s, boxes in sorted(by_scale.items()) for b in _merge(boxes)]

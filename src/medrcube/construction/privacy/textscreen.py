@@ -34,14 +34,26 @@ from medrcube.construction.observation import SourceImage
 from medrcube.construction.privacy import linemask, multiscale, ocr
 from medrcube.construction.privacy.regions import NO_RULES, RegionTable
 
-# A detected region this tall (a share of the frame's height) is anatomy, not a line: the
-# detector is scale-sensitive, and a frame's body outline can come back as one giant "O".
-# Lines of text, however large, are read as lines by the other views and the crops.
+# A detected region shaped like a blob, not a line, is taken for text only when the
+# recogniser reads at least 3 letters or digits in it: the detector is scale-sensitive,
+# and a body outline or a pectoral muscle can come back as one giant "O". A blob is taller
+# than TALL of the frame's height, or taller than BLOB of it and less than twice as wide
+# as tall (a line of 3 characters or more is wider than that).
 TALL = 0.35
+BLOB = 0.1
+
+
+def _alnum(text: str) -> int:
+    return sum(1 for c in text if c.isalnum())
+
+
+def _blob(box: tuple[int, int, int, int], frame_height: int) -> bool:
+    w, h = box[2] - box[0], box[3] - box[1]
+    return h > TALL * frame_height or (h > BLOB * frame_height and w < 2 * h)
 
 
 def text_regions(reader: ocr.TextReader, pixels: np.ndarray) -> tuple[list[ocr.TextRegion], int]:
-    """The regions of a frame taken for text, and how many tall regions were not (anatomy).
+    """The regions of a frame taken for text, and how many blobs were not (anatomy, read as < 3 characters).
 
     The frame is read as a pyramid of views (`multiscale`: the detector's native scale,
     and crops where the frame's strokes look like lines, read enlarged); their regions
@@ -49,7 +61,13 @@ def text_regions(reader: ocr.TextReader, pixels: np.ndarray) -> tuple[list[ocr.T
     """
     found = multiscale.detect(reader, pixels)
     h = pixels.shape[0]
-    keep = [r for r in found if (r.box[3] - r.box[1]) <= TALL * h]
+    blobs = [r for r in found if _blob(r.box, h)]
+    if not blobs:
+        return found, 0
+    keep = [r for r in found if not _blob(r.box, h)]
+    for r in multiscale.read(reader, pixels, blobs):
+        if _alnum(r.text) >= 3:
+            keep.append(ocr.TextRegion(r.box, r.score))
     return keep, len(found) - len(keep)
 
 
