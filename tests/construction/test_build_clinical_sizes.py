@@ -76,6 +76,15 @@ def test_lines_are_joined_along_the_text_and_a_legible_strip_beside_a_mask_is_ma
     assert plan.extended >= 1 and synthetic.coverage(line, _covered(img.shape, plan.boxes)) == 1.0 and not plan.readable
 
 
+def test_a_line_still_legible_after_every_pass_makes_the_frame_readable_and_so_refused() -> None:
+    rng = np.random.default_rng(10)
+    img = synthetic.background("noise", 200, 1400, rng)
+    img, line = synthetic.burn(img, "KOWALSKA MAGDA 19610312 MRN 48151623 ACC-1234567", (20, 80), "dejavu-sans", 32, 1.0)
+    x0, y0, x1, y1 = line.box
+    plan = linemask.plan(ocr.shared_reader(), img, [ocr.TextRegion((x0, y0, x0 + 40, y1), 0.9)])
+    assert plan.extended == linemask.PASSES and plan.readable  # two strips masked, the rest of the line still read
+
+
 # -- region rules ----------------------------------------------------------------------------
 
 
@@ -132,16 +141,14 @@ def test_the_pixel_scan_names_the_file_and_the_channel_never_the_value(tmp_path:
 # -- a 2,048 px archive through `medrcube build` ---------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def large_build(tmp_path_factory: pytest.TempPathFactory):
-    """The 2,048 px archive built once through the console command: (out folder, console text)."""
+def _build(root: Path, side: int) -> tuple[Path, str]:
+    """The archive of `side` px built through the console command: (out folder, console text)."""
     import contextlib
     import io
 
     from medrcube.cli import main
 
-    root = tmp_path_factory.mktemp("large")
-    demo.write_large_site(root, 2048)
+    demo.write_large_site(root, side)
     out = root / "out"
     err, std = io.StringIO(), io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(std):
@@ -150,26 +157,51 @@ def large_build(tmp_path_factory: pytest.TempPathFactory):
     return out, err.getvalue() + std.getvalue()
 
 
-def test_a_name_burned_into_a_2048_frame_is_masked_and_the_manifest_lists_it(large_build) -> None:
-    out, _ = large_build
+@pytest.fixture(scope="module")
+def large_build(tmp_path_factory: pytest.TempPathFactory):
+    """The 2,048 px archive built once through the console command: (out folder, console text)."""
+    return _build(tmp_path_factory.mktemp("large"), 2048)
+
+
+def _assert_masked_and_listed(out: Path, side: int) -> None:
     manifest = json.loads((out / "release" / privacy.MANIFEST_NAME).read_text(encoding="utf-8"))
     frames = manifest["text_in_pixels"]["frames"]
     with_text = [f for f in frames if f["regions"]]
-    assert len(with_text) == 1 and with_text[0]["frame"] == [1707, 2048] and with_text[0]["exported"]
-    # The regions cover every glyph of the burned lines (redrawn here at their place).
-    masked = np.zeros((2048, 1707), dtype=bool)
+    width = round(side * 5 / 6)
+    assert len(with_text) == 1 and with_text[0]["frame"] == [width, side] and with_text[0]["exported"]
+    # The regions cover every glyph of the burned lines (redrawn here at their place and size).
+    masked = np.zeros((side, width), dtype=bool)
     for x0, y0, x1, y1 in with_text[0]["regions"]:
         masked[y0:y1, x0:x1] = True
-    y = 2048 // 40
+    y = side // 40
     for text, face, size in demo.LARGE_TEXT:
-        _, line = synthetic.burn(np.zeros((2048, 1707)), text, (2048 // 12, y), face, size, 1.0)
+        _, line = synthetic.burn(np.zeros((side, width)), text, (side // 12, y), face, round(size * side / 2048), 1.0)
         assert synthetic.coverage(line, masked) == 1.0, text
-        y += round(1.6 * size)
+        y += round(1.6 * size * side / 2048)
     # The exported image reads back nothing identifying, and the build's own pixel scan says so.
     png = out / "release" / "large-cr" / with_text[0]["image"]
     read = " ".join(r.text for r in multiscale.read(ocr.shared_reader(), np.asarray(Image.open(png).convert("L")) / 255.0)).lower()
     assert not any(w in read.replace(" ", "") for w in PERSON_WORDS), read
     assert manifest["leak_scan"]["pixels"]["images_read"] == 2 and manifest["leak_scan"]["pixels"]["found"] == 0
+
+
+def test_a_name_burned_into_a_2048_frame_is_masked_and_the_manifest_lists_it(large_build) -> None:
+    _assert_masked_and_listed(large_build[0], 2048)
+
+
+def test_a_name_burned_into_a_4096_frame_is_masked_and_the_manifest_lists_it(tmp_path: Path) -> None:
+    out, console = _build(tmp_path, 4096)
+    _assert_masked_and_listed(out, 4096)
+    assert demo.LARGE_FOLDER.lower() not in console.lower()
+
+
+def test_no_file_the_build_writes_names_the_patients_folder_or_the_patient(large_build) -> None:
+    out, _ = large_build
+    texts = [p for p in out.rglob("*") if p.is_file() and p.suffix in (".json", ".jsonl", ".html", ".txt", ".log", ".md", ".yaml", ".csv")]
+    assert any(p.name == "sheet.html" for p in texts) and any(p.suffix == ".json" for p in texts)
+    for p in texts:
+        body = p.read_text(encoding="utf-8", errors="replace").lower()
+        assert demo.LARGE_FOLDER.lower() not in body and not any(w in body for w in PERSON_WORDS), p.relative_to(out)
 
 
 def test_no_console_line_names_the_patients_folder(large_build) -> None:
