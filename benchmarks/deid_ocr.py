@@ -1,6 +1,6 @@
 """Detection of burned-in text by the build's OCR screen, on generated frames of clinical sizes.
 
-    .venv/bin/python -m benchmarks.deid_ocr                  # 24 frames with text and 12 without per size (~15 min CPU)
+    .venv/bin/python -m benchmarks.deid_ocr                  # 24 frames with text and 12 without per size (~12 min CPU)
     .venv/bin/python -m benchmarks.deid_ocr --n 6 --sides 512,4096 --json out.json
 
 Frames: CT-, radiograph-, MR- and mammogram-like bodies and plain noise
@@ -14,21 +14,26 @@ matplotlib's wheel), 8 to 64 pixels (the font size, whatever the frame size), 3 
 darker) and 6 positions (four corners, a top strip, over the anatomy). The same generator
 makes the frames without text.
 
-What is measured, with the build's own code (textscreen.text_regions, then grow), per
+What is measured, with the build's own code (textscreen.text_regions, then
+linemask.plan: the masks grown along the line, the recogniser's check beside them), per
 frame size:
 - line recall: a line counts as masked when every one of its glyph pixels lies in a
-  masked box (coverage 1.0); also with coverage >= 0.9, and per font, size, contrast,
-  position and background;
-- readable after masking: the masked frame is read again by the whole screen (every view
-  detected, each region recognised), and a line counts as readable when 4 or more of its
-  characters in a row are read back (case and separators ignored); that read cannot see
-  what the detector misses, so also the recogniser alone on each line's own box (padded)
-  in the masked frame;
+  masked box (coverage 1.0); also when every visible glyph pixel does (a fixed grey over
+  varying anatomy vanishes where the anatomy has that grey: synthetic.VISIBLE), with
+  coverage >= 0.9, and per font, size, contrast, position and background; with the
+  one-sided 95% Clopper-Pearson lower bound over lines (lines of a frame share a place and
+  a ground, so the bound is optimistic);
+- frames refused: those the recogniser still reads text beside a mask in after both
+  passes (the build leaves them out);
+- readable after masking: the recogniser alone (no detector) on each line's own box,
+  padded, in the masked frame of every frame the build would export; a line counts when
+  4 or more of its characters in a row are read back (case and separators ignored);
 - false-mask rate: the share of frames without text that get any masked region, and the
   share of their pixels masked; on frames with text, the share of pixels masked outside
   the lines' own boxes;
-- CPU seconds per frame of the screen (process time: the machine is shared, so wall time
-  is inflated by the others' load), with the ONNX runtime's thread count.
+- CPU seconds per frame of the screen and its masking (process time: the machine is
+  shared, so wall time is inflated by the others' load), with the ONNX runtime's thread
+  count.
 
 Prints a Markdown summary (benchmarks/RESULTS.md quotes it) and, with --json, the figures.
 """

@@ -106,7 +106,8 @@ def _merge(boxes: list[tuple[int, int, int, int]]) -> list[tuple[int, int, int, 
     out = sorted(boxes)
     changed = True
     while changed:
-        changed, merged = False, []
+        changed = False
+        merged: list[tuple[int, int, int, int]] = []
         for b in out:
             for i, m in enumerate(merged):
                 if b[0] < m[2] and m[0] < b[2] and b[1] < m[3] and m[1] < b[3]:
