@@ -4,17 +4,18 @@ Reading a 4,096 px frame at full resolution costs the detector about 6 s of CPU 
 per pixel), over the budget by itself, and small text (8-24 px) read at half resolution
 is lost. Text is rare on a frame: a few lines in corners, a strip, a label over the
 anatomy. So the frame is searched first for what text is made of, sharp strokes side by
-side along a row, with operations that cost milliseconds per megapixel (OpenCV, which the
-OCR wheel already brings):
+side along a row, with operations that cost milliseconds per megapixel (OpenCV, which rapidocr
+already depends on):
 
 1. the frame smoothed a little (noise of the detector panel averages out, strokes stay);
-2. its 3 x 3 morphological gradient (the local range), kept where it is above a threshold
-   set from the frame's own noise (a multiple of the median gradient, never below
-   MIN_EDGE grey levels): low-contrast text at 0.15 of full scale over a noisy
-   radiograph passes, the smooth anatomy does not;
+2. two stroke maps, each kept where it is above a threshold set from the frame's own
+   noise (a multiple of its median, never below MIN_EDGE grey levels): the 3 x 3 local
+   range (strokes of any width; low-contrast text at 0.15 of full scale over a noisy
+   radiograph passes, the smooth anatomy does not) and the STROKE px top-hats (only
+   strokes thinner than that: a line beside an edge of the anatomy stays apart from it);
 3. strokes joined along the row (a closing a little wider than the gap between letters),
    then connected components: a candidate line is wider than it is tall, 3 to MAX_LINE
-   pixels high.
+   pixels high, with MIN_STROKES stroke pixels or more.
 
 Each candidate is padded (the detector needs context around a line) and read at a scale
 that brings its height to about TARGET_HEIGHT detector pixels (never below full
