@@ -142,7 +142,7 @@ def read_line(reader: ocr.TextReader, img: np.ndarray, box: tuple[int, int, int,
 def _side_figures() -> dict[str, Any]:
     return {"frames_with_text": 0, "frames_without_text": 0, "lines": 0, "masked": 0, "masked_visible": 0, "masked_90": 0, "refused_frames": 0,
             "lines_in_refused_frames": 0, "readable_before": 0, "readable_after": 0, "false_mask_frames": 0,
-            "false_area": [], "over_area": [], "cpu": [], "views": []}  # fmt: skip
+            "false_area": [], "over_area": [], "cpu": [], "views": [], "misses": []}  # fmt: skip
 
 
 def screen(reader: ocr.TextReader, img: np.ndarray) -> tuple[linemask.MaskPlan, np.ndarray]:
@@ -198,6 +198,8 @@ def run(n: int, seed: int, no_text: int | None = None, sides: tuple[int, ...] = 
                 fig["readable_before"] += legible(b.text, read_line(reader, img, b.box))
                 # Detector-free: the recogniser on the line's own spot of the exported (masked) frame; a refused frame is not exported.
                 fig["readable_after"] += (not plan.readable) and cov < 1.0 and legible(b.text, read_line(reader, masked_img, b.box))
+                if cov < 1.0:  # what a miss looks like, to look at it again (the frame: its index at this size and the seed)
+                    fig["misses"].append({"frame": i, "coverage": round(cov, 3), "box": list(b.box), **facets})
                 for facet, value in facets.items():
                     per[facet][value][0] += cov >= 1.0
                     per[facet][value][1] += 1
@@ -222,6 +224,7 @@ def _summary(by_side: dict[str, dict[str, Any]], per: dict[str, dict[str, list[i
             "over_mask_area_on_text_frames": float(np.mean(fig["over_area"])) if fig["over_area"] else None,
             "cpu_seconds_median": float(np.median(fig["cpu"])), "cpu_seconds_max": float(np.max(fig["cpu"])),
             "views_median": float(np.median(fig["views"])),
+            "misses": fig["misses"],
         }  # fmt: skip
     total = lambda k: sum(v[k] for v in out_sides.values())  # noqa: E731
     return {
