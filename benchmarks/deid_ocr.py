@@ -14,7 +14,7 @@ matplotlib's wheel), 8 to 64 pixels (the font size, whatever the frame size), 3 
 darker) and 6 positions (four corners, a top strip, over the anatomy). The same generator
 makes the frames without text.
 
-What is measured, with the build's own code (textscreen.text_regions, then
+What is measured, with the build's own code (textscreen.mask_plan: text_regions, then
 linemask.plan: the masks grown along the line, the recogniser's check beside them), per
 frame size:
 - line recall: a line counts as masked when every one of its glyph pixels lies in a
@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 
 from medrcube.construction.privacy import linemask, multiscale, ocr, synthetic
-from medrcube.construction.privacy.textscreen import text_regions
+from medrcube.construction.privacy.textscreen import mask_plan
 
 SIDES = (512, 1024, 2048, 3072, 4096)
 SIZES = (8, 12, 16, 24, 32, 48, 64)  # font size in pixels, at every frame size
@@ -147,8 +147,7 @@ def _side_figures() -> dict[str, Any]:
 
 def screen(reader: ocr.TextReader, img: np.ndarray) -> tuple[linemask.MaskPlan, np.ndarray]:
     """What `medrcube build` does to a frame (textscreen.TextScreen.screen without the region rules): the plan and the mask."""
-    found, _ = text_regions(reader, img)
-    plan = linemask.plan(reader, img, found) if found else linemask.MaskPlan([], 0, False)
+    plan, _ = mask_plan(reader, img)
     mask = np.zeros(img.shape[:2], dtype=bool)
     for x0, y0, x1, y1 in plan.boxes:
         mask[y0:y1, x0:x1] = True

@@ -71,6 +71,12 @@ def text_regions(reader: ocr.TextReader, pixels: np.ndarray) -> tuple[list[ocr.T
     return keep, len(found) - len(keep)
 
 
+def mask_plan(reader: ocr.TextReader, pixels: np.ndarray) -> tuple[linemask.MaskPlan, int]:
+    """What the screen masks on a frame (after the region rules): the plan, and how many blobs were not text."""
+    found, ignored = text_regions(reader, pixels)
+    return (linemask.plan(reader, pixels, found) if found else linemask.MaskPlan([], 0, False)), ignored
+
+
 def header_statement(img: SourceImage) -> str:
     """What the source itself says about burned-in text (information, not the decision)."""
     if img.origin != "dicom":
@@ -162,8 +168,7 @@ class TextScreen:
         (False, when the recipe says so). `modality` is the cube modality the frame was mapped to."""
         zones = self._blank_zones(img, modality)
         t0 = time.process_time()
-        found, ignored = text_regions(self.reader, img.pixels)
-        plan = linemask.plan(self.reader, img.pixels, found) if found else linemask.MaskPlan([], 0, False)
+        plan, ignored = mask_plan(self.reader, img.pixels)
         self.log.seconds += time.process_time() - t0
         self.log.frames_screened += 1
         shape = img.pixels.shape
