@@ -18,7 +18,7 @@ TITLE = "8. Burned-in text (OCR screen of medrcube build)"
 def run(ctx: Context) -> list[Metric]:
     out = ctx.dir("deid")
     full = ctx.profile == "full"
-    args = ["--n", "10"] if full else ["--n", "1", "--sides", "512,2048"]
+    args = ["--n", "30", "--no-text", "15"] if full else ["--n", "1", "--sides", "512,2048"]
     run_proc([python(), "-m", "benchmarks.deid_ocr", *args, "--json", str(out / "deid.json")], log_dir=out, name="deid", timeout=3600.0)
     r = json.loads((out / "deid.json").read_text(encoding="utf-8"))
     judge = ctx.sizes.judge_targets
@@ -29,8 +29,8 @@ def run(ctx: Context) -> list[Metric]:
                [100 * r["recall"]], Target(">", 98.999, ">= 99 %") if judge else None, extra={"by": r["by"]}),
         Metric("deid.recall_worst_size", "  line recall at the worst frame size", "%", [100 * worst],
                Target(">", 98.999, ">= 99 %") if judge else None, extra={"by_side": {k: v["recall"] for k, v in sides.items()}}),
-        Metric("deid.readable", "  lines still readable after masking (re-read of the masked frame, and each line's own box)", "lines",
-               [r["readable_after_reread"] + r["readable_after_own_box"]], Target("<", 0.5, "0") if judge else None),
+        Metric("deid.readable", "  lines still readable after masking (the recogniser on each line's own box of an exported frame)", "lines",
+               [r["readable_after"]], Target("<", 0.5, "0") if judge else None),
         Metric("deid.false_mask", f"false-mask rate ({r['frames_without_text']} frames without text)", "%",
                [100 * r["false_mask_rate"]], Target("<", 5.001, "<= 5 %") if judge else None),
         Metric("deid.cpu_per_frame_4096", "  CPU seconds per 4,096 px frame (median)", "s",

@@ -33,6 +33,20 @@ def test_legibility_needs_four_characters_in_a_row() -> None:
 def test_a_small_run_reports_every_figure_by_size() -> None:
     r = deid_ocr.run(1, seed=3, no_text=1, sides=(512,))
     v = r["by_side"]["512"]
-    assert r["frames_with_text"] == 1 and r["frames_without_text"] == 1 and v["views"] == 1 and r["threads"] == 1
+    assert r["frames_with_text"] == 1 and r["frames_without_text"] == 1 and v["views_median"] >= 1 and r["threads"] == 1
     assert (v["recall"] is None) == (v["lines"] == 0) and 0 <= v["false_mask_rate"] <= 1 and v["cpu_seconds_median"] > 0
+    assert v["recall_visible"] >= v["recall"] and v["recall_lower_95"] <= v["recall"] and v["readable_after"] <= v["readable_before"]
     assert "| 512 |" in deid_ocr.markdown(r)
+
+
+def test_glyphs_drawn_in_the_grey_of_their_ground_are_not_visible() -> None:
+    from medrcube.construction.privacy import synthetic
+
+    ground = np.full((60, 300), 0.5)
+    ground[:, 150:] = 0.2
+    _, line = synthetic.burn(ground, "VAN DER BERG", (10, 10), "dejavu-sans", 32, 0.5)
+    assert line.visible is not None and line.glyphs[:, :140].any() and not line.visible[:, :140].any() and line.visible[:, 160:].any()
+    assert synthetic.coverage(line, np.zeros_like(ground, dtype=bool), visible_only=True) == 0.0
+    masked = np.zeros_like(ground, dtype=bool)
+    masked[:, 145:] = True
+    assert synthetic.coverage(line, masked, visible_only=True) == 1.0 and synthetic.coverage(line, masked) < 1.0

@@ -15,12 +15,13 @@ import pytest
 from PIL import Image
 
 from medrcube.construction import demo
-from medrcube.construction.privacy import multiscale, ocr, synthetic
+from medrcube.construction.privacy import linemask, multiscale, ocr, synthetic
 from medrcube.construction.privacy import safeguards as privacy
 from medrcube.construction.privacy.pixelscan import scan_images
 from medrcube.construction.privacy.regions import RegionRuleError, load_table
 from medrcube.construction.privacy.reviewsheet import review_line, upper_bound_95
 from medrcube.construction.privacy.screening import Identities
+from medrcube.construction.privacy.textscreen import text_regions
 
 PERSON_WORDS = ("vogonsky", "jeltzina", "73317331")
 
@@ -28,55 +29,60 @@ PERSON_WORDS = ("vogonsky", "jeltzina", "73317331")
 # -- views -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("h, w", [(512, 512), (1024, 1024), (2048, 1707), (3072, 3072), (4096, 3277)])
-def test_views_cover_every_pixel_and_tiles_overlap(h: int, w: int) -> None:
-    views = multiscale.views(h, w)
-    whole = views[0]
-    assert whole.kind == "whole" and whole.box == (0, 0, w, h) and max(h, w) * whole.scale == pytest.approx(multiscale.WHOLE_SIDE, abs=1)
-    tiles = [v for v in views if v.kind == "tile"]
-    assert bool(tiles) == (whole.scale < multiscale.TILE_FROM)  # 512 and 1024: the whole view reads them at full detail
-    if tiles:
-        covered = np.zeros((h, w), dtype=np.int8)
-        for v in tiles:
-            x0, y0, x1, y1 = v.box
-            covered[y0:y1, x0:x1] += 1
-            assert max(x1 - x0, y1 - y0) * v.scale <= multiscale.TILE_MAX + 1
-        assert covered.min() >= 1
-        # Neighbours overlap by at least OVERLAP detector pixels: a line that tall is whole in one tile.
-        xs = sorted({v.box[0] for v in tiles})
-        ends = sorted({v.box[2] for v in tiles})
-        assert all((e - s) * tiles[0].scale >= multiscale.OVERLAP - 2 for s, e in zip(xs[1:], ends[:-1], strict=False))
-
-
-@pytest.mark.parametrize("h, w, bands", [(512, 512, False), (1024, 1024, True), (2048, 1707, False), (4096, 3277, True)])
-def test_the_top_and_bottom_bands_are_read_finer_when_the_other_views_are_coarse(h: int, w: int, bands: bool) -> None:
-    views = multiscale.views(h, w)
-    band = [v for v in views if v.kind == "band"]
-    assert bool(band) == bands
-    if band:
-        coarsest = min(v.scale for v in views if v.kind != "band")
-        assert all(v.scale >= 1.0 and v.scale >= 1.25 * coarsest for v in band)
-        rows = np.zeros(h, dtype=bool)
-        cols_top = np.zeros(w, dtype=bool)
-        for v in band:
-            rows[v.box[1] : v.box[3]] = True
-            if v.box[1] == 0:
-                cols_top[v.box[0] : v.box[2]] = True
-        bh = int(np.ceil(multiscale.BAND * h))
-        assert rows[:bh].all() and rows[h - bh :].all() and not rows[bh : h - bh].any() and cols_top.all()
-
-
-def test_small_text_on_a_1536_frame_is_found_by_the_tiles() -> None:
-    """A 12 px line on a 1,536 px frame: the whole view (scale 0.625) shrinks it to 7 px; the tiles read it at full size."""
-    rng = np.random.default_rng(5)
-    img = synthetic.background("noise", 1536, 1536, rng)
-    img, line = synthetic.burn(img, "OBRIEN, SEAN 12.03.1961", (40, 30), "dejavu-sans", 12, 1.0)
-    found = multiscale.detect(ocr.shared_reader(), img)
-    masked = np.zeros(img.shape, dtype=bool)
-    for r in found:
-        x0, y0, x1, y1 = r.box
+def _covered(shape: tuple[int, ...], boxes: list[tuple[int, int, int, int]]) -> np.ndarray:
+    masked = np.zeros(shape[:2], dtype=bool)
+    for x0, y0, x1, y1 in boxes:
         masked[y0:y1, x0:x1] = True
-    assert synthetic.coverage(line, masked) > 0.9
+    return masked
+
+
+@pytest.mark.parametrize("side", [512, 1024, 2048, 4096])
+def test_a_small_low_contrast_line_is_read_in_an_enlarged_crop_and_masked_whole(side: int) -> None:
+    rng = np.random.default_rng(side)
+    plain = synthetic.background("xray", side, side, rng)
+    assert [v.kind for v in multiscale.views(plain)] == ["whole"]  # the anatomy and the panel noise are no line
+    whole = multiscale.views(plain)[0]
+    assert whole.box == (0, 0, side, side) and side * whole.scale == pytest.approx(min(multiscale.WHOLE_SIDE, 2 * side), abs=1)
+    x, y = side // 3, side // 2
+    level = float(plain[y : y + 12, x : x + 200].mean())
+    img, line = synthetic.burn(plain, "MRN 48151623", (x, y), "dejavu-sans", 8, level + 0.15)  # 8 px, 0.15 of full scale
+    crops = [v for v in multiscale.views(img) if v.kind == "crop"]
+    assert any(v.box[0] <= line.box[0] < v.box[2] and v.box[1] <= line.box[1] < v.box[3] and v.scale >= 2.0 for v in crops)
+    reader = ocr.shared_reader()
+    plan = linemask.plan(reader, img, text_regions(reader, img)[0])
+    assert synthetic.coverage(line, _covered(img.shape, plan.boxes)) == 1.0 and not plan.readable
+
+
+def test_small_text_on_a_4096_frame_is_found_and_masked_whole() -> None:
+    """A 12 px line on a 4,096 px frame: the whole view (scale 0.23) shrinks it to 3 px; its crop reads it enlarged."""
+    rng = np.random.default_rng(5)
+    img = synthetic.background("noise", 4096, 4096, rng)
+    img, line = synthetic.burn(img, "OBRIEN, SEAN 12.03.1961", (2000, 2100), "dejavu-sans", 12, 1.0)
+    reader = ocr.shared_reader()
+    found = multiscale.detect(reader, img)
+    plan = linemask.plan(reader, img, found)
+    assert synthetic.coverage(line, _covered(img.shape, plan.boxes)) == 1.0 and not plan.readable
+
+
+def test_lines_are_joined_along_the_text_and_a_legible_strip_beside_a_mask_is_masked_too() -> None:
+    assert linemask.joined([(10, 10, 50, 30), (60, 12, 120, 31), (10, 200, 50, 220)]) == [(10, 10, 120, 31), (10, 200, 50, 220)]
+    assert linemask.joined([(0, 0, 100, 50), (10, 10, 20, 20)]) == [(0, 0, 100, 50)]
+    rng = np.random.default_rng(9)
+    img = synthetic.background("noise", 400, 900, rng)
+    img, line = synthetic.burn(img, "KOWALSKA MAGDA 19610312", (40, 150), "dejavu-sans", 32, 1.0)
+    x0, y0, x1, y1 = line.box
+    # The detector's region covers only the first word: the recogniser reads the rest beside the mask, so it is masked too.
+    plan = linemask.plan(ocr.shared_reader(), img, [ocr.TextRegion((x0, y0, x0 + (x1 - x0) // 3, y1), 0.9)])
+    assert plan.extended >= 1 and synthetic.coverage(line, _covered(img.shape, plan.boxes)) == 1.0 and not plan.readable
+
+
+def test_a_line_still_legible_after_every_pass_makes_the_frame_readable_and_so_refused() -> None:
+    rng = np.random.default_rng(10)
+    img = synthetic.background("noise", 200, 1400, rng)
+    img, line = synthetic.burn(img, "KOWALSKA MAGDA 19610312 MRN 48151623 ACC-1234567", (20, 80), "dejavu-sans", 32, 1.0)
+    x0, y0, x1, y1 = line.box
+    plan = linemask.plan(ocr.shared_reader(), img, [ocr.TextRegion((x0, y0, x0 + 40, y1), 0.9)])
+    assert plan.extended == linemask.PASSES and plan.readable  # two strips masked, the rest of the line still read
 
 
 # -- region rules ----------------------------------------------------------------------------
@@ -135,16 +141,14 @@ def test_the_pixel_scan_names_the_file_and_the_channel_never_the_value(tmp_path:
 # -- a 2,048 px archive through `medrcube build` ---------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def large_build(tmp_path_factory: pytest.TempPathFactory):
-    """The 2,048 px archive built once through the console command: (out folder, console text)."""
+def _build(root: Path, side: int) -> tuple[Path, str]:
+    """The archive of `side` px built through the console command: (out folder, console text)."""
     import contextlib
     import io
 
     from medrcube.cli import main
 
-    root = tmp_path_factory.mktemp("large")
-    demo.write_large_site(root, 2048)
+    demo.write_large_site(root, side)
     out = root / "out"
     err, std = io.StringIO(), io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(std):
@@ -153,26 +157,51 @@ def large_build(tmp_path_factory: pytest.TempPathFactory):
     return out, err.getvalue() + std.getvalue()
 
 
-def test_a_name_burned_into_a_2048_frame_is_masked_and_the_manifest_lists_it(large_build) -> None:
-    out, _ = large_build
+@pytest.fixture(scope="module")
+def large_build(tmp_path_factory: pytest.TempPathFactory):
+    """The 2,048 px archive built once through the console command: (out folder, console text)."""
+    return _build(tmp_path_factory.mktemp("large"), 2048)
+
+
+def _assert_masked_and_listed(out: Path, side: int) -> None:
     manifest = json.loads((out / "release" / privacy.MANIFEST_NAME).read_text(encoding="utf-8"))
     frames = manifest["text_in_pixels"]["frames"]
     with_text = [f for f in frames if f["regions"]]
-    assert len(with_text) == 1 and with_text[0]["frame"] == [1707, 2048] and with_text[0]["exported"]
-    # The regions cover every glyph of the burned lines (redrawn here at their place).
-    masked = np.zeros((2048, 1707), dtype=bool)
+    width = round(side * 5 / 6)
+    assert len(with_text) == 1 and with_text[0]["frame"] == [width, side] and with_text[0]["exported"]
+    # The regions cover every glyph of the burned lines (redrawn here at their place and size).
+    masked = np.zeros((side, width), dtype=bool)
     for x0, y0, x1, y1 in with_text[0]["regions"]:
         masked[y0:y1, x0:x1] = True
-    y = 2048 // 40
+    y = side // 40
     for text, face, size in demo.LARGE_TEXT:
-        _, line = synthetic.burn(np.zeros((2048, 1707)), text, (2048 // 12, y), face, size, 1.0)
+        _, line = synthetic.burn(np.zeros((side, width)), text, (side // 12, y), face, round(size * side / 2048), 1.0)
         assert synthetic.coverage(line, masked) == 1.0, text
-        y += round(1.6 * size)
+        y += round(1.6 * size * side / 2048)
     # The exported image reads back nothing identifying, and the build's own pixel scan says so.
     png = out / "release" / "large-cr" / with_text[0]["image"]
     read = " ".join(r.text for r in multiscale.read(ocr.shared_reader(), np.asarray(Image.open(png).convert("L")) / 255.0)).lower()
     assert not any(w in read.replace(" ", "") for w in PERSON_WORDS), read
     assert manifest["leak_scan"]["pixels"]["images_read"] == 2 and manifest["leak_scan"]["pixels"]["found"] == 0
+
+
+def test_a_name_burned_into_a_2048_frame_is_masked_and_the_manifest_lists_it(large_build) -> None:
+    _assert_masked_and_listed(large_build[0], 2048)
+
+
+def test_a_name_burned_into_a_4096_frame_is_masked_and_the_manifest_lists_it(tmp_path: Path) -> None:
+    out, console = _build(tmp_path, 4096)
+    _assert_masked_and_listed(out, 4096)
+    assert demo.LARGE_FOLDER.lower() not in console.lower()
+
+
+def test_no_file_the_build_writes_names_the_patients_folder_or_the_patient(large_build) -> None:
+    out, _ = large_build
+    texts = [p for p in out.rglob("*") if p.is_file() and p.suffix in (".json", ".jsonl", ".html", ".txt", ".log", ".md", ".yaml", ".csv")]
+    assert any(p.name == "sheet.html" for p in texts) and any(p.suffix == ".json" for p in texts)
+    for p in texts:
+        body = p.read_text(encoding="utf-8", errors="replace").lower()
+        assert demo.LARGE_FOLDER.lower() not in body and not any(w in body for w in PERSON_WORDS), p.relative_to(out)
 
 
 def test_no_console_line_names_the_patients_folder(large_build) -> None:

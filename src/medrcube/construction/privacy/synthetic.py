@@ -106,6 +106,9 @@ def _mammogram(h: int, w: int, rng: np.random.Generator) -> np.ndarray:
     return np.clip(img, 0, 1)
 
 
+VISIBLE = 0.05  # of full scale: a glyph pixel closer than this to its smoothed ground is not seen (panel noise is 0.02-0.05)
+
+
 @dataclass(frozen=True, slots=True)
 class Burned:
     """One line of text burned into a frame: what, where (tight box of its glyph pixels), how."""
@@ -116,6 +119,9 @@ class Burned:
     size: int
     value: float  # the gray level of the glyphs
     glyphs: np.ndarray  # bool mask of the glyph pixels, the frame's size
+    # The glyph pixels that stand out from what they were drawn over (by VISIBLE of full scale or more):
+    # a fixed grey over varying anatomy vanishes where the anatomy has that grey, and what vanished cannot be read.
+    visible: np.ndarray | None = None
 
 
 def burn(img: np.ndarray, text: str, xy: tuple[int, int], font_name: str, size: int, value: float) -> tuple[np.ndarray, Burned]:
@@ -130,7 +136,15 @@ def burn(img: np.ndarray, text: str, xy: tuple[int, int], font_name: str, size: 
     glyphs = alpha > 0.5
     ys, xs = np.nonzero(glyphs)
     box = (int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1) if len(xs) else (0, 0, 0, 0)
-    return out, Burned(text, box, font_name, size, value, glyphs)
+    visible = glyphs.copy()
+    if len(xs):
+        from scipy import ndimage
+
+        x0, y0, x1, y1 = (max(0, box[0] - 8), max(0, box[1] - 8), box[2] + 8, box[3] + 8)
+        under = np.asarray(img, dtype=np.float64)[y0:y1, x0:x1]
+        under = ndimage.gaussian_filter(under.mean(axis=2) if under.ndim == 3 else under, 2.0)  # the ground, without the panel's noise
+        visible[y0:y1, x0:x1] &= np.abs(value - under) >= VISIBLE
+    return out, Burned(text, box, font_name, size, value, glyphs, visible)
 
 
 def text_size(text: str, font_name: str, size: int) -> tuple[int, int]:
@@ -139,10 +153,11 @@ def text_size(text: str, font_name: str, size: int) -> tuple[int, int]:
     return int(x1), int(y1)
 
 
-def coverage(b: Burned, masked: np.ndarray) -> float:
-    """The share of the line's glyph pixels that lie inside masked pixels (bool, the frame's size)."""
-    n = int(b.glyphs.sum())
-    return float((b.glyphs & masked).sum()) / n if n else 1.0
+def coverage(b: Burned, masked: np.ndarray, visible_only: bool = False) -> float:
+    """The share of the line's glyph pixels (or of its visible ones) that lie inside masked pixels (bool, the frame's size)."""
+    glyphs = b.visible if visible_only and b.visible is not None else b.glyphs
+    n = int(glyphs.sum())
+    return float((glyphs & masked).sum()) / n if n else 1.0
 
 
 def glyph_correlation(b: Burned, exported: np.ndarray) -> float:

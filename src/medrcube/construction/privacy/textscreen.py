@@ -5,8 +5,9 @@ absent, and a plain PNG states nothing at all. So every frame that can become an
 read by the text detector (`ocr.TextReader`) before any item, reviewer or export sees its
 pixels, and the recipe's `privacy.text` decides:
 
-- `mask` (the default): each detected region, grown by a margin that covers the glyphs'
-  edges and the detector's slack, is filled with black;
+- `mask` (the default): each detected region, grown by a margin and along its line
+  (`linemask`), is filled with black; the recogniser then reads beside each mask and a
+  legible strip is masked too; a frame still legible after that is refused;
 - `refuse`: a frame with any detected text is left out (counted in the build report).
 
 Before the detector reads a frame, the region rules (`regions`: known annotation zones by
@@ -30,62 +31,50 @@ from typing import Any
 import numpy as np
 
 from medrcube.construction.observation import SourceImage
-from medrcube.construction.privacy import multiscale, ocr
+from medrcube.construction.privacy import linemask, multiscale, ocr
 from medrcube.construction.privacy.regions import NO_RULES, RegionTable
 
-
-def grow(box: tuple[int, int, int, int], shape: tuple[int, ...], margin: float = 0.35, minimum: int = 2) -> tuple[int, int, int, int]:
-    """The box grown on every side by `margin` x its height (at least `minimum` pixels), clipped to the frame."""
-    x0, y0, x1, y1 = box
-    h, w = shape[:2]
-    pad = max(minimum, int(np.ceil(margin * (y1 - y0))))
-    return (max(0, x0 - pad), max(0, y0 - pad), min(w, x1 + pad), min(h, y1 + pad))
-
-
-def outermost(boxes: list[tuple[int, int, int, int]]) -> list[tuple[int, int, int, int]]:
-    """The boxes that lie inside no other box (overlapping views find one line several times; the mask is the same)."""
-    uniq = sorted(set(boxes))
-    inside = lambda a, b: a != b and b[0] <= a[0] and b[1] <= a[1] and a[2] <= b[2] and a[3] <= b[3]  # noqa: E731
-    return [a for a in uniq if not any(inside(a, b) for b in uniq)]
-
-
-def mask(pixels: np.ndarray, boxes: list[tuple[int, int, int, int]]) -> np.ndarray:
-    """A copy of the frame with each box (end-exclusive) black in every channel."""
-    out = np.array(pixels, dtype=np.float64, copy=True)
-    for x0, y0, x1, y1 in boxes:
-        out[y0:y1, x0:x1] = 0.0
-    return out
-
-
-# A detected region this tall (a share of the frame's height) is taken for text only when
-# the recogniser reads at least 3 letters or digits in it: the detector is scale-sensitive,
-# and a small frame's whole body outline can come back as one giant "O" or "8".
+# A detected region shaped like a blob, not a line, is taken for text only when the
+# recogniser reads at least 3 letters or digits in it: the detector is scale-sensitive,
+# and a body outline or a pectoral muscle can come back as one giant "O". A blob is taller
+# than TALL of the frame's height, or taller than BLOB of it and less than twice as wide
+# as tall (a line of 3 characters or more is wider than that).
 TALL = 0.35
+BLOB = 0.1
 
 
 def _alnum(text: str) -> int:
     return sum(1 for c in text if c.isalnum())
 
 
+def _blob(box: tuple[int, int, int, int], frame_height: int) -> bool:
+    w, h = box[2] - box[0], box[3] - box[1]
+    return h > TALL * frame_height or (h > BLOB * frame_height and w < 2 * h)
+
+
 def text_regions(reader: ocr.TextReader, pixels: np.ndarray) -> tuple[list[ocr.TextRegion], int]:
-    """The regions of a frame taken for text, and how many tall regions were not (anatomy, read as < 3 characters).
+    """The regions of a frame taken for text, and how many blobs were not (anatomy, read as < 3 characters).
 
     The frame is read as a pyramid of views (`multiscale`: the detector's native scale,
-    overlapping tiles of a large frame), each as displayed and as its local contrast;
-    their regions are united.
+    and crops where the frame's strokes look like lines, read enlarged); their regions
+    are united.
     """
     found = multiscale.detect(reader, pixels)
     h = pixels.shape[0]
-    tall = [r for r in found if (r.box[3] - r.box[1]) > TALL * h]
-    if not tall:
+    blobs = [r for r in found if _blob(r.box, h)]
+    if not blobs:
         return found, 0
-    keep, ignored = [r for r in found if r not in tall], 0
-    for r in multiscale.read(reader, pixels, tall):
+    keep = [r for r in found if not _blob(r.box, h)]
+    for r in multiscale.read(reader, pixels, blobs):
         if _alnum(r.text) >= 3:
             keep.append(ocr.TextRegion(r.box, r.score))
-        else:
-            ignored += 1
-    return keep, ignored
+    return keep, len(found) - len(keep)
+
+
+def mask_plan(reader: ocr.TextReader, pixels: np.ndarray) -> tuple[linemask.MaskPlan, int]:
+    """What the screen masks on a frame (after the region rules): the plan, and how many blobs were not text."""
+    found, ignored = text_regions(reader, pixels)
+    return (linemask.plan(reader, pixels, found) if found else linemask.MaskPlan([], 0, False)), ignored
 
 
 def header_statement(img: SourceImage) -> str:
@@ -118,7 +107,8 @@ class TextLog:
             row["with_text"] += 1 if f["regions"] else 0
         out: dict[str, Any] = {
             "engine": self.engine,
-            "views": "the whole frame at the detector's scale, overlapping tiles of a large frame; each as shown and as local contrast",
+            "views": "the whole frame at the detector's scale (as shown and as local contrast), and crops where strokes form lines, enlarged and contrast-stretched",
+            "masking": "regions grown along the line, lines joined, the strips beside each mask read by the recogniser and masked when legible; a frame still legible is refused",
             "action": self.action,
             "region_rules": self.region_rules,
             "frames_blanked_by_rules": sum(1 for f in self.frames if f.get("rule_zones")),
@@ -126,6 +116,7 @@ class TextLog:
             "frames_with_text": len(with_text),
             "regions": sum(len(f["regions"]) for f in with_text),
             "frames_refused": sum(1 for f in with_text if f["action"] == "refuse"),
+            "frames_refused_still_readable": sum(1 for f in with_text if f.get("still_readable_after_masking")),
             "by_header": dict(sorted(by_header.items())),
             "tall_regions_not_text": sum(f.get("tall_regions_not_text", 0) for f in self.frames),
             "frames": [f for f in self.frames if f["regions"] or f.get("rule_zones") or f.get("tall_regions_not_text")],
@@ -168,7 +159,7 @@ class TextScreen:
         zones = self.regions.zones_for(img.pixels.shape, {str(img.meta.get("Modality", "") or ""), modality},
                                        str(img.meta.get("Manufacturer", "") or ""), str(img.meta.get("ManufacturerModelName", "") or ""))  # fmt: skip
         if zones:
-            img.pixels = mask(img.pixels, [b for b, _ in zones])
+            img.pixels = linemask.paint(img.pixels, [b for b, _ in zones])
             img.processing.append(f"region rules: blanked {len(zones)} zone(s)")
         return zones
 
@@ -177,14 +168,19 @@ class TextScreen:
         (False, when the recipe says so). `modality` is the cube modality the frame was mapped to."""
         zones = self._blank_zones(img, modality)
         t0 = time.process_time()
-        found, ignored = text_regions(self.reader, img.pixels)
+        plan, ignored = mask_plan(self.reader, img.pixels)
         self.log.seconds += time.process_time() - t0
         self.log.frames_screened += 1
         shape = img.pixels.shape
-        boxes = outermost([grow(r.box, shape) for r in found])
+        boxes = plan.boxes
+        action = "none" if not boxes else "refuse" if self.action == "refuse" or plan.readable else "mask"
         entry: dict[str, Any] = {"dataset": img.dataset, "source": img.ref, "frame": [int(shape[1]), int(shape[0])],
-                                 "header": header_statement(img), "action": self.action if boxes else "none",
+                                 "header": header_statement(img), "action": action,
                                  "regions": [list(b) for b in boxes]}  # fmt: skip
+        if plan.extended:
+            entry["strips_masked_after_recheck"] = plan.extended
+        if plan.readable:
+            entry["still_readable_after_masking"] = True
         if zones:
             entry["rule_zones"] = [list(b) for b, _ in zones]
             entry["rules"] = sorted({why for _, why in zones})
@@ -194,8 +190,8 @@ class TextScreen:
         if not boxes:
             img.processing.append("OCR: no text found")
             return True
-        if self.action == "refuse":
+        if action == "refuse":
             return False
-        img.pixels = mask(img.pixels, boxes)
+        img.pixels = linemask.paint(img.pixels, boxes)
         img.processing.append(f"OCR: masked {len(boxes)} text region(s)")
         return True

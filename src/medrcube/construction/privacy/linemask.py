@@ -1,0 +1,120 @@
+"""From detected text regions to the boxes a frame is masked with, checked by the recogniser.
+
+The detector's box of a line is tight and sometimes short: it clips the first or last
+letters, or returns a line as two words. A mask that leaves "…NSKY" readable has failed.
+So the mask is generous along the text:
+
+- each region is grown by MARGIN x its height above and below and ALONG x its height to
+  the left and right (whole-line extension; text runs horizontally on a console);
+- boxes on one line (overlapping by half the lower one's height) with a gap under GAP x
+  their height are one box.
+
+Then the masked frame is checked with the recogniser alone (no detector): the strips
+beside each box, STRIP x its height wide, are read, and a strip where 4 or more letters or
+digits are read is masked too (a second pass). A strip still read after PASSES passes
+makes the frame `readable`: the screen refuses it rather than export a line it could not
+cover. Detector-free, so it sees the part of a line the detector left out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from medrcube.construction.privacy import ocr, proposals
+
+Box = tuple[int, int, int, int]
+MARGIN = 0.35
+ALONG = 2.0
+GAP = 1.5
+STRIP = 4.0
+PASSES = 2
+LEGIBLE = 4  # letters or digits the recogniser must read in a strip for it to count as text
+
+
+@dataclass(frozen=True, slots=True)
+class MaskPlan:
+    """The boxes to mask, and whether a line stayed readable beside them after every pass."""
+
+    boxes: list[Box]
+    extended: int  # strips masked by the recogniser's check
+    readable: bool
+
+
+def grown(box: Box, shape: tuple[int, ...]) -> Box:
+    """The box grown by MARGIN x its height above and below, ALONG x its height left and right (at least 2 and 4 px)."""
+    x0, y0, x1, y1 = box
+    h, w = shape[:2]
+    lh = y1 - y0
+    py, px = max(2, int(np.ceil(MARGIN * lh))), max(4, int(np.ceil(ALONG * lh)))
+    return (max(0, x0 - px), max(0, y0 - py), min(w, x1 + px), min(h, y1 + py))
+
+
+def _same_line(a: Box, b: Box) -> bool:
+    overlap = min(a[3], b[3]) - max(a[1], b[1])
+    lower = min(a[3] - a[1], b[3] - b[1])
+    gap = max(a[0], b[0]) - min(a[2], b[2])
+    return overlap >= 0.5 * lower and gap <= GAP * lower
+
+
+def _inside(a: Box, b: Box) -> bool:
+    return b[0] <= a[0] and b[1] <= a[1] and a[2] <= b[2] and a[3] <= b[3]
+
+
+def joined(boxes: list[Box]) -> list[Box]:
+    """Boxes of one line joined; a box inside another dropped (overlapping views find a line several times)."""
+    out = sorted(set(boxes))
+    changed = True
+    while changed:
+        changed = False
+        merged: list[Box] = []
+        for b in out:
+            for i, m in enumerate(merged):
+                if _same_line(b, m) or _inside(b, m) or _inside(m, b):
+                    merged[i] = (min(b[0], m[0]), min(b[1], m[1]), max(b[2], m[2]), max(b[3], m[3]))
+                    changed = True
+                    break
+            else:
+                merged.append(b)
+        out = sorted(merged)
+    return out
+
+
+def paint(pixels: np.ndarray, boxes: list[Box]) -> np.ndarray:
+    """A copy of the frame with each box (end-exclusive) black in every channel."""
+    out = np.array(pixels, dtype=np.float64, copy=True)
+    for x0, y0, x1, y1 in boxes:
+        out[y0:y1, x0:x1] = 0.0
+    return out
+
+
+def _strips(box: Box, shape: tuple[int, ...]) -> list[Box]:
+    x0, y0, x1, y1 = box
+    w = shape[1]
+    reach = int(np.ceil(STRIP * (y1 - y0)))
+    return [s for s in ((max(0, x0 - reach), y0, x0, y1), (x1, y0, min(w, x1 + reach), y1)) if s[2] - s[0] >= 4]
+
+
+def _legible(reader: ocr.TextReader, masked: np.ndarray, strip: Box) -> bool:
+    """Whether the recogniser reads LEGIBLE letters or digits in the strip, its contrast stretched (as a reader could)."""
+    x0, y0, x1, y1 = strip
+    text = reader.recognise(proposals.stretched(proposals.gray8(masked[y0:y1, x0:x1])))
+    return sum(1 for c in text if c.isalnum()) >= LEGIBLE
+
+
+def plan(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.TextRegion]) -> MaskPlan:
+    """The mask boxes of a frame's text regions, extended where the recogniser still reads text beside them."""
+    shape = np.shape(pixels)
+    boxes = joined([grown(r.box, shape) for r in regions])
+    extended = 0
+    for _ in range(PASSES):
+        masked = paint(pixels, boxes)
+        hits = [s for b in boxes for s in _strips(b, shape) if _legible(reader, masked, s)]
+        if not hits:
+            return MaskPlan(boxes, extended, False)
+        extended += len(hits)
+        boxes = joined(boxes + hits)
+    masked = paint(pixels, boxes)
+    readable = any(_legible(reader, masked, s) for b in boxes for s in _strips(b, shape))
+    return MaskPlan(boxes, extended, readable)
