@@ -6,7 +6,8 @@ hundreds of replicates the error rates need. This module makes the same run with
 the same answers (`SimulatedAdapter.correct`), the same seeded image order
 (`run.order.unit_order`), the same looks (`SequentialPlan.fractions_for`), the same
 statistic (the clustered Wilson score p-value of metrics/clustered.py: ANOVA ICC, Kish
-design effect, t on n/m_w - 1 degrees of freedom), the same nominal levels
+design effect, t on n/m_w - 1 degrees of freedom; on few effective images the
+finite-sample p-values of metrics/finite.py, as gate/criteria.py decides), the same nominal levels
 (`metrics.group_sequential.nominal_levels`), the same decisions (a pass at the first look
 whose p is at most its level; fails by Holm at alpha / m; the run stopped at the first
 required fail or when every required check passed) and the full run's verdict by the
@@ -62,10 +63,11 @@ def shapes(cube: Any, checks: Sequence[Any], plan: Any) -> tuple[list[CheckShape
     item_index = {it.id: i for i, it in enumerate(cube.items)}
     unit_of_item = {it.id: unit_index[u.key] for u in units for it in u.items}
     required = [c for c in checks if c.required]
-    if any(c.kind not in ACCURACY_KINDS for c in checks):
+    if any(c.kind not in ACCURACY_KINDS for c in required):
         raise ValueError("the vectorised simulation handles cell, slice and overall checks only")
     out = []
-    for c in checks:
+    # An optional check of another kind holds no images and cannot change the gate's verdict.
+    for c in (c for c in checks if c.kind in ACCURACY_KINDS):
         scope = [it for it in cube.items if c.selects(it) and cube.image_available(it)]
         if not scope:
             continue
@@ -107,6 +109,19 @@ def score_p(k: np.ndarray, n: np.ndarray, s2: np.ndarray, smm: np.ndarray, big_k
     return np.where(no_evidence, 1.0, upper), np.where(no_evidence, 1.0, lower)
 
 
+def finite_p(p_pass: np.ndarray, p_fail: np.ndarray, kk: np.ndarray, m: np.ndarray, s: CheckShape) -> None:
+    """The looks on few effective images decided as the gate decides them (in place):
+    with the finite-sample p-values of metrics/finite.py (gate/criteria.py with_finite)."""
+    from medrcube.gate.criteria import few_images
+    from medrcube.metrics import finite
+
+    for j, need in enumerate(s.look_n):
+        sizes = [int(x) for x in m[:need]]
+        if few_images(sizes):
+            sums = [float(x) for x in kk[:need]]
+            p_pass[j], p_fail[j] = finite.p_at_most(sums, sizes, s.bound), finite.p_at_least(sums, sizes, s.bound)
+
+
 def holm_fails(p_fail: np.ndarray, alpha: float) -> np.ndarray:
     """Holm's step-down rejections of one family (fixed-sample, as gate/family.py)."""
     m = len(p_fail)
@@ -135,6 +150,7 @@ def simulate(cube: Any, shape_list: list[CheckShape], keys: list[str], correct: 
         s2, smm, big_k = np.cumsum(kk * kk / m), np.cumsum(m * m), np.arange(1, len(m) + 1, dtype=float)
         idx = s.look_n - 1
         p_pass, p_fail = score_p(k[idx], n[idx], s2[idx], smm[idx], big_k[idx], s.bound)
+        finite_p(p_pass, p_fail, kk, m, s)
         look_pos = pos[s.units][order][idx]
         required.append(s.check.required)
         full_pass.append(p_pass[-1] <= s.check.alpha)
