@@ -216,6 +216,34 @@ def decisions_only() -> Iterator[None]:
         finite.interval = real  # type: ignore[assignment]
 
 
+def last_to_end(cube: Any, checks: Sequence[Any], spec: str, seed: int, k: int = 8) -> list[dict[str, Any]]:
+    """Where a sequential run's requests go: its `k` required checks that ended last in the
+    order (real driver), with their images, the look that ended them and how."""
+    from medrcube.sequential import SequentialDecider, SequentialPlan
+
+    recs = answers(cube, spec)
+    decider = SequentialDecider(SequentialPlan(seed=seed))
+
+    async def ask(part: Any) -> list[Any]:
+        return [recs[it.id] for it in part.items]
+
+    with decisions_only():
+        asyncio.run(decider.ask(cube, checks, ask))
+    assert decider.run is not None
+    position = {key: i for i, key in enumerate(decider.run.order)}
+    out = []
+    for t in decider.run.tracks.values():
+        if not t.check.required or not t.fed:
+            continue
+        lk = t.looks
+        end = t.fed[-1][0].image if t.fed[-1] else None
+        out.append({"check": t.check.id, "images": t.available_units, "used": t.used_units,
+                    "looks": f"{len(lk.looks)} of {len(lk.fractions)}",
+                    "decision": lk.status.value if lk.status else "undecided",
+                    "end": position.get(f"image:{end}", -1) / max(len(position), 1)})
+    return sorted(out, key=lambda r: -r["end"])[:k]
+
+
 def replicates(cube: Any, checks: Sequence[Any], policy: str, distance: float, side: int, seeds: Sequence[int],
                engine: str = "driver") -> list[dict[str, Any]]:
     """One case's replicates (a seed each): through the real driver and decider (`one`), or
@@ -251,7 +279,8 @@ def row(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     claims = sum(r["required"] for r in runs)
     return {
         "policy": policy, "distance": distance,
-        "side": "at" if distance == 0 and one_bound else "above" if side > 0 else "below", "model": first["model"],
+        "side": "at" if distance == 0 and one_bound else "above" if side > 0 else "below",
+        "model": re.sub(r"MR=([\d.]+),VR=[\d.]+,IPR=[\d.]+,OR=[\d.]+,RG=[\d.]+", r"MR/VR/IPR/OR/RG=\1", first["model"]),
         "reps": reps, "engine": first["engine"], "fraction_median": fr[len(fr) // 2], "fraction_max": fr[-1],
         "agreement": sum(r["full"] == r["sequential"] for r in runs) / reps,
         "full_verdicts": _counts(r["full"] for r in runs), "sequential_verdicts": _counts(r["sequential"] for r in runs),
@@ -297,7 +326,8 @@ def markdown(rows: list[dict[str, Any]], seconds: float | None = None) -> str:
 def summarise(lines: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rows of replicate lines (from one or several runs of this module), by case."""
     cases: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    for r in lines:
+    unique = {(r["policy"], r["engine"], r["distance"], r["side"], r["seed"]): r for r in lines}
+    for r in unique.values():
         cases.setdefault((r["policy"], r["engine"], r["distance"], r["side"]), []).append(r)
     order = sorted(cases, key=lambda k: (k[0], k[1], k[2], -k[3]))
     return [row(cases[k]) for k in order]
@@ -336,6 +366,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="append one JSON line per replicate here")
     ap.add_argument("--table", type=Path, nargs="*", default=None, help="only summarise these JSON-line files")
     ap.add_argument("--validate", type=int, default=0, help="seeds of the twin-against-driver table (0: none)")
+    ap.add_argument("--why", type=int, default=0, help="list the required checks that ended last (first seed)")
     ap.add_argument("--cube", type=Path, default=None)
     args = ap.parse_args(argv)
     if args.table is not None:
@@ -347,16 +378,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.validate:
         print(validation(cube, args.validate), flush=True)
     a, b = (int(x) for x in args.seeds.split("-"))
+    if args.why:
+        for policy in args.policies.split(","):
+            checks = checks_of(cube, policy)
+            for distance in (float(d) for d in args.distances.split(",")):
+                spec = model_spec(policy, bound_range(cube, checks), distance, +1, a)
+                print(f"{policy} {distance:.2f} above, seed {a}: the required checks that ended last", flush=True)
+                for r in last_to_end(cube, checks, spec, a, args.why):
+                    print(f"  {r['check']}: {r['used']} of {r['images']} images, look {r['looks']}, "
+                          f"{r['decision']}, ended at {r['end']:.0%} of the images asked", flush=True)
+        return 0
     lines = []
     for policy in args.policies.split(","):
         checks = checks_of(cube, policy)
         for distance in (float(d) for d in args.distances.split(",")):
             for side in (1 if int(x) > 0 else -1 for x in args.sides.split(",")):
-                for r in replicates(cube, checks, policy, distance, side, range(a, b + 1), args.engine):
-                    lines.append(r)
-                    if args.out is not None:
-                        with args.out.open("a", encoding="utf-8") as fh:
-                            fh.write(json.dumps(r) + "\n")
+                # The driver a seed at a time, each line written when done (a long run can be
+                # stopped and summarised); the twin in one go (its shapes are built once).
+                chunks = [[s] for s in range(a, b + 1)] if args.engine == "driver" else [list(range(a, b + 1))]
+                for seeds in chunks:
+                    for r in replicates(cube, checks, policy, distance, side, seeds, args.engine):
+                        lines.append(r)
+                        if args.out is not None:
+                            with args.out.open("a", encoding="utf-8") as fh:
+                                fh.write(json.dumps(r) + "\n")
                 print(json.dumps(row(lines[-(b - a + 1):])), flush=True)
     print(markdown(summarise(lines), time.process_time() - t0))
     return 0
