@@ -245,9 +245,10 @@ def last_to_end(cube: Any, checks: Sequence[Any], spec: str, seed: int, k: int =
 
 
 def replicates(cube: Any, checks: Sequence[Any], policy: str, distance: float, side: int, seeds: Sequence[int],
-               engine: str = "driver") -> list[dict[str, Any]]:
+               engine: str = "driver", design: tuple[tuple[float, ...], float] | None = None) -> list[dict[str, Any]]:
     """One case's replicates (a seed each): through the real driver and decider (`one`), or
-    through its vectorised twin (benchmarks/sequential_sim.py: accuracy checks only)."""
+    through its vectorised twin (benchmarks/sequential_sim.py: accuracy checks only), which
+    can try other looks and spending exponents than the gate's (`design`)."""
     from benchmarks import sequential_sim
     from medrcube.sequential import SequentialPlan
 
@@ -257,10 +258,13 @@ def replicates(cube: Any, checks: Sequence[Any], policy: str, distance: float, s
         with decisions_only():
             res = [one(cube, checks, spec, seed) for spec, seed in specs]
     else:
-        shape_list, keys, _ = sequential_sim.shapes(cube, checks, SequentialPlan())
+        plan, rho = (SequentialPlan(), None) if design is None else (SequentialPlan(looks=design[0]), design[1])
+        shape_list, keys, _ = sequential_sim.shapes(cube, checks, plan, rho)
         res = [sequential_sim.simulate(cube, shape_list, keys, sequential_sim.correct_of(cube, spec), seed)
                for spec, seed in specs]
     model = re.sub(r",seed=\d+", "", model_spec(policy, bounds, distance, side, 0)).removeprefix("simulate:")
+    if design is not None:
+        engine = f"twin, looks {','.join(f'{t:g}' for t in design[0])}, t^{design[1]:g}"
     return [{"policy": policy, "distance": distance, "side": side, "seed": seed, "engine": engine, "model": model,
              **r} for r, (_, seed) in zip(res, specs, strict=True)]
 
@@ -363,8 +367,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seeds", default="1-20", help="a range A-B of replicate seeds")
     ap.add_argument("--engine", choices=("driver", "twin"), default="driver",
                     help="the real driver and decider, or its vectorised twin (accuracy checks only)")
+    ap.add_argument("--design", default=None, help="twin only: other looks and spending, e.g. 0.1,0.2,0.3,0.4,0.5,1:3")
     ap.add_argument("--out", type=Path, default=None, help="append one JSON line per replicate here")
     ap.add_argument("--table", type=Path, nargs="*", default=None, help="only summarise these JSON-line files")
+    ap.add_argument("--done", type=Path, nargs="*", default=[], help="driver: skip the replicates in these files")
     ap.add_argument("--validate", type=int, default=0, help="seeds of the twin-against-driver table (0: none)")
     ap.add_argument("--why", type=int, default=0, help="list the required checks that ended last (first seed)")
     ap.add_argument("--cube", type=Path, default=None)
@@ -378,6 +384,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.validate:
         print(validation(cube, args.validate), flush=True)
     a, b = (int(x) for x in args.seeds.split("-"))
+    design = None
+    if args.design:
+        looks, rho = args.design.split(":")
+        design = (tuple(float(t) for t in looks.split(",")), float(rho))
     if args.why:
         for policy in args.policies.split(","):
             checks = checks_of(cube, policy)
@@ -388,21 +398,27 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print(f"  {r['check']}: {r['used']} of {r['images']} images, look {r['looks']}, "
                           f"{r['decision']}, ended at {r['end']:.0%} of the images asked", flush=True)
         return 0
+    checks_by = {policy: checks_of(cube, policy) for policy in args.policies.split(",")}
+    cases = [(policy, float(d), 1 if int(x) > 0 else -1) for policy in checks_by
+             for d in args.distances.split(",") for x in args.sides.split(",")]
+    done = {(r["policy"], r["engine"], r["distance"], r["side"], r["seed"])
+            for f in args.done for x in f.read_text(encoding="utf-8").splitlines() if x.strip()
+            for r in (json.loads(x),)}
+    # The driver a seed at a time, every case in turn (a long run stopped at any point has
+    # about as many replicates of each case), each line written when done; the twin a case
+    # at a time (its shapes are built once per case).
+    if args.engine == "driver":
+        jobs = [(case, [seed]) for seed in range(a, b + 1) for case in cases
+                if (case[0], "driver", case[1], case[2], seed) not in done]
+    else:
+        jobs = [(case, list(range(a, b + 1))) for case in cases]
     lines = []
-    for policy in args.policies.split(","):
-        checks = checks_of(cube, policy)
-        for distance in (float(d) for d in args.distances.split(",")):
-            for side in (1 if int(x) > 0 else -1 for x in args.sides.split(",")):
-                # The driver a seed at a time, each line written when done (a long run can be
-                # stopped and summarised); the twin in one go (its shapes are built once).
-                chunks = [[s] for s in range(a, b + 1)] if args.engine == "driver" else [list(range(a, b + 1))]
-                for seeds in chunks:
-                    for r in replicates(cube, checks, policy, distance, side, seeds, args.engine):
-                        lines.append(r)
-                        if args.out is not None:
-                            with args.out.open("a", encoding="utf-8") as fh:
-                                fh.write(json.dumps(r) + "\n")
-                print(json.dumps(row(lines[-(b - a + 1):])), flush=True)
+    for (policy, distance, side), seeds in jobs:
+        for r in replicates(cube, checks_by[policy], policy, distance, side, seeds, args.engine, design):
+            lines.append(r)
+            if args.out is not None:
+                with args.out.open("a", encoding="utf-8") as fh:
+                    fh.write(json.dumps(r) + "\n")
     print(markdown(summarise(lines), time.process_time() - t0))
     return 0
 

@@ -48,7 +48,8 @@ class CheckShape:
     fail_levels: np.ndarray
 
 
-def shapes(cube: Any, checks: Sequence[Any], plan: Any) -> tuple[list[CheckShape], list[str], dict[str, int]]:
+def shapes(cube: Any, checks: Sequence[Any], plan: Any,
+           rho: float | None = None) -> tuple[list[CheckShape], list[str], dict[str, int]]:
     """Every required and optional accuracy check's shape, the unit keys and the item index."""
     from medrcube.gate.checks import ACCURACY_KINDS
     from medrcube.gate.evidence import effective_bound
@@ -65,6 +66,7 @@ def shapes(cube: Any, checks: Sequence[Any], plan: Any) -> tuple[list[CheckShape
     required = [c for c in checks if c.required]
     if any(c.kind not in ACCURACY_KINDS for c in required):
         raise ValueError("the vectorised simulation handles cell, slice and overall checks only")
+    spending = {} if rho is None else {"rho": rho}  # another spending exponent than the gate's (benchmarks only)
     out = []
     # An optional check of another kind holds no images and cannot change the gate's verdict.
     for c in (c for c in checks if c.kind in ACCURACY_KINDS):
@@ -80,7 +82,8 @@ def shapes(cube: Any, checks: Sequence[Any], plan: Any) -> tuple[list[CheckShape
         share = c.alpha / max(len(required), 1) if c.required else c.alpha
         out.append(CheckShape(c, np.array(own), sizes, item_unit, np.array([item_index[it.id] for it in scope]),
                               bound, fractions, np.array([look_images(f, len(own)) for f in fractions]),
-                              np.array(nominal_levels(fractions, c.alpha)), np.array(nominal_levels(fractions, share))))
+                              np.array(nominal_levels(fractions, c.alpha, **spending)),
+                              np.array(nominal_levels(fractions, share, **spending))))
     return out, keys, item_index
 
 
