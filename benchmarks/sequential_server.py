@@ -19,8 +19,8 @@ each with a fresh response store, so that every request reaches the server; with
 (`-n K`). Reported: the requests the server saw in each run, their ratio, the gate's verdict of
 each run, and for `-n K` the extra requests against the single-process run (at most one
 batch of 16 images per worker is allowed) and whether its verdicts are the same. The
-policies are benchmarks/sequential.py's (`accuracy`, `slices`, `default`: the shipped
-thresholds.yaml; `accuracy`: the same without credibility).
+policies are benchmarks/sequential.py's (`default`: the shipped thresholds.yaml;
+`accuracy`: the same without credibility; `strict`, `slices`).
 """
 
 from __future__ import annotations
