@@ -19,8 +19,8 @@ each with a fresh response store, so that every request reaches the server; with
 (`-n K`). Reported: the requests the server saw in each run, their ratio, the gate's verdict of
 each run, and for `-n K` the extra requests against the single-process run (at most one
 batch of 16 images per worker is allowed) and whether its verdicts are the same. The
-policies are benchmarks/sequential.py's (`accuracy`, `slices`, `default`: the shipped
-thresholds.yaml).
+policies are benchmarks/sequential.py's (`default`: the shipped thresholds.yaml;
+`accuracy`: the same without credibility; `strict`, `slices`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.sequential import POLICY, SHIPPED, SLICES_POLICY, bound_range, checks_of, cube_at, model_spec
+from benchmarks.sequential import POLICY, SLICES_POLICY, bound_range, checks_of, cube_at, model_spec, shipped_doc
 
 DEFAULT_CUBE = Path(tempfile.gettempdir()) / "medrcube-bench-sequential-cube"
 
@@ -112,16 +112,13 @@ def run(reps: int, cases: Sequence[tuple[str, float, int]], cube_dir: Path, work
     work = Path(tempfile.mkdtemp(prefix="medrcube-bench-seqserver-"))
     tagged = tagged_copy(cube_dir, cube_dir.with_name(cube_dir.name + "-tagged"))
     cube = load_cube(tagged)
-    policies = {"accuracy": POLICY, "slices": SLICES_POLICY}
+    policies = {"strict": POLICY, "slices": SLICES_POLICY, "default": shipped_doc(), "accuracy": shipped_doc(False)}
     rows = []
     with ScriptedServer({}) as server:
         model = f"openai:bench@{server.base_url}"
         for policy, distance, side in cases:
             thresholds = work / f"thresholds-{policy}.yaml"
-            if policy == "default":
-                thresholds.write_text(SHIPPED.read_text(encoding="utf-8"), encoding="utf-8")
-            else:
-                thresholds.write_text(yaml.safe_dump(policies[policy]), encoding="utf-8")
+            thresholds.write_text(yaml.safe_dump(policies[policy]), encoding="utf-8")
             bounds = bound_range(cube, checks_of(cube, policy))
             for seed in range(1, reps + 1):
                 spec = model_spec(policy, bounds, distance, side, seed)
@@ -185,8 +182,8 @@ def parse_cases(text: str) -> list[tuple[str, float, int]]:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.sequential_server")
     ap.add_argument("--reps", type=int, default=1)
-    ap.add_argument("--cases", default="accuracy:0.25:+1,accuracy:0.25:-1,slices:0.25:+1,slices:0.1:+1,"
-                    "default:0.25:+1,default:0.25:-1")
+    ap.add_argument("--cases", default="accuracy:0.25:+1,accuracy:0.25:-1,accuracy:0.1:+1,accuracy:0.1:-1,"
+                    "default:0.25:+1,default:0.25:-1,default:0.1:+1,default:0.1:-1")
     ap.add_argument("--workers", type=int, default=0)
     ap.add_argument("--full-in-process", action="store_true",
                     help="decide the full run in process on the same answers instead of at the server")

@@ -6,7 +6,8 @@ hundreds of replicates the error rates need. This module makes the same run with
 the same answers (`SimulatedAdapter.correct`), the same seeded image order
 (`run.order.unit_order`), the same looks (`SequentialPlan.fractions_for`), the same
 statistic (the clustered Wilson score p-value of metrics/clustered.py: ANOVA ICC, Kish
-design effect, t on n/m_w - 1 degrees of freedom), the same nominal levels
+design effect, t on n/m_w - 1 degrees of freedom; on few effective images the
+finite-sample p-values of metrics/finite.py, as gate/criteria.py decides), the same nominal levels
 (`metrics.group_sequential.nominal_levels`), the same decisions (a pass at the first look
 whose p is at most its level; fails by Holm at alpha / m; the run stopped at the first
 required fail or when every required check passed) and the full run's verdict by the
@@ -47,7 +48,8 @@ class CheckShape:
     fail_levels: np.ndarray
 
 
-def shapes(cube: Any, checks: Sequence[Any], plan: Any) -> tuple[list[CheckShape], list[str], dict[str, int]]:
+def shapes(cube: Any, checks: Sequence[Any], plan: Any,
+           rho: float | None = None) -> tuple[list[CheckShape], list[str], dict[str, int]]:
     """Every required and optional accuracy check's shape, the unit keys and the item index."""
     from medrcube.gate.checks import ACCURACY_KINDS
     from medrcube.gate.evidence import effective_bound
@@ -62,10 +64,12 @@ def shapes(cube: Any, checks: Sequence[Any], plan: Any) -> tuple[list[CheckShape
     item_index = {it.id: i for i, it in enumerate(cube.items)}
     unit_of_item = {it.id: unit_index[u.key] for u in units for it in u.items}
     required = [c for c in checks if c.required]
-    if any(c.kind not in ACCURACY_KINDS for c in checks):
+    if any(c.kind not in ACCURACY_KINDS for c in required):
         raise ValueError("the vectorised simulation handles cell, slice and overall checks only")
+    spending = {} if rho is None else {"rho": rho}  # another spending exponent than the gate's (benchmarks only)
     out = []
-    for c in checks:
+    # An optional check of another kind holds no images and cannot change the gate's verdict.
+    for c in (c for c in checks if c.kind in ACCURACY_KINDS):
         scope = [it for it in cube.items if c.selects(it) and cube.image_available(it)]
         if not scope:
             continue
@@ -78,7 +82,8 @@ def shapes(cube: Any, checks: Sequence[Any], plan: Any) -> tuple[list[CheckShape
         share = c.alpha / max(len(required), 1) if c.required else c.alpha
         out.append(CheckShape(c, np.array(own), sizes, item_unit, np.array([item_index[it.id] for it in scope]),
                               bound, fractions, np.array([look_images(f, len(own)) for f in fractions]),
-                              np.array(nominal_levels(fractions, c.alpha)), np.array(nominal_levels(fractions, share))))
+                              np.array(nominal_levels(fractions, c.alpha, **spending)),
+                              np.array(nominal_levels(fractions, share, **spending))))
     return out, keys, item_index
 
 
@@ -105,6 +110,19 @@ def score_p(k: np.ndarray, n: np.ndarray, s2: np.ndarray, smm: np.ndarray, big_k
     lower = np.where(finite, stdtr(safe_df, z), ndtr(z))
     no_evidence = finite & (df < 1)
     return np.where(no_evidence, 1.0, upper), np.where(no_evidence, 1.0, lower)
+
+
+def finite_p(p_pass: np.ndarray, p_fail: np.ndarray, kk: np.ndarray, m: np.ndarray, s: CheckShape) -> None:
+    """The looks on few effective images decided as the gate decides them (in place):
+    with the finite-sample p-values of metrics/finite.py (gate/criteria.py with_finite)."""
+    from medrcube.gate.criteria import few_images
+    from medrcube.metrics import finite
+
+    for j, need in enumerate(s.look_n):
+        sizes = [int(x) for x in m[:need]]
+        if few_images(sizes):
+            sums = [float(x) for x in kk[:need]]
+            p_pass[j], p_fail[j] = finite.p_at_most(sums, sizes, s.bound), finite.p_at_least(sums, sizes, s.bound)
 
 
 def holm_fails(p_fail: np.ndarray, alpha: float) -> np.ndarray:
@@ -135,6 +153,7 @@ def simulate(cube: Any, shape_list: list[CheckShape], keys: list[str], correct: 
         s2, smm, big_k = np.cumsum(kk * kk / m), np.cumsum(m * m), np.arange(1, len(m) + 1, dtype=float)
         idx = s.look_n - 1
         p_pass, p_fail = score_p(k[idx], n[idx], s2[idx], smm[idx], big_k[idx], s.bound)
+        finite_p(p_pass, p_fail, kk, m, s)
         look_pos = pos[s.units][order][idx]
         required.append(s.check.required)
         full_pass.append(p_pass[-1] <= s.check.alpha)

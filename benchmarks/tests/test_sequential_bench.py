@@ -26,8 +26,37 @@ def test_the_in_process_scenario_saves_and_agrees(small_cube: Path) -> None:
     assert 0.0 < above["fraction"] < 1.0 and above["full"] == above["sequential"] == "QUALIFIED"
     below = sequential.one(cube, checks, "simulate:accuracy=0.05,icc=0.3,seed=1", seed=1)
     assert below["fraction"] < above["fraction"] and below["sequential"] == "NOT QUALIFIED"
-    row = sequential.row(cube, checks, "slices", 0.0, +1, reps=2)
+    runs = sequential.replicates(cube, checks, "slices", 0.0, +1, [1, 2], engine="twin")
+    row = sequential.row(runs)
     assert row["reps"] == 2 and row["false_qualified"] is not None and row["false_not_qualified"] is not None
+
+
+def test_leaving_out_the_reported_interval_ends_changes_no_decision(small_cube: Path) -> None:
+    cube = sequential.cube_at(small_cube)
+    checks = sequential.checks_of(cube, "default")
+    bounds = sequential.bound_range(cube, checks)
+    cases = [(sequential.model_spec("default", bounds, d, side, seed), seed)
+             for d, side, seed in ((0.1, +1, 1), (0.0, +1, 2), (0.05, -1, 3))]
+    real = [sequential.one(cube, checks, spec, seed) for spec, seed in cases]
+    with sequential.decisions_only():
+        fast = [sequential.one(cube, checks, spec, seed) for spec, seed in cases]
+    assert fast == real
+
+
+def test_a_model_above_the_shipped_bounds_sits_under_the_credibility_bound_too(small_cube: Path) -> None:
+    cube = sequential.cube_at(small_cube)
+    checks = sequential.checks_of(cube, "default")
+    low, high = sequential.bound_range(cube, checks)
+    spec = sequential.model_spec("default", (low, high), 0.1, +1, 1)
+    assert "grounded=true" in spec and f"accuracy={high + 0.1:.4f}" in spec and f"MR={high + 0.3:.4f}" in spec
+    # Its luck rate (right diagnoses over a wrong perception) is at most 0.3 - 0.1.
+    from medrcube.gate.evaluate import evaluate_gate
+
+    credibility = [c for c in checks if c.kind.value == "credibility" and c.required]
+    result = evaluate_gate(credibility, sequential.answers(cube, spec).values())
+    assert credibility and all(e.criteria[0].estimate <= 0.2 for e in result.evidences), [e.criteria for e in result.evidences]
+    accuracy_only = sequential.checks_of(cube, "accuracy")
+    assert accuracy_only and not any(c.kind.value == "credibility" for c in accuracy_only)
 
 
 def test_the_tagged_copy_makes_every_question_unique_and_the_key_follows_the_simulation(small_cube: Path) -> None:

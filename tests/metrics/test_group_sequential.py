@@ -20,8 +20,8 @@ def test_one_look_is_the_fixed_sample_level() -> None:
 def test_early_looks_spend_little_and_the_final_look_keeps_almost_all() -> None:
     levels = nominal_levels(LOOKS, 0.025)
     assert all(a < b for a, b in zip(levels, levels[1:], strict=False))
-    assert levels[0] < 1e-4 and 0.023 < levels[-1] < 0.025
-    assert spent(0.5, 0.025) == pytest.approx(0.025 / 8)
+    assert levels[0] < 1e-5 and 0.024 < levels[-1] < 0.025
+    assert spent(0.5, 0.025) == pytest.approx(0.025 / 16)
 
 
 @pytest.mark.parametrize("alpha", [0.025, 0.025 / 20])
