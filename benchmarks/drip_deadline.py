@@ -15,34 +15,18 @@ long it took: the duration is this benchmark's figure (RESULTS.md section 14). P
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import os
 import statistics
 import sys
-import time
 from typing import Any
+
+from benchmarks.adapter_probe import ask
 
 
 def _one(base_url: str, timeout: float, n: int) -> dict[str, Any]:
-    from medrcube.models.base import Request
-    from medrcube.models.openai_adapter import OpenAIAdapter
-
-    os.environ.setdefault("MEDRCUBE_BENCH_KEY", "sk-bench-not-a-key")
-    adapter = OpenAIAdapter("bench", base_url=base_url, api_key_env="MEDRCUBE_BENCH_KEY", timeout=timeout,
-                            max_retries=0, concurrency=n)
-    requests = [Request(key=f"k{i}", item_id=f"i{i}", prompt=f"Question: q{i}\nOptions:\nA. a\nB. b") for i in range(n)]
-
-    async def go() -> list[Any]:
-        try:
-            return await adapter.generate(requests)
-        finally:
-            await adapter.aclose()
-
-    t0, w0 = time.process_time(), time.monotonic()
-    out = asyncio.run(go())
+    _, out, cpu, wall = ask(base_url, n, timeout=timeout, max_retries=0, concurrency=n)
     return {"kinds": sorted({str(r.error_kind) for r in out}), "latencies": [r.latency_s for r in out],
-            "client_cpu_s": time.process_time() - t0, "wall_s": time.monotonic() - w0}
+            "client_cpu_s": cpu, "wall_s": wall}
 
 
 def measure(reps: int, timeout: float, n: int) -> list[dict[str, Any]]:

@@ -25,35 +25,18 @@ figure the test suite asserts). Prints JSON.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import os
 import statistics
 import sys
-import time
 from typing import Any
+
+from benchmarks.adapter_probe import ask
 
 CONFIGS = ((600.0, 1.0), (1200.0, 1.0), (3000.0, 5.0))
 
 
 def _one(base_url: str, rpm: float, burst: float, n: int) -> dict[str, Any]:
-    from medrcube.models.base import Request
-    from medrcube.models.openai_adapter import OpenAIAdapter
-
-    os.environ.setdefault("MEDRCUBE_BENCH_KEY", "sk-bench-not-a-key")
-    adapter = OpenAIAdapter("bench", base_url=base_url, api_key_env="MEDRCUBE_BENCH_KEY", rpm=rpm,
-                            rpm_burst=burst, concurrency=32, max_retries=0)
-    requests = [Request(key=f"k{i}", item_id=f"i{i}", prompt=f"Question: q{i}\nOptions:\nA. a\nB. b") for i in range(n)]
-
-    async def go() -> list[Any]:
-        try:
-            return await adapter.generate(requests)
-        finally:
-            await adapter.aclose()
-
-    t0 = time.process_time()
-    out = asyncio.run(go())
-    cpu = time.process_time() - t0
+    adapter, out, cpu, _ = ask(base_url, n, rpm=rpm, rpm_burst=burst, concurrency=32, max_retries=0)
     bucket = adapter.rate_limiter
     assert bucket is not None and bucket.first_due is not None and bucket.last_due is not None
     return {"ok": sum(r.ok for r in out), "client_span_s": bucket.last_due - bucket.first_due,
