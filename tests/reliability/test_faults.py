@@ -79,7 +79,10 @@ RETRIED: dict[str, dict[str, Any]] = {
     "f429_retry_after": dict(
         rules=[{"fault": "status", "status": 429, "retry_after": 0.05, "per_prompt": True, "first": 2, "fraction": 0.7},
                {"fault": "status", "status": 429, "retry_after_ms": 20, "first": 6}],
-        max_retries=4),
+        # One prompt can meet both rules: the first 6 requests of the run (its retries
+        # among them, when the adaptive limit lets one request through at a time) and 2
+        # of its own, 8 failures; the budget covers that whatever the scheduling.
+        max_retries=8),
     "f429_plain": dict(
         rules=[{"fault": "status", "status": 429, "first": 8},
                {"fault": "status", "status": 429, "per_prompt": True, "first": 2, "fraction": 0.7}],
