@@ -72,22 +72,22 @@ def read_json_object(path: str | os.PathLike[str]) -> dict[str, Any]:
     return doc
 
 
-def read_gate_document(path: str | os.PathLike[str]) -> GateDocument:
+def _read_document(path: str | os.PathLike[str], version: int, kind: Any) -> Any:
+    """A typed document read strictly: its version checked, then its schema, as RunDirError."""
     doc = read_json_object(path)
-    _version(doc, GATE_SCHEMA_VERSION, str(path))
+    _version(doc, version, str(path))
     try:
-        return GateDocument.from_json(doc, where=str(path))
+        return kind.from_json(doc, where=str(path))
     except (DocumentError, TypeError) as e:
         raise RunDirError(str(e)) from None
+
+
+def read_gate_document(path: str | os.PathLike[str]) -> GateDocument:
+    return _read_document(path, GATE_SCHEMA_VERSION, GateDocument)
 
 
 def read_run_document(path: str | os.PathLike[str]) -> RunDocument:
-    doc = read_json_object(path)
-    _version(doc, RUN_SCHEMA_VERSION, str(path))
-    try:
-        return RunDocument.from_json(doc, where=str(path))
-    except (DocumentError, TypeError) as e:
-        raise RunDirError(str(e)) from None
+    return _read_document(path, RUN_SCHEMA_VERSION, RunDocument)
 
 
 def read_results(path: str | os.PathLike[str]) -> list[GradedRecord]:
