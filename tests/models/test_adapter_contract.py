@@ -219,6 +219,18 @@ def test_a_body_that_is_not_an_answer_is_malformed_and_retried(server: ScriptedS
     assert r.error_kind is ErrorKind.MALFORMED and r.attempts == 2
 
 
+@pytest.mark.parametrize(("fault", "said"), [("duplicate_key", "'content' appears twice"),
+                                           ("non_finite", "NaN is not a JSON number")])
+def test_a_body_json_does_not_allow_is_malformed_never_read(server: ScriptedServer, make: Callable[..., OpenAIAdapter],
+                                                            fault: str, said: str) -> None:
+    # A lenient reader would take the last "content" or skip the NaN and grade the reply;
+    # every adapter refuses the body (retried as any malformed one) and records why.
+    server.set_script({"default": "B", "faults": [{"fault": fault, "text": "A"}]})
+    r = ask(make(max_retries=1))
+    assert not r.ok and r.text is None and r.error_kind is ErrorKind.MALFORMED
+    assert said in (r.error or "") and r.attempts == 2 and server.stats()["total"] == 2
+
+
 def test_a_silent_server_times_out(server: ScriptedServer, make: Callable[..., OpenAIAdapter]) -> None:
     server.set_script({"default": "B", "faults": [{"fault": "hang", "seconds": 60}]})  # released when the server stops
     r = ask(make(timeout=0.5, max_retries=0))

@@ -22,7 +22,6 @@ The SDK is imported when the first client is made, never at import time.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,6 +30,7 @@ from medrcube.models.http import BodyTooLargeError, bounded_client
 from medrcube.models.images import ImageError
 from medrcube.models.openai_adapter import OpenAIAdapter
 from medrcube.models.provider_errors import Attempt
+from medrcube.models.strict_json import DuplicateKeyError, NonStandardNumberError, loads_wire
 
 __all__ = ["AnthropicAdapter", "DEFAULT_MAX_TOKENS"]
 
@@ -107,7 +107,9 @@ class AnthropicAdapter(OpenAIAdapter):
     def _message(self, content: bytes) -> Attempt:
         """Read a Messages API body; anything else is MALFORMED (retried)."""
         try:
-            obj = json.loads(content)
+            obj = loads_wire(content)
+        except (DuplicateKeyError, NonStandardNumberError) as exc:
+            return self._malformed(str(exc), "message")
         except ValueError as exc:
             return self._malformed(f"invalid JSON ({exc}; {len(content)} bytes)", "message")
         if not isinstance(obj, Mapping) or not isinstance(obj.get("content"), list):

@@ -89,7 +89,7 @@ class GeminiAdapter(OpenAIAdapter):
         from google.genai import types
 
         headers = {self.api_key_header: self._api_key} if self.api_key_header else None
-        http = bounded_client(self.timeout, self.max_response_bytes)
+        http = bounded_client(self.timeout, self.max_response_bytes, strict_json=True)  # its SDK reads leniently
         options = types.HttpOptions(base_url=self.base_url, api_version=API_VERSION, timeout=int(self.timeout * 1000),
                                     headers=headers,
                                     httpx_async_client=http, retry_options=types.HttpRetryOptions(attempts=1))

@@ -9,7 +9,10 @@ The `openai` client is handed an `httpx.AsyncClient` of ours (the SDK's document
 - the body is read through `BoundedTransport`, which inflates gzip or deflate itself,
   chunk by chunk, and stops at `max_body_bytes` of *decoded* bytes (and of bytes on
   the wire): a gzip bomb costs at most the cap in memory, never its inflated size;
-- only gzip and deflate are offered (Accept-Encoding), so no other decoder runs.
+- only gzip and deflate are offered (Accept-Encoding), so no other decoder runs;
+- with `strict_json`, a 2xx JSON body with a key written twice or a NaN is refused here
+  (models/strict_json.py), for an SDK that parses bodies itself with a lenient reader
+  (Gemini's); the OpenAI and Anthropic adapters read the bytes strictly themselves.
 
 The total deadline of a request (that a body dripped a byte at a time cannot extend) is
 the adapter's: it wraps the whole call in `asyncio.timeout` (openai_adapter.py).
@@ -27,6 +30,8 @@ else:
         import httpx2 as httpx
     except ImportError:  # pragma: no cover - older SDKs
         import httpx
+
+from medrcube.models.strict_json import loads_wire
 
 __all__ = ["BodyTooLargeError", "BoundedTransport", "bounded_client"]
 
@@ -47,9 +52,11 @@ class BodyTooLargeError(Exception):
 class BoundedTransport(httpx.AsyncBaseTransport):
     """An httpx transport that reads and decodes each response body itself, bounded."""
 
-    def __init__(self, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, inner: httpx.AsyncBaseTransport | None = None):
+    def __init__(self, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, inner: httpx.AsyncBaseTransport | None = None,
+                 *, strict_json: bool = False):
         self.max_body_bytes = int(max_body_bytes)
         self.inner = inner or httpx.AsyncHTTPTransport()
+        self.strict_json = strict_json
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         request.headers["Accept-Encoding"] = "gzip, deflate"
@@ -59,6 +66,8 @@ class BoundedTransport(httpx.AsyncBaseTransport):
             body = await self._read(response, encoding)
         finally:
             await response.aclose()
+        if self.strict_json and 200 <= response.status_code < 300 and "json" in response.headers.get("content-type", ""):
+            loads_wire(body)  # DuplicateKeyError / NonStandardNumberError (ValueErrors): the adapter's MALFORMED
         headers = [(k, v) for k, v in response.headers.multi_items()
                    if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
         return httpx.Response(response.status_code, headers=headers, content=body,
@@ -119,7 +128,8 @@ class _Deflate:
         return bytes(self._d.flush()) if self._d is not None else b""
 
 
-def bounded_client(timeout: float, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> httpx.AsyncClient:
+def bounded_client(timeout: float, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, *,
+                   strict_json: bool = False) -> httpx.AsyncClient:
     """The httpx client the OpenAI adapter gives the SDK: no redirects, bounded bodies.
     Connection limits are left to the adapter's semaphores (generous pool here). The limits
     go to the inner transport, the one holding the connections (a client's own `limits`
@@ -127,7 +137,7 @@ def bounded_client(timeout: float, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES)
     run at 64 in flight opened a new connection for a fifth of its requests."""
     limits = httpx.Limits(max_connections=1000, max_keepalive_connections=1000)
     return httpx.AsyncClient(
-        transport=BoundedTransport(max_body_bytes, inner=httpx.AsyncHTTPTransport(limits=limits)),
+        transport=BoundedTransport(max_body_bytes, inner=httpx.AsyncHTTPTransport(limits=limits), strict_json=strict_json),
         follow_redirects=False,
         timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
     )

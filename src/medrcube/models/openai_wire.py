@@ -13,7 +13,7 @@ from typing import Any
 
 from medrcube.models.base import Response
 from medrcube.models.provider_errors import Attempt, Redactor
-from medrcube.models.strict_json import DuplicateKeyError, loads_strict
+from medrcube.models.strict_json import DuplicateKeyError, NonStandardNumberError, loads_wire
 
 __all__ = ["chat_usage", "read_chat_completion"]
 
@@ -22,9 +22,11 @@ def read_chat_completion(content: bytes, *, malformed: Callable[[str], Attempt],
                          foreign: Callable[[str | None], Attempt | None]) -> Attempt:
     """The Attempt a chat completion body makes; anything else is `malformed(why)`."""
     try:
-        obj = loads_strict(content)  # a duplicate key ("content" twice) is no answer to pick from
+        obj = loads_wire(content)  # a duplicate key ("content" twice) is no answer to pick from
     except DuplicateKeyError as exc:
         return malformed(f"{exc} (JSON allows no choice between them)")
+    except NonStandardNumberError as exc:
+        return malformed(str(exc))
     except ValueError as exc:
         return malformed(f"invalid JSON ({exc}; {len(content)} bytes)")
     if not isinstance(obj, Mapping):

@@ -3,6 +3,10 @@
 `json.loads` keeps the last of two equal keys, so a body `{"content": "A", "content":
 "B"}` would be graded as B without a word. An endpoint that sends one is broken (or an
 adversary): its answer is MALFORMED, naming the key.
+
+A model's endpoint is read with `loads_wire`, which also refuses NaN and the infinities:
+Python's reader takes them, JSON (RFC 8259) has no words for them, and a usage count or a
+log-probability that is NaN would reach the costs and the confidence figures unseen.
 """
 
 from __future__ import annotations
@@ -13,6 +17,10 @@ from typing import Any
 
 class DuplicateKeyError(ValueError):
     """A JSON object names one key twice."""
+
+
+class NonStandardNumberError(ValueError):
+    """A body carries NaN, Infinity or -Infinity, which are not JSON."""
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -27,3 +35,13 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def loads_strict(data: str | bytes) -> Any:
     """`json.loads`, refusing duplicate keys (DuplicateKeyError, a ValueError)."""
     return json.loads(data, object_pairs_hook=_no_duplicates)
+
+
+def _no_constant(name: str) -> Any:
+    raise NonStandardNumberError(f"{name} is not a JSON number (JSON has no NaN or infinities)")
+
+
+def loads_wire(data: str | bytes) -> Any:
+    """What an endpoint sent, read strictly: duplicate keys (DuplicateKeyError) and NaN or
+    infinities (NonStandardNumberError) refused; both are ValueErrors."""
+    return json.loads(data, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)

@@ -79,7 +79,8 @@ reset, every open one cut, the port closed); "endless" (a model that never emits
 token, on one inference thread: requests wait their turn, then take `token_s` seconds
 (default 0.002) per token up to the request's max_tokens / max_completion_tokens, or
 "max_tokens" (default 1024) when it sends none, and end with finish_reason "length"); "duplicate_key" (200
-whose message names "content" twice, "text" first, then the reply).
+whose message names "content" twice, "text" first, then the reply); "non_finite" (200 whose body
+carries `"score": NaN`, which is not JSON, beside the reply).
 A status fault's "style" is "openai" (an error object), "fastapi" ({"detail": message},
 as FastAPI servers such as `transformers serve` answer) or "text" (the message as plain
 text). Apart from "status" and "reset", a fault waits the scripted latency first.

@@ -331,6 +331,12 @@ class _Handler(BaseHTTPRequestHandler):
                 '"content": ', f'"content": {json.dumps(str(spec.get("text", "A")))}, "content": ', 1)
             done(plan, "duplicate_key", 200)
             self._send(200, body.encode())
+        elif fault == "non_finite":
+            # A number JSON has no word for (NaN), which Python's reader takes: a client that
+            # does not refuse it grades the reply beside it.
+            body = json.dumps(completion(plan.reply)).replace("{", '{"score": NaN, ', 1)
+            done(plan, "non_finite", 200)
+            self._send(200, body.encode())
         elif fault == "key_echo":
             # The one place the Authorization value is read: a gateway that echoes the
             # caller's key in its answer, which the client must never write anywhere.

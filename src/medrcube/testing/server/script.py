@@ -26,10 +26,11 @@ ReplyFn = Callable[[str, Mapping[str, Any]], "str | None"]
 FAULTS = (
     "status", "hang", "malformed", "truncated", "empty_choices", "content_filter", "refusal", "drop", "reset",
     "redirect", "drip", "gzip_bomb", "served_model", "length", "key_echo", "endless", "die", "duplicate_key",
+    "non_finite",
 )
 # Faults whose body carries the scripted reply (the others answer without one).
 REPLYING_FAULTS = frozenset({"truncated", "drop", "empty_choices", "drip", "gzip_bomb", "served_model",
-                             "length", "key_echo", "endless", "duplicate_key"})
+                             "length", "key_echo", "endless", "duplicate_key", "non_finite"})
 _SCRIPT_KEYS = {
     "default", "answers", "answer_key", "reply_format", "latency", "latency_by_question", "faults",
     "models", "model", "require_auth", "hang_s", "seed", "inspect_images", "log_limit", "logprobs",
