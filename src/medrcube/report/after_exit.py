@@ -125,24 +125,22 @@ def start(run_dir: Path, *, cube: object = None) -> tuple[Path | None, str | Non
     """report.html at the end of a run: drawn now (MEDRCUBE_REPORT_HTML=now, or no way to
     spawn), else a pending page and a detached child. Returns (path, warning) as
     report.html's `write_report_after_run` does."""
+    note: str | None = None
     try:
         wanted = mode()
     except ReportModeError as exc:
         wanted, note = "now", f"{exc}; drawn before the exit status"
-    else:
-        note = None
     if wanted == "after":
-        path = run_dir / REPORT_NAME
         try:
-            _write(path, pending_page(run_dir))  # before the child: it must not be overwritten
+            _write(run_dir / REPORT_NAME, pending_page(run_dir))  # before the child: it must not be overwritten
             if spawn(run_dir) is not None:
-                return path, None
+                return run_dir / REPORT_NAME, None
         except OSError as exc:
             return None, f"report.html was not started ({exc}); draw it with `medrcube report {run_dir}`"
     from medrcube.report.html import write_report_after_run
 
-    path, warning = write_report_after_run(run_dir, cube=cube)
-    return path, "; ".join(filter(None, [note, warning])) or None
+    drawn, warning = write_report_after_run(run_dir, cube=cube)
+    return drawn, "; ".join(filter(None, [note, warning])) or None
 
 
 def _kinds() -> list[list[str]]:
