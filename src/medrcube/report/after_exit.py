@@ -11,7 +11,7 @@ At the end of a run (`start`):
 1. a short placeholder report.html is written (atomically) that says the page is being
    drawn and how to draw it if it stays (`medrcube report RUN_DIR`), with
    the marker `PENDING_MARK`;
-2. `python -m medrcube.report.after_exit RUN_DIR` is spawned in a new session, its
+2. this module's `main(RUN_DIR)` is spawned (a new Python process) in a new session, its
    standard streams on /dev/null (a caller reading the run's output to its end, such as
    a CI log or a benchmark, does not wait for it), and the run exits.
 The child verifies nothing new: it draws from the sealed files as `medrcube report`
@@ -108,13 +108,16 @@ def spawn(run_dir: Path) -> int | None:
     it cannot be spawned."""
     if not hasattr(os, "posix_spawn"):
         return None
-    package_root = str(Path(__file__).resolve().parents[2])  # the directory holding medrcube/
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([package_root, *filter(None, [env.get("PYTHONPATH")])])
+    # The child inherits the environment (PYTHONPATH included); medrcube's own directory is
+    # appended to its path for a parent that found medrcube through an edited sys.path, after
+    # the standard library and site-packages, which it must not shadow.
+    package_root = str(Path(__file__).resolve().parents[2])
+    code = ("import sys; sys.path.append(sys.argv[1]); from medrcube.report.after_exit import main; "
+            "raise SystemExit(main(sys.argv[2:]))")
+    argv = [sys.executable, "-c", code, package_root, str(run_dir.resolve()), json.dumps(_kinds())]
     devnull = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)]
-    argv = [sys.executable, "-m", "medrcube.report.after_exit", str(run_dir.resolve()), json.dumps(_kinds())]
     try:
-        pid = os.posix_spawn(sys.executable, argv, env, file_actions=devnull, setsid=True)
+        pid = os.posix_spawn(sys.executable, argv, dict(os.environ), file_actions=devnull, setsid=True)
     except OSError:
         return None
     threading.Thread(target=_reap, args=(pid,), name="medrcube-report-reaper", daemon=True).start()
