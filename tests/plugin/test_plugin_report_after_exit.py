@@ -4,10 +4,12 @@ the page the run would have drawn itself, and the seal holds before and after it
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 from medrcube.cube import load_cube
-from medrcube.report.after_exit import ENV, state, wait_drawn
+from medrcube.report.after_exit import ENV, pending_page, spawn, state, wait_drawn
 from medrcube.report.html import write_report_html
 from medrcube.rundir.seal import MANIFEST, verify_run_dir
 
@@ -38,6 +40,14 @@ def test_the_page_is_drawn_after_the_exit_and_is_the_page_the_run_would_draw(gat
     drawn = (run_dir / "report.html").read_bytes()
     write_report_html(run_dir, cube=load_cube(gate_ws.path / "cube" / "cube.jsonl"))
     assert (run_dir / "report.html").read_bytes() == drawn
+    # And it is the child that draws it: the page pending and the figures gone, one child
+    # spawned by this process draws them both again.
+    shutil.rmtree(run_dir / "plots")
+    (run_dir / "report.html").write_text(pending_page(run_dir), encoding="utf-8")
+    pid = spawn(run_dir)
+    assert pid is not None and pid != os.getpid()
+    assert wait_drawn(run_dir) == "drawn"
+    assert (run_dir / "report.html").read_bytes() == drawn and any((run_dir / "plots").iterdir())
 
 
 def test_now_draws_the_page_before_the_exit_and_a_bad_mode_says_so(gate_ws, gate_server, monkeypatch):
