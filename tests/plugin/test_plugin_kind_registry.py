@@ -71,9 +71,10 @@ def test_an_unregistered_kind_section_is_an_unknown_key(tmp_path) -> None:
         load_policy(path)
 
 
-def test_a_toy_kind_runs_through_the_whole_gate(toy_kind, gate_ws) -> None:
+def test_a_toy_kind_runs_through_the_whole_gate(toy_kind, gate_ws, monkeypatch) -> None:
     from medrcube.rundir.documents import validate
 
+    monkeypatch.setenv("MEDRCUBE_REPORT_HTML", "after")  # the page by the detached child: the toy kind handed to it
     thresholds = gate_ws.path / "thresholds.yaml"
     thresholds.write_text(thresholds.read_text() + "toy: {min_share: 0.5}\n", encoding="utf-8")
     wrong = gate_ws.ids("Modality Recognition")[:3]  # 24 of 27 right: a share of 0.889

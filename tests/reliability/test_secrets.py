@@ -25,7 +25,6 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
-from reliability_kit import MODEL, make_cube, openai_adapter, replies
 
 from medrcube.cube import CubeError, load_cube
 from medrcube.gate.thresholds import ThresholdsError, load_policy
@@ -33,6 +32,8 @@ from medrcube.models.models_file import ModelsFileError, load_models_file
 from medrcube.run.plan import plan_asks
 from medrcube.run.runner import run_cube
 from medrcube.run.store import ResponseStore
+
+from reliability_kit import MODEL, make_cube, openai_adapter, replies
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "src" / "medrcube"
@@ -208,10 +209,6 @@ def test_the_key_reaches_no_file_and_no_output_on_any_path(tmp_path: Path, scrip
                 t.note(f"report.html of run {run_dir.name!r} could not be drawn: {type(exc).__name__}: {exc}")
     outputs.append(json.dumps(scripted_server.stats()))
 
-    from medrcube.report.after_exit import wait_drawn
-
-    for page in tmp_path.rglob("report.html"):  # the gate's, drawn after its exit status
-        assert wait_drawn(page.parent) == "drawn", page
     leaks = _leaks(tmp_path, *outputs)
     t.injected += N_FAULT_KINDS + 1
     t.runs += paths
@@ -596,9 +593,6 @@ def test_template_syntax_in_cube_text_is_shown_literally_and_runs_nothing(
 
     jp = judge_prompt(recs[0]["question"], hostile_o, "{{7*7}} <b>B</b>")
     assert recs[0]["question"] in jp and "{{7*7}} <b>B</b>" in jp
-    from medrcube.report.after_exit import wait_drawn
-
-    assert wait_drawn(tmp_path / "out" / "r") == "drawn"  # after the exit status
     html = (tmp_path / "out" / "r" / "report.html").read_text(encoding="utf-8")
     assert "<script>alert(" not in html and "<img src=x onerror" not in html
     assert "&lt;script&gt;alert(" in html and "{{7*7}}" in html  # shown escaped, never rendered
