@@ -18,7 +18,8 @@ Every child is measured by `benchmarks.harness.run_proc` (wall, CPU of the proce
 its reaped children, peak RSS); the server's log (its clock placed on ours through
 `clock_origin`) splits each wall time into start-up (spawn to the first request's
 arrival), the request phase (first arrival to last answer) and the tail (last answer to
-the exit status). Before the timed rounds of a cube, one untimed gate run fills the
+the exit status; a report.html drawn after the exit is waited for before the next run,
+and its CPU is not in the run's). Before the timed rounds of a cube, one untimed gate run fills the
 start-up cache (`MEDRCUBE_CACHE_DIR` under the scratch folder; its figures are kept as
 "cold"), so the rounds measure a user's second run on a cube. Each run is checked: the server saw exactly one request per item, no
 error. Figures are medians over the rounds; the physical limit is requests x delay /
@@ -40,6 +41,7 @@ from typing import Any
 
 from benchmarks.harness import OUT, ROOT, BenchError, bin_path, python, run_proc
 from benchmarks.machine import load_average
+from medrcube.report.after_exit import wait_drawn
 from medrcube.testing.server import ScriptedServer
 
 HARNESSES = ("bare", "run", "gate")
@@ -91,6 +93,10 @@ def one_run(srv: ScriptedServer, harness: str, *, delay: float, conc: int, cube:
     if (strict and not exact) or st["by_outcome"].get("200", 0) != st["total"]:
         raise BenchError(f"{name}: the server saw {st['total']} requests ({st['duplicates']} answered twice, "
                          f"outcomes {st['by_outcome']}) for {n_items} items\n{proc.tail()}")
+    # report.html is drawn by a detached child after the exit status (report/after_exit.py):
+    # it is waited for here, so that its CPU does not fall on the next run measured.
+    for page in work.rglob("report.html"):
+        wait_drawn(page.parent)
     origin = srv.clock_origin
     first = origin + min(r["t_start"] for r in chat)
     last = origin + max(r["t_end"] for r in chat)

@@ -123,6 +123,16 @@ def pneumothorax_table() -> list[GradedRecord]:
 
 # -- every run document written in a test validates against its shipped schema ----------------
 
+@pytest.fixture(autouse=True)
+def _report_html_before_exit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """report.html is drawn by a detached child after a run's exit status by default
+    (medrcube/report/after_exit.py); a test that reads, copies or scans a run directory
+    right after its run would race with that child. Tests draw it before the exit; the
+    tests of the child itself set `after` (tests/plugin/test_plugin_report_after_exit.py,
+    the toy kind's panel in test_plugin_kind_registry.py)."""
+    monkeypatch.setenv("MEDRCUBE_REPORT_HTML", "now")
+
+
 # The documents whose schemas ship in the package (medrcube/rundir/schemas/).
 _SCHEMA_OF = {"gate.json": "gate", "run.json": "run"}
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from benchmarks.context import Context
 from benchmarks.harness import BenchError, Metric, Target, bin_path, run_proc
+from medrcube.report.after_exit import wait_drawn
 
 NAME = "leaderboard"
 TITLE = "7. Leaderboard across runs (medrcube report)"
@@ -23,6 +24,8 @@ def run(ctx: Context) -> list[Metric]:
         run_proc([bin_path("medrcube"), "run", "--model", f"random:{s}", "--cube", str(ctx.cube), "--no-store",
                   "--out", str(runs_dir), "--run-id", f"random-{s}", "--no-progress"], log_dir=out, name=f"make-run-{s}")
         run_dirs.append(str(runs_dir / f"random-{s}"))
+    for d in run_dirs:  # each run's report.html is drawn after its exit: not during the timed reports
+        wait_drawn(d)
     walls, full = [], []
     for i in range(ctx.repeats("long")):
         board = out / f"board-{i}"

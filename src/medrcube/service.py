@@ -369,7 +369,7 @@ def write_run(
     `policy_file` (the gate's thresholds) is copied in, so that the policy is on record."""
     import shutil
 
-    from medrcube.report.html import write_report_after_run
+    from medrcube.report.after_exit import start as start_report
     from medrcube.rundir.seal import seal_run_dir
 
     written: list[Path] = []
@@ -384,9 +384,9 @@ def write_run(
         shutil.copyfile(policy_file, run_dir / POLICY_COPY)
         written.append(run_dir / POLICY_COPY)
     # Sealed before the report is drawn: report.html is a view of the sealed files (not
-    # sealed itself, rundir/seal.py), and drawing it verifies them.
+    # sealed itself, rundir/seal.py), drawn after the exit status (report/after_exit.py).
     written.append(seal_run_dir(run_dir, seal_identity(result, meta)))
-    path, warning = write_report_after_run(run_dir, cube=cube)
+    path, warning = start_report(run_dir, cube=cube)
     if path is not None:
         written.insert(-1, path)
     return written, warning

@@ -18,6 +18,7 @@ from medrcube.gate.checks import Check
 from medrcube.gate.evidence import collect_site
 from medrcube.gate.thresholds import ThresholdsError, load_policy
 from medrcube.records import GradedRecord
+from medrcube.report.after_exit import wait_drawn
 
 TOY = "toy_letter"
 
@@ -70,9 +71,10 @@ def test_an_unregistered_kind_section_is_an_unknown_key(tmp_path) -> None:
         load_policy(path)
 
 
-def test_a_toy_kind_runs_through_the_whole_gate(toy_kind, gate_ws) -> None:
+def test_a_toy_kind_runs_through_the_whole_gate(toy_kind, gate_ws, monkeypatch) -> None:
     from medrcube.rundir.documents import validate
 
+    monkeypatch.setenv("MEDRCUBE_REPORT_HTML", "after")  # the page by the detached child: the toy kind handed to it
     thresholds = gate_ws.path / "thresholds.yaml"
     thresholds.write_text(thresholds.read_text() + "toy: {min_share: 0.5}\n", encoding="utf-8")
     wrong = gate_ws.ids("Modality Recognition")[:3]  # 24 of 27 right: a share of 0.889
@@ -103,6 +105,7 @@ def test_a_toy_kind_runs_through_the_whole_gate(toy_kind, gate_ws) -> None:
     assert [label["value"] for label in mine[0]["labels"] if label["name"] == "epic"] == ["Toy kind"]
 
     # report.html: the kind's panel with the gate's verdict.
+    assert wait_drawn(gate_ws.run_dirs()[-1]) == "drawn"  # by a child, after the exit status, with the toy kind
     html = (gate_ws.run_dirs()[-1] / "report.html").read_text(encoding="utf-8")
     assert 'id="kind-toy_letter"' in html and "toy share of right answers" in html
     assert "<code>toy/overall</code>" in html

@@ -244,6 +244,21 @@ def needed_n_text(
 # --------------------------------------------------------------------------- clustered planning
 
 
+def _z_isf(alpha: float) -> float:
+    """norm.isf(alpha), as scipy.stats evaluates it (-ndtri(alpha)): importing scipy.stats
+    for this cost the first verdict, after the last answer, a second or more of CPU."""
+    from scipy.special import ndtri
+
+    return float(-ndtri(alpha))
+
+
+def _z_ppf(q: float) -> float:
+    """norm.ppf(q): scipy.special's ndtri, what scipy.stats evaluates."""
+    from scipy.special import ndtri
+
+    return float(ndtri(q))
+
+
 def score_required_n(
     bound: float, accuracy: float, alpha: float, *, deff: float = 1.0, power: float = DEFAULT_POWER
 ) -> int | None:
@@ -255,11 +270,9 @@ def score_required_n(
 
     The normal approximation of the binomial (Fleiss, Levin & Paik 2003, sec. 2.5);
     None when p == b (no n decides)."""
-    from scipy.stats import norm
-
     if accuracy == bound or not 0.0 < bound < 1.0:
         return None
-    za, zb = float(norm.isf(alpha)), float(norm.ppf(power))
+    za, zb = _z_isf(alpha), _z_ppf(power)
     d = abs(accuracy - bound)
     n_eff = ((za * math.sqrt(bound * (1 - bound)) + zb * math.sqrt(accuracy * (1 - accuracy))) / d) ** 2
     return max(1, math.ceil(n_eff * max(1.0, deff)))
@@ -268,11 +281,9 @@ def score_required_n(
 def normal_required_n(unit_sd: float, distance: float, alpha: float, *, power: float = DEFAULT_POWER) -> int | None:
     """Units for a one-sided test of a mean at distance `distance` from its bound, when one
     unit's standard deviation (design effect included) is `unit_sd`: ((z_a + z_b) sd / d)^2."""
-    from scipy.stats import norm
-
     if distance <= 0 or not math.isfinite(unit_sd):
         return None
-    za, zb = float(norm.isf(alpha)), float(norm.ppf(power))
+    za, zb = _z_isf(alpha), _z_ppf(power)
     return max(1, math.ceil(((za + zb) * max(unit_sd, 1e-3) / distance) ** 2))
 
 
@@ -282,14 +293,14 @@ def clustered_power(
     """Approximate probability that a one-sided score test at level `alpha` decides a
     proportion check on n items with design effect `deff` (pass when accuracy > bound,
     fail when below): the normal approximation behind score_required_n."""
-    from scipy.stats import norm
+    from scipy.special import ndtr
 
     if n <= 0 or accuracy == bound or not 0.0 < bound < 1.0:
         return 0.0
     n_eff = n / max(1.0, deff)
-    za = float(norm.isf(alpha))
+    za = _z_isf(alpha)
     d = abs(accuracy - bound)
     sd_p = math.sqrt(accuracy * (1 - accuracy) / n_eff)
     if sd_p == 0:
         return 1.0
-    return float(norm.cdf((d - za * math.sqrt(bound * (1 - bound) / n_eff)) / sd_p))
+    return float(ndtr((d - za * math.sqrt(bound * (1 - bound) / n_eff)) / sd_p))

@@ -406,9 +406,10 @@ class GateReport:
             self.meta["aborted"] = result.aborted
         self.meta.update(gate_meta(session, self.entries), **leak_meta(session, self.entries))
         doc = gate_typed(self.entries.values(), self.meta)
-        self.gate = dict(doc.to_json())  # gate.json as written: what the Allure overview states
         self.written, warning = write_run(run_dir, result, self.meta, cube=session.cube, gate=doc,
                                           policy_file=session.thresholds_path)
+        # gate.json as written (checked against its schema once, by write_run): what the Allure overview states.
+        self.gate = json.loads((run_dir / "gate.json").read_text(encoding="utf-8"))
         warn(warning)
 
     def lines(self) -> list[str]:

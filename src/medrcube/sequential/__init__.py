@@ -32,9 +32,28 @@ the same decisions batch by batch; within a batch each worker asks its shard fir
 caller's `ask` does that), so the requests are split, not repeated.
 """
 
-from medrcube.sequential.decider import Decider, FixedDecider, SequentialDecider, decider_for
-from medrcube.sequential.driver import SequentialRun, run_sequential
-from medrcube.sequential.plan import SequentialPlan
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names as the type checker sees them
+    from medrcube.sequential.decider import Decider, FixedDecider, SequentialDecider, decider_for
+    from medrcube.sequential.driver import SequentialRun, run_sequential
+    from medrcube.sequential.plan import SequentialPlan
+
+# Imported on first use (PEP 562): `medrcube.sequential.plan` is read by the pytest
+# plugin's options at every pytest start, and the decider pulls the gate's evaluation
+# (numpy, scipy.special) that a run needs only once it decides.
+_WHERE = {"Decider": "decider", "FixedDecider": "decider", "SequentialDecider": "decider", "decider_for": "decider",
+          "SequentialRun": "driver", "run_sequential": "driver", "SequentialPlan": "plan"}
 
 __all__ = ["Decider", "FixedDecider", "SequentialDecider", "SequentialPlan", "SequentialRun", "decider_for",
            "run_sequential"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'medrcube.sequential' has no attribute {name!r}")
+    from importlib import import_module
+
+    return getattr(import_module(f"medrcube.sequential.{_WHERE[name]}"), name)

@@ -1,0 +1,75 @@
+"""report.html is drawn by a detached child after the gate's exit status
+(medrcube/report/after_exit.py): the sealed files are complete at exit, the page ends up
+the page the run would have drawn itself, and the seal holds before and after it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from medrcube.cube import load_cube
+from medrcube.report.after_exit import ENV, pending_page, spawn, state, wait_drawn
+from medrcube.report.html import write_report_html
+from medrcube.rundir.seal import MANIFEST, verify_run_dir
+
+SEALED = ("gate.json", "run.json", "results.jsonl", "metrics_summary.json", MANIFEST)
+
+
+def _sealed_bytes(run_dir: Path) -> dict[str, bytes]:
+    return {name: (run_dir / name).read_bytes() for name in SEALED}
+
+
+def test_the_page_is_drawn_after_the_exit_and_is_the_page_the_run_would_draw(gate_ws, gate_server, monkeypatch):
+    monkeypatch.delenv(ENV, raising=False)
+    gate_server.set_script({"answer_key": gate_ws.answer_key()})
+    result = gate_ws.run(model=gate_ws.openai(gate_server))
+    assert result.ret == 11, result.stdout.str()[-3000:]  # UNDECIDED on this small cube: a verdict, at exit
+    run_dir = gate_ws.run_dirs()[-1]
+    # At the exit status: every sealed file is there and verifies; the page is pending or drawn.
+    at_exit = _sealed_bytes(run_dir)
+    assert verify_run_dir(run_dir).ok
+    assert state(run_dir) in ("pending", "drawn")
+    assert wait_drawn(run_dir) == "drawn"
+    assert (run_dir / "plots").is_dir()
+    # The child changed nothing the seal covers, and the seal still verifies.
+    assert _sealed_bytes(run_dir) == at_exit
+    check = verify_run_dir(run_dir)
+    assert check.ok, check.problems
+    # The same page as drawn in the run's own process (with its loaded cube).
+    drawn = (run_dir / "report.html").read_bytes()
+    write_report_html(run_dir, cube=load_cube(gate_ws.path / "cube" / "cube.jsonl"))
+    assert (run_dir / "report.html").read_bytes() == drawn
+    # And it is the child that draws it: the page pending and the figures gone, one child
+    # spawned by this process draws them both again.
+    shutil.rmtree(run_dir / "plots")
+    (run_dir / "report.html").write_text(pending_page(run_dir), encoding="utf-8")
+    pid = spawn(run_dir)
+    assert pid is not None and pid != os.getpid()
+    assert wait_drawn(run_dir) == "drawn"
+    assert (run_dir / "report.html").read_bytes() == drawn and any((run_dir / "plots").iterdir())
+
+
+def test_now_draws_the_page_before_the_exit_and_a_bad_mode_says_so(gate_ws, gate_server, monkeypatch):
+    gate_server.set_script({"answer_key": gate_ws.answer_key()})
+    model = gate_ws.openai(gate_server)
+    monkeypatch.setenv(ENV, "now")
+    assert gate_ws.run(model=model).ret == 11
+    assert state(gate_ws.run_dirs()[-1]) == "drawn"  # no child: drawn before the exit status
+
+    monkeypatch.setenv(ENV, "later-please")
+    result = gate_ws.run(model=model)
+    assert result.ret == 11
+    assert state(gate_ws.run_dirs()[-1]) == "drawn"
+    result.stdout.fnmatch_lines([f"*{ENV}='later-please': expected one of after, now*drawn before the exit status*"])
+
+
+def test_a_page_that_cannot_be_drawn_says_why(tmp_path):
+    from medrcube.report.after_exit import main
+
+    run_dir = tmp_path / "not-a-run"
+    run_dir.mkdir()
+    assert main([str(run_dir), "[]"]) == 1
+    assert state(run_dir) == "failed"
+    page = (run_dir / "report.html").read_text(encoding="utf-8")
+    assert "Drawing this page failed" in page and f"medrcube report {run_dir}" in page
