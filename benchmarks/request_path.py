@@ -4,8 +4,10 @@
 
 One scripted server in a child process (its CPU is not ours: `ServerProcess`), the cube
 loaded once; per round `run_cube` through the OpenAI adapter with `transport="sdk"` and
-with `transport="light"` (order alternating between rounds), each with a fresh response
-store (a real SQLite file) and a fresh image cache, so that both pay the image preparation.
+with `transport="light"` (order alternating between rounds), each twice with a fresh
+response store (a real SQLite file): "cold" with a fresh image cache (every distinct image
+prepared: decoded, re-encoded, base64'd), then "warm" with that cache (none prepared), so
+that cold - warm is the image preparation and warm is the rest of the request path.
 Measured per run: process CPU over the `run_cube` call only (`time.process_time`: the
 request phase, grading and the store included; start-up, cube loading and outputs not),
 divided by the chat requests the server counted, the wall time, and the connections the
@@ -30,8 +32,7 @@ from benchmarks.harness import ROOT
 TRANSPORTS = ("sdk", "light")
 
 
-def one_run(cube: Any, url: str, transport: str, concurrency: int, srv: Any) -> dict[str, Any]:
-    from medrcube.models.images import ImageCache
+def one_run(cube: Any, url: str, transport: str, concurrency: int, srv: Any, images: Any) -> dict[str, Any]:
     from medrcube.models.openai_adapter import OpenAIAdapter
     from medrcube.run.runner import run_cube
     from medrcube.run.store import ResponseStore
@@ -40,7 +41,7 @@ def one_run(cube: Any, url: str, transport: str, concurrency: int, srv: Any) -> 
     with tempfile.TemporaryDirectory(prefix="medrcube-request-path-") as tmp:
         store = ResponseStore(Path(tmp) / "store.sqlite")
         adapter = OpenAIAdapter("bench", base_url=url, concurrency=concurrency, timeout=60.0, transport=transport,
-                                image_cache=ImageCache())
+                                image_cache=images)
         cpu0, wall0 = time.process_time(), time.monotonic()
         result = run_cube(cube, adapter, store=store, concurrency=concurrency, close_adapters=True)
         cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
@@ -61,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "request_path.json"))
     args = ap.parse_args(argv)
     from medrcube.cube.load import load_cube
+    from medrcube.models.images import ImageCache
     from medrcube.testing.server import ServerProcess
 
     cube = load_cube(args.cube)
@@ -69,15 +71,21 @@ def main(argv: list[str] | None = None) -> int:
         for rnd in range(args.rounds):
             order = TRANSPORTS if rnd % 2 == 0 else TRANSPORTS[::-1]
             for transport in order:
-                runs.append({"round": rnd, **one_run(cube, srv.base_url, transport, args.concurrency, srv)})
-                print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
-    summary = {t: {"cpu_ms_per_request_median": statistics.median(r["cpu_ms_per_request"] for r in runs
-                                                                   if r["transport"] == t),
-                   "wall_s_median": statistics.median(r["wall_s"] for r in runs if r["transport"] == t)}
-               for t in TRANSPORTS}
-    ratios = [a["cpu_s"] / b["cpu_s"] for a, b in zip((r for r in runs if r["transport"] == "light"),
-                                                      (r for r in runs if r["transport"] == "sdk"), strict=True)]
-    summary["light_over_sdk_cpu_per_round"] = ratios
+                images = ImageCache()
+                for cache in ("cold", "warm"):
+                    run = one_run(cube, srv.base_url, transport, args.concurrency, srv, images)
+                    runs.append({"round": rnd, "images": cache, **run})
+                    print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
+    def med(t: str, cache: str, field: str) -> float:
+        return statistics.median(r[field] for r in runs if r["transport"] == t and r["images"] == cache)
+
+    summary: dict[str, Any] = {f"{t}/{c}": {"cpu_ms_per_request_median": med(t, c, "cpu_ms_per_request"),
+                                            "wall_s_median": med(t, c, "wall_s")}
+                               for t in TRANSPORTS for c in ("cold", "warm")}
+    for c in ("cold", "warm"):
+        light = [r["cpu_s"] for r in runs if r["transport"] == "light" and r["images"] == c]
+        sdk = [r["cpu_s"] for r in runs if r["transport"] == "sdk" and r["images"] == c]
+        summary[f"light_over_sdk_cpu_per_round/{c}"] = [a / b for a, b in zip(light, sdk, strict=True)]
     doc = {"delay_s": args.delay, "concurrency": args.concurrency, "cube": args.cube, "runs": runs, "summary": summary,
            "bytecode_written": not os.environ.get("PYTHONDONTWRITEBYTECODE")}
     Path(args.out).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
