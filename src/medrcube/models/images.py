@@ -41,6 +41,13 @@ IMAGE_FORMATS: tuple[str, ...] = ("auto", "png", "jpeg")
 # Pillow's default 6, for 14% more bytes (docs/speed.md): the encoding was the largest
 # share of a request's CPU.
 PNG_COMPRESS_LEVEL = 1
+# The prepared-image cache's bound. A run asks an image's items one after another (cube
+# order, variant by variant), so a bound well above the images in flight prepares each
+# image once per variant: on the 7,626-item generated cube (3,000 images, 527 MB of data
+# URLs) 8 MB to 256 MB all give 3,000 preparations for the standard variant and 6,000 for
+# two image variants; the bundled cube's 330 images (15 MB) fit whole. 256 MB held that
+# much memory for nothing (docs/speed.md).
+DEFAULT_CACHE_BYTES = 32 * 1024 * 1024
 
 
 
@@ -158,7 +165,7 @@ class ImageCache:
     cached); `hits` counts requests answered from the cache.
     """
 
-    def __init__(self, max_bytes: int = 256 * 1024 * 1024) -> None:
+    def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES) -> None:
         self.max_bytes = max_bytes
         self._entries: OrderedDict[tuple[str, int, str], PreparedImage] = OrderedDict()
         self._size = 0

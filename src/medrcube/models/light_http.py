@@ -35,14 +35,15 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import ssl
 import time
-import urllib.request
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from medrcube.models.bounded_body import DEFAULT_MAX_BODY_BYTES, BodyTooLargeError, BoundedBody
+
+if TYPE_CHECKING:
+    import ssl
 
 __all__ = ["KEEPALIVE_S", "TRANSPORTS", "LightClient", "LightConnectionError", "StatusError", "light_headers", "pick"]
 
@@ -63,6 +64,8 @@ def pick(transport: str, base_url: str | None) -> str:
         return transport
     if base_url is None:
         return "sdk"
+    import urllib.request
+
     parts = urlsplit(base_url)
     if parts.scheme not in ("http", "https") or parts.query or not parts.hostname:
         return "sdk"
@@ -133,6 +136,8 @@ class _Connection:
 
 
 def _tls_context() -> ssl.SSLContext:
+    import ssl
+
     cafile = os.environ.get("SSL_CERT_FILE")
     if not cafile:
         try:
@@ -214,7 +219,7 @@ class LightClient:
                     server_hostname=self.host if self.tls else None)
         except TimeoutError:
             raise
-        except (OSError, ssl.SSLError) as exc:
+        except OSError as exc:  # ssl.SSLError included
             raise LightConnectionError(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
         self.connections_opened += 1
         return _Connection(reader, writer)

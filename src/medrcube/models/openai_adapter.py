@@ -128,6 +128,7 @@ class OpenAIAdapter:
     default_endpoint = "https://api.openai.com/v1"
     base_url_hint = "an OpenAI-compatible base URL usually ends in /v1"
     light_wire = True  # its wire is plain chat completions, which the light client speaks
+    default_transport = "auto"  # when neither the caller nor models.yaml names one
 
     def __init__(
         self,
@@ -157,7 +158,7 @@ class OpenAIAdapter:
         max_response_bytes: int = DEFAULT_MAX_BODY_BYTES,
         api_key_header: str | None = None,
         price: Mapping[str, Any] | None = None,
-        transport: str = "auto",
+        transport: str | None = None,
     ) -> None:
         if not model or not isinstance(model, str):
             raise ValueError(f"{type(self).__name__} needs a model name, got {model!r}")
@@ -216,6 +217,7 @@ class OpenAIAdapter:
         self.strict_model = bool(strict_model)
         self.max_response_bytes = int(max_response_bytes)
         self.served_models: Counter[str] = Counter()  # the `model` of each answer, as the endpoint named it
+        transport = transport or self.default_transport
         if transport not in TRANSPORTS:
             raise ValueError(f"transport {transport!r} is not one of {', '.join(TRANSPORTS)}")
         self.transport = pick(transport, self.base_url) if self.light_wire else "sdk"
