@@ -58,6 +58,8 @@ def pick(transport: str, base_url: str | None) -> str:
     """"light" or "sdk" for models.yaml's `transport` ("auto": light for an http(s) base URL
     without a query that no proxy variable applies to; the SDK for api.openai.com, whose
     client reads more of the environment, and wherever a proxy or a query is involved)."""
+    if transport not in TRANSPORTS:
+        raise ValueError(f"transport {transport!r} is not one of {', '.join(TRANSPORTS)}")
     if transport != "auto":
         if transport == "light" and (base_url is None or not base_url.startswith(("http://", "https://"))):
             raise ValueError("transport 'light' needs a base_url (http:// or https://)")
@@ -70,7 +72,7 @@ def pick(transport: str, base_url: str | None) -> str:
     if parts.scheme not in ("http", "https") or parts.query or not parts.hostname:
         return "sdk"
     proxies = urllib.request.getproxies_environment()
-    if (proxies.get(parts.scheme) or proxies.get("all")) and not urllib.request.proxy_bypass_environment(parts.hostname):
+    if (proxies.get(parts.scheme) or proxies.get("all")) and not urllib.request.proxy_bypass(parts.hostname):
         return "sdk"
     return "light"
 
@@ -101,6 +103,7 @@ class StatusError(Exception):
     def __init__(self, status_code: int, headers: Mapping[str, str], text: str) -> None:
         self.status_code = status_code
         self.headers = dict(headers)
+        self.response = self  # as the SDK's error: `exc.response.headers`
         message = f"Error code: {status_code}"
         body: Any = text
         try:
@@ -176,8 +179,19 @@ class LightClient:
         """POST `body` (JSON) to prefix + path; the response body, decoded (or StatusError)."""
         return await self._request(b"POST", path, body)
 
+    async def post_json(self, path: str, body: Any) -> bytes:
+        """POST `body` as the JSON httpx would send (compact, UTF-8, no NaN)."""
+        return await self.post(path, json.dumps(body, ensure_ascii=False, separators=(",", ":"),
+                                                allow_nan=False).encode())
+
     async def get(self, path: str) -> bytes:
         return await self._request(b"GET", path, None)
+
+    async def model_ids(self) -> list[str]:
+        """GET models: the ids of the list (a malformed list raises, and the pre-flight
+        takes that for no list: models/listing.py)."""
+        listed = json.loads(await self.get("models")).get("data") or []
+        return [str(m["id"]) for m in listed]
 
     async def close(self) -> None:
         idle, self._idle = self._idle, []

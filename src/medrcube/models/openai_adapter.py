@@ -1,12 +1,10 @@
 """The OpenAI-compatible chat adapter (OpenAI, Azure-style gateways, vLLM, SGLang, TGI ...).
 
-It sends each request to `/chat/completions` over one of two transports, under the same
-rules and the same error mapping: the light HTTP/1.1 client (models/light_http.py), the
-default for a base URL reached without a proxy, or the official `openai.AsyncOpenAI`
-client (`transport: sdk` in models.yaml; the default for api.openai.com and behind a
-proxy), created with `max_retries=0`. Either way the retry loop is ours, so that every
-attempt is counted and `Retry-After` is honoured exactly. docs/speed.md gives the CPU
-per request of each.
+It sends each request to `/chat/completions` through the light HTTP/1.1 client
+(models/light_http.py: a base URL without a proxy) or the official `openai.AsyncOpenAI`
+client (`transport: sdk`; api.openai.com, proxies) with `max_retries=0`, with the same
+error mapping: the retry loop is ours so that every attempt is counted and `Retry-After`
+is honoured exactly.
 
 - Images go as base64 data URLs, downscaled to `image_max_side` (models/images.py); each
   distinct image is prepared once per process, on a worker thread.
@@ -68,12 +66,12 @@ from dataclasses import replace
 from typing import Any
 
 from medrcube.models.base import ErrorKind, Preflight, Request, Response, same_model
+from medrcube.models.bounded_body import DEFAULT_MAX_BODY_BYTES, BodyTooLargeError
 from medrcube.models.breaker import BREAKER_FAILURES, BREAKER_SECONDS, CircuitBreaker
 from medrcube.models.concurrency import AdaptiveLimit
 from medrcube.models.confidence import from_logprobs
-from medrcube.models.bounded_body import DEFAULT_MAX_BODY_BYTES, BodyTooLargeError
 from medrcube.models.images import IMAGE_FORMATS, ImageCache, ImageError, shared_image_cache
-from medrcube.models.light_http import TRANSPORTS, LightClient, LightConnectionError, StatusError, light_headers, pick
+from medrcube.models.light_http import LightClient, LightConnectionError, StatusError, light_headers, pick
 from medrcube.models.openai_wire import read_chat_completion
 from medrcube.models.provider_errors import Attempt, Redactor, provider_says, status_attempt
 from medrcube.models.retry import RetryPolicy, TokenBucket, parse_retry_after
@@ -217,10 +215,7 @@ class OpenAIAdapter:
         self.strict_model = bool(strict_model)
         self.max_response_bytes = int(max_response_bytes)
         self.served_models: Counter[str] = Counter()  # the `model` of each answer, as the endpoint named it
-        transport = transport or self.default_transport
-        if transport not in TRANSPORTS:
-            raise ValueError(f"transport {transport!r} is not one of {', '.join(TRANSPORTS)}")
-        self.transport = pick(transport, self.base_url) if self.light_wire else "sdk"
+        self.transport = pick(transport or self.default_transport, self.base_url) if self.light_wire else "sdk"
         self.fingerprint = self._fingerprint()
 
     def __repr__(self) -> str:
@@ -289,8 +284,7 @@ class OpenAIAdapter:
     async def _listed_models(self, client: Any) -> list[str]:
         """The model ids the endpoint lists (a wire hook): GET /models."""
         if isinstance(client, LightClient):
-            listed = json.loads(await client.get("models")).get("data") or []
-            return [str(m["id"]) for m in listed]
+            return await client.model_ids()
         listing = await client.models.list()
         return [str(m.id) for m in listing.data]
 
@@ -307,6 +301,8 @@ class OpenAIAdapter:
     async def generate(self, requests: Sequence[Request]) -> list[Response]:
         """One response per request, in order; all requests proceed concurrently (up to
         `concurrency` on the wire). Never raises for a failed request."""
+        if len(requests) == 1:  # the runner's batches of one: no task and gather per request
+            return [await self._generate_one(requests[0])]
         return list(await asyncio.gather(*(self._generate_one(r) for r in requests)))
 
     async def _generate_one(self, request: Request) -> Response:
@@ -419,9 +415,8 @@ class OpenAIAdapter:
             # and a body dripped a byte per second would otherwise never time out.
             body = {**params, "model": self.model, "messages": messages}
             async with asyncio.timeout(self.timeout):
-                if isinstance(client, LightClient):  # the JSON httpx would send
-                    content = await client.post("chat/completions", json.dumps(
-                        body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode())
+                if isinstance(client, LightClient):
+                    content = await client.post_json("chat/completions", body)
                 else:
                     content = await client.post("/chat/completions", cast_to=bytes, body=body)
         except Exception as exc:
@@ -440,7 +435,7 @@ class OpenAIAdapter:
             return self._status_error(exc)
         import openai
 
-        if isinstance(exc, (openai.APITimeoutError, TimeoutError)):  # before its base class below
+        if isinstance(exc, openai.APITimeoutError):  # before its base class below
             return self._timed_out()
         if isinstance(exc, openai.APIConnectionError):
             return self._unreachable(exc)
@@ -481,10 +476,7 @@ class OpenAIAdapter:
 
     def _status_error(self, exc: Any) -> Attempt:
         said, code = provider_says(exc, self._redactor)
-        if isinstance(exc, StatusError):
-            headers: Mapping[str, str] = exc.headers
-        else:
-            headers = exc.response.headers if exc.response is not None else {}
+        headers = exc.response.headers if exc.response is not None else {}
         location = headers.get("location")
         return status_attempt(int(exc.status_code), said, code, where=self._where(), model=self.model,
                               key_env=self.api_key_env, retry_after=parse_retry_after(headers) if headers else None,

@@ -114,9 +114,9 @@ class Pump:
             return self.results
         if self.store is not None:
             store = self.store
-            self._claim = PerIteration(lambda keys: store.claim_many(
+            self._claim: PerIteration[str, set[str]] = PerIteration(lambda keys: store.claim_many(
                 keys, self.owner, self.claim_ttl_s, newer_than=self.newer_than, run=self.only_run))
-            self._commit = PerIteration(lambda answers: store.put_many(
+            self._commit: PerIteration[tuple[str, Response], None] = PerIteration(lambda answers: store.put_many(
                 answers, model=self.adapter.fingerprint, owner=self.owner, asked_by=self.asked_by))
         tasks = [asyncio.create_task(self._worker(), name=f"medrcube-worker-{i}") for i in range(self.concurrency)]
         tasks.append(asyncio.create_task(self.watchdog.watch(), name="medrcube-watchdog"))
