@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import re
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import pytest
 
@@ -20,7 +22,9 @@ from medrcube.models.anthropic_adapter import AnthropicAdapter
 from medrcube.models.bounded_body import BodyTooLargeError
 from medrcube.models.gemini_adapter import GeminiAdapter
 from medrcube.models.light_http import LightClient, LightConnectionError, StatusError, light_headers, pick
+from medrcube.models.models_file import ModelsFileError, load_models_file
 from medrcube.models.openai_adapter import OpenAIAdapter
+from medrcube.models.registry import load_adapter
 
 Reply = Callable[[int], bytes]  # request number on the server (0-based) -> raw response bytes
 
@@ -172,3 +176,21 @@ def test_headers_hold_the_key_the_gateway_header_and_the_sdks_environment(monkey
     assert h["Authorization"] == "Bearer sk-test-0123456789" and h["api-key"] == "sk-test-0123456789"
     assert h["OpenAI-Organization"] == "org-1" and "OpenAI-Project" not in h
     assert h["Accept-Encoding"] == "gzip, deflate"
+
+
+def test_models_yaml_names_the_transport(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0123456789")
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    path = tmp_path / "models.yaml"
+    path.write_text("models:\n"
+                    "  local: {provider: openai, model: m, base_url: 'http://127.0.0.1:8000/v1'}\n"
+                    "  pinned: {provider: openai, model: m, base_url: 'http://127.0.0.1:8000/v1', transport: sdk}\n",
+                    encoding="utf-8")
+    assert load_adapter("local", models_file=path).transport == "light"  # type: ignore[attr-defined]
+    assert load_adapter("pinned", models_file=path).transport == "sdk"  # type: ignore[attr-defined]
+    for entry, said in (("{provider: openai, model: m, transport: fast}", "'fast'; choices: auto, light, sdk"),
+                        ("{provider: anthropic, model: m, transport: light}", "applies to provider 'openai' only")):
+        path.write_text(f"models:\n  x: {entry}\n", encoding="utf-8")
+        with pytest.raises(ModelsFileError, match=re.escape(said)):
+            load_models_file(path)
