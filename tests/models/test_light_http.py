@@ -21,7 +21,14 @@ import pytest
 from medrcube.models.anthropic_adapter import AnthropicAdapter
 from medrcube.models.bounded_body import BodyTooLargeError
 from medrcube.models.gemini_adapter import GeminiAdapter
-from medrcube.models.light_http import LightClient, LightConnectionError, StatusError, light_headers, pick
+from medrcube.models.light_http import (
+    LightClient,
+    LightConnectionError,
+    StatusError,
+    json_body,
+    light_headers,
+    pick,
+)
 from medrcube.models.models_file import ModelsFileError, load_models_file
 from medrcube.models.openai_adapter import OpenAIAdapter
 from medrcube.models.registry import load_adapter
@@ -194,3 +201,17 @@ def test_models_yaml_names_the_transport(tmp_path: Path, monkeypatch: pytest.Mon
         path.write_text(f"models:\n  x: {entry}\n", encoding="utf-8")
         with pytest.raises(ModelsFileError, match=re.escape(said)):
             load_models_file(path)
+
+
+def test_the_json_body_is_the_encoders_byte_for_byte_with_long_strings_spliced() -> None:
+    url = "data:image/png;base64," + "iVBORw0KGgo+/=" * 800
+    for body in (
+        {"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": "Q: é?"},
+                                                                {"type": "image_url", "image_url": {"url": url}}]}]},
+        {"two": [url, url + "A"], "n": 1.5, "none": None, "flag": True},
+        {"quoted": 'x"' * 3000, "slashed": "\\" * 5000, "ctrl": "a\n" * 3000, "uni": "é" * 5000},  # not spliced
+        {"short": "abc", "tuple": (url,)},
+        {"fake": "medrcube-splice-0", "url": url},  # a prompt cannot name the client's token
+    ):
+        expected = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+        assert json_body(body, "medrcube-splice-" + "ab" * 16) == expected

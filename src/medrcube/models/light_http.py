@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -91,6 +92,44 @@ def light_headers(api_key: str, api_key_header: str | None) -> dict[str, str]:
         if os.environ.get(env):
             headers[name] = os.environ[env]
     return headers
+
+
+_SPLICE_MIN = 4096  # characters: a data URL, not a prompt
+
+
+def json_body(body: Any, token: str) -> bytes:
+    """`json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)` as
+    UTF-8, with each long string that JSON writes as itself (printable ASCII, no quote or
+    backslash: a base64 data URL) copied in instead of scanned by the encoder: an image's
+    data URL is tens to hundreds of KB, and its encoding was the largest part of building
+    a request (about 140 us of CPU for 45 KB, 12 us spliced)."""
+    long: list[str] = []
+
+    def swap(value: Any) -> Any:
+        if isinstance(value, str):
+            if len(value) >= _SPLICE_MIN and value.isascii() and value.isprintable() and '"' not in value \
+                    and "\\" not in value:
+                long.append(value)
+                return f"{token}-{len(long) - 1}"
+            return value
+        if isinstance(value, dict):
+            return {k: swap(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [swap(v) for v in value]
+        return value
+
+    light = swap(body)
+    encoded = json.dumps(light, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    if not long:
+        return encoded
+    pieces = encoded.split(f'"{token}-'.encode())
+    if len(pieces) != len(long) + 1:  # pragma: no cover - the token is unguessable
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    out = [pieces[0]]
+    for piece in pieces[1:]:
+        index, _, rest = piece.partition(b'"')
+        out += (b'"', long[int(index)].encode("ascii"), b'"', rest)
+    return b"".join(out)
 
 
 class LightConnectionError(Exception):
@@ -174,15 +213,15 @@ class LightClient:
         self._idle: list[_Connection] = []
         self._ssl: ssl.SSLContext | None = _tls_context() if self.tls else None
         self.connections_opened = 0
+        self._token = f"medrcube-splice-{secrets.token_hex(16)}"  # unguessable: never in a prompt
 
     async def post(self, path: str, body: bytes) -> bytes:
         """POST `body` (JSON) to prefix + path; the response body, decoded (or StatusError)."""
         return await self._request(b"POST", path, body)
 
     async def post_json(self, path: str, body: Any) -> bytes:
-        """POST `body` as the JSON httpx would send (compact, UTF-8, no NaN)."""
-        return await self.post(path, json.dumps(body, ensure_ascii=False, separators=(",", ":"),
-                                                allow_nan=False).encode())
+        """POST `body` as the JSON httpx would send (compact, UTF-8, no NaN), byte for byte."""
+        return await self.post(path, json_body(body, self._token))
 
     async def get(self, path: str) -> bytes:
         return await self._request(b"GET", path, None)
