@@ -21,6 +21,7 @@ import pytest
 from medrcube.models.anthropic_adapter import AnthropicAdapter
 from medrcube.models.bounded_body import BodyTooLargeError
 from medrcube.models.gemini_adapter import GeminiAdapter
+from medrcube.models.images import prepare_image
 from medrcube.models.light_http import (
     LightClient,
     LightConnectionError,
@@ -32,6 +33,7 @@ from medrcube.models.light_http import (
 from medrcube.models.models_file import ModelsFileError, load_models_file
 from medrcube.models.openai_adapter import OpenAIAdapter
 from medrcube.models.registry import load_adapter
+from medrcube.models.strict_json import VerbatimJSON
 
 Reply = Callable[[int], bytes]  # request number on the server (0-based) -> raw response bytes
 
@@ -203,15 +205,27 @@ def test_models_yaml_names_the_transport(tmp_path: Path, monkeypatch: pytest.Mon
             load_models_file(path)
 
 
-def test_the_json_body_is_the_encoders_byte_for_byte_with_long_strings_spliced() -> None:
-    url = "data:image/png;base64," + "iVBORw0KGgo+/=" * 800
+def test_the_json_body_is_the_encoders_byte_for_byte_with_data_urls_spliced() -> None:
+    jpeg = prepare_image(_png(), fmt="jpeg")  # a real data URL, as the adapter sends it
+    url = VerbatimJSON("data:image/png;base64," + "iVBORw0KGgo+/=" * 800)
+    assert isinstance(jpeg.data_url, VerbatimJSON)
     for body in (
         {"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": "Q: é?"},
                                                                 {"type": "image_url", "image_url": {"url": url}}]}]},
-        {"two": [url, url + "A"], "n": 1.5, "none": None, "flag": True},
-        {"quoted": 'x"' * 3000, "slashed": "\\" * 5000, "ctrl": "a\n" * 3000, "uni": "é" * 5000},  # not spliced
-        {"short": "abc", "tuple": (url,)},
-        {"fake": "medrcube-splice-0", "url": url},  # a prompt cannot name the client's token
+        {"two": [url, jpeg.data_url, url], "n": 1.5, "none": None, "flag": True},
+        {"plain": "data:image/png;base64," + "A" * 5000, "quoted": 'x"' * 3000, "uni": "é" * 5000},  # not marked
+        {"short": VerbatimJSON("abc"), "tuple": (url,)},
+        {"fake": "medrcube-splice-" + "ab" * 16 + "-0", "url": url},  # a prompt cannot name the client's token
     ):
         expected = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
-        assert json_body(body, "medrcube-splice-" + "ab" * 16) == expected
+        assert json_body(body, "medrcube-splice-" + "cd" * 16) == expected
+
+
+def _png() -> bytes:
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (300, 200), (10, 200, 30)).save(buf, format="PNG")
+    return buf.getvalue()

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from medrcube.models.base import ImageInput
+from medrcube.models.strict_json import VerbatimJSON
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -154,7 +155,7 @@ def _upright(im: Image.Image) -> Image.Image:
 
 def _encoded(payload: bytes, target: str, w: int, h: int) -> PreparedImage:
     mime = "image/jpeg" if target == "JPEG" else "image/png"
-    url = f"data:{mime};base64,{base64.b64encode(payload).decode('ascii')}"
+    url = VerbatimJSON(f"data:{mime};base64,{base64.b64encode(payload).decode('ascii')}")  # base64: nothing to escape
     return PreparedImage(url, mime, w, h, len(payload), False, hashlib.sha256(payload).hexdigest())
 
 
