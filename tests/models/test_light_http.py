@@ -185,6 +185,8 @@ def test_headers_hold_the_key_the_gateway_header_and_the_sdks_environment(monkey
     assert h["Authorization"] == "Bearer sk-test-0123456789" and h["api-key"] == "sk-test-0123456789"
     assert h["OpenAI-Organization"] == "org-1" and "OpenAI-Project" not in h
     assert h["Accept-Encoding"] == "gzip, deflate"
+    with pytest.raises(ValueError, match="line break"):  # never a header of the key's own making
+        LightClient("http://127.0.0.1:1/v1", headers=light_headers("sk-x\r\nX-Evil: 1", None), connect_timeout=1.0)
 
 
 def test_models_yaml_names_the_transport(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -204,6 +204,9 @@ class LightClient:
         default_port = self.port == (443 if self.tls else 80)
         host_header = self.host if ":" not in self.host else f"[{self.host}]"
         host_header += "" if default_port else f":{self.port}"
+        bad = [k for k, v in headers.items() if any(c in f"{k}{v}" for c in "\r\n\0")]
+        if bad:  # a key with a line break in it would write headers of its own
+            raise ValueError(f"the HTTP header {bad[0]!r} has a line break or NUL in its name or value")
         lines = [f"Host: {host_header}", *(f"{k}: {v}" for k, v in headers.items())]
         self._head_tail = ("\r\n".join(lines) + "\r\n").encode("latin-1")
         self.connect_timeout = float(connect_timeout)
