@@ -35,7 +35,6 @@ class PerIteration(Generic[T, R]):
         self.fn = fn
         self._items: list[T] = []
         self._due: asyncio.Future[R] | None = None
-        self.calls = 0
 
     async def __call__(self, items: Iterable[T]) -> R:
         self._items.extend(items)
@@ -49,10 +48,9 @@ class PerIteration(Generic[T, R]):
         items, due = self._items, self._due
         self._items, self._due = [], None
         assert due is not None
-        self.calls += 1
         try:
             result = self.fn(items)
-        except BaseException as exc:  # every caller of this group sees the failure
+        except Exception as exc:  # every caller of this group sees the failure
             due.set_exception(exc)
         else:
             due.set_result(result)
