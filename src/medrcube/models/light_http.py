@@ -285,7 +285,9 @@ class LightClient:
         if body is not None:
             head += b"Content-Type: application/json\r\nContent-Length: %d\r\n" % len(body)
         try:
-            conn.writer.write(head + b"\r\n" + body if body is not None else head + b"\r\n")
+            conn.writer.write(head + b"\r\n")
+            if body is not None:  # apart: a body of hundreds of KB is not copied to join the head
+                conn.writer.write(body)
             await conn.writer.drain()
             return await self._response(conn.reader)
         except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, UnicodeError) as exc:
