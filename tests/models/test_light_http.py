@@ -231,3 +231,4 @@ def _png() -> bytes:
     buf = io.BytesIO()
     Image.new("RGB", (300, 200), (10, 200, 30)).save(buf, format="PNG")
     return buf.getvalue()
+

@@ -24,6 +24,8 @@ import asyncio
 import base64
 import hashlib
 import io
+import math
+import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -229,9 +231,27 @@ _shared_lock = threading.Lock()
 
 
 def shared_image_cache() -> ImageCache:
-    """The process-wide cache every adapter uses unless given its own."""
+    """The process-wide cache every adapter uses unless given its own, bounded at
+    `MEDRCUBE_IMAGE_CACHE_MB` megabytes when that is set (else DEFAULT_CACHE_BYTES)."""
     global _shared
     with _shared_lock:
         if _shared is None:
-            _shared = ImageCache()
+            _shared = ImageCache(cache_bound_from_env())
         return _shared
+
+
+def cache_bound_from_env() -> int:
+    """The bound `MEDRCUBE_IMAGE_CACHE_MB` names, in bytes (raise it for a run with several
+    image variants of a cube whose data URLs pass the default); ValueError if unreadable."""
+    raw = os.environ.get("MEDRCUBE_IMAGE_CACHE_MB", "").strip()
+    if not raw:
+        return DEFAULT_CACHE_BYTES
+    try:
+        mb = float(raw)
+    except ValueError:
+        mb = math.nan
+    if not 0 < mb < math.inf:  # NaN fails both
+        raise ValueError(f"the environment variable MEDRCUBE_IMAGE_CACHE_MB is {raw!r}: set it to a number of "
+                         f"megabytes > 0 such as 64 (the prepared-image cache's bound), or unset it for the "
+                         f"default of {DEFAULT_CACHE_BYTES // 2**20}")
+    return int(mb * 2**20)
