@@ -48,11 +48,11 @@ PNG_COMPRESS_LEVEL = 1
 # order, variant by variant), so a bound well above the images in flight prepares each
 # image once per variant: on the 7,626-item generated cube (3,000 images, 527 MB of data
 # URLs) 8 MB to 256 MB all give 3,000 preparations for the standard variant and 6,000 for
-# two image variants; the gate's peak RSS there was 250 MiB at 16 MB and 270 MiB at 32 MB
-# (526 MiB at 256 MB before: docs/speed.md). The cost: a cube whose data URLs pass the
+# two image variants; the gate's peak RSS there was 238 MiB at 8 MB, 250-252 at 16 MB and
+# 270 at 32 MB (526 MiB at 256 MB before: docs/speed.md). The cost: a cube whose data URLs pass the
 # bound (the bundled cube's are 16.3 MB) prepares its images again for each further
 # variant that shows them (MEDRCUBE_IMAGE_CACHE_MB raises it).
-DEFAULT_CACHE_BYTES = 16 * 1024 * 1024
+DEFAULT_CACHE_BYTES = 8 * 1024 * 1024
 
 
 class ImageError(ValueError):
