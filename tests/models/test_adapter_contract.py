@@ -1,6 +1,7 @@
 """The adapter contract (models/base.py), one suite for every API adapter.
 
-The OpenAI, Anthropic and Gemini adapters run their real SDKs against the scripted
+The OpenAI adapter (through its light client and through the real `openai` SDK), the
+Anthropic and the Gemini adapters (their real SDKs) run against the scripted
 server on 127.0.0.1, which speaks each wire format (medrcube/testing/server/wires.py):
 the same scripted faults must come back as the same Responses in the contract's terms
 (text, usage keys, served model, truncated, refused, error kinds, attempts), and the
@@ -47,10 +48,15 @@ def server() -> Iterator[ScriptedServer]:
         yield srv
 
 
-@pytest.fixture(params=PROVIDERS)
+@pytest.fixture(params=("openai", "openai/sdk", "anthropic", "gemini"))
 def provider(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each provider; "openai" through both of its transports (the light client, its default
+    for a base URL, and the `openai` SDK, `transport: sdk`)."""
     monkeypatch.setenv(KEY_ENV, KEY)
-    return str(request.param)
+    name, _, transport = str(request.param).partition("/")
+    if transport:
+        monkeypatch.setattr(OpenAIAdapter, "default_transport", transport)
+    return name
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""OpenAIAdapter end to end: the real `openai` client against the scripted local server.
+"""OpenAIAdapter end to end, through its light client and through the real `openai`
+client (every test runs with both), against the scripted local server.
 
 Every fault class of the server is survived or reported as the right ErrorKind; the
 numbers asserted (attempts, statuses, in-flight maxima, encodings) are counted by the
@@ -38,6 +39,14 @@ from medrcube.testing.server import ScriptedServer
 
 KEY_ENV = "MEDRCUBE_TEST_OPENAI_KEY"
 KEY = "sk-proj-MARKER-7f3a9c1e5b2d4f60"
+
+
+@pytest.fixture(autouse=True, params=("auto", "sdk"), ids=("light", "sdk"))
+def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test through both transports: the light client ("auto" for a base URL without a
+    proxy: tests/models/test_light_http.py checks the choice) and the real `openai` client."""
+    monkeypatch.setattr(OpenAIAdapter, "default_transport", str(request.param))
+    return str(request.param)
 
 
 # ---------------------------------------------------------------------------- helpers

@@ -45,6 +45,7 @@ class AnthropicAdapter(OpenAIAdapter):
     base_url_env = "ANTHROPIC_BASE_URL"
     default_endpoint = "https://api.anthropic.com"
     base_url_hint = "Anthropic's base URL is the host, without /v1: the client adds /v1/messages"
+    light_wire = False  # the Messages API through its own SDK
 
     def __init__(self, model: str, *, params: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(model, params={"max_tokens": DEFAULT_MAX_TOKENS, **dict(params or {})}, **kwargs)

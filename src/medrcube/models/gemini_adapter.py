@@ -74,6 +74,7 @@ class GeminiAdapter(OpenAIAdapter):
     base_url_env = "GOOGLE_GEMINI_BASE_URL"
     default_endpoint = "https://generativelanguage.googleapis.com"
     base_url_hint = "Gemini's base URL is the host, without /v1beta: the client adds /v1beta/models/NAME"
+    light_wire = False  # generateContent through its own SDK
 
     def __init__(self, model: str, *, params: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(model, params={"max_output_tokens": DEFAULT_MAX_OUTPUT_TOKENS, **dict(params or {})}, **kwargs)

@@ -7,7 +7,7 @@ The `openai` client is handed an `httpx.AsyncClient` of ours (the SDK's document
   reports it naming the Location (a redirect to another host would otherwise have that
   host's answer graded under this endpoint's name);
 - the body is read through `BoundedTransport`, which inflates gzip or deflate itself,
-  chunk by chunk, and stops at `max_body_bytes` of *decoded* bytes (and of bytes on
+  chunk by chunk (models/bounded_body.py), and stops at `max_body_bytes` of *decoded* bytes (and of bytes on
   the wire): a gzip bomb costs at most the cap in memory, never its inflated size;
 - only gzip and deflate are offered (Accept-Encoding), so no other decoder runs;
 - with `strict_json`, a 2xx JSON body with a key written twice or a NaN is refused here
@@ -20,8 +20,9 @@ the adapter's: it wraps the whole call in `asyncio.timeout` (openai_adapter.py).
 
 from __future__ import annotations
 
-import zlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from medrcube.models.bounded_body import DEFAULT_MAX_BODY_BYTES, BodyTooLargeError, BoundedBody
 
 if TYPE_CHECKING:  # checked against the current SDK's library; httpx offers the same names
     import httpx2 as httpx
@@ -33,20 +34,7 @@ else:
 
 from medrcube.models.strict_json import loads_wire
 
-__all__ = ["BodyTooLargeError", "BoundedTransport", "bounded_client"]
-
-DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024  # a chat completion is kilobytes; 16 MiB is ample
-
-
-class BodyTooLargeError(Exception):
-    """The response body passed the cap (on the wire or once inflated)."""
-
-    def __init__(self, limit: int, encoding: str, inflated: bool) -> None:
-        self.limit = limit
-        self.encoding = encoding
-        self.inflated = inflated
-        what = f"inflates (Content-Encoding {encoding})" if inflated else "is"
-        super().__init__(f"the response body {what} past the cap of {limit // (1024 * 1024)} MiB")
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "BodyTooLargeError", "BoundedBody", "BoundedTransport", "bounded_client"]
 
 
 class BoundedTransport(httpx.AsyncBaseTransport):
@@ -74,58 +62,14 @@ class BoundedTransport(httpx.AsyncBaseTransport):
                               extensions=response.extensions, request=request)
 
     async def _read(self, response: httpx.Response, encoding: str) -> bytes:
-        cap = self.max_body_bytes
-        decoder: Any = None
-        if encoding in ("gzip", "x-gzip"):
-            decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        elif encoding == "deflate":
-            decoder = _Deflate()
-        elif encoding not in ("identity", ""):
-            raise ValueError(f"the response uses Content-Encoding {encoding!r}, which was not offered")
-        out = bytearray()
-        wire = 0
+        body = BoundedBody(encoding, self.max_body_bytes)
         assert isinstance(response.stream, httpx.AsyncByteStream)
         async for chunk in response.stream:
-            wire += len(chunk)
-            if wire > cap:
-                raise BodyTooLargeError(cap, encoding, inflated=False)
-            if decoder is None:
-                out += chunk
-                continue
-            data = decoder.decompress(chunk, cap + 1 - len(out))
-            out += data
-            while len(out) <= cap and decoder.unconsumed_tail:
-                out += decoder.decompress(decoder.unconsumed_tail, cap + 1 - len(out))
-            if len(out) > cap:
-                raise BodyTooLargeError(cap, encoding, inflated=True)
-        if decoder is not None:
-            out += decoder.flush()
-            if len(out) > cap:
-                raise BodyTooLargeError(cap, encoding, inflated=True)
-        return bytes(out)
+            body.feed(chunk)
+        return body.finish()
 
     async def aclose(self) -> None:
         await self.inner.aclose()
-
-
-class _Deflate:
-    """'deflate' as servers send it: zlib-wrapped as the RFC says, or raw (a common slip)."""
-
-    def __init__(self) -> None:
-        self._d: Any = None
-
-    @property
-    def unconsumed_tail(self) -> bytes:
-        return self._d.unconsumed_tail if self._d is not None else b""
-
-    def decompress(self, data: bytes, max_length: int) -> bytes:
-        if self._d is None:
-            raw = not (len(data) >= 2 and (data[0] & 0x0F) == 8 and ((data[0] << 8) | data[1]) % 31 == 0)
-            self._d = zlib.decompressobj(-zlib.MAX_WBITS if raw else zlib.MAX_WBITS)
-        return bytes(self._d.decompress(data, max_length))
-
-    def flush(self) -> bytes:
-        return bytes(self._d.flush()) if self._d is not None else b""
 
 
 def bounded_client(timeout: float, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, *,

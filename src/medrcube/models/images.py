@@ -24,19 +24,35 @@ import asyncio
 import base64
 import hashlib
 import io
+import math
+import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from medrcube.models.base import ImageInput
+from medrcube.models.strict_json import VerbatimJSON
 
 if TYPE_CHECKING:
     from PIL import Image
 
 ImageFormat = Literal["auto", "png", "jpeg"]
 IMAGE_FORMATS: tuple[str, ...] = ("auto", "png", "jpeg")
-
+# zlib level of the PNGs sent. Lossless at every level, so the model sees the same pixels;
+# on the bundled cube (330 PNGs) level 1 took 3.0 ms of CPU per image against 8.1 ms at
+# Pillow's default 6, for 14% more bytes (docs/speed.md): the encoding was the largest
+# share of a request's CPU.
+PNG_COMPRESS_LEVEL = 1
+# The prepared-image cache's bound. A run asks an image's items one after another (cube
+# order, variant by variant), so a bound well above the images in flight prepares each
+# image once per variant: on the 7,626-item generated cube (3,000 images, 527 MB of data
+# URLs) 8 MB to 256 MB all give 3,000 preparations for the standard variant and 6,000 for
+# two image variants; the gate's peak RSS there was 238 MiB at 8 MB, 250-252 at 16 MB and
+# 270 at 32 MB (526 MiB at 256 MB before: docs/speed.md). The cost: a cube whose data URLs pass the
+# bound (the bundled cube's are 16.3 MB) prepares its images again for each further
+# variant that shows them (MEDRCUBE_IMAGE_CACHE_MB raises it).
+DEFAULT_CACHE_BYTES = 8 * 1024 * 1024
 
 
 class ImageError(ValueError):
@@ -123,8 +139,8 @@ def prepare_image(data: bytes, *, max_side: int | None = 1024, fmt: str = "auto"
         buf = io.BytesIO()
         if target == "JPEG":
             clean.save(buf, format="JPEG", quality=jpeg_quality)
-        else:
-            clean.save(buf, format="PNG")
+        else:  # the same pixels at any level; 1 encodes in a third of the time of 6, 14% larger
+            clean.save(buf, format="PNG", compress_level=PNG_COMPRESS_LEVEL)
     except (OSError, ValueError, Image.DecompressionBombError) as exc:
         raise ImageError(f"cannot decode the {source or 'unknown'} image ({w}x{h}): {exc}") from exc
     return _encoded(buf.getvalue(), target, clean.width, clean.height)
@@ -142,7 +158,7 @@ def _upright(im: Image.Image) -> Image.Image:
 
 def _encoded(payload: bytes, target: str, w: int, h: int) -> PreparedImage:
     mime = "image/jpeg" if target == "JPEG" else "image/png"
-    url = f"data:{mime};base64,{base64.b64encode(payload).decode('ascii')}"
+    url = VerbatimJSON(f"data:{mime};base64,{base64.b64encode(payload).decode('ascii')}")  # base64: nothing to escape
     return PreparedImage(url, mime, w, h, len(payload), False, hashlib.sha256(payload).hexdigest())
 
 
@@ -153,7 +169,7 @@ class ImageCache:
     cached); `hits` counts requests answered from the cache.
     """
 
-    def __init__(self, max_bytes: int = 256 * 1024 * 1024) -> None:
+    def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES) -> None:
         self.max_bytes = max_bytes
         self._entries: OrderedDict[tuple[str, int, str], PreparedImage] = OrderedDict()
         self._size = 0
@@ -216,9 +232,27 @@ _shared_lock = threading.Lock()
 
 
 def shared_image_cache() -> ImageCache:
-    """The process-wide cache every adapter uses unless given its own."""
+    """The process-wide cache every adapter uses unless given its own, bounded at
+    `MEDRCUBE_IMAGE_CACHE_MB` megabytes when that is set (else DEFAULT_CACHE_BYTES)."""
     global _shared
     with _shared_lock:
         if _shared is None:
-            _shared = ImageCache()
+            _shared = ImageCache(cache_bound_from_env())
         return _shared
+
+
+def cache_bound_from_env() -> int:
+    """The bound `MEDRCUBE_IMAGE_CACHE_MB` names, in bytes (raise it for a run with several
+    image variants of a cube whose data URLs pass the default); ValueError if unreadable."""
+    raw = os.environ.get("MEDRCUBE_IMAGE_CACHE_MB", "").strip()
+    if not raw:
+        return DEFAULT_CACHE_BYTES
+    try:
+        mb = float(raw)
+    except ValueError:
+        mb = math.nan
+    if not 0 < mb < math.inf:  # NaN fails both
+        raise ValueError(f"the environment variable MEDRCUBE_IMAGE_CACHE_MB is {raw!r}: set it to a number of "
+                         f"megabytes > 0 such as 64 (the prepared-image cache's bound), or unset it for the "
+                         f"default of {DEFAULT_CACHE_BYTES // 2**20}")
+    return int(mb * 2**20)

@@ -26,6 +26,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from medrcube.models.light_http import TRANSPORTS
 from medrcube.models.urls import credential_parts, redact_urls, refusal_hint
 from medrcube.taxonomy import did_you_mean
 
@@ -39,10 +40,11 @@ RESERVED_NAMES: tuple[str, ...] = ("random", "prior", "replay", *API_PROVIDERS_I
 _COMMON_KEYS = ("provider", "model", "params", "concurrency", "batch_size", "image_max_side", "price")
 _OPENAI_KEYS = ("base_url", "base_urls", "api_key_env", "api_key_header", "rpm", "timeout", "max_retries",
                 "endpoint_identity", "strict_model", "max_response_mib", "breaker_failures", "breaker_seconds",
-                "retry_after_max", "retry_wait_max")
+                "retry_after_max", "retry_wait_max", "transport")
 _HF_KEYS = ("dtype", "device")
 ENTRY_KEYS: tuple[str, ...] = _COMMON_KEYS + _OPENAI_KEYS + _HF_KEYS
-_ONLY_FOR = {**{k: API_PROVIDERS_IN_FILE for k in _OPENAI_KEYS}, **{k: ("hf",) for k in _HF_KEYS}}
+_ONLY_FOR = {**{k: API_PROVIDERS_IN_FILE for k in _OPENAI_KEYS}, **{k: ("hf",) for k in _HF_KEYS},
+             "transport": ("openai",)}  # the native adapters speak through their SDKs only
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-/]*$")
@@ -101,6 +103,9 @@ class ModelEntry:
     breaker_seconds: float | None = None
     retry_after_max: float | None = None
     retry_wait_max: float | None = None
+    # The OpenAI adapter's HTTP transport: "auto" (the light client for a base URL without a
+    # proxy), "light", or "sdk" (the openai client); models/light_http.py.
+    transport: str | None = None
 
 
 def default_models_file() -> Path | None:
@@ -221,6 +226,10 @@ def _parse_entry(name: str, raw: Any, source: str) -> ModelEntry:
             "from the variable api_key_env names)"
         )
 
+    transport = raw.get("transport")
+    if transport is not None and transport not in TRANSPORTS:
+        raise ModelsFileError(f"{where}: key 'transport' is {transport!r}; choices: {', '.join(TRANSPORTS)}")
+
     dtype = raw.get("dtype")
     if dtype is not None and dtype not in DTYPES:
         raise ModelsFileError(f"{where}: key 'dtype' is {dtype!r}{did_you_mean(str(dtype), DTYPES)}; choices: {', '.join(DTYPES)}")
@@ -255,6 +264,7 @@ def _parse_entry(name: str, raw: Any, source: str) -> ModelEntry:
         breaker_seconds=_number(raw, "breaker_seconds", where, float, minimum=0),
         retry_after_max=_number(raw, "retry_after_max", where, float, minimum=0),
         retry_wait_max=_number(raw, "retry_wait_max", where, float, minimum=0),
+        transport=transport,
     )
 
 

@@ -1,8 +1,10 @@
 """The OpenAI-compatible chat adapter (OpenAI, Azure-style gateways, vLLM, SGLang, TGI ...).
 
-It sends each request to `/chat/completions` with the official `openai.AsyncOpenAI`
-client, created with `max_retries=0`: the retry loop is ours so that every attempt is
-counted and `Retry-After` is honoured exactly.
+It sends each request to `/chat/completions` through the light HTTP/1.1 client
+(models/light_http.py: a base URL without a proxy) or the official `openai.AsyncOpenAI`
+client (`transport: sdk`; api.openai.com, proxies) with `max_retries=0`, with the same
+error mapping: the retry loop is ours so that every attempt is counted and `Retry-After`
+is honoured exactly.
 
 - Images go as base64 data URLs, downscaled to `image_max_side` (models/images.py); each
   distinct image is prepared once per process, on a worker thread.
@@ -64,11 +66,12 @@ from dataclasses import replace
 from typing import Any
 
 from medrcube.models.base import ErrorKind, Preflight, Request, Response, same_model
+from medrcube.models.bounded_body import DEFAULT_MAX_BODY_BYTES, BodyTooLargeError
 from medrcube.models.breaker import BREAKER_FAILURES, BREAKER_SECONDS, CircuitBreaker
 from medrcube.models.concurrency import AdaptiveLimit
 from medrcube.models.confidence import from_logprobs
-from medrcube.models.http import DEFAULT_MAX_BODY_BYTES, BodyTooLargeError, bounded_client
 from medrcube.models.images import IMAGE_FORMATS, ImageCache, ImageError, shared_image_cache
+from medrcube.models.light_http import LightClient, LightConnectionError, StatusError, light_headers, pick
 from medrcube.models.openai_wire import read_chat_completion
 from medrcube.models.provider_errors import Attempt, Redactor, provider_says, status_attempt
 from medrcube.models.retry import RetryPolicy, TokenBucket, parse_retry_after
@@ -122,6 +125,8 @@ class OpenAIAdapter:
     base_url_env = "OPENAI_BASE_URL"
     default_endpoint = "https://api.openai.com/v1"
     base_url_hint = "an OpenAI-compatible base URL usually ends in /v1"
+    light_wire = True  # its wire is plain chat completions, which the light client speaks
+    default_transport = "auto"  # when neither the caller nor models.yaml names one
 
     def __init__(
         self,
@@ -151,6 +156,7 @@ class OpenAIAdapter:
         max_response_bytes: int = DEFAULT_MAX_BODY_BYTES,
         api_key_header: str | None = None,
         price: Mapping[str, Any] | None = None,
+        transport: str | None = None,
     ) -> None:
         if not model or not isinstance(model, str):
             raise ValueError(f"{type(self).__name__} needs a model name, got {model!r}")
@@ -209,6 +215,7 @@ class OpenAIAdapter:
         self.strict_model = bool(strict_model)
         self.max_response_bytes = int(max_response_bytes)
         self.served_models: Counter[str] = Counter()  # the `model` of each answer, as the endpoint named it
+        self.transport = pick(transport or self.default_transport, self.base_url) if self.light_wire else "sdk"
         self.fingerprint = self._fingerprint()
 
     def __repr__(self) -> str:
@@ -245,8 +252,15 @@ class OpenAIAdapter:
         return self._state
 
     def _new_client(self) -> Any:
-        """The provider's client (a wire hook): the SDK, never retrying, on our bounded HTTP client."""
+        """The provider's client (a wire hook): the light client, or the SDK, never retrying,
+        on our bounded HTTP client."""
+        if self.transport == "light":
+            assert self.base_url is not None
+            return LightClient(self.base_url, headers=light_headers(self._api_key, self.api_key_header),
+                               connect_timeout=min(self.timeout, 10.0), max_body_bytes=self.max_response_bytes)
         from openai import AsyncOpenAI
+
+        from medrcube.models.http import bounded_client
 
         headers = {self.api_key_header: self._api_key} if self.api_key_header else None
         return AsyncOpenAI(api_key=self._api_key, base_url=self.base_url, timeout=self.timeout,
@@ -269,6 +283,8 @@ class OpenAIAdapter:
 
     async def _listed_models(self, client: Any) -> list[str]:
         """The model ids the endpoint lists (a wire hook): GET /models."""
+        if isinstance(client, LightClient):
+            return await client.model_ids()
         listing = await client.models.list()
         return [str(m.id) for m in listing.data]
 
@@ -285,6 +301,8 @@ class OpenAIAdapter:
     async def generate(self, requests: Sequence[Request]) -> list[Response]:
         """One response per request, in order; all requests proceed concurrently (up to
         `concurrency` on the wire). Never raises for a failed request."""
+        if len(requests) == 1:  # the runner's batches of one: no task and gather per request
+            return [await self._generate_one(requests[0])]
         return list(await asyncio.gather(*(self._generate_one(r) for r in requests)))
 
     async def _generate_one(self, request: Request) -> Response:
@@ -395,20 +413,29 @@ class OpenAIAdapter:
             # parameter goes in the body as given, so a provider-specific one needs no code.
             # The whole attempt runs under one deadline: httpx's timeout bounds each read,
             # and a body dripped a byte per second would otherwise never time out.
+            body = {**params, "model": self.model, "messages": messages}
             async with asyncio.timeout(self.timeout):
-                content = await client.post(
-                    "/chat/completions", cast_to=bytes, body={**params, "model": self.model, "messages": messages})
+                if isinstance(client, LightClient):
+                    content = await client.post_json("chat/completions", body)
+                else:
+                    content = await client.post("/chat/completions", cast_to=bytes, body=body)
         except Exception as exc:
             return self._failed(exc)
         return self._completion(content)
 
     def _failed(self, exc: Exception) -> Attempt:
         """The Attempt for an exception of the client (a wire hook); anything else re-raised."""
-        import openai
-
         if isinstance(exc, BodyTooLargeError):  # a bomb stays a bomb: not retried
             return self._too_large(exc)
-        if isinstance(exc, (openai.APITimeoutError, TimeoutError)):  # before its base class below
+        if isinstance(exc, TimeoutError):
+            return self._timed_out()
+        if isinstance(exc, LightConnectionError):
+            return self._unreachable(exc)
+        if isinstance(exc, StatusError):
+            return self._status_error(exc)
+        import openai
+
+        if isinstance(exc, openai.APITimeoutError):  # before its base class below
             return self._timed_out()
         if isinstance(exc, openai.APIConnectionError):
             return self._unreachable(exc)

@@ -213,7 +213,7 @@ def adapter_from_entry(entry: ModelEntry, *, concurrency: int | None = None) -> 
         )
     kwargs: dict[str, Any] = {"params": dict(entry.params), "price": entry.price}
     for key in ("api_key_env", "rpm", "timeout", "max_retries", "image_max_side", "strict_model", "api_key_header",
-                "breaker_failures", "breaker_seconds", "retry_after_max", "retry_wait_max"):
+                "breaker_failures", "breaker_seconds", "retry_after_max", "retry_wait_max", "transport"):
         value = getattr(entry, key)
         if value is not None:
             kwargs[key] = value

@@ -15,6 +15,14 @@ import json
 from typing import Any
 
 
+class VerbatimJSON(str):
+    """A string that JSON writes as itself between quotes (no character to escape), by
+    construction: a base64 data URL (models/images.py). The light client copies it into a
+    request body instead of having the encoder scan it (models/light_http.py `json_body`)."""
+
+    __slots__ = ()
+
+
 class DuplicateKeyError(ValueError):
     """A JSON object names one key twice."""
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Generic, TypeVar
 
 from medrcube.models.base import ErrorKind, ModelAdapter, Request, Response
 from medrcube.run.store import AskedBy, ResponseStore, owner_is_dead
@@ -17,6 +18,42 @@ from medrcube.run.watchdog import STALL_WARN_S, Watchdog
 # Errors after which every further request would fail the same way: the run stops.
 _STOPS_THE_RUN = (ErrorKind.AUTH, ErrorKind.CIRCUIT_OPEN)
 log = logging.getLogger("medrcube.run")
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class PerIteration(Generic[T, R]):
+    """`fn` called once per event-loop iteration with everything handed in during it.
+
+    The answers that arrive together (one `select` wakes many connections) are claimed and
+    committed in one SQLite transaction instead of one each: each caller awaits the call
+    that holds its items, so nothing is done with an answer before its commit returns. The
+    call runs shielded: a caller cancelled meanwhile does not undo the others' commit.
+    """
+
+    def __init__(self, fn: Callable[[list[T]], R]) -> None:
+        self.fn = fn
+        self._items: list[T] = []
+        self._due: asyncio.Future[R] | None = None
+
+    async def __call__(self, items: Iterable[T]) -> R:
+        self._items.extend(items)
+        if self._due is None:
+            loop = asyncio.get_running_loop()
+            self._due = loop.create_future()
+            loop.call_soon(self._run)  # after the callbacks already ready: the rest of the group
+        return await asyncio.shield(self._due)
+
+    def _run(self) -> None:
+        items, due = self._items, self._due
+        self._items, self._due = [], None
+        assert due is not None
+        try:
+            result = self.fn(items)
+        except Exception as exc:  # every caller of this group sees the failure
+            due.set_exception(exc)
+        else:
+            due.set_result(result)
 
 
 class Pump:
@@ -73,6 +110,12 @@ class Pump:
         self.in_flight = 0
         if self.remaining == 0:
             return self.results
+        if self.store is not None:
+            store = self.store
+            self._claim: PerIteration[str, set[str]] = PerIteration(lambda keys: store.claim_many(
+                keys, self.owner, self.claim_ttl_s, newer_than=self.newer_than, run=self.only_run))
+            self._commit: PerIteration[tuple[str, Response], None] = PerIteration(lambda answers: store.put_many(
+                answers, model=self.adapter.fingerprint, owner=self.owner, asked_by=self.asked_by))
         tasks = [asyncio.create_task(self._worker(), name=f"medrcube-worker-{i}") for i in range(self.concurrency)]
         tasks.append(asyncio.create_task(self.watchdog.watch(), name="medrcube-watchdog"))
         if self.store is not None:
@@ -131,8 +174,7 @@ class Pump:
                     self._complete(key, self._not_asked(), False)
                 continue
             if store is not None and batch:
-                won = store.claim_many(batch, self.owner, self.claim_ttl_s, newer_than=self.newer_than,
-                                       run=self.only_run)
+                won = await self._claim(batch)  # one transaction for the batches of this iteration
                 lost = [k for k in batch if k not in won]
                 if lost:
                     # Answered meanwhile (read it), or being asked by another process (wait).
@@ -145,10 +187,10 @@ class Pump:
             responses = await self._generate([self.requests[k] for k in batch])
             self.requests_sent += len(batch)
             if store is not None:
-                # Committed before anything else happens to these responses: see the
-                # module docstring for the guarantee this gives after a SIGKILL.
-                store.put_many(list(zip(batch, responses, strict=True)), model=self.adapter.fingerprint, owner=self.owner,
-                               asked_by=self.asked_by)
+                # Committed before anything else happens to these responses (with the others
+                # that came back in the same loop iteration, in one transaction): see the
+                # runner's docstring for the guarantee this gives after a SIGKILL.
+                await self._commit(zip(batch, responses, strict=True))
             for key, response in zip(batch, responses, strict=True):
                 if response.error_kind in _STOPS_THE_RUN and self.aborted is None:
                     self.aborted_kind = response.error_kind
@@ -211,4 +253,4 @@ class Pump:
                 self.store.renew(self.owner, self.claim_ttl_s)
 
 
-__all__ = ["Pump"]
+__all__ = ["PerIteration", "Pump"]

@@ -6,14 +6,16 @@ Design, and why:
   `adapter.batch_size` asks at a time; a worker that finishes takes the next batch at
   once, so a slow request holds up only its own worker (no barrier between batches).
 - Stored responses are looked up in bulk before anything is asked; only misses queue.
-- Before asking, a worker claims its keys in the store (one transaction per batch). A
+- Before asking, a worker claims its keys in the store (one transaction for the batches
+  claimed in the same event-loop iteration: run/pump.py's `PerIteration`). A
   key claimed by another live process is not asked here: a waiter polls (with backoff)
   for that process's response and takes the key back only if that process gives it up
   (an error), dies, or lets the claim expire. A heartbeat renews this process's claims
   while its requests are slow.
 - Every response is committed to the store as soon as its batch returns, before
-  anything else is done with it (one short transaction: tens of microseconds in WAL;
-  the runner's whole CPU cost, plan to grade, measured ~0.15 ms per request).
+  anything else is done with it (one short transaction for the responses that came back
+  in the same event-loop iteration: tens of microseconds in WAL; docs/speed.md gives the
+  CPU per request).
 
 Guarantee after a SIGKILL: every response committed before the kill is kept and never
 requested again; the requests that were in flight (sent, response not yet committed)
