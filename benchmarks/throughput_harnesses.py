@@ -82,7 +82,9 @@ def one_run(srv: ScriptedServer, harness: str, *, delay: float, conc: int, cube:
     srv.reset_stats()
     cmd = command(harness, url=srv.base_url, cube=cube, conc=conc, work=work, jobs=jobs)
     t_spawn = time.monotonic()
-    env = {"OPENAI_API_KEY": "bench", "MEDRCUBE_CACHE_DIR": str(scratch / "cache")}
+    env = {"OPENAI_API_KEY": "bench", "MEDRCUBE_CACHE_DIR": str(scratch / "cache"),
+           # the bare client is this checkout's module, run from the scratch directory
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     proc = run_proc(cmd, log_dir=work, name=harness, cwd=work, env=env, timeout=1800, ok_codes=(0, 10, 11))
     t_exit = time.monotonic()
     st = srv.stats(log=True)
