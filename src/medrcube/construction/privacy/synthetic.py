@@ -60,7 +60,7 @@ def background(kind: str, h: int, w: int, rng: np.random.Generator) -> np.ndarra
     Drawn at full resolution with sharp edges (a blurred edge would spare the text screen the
     strokes anatomy makes), but cheaply: coordinates as a row and a column broadcast against each
     other (no full-frame grid), organs drawn inside their own bounding boxes, float32 throughout
-    (a 4,096 px frame in about 0.3 s of CPU, not 3 s)."""
+    (a 4,096 px body in 0.2-0.7 s of CPU, not 1.3-3.7 s)."""
     if kind == "mammo":
         return _mammogram(h, w, rng)
     yy = np.arange(h, dtype=np.float32)[:, None]
