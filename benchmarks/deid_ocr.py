@@ -2,6 +2,7 @@
 
     .venv/bin/python -m benchmarks.deid_ocr                  # 24 frames with text and 12 without per size (~12 min CPU)
     .venv/bin/python -m benchmarks.deid_ocr --n 6 --sides 512,4096 --json out.json
+    .venv/bin/python -m benchmarks.deid_ocr --merge a.json b.json --json all.json  # runs pooled (other seeds, sizes)
 
 Frames: CT-, radiograph-, MR- and mammogram-like bodies and plain noise
 (synthetic.background), 512, 1,024, 2,048, 3,072 and 4,096 pixels on the long side
@@ -55,6 +56,7 @@ from medrcube.construction.privacy import linemask, multiscale, ocr, synthetic
 from medrcube.construction.privacy.textscreen import mask_plan
 
 SIDES = (512, 1024, 2048, 3072, 4096)
+CHECKPOINT = 10  # frames: a long run hands on its figures this often
 SIZES = (8, 12, 16, 24, 32, 48, 64)  # font size in pixels, at every frame size
 CONTRASTS = ("full", "medium", "low")
 POSITIONS = ("top left", "top right", "bottom left", "bottom right", "top strip", "over anatomy")
@@ -157,7 +159,7 @@ def screen(reader: ocr.TextReader, img: np.ndarray) -> tuple[linemask.MaskPlan, 
 def run(n: int, seed: int, no_text: int | None = None, sides: tuple[int, ...] = SIDES, threads: int = ocr.DEFAULT_THREADS,
         on_side: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """`n` frames with text and `no_text` (default n // 2) without, at each frame size of `sides`;
-    `on_side` gets the figures so far after each size (a long run keeps what it measured)."""
+    `on_side` gets the figures so far every CHECKPOINT frames and after each size (a long run keeps what it measured)."""
     rng = np.random.default_rng(seed)
     reader = ocr.TextReader(threads=threads)
     reader.detect_native(np.zeros((64, 64)))  # load the model outside the timing
@@ -198,16 +200,38 @@ def run(n: int, seed: int, no_text: int | None = None, sides: tuple[int, ...] = 
                 # Detector-free: the recogniser on the line's own spot of the exported (masked) frame; a refused frame is not exported.
                 fig["readable_after"] += (not plan.readable) and cov < 1.0 and legible(b.text, read_line(reader, masked_img, b.box))
                 if cov < 1.0:  # what a miss looks like, to look at it again (the frame: its index at this size and the seed)
-                    fig["misses"].append({"frame": i, "coverage": round(cov, 3), "box": list(b.box), **facets})
+                    fig["misses"].append({"seed": seed, "frame": i, "coverage": round(cov, 3), "box": list(b.box), **facets})
                 for facet, value in facets.items():
                     per[facet][value][0] += cov >= 1.0
                     per[facet][value][1] += 1
+            if on_side is not None and (i + 1) % CHECKPOINT == 0:
+                on_side(_summary({k: v for k, v in by_side.items() if v["cpu"]}, per, seed, threads))
         if on_side is not None:
             on_side(_summary({k: v for k, v in by_side.items() if v["cpu"]}, per, seed, threads))
     return _summary(by_side, per, seed, threads)
 
 
-def _summary(by_side: dict[str, dict[str, Any]], per: dict[str, dict[str, list[int]]], seed: int, threads: int) -> dict[str, Any]:
+RAW = ("cpu", "views", "false_area", "over_area")  # per-frame lists the JSON keeps, so that runs can be pooled (`merge`)
+
+
+def merge(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Runs of the benchmark (their JSON: other seeds, other sizes, frames with and without text apart) pooled into one."""
+    by_side: dict[str, dict[str, Any]] = {}
+    per: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+    for r in results:
+        for side, v in r["by_side"].items():
+            fig = by_side.setdefault(side, _side_figures())
+            for k, x in fig.items():
+                fig[k] = x + (v["raw"][k] if k in RAW else v[k])
+        for facet, vals in r["by"].items():
+            for value, c in vals.items():
+                per[facet][value][0] += c["masked"]
+                per[facet][value][1] += c["lines"]
+    seeds = sorted({s for r in results for s in (r["seed"] if isinstance(r["seed"], list) else [r["seed"]])})
+    return _summary(dict(sorted(by_side.items(), key=lambda kv: int(kv[0]))), per, seeds, results[0]["threads"])
+
+
+def _summary(by_side: dict[str, dict[str, Any]], per: dict[str, dict[str, list[int]]], seed: int | list[int], threads: int) -> dict[str, Any]:
     out_sides = {}
     for side, fig in by_side.items():
         lines_n = fig["lines"]
@@ -224,6 +248,7 @@ def _summary(by_side: dict[str, dict[str, Any]], per: dict[str, dict[str, list[i
             "cpu_seconds_median": float(np.median(fig["cpu"])), "cpu_seconds_max": float(np.max(fig["cpu"])),
             "views_median": float(np.median(fig["views"])),
             "misses": fig["misses"],
+            "raw": {k: [round(float(x), 6) for x in fig[k]] for k in RAW},
         }  # fmt: skip
     total = lambda k: sum(v[k] for v in out_sides.values())  # noqa: E731
     return {
@@ -287,13 +312,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=ocr.DEFAULT_THREADS, help="ONNX intra-op threads (default %(default)s)")
     ap.add_argument("--seed", type=int, default=27)
     ap.add_argument("--json", default=None, help="write the figures here")
+    ap.add_argument("--merge", nargs="+", default=None, metavar="JSON", help="pool the figures of these runs (print, and write --json)")
     args = ap.parse_args(argv)
     def keep(r: dict[str, Any]) -> None:
         if args.json:
             with open(args.json, "w", encoding="utf-8") as f:
                 json.dump(r, f, indent=1)
 
-    r = run(args.n, args.seed, no_text=args.no_text, sides=tuple(int(x) for x in args.sides.split(",")), threads=args.threads, on_side=keep)
+    if args.merge:
+        r = merge([json.loads(open(p, encoding="utf-8").read()) for p in args.merge])
+    else:
+        r = run(args.n, args.seed, no_text=args.no_text, sides=tuple(int(x) for x in args.sides.split(",")), threads=args.threads, on_side=keep)
     keep(r)
     sys.stdout.write(markdown(r))
     return 0

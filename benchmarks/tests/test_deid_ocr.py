@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 from benchmarks import deid_ocr
@@ -50,3 +52,13 @@ def test_glyphs_drawn_in_the_grey_of_their_ground_are_not_visible() -> None:
     masked = np.zeros_like(ground, dtype=bool)
     masked[:, 145:] = True
     assert synthetic.coverage(line, masked, visible_only=True) == 1.0 and synthetic.coverage(line, masked) < 1.0
+
+
+def test_runs_pooled_add_up_their_frames_lines_and_per_frame_times() -> None:
+    a = deid_ocr.run(1, seed=3, no_text=0, sides=(512,))
+    b = deid_ocr.run(0, seed=4, no_text=1, sides=(512,))
+    pooled = deid_ocr.merge([json.loads(json.dumps(r)) for r in (a, b)])  # as read back from their JSON
+    v = pooled["by_side"]["512"]
+    assert pooled["seed"] == [3, 4] and v["frames_with_text"] == 1 and v["frames_without_text"] == 1
+    assert v["lines"] == a["lines"] and v["masked"] == a["masked"] and v["raw"]["cpu"] == a["by_side"]["512"]["raw"]["cpu"] + b["by_side"]["512"]["raw"]["cpu"]
+    assert v["false_mask_rate"] == b["false_mask_rate"] and sum(c["lines"] for c in pooled["by"]["font"].values()) == a["lines"]

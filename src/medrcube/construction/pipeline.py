@@ -264,7 +264,7 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
                         continue
                     # Before any item, reviewer or export sees the pixels: text found by OCR is masked (or the frame refused).
                     if not text_screen.screen(mapped.image, mapped.modality):
-                        log.note("refused: text found in the pixels", f"{img.dataset} {img.ref}")
+                        log.note(f"refused: {text_screen.reason}", f"{img.dataset} {img.ref}")
                         continue
                     outs, ds = producer.produce(mapped)
                     if outs:

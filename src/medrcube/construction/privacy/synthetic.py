@@ -55,32 +55,51 @@ def font_dir() -> Path:
 
 
 def background(kind: str, h: int, w: int, rng: np.random.Generator) -> np.ndarray:
-    """A [0, 1] frame of h x w pixels that looks like a CT, a radiograph, an MR, a mammogram or plain noise."""
+    """A [0, 1] float32 frame of h x w pixels that looks like a CT, a radiograph, an MR, a mammogram or plain noise.
+
+    Drawn at full resolution with sharp edges (a blurred edge would spare the text screen the
+    strokes anatomy makes), but cheaply: coordinates as a row and a column broadcast against each
+    other (no full-frame grid), organs drawn inside their own bounding boxes, float32 throughout
+    (a 4,096 px body in 0.2-0.7 s of CPU, not 1.3-3.7 s)."""
     if kind == "mammo":
         return _mammogram(h, w, rng)
-    yy, xx = np.mgrid[0:h, 0:w].astype(np.float64)
+    yy = np.arange(h, dtype=np.float32)[:, None]
+    xx = np.arange(w, dtype=np.float32)[None, :]
     cy, cx = h / 2 + rng.normal(0, 0.02 * h), w / 2 + rng.normal(0, 0.02 * w)
     if kind == "noise":
-        return np.clip(rng.uniform(0.05, 0.5) + rng.normal(0, 0.04, (h, w)), 0, 1)
+        return _noisy(np.full((h, w), rng.uniform(0.05, 0.5), np.float32), 0.04, rng)
     if kind == "xray":
         img = 0.25 + 0.5 * np.exp(-(((xx - cx) / (0.55 * w)) ** 2)) * (0.6 + 0.4 * yy / h)
+        ribs = (0.06 * np.sin(yy / h * 40)).astype(np.float32)
         for sx in (-1, 1):  # darker lungs with rib shadows
             lung = ((yy - 0.45 * h) / (0.3 * h)) ** 2 + ((xx - cx - sx * 0.2 * w) / (0.13 * w)) ** 2 <= 1
-            img = np.where(lung, img - 0.25 + 0.06 * np.sin(yy / h * 40), img)
-        img += 0.04 * rng.standard_normal((h, w))
-        return np.clip(img, 0, 1)
+            img = np.where(lung, img - 0.25 + ribs, img)
+        return _noisy(img.astype(np.float32), 0.04, rng)
     a, b = (0.42, 0.45) if kind == "ct" else (0.4, 0.33)
-    body = ((yy - cy) / (a * h)) ** 2 + ((xx - cx) / (b * w)) ** 2 <= 1
-    img = np.where(body, 0.55, 0.02)
+    body = _inside(((yy - cy) / (a * h)) ** 2 + ((xx - cx) / (b * w)) ** 2, min(a * h, b * w))
+    img = np.float32(0.02) + np.float32(0.53) * body
     for _ in range(int(rng.integers(3, 7))):  # organs, vessels, lesions
         oy, ox, r = rng.uniform(0.3, 0.7) * h, rng.uniform(0.3, 0.7) * w, rng.uniform(0.03, 0.12) * min(h, w)
-        img = np.where(((yy - oy) ** 2 + (xx - ox) ** 2 <= r * r) & body, rng.uniform(0.2, 0.95), img)
+        level = np.float32(rng.uniform(0.2, 0.95))
+        y0, y1, x0, x1 = max(0, int(oy - r) - 2), min(h, int(oy + r) + 3), max(0, int(ox - r) - 2), min(w, int(ox + r) + 3)
+        disc = _inside(((yy[y0:y1] - oy) ** 2 + (xx[:, x0:x1] - ox) ** 2) / (r * r), r) * body[y0:y1, x0:x1]
+        img[y0:y1, x0:x1] += disc * (level - img[y0:y1, x0:x1])
     if kind == "ct":  # a table under the patient
         img[int(0.9 * h) : int(0.93 * h), int(0.1 * w) : int(0.9 * w)] = 0.45
-    from scipy import ndimage
+    return _noisy(img, 0.035 if kind == "ct" else 0.05, rng)
 
-    img = ndimage.gaussian_filter(img, 0.6) + rng.normal(0, 0.035 if kind == "ct" else 0.05, (h, w))
-    return np.clip(img, 0, 1)
+
+def _inside(q: np.ndarray, radius: float) -> np.ndarray:
+    """How much of each pixel lies inside the ellipse q <= 1 (q its normalised equation, `radius` its
+    smaller half-axis in px): a sharp edge, anti-aliased over about 1.5 px as a slight blur of the panel
+    would, without filtering the whole frame (near the edge, the distance to it is (1 - q) * radius / 2)."""
+    return np.clip(np.float32(0.5) + (1 - q) * np.float32(radius / 3.0), 0, 1).astype(np.float32, copy=False)
+
+
+def _noisy(img: np.ndarray, sd: float, rng: np.random.Generator) -> np.ndarray:
+    """`img` (float32) plus the panel's Gaussian noise, clipped to [0, 1], in place."""
+    img += np.float32(sd) * rng.standard_normal(img.shape, dtype=np.float32)
+    return np.clip(img, 0, 1, out=img)
 
 
 def _mammogram(h: int, w: int, rng: np.random.Generator) -> np.ndarray:
@@ -88,22 +107,22 @@ def _mammogram(h: int, w: int, rng: np.random.Generator) -> np.ndarray:
     texture, a pectoral muscle in the upper corner, dark air around it."""
     from scipy import ndimage
 
-    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+    yy = np.arange(h, dtype=np.float32)[:, None]
+    xx = np.arange(w, dtype=np.float32)[None, :]
     right = bool(rng.random() < 0.5)
     x = (w - 1 - xx) if right else xx  # distance from the chest wall
     depth, cy = rng.uniform(0.6, 0.8) * w, h * rng.uniform(0.45, 0.55)
     breast = (x / depth) ** 2 + ((yy - cy) / (0.45 * h)) ** 2 <= 1
     # Texture: noise smoothed at a few scales, denser near the chest wall (computed small, then enlarged).
     small = max(8, min(h, w) // 8)
-    tex = ndimage.gaussian_filter(rng.standard_normal((small, small)), 2.0)
+    tex = ndimage.gaussian_filter(rng.standard_normal((small, small)).astype(np.float32), 2.0)
     tex = ndimage.zoom(tex, (h / small, w / small), order=1)[:h, :w]
     tex = np.pad(tex, ((0, h - tex.shape[0]), (0, w - tex.shape[1])), mode="edge")
     dense = 0.35 + 0.25 * np.clip(1 - x / depth, 0, 1) + 0.5 * tex / (np.abs(tex).max() + 1e-9) * 0.3
-    img = np.where(breast, dense, 0.03).astype(np.float64)
+    img = np.where(breast, dense, np.float32(0.03)).astype(np.float32)
     pect = (x / (0.35 * w) + yy / (0.45 * h)) <= 1
-    img = np.where(pect & breast, 0.75, img)
-    img += rng.normal(0, 0.02, (h, w))
-    return np.clip(img, 0, 1)
+    img[pect & breast] = 0.75
+    return _noisy(img, 0.02, rng)
 
 
 VISIBLE = 0.05  # of full scale: a glyph pixel closer than this to its smoothed ground is not seen (panel noise is 0.02-0.05)
@@ -125,23 +144,32 @@ class Burned:
 
 
 def burn(img: np.ndarray, text: str, xy: tuple[int, int], font_name: str, size: int, value: float) -> tuple[np.ndarray, Burned]:
-    """`img` with `text` drawn at `xy` (top left) in a gray level `value`; the line's truth."""
+    """A copy of `img` (2-D) with `text` drawn at `xy` (top left) in a gray level `value`; the line's truth.
+    The text is drawn on a layer the size of its own box (not of the frame: 0.4 s less per line at 4,096 px)."""
     from PIL import Image, ImageDraw
 
     h, w = img.shape[:2]
-    layer = Image.new("L", (w, h), 0)
-    ImageDraw.Draw(layer).text(xy, text, fill=255, font=font(font_name, size))
-    alpha = np.asarray(layer, dtype=np.float64) / 255.0
-    out = img * (1 - alpha) + value * alpha
-    glyphs = alpha > 0.5
-    ys, xs = np.nonzero(glyphs)
-    box = (int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1) if len(xs) else (0, 0, 0, 0)
+    face = font(font_name, size)
+    bx0, by0, bx1, by1 = face.getbbox(text)
+    lx0, ly0 = xy[0] + int(bx0) - 2, xy[1] + int(by0) - 2  # the layer's place in the frame (it may stick out)
+    layer = Image.new("L", (int(bx1 - bx0) + 4, int(by1 - by0) + 4), 0)
+    ImageDraw.Draw(layer).text((xy[0] - lx0, xy[1] - ly0), text, fill=255, font=face)
+    local = np.asarray(layer, dtype=np.float32) / np.float32(255.0)
+    fx0, fy0, fx1, fy1 = max(0, lx0), max(0, ly0), min(w, lx0 + local.shape[1]), min(h, ly0 + local.shape[0])
+    alpha = local[fy0 - ly0 : fy1 - ly0, fx0 - lx0 : fx1 - lx0]
+    out = np.array(img, dtype=np.result_type(img.dtype, np.float32))
+    part = out[fy0:fy1, fx0:fx1]
+    part += alpha * (np.float32(value) - part)
+    glyphs = np.zeros((h, w), dtype=bool)
+    glyphs[fy0:fy1, fx0:fx1] = alpha > 0.5
+    ys, xs = np.nonzero(glyphs[fy0:fy1, fx0:fx1])
+    box = (fx0 + int(xs.min()), fy0 + int(ys.min()), fx0 + int(xs.max()) + 1, fy0 + int(ys.max()) + 1) if len(xs) else (0, 0, 0, 0)
     visible = glyphs.copy()
     if len(xs):
         from scipy import ndimage
 
         x0, y0, x1, y1 = (max(0, box[0] - 8), max(0, box[1] - 8), box[2] + 8, box[3] + 8)
-        under = np.asarray(img, dtype=np.float64)[y0:y1, x0:x1]
+        under = np.asarray(img[y0:y1, x0:x1], dtype=np.float64)
         under = ndimage.gaussian_filter(under.mean(axis=2) if under.ndim == 3 else under, 2.0)  # the ground, without the panel's noise
         visible[y0:y1, x0:x1] &= np.abs(value - under) >= VISIBLE
     return out, Burned(text, box, font_name, size, value, glyphs, visible)

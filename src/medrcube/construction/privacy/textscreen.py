@@ -151,6 +151,7 @@ class TextScreen:
         self.log.region_rules = regions.to_dict()
         self.action = action
         self.regions = regions
+        self.reason = ""  # why the last frame was refused, in the build log's words
 
     def _blank_zones(self, img: SourceImage, modality: str) -> list[tuple[tuple[int, int, int, int], str]]:
         """Blank the region rules' zones of the frame (not a frame already cropped to its ultrasound tissue region)."""
@@ -191,6 +192,7 @@ class TextScreen:
             img.processing.append("OCR: no text found")
             return True
         if action == "refuse":
+            self.reason = "still legible after masking" if plan.readable and self.action == "mask" else "text found in the pixels"
             return False
         img.pixels = linemask.paint(img.pixels, boxes)
         img.processing.append(f"OCR: masked {len(boxes)} text region(s)")
