@@ -179,24 +179,28 @@ def test_the_key_reaches_no_file_and_no_output_on_any_path(tmp_path: Path, scrip
         assert gate.returncode in (0, 1, 10, 11), gate.stdout[-3000:] + gate.stderr[-2000:]
         assert any((tmp_path / "gate" / f"allure{n}").iterdir())
 
-    # 6. in process, every logger at DEBUG (openai, httpx, httpcore, medrcube).
-    stream = io.StringIO()
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s %(message)s"))
-    root_logger = logging.getLogger()
-    old_level = root_logger.level
-    root_logger.addHandler(handler)
-    root_logger.setLevel(logging.DEBUG)
-    try:
-        with ResponseStore(tmp_path / "inproc") as store:
-            run_cube(cube, openai_adapter(scripted_server.base_url, api_key_env=SITE_ENV, max_retries=1, timeout=1),
-                     variants=("standard",), store=store)
-    finally:
-        root_logger.removeHandler(handler)
-        root_logger.setLevel(old_level)
-    debug_log = stream.getvalue()
-    outputs.append(debug_log)
-    paths += 1
+    # 6. in process, every logger at DEBUG (openai, httpx, httpcore, medrcube), through
+    # each transport of the adapter: the SDK's, and the light client the others above used.
+    debug_logs: dict[str, str] = {}
+    for transport in ("sdk", "light"):
+        stream = io.StringIO()
+        handler = logging.StreamHandler(stream)
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s %(message)s"))
+        root_logger = logging.getLogger()
+        old_level = root_logger.level
+        root_logger.addHandler(handler)
+        root_logger.setLevel(logging.DEBUG)
+        try:
+            with ResponseStore(tmp_path / f"inproc-{transport}") as store:
+                run_cube(cube, openai_adapter(scripted_server.base_url, api_key_env=SITE_ENV, max_retries=1, timeout=1,
+                                              transport=transport),
+                         variants=("standard",), store=store)
+        finally:
+            root_logger.removeHandler(handler)
+            root_logger.setLevel(old_level)
+        debug_logs[transport] = stream.getvalue()
+        outputs.append(debug_logs[transport])
+        paths += 1
 
     # 7. the HTML report drawn again on its own, and the server's own request log.
     from medrcube.report.html import write_report_html
@@ -223,7 +227,7 @@ def test_the_key_reaches_no_file_and_no_output_on_any_path(tmp_path: Path, scrip
         assert p.returncode == 0, p.stderr[-2000:]
     assert e.returncode == 1 and "401" in e.stderr and SITE_ENV in e.stderr
     # The logs really were verbose: the HTTP client's own debug lines are there.
-    assert "DEBUG openai" in debug_log and "DEBUG httpcore" in debug_log
+    assert "DEBUG openai" in debug_logs["sdk"] and "DEBUG httpcore" in debug_logs["sdk"]
     assert any((tmp_path / "reports").glob("*/report.html")) and any((tmp_path / "gate" / "reports").glob("*/report.html"))
     # The server saw the keys as headers (auth present on every request), never in a body.
     assert scripted_server.stats(log=False)["auth"]["absent"] == 0
