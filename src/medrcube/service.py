@@ -16,6 +16,7 @@ import asyncio
 import dataclasses
 import hashlib
 import json
+import threading
 import warnings
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -83,6 +84,37 @@ def error_cause(response: Response) -> str:
     return head[:400] or str(response.error_kind or "error")
 
 
+# What deciding and writing a run need after its last answer: the evaluation, the looks and
+# the intervals' scipy.special (most of a second of CPU). Imported on a thread once the
+# first request is out, so that neither start-up nor the end of the run waits for them
+# (an event loop waiting on its endpoint leaves the interpreter free). The main thread
+# imports them where it uses them, as before: one that failed here fails there, with its
+# own traceback, and one that is still loading there is waited for by the import lock.
+AFTER_ANSWERS = ("scipy.special", "medrcube.gate.evaluate", "medrcube.gate.sequential")
+_warming = threading.Lock()
+_warm_started = False
+
+
+def warm_after_answers() -> None:
+    """Start importing AFTER_ANSWERS on a daemon thread (once per process)."""
+    global _warm_started
+    with _warming:
+        if _warm_started:
+            return
+        _warm_started = True
+
+    def load() -> None:
+        from importlib import import_module
+
+        for name in AFTER_ANSWERS:
+            try:
+                import_module(name)
+            except Exception:  # noqa: BLE001, S112 - the main thread's own import reports it
+                continue
+
+    threading.Thread(target=load, name="medrcube-warm-imports", daemon=True).start()
+
+
 class Metered:
     """A model adapter that counts what it was asked: the requests really sent (a stored
     response costs nothing), their tokens and their errors. Everything else is the
@@ -98,6 +130,7 @@ class Metered:
         self.image_max_side, self.endpoints, self.price = adapter.image_max_side, adapter.endpoints, adapter.price
 
     async def generate(self, requests: Sequence[Request]) -> list[Response]:
+        warm_after_answers()  # the first request is about to go out
         responses = await self.inner.generate(requests)
         for r in responses:
             self.usage.requests += 1
