@@ -86,10 +86,10 @@ def error_cause(response: Response) -> str:
 
 # What deciding and writing a run need after its last answer: the evaluation, the looks and
 # the intervals' scipy.special (most of a second of CPU). Imported on a thread once the
-# first request is out, so that neither start-up nor the end of the run waits for them
-# (an event loop waiting on its endpoint leaves the interpreter free). The main thread
-# imports them where it uses them, as before: one that failed here fails there, with its
-# own traceback, and one that is still loading there is waited for by the import lock.
+# first answer is in (the requests are out), so that neither start-up nor the end of the
+# run waits for them (an event loop waiting on its endpoint leaves the interpreter free).
+# The main thread imports them where it uses them, as before: one that failed here fails
+# there, with its own traceback, and one still loading there is waited for by the import lock.
 AFTER_ANSWERS = ("scipy.special", "medrcube.gate.evaluate", "medrcube.gate.sequential")
 _warming = threading.Lock()
 _warm_started = False
@@ -130,8 +130,8 @@ class Metered:
         self.image_max_side, self.endpoints, self.price = adapter.image_max_side, adapter.endpoints, adapter.price
 
     async def generate(self, requests: Sequence[Request]) -> list[Response]:
-        warm_after_answers()  # the first request is about to go out
         responses = await self.inner.generate(requests)
+        warm_after_answers()  # an answer is in: the requests are out
         for r in responses:
             self.usage.requests += 1
             u = r.usage or {}
