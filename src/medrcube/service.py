@@ -16,6 +16,7 @@ import asyncio
 import dataclasses
 import hashlib
 import json
+import threading
 import warnings
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -83,6 +84,38 @@ def error_cause(response: Response) -> str:
     return head[:400] or str(response.error_kind or "error")
 
 
+# What deciding and writing a run need after its last answer: the evaluation and the
+# intervals' scipy.special with numpy (a third of a second of CPU; a --sequential run's
+# looks import the rest where they are taken). Imported on a thread once the
+# first answer is in (the requests are out), so that neither start-up nor the end of the
+# run waits for them (an event loop waiting on its endpoint leaves the interpreter free).
+# The main thread imports them where it uses them, as before: one that failed here fails
+# there, with its own traceback, and one still loading there is waited for by the import lock.
+AFTER_ANSWERS = ("scipy.special", "medrcube.gate.evaluate")
+_warming = threading.Lock()
+_warm_started = False
+
+
+def warm_after_answers() -> None:
+    """Start importing AFTER_ANSWERS on a daemon thread (once per process)."""
+    global _warm_started
+    with _warming:
+        if _warm_started:
+            return
+        _warm_started = True
+
+    def load() -> None:
+        from importlib import import_module
+
+        for name in AFTER_ANSWERS:
+            try:
+                import_module(name)
+            except Exception:  # noqa: BLE001, S112 - the main thread's own import reports it
+                continue
+
+    threading.Thread(target=load, name="medrcube-warm-imports", daemon=True).start()
+
+
 class Metered:
     """A model adapter that counts what it was asked: the requests really sent (a stored
     response costs nothing), their tokens and their errors. Everything else is the
@@ -99,6 +132,7 @@ class Metered:
 
     async def generate(self, requests: Sequence[Request]) -> list[Response]:
         responses = await self.inner.generate(requests)
+        warm_after_answers()  # an answer is in: the requests are out
         for r in responses:
             self.usage.requests += 1
             u = r.usage or {}

@@ -10,25 +10,14 @@ cube it reads a few hundred kilobytes instead.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
 from medrcube.cube import audit, audit_model
 from medrcube.cube.audit import Audit, AuditBounds, Finding, Scope, audit_items
-from medrcube.cube.derived_cache import cached, source_digest
+from medrcube.cube.derived_cache import cached, items_digest, source_digest
 from medrcube.cube.item import Item
-
-
-def items_digest(items: Sequence[Item]) -> str:
-    """SHA-256 over every item's full content, in order."""
-    h = hashlib.sha256()
-    for it in items:
-        h.update(json.dumps(it.to_dict(), sort_keys=True, default=str).encode())
-        h.update(b"\n")
-    return h.hexdigest()
 
 
 def _code_digest() -> str:

@@ -28,7 +28,10 @@ import os
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from medrcube.cube.item import Item
 
 T = TypeVar("T")
 OFF = "off"
@@ -49,6 +52,16 @@ def source_digest(files: Iterable[str | os.PathLike[str]]) -> str:
     for f in sorted(str(p) for p in files):
         h.update(Path(f).read_bytes())
         h.update(b"\0")
+    return h.hexdigest()
+
+
+def items_digest(items: Iterable[Item]) -> str:
+    """SHA-256 over every item's full content, in order: the key of what is derived from a
+    cube's items (here, not in audit_cache.py, so that keying needs no audit code or numpy)."""
+    h = hashlib.sha256()
+    for it in items:
+        h.update(json.dumps(it.to_dict(), sort_keys=True, default=str).encode())
+        h.update(b"\n")
     return h.hexdigest()
 
 

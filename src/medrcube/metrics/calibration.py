@@ -40,14 +40,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from medrcube.metrics.accuracy import wilson_interval
 from medrcube.metrics.clustered import image_key
 from medrcube.records import GradedRecord, Outcome
 from medrcube.taxonomy import Level, task_level
+
+# numpy is imported in the functions that compute: the gate's evidence registers these
+# metrics at every start, before the first request, and numpy is needed after the answers.
+if TYPE_CHECKING:
+    import numpy as np
 
 DEFAULT_BINS = 10
 DEFAULT_BOOT = 400
@@ -85,6 +88,8 @@ def confident_rows(records: Iterable[GradedRecord]) -> tuple[list[tuple[float, s
 
 def scored(records: Iterable[GradedRecord]) -> Scored:
     """The graded records with a confidence, in a canonical order (confidence, image, item)."""
+    import numpy as np
+
     rows, missing = confident_rows(records)
     rows.sort()
     keys = {k: i for i, k in enumerate(sorted({k for _, k, _, _ in rows}))}
@@ -98,6 +103,8 @@ def scored(records: Iterable[GradedRecord]) -> Scored:
 
 def from_arrays(conf: Sequence[float], correct: Sequence[bool | float], cluster: Sequence[int] | None = None) -> Scored:
     """A Scored from plain arrays (simulations and tests); each record its own cluster by default."""
+    import numpy as np
+
     c = np.asarray(conf, dtype=float)
     order = np.argsort(c, kind="stable")
     y = np.asarray(correct, dtype=float)
@@ -107,12 +114,16 @@ def from_arrays(conf: Sequence[float], correct: Sequence[bool | float], cluster:
 
 def _bin_edges(n: int, n_bins: int) -> np.ndarray:
     """Start offsets of equal-mass bins over n sorted records (as equal as integers allow)."""
+    import numpy as np
+
     b = max(1, min(n_bins, n))
     return np.linspace(0, n, b + 1).round().astype(int)
 
 
 def _stats(conf: np.ndarray, correct: np.ndarray, n_bins: int) -> tuple[float, float]:
     """(ece, ce^2 debiased) of records sorted by confidence."""
+    import numpy as np
+
     n = conf.size
     if n == 0:
         return float("nan"), float("nan")
@@ -138,6 +149,8 @@ def cluster_bootstrap(
     `statistic` receives the record indices of one replicate (clusters drawn with
     replacement, each contributing all its records) and returns a tuple of numbers;
     the result has one row per replicate."""
+    import numpy as np
+
     rng = np.random.default_rng(seed)
     if not cluster.size:
         return np.empty((0, 0))
@@ -183,6 +196,8 @@ class Calibration:
 
 def reliability(s: Scored, n_bins: int = DEFAULT_BINS) -> list[dict[str, Any]]:
     """The reliability diagram's bins: confidence range, mean confidence, accuracy (Wilson 95%), n."""
+    import numpy as np
+
     edges = _bin_edges(s.n, n_bins) if s.n else np.array([0])
     out = []
     for lo, hi in zip(edges[:-1], edges[1:], strict=True):
@@ -199,6 +214,8 @@ def reliability(s: Scored, n_bins: int = DEFAULT_BINS) -> list[dict[str, Any]]:
 def calibration(s: Scored, n_bins: int = DEFAULT_BINS, n_boot: int = DEFAULT_BOOT, seed: int = 0,
                 confidence: float = 0.95) -> Calibration:
     """ECE and debiased CE of `s` with their cluster-bootstrap percentile intervals."""
+    import numpy as np
+
     if s.n == 0:
         return Calibration(0, s.missing, 0, n_bins, None, (0.0, 1.0), None, (0.0, 1.0), None, None, [])
     ece, ce2 = _stats(s.conf, s.correct, n_bins)

@@ -36,14 +36,17 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from medrcube.metrics.calibration import DEFAULT_BOOT, cluster_bootstrap, confident_rows
 from medrcube.metrics.clustered import image_key
 from medrcube.metrics.findings import Proportion, clustered_proportion
 from medrcube.records import GradedRecord, Outcome
+
+# numpy is imported in the functions that compute: the gate's evidence registers these
+# metrics at every start, before the first request, and numpy is needed after the answers.
+if TYPE_CHECKING:
+    import numpy as np
 
 ABSTAIN_VARIANT = "abstain"
 
@@ -68,6 +71,8 @@ class Ranked:
 
 def ranked(records: Iterable[GradedRecord]) -> Ranked:
     """The graded records with a confidence, most confident first (then image, item)."""
+    import numpy as np
+
     rows, missing = confident_rows(records)
     rows = [(-c, key, item, ok) for c, key, item, ok in rows]
     rows.sort()
@@ -78,6 +83,8 @@ def ranked(records: Iterable[GradedRecord]) -> Ranked:
 
 def ranked_from_arrays(conf: Sequence[float], correct: Sequence[bool | float]) -> Ranked:
     """A Ranked from plain arrays (simulations, tests): each record its own cluster."""
+    import numpy as np
+
     c = np.asarray(conf, dtype=float)
     order = np.argsort(-c, kind="stable")
     return Ranked(c[order], np.asarray(correct, dtype=float)[order], np.arange(c.size),
@@ -86,6 +93,8 @@ def ranked_from_arrays(conf: Sequence[float], correct: Sequence[bool | float]) -
 
 def risk_coverage(correct_sorted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(coverage, risk) at k = 1..n for records sorted most confident first."""
+    import numpy as np
+
     n = correct_sorted.size
     k = np.arange(1, n + 1)
     return k / n, np.cumsum(1.0 - correct_sorted) / k
@@ -105,6 +114,8 @@ def accuracy_at_coverage(r: Ranked, coverage: float, confidence: float = 0.95) -
 
 
 def _coverage_at_risk(correct_sorted: np.ndarray, risk: float) -> float:
+    import numpy as np
+
     if not correct_sorted.size:
         return 0.0
     cov, rk = risk_coverage(correct_sorted)
@@ -115,6 +126,8 @@ def _coverage_at_risk(correct_sorted: np.ndarray, risk: float) -> float:
 def coverage_at_risk_replicates(r: Ranked, risk: float, n_boot: int = DEFAULT_BOOT, seed: int = 0) -> np.ndarray:
     """The cluster-bootstrap replicates of the coverage at `risk` (its percentile interval's
     input; the gate reads the share of them beyond a bound as a p-value)."""
+    import numpy as np
+
     reps = cluster_bootstrap(r.cluster, lambda idx: (_coverage_at_risk(r.correct[idx], risk),), n_boot, seed)
     return reps[:, 0] if reps.size else np.empty(0)
 
@@ -122,6 +135,8 @@ def coverage_at_risk_replicates(r: Ranked, risk: float, n_boot: int = DEFAULT_BO
 def coverage_at_risk(r: Ranked, risk: float, n_boot: int = DEFAULT_BOOT, seed: int = 0,
                      confidence: float = 0.95) -> dict[str, Any]:
     """The largest coverage whose risk is at most `risk`, with a cluster-bootstrap interval."""
+    import numpy as np
+
     if not 0.0 <= risk <= 1.0:
         raise ValueError(f"risk must be in [0, 1], got {risk!r}")
     value = _coverage_at_risk(r.correct, risk)
@@ -135,6 +150,8 @@ def selective_summary(records: Sequence[GradedRecord], coverages: Sequence[float
                       risks: Sequence[float] = (0.05, 0.1, 0.2), points: int = 50) -> dict[str, Any] | None:
     """The metrics_summary.json block: AURC, the curve (at most `points` points), accuracy
     at the given coverages, coverage at the given risks. None without any confidence."""
+    import numpy as np
+
     r = ranked(records)
     if r.n == 0:
         return None

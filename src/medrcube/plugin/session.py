@@ -266,7 +266,7 @@ def open_session(config: pytest.Config) -> GateSession:
 
 def _build(options: GateOptions) -> GateSession:
     from medrcube.cube import load_cube
-    from medrcube.cube.audit_cache import items_digest
+    from medrcube.cube.derived_cache import items_digest
     from medrcube.cube.item import CubeError
     from medrcube.gate.checks import build_checks
     from medrcube.gate.feasible import assess

@@ -46,9 +46,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from medrcube.records import PERTURBATION_KINDS
 
@@ -68,6 +66,11 @@ _LEVELS: dict[str, tuple[float, float, bool]] = {
 }
 _EXAMPLES = "jpeg:30, lowres:256, noise:0.03, poisson:0.05, window:0.8, brightness:0.1, rotate:5, crop:0.9, flip"
 assert set(_LEVELS) | {"flip"} == set(PERTURBATION_KINDS)
+
+# numpy is imported in the functions that perturb pixels: the variants' names are read when
+# the options are, at every start of the gate and of `medrcube run`, before any image is.
+if TYPE_CHECKING:
+    import numpy as np
 
 ROI_GROUNDING = "ROI Grounding"
 SEVERITY_GRADING = "Severity Grading"
@@ -213,6 +216,7 @@ def roi_kept(p: Perturbation, size: tuple[int, int], box: tuple[float, float, fl
 def decode(data: bytes, max_side: int | None = DEFAULT_MAX_SIDE) -> tuple[np.ndarray, tuple[int, int]]:
     """Encoded bytes -> float32 pixels in [0, 1] ((H, W) or (H, W, 3)) no larger than
     `max_side`, and the source (width, height) the ROI coordinates refer to."""
+    import numpy as np
     from PIL import Image
 
     try:
@@ -242,6 +246,7 @@ def decode(data: bytes, max_side: int | None = DEFAULT_MAX_SIDE) -> tuple[np.nda
 
 def encode(pixels: np.ndarray, *, jpeg_quality: int | None = None) -> bytes:
     """Float pixels in [0, 1] -> 8-bit PNG (or JPEG at `jpeg_quality`), mode L or RGB."""
+    import numpy as np
     from PIL import Image
 
     arr = (np.clip(pixels, 0.0, 1.0) * 255.0).round().astype(np.uint8)
@@ -255,12 +260,15 @@ def encode(pixels: np.ndarray, *, jpeg_quality: int | None = None) -> bytes:
 
 
 def _rng(p: Perturbation, source_digest: str) -> np.random.Generator:
+    import numpy as np
+
     material = f"{ALGORITHM_VERSION}|{p.kind}|{p.level!r}|{p.seed}|{source_digest}".encode()
     return np.random.default_rng(int.from_bytes(hashlib.sha256(material).digest()[:16], "big"))
 
 
 def _resample(pixels: np.ndarray, size: tuple[int, int], method: Any) -> np.ndarray:
     """Resize float pixels through 8-bit-free float images (mode F per channel)."""
+    import numpy as np
     from PIL import Image
 
     planes = [pixels] if pixels.ndim == 2 else [pixels[..., i] for i in range(pixels.shape[2])]
@@ -271,6 +279,7 @@ def _resample(pixels: np.ndarray, size: tuple[int, int], method: Any) -> np.ndar
 
 def transform(p: Perturbation, pixels: np.ndarray, source_digest: str = "") -> np.ndarray:
     """The perturbation of decoded float pixels (same shape; values may leave [0, 1])."""
+    import numpy as np
     from PIL import Image
 
     h, w = pixels.shape[:2]
@@ -304,6 +313,7 @@ def transform(p: Perturbation, pixels: np.ndarray, source_digest: str = "") -> n
 
 
 def _rotate(pixels: np.ndarray, degrees: float) -> np.ndarray:
+    import numpy as np
     from PIL import Image
 
     planes = [pixels] if pixels.ndim == 2 else [pixels[..., i] for i in range(pixels.shape[2])]

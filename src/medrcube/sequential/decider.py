@@ -13,16 +13,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from medrcube.gate.evaluate import evaluate_gate
-from medrcube.gate.sequential import sequential_verdicts
-from medrcube.sequential.driver import AskFn, SequentialRun, SpendFn, run_sequential
 from medrcube.sequential.plan import SequentialPlan
 
+# The evaluation (gate.evaluate) and the looks (gate.sequential, whose levels import
+# scipy.special) are imported where a verdict is taken, after the last answer: the session
+# builds its decider before the first request, and start-up should not pay for them.
 if TYPE_CHECKING:
     from medrcube.cube.item import Cube
     from medrcube.gate.checks import Check
     from medrcube.gate.verdict import Verdict
     from medrcube.records import GradedRecord
+    from medrcube.sequential.driver import AskFn, SequentialRun, SpendFn
 
 
 class Decider(Protocol):
@@ -61,6 +62,8 @@ class FixedDecider:
 
     def verdicts(self, checks: Sequence[Check], records: Sequence[GradedRecord],
                  baseline: Sequence[GradedRecord] | None, *, baseline_error: str | None = None) -> dict[str, Verdict]:
+        from medrcube.gate.evaluate import evaluate_gate
+
         result = evaluate_gate(checks, records, baseline, baseline_error=baseline_error)
         self._family = result.evidences
         return result.by_id()
@@ -86,6 +89,8 @@ class SequentialDecider:
 
     async def ask(self, cube: Cube, checks: Sequence[Check], ask: AskFn, *, ask_baseline: AskFn | None = None,
                   baseline_records: Sequence[GradedRecord] | None = None, spend: SpendFn | None = None) -> None:
+        from medrcube.sequential.driver import run_sequential
+
         self.run = await run_sequential(cube, checks, self.plan, ask, ask_baseline=ask_baseline,
                                         baseline_records=baseline_records, spend=spend)
 
@@ -93,6 +98,9 @@ class SequentialDecider:
                  baseline: Sequence[GradedRecord] | None, *, baseline_error: str | None = None) -> dict[str, Verdict]:
         """The looks' verdicts; a check without a track (nothing answerable in its scope)
         and a regression check whose baseline is missing are decided as in a full run."""
+        from medrcube.gate.evaluate import evaluate_gate
+        from medrcube.gate.sequential import sequential_verdicts
+
         if self.run is None:
             raise RuntimeError("SequentialDecider.verdicts before ask")
         out = sequential_verdicts((t.looks for t in self.run.tracks.values()), self.run.notes())

@@ -1,0 +1,85 @@
+"""The verdict's imports are warmed on a thread once the first answer is in (service.py,
+issue 29): never before a request was answered, once per process, and a module that
+fails to import there raises nothing (the main thread's own import reports it)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+
+from medrcube import service
+from medrcube.models.base import Request
+from medrcube.models.openai_adapter import OpenAIAdapter
+from medrcube.run.prompts import render_prompt
+
+
+@pytest.fixture
+def started(monkeypatch: pytest.MonkeyPatch) -> list[threading.Thread]:
+    """Threads started during the test (the service's and the in-process server's), recorded;
+    the once-per-process flag reset for the test."""
+    seen: list[threading.Thread] = []
+    real = threading.Thread
+
+    def recording(*args: Any, **kwargs: Any) -> threading.Thread:
+        t = real(*args, **kwargs)
+        seen.append(t)
+        return t
+
+    monkeypatch.setattr(service.threading, "Thread", recording)
+    monkeypatch.setattr(service, "_warm_started", False)
+    return seen
+
+
+def _ask(server: Any, n: int, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    metered = service.Metered(OpenAIAdapter("scripted", base_url=server.base_url, concurrency=4, timeout=10.0))
+    requests = [Request(key=f"k{i}", item_id=f"i{i}", prompt=render_prompt(f"question {i}", ["yes", "no"]))
+                for i in range(n)]
+
+    async def go() -> list[Any]:
+        try:
+            out: list[Any] = []
+            for r in requests:  # one batch per request, as the pump calls it
+                out += await metered.generate([r])
+            return out
+        finally:
+            await metered.aclose()
+
+    return asyncio.run(go())
+
+
+def test_warmed_once_after_the_first_answer_and_a_failed_import_raises_nothing(
+    scripted_server: Any, monkeypatch: pytest.MonkeyPatch, started: list[threading.Thread]
+) -> None:
+    monkeypatch.setattr(service, "AFTER_ANSWERS", ("medrcube._no_such_module_", "json"))
+    hooked: list[Any] = []
+    monkeypatch.setattr(threading, "excepthook", hooked.append)
+    scripted_server.set_script({"default": "A"})
+    scripted_server.reset_stats()
+    metered_before = service.Metered(OpenAIAdapter("scripted", base_url=scripted_server.base_url))
+    assert metered_before is not None and started == []  # building the adapter starts nothing
+    out = _ask(scripted_server, 5, monkeypatch)
+    assert [r.ok for r in out] == [True] * 5
+    assert scripted_server.stats(log=False)["total"] == 5  # every request reached the server
+    warm = [t for t in started if t.name == "medrcube-warm-imports"]
+    assert len(warm) == 1 and warm[0].daemon
+    warm[0].join(timeout=60)
+    assert not warm[0].is_alive() and hooked == []
+    _ask(scripted_server, 2, monkeypatch)  # a second run in the same process: no second thread
+    assert len([t for t in started if t.name == "medrcube-warm-imports"]) == 1
+
+
+def test_failed_requests_warm_too_and_are_still_counted_as_errors(
+    scripted_server: Any, monkeypatch: pytest.MonkeyPatch, started: list[threading.Thread]
+) -> None:
+    monkeypatch.setattr(service, "AFTER_ANSWERS", ("json",))
+    scripted_server.set_script({"default": "A", "faults": [{"fault": "status", "status": 400, "message": "bad"}]})
+    scripted_server.reset_stats()
+    out = _ask(scripted_server, 2, monkeypatch)
+    assert [r.ok for r in out] == [False, False]
+    warm = [t for t in started if t.name == "medrcube-warm-imports"]  # (the server's threads are recorded too)
+    assert len(warm) == 1
+    warm[0].join(timeout=60)
