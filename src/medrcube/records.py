@@ -77,9 +77,9 @@ class GradedRecord:
 
     def to_dict(self) -> dict[str, Any]:
         """The record as JSON-ready data, equal to `dataclasses.asdict` with the outcome's
-        value. Written out field by field: asdict's generic recursion was a third of the
-        gate's CPU after the last answer (results.jsonl and the hand-over each write every
-        record once). Only `confidence` nests, and is copied deeply as asdict does."""
+        value. Written out field by field: asdict's generic recursion was the largest of
+        medrcube's own costs after the last answer (results.jsonl and the hand-over each
+        turn every record into a dict once). Only `confidence` nests, and is copied deeply as asdict does."""
         d = {name: getattr(self, name) for name in _FIELD_NAMES}
         d["outcome"] = self.outcome.value
         d["options"] = type(self.options)(self.options)
