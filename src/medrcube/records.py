@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from copy import deepcopy
+from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import Any
 
@@ -75,8 +76,15 @@ class GradedRecord:
         return (self.part, self.modality, self.task)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        """The record as JSON-ready data, equal to `dataclasses.asdict` with the outcome's
+        value. Written out field by field: asdict's generic recursion was the largest of
+        medrcube's own costs after the last answer (results.jsonl and the hand-over each
+        turn every record into a dict once). Only `confidence` nests, and is copied deeply as asdict does."""
+        d = {name: getattr(self, name) for name in _FIELD_NAMES}
         d["outcome"] = self.outcome.value
+        d["options"] = type(self.options)(self.options)
+        if self.confidence is not None:
+            d["confidence"] = deepcopy(self.confidence)
         return d
 
     @classmethod
@@ -95,6 +103,9 @@ class GradedRecord:
         c = self.confidence
         v = c.get("value") if c else None
         return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+_FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in fields(GradedRecord))
 
 
 # Image-perturbation variants (run/perturb.py): such a record's variant is the
