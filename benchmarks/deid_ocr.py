@@ -147,9 +147,12 @@ def _side_figures() -> dict[str, Any]:
             "false_area": [], "over_area": [], "cpu": [], "views": [], "misses": []}  # fmt: skip
 
 
+NET: bool | None = None  # --net: the recogniser's net under the detector on (textscreen.UNCOVERED_NET, off by default)
+
+
 def screen(reader: ocr.TextReader, img: np.ndarray) -> tuple[linemask.MaskPlan, np.ndarray]:
     """What `medrcube build` does to a frame (textscreen.TextScreen.screen without the region rules): the plan and the mask."""
-    plan, _ = mask_plan(reader, img)
+    plan, _ = mask_plan(reader, img, NET)
     mask = np.zeros(img.shape[:2], dtype=bool)
     for x0, y0, x1, y1 in plan.boxes:
         mask[y0:y1, x0:x1] = True
@@ -316,9 +319,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=ocr.DEFAULT_THREADS, help="ONNX intra-op threads (default %(default)s)")
     ap.add_argument("--seed", type=int, default=27)
     ap.add_argument("--only", default=None, help="screen only these frame indices (comma-separated; a miss's 'frame' in the JSON)")
+    ap.add_argument("--net", action="store_true", help="refuse frames where a stroke-map line outside every mask is read (textscreen.UNCOVERED_NET)")
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument("--merge", nargs="+", default=None, metavar="JSON", help="pool the figures of these runs (print, and write --json)")
     args = ap.parse_args(argv)
+    global NET
+    NET = True if args.net else None
     def keep(r: dict[str, Any]) -> None:
         if args.json:
             with open(args.json, "w", encoding="utf-8") as f:
