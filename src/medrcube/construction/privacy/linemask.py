@@ -143,5 +143,5 @@ def plan(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.TextRegio
         masked = paint(pixels, boxes)
         readable = any(_legible(reader, masked, s) for b in boxes for s in _strips(b, shape))
     if not readable and candidates:
-        readable = uncovered_legible(reader, masked if boxes else np.asarray(pixels), candidates, boxes)
+        readable = uncovered_legible(reader, masked, candidates, boxes)
     return MaskPlan(boxes, extended, readable)

@@ -83,8 +83,9 @@ def mask_plan(reader: ocr.TextReader, pixels: np.ndarray, net: bool | None = Non
     """What the screen masks on a frame (after the region rules): the plan, and how many blobs were not text.
     `net` (default UNCOVERED_NET): also refuse a frame where a stroke-map line outside every mask is read as text."""
     found, ignored = text_regions(reader, pixels)
-    candidates = proposals.candidates(pixels) if (UNCOVERED_NET if net is None else net) else None
-    return linemask.plan(reader, pixels, found, candidates), ignored
+    if not (UNCOVERED_NET if net is None else net):
+        return (linemask.plan(reader, pixels, found) if found else linemask.MaskPlan([], 0, False)), ignored
+    return linemask.plan(reader, pixels, found, proposals.candidates(pixels)), ignored
 
 
 def header_statement(img: SourceImage) -> str:
