@@ -143,13 +143,16 @@ def read_line(reader: ocr.TextReader, img: np.ndarray, box: tuple[int, int, int,
 
 def _side_figures() -> dict[str, Any]:
     return {"frames_with_text": 0, "frames_without_text": 0, "lines": 0, "masked": 0, "masked_visible": 0, "masked_90": 0, "refused_frames": 0,
-            "lines_in_refused_frames": 0, "readable_before": 0, "readable_after": 0, "false_mask_frames": 0,
+            "lines_in_refused_frames": 0, "readable_before": 0, "readable_after": 0, "false_mask_frames": 0, "refused_without_text": 0,
             "false_area": [], "over_area": [], "cpu": [], "views": [], "misses": []}  # fmt: skip
+
+
+NET: bool | None = None  # --net: the recogniser's net under the detector on (textscreen.UNCOVERED_NET, off by default)
 
 
 def screen(reader: ocr.TextReader, img: np.ndarray) -> tuple[linemask.MaskPlan, np.ndarray]:
     """What `medrcube build` does to a frame (textscreen.TextScreen.screen without the region rules): the plan and the mask."""
-    plan, _ = mask_plan(reader, img)
+    plan, _ = mask_plan(reader, img, NET)
     mask = np.zeros(img.shape[:2], dtype=bool)
     for x0, y0, x1, y1 in plan.boxes:
         mask[y0:y1, x0:x1] = True
@@ -157,9 +160,10 @@ def screen(reader: ocr.TextReader, img: np.ndarray) -> tuple[linemask.MaskPlan, 
 
 
 def run(n: int, seed: int, no_text: int | None = None, sides: tuple[int, ...] = SIDES, threads: int = ocr.DEFAULT_THREADS,
-        on_side: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+        on_side: Callable[[dict[str, Any]], None] | None = None, only: set[int] | None = None) -> dict[str, Any]:
     """`n` frames with text and `no_text` (default n // 2) without, at each frame size of `sides`;
-    `on_side` gets the figures so far every CHECKPOINT frames and after each size (a long run keeps what it measured)."""
+    `on_side` gets the figures so far every CHECKPOINT frames and after each size (a long run keeps what it measured);
+    `only`: screen just these frame indices (every frame is still drawn, so a run's frame i is the same frame again)."""
     rng = np.random.default_rng(seed)
     reader = ocr.TextReader(threads=threads)
     reader.detect_native(np.zeros((64, 64)))  # load the model outside the timing
@@ -171,6 +175,8 @@ def run(n: int, seed: int, no_text: int | None = None, sides: tuple[int, ...] = 
         for i in range(n + n_blank):
             with_text = i < n
             img, lines, info = make_frame(rng, with_text, side)
+            if only is not None and i not in only:
+                continue
             reader.clear_memo()  # every frame is new: time the model, not the memo
             c0 = time.process_time()
             plan, mask = screen(reader, img)
@@ -179,6 +185,7 @@ def run(n: int, seed: int, no_text: int | None = None, sides: tuple[int, ...] = 
             if not with_text:
                 fig["frames_without_text"] += 1
                 fig["false_mask_frames"] += bool(plan.boxes)
+                fig["refused_without_text"] += plan.readable
                 fig["false_area"].append(float(mask.mean()))
                 continue
             fig["frames_with_text"] += 1
@@ -222,7 +229,7 @@ def merge(results: list[dict[str, Any]]) -> dict[str, Any]:
         for side, v in r["by_side"].items():
             fig = by_side.setdefault(side, _side_figures())
             for k, x in fig.items():
-                fig[k] = x + (v["raw"][k] if k in RAW else v[k])
+                fig[k] = x + (v["raw"][k] if k in RAW else v.get(k, 0))  # a run from before a figure was kept adds none
         for facet, vals in r["by"].items():
             for value, c in vals.items():
                 per[facet][value][0] += c["masked"]
@@ -254,7 +261,7 @@ def _summary(by_side: dict[str, dict[str, Any]], per: dict[str, dict[str, list[i
     return {
         "seed": seed, "threads": threads, "frames_with_text": total("frames_with_text"), "frames_without_text": total("frames_without_text"),
         "lines": total("lines"), "masked": total("masked"), "masked_visible": total("masked_visible"), "readable_after": total("readable_after"), "refused_frames": total("refused_frames"),
-        "false_mask_frames": total("false_mask_frames"),
+        "false_mask_frames": total("false_mask_frames"), "refused_without_text": total("refused_without_text"),
         "recall": total("masked") / total("lines") if total("lines") else None,
         "recall_visible": total("masked_visible") / total("lines") if total("lines") else None,
         "false_mask_rate": total("false_mask_frames") / total("frames_without_text") if total("frames_without_text") else None,
@@ -311,9 +318,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sides", default=",".join(map(str, SIDES)), help="long sides of the frames (default %(default)s)")
     ap.add_argument("--threads", type=int, default=ocr.DEFAULT_THREADS, help="ONNX intra-op threads (default %(default)s)")
     ap.add_argument("--seed", type=int, default=27)
+    ap.add_argument("--only", default=None, help="screen only these frame indices (comma-separated; a miss's 'frame' in the JSON)")
+    ap.add_argument("--net", action="store_true", help="refuse frames where a stroke-map line outside every mask is read (textscreen.UNCOVERED_NET)")
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument("--merge", nargs="+", default=None, metavar="JSON", help="pool the figures of these runs (print, and write --json)")
     args = ap.parse_args(argv)
+    global NET
+    NET = True if args.net else None
     def keep(r: dict[str, Any]) -> None:
         if args.json:
             with open(args.json, "w", encoding="utf-8") as f:
@@ -322,7 +333,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.merge:
         r = merge([json.loads(open(p, encoding="utf-8").read()) for p in args.merge])
     else:
-        r = run(args.n, args.seed, no_text=args.no_text, sides=tuple(int(x) for x in args.sides.split(",")), threads=args.threads, on_side=keep)
+        r = run(args.n, args.seed, no_text=args.no_text, sides=tuple(int(x) for x in args.sides.split(",")), threads=args.threads, on_side=keep,
+                only={int(x) for x in args.only.split(",")} if args.only else None)
     keep(r)
     sys.stdout.write(markdown(r))
     return 0

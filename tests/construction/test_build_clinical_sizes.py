@@ -15,7 +15,7 @@ import pytest
 from PIL import Image
 
 from medrcube.construction import demo
-from medrcube.construction.privacy import linemask, multiscale, ocr, synthetic
+from medrcube.construction.privacy import linemask, multiscale, ocr, proposals, synthetic
 from medrcube.construction.privacy import safeguards as privacy
 from medrcube.construction.privacy.pixelscan import scan_images
 from medrcube.construction.privacy.regions import RegionRuleError, load_table
@@ -86,6 +86,38 @@ def test_a_line_still_legible_after_every_pass_makes_the_frame_readable_and_so_r
     x0, y0, x1, y1 = line.box
     plan = linemask.plan(ocr.shared_reader(), img, [ocr.TextRegion((x0, y0, x0 + 40, y1), 0.9)])
     assert plan.extended == linemask.PASSES and plan.readable  # two strips masked, the rest of the line still read
+
+
+def test_a_line_no_mask_reaches_is_read_by_the_net_and_the_frame_is_refused_but_anatomy_is_not() -> None:
+    """The strips beside masks never see a line the detector missed whole: the stroke map's candidates outside every mask do."""
+    rng = np.random.default_rng(11)
+    plain = synthetic.background("xray", 600, 900, rng)
+    img, _ = synthetic.burn(plain, "OBRIEN SEAN 12.03.1961", (500, 40), "dejavu-sans", 16, 1.0)
+    reader = ocr.shared_reader()
+    assert not linemask.plan(reader, img, []).readable  # no region, no strip: without the net the line goes out
+    assert linemask.plan(reader, img, [], proposals.candidates(img)).readable
+    assert not linemask.plan(reader, plain, [], proposals.candidates(plain)).readable  # the anatomy's strokes read as no text
+
+
+def test_the_screen_refuses_a_frame_whose_line_the_detector_missed_entirely(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The known miss above (8 px at 0.15 of full scale in 4,096 px radiograph noise): no region, but the recogniser reads
+    its stroke-map candidate, so with the net on the frame is refused as still legible instead of exported unmasked."""
+    from medrcube.construction.observation import SourceImage
+    from medrcube.construction.privacy import textscreen
+    from medrcube.construction.privacy.textscreen import TextScreen
+
+    rng = np.random.default_rng(4096)
+    plain = synthetic.background("xray", 4096, 4096, rng)
+    x, y = 4096 // 3, 4096 // 2
+    img, line = synthetic.burn(plain, "MRN 48151623", (x, y), "dejavu-sans", 8, float(plain[y : y + 12, x : x + 200].mean()) + 0.15)
+    screen = TextScreen("mask")
+    src = SourceImage("d", "series 1 image 1 of 1", img.copy(), "dicom", meta={"Modality": "CR"})
+    assert screen.screen(src, "X-Ray") and screen.log.frames[-1]["action"] == "none"  # the net is off by default: exported unmasked
+    monkeypatch.setattr(textscreen, "UNCOVERED_NET", True)
+    src = SourceImage("d", "series 1 image 1 of 1", img, "dicom", meta={"Modality": "CR"})
+    assert not screen.screen(src, "X-Ray")
+    assert screen.reason == "still legible after masking" and screen.log.frames[-1]["still_readable_after_masking"]
+    assert screen.log.frames[-1]["action"] == "refuse"
 
 
 # -- region rules ----------------------------------------------------------------------------

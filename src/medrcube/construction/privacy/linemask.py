@@ -14,6 +14,12 @@ beside each box, STRIP x its height wide, are read, and a strip where 4 or more 
 digits are read is masked too (a second pass). A strip still read after PASSES passes
 makes the frame `readable`: the screen refuses it rather than export a line it could not
 cover. Detector-free, so it sees the part of a line the detector left out.
+
+The strips see only beside a mask: a line the detector missed entirely has none. So every
+stroke-map candidate (`proposals.candidates`) not inside a mask is read too, on the masked
+frame, as its own contrast stretched (a small crop, one recogniser call): LEGIBLE letters
+or digits read there make the frame `readable` as well. It is refused, not masked: a box
+from the stroke map alone is not known to hold the whole line.
 """
 
 from __future__ import annotations
@@ -103,18 +109,39 @@ def _legible(reader: ocr.TextReader, masked: np.ndarray, strip: Box) -> bool:
     return sum(1 for c in text if c.isalnum()) >= LEGIBLE
 
 
-def plan(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.TextRegion]) -> MaskPlan:
-    """The mask boxes of a frame's text regions, extended where the recogniser still reads text beside them."""
+def _candidate_crop(box: Box, shape: tuple[int, ...]) -> Box:
+    """A stroke-map candidate padded as a line for the recogniser (MARGIN of its height above and below, one height along)."""
+    x0, y0, x1, y1 = box
+    h, w = shape[:2]
+    lh = y1 - y0
+    py, px = max(2, int(np.ceil(MARGIN * lh))), max(4, lh)
+    return (max(0, x0 - px), max(0, y0 - py), min(w, x1 + px), min(h, y1 + py))
+
+
+def uncovered_legible(reader: ocr.TextReader, masked: np.ndarray, candidates: list[Box], boxes: list[Box]) -> bool:
+    """Whether a stroke-map candidate that no mask box contains is read as LEGIBLE letters or digits on the masked frame."""
+    shape = np.shape(masked)
+    return any(_legible(reader, masked, _candidate_crop(c, shape)) for c in candidates if not any(_inside(c, b) for b in boxes))
+
+
+def plan(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.TextRegion], candidates: list[Box] | None = None) -> MaskPlan:
+    """The mask boxes of a frame's text regions, extended where the recogniser still reads text beside them;
+    `readable` also when one of `candidates` (the stroke map's lines) outside every box is read as text."""
     shape = np.shape(pixels)
     boxes = joined([grown(r.box, shape) for r in regions])
     extended = 0
+    readable = True
     for _ in range(PASSES):
         masked = paint(pixels, boxes)
         hits = [s for b in boxes for s in _strips(b, shape) if _legible(reader, masked, s)]
         if not hits:
-            return MaskPlan(boxes, extended, False)
+            readable = False
+            break
         extended += len(hits)
         boxes = joined(boxes + hits)
-    masked = paint(pixels, boxes)
-    readable = any(_legible(reader, masked, s) for b in boxes for s in _strips(b, shape))
+    else:
+        masked = paint(pixels, boxes)
+        readable = any(_legible(reader, masked, s) for b in boxes for s in _strips(b, shape))
+    if not readable and candidates:
+        readable = uncovered_legible(reader, masked, candidates, boxes)
     return MaskPlan(boxes, extended, readable)
