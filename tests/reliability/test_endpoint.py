@@ -74,28 +74,25 @@ def test_a_dripped_body_ends_at_the_total_deadline(tmp_path: Path, scripted_serv
     answers = replies(cube)
     question = {item.id: item.question for item in cube.items}
 
-    scripted_server.set_script({"answers": answers, "faults": [{"fault": "drip", "interval": 1.0}]})
-    cut = run_cube(cube, openai_adapter(scripted_server.base_url, timeout=2.0, max_retries=0),
-                   store=ResponseStore(tmp_path / "store-cut"))
-    stats = scripted_server.stats()
-    t.injected += stats["by_fault"].get("drip", 0)
-    t.runs += 1
-    asked = _asked(cut)
+    def dripped_run(drip: dict, max_retries: int, store: str) -> tuple[list, dict]:
+        """One run against the drip fault: the records asked, and the server's counts."""
+        scripted_server.reset_stats()
+        scripted_server.set_script({"answers": answers, "faults": [{"fault": "drip", "interval": 1.0, **drip}]})
+        result = run_cube(cube, openai_adapter(scripted_server.base_url, timeout=2.0, max_retries=max_retries),
+                          store=ResponseStore(tmp_path / store))
+        stats = scripted_server.stats()
+        t.injected += stats["by_fault"].get("drip", 0)
+        t.runs += 1
+        return _asked(result), stats
+
+    asked, stats = dripped_run({}, max_retries=0, store="store-cut")
     timed_out = [r for r in asked if r.outcome is Outcome.ERROR and "no complete answer within 2s (timeout)" in (r.error or "")]
     t.stopped += int(len(timed_out) == len(asked))
     t.lost += len(asked) - len(timed_out)
     assert asked and len(timed_out) == len(asked), [(r.outcome, r.error) for r in asked]
     assert stats["total"] == stats["by_fault"]["drip"] == len(asked)  # one attempt each, every one dripped
 
-    scripted_server.reset_stats()
-    scripted_server.set_script({"answers": answers,
-                                "faults": [{"fault": "drip", "interval": 1.0, "per_prompt": True, "first": 1}]})
-    result = run_cube(cube, openai_adapter(scripted_server.base_url, timeout=2.0, max_retries=1),
-                      store=ResponseStore(tmp_path / "store"))
-    stats = scripted_server.stats()
-    t.injected += stats["by_fault"].get("drip", 0)
-    t.runs += 1
-    asked = _asked(result)
+    asked, stats = dripped_run({"per_prompt": True, "first": 1}, max_retries=1, store="store")
     graded = [r for r in asked if r.outcome in GRADED and r.response == answers[question[r.item_id]]]
     t.completed += int(len(graded) == len(asked))
     t.lost += len(asked) - len(graded)
