@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import hashlib
 import json
 import threading
@@ -427,9 +428,7 @@ def write_run(
     return written, warning
 
 
-_EXIT_HOOKED: list[bool] = []
-
-
+@functools.cache  # registered once per process
 def exit_without_final_collection() -> None:
     """At the process's exit, freeze the garbage collector (gc.freeze) so that the
     interpreter's shutdown does not trace every live object once more: measured at
@@ -439,12 +438,9 @@ def exit_without_final_collection() -> None:
     every file of the run is written, closed and sealed, and the other atexit handlers
     (logging's flush, pytest's) run as before. Objects still alive are freed by the OS, as
     Python allows for objects alive at exit; nothing of the run depends on them."""
-    if _EXIT_HOOKED:
-        return
     import atexit
     import gc
 
-    _EXIT_HOOKED.append(True)
     atexit.register(gc.freeze)
 
 
