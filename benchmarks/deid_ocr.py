@@ -147,7 +147,7 @@ def _side_figures() -> dict[str, Any]:
             "false_area": [], "over_area": [], "cpu": [], "views": [], "misses": []}  # fmt: skip
 
 
-NET: bool | None = None  # --net: the recogniser's net under the detector on (textscreen.UNCOVERED_NET, off by default)
+NET: bool | None = None  # --net / --no-net: the recogniser's net under the detector (default textscreen.UNCOVERED_NET, on)
 
 
 def screen(reader: ocr.TextReader, img: np.ndarray) -> tuple[linemask.MaskPlan, np.ndarray]:
@@ -319,12 +319,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=ocr.DEFAULT_THREADS, help="ONNX intra-op threads (default %(default)s)")
     ap.add_argument("--seed", type=int, default=27)
     ap.add_argument("--only", default=None, help="screen only these frame indices (comma-separated; a miss's 'frame' in the JSON)")
-    ap.add_argument("--net", action="store_true", help="refuse frames where a stroke-map line outside every mask is read (textscreen.UNCOVERED_NET)")
+    ap.add_argument("--net", action=argparse.BooleanOptionalAction, default=None,
+                    help="refuse frames where a stroke-map line outside every mask is read (default: textscreen.UNCOVERED_NET)")
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument("--merge", nargs="+", default=None, metavar="JSON", help="pool the figures of these runs (print, and write --json)")
     args = ap.parse_args(argv)
     global NET
-    NET = True if args.net else None
+    NET = args.net
     def keep(r: dict[str, Any]) -> None:
         if args.json:
             with open(args.json, "w", encoding="utf-8") as f:

@@ -101,7 +101,7 @@ def test_a_line_no_mask_reaches_is_read_by_the_net_and_the_frame_is_refused_but_
 
 def test_the_screen_refuses_a_frame_whose_line_the_detector_missed_entirely(monkeypatch: pytest.MonkeyPatch) -> None:
     """The known miss above (8 px at 0.15 of full scale in 4,096 px radiograph noise): no region, but the recogniser reads
-    its stroke-map candidate, so with the net on the frame is refused as still legible instead of exported unmasked."""
+    its stroke-map candidate, so with the net (on by default) the frame is refused as still legible instead of exported unmasked."""
     from medrcube.construction.observation import SourceImage
     from medrcube.construction.privacy import textscreen
     from medrcube.construction.privacy.textscreen import TextScreen
@@ -112,12 +112,12 @@ def test_the_screen_refuses_a_frame_whose_line_the_detector_missed_entirely(monk
     img, line = synthetic.burn(plain, "MRN 48151623", (x, y), "dejavu-sans", 8, float(plain[y : y + 12, x : x + 200].mean()) + 0.15)
     screen = TextScreen("mask")
     src = SourceImage("d", "series 1 image 1 of 1", img.copy(), "dicom", meta={"Modality": "CR"})
-    assert screen.screen(src, "X-Ray") and screen.log.frames[-1]["action"] == "none"  # the net is off by default: exported unmasked
-    monkeypatch.setattr(textscreen, "UNCOVERED_NET", True)
-    src = SourceImage("d", "series 1 image 1 of 1", img, "dicom", meta={"Modality": "CR"})
-    assert not screen.screen(src, "X-Ray")
+    assert not screen.screen(src, "X-Ray")  # the net is on by default
     assert screen.reason == "still legible after masking" and screen.log.frames[-1]["still_readable_after_masking"]
     assert screen.log.frames[-1]["action"] == "refuse"
+    monkeypatch.setattr(textscreen, "UNCOVERED_NET", False)
+    src = SourceImage("d", "series 1 image 1 of 1", img, "dicom", meta={"Modality": "CR"})
+    assert screen.screen(src, "X-Ray") and screen.log.frames[-1]["action"] == "none"  # without it: exported unmasked
 
 
 # -- region rules ----------------------------------------------------------------------------

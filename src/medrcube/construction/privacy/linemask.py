@@ -37,6 +37,10 @@ GAP = 1.5
 STRIP = 4.0
 PASSES = 2
 LEGIBLE = 4  # letters or digits the recogniser must read in a strip for it to count as text
+# px: a shorter stroke-map candidate is not read by the net. The smallest text screened is
+# 8 px, whose candidates measured 6 px or taller (lowercase without ascenders too); a 4 px streak of CT texture was read as "mmpad"
+# and refused a text-free frame (issue 27, 2026-12-02).
+NET_MIN_HEIGHT = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,9 +123,11 @@ def _candidate_crop(box: Box, shape: tuple[int, ...]) -> Box:
 
 
 def uncovered_legible(reader: ocr.TextReader, masked: np.ndarray, candidates: list[Box], boxes: list[Box]) -> bool:
-    """Whether a stroke-map candidate that no mask box contains is read as LEGIBLE letters or digits on the masked frame."""
+    """Whether a stroke-map candidate NET_MIN_HEIGHT px or taller that no mask box contains is read as
+    LEGIBLE letters or digits on the masked frame."""
     shape = np.shape(masked)
-    return any(_legible(reader, masked, _candidate_crop(c, shape)) for c in candidates if not any(_inside(c, b) for b in boxes))
+    uncovered = [c for c in candidates if c[3] - c[1] >= NET_MIN_HEIGHT and not any(_inside(c, b) for b in boxes)]
+    return any(_legible(reader, masked, _candidate_crop(c, shape)) for c in uncovered)
 
 
 def plan(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.TextRegion], candidates: list[Box] | None = None) -> MaskPlan:

@@ -71,12 +71,13 @@ def text_regions(reader: ocr.TextReader, pixels: np.ndarray) -> tuple[list[ocr.T
     return keep, len(found) - len(keep)
 
 
-# The net under the detector: the stroke map's candidate lines outside every mask are read
-# by the recogniser, and a frame where one is read as text is refused (`linemask.plan`).
-# Off by default: measured (issue 27, 2026-12-02) it refused 1 of 60 text-free frames at
-# 512-2,048 px and 0 of 40 at 3,072-4,096 (a 4 px candidate in CT read as "mmpad"), and left
-# no line readable after masking on the 14 re-screened frames of the misses (5 of them refused).
-UNCOVERED_NET = False
+# The net under the detector: the stroke map's candidate lines outside every mask (5 px or
+# taller, `linemask.NET_MIN_HEIGHT`) are read by the recogniser, and a frame where one is read
+# as text is refused (`linemask.plan`). On: measured (issue 27, 2026-12-02) it left no line
+# readable after masking on the 14 re-screened frames of the misses (5 of them refused), and
+# refused 1 of 200 text-free frames (a 3,072 px MR frame), which costs a site one image; a
+# line the detector missed entirely would otherwise be exported unmasked.
+UNCOVERED_NET = True
 
 
 def mask_plan(reader: ocr.TextReader, pixels: np.ndarray, net: bool | None = None) -> tuple[linemask.MaskPlan, int]:
