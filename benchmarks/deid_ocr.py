@@ -147,7 +147,7 @@ def _side_figures() -> dict[str, Any]:
             "false_area": [], "over_area": [], "cpu": [], "views": [], "misses": []}  # fmt: skip
 
 
-NET: bool | None = None  # --net / --no-net: the recogniser's net under the detector (default textscreen.UNCOVERED_NET, on)
+NET: bool | None = None  # --net / --no-net: the recogniser's net under the detector (default textscreen.UNCOVERED_NET)
 
 
 def screen(reader: ocr.TextReader, img: np.ndarray) -> tuple[linemask.MaskPlan, np.ndarray]:
