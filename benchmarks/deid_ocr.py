@@ -25,7 +25,9 @@ frame size:
   one-sided 95% Clopper-Pearson lower bound over lines (lines of a frame share a place and
   a ground, so the bound is optimistic);
 - frames refused: those the recogniser still reads text beside a mask in after both
-  passes (the build leaves them out);
+  passes, or in a stroke-map line outside every mask (the build leaves them out); lines
+  "masked or in a refused frame", the lines no exported frame shows; frames where the net
+  (a stroke-map line the detector missed, read as text) added a mask;
 - readable after masking: the recogniser alone (no detector) on each line's own box,
   padded, in the masked frame of every frame the build would export; a line counts when
   4 or more of its characters in a row are read back (case and separators ignored);
@@ -143,7 +145,7 @@ def read_line(reader: ocr.TextReader, img: np.ndarray, box: tuple[int, int, int,
 
 def _side_figures() -> dict[str, Any]:
     return {"frames_with_text": 0, "frames_without_text": 0, "lines": 0, "masked": 0, "masked_visible": 0, "masked_90": 0, "refused_frames": 0,
-            "lines_in_refused_frames": 0, "readable_before": 0, "readable_after": 0, "false_mask_frames": 0, "refused_without_text": 0,
+            "lines_in_refused_frames": 0, "protected": 0, "netted_frames": 0, "netted_without_text": 0, "readable_before": 0, "readable_after": 0, "false_mask_frames": 0, "refused_without_text": 0,
             "false_area": [], "over_area": [], "cpu": [], "views": [], "misses": []}  # fmt: skip
 
 
@@ -186,10 +188,12 @@ def run(n: int, seed: int, no_text: int | None = None, sides: tuple[int, ...] = 
                 fig["frames_without_text"] += 1
                 fig["false_mask_frames"] += bool(plan.boxes)
                 fig["refused_without_text"] += plan.readable
+                fig["netted_without_text"] += bool(plan.netted)
                 fig["false_area"].append(float(mask.mean()))
                 continue
             fig["frames_with_text"] += 1
             fig["refused_frames"] += plan.readable
+            fig["netted_frames"] += bool(plan.netted)
             truth = np.zeros(img.shape, dtype=bool)
             for b, _ in lines:
                 x0, y0, x1, y1 = b.box
@@ -203,11 +207,12 @@ def run(n: int, seed: int, no_text: int | None = None, sides: tuple[int, ...] = 
                 fig["masked_90"] += cov >= 0.9
                 fig["masked_visible"] += synthetic.coverage(b, mask, visible_only=True) >= 1.0
                 fig["lines_in_refused_frames"] += plan.readable
+                fig["protected"] += cov >= 1.0 or plan.readable  # masked, or in a frame the build does not export
                 fig["readable_before"] += legible(b.text, read_line(reader, img, b.box))
                 # Detector-free: the recogniser on the line's own spot of the exported (masked) frame; a refused frame is not exported.
                 fig["readable_after"] += (not plan.readable) and cov < 1.0 and legible(b.text, read_line(reader, masked_img, b.box))
                 if cov < 1.0:  # what a miss looks like, to look at it again (the frame: its index at this size and the seed)
-                    fig["misses"].append({"seed": seed, "frame": i, "coverage": round(cov, 3), "box": list(b.box), **facets})
+                    fig["misses"].append({"seed": seed, "frame": i, "coverage": round(cov, 3), "box": list(b.box), "refused": plan.readable, **facets})
                 for facet, value in facets.items():
                     per[facet][value][0] += cov >= 1.0
                     per[facet][value][1] += 1
@@ -249,6 +254,8 @@ def _summary(by_side: dict[str, dict[str, Any]], per: dict[str, dict[str, list[i
             "recall_visible": fig["masked_visible"] / lines_n if lines_n else None,
             "recall_visible_lower_95": _lower(fig["masked_visible"], lines_n),
             "recall_coverage_90": fig["masked_90"] / lines_n if lines_n else None,
+            "protected_rate": fig["protected"] / lines_n if lines_n else None,
+            "protected_lower_95": _lower(fig["protected"], lines_n),
             "false_mask_rate": fig["false_mask_frames"] / fig["frames_without_text"] if fig["frames_without_text"] else None,
             "false_mask_area": float(np.mean(fig["false_area"])) if fig["false_area"] else None,
             "over_mask_area_on_text_frames": float(np.mean(fig["over_area"])) if fig["over_area"] else None,
@@ -261,6 +268,7 @@ def _summary(by_side: dict[str, dict[str, Any]], per: dict[str, dict[str, list[i
     return {
         "seed": seed, "threads": threads, "frames_with_text": total("frames_with_text"), "frames_without_text": total("frames_without_text"),
         "lines": total("lines"), "masked": total("masked"), "masked_visible": total("masked_visible"), "readable_after": total("readable_after"), "refused_frames": total("refused_frames"),
+        "protected": total("protected"), "netted_frames": total("netted_frames"), "netted_without_text": total("netted_without_text"),
         "false_mask_frames": total("false_mask_frames"), "refused_without_text": total("refused_without_text"),
         "recall": total("masked") / total("lines") if total("lines") else None,
         "recall_visible": total("masked_visible") / total("lines") if total("lines") else None,
@@ -289,19 +297,19 @@ def markdown(r: dict[str, Any]) -> str:
            f"{r['lines']} lines of text, {r['frames_without_text']} frames without text.", "",
            "| long side | views (median) | frames with text | lines | masked (every glyph pixel) | 95% lower bound | "
            "masked (every visible glyph pixel) | 95% lower bound | masked (90%) | "
-           "frames refused (still legible) | readable after masking (of readable before) | false masks (frames without text) | "
-           "CPU s per frame, median (max) |",
-           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+           "frames refused (still legible) | masked or in a refused frame | frames with a line masked by the net | "
+           "readable after masking (of readable before) | false masks (frames without text) | CPU s per frame, median (max) |",
+           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
     for side, v in r["by_side"].items():
         out.append(f"| {side} | {v['views_median']:.0f} | {v['frames_with_text']} | {v['lines']} | {pct(v['recall'])} ({v['masked']}) | "
                    f"{pct(v['recall_lower_95'])} | {pct(v['recall_visible'])} ({v['masked_visible']}) | {pct(v['recall_visible_lower_95'])} | "
-                   f"{pct(v['recall_coverage_90'])} | {v['refused_frames']} | "
-                   f"{v['readable_after']} (of {v['readable_before']}) | "
+                   f"{pct(v['recall_coverage_90'])} | {v['refused_frames']} | {pct(v['protected_rate'])} ({v['protected']}) | "
+                   f"{v['netted_frames']} | {v['readable_after']} (of {v['readable_before']}) | "
                    f"{pct(v['false_mask_rate'])} ({v['false_mask_frames']} of {v['frames_without_text']}) | "
                    f"{v['cpu_seconds_median']:.2f} ({v['cpu_seconds_max']:.2f}) |")  # fmt: skip
     out.append(f"| all | | {r['frames_with_text']} | {r['lines']} | {pct(r['recall'])} ({r['masked']}) | | "
                f"{pct(r['recall_visible'])} ({r['masked_visible']}) | | | {r['refused_frames']} | "
-               f"{r['readable_after']} | {pct(r['false_mask_rate'])} ({r['false_mask_frames']}) | |")  # fmt: skip
+               f"{pct(r['protected'] / r['lines'] if r['lines'] else None)} ({r['protected']}) | {r['netted_frames']} | {r['readable_after']} | {pct(r['false_mask_rate'])} ({r['false_mask_frames']}) | |")  # fmt: skip
     out.append("")
     for facet, vals in r["by"].items():
         if facet == "side":
@@ -320,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=27)
     ap.add_argument("--only", default=None, help="screen only these frame indices (comma-separated; a miss's 'frame' in the JSON)")
     ap.add_argument("--net", action=argparse.BooleanOptionalAction, default=None,
-                    help="refuse frames where a stroke-map line outside every mask is read (default: textscreen.UNCOVERED_NET)")
+                    help="read the stroke-map lines outside every mask; mask those read as text, refuse the frame if one is still read (default: textscreen.UNCOVERED_NET)")
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument("--merge", nargs="+", default=None, metavar="JSON", help="pool the figures of these runs (print, and write --json)")
     args = ap.parse_args(argv)

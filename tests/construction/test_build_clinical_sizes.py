@@ -86,22 +86,26 @@ def test_a_line_still_legible_after_every_pass_makes_the_frame_readable_and_so_r
     x0, y0, x1, y1 = line.box
     plan = linemask.plan(ocr.shared_reader(), img, [ocr.TextRegion((x0, y0, x0 + 40, y1), 0.9)])
     assert plan.extended == linemask.PASSES and plan.readable  # two strips masked, the rest of the line still read
+    # The same through the net: a stroke-map candidate holding only the line's start is masked and re-checked like a region.
+    plan = linemask.plan(ocr.shared_reader(), img, [], [(x0, y0, x0 + 100, y1)])
+    assert plan.netted == 1 and plan.extended == linemask.PASSES and plan.readable
 
 
-def test_a_line_no_mask_reaches_is_read_by_the_net_and_the_frame_is_refused_but_anatomy_is_not() -> None:
+def test_a_line_no_mask_reaches_is_read_by_the_net_and_masked_whole_but_anatomy_is_not() -> None:
     """The strips beside masks never see a line the detector missed whole: the stroke map's candidates outside every mask do."""
     rng = np.random.default_rng(11)
     plain = synthetic.background("xray", 600, 900, rng)
-    img, _ = synthetic.burn(plain, "OBRIEN SEAN 12.03.1961", (500, 40), "dejavu-sans", 16, 1.0)
+    img, line = synthetic.burn(plain, "OBRIEN SEAN 12.03.1961", (500, 40), "dejavu-sans", 16, 1.0)
     reader = ocr.shared_reader()
-    assert not linemask.plan(reader, img, []).readable  # no region, no strip: without the net the line goes out
-    assert linemask.plan(reader, img, [], proposals.candidates(img)).readable
-    assert not linemask.plan(reader, plain, [], proposals.candidates(plain)).readable  # the anatomy's strokes read as no text
+    assert linemask.plan(reader, img, []) == linemask.MaskPlan([], 0, False)  # no region, no strip: without the net the line goes out
+    plan = linemask.plan(reader, img, [], proposals.candidates(img))
+    assert plan.netted >= 1 and not plan.readable and synthetic.coverage(line, _covered(img.shape, plan.boxes)) == 1.0
+    assert linemask.plan(reader, plain, [], proposals.candidates(plain)) == linemask.MaskPlan([], 0, False)  # the anatomy's strokes read as no text
 
 
-def test_the_screen_refuses_a_frame_whose_line_the_detector_missed_entirely(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_screen_masks_a_line_the_detector_missed_entirely_and_says_so_in_the_manifest(monkeypatch: pytest.MonkeyPatch) -> None:
     """The known miss above (8 px at 0.15 of full scale in 4,096 px radiograph noise): no region, but the recogniser reads
-    its stroke-map candidate, so with the net (on by default) the frame is refused as still legible instead of exported unmasked."""
+    its stroke-map candidate, so with the net (on by default) the line is masked instead of exported unmasked."""
     from medrcube.construction.observation import SourceImage
     from medrcube.construction.privacy import textscreen
     from medrcube.construction.privacy.textscreen import TextScreen
@@ -112,9 +116,11 @@ def test_the_screen_refuses_a_frame_whose_line_the_detector_missed_entirely(monk
     img, line = synthetic.burn(plain, "MRN 48151623", (x, y), "dejavu-sans", 8, float(plain[y : y + 12, x : x + 200].mean()) + 0.15)
     screen = TextScreen("mask")
     src = SourceImage("d", "series 1 image 1 of 1", img.copy(), "dicom", meta={"Modality": "CR"})
-    assert not screen.screen(src, "X-Ray")  # the net is on by default
-    assert screen.reason == "still legible after masking" and screen.log.frames[-1]["still_readable_after_masking"]
-    assert screen.log.frames[-1]["action"] == "refuse"
+    assert screen.screen(src, "X-Ray")  # the net is on by default
+    entry = screen.log.frames[-1]
+    assert entry["action"] == "mask" and entry["lines_masked_by_net"] >= 1 and "still_readable_after_masking" not in entry
+    assert synthetic.coverage(line, _covered(img.shape, [tuple(b) for b in entry["regions"]])) == 1.0
+    assert np.all(src.pixels[line.box[1] : line.box[3], line.box[0] : line.box[2]] == 0.0)  # the exported pixels are black there
     monkeypatch.setattr(textscreen, "UNCOVERED_NET", False)
     src = SourceImage("d", "series 1 image 1 of 1", img, "dicom", meta={"Modality": "CR"})
     assert screen.screen(src, "X-Ray") and screen.log.frames[-1]["action"] == "none"  # without it: exported unmasked

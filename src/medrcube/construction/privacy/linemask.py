@@ -17,9 +17,12 @@ cover. Detector-free, so it sees the part of a line the detector left out.
 
 The strips see only beside a mask: a line the detector missed entirely has none. So every
 stroke-map candidate (`proposals.candidates`) not inside a mask is read too, on the masked
-frame, as its own contrast stretched (a small crop, one recogniser call): LEGIBLE letters
-or digits read there make the frame `readable` as well. It is refused, not masked: a box
-from the stroke map alone is not known to hold the whole line.
+frame, as its own contrast stretched (a small crop, one recogniser call): a candidate where
+LEGIBLE letters or digits are read is masked like a detector's region (grown along its line,
+the strips beside it re-read), and the frame is `readable`, so refused, if a candidate
+outside every mask is still read after that. The stroke map's box of a faint line may hold
+only part of it; the growth along the line and the strips' re-reading are what cover the
+rest, exactly as for a detector's box that clipped a line's first letters.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ class MaskPlan:
     boxes: list[Box]
     extended: int  # strips masked by the recogniser's check
     readable: bool
+    netted: int = 0  # stroke-map candidates the detector had missed, read as text and masked
 
 
 def grown(box: Box, shape: tuple[int, ...]) -> Box:
@@ -122,32 +126,42 @@ def _candidate_crop(box: Box, shape: tuple[int, ...]) -> Box:
     return (max(0, x0 - px), max(0, y0 - py), min(w, x1 + px), min(h, y1 + py))
 
 
-def uncovered_legible(reader: ocr.TextReader, masked: np.ndarray, candidates: list[Box], boxes: list[Box]) -> bool:
-    """Whether a stroke-map candidate NET_MIN_HEIGHT px or taller that no mask box contains is read as
+def uncovered_legible(reader: ocr.TextReader, masked: np.ndarray, candidates: list[Box], boxes: list[Box]) -> list[Box]:
+    """The stroke-map candidates NET_MIN_HEIGHT px or taller that no mask box contains and that are read as
     LEGIBLE letters or digits on the masked frame."""
     shape = np.shape(masked)
     uncovered = [c for c in candidates if c[3] - c[1] >= NET_MIN_HEIGHT and not any(_inside(c, b) for b in boxes)]
-    return any(_legible(reader, masked, _candidate_crop(c, shape)) for c in uncovered)
+    return [c for c in uncovered if _legible(reader, masked, _candidate_crop(c, shape))]
 
 
-def plan(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.TextRegion], candidates: list[Box] | None = None) -> MaskPlan:
-    """The mask boxes of a frame's text regions, extended where the recogniser still reads text beside them;
-    `readable` also when one of `candidates` (the stroke map's lines) outside every box is read as text."""
+def _rechecked(reader: ocr.TextReader, pixels: np.ndarray, boxes: list[Box]) -> tuple[list[Box], int, bool, np.ndarray]:
+    """The boxes with every legible strip beside them masked (up to PASSES passes): the boxes, the strips
+    masked, whether a strip is still legible after the last pass, and the frame masked with the boxes."""
     shape = np.shape(pixels)
-    boxes = joined([grown(r.box, shape) for r in regions])
     extended = 0
-    readable = True
     for _ in range(PASSES):
         masked = paint(pixels, boxes)
         hits = [s for b in boxes for s in _strips(b, shape) if _legible(reader, masked, s)]
         if not hits:
-            readable = False
-            break
+            return boxes, extended, False, masked
         extended += len(hits)
         boxes = joined(boxes + hits)
-    else:
-        masked = paint(pixels, boxes)
-        readable = any(_legible(reader, masked, s) for b in boxes for s in _strips(b, shape))
+    masked = paint(pixels, boxes)
+    return boxes, extended, any(_legible(reader, masked, s) for b in boxes for s in _strips(b, shape)), masked
+
+
+def plan(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.TextRegion], candidates: list[Box] | None = None) -> MaskPlan:
+    """The mask boxes of a frame's text regions, extended where the recogniser still reads text beside them;
+    with `candidates` (the stroke map's lines), those outside every box read as text are masked too, and
+    the frame is `readable` when one is still read after that."""
+    shape = np.shape(pixels)
+    boxes, extended, readable, masked = _rechecked(reader, pixels, joined([grown(r.box, shape) for r in regions]))
+    netted = 0
     if not readable and candidates:
-        readable = uncovered_legible(reader, masked, candidates, boxes)
-    return MaskPlan(boxes, extended, readable)
+        hits = uncovered_legible(reader, masked, candidates, boxes)
+        if hits:
+            netted = len(hits)
+            boxes, more, readable, masked = _rechecked(reader, pixels, joined(boxes + [grown(c, shape) for c in hits]))
+            extended += more
+            readable = readable or bool(uncovered_legible(reader, masked, candidates, boxes))
+    return MaskPlan(boxes, extended, readable, netted)

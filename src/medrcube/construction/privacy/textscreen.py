@@ -72,11 +72,10 @@ def text_regions(reader: ocr.TextReader, pixels: np.ndarray) -> tuple[list[ocr.T
 
 
 # The net under the detector: the stroke map's candidate lines outside every mask (5 px or
-# taller, `linemask.NET_MIN_HEIGHT`) are read by the recogniser, and a frame where one is read
-# as text is refused (`linemask.plan`). On: measured (issue 27, 2026-12-02) it left no line
-# readable after masking on the 14 re-screened frames of the misses (5 of them refused), and
-# refused 1 of 200 text-free frames (a 3,072 px MR frame), which costs a site one image; a
-# line the detector missed entirely would otherwise be exported unmasked.
+# taller, `linemask.NET_MIN_HEIGHT`) are read by the recogniser; one read as text is masked
+# like a detector's region, and a frame where one is still read after that is refused
+# (`linemask.plan`). On: a line the detector missed entirely would otherwise be exported
+# unmasked (issue 27; benchmarks/RESULTS.md section 16 has what it costs and catches).
 UNCOVERED_NET = True
 
 
@@ -120,7 +119,8 @@ class TextLog:
         out: dict[str, Any] = {
             "engine": self.engine,
             "views": "the whole frame at the detector's scale (as shown and as local contrast), and crops where strokes form lines, enlarged and contrast-stretched",
-            "masking": "regions grown along the line, lines joined, the strips beside each mask read by the recogniser and masked when legible; a frame still legible is refused",
+            "masking": "regions grown along the line, lines joined, the strips beside each mask read by the recogniser and masked when legible; "
+                       "the stroke map's candidate lines outside every mask read by the recogniser and masked the same way when legible; a frame still legible is refused",
             "action": self.action,
             "region_rules": self.region_rules,
             "frames_blanked_by_rules": sum(1 for f in self.frames if f.get("rule_zones")),
@@ -192,6 +192,8 @@ class TextScreen:
                                  "regions": [list(b) for b in boxes]}  # fmt: skip
         if plan.extended:
             entry["strips_masked_after_recheck"] = plan.extended
+        if plan.netted:
+            entry["lines_masked_by_net"] = plan.netted  # lines the detector missed, read by the recogniser
         if plan.readable:
             entry["still_readable_after_masking"] = True
         if zones:
