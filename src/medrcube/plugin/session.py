@@ -179,6 +179,7 @@ class GateSession:
             except Exception as e:  # a broken run errors every check and fails none
                 self._failure = f"inference failed (--model={self.options.model}): {type(e).__name__}: {e}"
                 raise GateError(self._failure) from e
+            settle_heap()
         result = self._result
         assert result is not None
         if result.aborted:  # a check on the items asked before the stop decides nothing
@@ -248,6 +249,27 @@ class GateSession:
             "info": r.info,
             "sampling": self.decider.sampling(),
         }
+
+
+def settle_heap() -> None:
+    """Once inference is done: collect the garbage (finalizers run, pytest's unraisable
+    hook sees them as always), then freeze what is alive (gc.freeze), so that later
+    collections skip the cube, the records and the modules. pytest collects the whole heap
+    twice at its end (unraisableexception's unconfigure and cleanup): ~0.045 s of CPU each
+    on the bundled cube, after the last answer (issue 29, docs/speed.md); frozen, they
+    look at what was made since. `thaw_heap`, a cleanup registered in pytest_configure so
+    that it runs after pytest's own, gives the heap back to the collector: a process
+    running pytest in-process (pytester) keeps collecting all of it."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+
+
+def thaw_heap() -> None:
+    import gc
+
+    gc.unfreeze()
 
 
 def open_session(config: pytest.Config) -> GateSession:
