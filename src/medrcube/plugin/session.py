@@ -103,6 +103,7 @@ class GateSession:
     served: dict[str, str | None] = field(default_factory=dict, repr=False)  # spec -> as its endpoint lists it
     # How the cube is asked and the checks decided (full or --sequential): chosen once, here.
     decider: Any = field(default=None, repr=False)  # medrcube.sequential.Decider
+    items_digest: str | None = None  # cube/derived_cache.items_digest of the cube's items, taken at start-up
 
     def __post_init__(self) -> None:
         from medrcube.sequential import decider_for
@@ -358,6 +359,7 @@ def _build(options: GateOptions) -> GateSession:
         judge=adapter("--judge", options.judge) if options.judge else None,
         baseline_adapter=adapter("--baseline", baseline_spec) if baseline_spec else None,
         baseline_dir=baseline_dir,
+        items_digest=content,
     )
 
 
