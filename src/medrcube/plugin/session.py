@@ -258,19 +258,23 @@ def settle_heap() -> None:
     collections skip the cube, the records and the modules. pytest collects the whole heap
     twice at its end (unraisableexception's unconfigure and cleanup): ~0.045 s of CPU each
     on the bundled cube, after the last answer (issue 29, docs/speed.md); frozen, they
-    look at what was made since. `thaw_heap`, a cleanup registered in pytest_configure so
-    that it runs after pytest's own, gives the heap back to the collector: a process
-    running pytest in-process (pytester) keeps collecting all of it."""
+    look at what was made since. `thaw_heap_after`'s cleanup, run after pytest's own, gives
+    the heap back to the collector: a process running pytest in-process (pytester) keeps
+    collecting all of it."""
     import gc
 
     gc.collect()
     gc.freeze()
 
 
-def thaw_heap() -> None:
+def thaw_heap_after(config: pytest.Config) -> None:
+    """Register `gc.unfreeze` as a cleanup of this pytest run (from pytest_configure, so it
+    runs after pytest's own end-of-run collections), unless something was frozen before
+    the run began: unfreezing is all or nothing, and a process's own freeze is its own."""
     import gc
 
-    gc.unfreeze()
+    if gc.get_freeze_count() == 0:
+        config.add_cleanup(gc.unfreeze)
 
 
 def open_session(config: pytest.Config) -> GateSession:
