@@ -4,6 +4,7 @@ whatever it accepts, jsonschema accepts, and a written document takes no jsonsch
 from __future__ import annotations
 
 import copy
+import enum
 import json
 import subprocess
 import sys
@@ -110,6 +111,12 @@ def test_a_keyword_it_does_not_know_is_left_to_jsonschema() -> None:
     # JSON's equality and types, not Python's: true is not 1, a tuple is no array.
     assert not conforms(True, {"enum": [1]}) and not conforms(1, {"const": True})
     assert not conforms((1,), {"type": "array"}) and conforms(2.0, {"type": "integer"})
+    # A bound applies to every number jsonschema counts as one (an IntEnum too).
+    class Level(enum.IntEnum):
+        LOW = -1
+
+    assert not conforms(Level.LOW, {"type": "integer", "minimum": 0})
+    assert not jsonschema.Draft202012Validator({"type": "integer", "minimum": 0}).is_valid(Level.LOW)
 
 
 def test_writing_a_conforming_document_does_not_import_jsonschema() -> None:

@@ -105,7 +105,7 @@ def _ok(value: Any, schema: Any) -> bool:
     elif isinstance(value, list):
         if "items" in schema and not all(_ok(v, schema["items"]) for v in value):
             return False
-    elif type(value) in (int, float):
+    elif isinstance(value, int | float) and not isinstance(value, bool):  # an IntEnum too, as jsonschema
         if "minimum" in schema and value < schema["minimum"]:
             return False
         if "maximum" in schema and value > schema["maximum"]:
