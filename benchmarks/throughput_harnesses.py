@@ -46,6 +46,7 @@ from medrcube.testing.server import ScriptedServer
 
 HARNESSES = ("bare", "run", "gate")
 RESULT = ROOT / "benchmarks" / "results" / "throughput_harnesses.json"
+DEV_PLUGINS = False  # --dev-plugins: the gate with this venv's dev-only pytest plugins (hypothesis)
 
 
 def write_jobs(cube_path: str, dest: Path) -> int:
@@ -68,9 +69,13 @@ def command(harness: str, *, url: str, cube: str, conc: int, work: Path, jobs: P
         return [bin_path("medrcube"), "run", f"--model=openai:bench@{url}", f"--cube={cube}",
                 f"--concurrency={conc}", f"--response-store={work / 'store'}", f"--out={work / 'reports'}",
                 "--no-progress"]
+    # `-p no:hypothesispytest`: hypothesis is a dev dependency of this venv, absent from a user's
+    # install, and its pytest plugin imports it in every terminal summary (~0.1 s of CPU, 0.15-0.2 s
+    # wall at load 14, after the last answer: docs/speed.md). Pass --dev-plugins to keep it.
+    dev = [] if DEV_PLUGINS else ["-p", "no:hypothesispytest"]
     return [python(), "-m", "pytest", "--pyargs", "medrcube.suite", f"--model=openai:bench@{url}",
             f"--cube={cube}", f"--concurrency={conc}", f"--response-store={work / 'store'}",
-            f"--junitxml={work / 'junit.xml'}", f"--alluredir={work / 'allure'}", "-p", "no:cacheprovider", "-q"]
+            f"--junitxml={work / 'junit.xml'}", f"--alluredir={work / 'allure'}", "-p", "no:cacheprovider", "-q", *dev]
 
 
 def one_run(srv: ScriptedServer, harness: str, *, delay: float, conc: int, cube: str, n_items: int,
@@ -157,7 +162,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--paper-only", action="store_true", help="only the generated cube (with --paper)")
     ap.add_argument("--no-cold", action="store_true", help="keep the start-up cache as it is (no cold run)")
     ap.add_argument("--out", default=str(RESULT))
+    ap.add_argument("--dev-plugins", action="store_true",
+                    help="run the gate with the dev-only pytest plugins of this venv (hypothesis) loaded")
     args = ap.parse_args(argv)
+    global DEV_PLUGINS
+    DEV_PLUGINS = args.dev_plugins
     settings = [(float(d), int(c)) for d, c in (s.split(":") for s in args.settings.split(","))]
     chosen = [h for h in HARNESSES if h in args.harnesses.split(",")]
     scratch = OUT / "throughput_harnesses"

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from medrcube.models.base import ModelAdapter, Preflight, Request, Response
-from medrcube.rundir.files import atomic_write, default_run_id, write_run_dir
+from medrcube.rundir.files import Landing, atomic_write, default_run_id, write_run_dir
 
 if TYPE_CHECKING:
     from medrcube.cube.item import Cube
@@ -408,16 +408,20 @@ def write_run(
     from medrcube.rundir.seal import seal_run_dir
 
     written: list[Path] = []
-    if result is not None:
-        write_run_dir(run_dir, result, meta)
-        written += [run_dir / "results.jsonl", run_dir / "metrics_summary.json", run_dir / "run.json"]
-    if gate is not None:
-        doc = gate.to_json(where=str(run_dir / "gate.json"))  # checked against its schema
-        atomic_write(run_dir / "gate.json", lambda fh: json.dump(doc, fh, indent=2, ensure_ascii=False))
-        written.append(run_dir / "gate.json")
-    if policy_file is not None:
-        shutil.copyfile(policy_file, run_dir / POLICY_COPY)
-        written.append(run_dir / POLICY_COPY)
+    # Each file's fsync and rename on the landing's thread while the next is encoded; every
+    # one is in place when the block ends, before the seal reads them (rundir/files.Landing).
+    with Landing() as landing:
+        if result is not None:
+            write_run_dir(run_dir, result, meta, landing=landing)
+            written += [run_dir / "results.jsonl", run_dir / "metrics_summary.json", run_dir / "run.json"]
+        if gate is not None:
+            doc = gate.to_json(where=str(run_dir / "gate.json"))  # checked against its schema
+            atomic_write(run_dir / "gate.json", lambda fh: json.dump(doc, fh, indent=2, ensure_ascii=False),
+                         landing=landing)
+            written.append(run_dir / "gate.json")
+        if policy_file is not None:
+            shutil.copyfile(policy_file, run_dir / POLICY_COPY)
+            written.append(run_dir / POLICY_COPY)
     # Sealed before the report is drawn: report.html is a view of the sealed files (not
     # sealed itself, rundir/seal.py), drawn after the exit status (report/after_exit.py).
     written.append(seal_run_dir(run_dir, seal_identity(result, meta)))

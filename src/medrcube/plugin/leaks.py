@@ -12,7 +12,8 @@ def leak_meta(session: Any, entries: dict[str, dict[str, Any]]) -> dict[str, Any
     from medrcube.cube.audit_cache import cached_audit
 
     items = list(session.cube.items)
-    audit = cached_audit(items)  # the same figures as audit_items, once per cube content
+    # The same figures as audit_items, once per cube content (its digest from start-up).
+    audit = cached_audit(items, digest=getattr(session, "items_digest", None))
     for e in entries.values():
         if e.get("kind") != "image_dependence":
             continue

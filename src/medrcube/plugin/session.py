@@ -103,6 +103,7 @@ class GateSession:
     served: dict[str, str | None] = field(default_factory=dict, repr=False)  # spec -> as its endpoint lists it
     # How the cube is asked and the checks decided (full or --sequential): chosen once, here.
     decider: Any = field(default=None, repr=False)  # medrcube.sequential.Decider
+    items_digest: str | None = None  # cube/derived_cache.items_digest of the cube's items, taken at start-up
 
     def __post_init__(self) -> None:
         from medrcube.sequential import decider_for
@@ -179,6 +180,7 @@ class GateSession:
             except Exception as e:  # a broken run errors every check and fails none
                 self._failure = f"inference failed (--model={self.options.model}): {type(e).__name__}: {e}"
                 raise GateError(self._failure) from e
+            settle_heap()
         result = self._result
         assert result is not None
         if result.aborted:  # a check on the items asked before the stop decides nothing
@@ -248,6 +250,31 @@ class GateSession:
             "info": r.info,
             "sampling": self.decider.sampling(),
         }
+
+
+def settle_heap() -> None:
+    """Once inference is done: collect the garbage (finalizers run, pytest's unraisable
+    hook sees them as always), then freeze what is alive (gc.freeze), so that later
+    collections skip the cube, the records and the modules. pytest collects the whole heap
+    twice at its end (unraisableexception's unconfigure and cleanup): ~0.045 s of CPU each
+    on the bundled cube, after the last answer (issue 29, docs/speed.md); frozen, they
+    look at what was made since. `thaw_heap_after`'s cleanup, run after pytest's own, gives
+    the heap back to the collector: a process running pytest in-process (pytester) keeps
+    collecting all of it."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+
+
+def thaw_heap_after(config: pytest.Config) -> None:
+    """Register `gc.unfreeze` as a cleanup of this pytest run (from pytest_configure, so it
+    runs after pytest's own end-of-run collections), unless something was frozen before
+    the run began: unfreezing is all or nothing, and a process's own freeze is its own."""
+    import gc
+
+    if gc.get_freeze_count() == 0:
+        config.add_cleanup(gc.unfreeze)
 
 
 def open_session(config: pytest.Config) -> GateSession:
@@ -336,6 +363,7 @@ def _build(options: GateOptions) -> GateSession:
         judge=adapter("--judge", options.judge) if options.judge else None,
         baseline_adapter=adapter("--baseline", baseline_spec) if baseline_spec else None,
         baseline_dir=baseline_dir,
+        items_digest=content,
     )
 
 

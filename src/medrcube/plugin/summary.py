@@ -372,12 +372,18 @@ class GateReport:
     written: list[Path] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
     gate: dict[str, Any] = field(default_factory=dict)  # gate.json, once written
+    _parsed: dict[str, Any] = field(default_factory=dict, repr=False)  # nodeid -> the payload's JSON last read
 
     def add_report(self, report: pytest.TestReport) -> None:
-        payload = payload_of(report)
-        if payload is not None:
-            payload["nodeid"] = report.nodeid
-            self.entries[payload["id"]] = payload
+        # A case's setup, call and teardown reports carry the same payload (the item's
+        # user_properties): it is parsed once per case, not three times.
+        raw = next((value for name, value in report.user_properties if name == PROPERTY), None)
+        if raw is None or self._parsed.get(report.nodeid) == raw:
+            return
+        self._parsed[report.nodeid] = raw
+        payload = json.loads(str(raw))
+        payload["nodeid"] = report.nodeid
+        self.entries[payload["id"]] = payload
 
     def add_handover(self, handover: Mapping[str, Any] | None) -> None:
         if handover:

@@ -276,27 +276,88 @@ def default_run_id(model_spec: str, now: datetime | None = None) -> str:
     return f"{now.strftime('%Y%m%dT%H%M%SZ')}-{_slug(redact_spec(model_spec) or '')}"
 
 
-def atomic_write(path: Path, write: Callable[[Any], None]) -> None:
+def atomic_write(path: Path, write: Callable[[Any], None], *, landing: Landing | None = None) -> None:
     """Write through a temporary file in the same directory, then rename it into place: a
     reader (or a crash) never sees half a file. Raises OSError (e.g. disk full) with the
-    target untouched."""
+    target untouched. With `landing`, the file is written whole now and its fsync and
+    rename are the landing's (Landing.wait raises their error)."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            write(fh)
-            fh.flush()
+        fh = os.fdopen(fd, "w", encoding="utf-8", newline="\n")
+    except BaseException:
+        os.close(fd)
+        _discard(tmp)
+        raise
+    try:
+        write(fh)
+        fh.flush()
+    except BaseException:
+        fh.close()
+        _discard(tmp)
+        raise
+    if landing is None:
+        _land(fh, tmp, path)
+    else:
+        landing.add(fh, tmp, path)
+
+
+def _discard(tmp: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(tmp)
+
+
+def _land(fh: Any, tmp: str, path: Path) -> None:
+    """fsync, close, rename into place: the file is on disk before it has its name."""
+    try:
+        with fh:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        _discard(tmp)
         raise
 
 
-def write_run_dir(run_dir: str | os.PathLike[str], result: RunResult, meta: Mapping[str, Any] | None = None) -> Path:
+class Landing:
+    """Files written whole, then made durable and renamed into place on one worker thread
+    while the caller goes on (fsync waits on the disk and releases the GIL: ~5 ms a file
+    here, more on a busy or slow disk, six of them before the gate's exit status; issue 29,
+    docs/speed.md). Each file keeps atomic_write's order (fsync before rename). Used as a
+    context manager: leaving it waits for every file, and `wait` raises the first error,
+    so a file is read by its name (the seal) only after the block."""
+
+    def __init__(self) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="medrcube-landing")
+        self._pending: list[Any] = []
+
+    def add(self, fh: Any, tmp: str, path: Path) -> None:
+        self._pending.append(self._pool.submit(_land, fh, tmp, path))
+
+    def wait(self) -> None:
+        pending, self._pending = self._pending, []
+        self._pool.shutdown(wait=True)
+        errors = [e for f in pending if (e := f.exception()) is not None]
+        if errors:
+            raise errors[0]
+
+    def __enter__(self) -> Landing:
+        return self
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
+        if kind is None:
+            self.wait()
+            return
+        with contextlib.suppress(Exception):  # the block's own error is the one to see
+            self.wait()
+
+
+def write_run_dir(run_dir: str | os.PathLike[str], result: RunResult, meta: Mapping[str, Any] | None = None,
+                  *, landing: Landing | None = None) -> Path:
     """Write results.jsonl, metrics_summary.json and run.json into `run_dir` (created if
     needed) and return it. `meta` adds to run.json (run id, command line, ...); it must
-    never hold a secret, and nothing here adds one."""
+    never hold a secret, and nothing here adds one. With `landing`, the files are in
+    place once it is waited for (atomic_write)."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
 
@@ -311,12 +372,14 @@ def write_run_dir(run_dir: str | os.PathLike[str], result: RunResult, meta: Mapp
     summary = metrics_summary(result.records, result.info.get("variants"), prevalence=site.get("prevalence") or None,
                               costs=costs)
 
-    atomic_write(run_dir / "results.jsonl", results)
-    atomic_write(run_dir / "metrics_summary.json", lambda fh: json.dump(summary, fh, indent=2, ensure_ascii=False))
+    atomic_write(run_dir / "results.jsonl", results, landing=landing)
+    atomic_write(run_dir / "metrics_summary.json", lambda fh: json.dump(summary, fh, indent=2, ensure_ascii=False),
+                 landing=landing)
     atomic_write(
         run_dir / "run.json",
         # Through RunDocument: checked against the shipped schema before it is written.
         lambda fh: json.dump(RunDocument.from_mapping(run_document(result, meta)).to_json(where=str(run_dir / "run.json")),
                              fh, indent=2, ensure_ascii=False, sort_keys=False),
+        landing=landing,
     )
     return run_dir

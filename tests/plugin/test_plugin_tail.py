@@ -1,0 +1,39 @@
+"""The gate's time after its last answer (issue 29, docs/speed.md): the heap is frozen
+once inference is done and given back to the collector after pytest's own end-of-run
+collections, and gate.json is the same whole document, sealed at the exit status."""
+
+from __future__ import annotations
+
+import gc
+import json
+
+from medrcube.rundir.seal import verify_run_dir
+
+SITE_TEST = '''
+import gc
+
+
+def test_the_heap_is_frozen_once_the_records_are_in(medrcube_records):
+    assert medrcube_records
+    assert gc.get_freeze_count() > 0
+'''
+
+
+def test_the_heap_is_frozen_after_inference_and_thawed_after_the_run(gate_ws, gate_server):
+    gate_server.set_script({"answer_key": gate_ws.answer_key()})
+    (gate_ws.path / "tests_benchmark" / "test_heap.py").write_text(SITE_TEST, encoding="utf-8")
+    assert gc.get_freeze_count() == 0
+    result = gate_ws.run("--junitxml=junit.xml", model=gate_ws.openai(gate_server))
+    assert result.ret == 11, result.stdout.str()[-3000:]
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("failed", 0) == 0 and outcomes.get("errors", 0) == 0, result.stdout.str()[-3000:]
+    # This process ran the gate in-process (pytester): it collects its whole heap again.
+    assert gc.get_freeze_count() == 0
+    run_dir = gate_ws.run_dirs()[-1]
+    assert verify_run_dir(run_dir).ok
+    # One entry per check, each with its nodeid (the payload is read once per case).
+    doc = gate_ws.gate_json()
+    junit = (gate_ws.path / "junit.xml").read_text(encoding="utf-8")
+    assert doc["checks"] and all(f'"{c["id"]}"' in json.dumps(doc) for c in doc["checks"])
+    assert junit.count('name="medrcube_verdict"') == len(doc["checks"])
+    assert 'name="test_the_heap_is_frozen_once_the_records_are_in"' in junit
