@@ -234,6 +234,7 @@ def infer(
     prices: Mapping[str, Mapping[str, Any]] | None = None,
     run_token: str | None = None,
     fresh: bool = False,
+    stop: threading.Event | None = None,
 ) -> Inference:
     """Ask the candidate (then a baseline model) in one event loop, as `decider` asks (the
     whole cube when None), through the response store at `store_dir` (None: no store),
@@ -247,7 +248,8 @@ def infer(
 
     `run_token` names this run in the provenance of the answers it stores (one for all
     the workers of a gate run; None: a new one); `fresh` takes no answer another run
-    stored (`--fresh`): every item is asked live."""
+    stored (`--fresh`): every item is asked live. `stop`, set from another thread, cancels
+    the run (its requests in flight with it) and raises run.orphan.StoppedError."""
     from medrcube.run.provenance import new_run_token
     from medrcube.run.runner import run_cube_async
     from medrcube.run.store import ResponseStore
@@ -318,11 +320,11 @@ def infer(
                 await m.aclose()
 
     async def guarded() -> Inference:
-        if not stop_when_orphaned:
-            return await everything()
-        from medrcube.run.orphan import until_orphaned  # an xdist worker whose controller died
+        from medrcube.run.orphan import until_orphaned, until_stopped
 
-        return await until_orphaned(everything())
+        work = everything() if stop is None else until_stopped(everything(), stop)
+        # An xdist worker whose controller died stops too.
+        return await (until_orphaned(work) if stop_when_orphaned else work)
 
     try:
         out = asyncio.run(guarded())

@@ -103,6 +103,8 @@ class GateSession:
     served: dict[str, str | None] = field(default_factory=dict, repr=False)  # spec -> as its endpoint lists it
     # How the cube is asked and the checks decided (full or --sequential): chosen once, here.
     decider: Any = field(default=None, repr=False)  # medrcube.sequential.Decider
+    _record: Any = field(default=None, repr=False)  # builds policy_record (complete)
+    early: Any = field(default=None, repr=False)  # a medrcube.plugin.early.EarlyInference, once started
 
     def __post_init__(self) -> None:
         from medrcube.sequential import decider_for
@@ -131,10 +133,23 @@ class GateSession:
     def has_baseline(self) -> bool:
         return self.baseline_adapter is not None or self.baseline_dir is not None
 
+    def complete(self) -> None:
+        """Build what the session left for later (gate.json's policy block), once."""
+        from medrcube.gate.thresholds import ThresholdsError
+
+        record, self._record = self._record, None
+        if record is None:
+            return
+        try:
+            self.policy_record = record()
+        except ThresholdsError as e:  # the shipped policy itself: as a usage error, as it was before
+            raise _usage("--thresholds", self.thresholds_label, str(e)) from None
+
     # -- inference: lazy, once per process ------------------------------------------------
 
-    def _infer(self) -> None:
-        """Run the candidate (and a baseline model) through the one run service."""
+    def _infer(self, stop: Any = None) -> None:
+        """Run the candidate (and a baseline model) through the one run service; `stop`
+        (a threading.Event) cancels it from another thread (plugin/early.py)."""
         from medrcube.plugin.costs import price_of
         from medrcube.service import infer
 
@@ -164,6 +179,7 @@ class GateSession:
             prices=prices,
             run_token=self.run_token,
             fresh=self.fresh,
+            stop=stop,
         )
         self._result = self._inference.result
         if self._inference.baseline is not None:
@@ -175,7 +191,10 @@ class GateSession:
             raise GateError(self._failure)
         if self._result is None:
             try:
-                self._infer()
+                if self.early is not None:  # started before collection: its outcome, waited for
+                    self.early.wait()
+                else:
+                    self._infer()
             except Exception as e:  # a broken run errors every check and fails none
                 self._failure = f"inference failed (--model={self.options.model}): {type(e).__name__}: {e}"
                 raise GateError(self._failure) from e
@@ -250,8 +269,9 @@ class GateSession:
         }
 
 
-def open_session(config: pytest.Config) -> GateSession:
-    """The process's GateSession, built on the first call. Every problem is a UsageError."""
+def open_session(config: pytest.Config, *, defer: bool = False) -> GateSession:
+    """The process's GateSession, built on the first call. Every problem is a UsageError.
+    `defer`: leave what asking the model does not need for `GateSession.complete`."""
     existing = config.stash.get(SESSION_KEY, None)
     if existing is not None:
         return existing
@@ -260,6 +280,8 @@ def open_session(config: pytest.Config) -> GateSession:
     gate = _build(config.stash[OPTIONS_KEY])
     gate.worker = worker_slot(config)
     gate.run_token = run_token(config)
+    if not defer:
+        gate.complete()
     config.stash[SESSION_KEY] = gate
     return gate
 
@@ -272,7 +294,7 @@ def _build(options: GateOptions) -> GateSession:
     from medrcube.gate.feasible import assess
     from medrcube.gate.thresholds import ThresholdsError, load_policy, validate_against_cells
     from medrcube.models.registry import ModelSpecError, load_adapter
-    from medrcube.plugin.evidence import fresh_wanted, policy_record, split_baseline
+    from medrcube.plugin.evidence import fresh_wanted, policy_record, refuse_at_chance, split_baseline
     from medrcube.plugin.startup_cache import feasibility_memo
 
     variants = _parse_variants(options.variants)
@@ -300,10 +322,19 @@ def _build(options: GateOptions) -> GateSession:
         # Checks this cube cannot decide, or outside the scope: reported, not required (or refused).
         content = items_digest(cube.items)  # the start-up cache's key (plugin/startup_cache.py)
         checks = assess(checks, cube.items, policy, feasibility_memo(checks, content, policy))
+        allowed = refuse_at_chance(Path(thresholds), list(checks), cube)
+    except ThresholdsError as e:
+        option = "--profile" if e.key == "profiles" and options.profile else "--thresholds"
+        raise _usage(option, options.profile if option == "--profile" else thresholds, str(e)) from None
+
+    def record() -> dict[str, Any]:
+        """gate.json's policy block, with its differences from the shipped default: the
+        checks the shipped policy (its profile of the same name, if any) builds on this run,
+        assessed on this cube as the run's own are (so that only the policies differ). Not
+        needed to ask the model: built after the first answer when the inference starts
+        early (plugin/early.py); nothing in it refuses a run (the refusals are above)."""
 
         def default_checks(profile: str | None) -> list[Any]:
-            """The checks the shipped policy (its profile of the same name, if any) builds on this
-            run, assessed on this cube as the run's own are (so that only the policies differ)."""
             shipped = load_policy(packaged_thresholds() or thresholds)
             if profile in shipped.profiles:
                 shipped = load_policy(packaged_thresholds() or thresholds, profile=profile)
@@ -311,10 +342,7 @@ def _build(options: GateOptions) -> GateSession:
                                  cell_options=offered)
             return list(assess(built, cube.items, shipped, feasibility_memo(built, content, shipped)))
 
-        record = policy_record(Path(thresholds), options.profile, list(checks), default_checks, cube)
-    except ThresholdsError as e:
-        option = "--profile" if e.key == "profiles" and options.profile else "--thresholds"
-        raise _usage(option, options.profile if option == "--profile" else thresholds, str(e)) from None
+        return policy_record(Path(thresholds), options.profile, list(checks), default_checks, allowed)
 
     def adapter(option: str, spec: str) -> Any:
         try:
@@ -331,7 +359,7 @@ def _build(options: GateOptions) -> GateSession:
         variants=variants,
         thresholds_label=str(thresholds),
         thresholds_path=Path(thresholds),
-        policy_record=record,
+        _record=record,
         fresh=fresh_wanted(options.fresh, options.profile),
         judge=adapter("--judge", options.judge) if options.judge else None,
         baseline_adapter=adapter("--baseline", baseline_spec) if baseline_spec else None,
