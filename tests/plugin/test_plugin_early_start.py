@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from medrcube.testing.server import ScriptedServer
+from tests.plugin.conftest import THRESHOLDS
 
 
 class CountAtCollection:
@@ -100,3 +101,13 @@ def test_a_stopped_inference_ends_at_once_and_raises() -> None:
     with pytest.raises(StoppedError):
         asyncio.run(until_stopped(forever(), stop))
     assert cancelled == [True]
+
+
+def test_a_policy_that_refuses_undecidable_checks_asks_nothing(gate_ws, gate_server) -> None:
+    """`when_undecidable: refuse`: the feasibility pass runs before the first request."""
+    text = THRESHOLDS + "feasibility: {when_undecidable: refuse, min_images: 1000}\n"
+    (gate_ws.path / "t.yaml").write_text(text, encoding="utf-8")
+    result, _ = run(gate_ws, gate_server, thresholds="t.yaml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "required checks cannot be decided on this cube" in result.stderr.str()
+    assert gate_server.stats(log=False)["total"] == 0

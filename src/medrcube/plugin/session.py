@@ -103,7 +103,7 @@ class GateSession:
     served: dict[str, str | None] = field(default_factory=dict, repr=False)  # spec -> as its endpoint lists it
     # How the cube is asked and the checks decided (full or --sequential): chosen once, here.
     decider: Any = field(default=None, repr=False)  # medrcube.sequential.Decider
-    _record: Any = field(default=None, repr=False)  # builds policy_record (complete)
+    _finish: Any = field(default=None, repr=False)  # the assessed checks and policy_record (complete)
     early: Any = field(default=None, repr=False)  # a medrcube.plugin.early.EarlyInference, once started
 
     def __post_init__(self) -> None:
@@ -134,16 +134,19 @@ class GateSession:
         return self.baseline_adapter is not None or self.baseline_dir is not None
 
     def complete(self) -> None:
-        """Build what the session left for later (gate.json's policy block), once."""
+        """Build what the session left for later (the feasibility pass when it cannot refuse,
+        gate.json's policy block), once."""
         from medrcube.gate.thresholds import ThresholdsError
 
-        record, self._record = self._record, None
-        if record is None:
+        finish, self._finish = self._finish, None
+        if finish is None:
             return
         try:
-            self.policy_record = record()
+            checks, self.policy_record = finish()
         except ThresholdsError as e:  # the shipped policy itself: as a usage error, as it was before
             raise _usage("--thresholds", self.thresholds_label, str(e)) from None
+        self.checks = checks
+        self._by_id = {c.id: c for c in checks}
 
     # -- inference: lazy, once per process ------------------------------------------------
 
@@ -288,14 +291,11 @@ def open_session(config: pytest.Config, *, defer: bool = False) -> GateSession:
 
 def _build(options: GateOptions) -> GateSession:
     from medrcube.cube import load_cube
-    from medrcube.cube.derived_cache import items_digest
     from medrcube.cube.item import CubeError
     from medrcube.gate.checks import build_checks
-    from medrcube.gate.feasible import assess
     from medrcube.gate.thresholds import ThresholdsError, load_policy, validate_against_cells
     from medrcube.models.registry import ModelSpecError, load_adapter
     from medrcube.plugin.evidence import fresh_wanted, policy_record, refuse_at_chance, split_baseline
-    from medrcube.plugin.startup_cache import feasibility_memo
 
     variants = _parse_variants(options.variants)
     cube_spec = resolve_cube_spec(options)
@@ -314,25 +314,42 @@ def _build(options: GateOptions) -> GateSession:
     offered: dict[tuple[str, str, str], set[str]] = {}
     for it in cube.items:  # the option texts per cell: per-finding checks where a finding is offered
         offered.setdefault(it.cell, set()).update(it.options)
+    digest: list[str] = []  # the start-up cache's key (plugin/startup_cache.py), computed once
+
+    def assessed(built: list[Any], on: Any) -> list[Any]:
+        """Checks this cube cannot decide, or outside the scope: reported, not required (or refused)."""
+        from medrcube.cube.derived_cache import items_digest
+        from medrcube.gate.feasible import assess
+        from medrcube.plugin.startup_cache import feasibility_memo
+
+        if not digest:
+            digest.append(items_digest(cube.items))
+        return list(assess(built, cube.items, on, feasibility_memo(built, digest[0], on)))
+
     try:
         policy = load_policy(thresholds, profile=options.profile)
         validate_against_cells(policy, cells)
         checks = build_checks(cells, policy, variants=variants, has_baseline=bool(baseline_dir or baseline_spec),
                               cell_options=offered)
-        # Checks this cube cannot decide, or outside the scope: reported, not required (or refused).
-        content = items_digest(cube.items)  # the start-up cache's key (plugin/startup_cache.py)
-        checks = assess(checks, cube.items, policy, feasibility_memo(checks, content, policy))
+        # The feasibility pass (gate/feasible.py) refuses the run only when the policy says
+        # `when_undecidable: refuse`: then it runs now, before any request; otherwise it only
+        # makes checks optional and runs with the comparison below (the at-chance refusal
+        # does not depend on which checks are required).
+        refusing = policy.feasibility.when_undecidable == "refuse"
+        if refusing:
+            checks = assessed(checks, policy)
         allowed = refuse_at_chance(Path(thresholds), list(checks), cube)
     except ThresholdsError as e:
         option = "--profile" if e.key == "profiles" and options.profile else "--thresholds"
         raise _usage(option, options.profile if option == "--profile" else thresholds, str(e)) from None
 
-    def record() -> dict[str, Any]:
-        """gate.json's policy block, with its differences from the shipped default: the
-        checks the shipped policy (its profile of the same name, if any) builds on this run,
-        assessed on this cube as the run's own are (so that only the policies differ). Not
-        needed to ask the model: built after the first answer when the inference starts
-        early (plugin/early.py); nothing in it refuses a run (the refusals are above)."""
+    def finish() -> tuple[list[Any], dict[str, Any]]:
+        """The checks assessed on this cube, and gate.json's policy block with its differences
+        from the shipped default: the checks the shipped policy (its profile of the same
+        name, if any) builds on this run, assessed as the run's own are (so that only the
+        policies differ). Not needed to ask the model: completed after the first answer
+        when the inference starts early (plugin/early.py); nothing here refuses a run (the
+        refusals are above)."""
 
         def default_checks(profile: str | None) -> list[Any]:
             shipped = load_policy(packaged_thresholds() or thresholds)
@@ -340,9 +357,10 @@ def _build(options: GateOptions) -> GateSession:
                 shipped = load_policy(packaged_thresholds() or thresholds, profile=profile)
             built = build_checks(cells, shipped, variants=variants, has_baseline=bool(baseline_dir or baseline_spec),
                                  cell_options=offered)
-            return list(assess(built, cube.items, shipped, feasibility_memo(built, content, shipped)))
+            return assessed(built, shipped)
 
-        return policy_record(Path(thresholds), options.profile, list(checks), default_checks, allowed)
+        done = list(checks) if refusing else assessed(checks, policy)
+        return done, policy_record(Path(thresholds), options.profile, done, default_checks, allowed)
 
     def adapter(option: str, spec: str) -> Any:
         try:
@@ -359,7 +377,7 @@ def _build(options: GateOptions) -> GateSession:
         variants=variants,
         thresholds_label=str(thresholds),
         thresholds_path=Path(thresholds),
-        _record=record,
+        _finish=finish,
         fresh=fresh_wanted(options.fresh, options.profile),
         judge=adapter("--judge", options.judge) if options.judge else None,
         baseline_adapter=adapter("--baseline", baseline_spec) if baseline_spec else None,
