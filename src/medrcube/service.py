@@ -85,14 +85,15 @@ def error_cause(response: Response) -> str:
     return head[:400] or str(response.error_kind or "error")
 
 
-# What deciding and writing a run need after its last answer: the evaluation and the
+# What grading, deciding and writing a run need after its last answer: the answers'
+# extraction (run/grade.py, not imported before the first request), the evaluation and the
 # intervals' scipy.special with numpy (a third of a second of CPU; a --sequential run's
 # looks import the rest where they are taken). Imported on a thread once the
 # first answer is in (the requests are out), so that neither start-up nor the end of the
 # run waits for them (an event loop waiting on its endpoint leaves the interpreter free).
 # The main thread imports them where it uses them, as before: one that failed here fails
 # there, with its own traceback, and one still loading there is waited for by the import lock.
-AFTER_ANSWERS = ("scipy.special", "medrcube.gate.evaluate")
+AFTER_ANSWERS = ("medrcube.run.grade", "scipy.special", "medrcube.gate.evaluate")
 _warming = threading.Lock()
 _warm_started = False
 
@@ -234,6 +235,7 @@ def infer(
     prices: Mapping[str, Mapping[str, Any]] | None = None,
     run_token: str | None = None,
     fresh: bool = False,
+    stop: threading.Event | None = None,
 ) -> Inference:
     """Ask the candidate (then a baseline model) in one event loop, as `decider` asks (the
     whole cube when None), through the response store at `store_dir` (None: no store),
@@ -247,7 +249,8 @@ def infer(
 
     `run_token` names this run in the provenance of the answers it stores (one for all
     the workers of a gate run; None: a new one); `fresh` takes no answer another run
-    stored (`--fresh`): every item is asked live."""
+    stored (`--fresh`): every item is asked live. `stop`, set from another thread, cancels
+    the run (its requests in flight with it) and raises run.orphan.StoppedError."""
     from medrcube.run.provenance import new_run_token
     from medrcube.run.runner import run_cube_async
     from medrcube.run.store import ResponseStore
@@ -318,11 +321,11 @@ def infer(
                 await m.aclose()
 
     async def guarded() -> Inference:
-        if not stop_when_orphaned:
-            return await everything()
-        from medrcube.run.orphan import until_orphaned  # an xdist worker whose controller died
+        from medrcube.run.orphan import until_orphaned, until_stopped
 
-        return await until_orphaned(everything())
+        work = everything() if stop is None else until_stopped(everything(), stop)
+        # An xdist worker whose controller died stops too.
+        return await (until_orphaned(work) if stop_when_orphaned else work)
 
     try:
         out = asyncio.run(guarded())

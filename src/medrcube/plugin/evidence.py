@@ -40,14 +40,11 @@ def fresh_wanted(fresh: bool | None, profile: str | None) -> bool:
 # -- the policy on record --------------------------------------------------------------------
 
 
-def policy_record(
-    thresholds: Path, profile: str | None, checks: list[Any], build_default: Any, cube: Any
-) -> dict[str, Any]:
-    """gate.json's `policy` block (gate/record.py). `build_default(profile)` builds the
-    shipped default policy's checks on this run. Raises UsageError for a bound at or
-    below chance that its entry does not allow."""
-    from medrcube.gate.record import below_chance, chance_levels, differences, differences_summary, policy_digest
-    from medrcube.plugin.options import packaged_thresholds
+def refuse_at_chance(thresholds: Path, checks: list[Any], cube: Any) -> list[Any]:
+    """Raise UsageError for a bound at or below chance that its entry does not allow;
+    return the entries that allow one (gate.json's `at_chance`). A usage error of the
+    user's policy: checked before the first request (plugin/early.py)."""
+    from medrcube.gate.record import below_chance, chance_levels
 
     chance = chance_levels(checks, ((it.cell, len(it.options)) for it in cube.items))
     refused, allowed = below_chance(checks, chance, thresholds)
@@ -58,6 +55,18 @@ def policy_record(
             "check. Fix: raise the bound, set `above_chance` (e.g. 0.1), or write `at_chance: true` in the entry to "
             "allow it explicitly"
         )
+    return list(allowed)
+
+
+def policy_record(
+    thresholds: Path, profile: str | None, checks: list[Any], build_default: Any, allowed: list[Any]
+) -> dict[str, Any]:
+    """gate.json's `policy` block (gate/record.py). `build_default(profile)` builds the
+    shipped default policy's checks on this run; `allowed` is what `refuse_at_chance`
+    returned for `checks`."""
+    from medrcube.gate.record import differences, differences_summary, policy_digest
+    from medrcube.plugin.options import packaged_thresholds
+
     default = packaged_thresholds()
     diffs = differences(checks, build_default(profile)) if default is not None else []
     return {

@@ -153,11 +153,23 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         return
     gate.check_suite_for_options(config)
     if gate.suite_requested(config):
+        from medrcube.plugin import early
         from medrcube.plugin.evidence import junit_properties
 
-        run = gate.open_session(config)
-        junit_properties(config, run.policy_record)
+        # Every usage error (cube, policy, model, endpoint) before the first request; then the
+        # inference starts now when nothing can deselect the gate's cases (plugin/early.py),
+        # and the rest of the session is completed once its first answer is in.
+        run = gate.open_session(config, defer=True)
         gate.preflight(run)
+        if early.start_if_allowed(config, run, _progress_for(config)):
+            run.early.wait_first_answer()
+        try:
+            run.complete()
+        except BaseException:
+            if run.early is not None:
+                run.early.stop()
+            raise
+        junit_properties(config, run.policy_record)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -275,9 +287,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    # tryfirst: an early inference no test waited for (interrupted, a collection error) is
+    # stopped before the controller's hooks read the session's records.
     config = session.config
     run = config.stash.get(gate.SESSION_KEY, None)
+    if run is not None and run.early is not None:
+        run.early.stop()
     if run is not None and not gate.is_controller(config):
         # A worker hands its records over; the controller writes (ControllerHooks).
         # `workeroutput` is set on a worker's config by pytest-xdist, which pytest's Config type does not declare.

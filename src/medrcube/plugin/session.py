@@ -103,7 +103,10 @@ class GateSession:
     served: dict[str, str | None] = field(default_factory=dict, repr=False)  # spec -> as its endpoint lists it
     # How the cube is asked and the checks decided (full or --sequential): chosen once, here.
     decider: Any = field(default=None, repr=False)  # medrcube.sequential.Decider
-    items_digest: str | None = None  # cube/derived_cache.items_digest of the cube's items, taken at start-up
+    # cube/derived_cache.items_digest of the cube's items, once the feasibility pass has taken it.
+    _digest: list[str] = field(default_factory=list, repr=False)
+    _finish: Any = field(default=None, repr=False)  # the assessed checks and policy_record (complete)
+    early: Any = field(default=None, repr=False)  # a medrcube.plugin.early.EarlyInference, once started
 
     def __post_init__(self) -> None:
         from medrcube.sequential import decider_for
@@ -132,10 +135,26 @@ class GateSession:
     def has_baseline(self) -> bool:
         return self.baseline_adapter is not None or self.baseline_dir is not None
 
+    def complete(self) -> None:
+        """Build what the session left for later (the feasibility pass when it cannot refuse,
+        gate.json's policy block), once."""
+        from medrcube.gate.thresholds import ThresholdsError
+
+        finish, self._finish = self._finish, None
+        if finish is None:
+            return
+        try:
+            checks, self.policy_record = finish()
+        except ThresholdsError as e:  # the shipped policy itself: as a usage error, as it was before
+            raise _usage("--thresholds", self.thresholds_label, str(e)) from None
+        self.checks = checks
+        self._by_id = {c.id: c for c in checks}
+
     # -- inference: lazy, once per process ------------------------------------------------
 
-    def _infer(self) -> None:
-        """Run the candidate (and a baseline model) through the one run service."""
+    def _infer(self, stop: Any = None) -> None:
+        """Run the candidate (and a baseline model) through the one run service; `stop`
+        (a threading.Event) cancels it from another thread (plugin/early.py)."""
         from medrcube.plugin.costs import price_of
         from medrcube.service import infer
 
@@ -165,10 +184,16 @@ class GateSession:
             prices=prices,
             run_token=self.run_token,
             fresh=self.fresh,
+            stop=stop,
         )
         self._result = self._inference.result
         if self._inference.baseline is not None:
             self._baseline_records = list(self._inference.baseline.records)
+
+    @property
+    def items_digest(self) -> str | None:
+        """The cube's items digest if it was taken (the leakage audit's cache key reuses it)."""
+        return self._digest[0] if self._digest else None
 
     def records(self) -> list[GradedRecord]:
         """Every graded record of the candidate (runs inference on the first call)."""
@@ -176,7 +201,10 @@ class GateSession:
             raise GateError(self._failure)
         if self._result is None:
             try:
-                self._infer()
+                if self.early is not None:  # started before collection: its outcome, waited for
+                    self.early.wait()
+                else:
+                    self._infer()
             except Exception as e:  # a broken run errors every check and fails none
                 self._failure = f"inference failed (--model={self.options.model}): {type(e).__name__}: {e}"
                 raise GateError(self._failure) from e
@@ -277,8 +305,9 @@ def thaw_heap_after(config: pytest.Config) -> None:
         config.add_cleanup(gc.unfreeze)
 
 
-def open_session(config: pytest.Config) -> GateSession:
-    """The process's GateSession, built on the first call. Every problem is a UsageError."""
+def open_session(config: pytest.Config, *, defer: bool = False) -> GateSession:
+    """The process's GateSession, built on the first call. Every problem is a UsageError.
+    `defer`: leave what asking the model does not need for `GateSession.complete`."""
     existing = config.stash.get(SESSION_KEY, None)
     if existing is not None:
         return existing
@@ -287,20 +316,19 @@ def open_session(config: pytest.Config) -> GateSession:
     gate = _build(config.stash[OPTIONS_KEY])
     gate.worker = worker_slot(config)
     gate.run_token = run_token(config)
+    if not defer:
+        gate.complete()
     config.stash[SESSION_KEY] = gate
     return gate
 
 
 def _build(options: GateOptions) -> GateSession:
     from medrcube.cube import load_cube
-    from medrcube.cube.derived_cache import items_digest
     from medrcube.cube.item import CubeError
     from medrcube.gate.checks import build_checks
-    from medrcube.gate.feasible import assess
     from medrcube.gate.thresholds import ThresholdsError, load_policy, validate_against_cells
     from medrcube.models.registry import ModelSpecError, load_adapter
-    from medrcube.plugin.evidence import fresh_wanted, policy_record, split_baseline
-    from medrcube.plugin.startup_cache import feasibility_memo
+    from medrcube.plugin.evidence import fresh_wanted, policy_record, refuse_at_chance, split_baseline
 
     variants = _parse_variants(options.variants)
     cube_spec = resolve_cube_spec(options)
@@ -319,29 +347,53 @@ def _build(options: GateOptions) -> GateSession:
     offered: dict[tuple[str, str, str], set[str]] = {}
     for it in cube.items:  # the option texts per cell: per-finding checks where a finding is offered
         offered.setdefault(it.cell, set()).update(it.options)
+    digest: list[str] = []  # the start-up cache's key (plugin/startup_cache.py), computed once
+
+    def assessed(built: list[Any], on: Any) -> list[Any]:
+        """Checks this cube cannot decide, or outside the scope: reported, not required (or refused)."""
+        from medrcube.cube.derived_cache import items_digest
+        from medrcube.gate.feasible import assess
+        from medrcube.plugin.startup_cache import feasibility_memo
+
+        if not digest:
+            digest.append(items_digest(cube.items))
+        return list(assess(built, cube.items, on, feasibility_memo(built, digest[0], on)))
+
     try:
         policy = load_policy(thresholds, profile=options.profile)
         validate_against_cells(policy, cells)
         checks = build_checks(cells, policy, variants=variants, has_baseline=bool(baseline_dir or baseline_spec),
                               cell_options=offered)
-        # Checks this cube cannot decide, or outside the scope: reported, not required (or refused).
-        content = items_digest(cube.items)  # the start-up cache's key (plugin/startup_cache.py)
-        checks = assess(checks, cube.items, policy, feasibility_memo(checks, content, policy))
+        # The feasibility pass (gate/feasible.py) refuses the run only when the policy says
+        # `when_undecidable: refuse`: then it runs now, before any request; otherwise it only
+        # makes checks optional and runs with the comparison below (the at-chance refusal
+        # does not depend on which checks are required).
+        refusing = policy.feasibility.when_undecidable == "refuse"
+        if refusing:
+            checks = assessed(checks, policy)
+        allowed = refuse_at_chance(Path(thresholds), list(checks), cube)
+    except ThresholdsError as e:
+        option = "--profile" if e.key == "profiles" and options.profile else "--thresholds"
+        raise _usage(option, options.profile if option == "--profile" else thresholds, str(e)) from None
+
+    def finish() -> tuple[list[Any], dict[str, Any]]:
+        """The checks assessed on this cube, and gate.json's policy block with its differences
+        from the shipped default: the checks the shipped policy (its profile of the same
+        name, if any) builds on this run, assessed as the run's own are (so that only the
+        policies differ). Not needed to ask the model: completed after the first answer
+        when the inference starts early (plugin/early.py); nothing here refuses a run (the
+        refusals are above)."""
 
         def default_checks(profile: str | None) -> list[Any]:
-            """The checks the shipped policy (its profile of the same name, if any) builds on this
-            run, assessed on this cube as the run's own are (so that only the policies differ)."""
             shipped = load_policy(packaged_thresholds() or thresholds)
             if profile in shipped.profiles:
                 shipped = load_policy(packaged_thresholds() or thresholds, profile=profile)
             built = build_checks(cells, shipped, variants=variants, has_baseline=bool(baseline_dir or baseline_spec),
                                  cell_options=offered)
-            return list(assess(built, cube.items, shipped, feasibility_memo(built, content, shipped)))
+            return assessed(built, shipped)
 
-        record = policy_record(Path(thresholds), options.profile, list(checks), default_checks, cube)
-    except ThresholdsError as e:
-        option = "--profile" if e.key == "profiles" and options.profile else "--thresholds"
-        raise _usage(option, options.profile if option == "--profile" else thresholds, str(e)) from None
+        done = list(checks) if refusing else assessed(checks, policy)
+        return done, policy_record(Path(thresholds), options.profile, done, default_checks, allowed)
 
     def adapter(option: str, spec: str) -> Any:
         try:
@@ -358,12 +410,12 @@ def _build(options: GateOptions) -> GateSession:
         variants=variants,
         thresholds_label=str(thresholds),
         thresholds_path=Path(thresholds),
-        policy_record=record,
+        _finish=finish,
         fresh=fresh_wanted(options.fresh, options.profile),
         judge=adapter("--judge", options.judge) if options.judge else None,
         baseline_adapter=adapter("--baseline", baseline_spec) if baseline_spec else None,
         baseline_dir=baseline_dir,
-        items_digest=content,
+        _digest=digest,
     )
 
 

@@ -5,7 +5,8 @@ An xdist worker runs the gate's inference for its controller. When the controlle
 reads its results any more, yet it kept sending requests for 10 to 13 s, billed by the
 provider. `until_orphaned` runs a coroutine while polling the parent's pid; once the
 parent changes, the coroutine is cancelled (its in-flight requests with it; claims
-are released by the runner's own cleanup) and `OrphanedError` is raised.
+are released by the runner's own cleanup) and `OrphanedError` is raised. `until_stopped`
+does the same when another thread of the process sets an event.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import threading
 from collections.abc import Awaitable
 from typing import TypeVar
 
-__all__ = ["OrphanedError", "until_orphaned"]
+__all__ = ["OrphanedError", "StoppedError", "until_orphaned", "until_stopped"]
 
 T = TypeVar("T")
 
@@ -40,6 +42,29 @@ async def until_orphaned(work: Awaitable[T], *, parent: int | None = None, poll_
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
                 raise OrphanedError(f"the controlling process {expected} is gone; stopped asking the model")
+    finally:
+        if not task.done():
+            task.cancel()
+
+
+class StoppedError(RuntimeError):
+    """The caller set the stop event: nobody will read the answers."""
+
+
+async def until_stopped(work: Awaitable[T], stop: threading.Event, *, poll_s: float = 0.05) -> T:
+    """Await `work`; cancel it and raise StoppedError once `stop` is set by another thread
+    (the gate's inference started before collection, in a run that ended without its
+    answers: plugin/early.py). Polled, since a threading.Event cannot be awaited."""
+    task = asyncio.ensure_future(work)
+    try:
+        while not stop.is_set():
+            done, _ = await asyncio.wait({task}, timeout=poll_s)
+            if done:
+                return task.result()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+        raise StoppedError("the run was stopped before its answers were needed")
     finally:
         if not task.done():
             task.cancel()

@@ -52,7 +52,6 @@ from typing import Any
 from medrcube.cube.item import Cube
 from medrcube.models.base import ModelAdapter, Request, Response
 from medrcube.records import GradedRecord, Outcome
-from medrcube.run.grade import apply_judge, grade, unavailable
 from medrcube.run.plan import PlannedAsk, as_variants, plan_asks, variant_specs
 from medrcube.run.progress import Progress
 from medrcube.run.provenance import new_run_token, provenance_counts, served_mismatches
@@ -167,6 +166,8 @@ async def run_cube_async(
         if ask.available:
             by_key.setdefault(ask.key, []).append(i)
         else:
+            from medrcube.run.grade import unavailable
+
             records[i] = unavailable(ask)
     n_unavailable = len(plan) - sum(len(v) for v in by_key.values())
     bar.advance(n_unavailable)
@@ -199,6 +200,11 @@ async def run_cube_async(
             results = await pump.run(requests)
         except StoreTamperedError as e:  # name the items: the store knows only its keys
             raise StoreTamperedError(e.path, e.keys, e.why, [requests[k].item_id for k in e.keys if k in requests]) from e
+        # Grading (its answer extraction: a few dozen ms of imports and regexes) is
+        # imported once the answers are in, not before the first request (docs/speed.md);
+        # service.warm_after_answers loads it meanwhile.
+        from medrcube.run.grade import grade
+
         for key, idx in by_key.items():
             response, cached = results[key]
             for i in idx:
@@ -301,6 +307,8 @@ async def _judge_unparsed(
         return pump
     bar.set_description(f"judge {judge.spec}")
     results = await pump.run(requests)
+    from medrcube.run.grade import apply_judge
+
     for key, idx in todo.items():
         response, _ = results[key]
         for i in idx:

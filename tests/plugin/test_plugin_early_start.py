@@ -1,0 +1,113 @@
+"""The gate's inference started at session start, before collection (plugin/early.py).
+
+The packaged suite run whole (`--pyargs medrcube.suite`) asks the model before pytest
+collects; an invocation that may deselect the gate's cases, or only collects, asks
+nothing until a case needs an answer (and nothing at all when none does); every usage
+error still comes before the first request. Runs in process against the scripted server,
+whose request count each test reads while pytest collects (a plugin object of the run).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from medrcube.testing.server import ScriptedServer
+from tests.plugin.conftest import THRESHOLDS
+
+
+class CountAtCollection:
+    """Reads the server's request count when collection is done."""
+
+    def __init__(self, server: ScriptedServer) -> None:
+        self.server = server
+        self.at_collection: int | None = None
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.at_collection = self.server.stats(log=False)["total"]
+
+
+def packaged(gate_ws: Any, server: ScriptedServer, *extra: str, store: str = ".medrcube",
+             thresholds: str = "thresholds.yaml", cube: str = "cube/cube.jsonl") -> list[str]:
+    return ["--pyargs", "medrcube.suite", f"--cube={cube}", f"--thresholds={thresholds}", "-p", "no:cacheprovider",
+            "-p", "no:hypothesispytest", f"--response-store={store}", f"--model={gate_ws.openai(server)}", *extra]
+
+
+def run(gate_ws: Any, server: ScriptedServer, *extra: str, **kw: str) -> tuple[pytest.RunResult, CountAtCollection]:
+    seen = CountAtCollection(server)
+    server.set_script({"answer_key": gate_ws.answer_key()})
+    server.reset_stats()
+    result = gate_ws.pytester.runpytest(*packaged(gate_ws, server, *extra, **kw), plugins=[seen])
+    return result, seen
+
+
+def test_the_packaged_suite_asks_before_collection_and_decides_as_a_late_start(gate_ws, gate_server) -> None:
+    result, seen = run(gate_ws, gate_server, store="early")
+    assert seen.at_collection is not None and seen.at_collection >= 1  # the first answer is in before collection
+    stats = gate_server.stats(log=False)
+    assert stats["total"] == len(gate_ws.items) and not stats["duplicates"]  # each item asked once
+    early = gate_ws.verdicts()
+    assert result.ret in (pytest.ExitCode.OK, 10, 11)
+    # -k that selects every case: the inference waits for the first case, as before.
+    result, seen = run(gate_ws, gate_server, "-k", "test_", store="late")
+    assert seen.at_collection == 0
+    assert gate_server.stats(log=False)["total"] == len(gate_ws.items)
+    assert gate_ws.verdicts() == early
+
+
+@pytest.mark.parametrize("extra", [("--co",), ("-k", "no_such_case"), ("-m", "slow"),
+                                   ("--deselect", "medrcube/suite/test_gate.py::test_overall")])
+def test_an_invocation_that_may_deselect_asks_nothing_before_a_case_needs_it(gate_ws, gate_server, extra) -> None:
+    result, seen = run(gate_ws, gate_server, *extra)
+    assert seen.at_collection == 0
+    if extra[0] != "--deselect":  # collect-only, or every gate case deselected: never asked
+        assert gate_server.stats(log=False)["total"] == 0, result.stdout.str()
+
+
+def test_a_bad_cube_is_the_same_usage_error_and_asks_nothing(gate_ws, gate_server) -> None:
+    result, _ = run(gate_ws, gate_server, cube="cube/missing.jsonl")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "cannot load the cube" in result.stderr.str()
+    assert gate_server.stats(log=False)["total"] == 0
+
+
+def test_a_policy_refused_at_chance_asks_nothing(gate_ws, gate_server) -> None:
+    (gate_ws.path / "t.yaml").write_text("version: 1\noverall: {bound: 0.01, above_chance: 0}\n", encoding="utf-8")
+    result, _ = run(gate_ws, gate_server, thresholds="t.yaml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "is at or below chance" in result.stderr.str()
+    assert gate_server.stats(log=False)["total"] == 0
+
+
+def test_a_stopped_inference_ends_at_once_and_raises() -> None:
+    """`until_stopped`: the event set from another thread cancels the work (run/orphan.py)."""
+    import asyncio
+    import threading
+
+    from medrcube.run.orphan import StoppedError, until_stopped
+
+    stop = threading.Event()
+    cancelled: list[bool] = []
+
+    async def forever() -> None:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+
+    threading.Timer(0.1, stop.set).start()
+    with pytest.raises(StoppedError):
+        asyncio.run(until_stopped(forever(), stop))
+    assert cancelled == [True]
+
+
+def test_a_policy_that_refuses_undecidable_checks_asks_nothing(gate_ws, gate_server) -> None:
+    """`when_undecidable: refuse`: the feasibility pass runs before the first request."""
+    text = THRESHOLDS + "feasibility: {when_undecidable: refuse, min_images: 1000}\n"
+    (gate_ws.path / "t.yaml").write_text(text, encoding="utf-8")
+    result, _ = run(gate_ws, gate_server, thresholds="t.yaml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "required checks cannot be decided on this cube" in result.stderr.str()
+    assert gate_server.stats(log=False)["total"] == 0
