@@ -22,8 +22,11 @@ the exit status; a report.html drawn after the exit is waited for before the nex
 and its CPU is not in the run's). Before the timed rounds of a cube, one untimed gate run fills the
 start-up cache (`MEDRCUBE_CACHE_DIR` under the scratch folder; its figures are kept as
 "cold"), so the rounds measure a user's second run on a cube. Each run is checked: the server saw exactly one request per item, no
-error. Figures are medians over the rounds; the physical limit is requests x delay /
-concurrency. `--paper` adds one round of `run` and the gate at the last setting on the
+error. After each `run` and gate run, the same command again on the store it filled
+(every answer from the store; the server must see none): its CPU is the fixed cost, and
+(CPU - replay CPU) / requests is the "marginal CPU/request", the client's CPU per request
+(docs/speed.md; `--no-marginal` skips the replays). Figures are medians over the rounds;
+the physical limit is requests x delay / concurrency. `--paper` adds one round of `run` and the gate at the last setting on the
 generated 7,626-item cube (`benchmarks.cubes.full_cube`) for CPU per request and peak RSS.
 """
 
