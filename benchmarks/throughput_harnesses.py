@@ -22,8 +22,11 @@ the exit status; a report.html drawn after the exit is waited for before the nex
 and its CPU is not in the run's). Before the timed rounds of a cube, one untimed gate run fills the
 start-up cache (`MEDRCUBE_CACHE_DIR` under the scratch folder; its figures are kept as
 "cold"), so the rounds measure a user's second run on a cube. Each run is checked: the server saw exactly one request per item, no
-error. Figures are medians over the rounds; the physical limit is requests x delay /
-concurrency. `--paper` adds one round of `run` and the gate at the last setting on the
+error. After each `run` and gate run, the same command again on the store it filled
+(every answer from the store; the server must see none): its CPU is the fixed cost, and
+(CPU - replay CPU) / requests is the "marginal CPU/request", the client's CPU per request
+(docs/speed.md; `--no-marginal` skips the replays). Figures are medians over the rounds;
+the physical limit is requests x delay / concurrency. `--paper` adds one round of `run` and the gate at the last setting on the
 generated 7,626-item cube (`benchmarks.cubes.full_cube`) for CPU per request and peak RSS.
 """
 
@@ -62,24 +65,26 @@ def write_jobs(cube_path: str, dest: Path) -> int:
     return len(jobs)
 
 
-def command(harness: str, *, url: str, cube: str, conc: int, work: Path, jobs: Path) -> list[str]:
+def command(harness: str, *, url: str, cube: str, conc: int, work: Path, jobs: Path,
+            store: Path | None = None) -> list[str]:
+    store = store or work / "store"
     if harness == "bare":
         return [python(), "-m", "benchmarks.bare_client", str(jobs), url, str(conc)]
     if harness == "run":
         return [bin_path("medrcube"), "run", f"--model=openai:bench@{url}", f"--cube={cube}",
-                f"--concurrency={conc}", f"--response-store={work / 'store'}", f"--out={work / 'reports'}",
+                f"--concurrency={conc}", f"--response-store={store}", f"--out={work / 'reports'}",
                 "--no-progress"]
     # `-p no:hypothesispytest`: hypothesis is a dev dependency of this venv, absent from a user's
     # install, and its pytest plugin imports it in every terminal summary (~0.1 s of CPU, 0.15-0.2 s
     # wall at load 14, after the last answer: docs/speed.md). Pass --dev-plugins to keep it.
     dev = [] if DEV_PLUGINS else ["-p", "no:hypothesispytest"]
     return [python(), "-m", "pytest", "--pyargs", "medrcube.suite", f"--model=openai:bench@{url}",
-            f"--cube={cube}", f"--concurrency={conc}", f"--response-store={work / 'store'}",
+            f"--cube={cube}", f"--concurrency={conc}", f"--response-store={store}",
             f"--junitxml={work / 'junit.xml'}", f"--alluredir={work / 'allure'}", "-p", "no:cacheprovider", "-q", *dev]
 
 
 def one_run(srv: ScriptedServer, harness: str, *, delay: float, conc: int, cube: str, n_items: int,
-            jobs: Path, scratch: Path, name: str, strict: bool = True) -> dict[str, Any]:
+            jobs: Path, scratch: Path, name: str, strict: bool = True, marginal: bool = True) -> dict[str, Any]:
     work = scratch / name
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -107,11 +112,43 @@ def one_run(srv: ScriptedServer, harness: str, *, delay: float, conc: int, cube:
     origin = srv.clock_origin
     first = origin + min(r["t_start"] for r in chat)
     last = origin + max(r["t_end"] for r in chat)
-    return {"harness": harness, "delay_s": delay, "concurrency": conc, "requests": len(chat),
-            "wall_s": t_exit - t_spawn, "startup_s": first - t_spawn, "requests_s": last - first,
-            "tail_s": t_exit - last, "cpu_s": proc.cpu_s, "cpu_ms_per_request": 1000.0 * proc.cpu_s / len(chat),
-            "maxrss_mib": proc.maxrss_mib, "exit": proc.returncode,
-            "limit_s": len(chat) * delay / conc}
+    out = {"harness": harness, "delay_s": delay, "concurrency": conc, "requests": len(chat),
+           "wall_s": t_exit - t_spawn, "startup_s": first - t_spawn, "requests_s": last - first,
+           "tail_s": t_exit - last, "cpu_s": proc.cpu_s, "cpu_ms_per_request": 1000.0 * proc.cpu_s / len(chat),
+           "maxrss_mib": proc.maxrss_mib, "exit": proc.returncode,
+           "limit_s": len(chat) * delay / conc, "replay_cpu_s": None, "marginal_cpu_ms_per_request": None}
+    if harness != "bare" and marginal:
+        out.update(replay(srv, harness, url=srv.base_url, cube=cube, conc=conc, jobs=jobs, env=env,
+                          store=work / "store", work=scratch / f"{name}-replay", requests=len(chat),
+                          cpu_s=proc.cpu_s))
+    return out
+
+
+def replay(srv: ScriptedServer, harness: str, *, url: str, cube: str, conc: int, jobs: Path, env: dict[str, str],
+           store: Path, work: Path, requests: int, cpu_s: float) -> dict[str, Any]:
+    """The same run again on the store the first filled: every answer from the store, none asked.
+
+    Its CPU is the run's fixed cost (start-up, grading, the verdict, the outputs), so the
+    first run's CPU minus this one's, over the requests sent, is the client's CPU per
+    request (docs/speed.md, "Client CPU per request").
+    """
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    srv.reset_stats()
+    cmd = command(harness, url=url, cube=cube, conc=conc, work=work, jobs=jobs, store=store)
+    proc = run_proc(cmd, log_dir=work, name=f"{harness}-replay", cwd=work, env=env, timeout=1800, ok_codes=(0, 10, 11))
+    st = srv.stats(log=False)
+    if st["total"]:
+        raise BenchError(f"{work.name}: the replay sent {st['total']} requests (every answer should come from "
+                         f"the store)\n{proc.tail()}")
+    for page in work.rglob("report.html"):
+        wait_drawn(page.parent)
+    return {"replay_cpu_s": proc.cpu_s, "marginal_cpu_ms_per_request": 1000.0 * (cpu_s - proc.cpu_s) / requests}
+
+
+def med_or_none(key: str, rs: list[dict[str, Any]]) -> float | None:
+    values = [r[key] for r in rs if r.get(key) is not None]
+    return float(statistics.median(values)) if values else None
 
 
 def summarise(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -135,19 +172,24 @@ def summarise(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                          "wall_s": med("wall_s"), "x_limit": med("wall_s") / mine[0]["limit_s"],
                          "x_bare": float(statistics.median(ratios)) if ratios else None,
                          "startup_s": med("startup_s"), "requests_s": med("requests_s"), "tail_s": med("tail_s"),
-                         "cpu_ms_per_request": med("cpu_ms_per_request"), "maxrss_mib": max(r["maxrss_mib"] for r in mine)})
+                         "cpu_ms_per_request": med("cpu_ms_per_request"),
+                         "marginal_cpu_ms_per_request": med_or_none("marginal_cpu_ms_per_request", mine),
+                         "maxrss_mib": max(r["maxrss_mib"] for r in mine)})
     return rows
 
 
 def table(rows: list[dict[str, Any]]) -> str:
     head = ("| cube | delay, in flight (limit) | harness | wall | x bare | x limit | start-up | requests | "
-            "last answer to exit | CPU/request | peak RSS |\n|---|---|---|---|---|---|---|---|---|---|---|")
+            "last answer to exit | CPU/request | marginal CPU/request | peak RSS |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|")
     lines = [head]
     for r in rows:
         xb = "" if r["x_bare"] is None else f"{r['x_bare']:.2f}x"
+        m = r.get("marginal_cpu_ms_per_request")
+        marg = "" if m is None else f"{m:.2f} ms"
         lines.append(f"| {r['cube']} | {r['delay_s'] * 1000:.0f} ms, {r['concurrency']} ({r['limit_s']:.2f} s) | "
                      f"{r['harness']} | {r['wall_s']:.2f} s | {xb} | {r['x_limit']:.2f}x | {r['startup_s']:.2f} s | "
-                     f"{r['requests_s']:.2f} s | {r['tail_s']:.2f} s | {r['cpu_ms_per_request']:.2f} ms | "
+                     f"{r['requests_s']:.2f} s | {r['tail_s']:.2f} s | {r['cpu_ms_per_request']:.2f} ms | {marg} | "
                      f"{r['maxrss_mib']:.0f} MiB |")
     return "\n".join(lines)
 
@@ -161,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--paper", action="store_true", help="also the generated 7,626-item cube (module docstring)")
     ap.add_argument("--paper-only", action="store_true", help="only the generated cube (with --paper)")
     ap.add_argument("--no-cold", action="store_true", help="keep the start-up cache as it is (no cold run)")
+    ap.add_argument("--no-marginal", action="store_true",
+                    help="no replay run from the store after each run and gate run (no marginal CPU per request)")
     ap.add_argument("--out", default=str(RESULT))
     ap.add_argument("--dev-plugins", action="store_true",
                     help="run the gate with the dev-only pytest plugins of this venv (hypothesis) loaded")
@@ -193,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 shutil.rmtree(scratch / "cache", ignore_errors=True)
                 cold = one_run(srv, "gate", delay=delay, conc=conc, cube=cube, n_items=n_items, jobs=jobs,
-                               scratch=scratch, name=f"{label}-cold-gate", strict=strict)
+                               scratch=scratch, name=f"{label}-cold-gate", strict=strict, marginal=False)
                 cold.update(cube=label, round=-1)
                 colds.append(cold)
                 print(f"{label} gate, cold start-up cache: wall {cold['wall_s']:.2f} s, start-up {cold['startup_s']:.2f} s, "
@@ -204,11 +248,13 @@ def main(argv: list[str] | None = None) -> int:
                     for h in harnesses:
                         name = f"{label}-{int(delay * 1000)}ms-c{conc}-{h}-{rnd}"
                         r = one_run(srv, h, delay=delay, conc=conc, cube=cube, n_items=n_items, jobs=jobs,
-                                    scratch=scratch, name=name, strict=strict)
+                                    scratch=scratch, name=name, strict=strict, marginal=not args.no_marginal)
                         r.update(cube=label, round=rnd)
                         runs.append(r)
-                        print(f"{name}: wall {r['wall_s']:.2f} s, start-up {r['startup_s']:.2f} s, tail "
-                              f"{r['tail_s']:.2f} s, CPU {r['cpu_ms_per_request']:.2f} ms/request, "
+                        m = r["marginal_cpu_ms_per_request"]
+                        print(f"{name}: wall {r['wall_s']:.2f} s, start-up {r['startup_s']:.2f} s, requests "
+                              f"{r['requests_s']:.2f} s, tail {r['tail_s']:.2f} s, CPU {r['cpu_ms_per_request']:.2f} "
+                              f"ms/request" + ("" if m is None else f" (marginal {m:.2f})") + ", "
                               f"RSS {r['maxrss_mib']:.0f} MiB", file=sys.stderr, flush=True)
     rows = summarise(runs)
     doc = {"load_average_start": load0, "load_average_end": load_average(), "cpu_count": os.cpu_count(),

@@ -64,6 +64,32 @@ def test_an_open_breaker_wakes_a_backoff_and_cancels_a_hanging_request() -> None
     assert asyncio.run(scenario()) == (True, None)
 
 
+def test_a_race_returns_its_result_and_lets_a_cancellation_not_the_breakers_through() -> None:
+    b = CircuitBreaker("u", failures=1, seconds=0)
+
+    async def answer() -> str:
+        await asyncio.sleep(0)
+        return "A"
+
+    async def scenario() -> tuple[str | None, bool, bool]:
+        answered = await b.race(answer())
+        hung = asyncio.get_running_loop().create_future()
+        raced = asyncio.ensure_future(b.race(hung))
+        await asyncio.sleep(0)
+        raced.cancel()  # the run's own cancellation (an interrupt), not the breaker's
+        with pytest.raises(asyncio.CancelledError):
+            await raced
+        # Each racing task is cancelled once when the breaker opens, and each is told apart.
+        first, second = (asyncio.get_running_loop().create_future() for _ in range(2))
+        tasks = [asyncio.ensure_future(b.race(f)) for f in (first, second)]
+        await asyncio.sleep(0)
+        b.failed("timeout", "no answer")
+        results = await asyncio.gather(*tasks)
+        return answered, results == [None, None], all(t.cancelling() == 0 for t in tasks)
+
+    assert asyncio.run(scenario()) == ("A", True, True)
+
+
 def test_trip_opens_at_once() -> None:
     b = CircuitBreaker("u", failures=100, seconds=100)
     b.trip("asked to wait 100000s")

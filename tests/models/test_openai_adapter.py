@@ -245,7 +245,7 @@ def test_an_image_truncated_past_its_header_fails_its_request_not_sent(scripted_
     assert out[1].error_kind is ErrorKind.INTERNAL and out[1].text is None
     assert "c0ffee00" in out[1].error and "cannot decode" in out[1].error and "truncated" in out[1].error
     assert scripted_server.stats()["total"] == 1  # nothing was sent for the truncated image
-    assert not prepare_image(whole, max_side=100).passthrough  # a whole one is re-encoded too
+    assert not prepare_image(whole, max_side=100).passthrough  # a whole one is never sent as it came either
 
 
 # ---------------------------------------------------------------------------- retried faults
@@ -597,7 +597,7 @@ def test_prepare_image_modes_and_errors():
         assert im.mode == "L" and im.getextrema() == (0, 255)  # windowed to its own range
     assert max(prepare_image(encode(sixteen), max_side=20).width, 0) == 13  # 25x40 -> 13x20
     rgba = encode(Image.new("RGBA", (10, 10), (1, 2, 3, 4)))
-    assert prepare_image(rgba, max_side=100).mime == "image/png"  # re-encoded, never passed through
+    assert prepare_image(rgba, max_side=100).mime == "image/png"  # rebuilt (test_png_repack.py), never passed through
     as_jpeg = prepare_image(rgba, max_side=100, fmt="jpeg")
     assert as_jpeg.mime == "image/jpeg" and not as_jpeg.passthrough
     tiff = encode(Image.new("RGB", (8, 8)), "TIFF")

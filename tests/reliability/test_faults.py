@@ -687,7 +687,10 @@ def test_disk_full_under_the_store_stops_clearly_and_keeps_what_was_committed(
     small, out = tmp_path / "small", tmp_path / "reports"
     store_dir = small / "store"
     keys = {p.key: p.item.question for p in plan_asks(rel_cube, "standard", fingerprint=fingerprint(scripted_server.base_url)) if p.available}
-    with tiny_filesystem(small, 384) as mounted:
+    # 256 KiB: the run's 24 answers must not all fit. One commit per answer (the next claim
+    # in the same transaction, run/pump.py) writes half the WAL frames of two, and at 384
+    # KiB a whole run sometimes fitted.
+    with tiny_filesystem(small, 256) as mounted:
         if not mounted:
             pytest.skip("needs a tmpfs (root): a per-file size limit cannot fill a disk under SQLite's feet")
         done = subprocess.run([*cli_run(scripted_server.base_url, rel_cube, store_dir, out, "--concurrency", "2"),
@@ -715,7 +718,7 @@ def test_disk_full_under_the_store_stops_clearly_and_keeps_what_was_committed(
     t.resent += len(reasked & answered_q)  # answered, but the full disk refused the commit
     t.lost += len(keys) - len(stored_responses(roomy, list(keys)))
     t.unclear += int(not no_traceback(done.stdout, done.stderr))
-    t.note("the store on a 384 KiB tmpfs filled mid-run")
+    t.note("the store on a 256 KiB tmpfs filled mid-run")
 
     assert done.returncode == 1, (done.stdout, done.stderr)
     assert "response store" in done.stderr and "full" in done.stderr.lower(), done.stderr

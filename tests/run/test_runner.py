@@ -239,6 +239,22 @@ def test_batches_respect_batch_size_and_ask_each_key_once(unique_cube: Cube, tmp
     assert sum(model.seen.values()) == result.requests_sent == result.asked
 
 
+def test_a_workers_next_claim_goes_in_the_transaction_that_commits_its_answer(unique_cube: Cube, tmp_path: Path) -> None:
+    store = ResponseStore(tmp_path)
+    statements: list[str] = []
+    store._conn().set_trace_callback(statements.append)  # this thread's connection: the run's
+    result = run_cube(unique_cube, Scripted(lambda r: Response(text="A"), concurrency=1), variants=("blind",),
+                      store=store, concurrency=1)
+    commits = sum(1 for s in statements if s.strip().upper() == "COMMIT")
+    assert result.requests_sent == result.asked > 3
+    # One worker: the first claim, then one transaction per answer (its commit with the next
+    # claim); two per answer before. The stored answers are all there, no claim is left.
+    assert commits <= result.requests_sent + 2
+    again = run_cube(unique_cube, Scripted(lambda r: Response(text="B")), variants=("blind",), store=store)
+    assert again.requests_sent == 0 and again.cache_hits == result.asked
+    assert store._conn().execute("SELECT COUNT(*) FROM claims").fetchone()[0] == 0
+
+
 def test_the_judge_resolves_unparsed_answers_through_the_store(unique_cube: Cube, tmp_path: Path) -> None:
     vague = {it.id for it in unique_cube.items[::3]}
 

@@ -51,6 +51,7 @@ class CircuitBreaker:
         self.message: str | None = None  # set when the breaker opens
         self._opened: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._racing: dict[asyncio.Task[object], bool] = {}  # tasks in `race` -> cancelled by the breaker
 
     @property
     def open(self) -> bool:
@@ -78,6 +79,7 @@ class CircuitBreaker:
                 f"breaker_seconds in models.yaml set the bounds)")
             if self._opened is not None:
                 self._opened.set()
+            self._cancel_racing()
 
     def trip(self, why: str) -> None:
         """Open now: the server said it will not serve us in time (a Retry-After past its cap)."""
@@ -86,6 +88,7 @@ class CircuitBreaker:
                             f"unasked: rerun on the same store later to ask only those")
             if self._opened is not None:
                 self._opened.set()
+            self._cancel_racing()
 
     def _event(self) -> asyncio.Event:
         loop = asyncio.get_running_loop()
@@ -107,20 +110,34 @@ class CircuitBreaker:
 
     async def race(self, work: Awaitable[T]) -> T | None:
         """`work`'s result, or None (and `work` cancelled) if the breaker opens first: a
-        request hanging on a stalled server must not hold the run after it is given up."""
-        event = self._event()
-        if event.is_set():
+        request hanging on a stalled server must not hold the run after it is given up.
+
+        `work` runs in the calling task, which the breaker cancels when it opens (as
+        `asyncio.timeout` does): no task and no `asyncio.wait` per attempt, which cost more
+        CPU than the rest of the attempt's bookkeeping (docs/speed.md). A cancellation that
+        is not the breaker's propagates."""
+        if self.open:
             if isinstance(work, Coroutine):
                 work.close()
             return None
-        task = asyncio.ensure_future(work)
-        opened = asyncio.ensure_future(event.wait())
+        task = asyncio.current_task()
+        if task is None:  # not in a task (a bare coroutine driven by hand): nothing to cancel
+            return await work
+        self._racing[task] = False
         try:
-            await asyncio.wait([task, opened], return_when=asyncio.FIRST_COMPLETED)
+            result = await work
+        except asyncio.CancelledError:
+            if self._racing.get(task) and task.uncancel() == 0:
+                return None  # the breaker's cancellation, and no one else's
+            raise
         finally:
-            opened.cancel()
-        if task.done():
-            return task.result()
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        return None
+            cancelled_by_us = self._racing.pop(task, False)
+        if cancelled_by_us:  # `work` finished despite the cancellation: its result stands
+            task.uncancel()
+        return result
+
+    def _cancel_racing(self) -> None:
+        for task, cancelled in list(self._racing.items()):
+            if not cancelled and not task.done():
+                self._racing[task] = True
+                task.cancel()

@@ -1,8 +1,8 @@
 """Images for chat APIs: base64 data URLs, downscaled, prepared once per process.
 
 `prepare_image` turns encoded image bytes into a PNG or JPEG data URL whose longest side
-is at most `max_side`. Every image is decoded whole and re-encoded from its pixels alone,
-always, even one that already fits: a site's own files carry what must not leave it
+is at most `max_side`. Every image is decoded whole and re-encoded from its pixels alone
+(but for the one simple PNG case below), even one that already fits: a site's own files carry what must not leave it
 (PNG text chunks, bytes after IEND, EXIF fields, JPEG comments, ICC profiles), and only
 a new image built from the decoded pixel array is sure to carry none of it. Decoding
 whole also makes a file truncated past its header an item error here, never an image
@@ -11,6 +11,24 @@ orientation), converted to a mode the format can hold (16-bit and float images a
 windowed to their own min..max range, as a viewer's default window would), resized with
 Lanczos and encoded with no metadata. `PreparedImage.sha256` is the digest of the bytes
 sent.
+
+One case is rebuilt without decoding to pixels and encoding again (`_png_repacked`), because
+that was most of a request's CPU (about 3 to 5 ms per image): an 8-bit, non-interlaced grey,
+grey+alpha, RGB or RGBA PNG that fits `max_side` and that carries nothing an orientation
+could be read from. Its chunks are walked and each CRC checked, its compressed pixel
+stream is inflated whole and must give exactly the bytes its header promises (every
+scanline's filter type valid, nothing after the stream's end), and the file sent is made
+new from the signature, the header's fields, that one verified stream and IEND: no
+ancillary chunk (text, EXIF, ICC profile, time, physical size, transparency key) and no
+byte after IEND can be in it, because nothing but those three chunks is ever copied. It
+is as safe as decoding and encoding again for what the re-encoding was there to remove,
+metadata: the pixel stream holds pixels and nothing else once it inflates exactly to
+them (a deflate stream carries no names or fields; the freedom an encoder has in how it
+compresses is no more a channel than the pixels, which are sent either way), and a
+decoder shows the same pixels (the tests compare them with the re-encoded image's). A
+transparency key (tRNS) on a grey or RGB image is dropped, as the re-encoding dropped it.
+Anything else, or anything that does not check, takes the decoding path, which stays the
+authority on what is an error.
 
 `ImageCache` keeps prepared images by (digest, max_side, format), bounded in bytes so
 that a cube of thousands of images does not sit in memory, and makes concurrent requests
@@ -26,7 +44,9 @@ import hashlib
 import io
 import math
 import os
+import struct
 import threading
+import zlib
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -70,6 +90,7 @@ class PreparedImage:
     nbytes: int  # size of the encoded image (before base64)
     passthrough: bool  # always False: kept for callers that read it (nothing is sent unchanged)
     sha256: str = ""  # digest of the bytes sent
+    repacked: bool = False  # a PNG rebuilt from its verified pixel stream, not decoded and encoded again
 
 
 def _target_format(source: str | None, fmt: str) -> str:
@@ -126,6 +147,10 @@ def prepare_image(data: bytes, *, max_side: int | None = 1024, fmt: str = "auto"
     target = _target_format(source, fmt)
     bound = max_side or 0
     fits = not bound or max(w, h) <= bound
+    if fits and source == "PNG" and target == "PNG" and w * h <= (Image.MAX_IMAGE_PIXELS or w * h):
+        repacked = _png_repacked(data)
+        if repacked is not None:
+            return _encoded(repacked, target, w, h, repacked=True)
     try:
         if not fits and source == "JPEG":
             im.draft(im.mode, (bound, bound))  # let the JPEG decoder downscale by 2^k first
@@ -156,10 +181,87 @@ def _upright(im: Image.Image) -> Image.Image:
         return im
 
 
-def _encoded(payload: bytes, target: str, w: int, h: int) -> PreparedImage:
+def _encoded(payload: bytes, target: str, w: int, h: int, *, repacked: bool = False) -> PreparedImage:
     mime = "image/jpeg" if target == "JPEG" else "image/png"
     url = VerbatimJSON(f"data:{mime};base64,{base64.b64encode(payload).decode('ascii')}")  # base64: nothing to escape
-    return PreparedImage(url, mime, w, h, len(payload), False, hashlib.sha256(payload).hexdigest())
+    return PreparedImage(url, mime, w, h, len(payload), False, hashlib.sha256(payload).hexdigest(), repacked)
+
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+# Colour types repacked, by their channels at 8 bits: grey, RGB, grey+alpha, RGBA (the
+# modes the decoding path sends unconverted). A palette image is decoded: an index past
+# its palette is not seen without unfiltering every row.
+_REPACKED_CHANNELS = {0: 1, 2: 3, 4: 2, 6: 4}
+# Chunks a decoder reads an orientation from (Pillow's exif_transpose: eXIf, a "Raw
+# profile type exif" text chunk, XMP's tiff:Orientation in an iTXt): an image carrying one
+# is decoded, so that it is turned upright as before. Text keywords are matched loosely.
+# So is an animated PNG (acTL): which frame a decoder shows first is the decoder's to say.
+_ORIENTATION_WORDS = (b"exif", b"xmp")
+
+
+def _chunk(kind: bytes, body: bytes) -> bytes:
+    return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(body, zlib.crc32(kind)))
+
+
+def _png_repacked(data: bytes) -> bytes | None:
+    """A new PNG of the header, the verified pixel stream and IEND of `data`; None if it
+    is not the simple case that can be (module docstring) or anything in it fails a check."""
+    if not data.startswith(PNG_SIGNATURE):
+        return None
+    pos, end = len(PNG_SIGNATURE), len(data)
+    header: bytes | None = None
+    stream: list[bytes] = []
+    idat_done = False
+    while True:
+        if pos + 12 > end:
+            return None  # cut short before IEND
+        length, kind = struct.unpack_from(">I4s", data, pos)
+        body_at, crc_at = pos + 8, pos + 8 + length
+        if length > 0x7FFFFFFF or crc_at + 4 > end:
+            return None
+        body = data[body_at:crc_at]
+        if zlib.crc32(body, zlib.crc32(kind)) != struct.unpack_from(">I", data, crc_at)[0]:
+            return None
+        pos = crc_at + 4
+        if header is None:
+            if kind != b"IHDR" or length != 13:
+                return None
+            header = body
+            continue
+        if kind == b"IDAT":
+            if idat_done:
+                return None  # IDAT chunks must be consecutive
+            stream.append(body)
+            continue
+        if stream:
+            idat_done = True
+        if kind == b"IEND":
+            break  # what follows IEND is never read, and never sent
+        if kind in (b"eXIf", b"acTL") or (kind in (b"tEXt", b"zTXt", b"iTXt")
+                               and any(w in body.split(b"\0", 1)[0].lower() for w in _ORIENTATION_WORDS)):
+            return None
+        if not kind[0] & 0x20:
+            return None  # a critical chunk other than IHDR, IDAT, IEND (PLTE, or unknown)
+        # any other ancillary chunk (text, time, ICC profile, tRNS ...) is left behind
+    if header is None or not stream:
+        return None
+    width, height, depth, colour, compression, filtering, interlace = struct.unpack(">IIBBBBB", header)
+    channels = _REPACKED_CHANNELS.get(colour)
+    if channels is None or depth != 8 or compression or filtering or interlace or not width or not height:
+        return None
+    stride = 1 + width * channels
+    expected = stride * height
+    compressed = b"".join(stream)
+    inflater = zlib.decompressobj()
+    try:
+        raw = inflater.decompress(compressed, expected + 1)  # bounded: never more than the header promises
+    except zlib.error:
+        return None
+    if len(raw) != expected or not inflater.eof or inflater.unused_data or inflater.unconsumed_tail:
+        return None
+    if max(raw[::stride]) > 4:
+        return None  # a scanline filter type PNG does not define
+    return PNG_SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"IDAT", compressed) + _chunk(b"IEND", b"")
 
 
 class ImageCache:

@@ -38,6 +38,7 @@ import pytest
 from medrcube.plugin import session as gate
 from medrcube.plugin import summary
 from medrcube.plugin.allure_overview import carry_history
+from medrcube.plugin.heap import thaw_heap_after
 from medrcube.plugin.options import realign_setup
 
 NOT_REQUESTED = "not-requested"
@@ -136,8 +137,8 @@ def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) 
 def pytest_configure(config: pytest.Config) -> None:
     # tryfirst: before allure-pytest's configure reads --clean-alluredir.
     config.stash[gate.OPTIONS_KEY] = gate.read_options(config)
-    # Registered first, so run last: after pytest's own end-of-run collections (session.settle_heap).
-    gate.thaw_heap_after(config)
+    # Registered first, so run last: after pytest's own end-of-run collections (plugin/heap.py).
+    thaw_heap_after(config)
     if gate.is_controller(config):
         if getattr(config.option, "allure_report_dir", None) and not config.option.allure_keep:
             config.option.clean_alluredir = True  # results of another model are not retries of this one

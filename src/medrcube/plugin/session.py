@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from medrcube.gate import kinds
+from medrcube.plugin.heap import settle_heap
 from medrcube.plugin.options import (  # noqa: F401  (re-exported: the pytest room's one namespace)
     GATE_OPTIONS,
     HOW_TO_RUN,
@@ -208,7 +209,7 @@ class GateSession:
             except Exception as e:  # a broken run errors every check and fails none
                 self._failure = f"inference failed (--model={self.options.model}): {type(e).__name__}: {e}"
                 raise GateError(self._failure) from e
-            settle_heap()
+            settle_heap()  # plugin/heap.py
         result = self._result
         assert result is not None
         if result.aborted:  # a check on the items asked before the stop decides nothing
@@ -278,31 +279,6 @@ class GateSession:
             "info": r.info,
             "sampling": self.decider.sampling(),
         }
-
-
-def settle_heap() -> None:
-    """Once inference is done: collect the garbage (finalizers run, pytest's unraisable
-    hook sees them as always), then freeze what is alive (gc.freeze), so that later
-    collections skip the cube, the records and the modules. pytest collects the whole heap
-    twice at its end (unraisableexception's unconfigure and cleanup): ~0.045 s of CPU each
-    on the bundled cube, after the last answer (issue 29, docs/speed.md); frozen, they
-    look at what was made since. `thaw_heap_after`'s cleanup, run after pytest's own, gives
-    the heap back to the collector: a process running pytest in-process (pytester) keeps
-    collecting all of it."""
-    import gc
-
-    gc.collect()
-    gc.freeze()
-
-
-def thaw_heap_after(config: pytest.Config) -> None:
-    """Register `gc.unfreeze` as a cleanup of this pytest run (from pytest_configure, so it
-    runs after pytest's own end-of-run collections), unless something was frozen before
-    the run began: unfreezing is all or nothing, and a process's own freeze is its own."""
-    import gc
-
-    if gc.get_freeze_count() == 0:
-        config.add_cleanup(gc.unfreeze)
 
 
 def open_session(config: pytest.Config, *, defer: bool = False) -> GateSession:

@@ -114,8 +114,7 @@ class Pump:
             store = self.store
             self._claim: PerIteration[str, set[str]] = PerIteration(lambda keys: store.claim_many(
                 keys, self.owner, self.claim_ttl_s, newer_than=self.newer_than, run=self.only_run))
-            self._commit: PerIteration[tuple[str, Response], None] = PerIteration(lambda answers: store.put_many(
-                answers, model=self.adapter.fingerprint, owner=self.owner, asked_by=self.asked_by))
+            self._commit: PerIteration[tuple[str, Response | None], set[str]] = PerIteration(self._put_and_claim)
         tasks = [asyncio.create_task(self._worker(), name=f"medrcube-worker-{i}") for i in range(self.concurrency)]
         tasks.append(asyncio.create_task(self.watchdog.watch(), name="medrcube-watchdog"))
         if self.store is not None:
@@ -155,6 +154,24 @@ class Pump:
         if self.remaining == 0:
             self.all_done.set()
 
+    def _put_and_claim(self, entries: list[tuple[str, Response | None]]) -> set[str]:
+        """One transaction for an iteration's answers (key, response) and the keys their
+        workers ask next (key, None): the keys won."""
+        assert self.store is not None
+        answers = [(k, r) for k, r in entries if r is not None]
+        keys = [k for k, r in entries if r is None]
+        return self.store.put_and_claim_many(
+            answers, keys, self.owner, self.claim_ttl_s, model=self.adapter.fingerprint, asked_by=self.asked_by,
+            newer_than=self.newer_than, run=self.only_run)
+
+    def _take_next(self) -> list[str]:
+        """The next batch if one is queued now, else [] (never waits)."""
+        try:
+            first = self.queue.get_nowait()
+        except asyncio.QueueEmpty:
+            return []
+        return [k for k in self._take_batch(first) if k not in self.results]
+
     def _take_batch(self, first: str) -> list[str]:
         batch = [first]
         while len(batch) < self.batch_size:
@@ -166,15 +183,21 @@ class Pump:
 
     async def _worker(self) -> None:
         store = self.store
+        batch: list[str] = []
+        claimed: set[str] | None = None  # won for `batch` with the last commit: asked without a claim of its own
         while True:
-            batch = self._take_batch(await self.queue.get())
+            if claimed is None:
+                batch = self._take_batch(await self.queue.get())
             batch = [k for k in batch if k not in self.results]
             if self.aborted is not None:
                 for key in batch:
                     self._complete(key, self._not_asked(), False)
+                claimed = None
                 continue
             if store is not None and batch:
-                won = await self._claim(batch)  # one transaction for the batches of this iteration
+                # One transaction for the batches of this iteration (or the one that
+                # committed this worker's last answers).
+                won = claimed if claimed is not None else await self._claim(batch)
                 lost = [k for k in batch if k not in won]
                 if lost:
                     # Answered meanwhile (read it), or being asked by another process (wait).
@@ -182,16 +205,23 @@ class Pump:
                     self.waiting.update(k for k in lost if k not in found)
                     self.wake_waiter.set()
                 batch = [k for k in batch if k in won]
+            claimed = None
             if not batch:
                 continue
             responses = await self._generate([self.requests[k] for k in batch])
             self.requests_sent += len(batch)
+            asked = batch
             if store is not None:
                 # Committed before anything else happens to these responses (with the others
                 # that came back in the same loop iteration, in one transaction): see the
-                # runner's docstring for the guarantee this gives after a SIGKILL.
-                await self._commit(zip(batch, responses, strict=True))
-            for key, response in zip(batch, responses, strict=True):
+                # runner's docstring for the guarantee this gives after a SIGKILL. The
+                # claim of this worker's next batch, if one is queued, goes in the same
+                # transaction: one commit per answer instead of two.
+                following = self._take_next()
+                won_next = await self._commit([*zip(batch, responses, strict=True), *((k, None) for k in following)])
+                if following:
+                    batch, claimed = following, won_next & set(following)
+            for key, response in zip(asked, responses, strict=True):
                 if response.error_kind in _STOPS_THE_RUN and self.aborted is None:
                     self.aborted_kind = response.error_kind
                     self.aborted = (f"authentication failed: {response.error}" if response.error_kind is ErrorKind.AUTH

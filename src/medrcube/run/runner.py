@@ -15,7 +15,8 @@ Design, and why:
 - Every response is committed to the store as soon as its batch returns, before
   anything else is done with it (one short transaction for the responses that came back
   in the same event-loop iteration: tens of microseconds in WAL; docs/speed.md gives the
-  CPU per request).
+  CPU per request). The worker's next batch, when one is queued, is claimed in that same
+  transaction (`ResponseStore.put_and_claim_many`): one commit per answer, not two.
 
 Guarantee after a SIGKILL: every response committed before the kill is kept and never
 requested again; the requests that were in flight (sent, response not yet committed)

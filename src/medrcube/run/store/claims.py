@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import os
 import socket
+import sqlite3
 import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
+from medrcube.models.base import Response
 from medrcube.run.store.opening import StoreTamperedError, _chunks
-from medrcube.run.store.responses import _RESPONSE_COLS, StoreResponses
+from medrcube.run.store.responses import _RESPONSE_COLS, AskedBy, StoreResponses
 
 
 def new_owner() -> str:
@@ -88,29 +90,50 @@ class StoreClaims(StoreResponses):
         """`claim` for several keys in one transaction; returns the keys won. `run` as in
         `get_many`: only that run's answers count as answered. A tampered answer raises
         StoreTamperedError (responses.py)."""
+        tampered: list[str] = []
+        with self._write() as conn:
+            won = self._claim_in(conn, keys, owner, ttl_s, newer_than, run, tampered)
+        if tampered:
+            raise StoreTamperedError(self.path, tampered, self._tamper_reason())
+        return won
+
+    def put_and_claim_many(
+        self, items: Sequence[tuple[str, Response]], keys: Sequence[str], owner: str, ttl_s: float, *,
+        model: str = "", asked_by: AskedBy | None = None, newer_than: float | None = None, run: str | None = None,
+    ) -> set[str]:
+        """`put_many(items)` and `claim_many(keys)` in one transaction (the answers that came
+        back and the keys their workers ask next: one commit where there were two); returns
+        the keys won, and raises as either would, after the commit."""
+        tampered: list[str] = []
+        with self._write() as conn:
+            self._put_in(conn, items, model, owner, asked_by)
+            won = self._claim_in(conn, keys, owner, ttl_s, newer_than, run, tampered)
+        if tampered:
+            raise StoreTamperedError(self.path, tampered, self._tamper_reason())
+        return won
+
+    def _claim_in(self, conn: sqlite3.Connection, keys: Sequence[str], owner: str, ttl_s: float,
+                  newer_than: float | None, run: str | None, tampered: list[str]) -> set[str]:
+        """`claim_many`'s reads and writes, inside the caller's transaction."""
         now = time.time()
         cutoff = -1.0 if newer_than is None else newer_than
         won: set[str] = set()
-        tampered: list[str] = []
-        with self._write() as conn:
-            for key in dict.fromkeys(keys):
-                row = conn.execute(
-                    f"SELECT {_RESPONSE_COLS} FROM responses WHERE key = ? AND created >= ? AND (? IS NULL OR run = ?)",
-                    (key, cutoff, run, run),
-                ).fetchone()
-                if row is not None and self._verified(row, tampered) is not None:
-                    continue  # answered: the caller reads it with get
-                # Missing, damaged or not to be trusted here: claim it, so that it is asked again.
-                cur = conn.execute(
-                    "INSERT INTO claims (key, owner, expires) VALUES (?, ?, ?) "
-                    "ON CONFLICT(key) DO UPDATE SET owner = excluded.owner, expires = excluded.expires "
-                    "WHERE claims.owner = excluded.owner OR claims.expires < ?",
-                    (key, owner, now + ttl_s, now),
-                )
-                if cur.rowcount == 1:
-                    won.add(key)
-        if tampered:
-            raise StoreTamperedError(self.path, tampered, self._tamper_reason())
+        for key in dict.fromkeys(keys):
+            row = conn.execute(
+                f"SELECT {_RESPONSE_COLS} FROM responses WHERE key = ? AND created >= ? AND (? IS NULL OR run = ?)",
+                (key, cutoff, run, run),
+            ).fetchone()
+            if row is not None and self._verified(row, tampered) is not None:
+                continue  # answered: the caller reads it with get
+            # Missing, damaged or not to be trusted here: claim it, so that it is asked again.
+            cur = conn.execute(
+                "INSERT INTO claims (key, owner, expires) VALUES (?, ?, ?) "
+                "ON CONFLICT(key) DO UPDATE SET owner = excluded.owner, expires = excluded.expires "
+                "WHERE claims.owner = excluded.owner OR claims.expires < ?",
+                (key, owner, now + ttl_s, now),
+            )
+            if cur.rowcount == 1:
+                won.add(key)
         return won
 
     def unclaimed(self, keys: Sequence[str]) -> list[str]:

@@ -285,35 +285,40 @@ class StoreResponses(StoreBase):
         """`put` for several responses in one transaction (a batch from one `generate`)."""
         if not items:
             return
+        with self._write() as conn:
+            self._put_in(conn, items, model, owner, asked_by)
+
+    def _put_in(self, conn: sqlite3.Connection, items: Sequence[tuple[str, Response]], model: str,
+                owner: str | None, asked_by: AskedBy | None) -> None:
+        """`put_many`'s writes, inside the caller's transaction."""
         now = time.time()
         ok = [(k, r) for k, r in items if r.ok]
         failed = [(k, r) for k, r in items if not r.ok]
-        with self._write() as conn:
-            if ok:
-                conn.executemany(
-                    "INSERT OR REPLACE INTO responses (key, model, text, refused, usage, latency_s, "
-                    "attempts, created, checksum, truncated, served_model, confidence, endpoint, run, digest, "
-                    "signed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [self._response_row(k, r, model, now, asked_by) for k, r in ok],
-                )
-            if failed:
-                conn.executemany(
-                    "INSERT INTO errors (key, model, kind, message, latency_s, attempts, created) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        (
-                            k,
-                            model,
-                            str(r.error_kind) if r.error_kind is not None else None,
-                            r.error,
-                            float(r.latency_s),
-                            int(r.attempts),
-                            now,
-                        )
-                        for k, r in failed
-                    ],
-                )
-            self._release_in(conn, [k for k, _ in items], owner)
+        if ok:
+            conn.executemany(
+                "INSERT OR REPLACE INTO responses (key, model, text, refused, usage, latency_s, "
+                "attempts, created, checksum, truncated, served_model, confidence, endpoint, run, digest, "
+                "signed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [self._response_row(k, r, model, now, asked_by) for k, r in ok],
+            )
+        if failed:
+            conn.executemany(
+                "INSERT INTO errors (key, model, kind, message, latency_s, attempts, created) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        k,
+                        model,
+                        str(r.error_kind) if r.error_kind is not None else None,
+                        r.error,
+                        float(r.latency_s),
+                        int(r.attempts),
+                        now,
+                    )
+                    for k, r in failed
+                ],
+            )
+        self._release_in(conn, [k for k, _ in items], owner)
 
     def _response_row(self, key: str, r: Response, model: str, now: float, asked_by: AskedBy | None) -> tuple[Any, ...]:
         usage = json.dumps(dict(r.usage), sort_keys=True) if r.usage else None

@@ -1,0 +1,32 @@
+"""The garbage collector around a gate run (issue 29, docs/speed.md): the heap frozen once
+inference is done, so pytest's end-of-run collections skip the cube and the records, and
+given back to the collector after pytest's own end."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def settle_heap() -> None:
+    """Once inference is done: collect the garbage (finalizers run, pytest's unraisable
+    hook sees them as always), then freeze what is alive (gc.freeze), so that later
+    collections skip the cube, the records and the modules. pytest collects the whole heap
+    twice at its end (unraisableexception's unconfigure and cleanup): ~0.045 s of CPU each
+    on the bundled cube, after the last answer (issue 29, docs/speed.md); frozen, they
+    look at what was made since. `thaw_heap_after`'s cleanup, run after pytest's own, gives
+    the heap back to the collector: a process running pytest in-process (pytester) keeps
+    collecting all of it."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+
+
+def thaw_heap_after(config: pytest.Config) -> None:
+    """Register `gc.unfreeze` as a cleanup of this pytest run (from pytest_configure, so it
+    runs after pytest's own end-of-run collections), unless something was frozen before
+    the run began: unfreezing is all or nothing, and a process's own freeze is its own."""
+    import gc
+
+    if gc.get_freeze_count() == 0:
+        config.add_cleanup(gc.unfreeze)
