@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import os
 import threading
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 __all__ = ["OrphanedError", "StoppedError", "until_orphaned", "until_stopped"]
@@ -31,20 +31,13 @@ async def until_orphaned(work: Awaitable[T], *, parent: int | None = None, poll_
     """Await `work`; cancel it and raise OrphanedError as soon as the parent process
     (`parent`, by default the current one) is no longer this process's parent."""
     expected = os.getppid() if parent is None else parent
-    task = asyncio.ensure_future(work)
-    try:
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=poll_s)
-            if done:
-                return task.result()
-            if os.getppid() != expected:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
-                raise OrphanedError(f"the controlling process {expected} is gone; stopped asking the model")
-    finally:
-        if not task.done():
-            task.cancel()
+
+    def orphaned() -> BaseException | None:
+        if os.getppid() == expected:
+            return None
+        return OrphanedError(f"the controlling process {expected} is gone; stopped asking the model")
+
+    return await _cancelled_when(work, orphaned, poll_s)
 
 
 class StoppedError(RuntimeError):
@@ -55,16 +48,26 @@ async def until_stopped(work: Awaitable[T], stop: threading.Event, *, poll_s: fl
     """Await `work`; cancel it and raise StoppedError once `stop` is set by another thread
     (the gate's inference started before collection, in a run that ended without its
     answers: plugin/early.py). Polled, since a threading.Event cannot be awaited."""
+
+    def stopped() -> BaseException | None:
+        return StoppedError("the run was stopped before its answers were needed") if stop.is_set() else None
+
+    return await _cancelled_when(work, stopped, poll_s)
+
+
+async def _cancelled_when(work: Awaitable[T], why: Callable[[], BaseException | None], poll_s: float) -> T:
+    """Await `work`, asking `why` every `poll_s` (first before any wait); once it gives an
+    error, cancel `work`, wait for it to end and raise that error."""
     task = asyncio.ensure_future(work)
     try:
-        while not stop.is_set():
+        while (error := why()) is None:
             done, _ = await asyncio.wait({task}, timeout=poll_s)
             if done:
                 return task.result()
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
-        raise StoppedError("the run was stopped before its answers were needed")
+        raise error
     finally:
         if not task.done():
             task.cancel()
