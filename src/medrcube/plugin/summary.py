@@ -129,11 +129,9 @@ def _num(x: Any) -> str:
     return f"{x:.6g}" if isinstance(x, float) else str(x)
 
 
-def payload_of(report: pytest.TestReport) -> dict[str, Any] | None:
-    for name, value in report.user_properties:
-        if name == PROPERTY:
-            return json.loads(str(value))
-    return None
+def raw_payload(report: pytest.TestReport) -> object | None:
+    """The payload a case's report carries, as the JSON text it travels in (None: not a gate case)."""
+    return next((value for name, value in report.user_properties if name == PROPERTY), None)
 
 
 # -- records handed over by the processes that ran inference -------------------------------
@@ -377,7 +375,7 @@ class GateReport:
     def add_report(self, report: pytest.TestReport) -> None:
         # A case's setup, call and teardown reports carry the same payload (the item's
         # user_properties): it is parsed once per case, not three times.
-        raw = next((value for name, value in report.user_properties if name == PROPERTY), None)
+        raw = raw_payload(report)
         if raw is None or self._parsed.get(report.nodeid) == raw:
             return
         self._parsed[report.nodeid] = raw
