@@ -2,8 +2,9 @@
 
 `prepare_image` turns encoded image bytes into a PNG or JPEG data URL whose longest side
 is at most `max_side`. Every image is decoded whole and re-encoded from its pixels alone
-(but for the one simple PNG case below), even one that already fits: a site's own files carry what must not leave it
-(PNG text chunks, bytes after IEND, EXIF fields, JPEG comments, ICC profiles), and only
+(but for the one simple PNG case below), even one that already fits: a site's own files
+carry what must not leave it (PNG text chunks, bytes after IEND, EXIF fields, JPEG
+comments, ICC profiles), and only
 a new image built from the decoded pixel array is sure to carry none of it. Decoding
 whole also makes a file truncated past its header an item error here, never an image
 sent to the model and its answer graded. The pixels are turned upright first (EXIF
