@@ -87,13 +87,15 @@ def error_cause(response: Response) -> str:
 
 # What grading, deciding and writing a run need after its last answer: the answers'
 # extraction (run/grade.py, not imported before the first request), the evaluation and the
-# intervals' scipy.special with numpy (a third of a second of CPU; a --sequential run's
-# looks import the rest where they are taken). Imported on a thread once the
+# numpy (the verdict's collectors import it where they compute; the intervals' t, normal and
+# binomial functions are metrics/special.py's, pure Python, so scipy is not needed at all:
+# importing scipy.special cost 0.34 s of CPU more; a --sequential run's looks import it
+# where they are taken). Imported on a thread once the
 # first answer is in (the requests are out), so that neither start-up nor the end of the
 # run waits for them (an event loop waiting on its endpoint leaves the interpreter free).
 # The main thread imports them where it uses them, as before: one that failed here fails
 # there, with its own traceback, and one still loading there is waited for by the import lock.
-AFTER_ANSWERS = ("medrcube.run.grade", "scipy.special", "medrcube.gate.evaluate")
+AFTER_ANSWERS = ("medrcube.run.grade", "numpy", "medrcube.gate.evaluate")
 _warming = threading.Lock()
 _warm_started = False
 

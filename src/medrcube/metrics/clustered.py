@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from medrcube.metrics.special import ndtr, ndtri, stdtr, stdtrit
 from medrcube.records import GradedRecord
 
 METHOD = "Wilson score on the Kish effective n (sum m^2/n), t(n/m_w - 1) quantile; ICC=1 when not estimable"
@@ -48,11 +49,8 @@ METHOD = "Wilson score on the Kish effective n (sum m^2/n), t(n/m_w - 1) quantil
 
 def t_quantile(level: float, df: float) -> float:
     """The `level` quantile of Student's t with df degrees of freedom (normal when df is
-    infinite); inf when df < 1 (no evidence of the spread at all). scipy.special's
-    stdtrit and ndtri are what scipy.stats' t.ppf and norm.ppf evaluate: called directly,
-    since importing scipy.stats would cost every run's start-up most of a second."""
-    from scipy.special import ndtri, stdtrit
-
+    infinite); inf when df < 1 (no evidence of the spread at all). metrics/special.py:
+    scipy.special's functions, without the cost of importing scipy."""
     if math.isinf(df):
         return float(ndtri(level))
     if df < 1:
@@ -62,8 +60,6 @@ def t_quantile(level: float, df: float) -> float:
 
 def t_sf(x: float, df: float) -> float:
     """P(T > x) for Student's t with df degrees of freedom (normal when df is infinite)."""
-    from scipy.special import ndtr, stdtr
-
     if math.isinf(df):
         return float(ndtr(-x))
     if df < 1:

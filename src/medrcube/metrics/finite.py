@@ -31,6 +31,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from medrcube.metrics.special import bdtr, bdtrc
+
 METHOD = "Hoeffding-Bentkus over images (finite-sample valid: min of Hoeffding, Hoeffding-KL, Bentkus)"
 
 # Bisection steps for an interval end: 2^-40 is far below any reported digit.
@@ -66,19 +68,13 @@ def upper_tail(total: float, sizes: Sequence[int], mean: float) -> float:
 
 
 def _binom_sf(k: int, n: int, p: float) -> float:
-    """P(X > k) for X ~ Binomial(n, p): scipy.special's bdtrc, the function scipy.stats'
-    binom.sf evaluates, called directly because importing scipy.stats costs the gate's
-    start-up most of a second; bdtrc is undefined outside 0 <= k < n, where the answer is exact."""
-    from scipy.special import bdtrc
-
-    return 1.0 if k < 0 else 0.0 if k >= n else float(bdtrc(k, n, p))
+    """P(X > k) for X ~ Binomial(n, p), exact (metrics/special.py: 1 below k = 0, 0 from k = n)."""
+    return bdtrc(k, n, p)
 
 
 def _binom_cdf(k: int, n: int, p: float) -> float:
-    """P(X <= k) for X ~ Binomial(n, p) (scipy.special's bdtr; see `_binom_sf`)."""
-    from scipy.special import bdtr
-
-    return 0.0 if k < 0 else 1.0 if k >= n else float(bdtr(k, n, p))
+    """P(X <= k) for X ~ Binomial(n, p), exact (metrics/special.py: 0 below k = 0, 1 from k = n)."""
+    return bdtr(k, n, p)
 
 
 def lower_tail(total: float, sizes: Sequence[int], mean: float) -> float:
