@@ -130,10 +130,10 @@ def _fraction(a: float, b: float, x: float, y: float) -> float:
 
     Its value can be far below its terms (x near 1 with b small: f is about a y / (a + 1)
     while d_1 is near -1, the Student t at large df), and then double precision leaves
-    eps / f of it: below 0.05 (2e-15 lost at most) it is evaluated again in decimal arithmetic at 40 digits,
+    eps / f of it: below 0.01 (2e-14 lost at most) it is evaluated again in decimal arithmetic at 40 digits,
     from x = 1 - y so that y's own digits are used."""
     f = _lentz(a, b, x, 1.0, 0.0, _TINY)
-    if f >= 0.05:
+    if f >= 0.01:
         return f
     with decimal.localcontext() as ctx:
         ctx.prec = 40
@@ -226,11 +226,10 @@ def stdtrit(df: float, p: float) -> float:
     return _t_lower(df, p) if p < 0.5 else -_t_lower(df, 1.0 - p)
 
 
-def _t_guess(df: float, q: float) -> float:
-    """A starting point for t < 0 with P(T <= t) = q < 1/2: the Cornish-Fisher expansion
-    of t in 1/df about z = ndtri(q) (A&S 26.7.5), or the tail's power law
-    P(T <= t) ~ df^(df/2 - 1) |t|^-df / B(df/2, 1/2) when that puts t further out than
-    sqrt(df) (where the expansion fails)."""
+def _t_guesses(df: float, q: float) -> tuple[float, float]:
+    """Two starting points for t < 0 with P(T <= t) = q < 1/2: the Cornish-Fisher expansion
+    of t in 1/df about z = ndtri(q) (A&S 26.7.5), good unless z^2 is large against df, and
+    the tail's power law P(T <= t) ~ df^(df/2 - 1) |t|^-df / B(df/2, 1/2), good far out."""
     z = _STANDARD_NORMAL.inv_cdf(q)
     z2 = z * z
     g1 = (z2 + 1.0) * z / 4.0
@@ -241,27 +240,41 @@ def _t_guess(df: float, q: float) -> float:
     log_beta = math.lgamma(0.5 * df) + math.lgamma(0.5) - math.lgamma(0.5 * df + 0.5)
     log_abs = (math.log(df) * (0.5 * df - 1.0) - log_beta - math.log(q)) / df
     power = -math.exp(log_abs) if log_abs < 700.0 else -math.inf
-    return power if power * power > df and power < cornish else cornish
+    return cornish, power
 
 
 def _t_lower(df: float, q: float) -> float:
-    """t < 0 with P(T <= t) = q, 0 < q < 1/2: Newton's method inside a bracket."""
+    """t < 0 with P(T <= t) = q, 0 < q < 1/2: Newton's method inside a bracket, from the
+    better of the two starting points (the one whose P(T <= t) is nearer q, in ratio)."""
     lo, hi = -math.inf, 0.0  # P(T <= lo) < q < P(T <= hi)
-    t = _t_guess(df, q)
-    if math.isinf(t):
-        return t  # |t| beyond the doubles (df near 1 and q near the smallest doubles)
     half_gap = 0.5 - q  # exact for q in [1/4, 1/2); the residual's other form below
-    for _ in range(200):
+
+    def residual(t: float) -> tuple[float, float, float]:
         tail, centre, dens = _t_parts(df, t)
         # P(T <= t) - q, with the smaller terms where they cancel least.
-        resid = tail - q if q < 0.25 else half_gap - centre
+        return (tail - q if q < 0.25 else half_gap - centre), tail, dens
+
+    cornish, power = _t_guesses(df, q)
+    if math.isinf(power) and (math.isinf(cornish) or cornish < -1e300):
+        return -math.inf  # |t| beyond the doubles (df near 1 and q near the smallest doubles)
+    tried = []
+    for guess in (cornish, power):
+        if not -math.inf < guess < 0.0:
+            continue
+        resid, tail, dens = residual(guess)
         if resid == 0.0:
-            return t
+            return guess
         if resid < 0.0:
-            lo = t
+            lo = max(lo, guess)
         else:
-            hi = t
+            hi = min(hi, guess)
+        miss = abs(math.log(tail / q)) if tail > 0.0 else math.inf
+        tried.append((miss, guess, resid, dens))
+    _, t, resid, dens = min(tried)
+    for _ in range(200):
         new = t - resid / dens if dens > 0.0 else math.nan
+        if abs(new - t) <= 4.0 * _EPS * abs(t):
+            return new  # Newton's last step is below the last digits
         if not lo < new < hi:  # a step out of the bracket (or none): bisect it instead
             if math.isinf(lo):
                 new = 2.0 * t if t < -1.0 else t - 1.0
@@ -269,9 +282,16 @@ def _t_lower(df: float, q: float) -> float:
                 new = 0.5 * lo
             else:
                 new = -math.sqrt(lo * hi) if lo < 4.0 * hi else 0.5 * (lo + hi)
-        if abs(new - t) <= 4.0 * _EPS * abs(new) or new in (lo, hi):
-            return new
+            if new in (lo, hi):
+                return new  # the bracket is one ulp wide
         t = new
+        resid, _, dens = residual(t)
+        if resid == 0.0:
+            return t
+        if resid < 0.0:
+            lo = t
+        else:
+            hi = t
     return t
 
 
