@@ -39,11 +39,27 @@ Method.
   or the tail's power law, kept inside a shrinking bracket (bisection when a step leaves
   it); the residual near the centre taken as (1/2 - p) - P(-|t| < T < 0), so that a
   quantile near 0 keeps its relative accuracy.
+- Where the continued fraction's value f is below 0.01 it is done again in 40-digit
+  decimals (it then cancels: x near 1 with b small, the t at large df, where double
+  precision left eps / f: 3e-11 at df = 433,080).
 - bdtr(k, n, p) = I_{1-p}(n - k, k + 1), bdtrc(k, n, p) = I_p(k + 1, n - k) (exact, not
   an approximation: the incomplete beta identity of the binomial tail).
 
-Accuracy (tests/metrics/test_special.py, against mpmath at 50 digits and against
-scipy.special 1.17): see MEASURED below; the tests assert those bounds.
+Accuracy, measured (tests/metrics/test_special.py asserts bounds just above these): the
+largest relative error on its grids, against mpmath at 50 digits (for the binomial, exact
+sums of positive terms) and against scipy.special 1.17.
+- ndtr 1.6e-13 (mpmath; x down to -37.5, where rounding x / sqrt 2 costs 2 x^2 eps / 2),
+  5.6e-14 (scipy); ndtri 7.5e-16 (scipy), p from 1e-300.
+- stdtr 7.3e-14 (mpmath), 9.9e-14 (scipy where scipy agrees with mpmath to 1e-13; at df = 1
+  near t = 0 scipy is 3.6e-9 off); stdtrit 4.7e-13 (scipy, at p near 1/2, where scipy is the
+  inexact one: 1.1e-10 at p = 1/2 + 1e-12), stdtr(stdtrit(p)) = p to 3.3e-14; df in
+  [1, 1e6], levels 1e-12 to 1 - 1e-12.
+- bdtr, bdtrc 3e-13 (scipy, n <= 169 where cephes is exact), 7.2e-13 (exact sums, n up to
+  10,000, p in [1e-12, 1 - 1e-12]; scipy there: 2.4e-11). Values below 1e-300 are compared
+  absolutely (1e-310).
+Cost (process time, medians of 5): bdtr/bdtrc 11-23 us a call at n <= 100 (the bundled
+cube's images), 38 us at n = 1,000, 75 us at n = 10,000; stdtr 11-19 us at df <= 100,
+160 us at df >= 1e4 (decimals); stdtrit 50 us at df <= 100, 170-190 us at df >= 1e4.
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ if TYPE_CHECKING:  # the names as the type checker sees them
 
 # Imported on first use (PEP 562): `medrcube.sequential.plan` is read by the pytest
 # plugin's options at every pytest start, and the decider pulls the gate's evaluation
-# (numpy, scipy.special) that a run needs only once it decides.
+# (numpy; scipy.special for a sequential run's looks) that a run needs only once it decides.
 _WHERE = {"Decider": "decider", "FixedDecider": "decider", "SequentialDecider": "decider", "decider_for": "decider",
           "SequentialRun": "driver", "run_sequential": "driver", "SequentialPlan": "plan"}
 
