@@ -150,6 +150,11 @@ class Metered:
     async def preflight(self) -> Preflight:
         return await self.inner.preflight()
 
+    def prefetch(self, requests: Sequence[Request]) -> None:
+        hook = getattr(self.inner, "prefetch", None)  # optional (run/pump.py `Lookahead`)
+        if hook is not None:
+            hook(requests)
+
     async def aclose(self) -> None:
         await self.inner.aclose()
 

@@ -49,6 +49,7 @@ import struct
 import threading
 import zlib
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -269,7 +270,8 @@ class ImageCache:
     """Prepared images by (digest, max_side, format): a thread-safe LRU bounded in bytes.
 
     `prepared` counts preparations actually done (each distinct key once while it stays
-    cached); `hits` counts requests answered from the cache.
+    cached), `prefetched` those of them a `prefetch` job did; `hits` counts requests
+    answered from the cache.
     """
 
     def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES) -> None:
@@ -279,6 +281,7 @@ class ImageCache:
         self._lock = threading.Lock()
         self._key_locks: dict[tuple[str, int, str], threading.Lock] = {}
         self.prepared = 0
+        self.prefetched = 0
         self.hits = 0
 
     def __len__(self) -> int:
@@ -295,16 +298,20 @@ class ImageCache:
     def get_sync(self, image: ImageInput, *, max_side: int, fmt: str = "auto",
                  jpeg_quality: int = 90) -> PreparedImage:
         """The prepared image, preparing it on this thread if no one has (blocking)."""
+        return self._get(image, max_side=max_side, fmt=fmt, jpeg_quality=jpeg_quality)[0]
+
+    def _get(self, image: ImageInput, *, max_side: int, fmt: str, jpeg_quality: int = 90) -> tuple[PreparedImage, bool]:
+        """`get_sync`, and whether this call prepared the image (False: it was cached)."""
         key = (image.digest, max_side or 0, fmt)
         hit = self._lookup(key)
         if hit is not None:
-            return hit
+            return hit, False
         with self._lock:
             key_lock = self._key_locks.setdefault(key, threading.Lock())
         with key_lock:  # a second thread wanting the same image waits here for the first
             hit = self._lookup(key)
             if hit is not None:
-                return hit
+                return hit, False
             try:
                 prepared = prepare_image(image.read(), max_side=max_side, fmt=fmt, jpeg_quality=jpeg_quality)
             finally:
@@ -319,7 +326,41 @@ class ImageCache:
                     while self._size > self.max_bytes:
                         _, old = self._entries.popitem(last=False)
                         self._size -= len(old.data_url)
-            return prepared
+            return prepared, True
+
+    def prefetch(self, images: Sequence[ImageInput], *, max_side: int, fmt: str = "auto") -> None:
+        """Prepare those of `images` not cached, in one job on the running loop's executor.
+
+        The pump hands over the images of the requests that come next (run/pump.py
+        `Lookahead`). Preparing them together is cheaper than one by one as each request
+        comes up: at a slow server the same preparation measured 0.49 ms of CPU per image in
+        a burst and 1.0-1.1 ms with 10-100 ms idle between images (caches and branch
+        predictors gone cold). A job stops after a quarter of the cache's bound, so that
+        what it prepares is not evicted before it is asked for; a failure is left for the
+        request itself to meet and report (`get`)."""
+        wanted = [im for im in dict.fromkeys(images) if self._peek((im.digest, max_side or 0, fmt)) is None]
+        if not wanted:
+            return
+
+        def job() -> None:
+            budget = self.max_bytes // 4
+            for image in wanted:
+                if budget <= 0:
+                    return
+                try:
+                    prepared, fresh = self._get(image, max_side=max_side, fmt=fmt)
+                except Exception:  # noqa: BLE001, S112 - the request for this image raises it again, and reports it
+                    continue
+                if fresh:
+                    budget -= len(prepared.data_url)
+                    with self._lock:
+                        self.prefetched += 1
+
+        asyncio.get_running_loop().run_in_executor(None, job)
+
+    def _peek(self, key: tuple[str, int, str]) -> PreparedImage | None:
+        with self._lock:
+            return self._entries.get(key)
 
     async def get(self, image: ImageInput, *, max_side: int, fmt: str = "auto",
                   jpeg_quality: int = 90) -> PreparedImage:

@@ -6,17 +6,16 @@ client (`transport: sdk`; api.openai.com, proxies) with `max_retries=0`, with th
 error mapping: the retry loop is ours so that every attempt is counted and `Retry-After`
 is honoured exactly.
 
-- Images go as base64 data URLs, downscaled to `image_max_side` (models/images.py); each
-  distinct image is prepared once per process, on a worker thread.
+- Images go as base64 data URLs, downscaled to `image_max_side` (models/images.py), each prepared
+  once per process on a worker thread (those of the requests next in line together).
 - At most `concurrency` HTTP requests are in flight, fewer while the server slows down
   (models/concurrency.py); with `rpm`, a token bucket spaces them to that many requests
   per minute (every attempt counts, as providers count them).
 - A circuit breaker (models/breaker.py) stops asking an endpoint that has stopped
   answering; a request then ends as CIRCUIT_OPEN, unsent, and the runner stops the run.
-- Unless models.yaml sets a token limit (or sets it to null), `max_tokens` is
-  `DEFAULT_MAX_TOKENS` (at api.openai.com `max_completion_tokens` is 4,096, room for its
-  reasoning models): a local server would otherwise generate up to its own limit (1,024
-  tokens for `transformers serve`) whenever its model emits no stop token.
+- Unless models.yaml sets a token limit (or null), `max_tokens` is `DEFAULT_MAX_TOKENS`
+  (`max_completion_tokens` 4,096 at api.openai.com, room for its reasoning models): a local
+  server would otherwise generate up to its own limit whenever its model emits no stop token.
 - 429, 5xx, 408/409, timeouts, connection errors and malformed bodies are retried with
   exponential backoff and full jitter, or after exactly the `Retry-After` /
   `retry-after-ms` the server asked for. A Retry-After beyond `retry_after_max` opens
@@ -32,10 +31,9 @@ is honoured exactly.
   endpoints serving the same model name never share stored answers. The `model` a
   response names is kept (`served_model`); one that differs from the requested model
   is logged and shown in the run's summary, or fails the request under `strict_model`.
-- `generate` never raises for a failed request: the failure is a Response with `error`.
-- Each Response carries `attempts`, `usage` (the provider's token counts) and `latency_s`:
-  from the first send to the final answer, retries and their waits included, time queued
-  behind the concurrency and rate limits before the first send excluded.
+- `generate` never raises for a failed request: the failure is a Response with `error`. Each
+  Response carries `attempts`, `usage` (the provider's token counts) and `latency_s`: from the
+  first send to the final answer with retries and waits, not the queue before the first send.
 
 The API key is read from its environment variable when the adapter is built and handed
 to the client only (as `Authorization: Bearer`, or in the header `api_key_header`
@@ -44,10 +42,9 @@ adapter returns: error messages, provider error bodies and model answers alike (
 gateway may echo it). A base URL with credentials in it (userinfo, `?api-key=`) is
 refused (models/urls.py).
 
-The native adapters (anthropic_adapter.py, gemini_adapter.py) keep everything above but
-the wire: they subclass this class and override its wire hooks, `_new_client`,
-`_messages`, `_attempt`, `_failed` and `_listed_models`, and the class attributes that
-name the provider and its environment.
+The native adapters (anthropic_adapter.py, gemini_adapter.py) keep everything above but the
+wire: they subclass this class and override its wire hooks (`_new_client`, `_messages`,
+`_attempt`, `_failed`, `_listed_models`) and the attributes naming the provider and its environment.
 """
 
 from __future__ import annotations
@@ -78,9 +75,7 @@ from medrcube.models.retry import RetryPolicy, TokenBucket, parse_retry_after
 from medrcube.models.transport import AdapterStats, LoopState
 from medrcube.models.urls import credential_parts, endpoint_identity, redact_urls, refusal_hint
 
-__all__ = [
-    "APIKeyMissingError", "OpenAIAdapter", "RetryPolicy", "TokenBucket", "parse_retry_after",
-]
+__all__ = ["APIKeyMissingError", "OpenAIAdapter", "RetryPolicy", "TokenBucket", "parse_retry_after"]
 
 log = logging.getLogger("medrcube.models.openai")
 
@@ -304,6 +299,10 @@ class OpenAIAdapter:
         if len(requests) == 1:  # the runner's batches of one: no task and gather per request
             return [await self._generate_one(requests[0])]
         return list(await asyncio.gather(*(self._generate_one(r) for r in requests)))
+
+    def prefetch(self, requests: Sequence[Request]) -> None:
+        """Prepare the images of requests that come next, in one job (run/pump.py `Lookahead`)."""
+        self.images.prefetch([im for r in requests for im in r.images], max_side=self.image_max_side, fmt=self.image_format)
 
     async def _generate_one(self, request: Request) -> Response:
         self.stats.requests += 1

@@ -18,6 +18,7 @@ from medrcube.run.watchdog import STALL_WARN_S, Watchdog
 # Errors after which every further request would fail the same way: the run stops.
 _STOPS_THE_RUN = (ErrorKind.AUTH, ErrorKind.CIRCUIT_OPEN)
 log = logging.getLogger("medrcube.run")
+LOOKAHEAD = 32  # requests: about a dozen images of the bundled cube
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -54,6 +55,25 @@ class PerIteration(Generic[T, R]):
             due.set_exception(exc)
         else:
             due.set_result(result)
+
+
+class Lookahead:
+    """Hands the adapter's `prefetch` (optional: models/images.py `ImageCache.prefetch`)
+    the requests that come next in the queue's order, a window at a time: once fewer than
+    `window` handed requests are left untaken, the next ones up to two windows ahead. A
+    key put back in the queue later (another process gave it up) is not handed again."""
+
+    def __init__(self, order: Sequence[Request], hook: Callable[[Sequence[Request]], None] | None, window: int) -> None:
+        self.order, self.hook, self.window = order, hook, max(1, window)
+        self.taken = self.handed = 0
+
+    def took(self, n: int) -> None:
+        self.taken += n
+        if self.hook is None or self.handed - self.taken >= self.window or self.handed >= len(self.order):
+            return
+        upto = min(len(self.order), self.taken + 2 * self.window)
+        self.hook(self.order[self.handed:upto])
+        self.handed = upto
 
 
 class Pump:
@@ -105,6 +125,9 @@ class Pump:
         for key in self.requests:
             if key not in self.results:
                 self.queue.put_nowait(key)
+        # At least LOOKAHEAD requests a window: a burst of a few images is what saves (Lookahead).
+        self.lookahead = Lookahead([self.requests[k] for k in self.requests if k not in self.results],
+                                   getattr(self.adapter, "prefetch", None), max(self.concurrency, LOOKAHEAD))
         self.waiting: set[str] = set()
         self.wake_waiter = asyncio.Event()
         self.in_flight = 0
@@ -179,6 +202,7 @@ class Pump:
                 batch.append(self.queue.get_nowait())
             except asyncio.QueueEmpty:
                 break
+        self.lookahead.took(len(batch))
         return batch
 
     async def _worker(self) -> None:
