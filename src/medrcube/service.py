@@ -86,32 +86,34 @@ def error_cause(response: Response) -> str:
 
 
 # What grading, deciding and writing a run need after its last answer: the answers'
-# extraction (run/grade.py, not imported before the first request), the evaluation and the
-# numpy (the verdict's collectors import it where they compute; the intervals' t, normal and
-# binomial functions are metrics/special.py's, pure Python, so scipy is not needed at all:
-# importing scipy.special cost 0.34 s of CPU more; a --sequential run's looks import it
-# where they are taken). Imported on a thread once the
-# first answer is in (the requests are out), so that neither start-up nor the end of the
-# run waits for them (an event loop waiting on its endpoint leaves the interpreter free).
-# The main thread imports them where it uses them, as before: one that failed here fails
-# there, with its own traceback, and one still loading there is waited for by the import lock.
-AFTER_ANSWERS = ("medrcube.run.grade", "numpy", "medrcube.gate.evaluate")
+# extraction (run/grade.py, not imported before the first request) and the evaluation. The
+# intervals' t, normal and binomial functions are metrics/special.py's, pure Python (importing
+# scipy.special cost 0.34 s of CPU more; a --sequential run's looks import it where they are
+# taken), and numpy is needed only by the metrics of answers that carry a confidence
+# (calibration, selective prediction: WITH_CONFIDENCE, warmed once such an answer is in).
+# Imported on a thread once the first answer is in (the requests are out), so that neither
+# start-up nor the end of the run waits for them (an event loop waiting on its endpoint
+# leaves the interpreter free). The main thread imports them where it uses them, as before:
+# one that failed here fails there, with its own traceback, and one still loading there is
+# waited for by the import lock.
+AFTER_ANSWERS = ("medrcube.run.grade", "medrcube.gate.evaluate")
+WITH_CONFIDENCE = ("numpy",)
 _warming = threading.Lock()
-_warm_started = False
+_warm_started: set[tuple[str, ...]] = set()
 
 
-def warm_after_answers() -> None:
-    """Start importing AFTER_ANSWERS on a daemon thread (once per process)."""
-    global _warm_started
+def warm_after_answers(names: tuple[str, ...] | None = None) -> None:
+    """Start importing `names` (default AFTER_ANSWERS) on a daemon thread, once per process and tuple."""
+    names = AFTER_ANSWERS if names is None else names
     with _warming:
-        if _warm_started:
+        if names in _warm_started:
             return
-        _warm_started = True
+        _warm_started.add(names)
 
     def load() -> None:
         from importlib import import_module
 
-        for name in AFTER_ANSWERS:
+        for name in names:
             try:
                 import_module(name)
             except Exception:  # noqa: BLE001, S112 - the main thread's own import reports it
@@ -137,6 +139,8 @@ class Metered:
     async def generate(self, requests: Sequence[Request]) -> list[Response]:
         responses = await self.inner.generate(requests)
         warm_after_answers()  # an answer is in: the requests are out
+        if any(r.confidence for r in responses):
+            warm_after_answers(WITH_CONFIDENCE)
         for r in responses:
             self.usage.requests += 1
             u = r.usage or {}

@@ -29,15 +29,15 @@ def started(monkeypatch: pytest.MonkeyPatch) -> list[threading.Thread]:
         return t
 
     monkeypatch.setattr(service.threading, "Thread", recording)
-    monkeypatch.setattr(service, "_warm_started", False)
+    monkeypatch.setattr(service, "_warm_started", set())
     return seen
 
 
-def _ask(server: Any, n: int, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+def _ask(server: Any, n: int, monkeypatch: pytest.MonkeyPatch, params: dict[str, Any] | None = None) -> list[Any]:
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     metered = service.Metered(OpenAIAdapter("scripted", base_url=server.base_url, concurrency=4, timeout=10.0))
-    requests = [Request(key=f"k{i}", item_id=f"i{i}", prompt=render_prompt(f"question {i}", ["yes", "no"]))
-                for i in range(n)]
+    requests = [Request(key=f"k{i}", item_id=f"i{i}", prompt=render_prompt(f"question {i}", ["yes", "no"]),
+                        options=("yes", "no"), params=params or {}) for i in range(n)]
 
     async def go() -> list[Any]:
         try:
@@ -83,3 +83,22 @@ def test_failed_requests_warm_too_and_are_still_counted_as_errors(
     warm = [t for t in started if t.name == "medrcube-warm-imports"]  # (the server's threads are recorded too)
     assert len(warm) == 1
     warm[0].join(timeout=60)
+
+
+def test_numpy_is_warmed_only_once_an_answer_carries_a_confidence(
+    scripted_server: Any, monkeypatch: pytest.MonkeyPatch, started: list[threading.Thread]
+) -> None:
+    # numpy is needed only by the calibration and selective metrics (service.WITH_CONFIDENCE)
+    monkeypatch.setattr(service, "AFTER_ANSWERS", ("json",))
+    monkeypatch.setattr(service, "WITH_CONFIDENCE", ("decimal",))
+    scripted_server.set_script({"default": "A", "logprobs": {"question 0": {"A": 0.7, "B": 0.3},
+                                                             "question 1": {"A": 0.6, "B": 0.4}}})
+    out = _ask(scripted_server, 2, monkeypatch)
+    assert all(r.ok and r.confidence is None for r in out)  # logprobs not asked for: none came back
+    assert len([t for t in started if t.name == "medrcube-warm-imports"]) == 1
+    out = _ask(scripted_server, 2, monkeypatch, params={"logprobs": True, "top_logprobs": 2})
+    assert all(r.ok and r.confidence is not None for r in out)
+    warm = [t for t in started if t.name == "medrcube-warm-imports"]
+    assert len(warm) == 2  # the confidence's own thread, once
+    for t in warm:
+        t.join(timeout=60)

@@ -38,7 +38,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from medrcube.cube import audit_model as model
 from medrcube.cube.item import LETTERS, Item
 from medrcube.taxonomy import Level, task_level
 
@@ -163,6 +162,8 @@ def _length_pick(item: Item, longest: bool) -> bool:
 
 
 def _terms(text: str) -> set[str]:
+    from medrcube.cube import audit_model as model  # numpy: only where the audit computes
+
     low = model.norm(text)
     terms = {w for w in model.words(low) if w not in STOP and len(w) > 1}
     for key, names in ALIASES.items():
@@ -173,6 +174,8 @@ def _terms(text: str) -> set[str]:
 
 def named_by_siblings(item: Item, siblings: Sequence[Item]) -> bool:
     """The answer's words appear in a sibling question, and no distractor's do."""
+    from medrcube.cube import audit_model as model  # numpy: only where the audit computes
+
     text = " ".join(model.norm(s.question) for s in siblings if s.id != item.id)
     if not text:
         return False
@@ -186,6 +189,8 @@ def named_by_siblings(item: Item, siblings: Sequence[Item]) -> bool:
 
 def constant_letter_grounding(items: Iterable[Item], exclude_low: Sequence[str] = ("View Recognition",)) -> dict[str, dict[str, float | None]]:
     """Per scope (overall, each part) and letter: the grounding a constant-letter model would get."""
+    from medrcube.cube import audit_model as model  # numpy: only where the audit computes
+
     by_image: dict[str, dict[str, list[Item]]] = defaultdict(lambda: {"high": [], "low": []})
     for it in items:
         if not it.image or it.task in exclude_low:
@@ -233,6 +238,8 @@ def _scope(items: Sequence[Item], prior: dict[str, float], sibling: dict[str, fl
 
 def audit_items(items: Sequence[Item], bounds: AuditBounds | None = None) -> Audit:
     """The four audits of `items` (module docstring)."""
+    from medrcube.cube import audit_model as model  # numpy: only where the audit computes
+
     b = bounds or AuditBounds()
     items = [it for it in items if len(it.options) >= 2]
     siblings: dict[str, list[Item]] = defaultdict(list)

@@ -34,7 +34,7 @@ from medrcube.gate.checks import Check, CheckKind
 from medrcube.gate.criteria import MAX_WORST, Criterion, Evidence, api_errors, ci_text, fmt, prop_criterion, with_finite
 from medrcube.gate.kinds import collects
 from medrcube.gate.verdict import WorstItem, letter
-from medrcube.metrics.calibration import calibration, scored
+from medrcube.metrics.calibration import calibration, confident_rows, scored
 from medrcube.metrics.clustered import METHOD as PROPORTION_METHOD
 from medrcube.metrics.clustered import image_key
 from medrcube.metrics.findings import Proportion, cell_findings, label_of
@@ -210,13 +210,14 @@ def _calibration(check: Check, records: list[GradedRecord]) -> Evidence:
     rate, err = api_errors(check, std)
     if err:
         return err
-    s = scored(std)
     bound = float(check.bound or 0.0)
     statistic = str(check.params.get("statistic", "ce"))
-    if s.n == 0:
+    rows, missing = confident_rows(std)
+    if not rows:  # decided without numpy: most runs send no log-probabilities (service.AFTER_ANSWERS)
         return Evidence(check, 0, "graded items with a confidence", bound=bound, error_rate=rate,
-                        details={"missing": s.missing, "statistic": statistic}, note=NO_CONFIDENCE,
-                        facts=f"{s.missing} graded items, none with a confidence")
+                        details={"missing": missing, "statistic": statistic}, note=NO_CONFIDENCE,
+                        facts=f"{missing} graded items, none with a confidence")
+    s = scored(std)
     cal = calibration(s, int(check.params.get("n_bins", 10)), int(check.params.get("n_boot", 400)), 0,
                       check.confidence)
     details = {**cal.to_dict(), "statistic": statistic, "rule": check.rule, "source": check.source}

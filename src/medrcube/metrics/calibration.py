@@ -262,6 +262,8 @@ def by_level(records: Sequence[GradedRecord], n_bins: int = DEFAULT_BINS, n_boot
 
 def calibration_summary(records: Sequence[GradedRecord]) -> dict[str, Any] | None:
     """The metrics_summary.json block (None when no record carries a confidence)."""
+    if not confident_rows(records)[0]:  # decided without numpy: most runs carry no confidence
+        return None
     levels = by_level(records)
     if levels["all"].n == 0:
         return None

@@ -150,6 +150,8 @@ def selective_summary(records: Sequence[GradedRecord], coverages: Sequence[float
                       risks: Sequence[float] = (0.05, 0.1, 0.2), points: int = 50) -> dict[str, Any] | None:
     """The metrics_summary.json block: AURC, the curve (at most `points` points), accuracy
     at the given coverages, coverage at the given risks. None without any confidence."""
+    if not confident_rows(records)[0]:  # decided without numpy: most runs carry no confidence
+        return None
     import numpy as np
 
     r = ranked(records)
