@@ -10,11 +10,10 @@ cube it reads a few hundred kilobytes instead.
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
-
-import importlib.util
 
 from medrcube.cube import audit
 from medrcube.cube.audit import Audit, AuditBounds, Finding, Scope, audit_items
