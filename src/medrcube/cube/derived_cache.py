@@ -119,21 +119,45 @@ def cached(kind: str, parts: Any, compute: Callable[[], T], encode: Callable[[T]
 
     `parts` is JSON (the digests the value is a function of); `encode` turns the value into
     JSON and `decode` back (it may raise on a malformed value: that entry is then absent)."""
-    root = cache_root()
-    if root is None:
+    slot = Slot.open(kind, parts)
+    if slot is None:
         return compute()
-    key = hashlib.sha256(json.dumps([kind, parts], sort_keys=True).encode()).hexdigest()
-    try:
-        secret = _secret(root)
-    except OSError:
-        return compute()
-    path = root / kind / f"{key}.json"
-    hit = _read(path, secret, key, decode)
+    hit = slot.read(decode)
     if hit is not None:
         return hit[0]
     value = compute()
-    _write(path, secret, key, encode(value))
+    slot.write(encode(value))
     return value
+
+
+@dataclasses.dataclass(frozen=True)
+class Slot:
+    """One entry of the cache, for a caller that reads it and writes it at different times
+    (the image checks of a cube: read before the images are looked at, rewritten after)."""
+
+    path: Path
+    secret: bytes
+    key: str
+
+    @classmethod
+    def open(cls, kind: str, parts: Any) -> Slot | None:
+        """The entry for (`kind`, `parts`); None when caching is off or cannot be used."""
+        root = cache_root()
+        if root is None:
+            return None
+        key = hashlib.sha256(json.dumps([kind, parts], sort_keys=True).encode()).hexdigest()
+        try:
+            secret = _secret(root)
+        except OSError:
+            return None
+        return cls(root / kind / f"{key}.json", secret, key)
+
+    def read(self, decode: Callable[[Any], T]) -> tuple[T] | None:
+        """(the value,) when this user's cache wrote it under this key, else None."""
+        return _read(self.path, self.secret, self.key, decode)
+
+    def write(self, value: Any) -> None:
+        _write(self.path, self.secret, self.key, value)
 
 
 def _read(path: Path, secret: bytes, key: str, decode: Callable[[Any], T]) -> tuple[T] | None:
