@@ -17,7 +17,7 @@ from medrcube.cube.dirimages import DirImages
 from medrcube.cube.images import DEFAULT_MAX_PIXELS
 from medrcube.cube.item import Cube, CubeError
 from medrcube.cube.problems import Collector
-from medrcube.cube.records import Draft, parse_release_record
+from medrcube.cube.records import Draft, parse_release_record, text_may_hold_surrogates
 
 RELEASE_FILE = "test.json"
 
@@ -32,8 +32,9 @@ def find_release_files(root: str | os.PathLike[str]) -> list[str]:
     return sorted(found, key=lambda p: p.split(os.sep))
 
 
-def read_json_file(path: str, shown: str, col: Collector) -> object | None:
-    """Parse one JSON file; on failure report where (line and column) and return None."""
+def read_json_file(path: str, shown: str, col: Collector) -> tuple[object, bytes] | None:
+    """Parse one JSON file: (the value, the file's bytes); on failure report where (line
+    and column) and return None."""
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -41,7 +42,7 @@ def read_json_file(path: str, shown: str, col: Collector) -> object | None:
         col.error(shown, None, None, f"cannot read the file ({exc.strerror or exc}); expected a readable JSON file", "unreadable_file")
         return None
     try:
-        return json.loads(data)
+        return json.loads(data), data
     except json.JSONDecodeError as exc:
         col.error(shown, None, None, f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}; expected a JSON list of records", "malformed_json")
     except UnicodeDecodeError as exc:
@@ -109,17 +110,20 @@ def load_release(root: str | os.PathLike[str], *, strict: bool = False, max_pixe
         if not (real + os.sep).startswith(images.root + os.sep):
             col.error(shown, None, None, f"is a symlink to {real!r}, outside the cube root {images.root!r}; expected the file itself inside the cube", "unreadable_file")
             continue
-        records = read_json_file(real, shown, col)
-        if records is None:
+        read = read_json_file(real, shown, col)
+        if read is None:
             continue
+        records, text = read
         if not isinstance(records, list):
             col.error(shown, None, None, f"holds a JSON {type(records).__name__}; expected a JSON list of records", "not_a_list")
             continue
         folder_rel = os.path.dirname(rel)
         default_dataset = folder_rel.replace(os.sep, "/") or os.path.basename(os.path.realpath(root))
         base = os.path.join(images.root, folder_rel)
+        clean = not text_may_hold_surrogates(text)
         for n, rec in enumerate(records, start=1):
-            d = parse_release_record(rec, source=shown, where=f"record #{n}", default_dataset=default_dataset, col=col)
+            d = parse_release_record(rec, source=shown, where=f"record #{n}", default_dataset=default_dataset, col=col,
+                                     no_surrogates=clean)
             if d is not None:
                 drafts.append(d)
                 bases[id(d)] = base
