@@ -106,6 +106,8 @@ def text_may_hold_surrogates(data: bytes) -> bool:
     backslash before "ud8", answers True: the records are then checked one by one."""
     if json.detect_encoding(data) not in ("utf-8", "utf-8-sig"):
         return True
+    if b"\\u" not in data and b"\xed" not in data:  # a byte search, several times the regex's speed
+        return False
     return _SURROGATE_SOURCE.search(data) is not None
 
 
