@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from medrcube.gate.thresholds import ThresholdsError, load_policy
@@ -91,3 +93,31 @@ def test_the_repository_yaml_files_use_no_anchors_and_load():
         assert isinstance(read_yaml_file(f, missing_fix="-"), dict), f
     load_policy(repo / "thresholds.yaml")
     load_models_file(repo / "models.example.yaml")
+
+
+def test_a_file_read_again_unchanged_is_the_same_document_and_the_callers_own(tmp_path):
+    # The parse of a text is remembered in the process (the gate reads its policy twice);
+    # each caller gets its own copy, and an edited file is parsed again.
+    f = tmp_path / "p.yaml"
+    f.write_text("a:\n  b: [1, 2]\n", encoding="utf-8")
+    first = read_yaml_file(f, missing_fix="")
+    first["a"]["b"].append(3)
+    assert read_yaml_file(f, missing_fix="") == {"a": {"b": [1, 2]}}
+    f.write_text("a:\n  b: [1, 2]\n  b: [3]\n", encoding="utf-8")  # now a duplicate key
+    with pytest.raises(YamlFileError, match="duplicate"):
+        read_yaml_file(f, missing_fix="")
+    f.write_text("a: 7\n", encoding="utf-8")
+    assert read_yaml_file(f, missing_fix="") == {"a": 7}
+
+
+def test_the_integer_limit_is_part_of_what_a_remembered_parse_depends_on(tmp_path):
+    f = tmp_path / "big.yaml"
+    f.write_text("n: " + "9" * 5000 + "\n", encoding="utf-8")
+    limit = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)  # no limit: the integer reads
+    try:
+        assert read_yaml_file(f, missing_fix="")["n"] == int("9" * 5000)
+    finally:
+        sys.set_int_max_str_digits(limit)
+    with pytest.raises(YamlFileError, match="not valid YAML"):  # not the parse remembered above
+        read_yaml_file(f, missing_fix="")

@@ -25,6 +25,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -119,26 +120,62 @@ def cached(kind: str, parts: Any, compute: Callable[[], T], encode: Callable[[T]
 
     `parts` is JSON (the digests the value is a function of); `encode` turns the value into
     JSON and `decode` back (it may raise on a malformed value: that entry is then absent)."""
-    root = cache_root()
-    if root is None:
+    slot = Slot.open(kind, parts)
+    if slot is None:
         return compute()
-    key = hashlib.sha256(json.dumps([kind, parts], sort_keys=True).encode()).hexdigest()
-    try:
-        secret = _secret(root)
-    except OSError:
-        return compute()
-    path = root / kind / f"{key}.json"
-    hit = _read(path, secret, key, decode)
+    hit = slot.read(decode)
     if hit is not None:
         return hit[0]
     value = compute()
-    _write(path, secret, key, encode(value))
+    slot.write(encode(value))
     return value
+
+
+@dataclasses.dataclass(frozen=True)
+class Slot:
+    """One entry of the cache, for a caller that reads it and writes it at different times
+    (the image checks of a cube: read before the images are looked at, rewritten after)."""
+
+    path: Path
+    secret: bytes
+    key: str
+
+    @classmethod
+    def open(cls, kind: str, parts: Any) -> Slot | None:
+        """The entry for (`kind`, `parts`); None when caching is off or cannot be used."""
+        root = cache_root()
+        if root is None:
+            return None
+        key = hashlib.sha256(json.dumps([kind, parts], sort_keys=True).encode()).hexdigest()
+        try:
+            secret = _secret(root)
+        except OSError:
+            return None
+        return cls(root / kind / f"{key}.json", secret, key)
+
+    def read(self, decode: Callable[[Any], T]) -> tuple[T] | None:
+        """(the value,) when this user's cache wrote it under this key, else None."""
+        return _read(self.path, self.secret, self.key, decode)
+
+    def write(self, value: Any) -> None:
+        _write(self.path, self.secret, self.key, value)
+
+
+# How `_write` lays an entry out (json.dumps of {"key", "mac", "value"} with sorted keys).
+# `_read` takes the value's text from between these and checks the MAC over that very
+# text: one parse of the value and no second serialisation (the cost of a large entry).
+_LAYOUT = re.compile(r'\{"key": "([0-9a-f]{64})", "mac": "([0-9a-f]{64})", "value": (.*)\}', re.DOTALL)
 
 
 def _read(path: Path, secret: bytes, key: str, decode: Callable[[Any], T]) -> tuple[T] | None:
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        laid = _LAYOUT.fullmatch(text)
+        if laid is not None:
+            if laid[1] != key or not hmac.compare_digest(laid[2], _mac(secret, key, laid[3])):
+                return None
+            return (decode(json.loads(laid[3])),)
+        doc = json.loads(text)  # any other layout of the same document
         value_json = json.dumps(doc["value"], sort_keys=True)
         if doc.get("key") != key or not hmac.compare_digest(str(doc.get("mac", "")), _mac(secret, key, value_json)):
             return None
@@ -149,12 +186,14 @@ def _read(path: Path, secret: bytes, key: str, decode: Callable[[Any], T]) -> tu
 
 def _write(path: Path, secret: bytes, key: str, value: Any) -> None:
     value_json = json.dumps(value, sort_keys=True)
-    doc = {"key": key, "value": value, "mac": _mac(secret, key, value_json)}
+    # json.dumps({"key": key, "mac": ..., "value": value}, sort_keys=True), the value's
+    # text made once (json.dump to a file would encode it again, in pure Python)
+    text = f'{{"key": {json.dumps(key)}, "mac": {json.dumps(_mac(secret, key, value_json))}, "value": {value_json}}}'
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(doc, f, sort_keys=True)
+            f.write(text)
         os.replace(tmp, path)
     except OSError:
         pass  # a cache that cannot be written costs a recomputation next time, nothing else

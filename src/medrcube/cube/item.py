@@ -18,8 +18,42 @@ LETTERS = string.ascii_uppercase
 
 
 def _freeze(meta: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    # A JSON round trip both deep-copies and proves the metadata is serialisable.
-    return MappingProxyType(json.loads(json.dumps(dict(meta or {}), sort_keys=True)))
+    # A JSON round trip both deep-copies and proves the metadata is serialisable. `_plain`
+    # gives the same copy without the text for the values JSON itself is made of (what
+    # every loader yields), at a third of the CPU; anything else takes the round trip,
+    # which also raises what it raised.
+    top = dict(meta or {})
+    try:
+        return MappingProxyType(_plain(top))
+    except (_NotPlain, RecursionError):
+        return MappingProxyType(json.loads(json.dumps(top, sort_keys=True)))
+
+
+class _NotPlain(Exception):
+    """A value `_plain` leaves to the JSON round trip."""
+
+
+_SAFE_INT = 2**63  # far below the integer-string limit json.dumps would raise at
+
+
+def _plain(x: Any) -> Any:
+    """json.loads(json.dumps(x, sort_keys=True)) for a value of exactly the JSON types
+    (str keys; no subclass, whose JSON may differ), else _NotPlain: a new dict (keys
+    sorted) or list (for a list or a tuple) at every level, the same scalars."""
+    t = type(x)
+    if t is str or t is bool or t is float or x is None:
+        return x
+    if t is int:
+        if -_SAFE_INT < x < _SAFE_INT:
+            return x
+        raise _NotPlain
+    if t is dict:
+        if not all(type(k) is str for k in x):
+            raise _NotPlain
+        return {k: _plain(x[k]) for k in sorted(x)}
+    if t is list or t is tuple:
+        return [_plain(v) for v in x]
+    raise _NotPlain
 
 
 @dataclass(frozen=True, slots=True)

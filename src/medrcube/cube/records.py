@@ -92,6 +92,25 @@ def _lone_surrogate(value: Any) -> str | None:
     return None
 
 
+# What a lone surrogate can be decoded from in a JSON text read as bytes: a \\u escape of
+# D800-DFFF (hex digits in either case), or the UTF-8 form of one, ED A0..BF, which
+# json.loads lets through (it decodes bytes with 'surrogatepass').
+_SURROGATE_SOURCE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+
+
+def text_may_hold_surrogates(data: bytes) -> bool:
+    """False only when no string json.loads(data) returns can hold a lone surrogate: the
+    text is UTF-8 (json.detect_encoding) and holds neither source of one. Then
+    `refuse_non_utf8` would find nothing in any of its records, and is not needed (one
+    scan of the file instead of a serialisation per record). A surrogate pair, or a
+    backslash before "ud8", answers True: the records are then checked one by one."""
+    if json.detect_encoding(data) not in ("utf-8", "utf-8-sig"):
+        return True
+    if b"\\u" not in data and b"\xed" not in data:  # a byte search, several times the regex's speed
+        return False
+    return _SURROGATE_SOURCE.search(data) is not None
+
+
 def refuse_non_utf8(rec: Mapping[str, Any], *, source: str, where: str, col: Collector) -> bool:
     """Report each field of `rec` (key or value) holding a lone surrogate; True when none does.
 
@@ -164,6 +183,7 @@ def parse_release_record(
     col: Collector,
     extra_keys: frozenset[str] = frozenset(),
     from_table: bool = False,
+    no_surrogates: bool = False,
 ) -> Draft | None:
     """Check one release record; return a Draft, or None after reporting its errors.
 
@@ -171,11 +191,13 @@ def parse_release_record(
     `extra_keys` are loader-owned keys that must not land in meta (the HF `image` column).
     `from_table` is set for dataset rows: a table has every column in every row, so a
     None in an extra column means "absent", and `meta` may be a JSON-encoded string.
+    `no_surrogates` is set when the record comes from a text that cannot hold a lone
+    surrogate (`text_may_hold_surrogates` said so): the per-record search is skipped.
     """
     if not isinstance(rec, Mapping):
         col.error(source, None, None, f"{where} is {type(rec).__name__} {short_json(rec)}; expected a JSON object", "not_an_object")
         return None
-    if not refuse_non_utf8(rec, source=source, where=where, col=col):
+    if not no_surrogates and not refuse_non_utf8(rec, source=source, where=where, col=col):
         return None
     r = RecordFields(rec, source, where, col)
 

@@ -7,6 +7,7 @@ unlike it, this loader checks every record and every image and says what is wron
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -17,7 +18,8 @@ from medrcube.cube.dirimages import DirImages
 from medrcube.cube.images import DEFAULT_MAX_PIXELS
 from medrcube.cube.item import Cube, CubeError
 from medrcube.cube.problems import Collector
-from medrcube.cube.records import Draft, parse_release_record
+from medrcube.cube.records import Draft, parse_release_record, text_may_hold_surrogates
+from medrcube.cube.records_cache import checked_records
 
 RELEASE_FILE = "test.json"
 
@@ -34,12 +36,22 @@ def find_release_files(root: str | os.PathLike[str]) -> list[str]:
 
 def read_json_file(path: str, shown: str, col: Collector) -> object | None:
     """Parse one JSON file; on failure report where (line and column) and return None."""
+    data = read_file_bytes(path, shown, col)
+    return None if data is None else parse_json_bytes(data, shown, col)
+
+
+def read_file_bytes(path: str, shown: str, col: Collector) -> bytes | None:
+    """The bytes of one cube file; on failure report it and return None."""
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            return f.read()
     except OSError as exc:
         col.error(shown, None, None, f"cannot read the file ({exc.strerror or exc}); expected a readable JSON file", "unreadable_file")
         return None
+
+
+def parse_json_bytes(data: bytes, shown: str, col: Collector) -> object | None:
+    """The JSON value of a file's bytes; on failure report where (line and column) and return None."""
     try:
         return json.loads(data)
     except json.JSONDecodeError as exc:
@@ -109,22 +121,38 @@ def load_release(root: str | os.PathLike[str], *, strict: bool = False, max_pixe
         if not (real + os.sep).startswith(images.root + os.sep):
             col.error(shown, None, None, f"is a symlink to {real!r}, outside the cube root {images.root!r}; expected the file itself inside the cube", "unreadable_file")
             continue
-        records = read_json_file(real, shown, col)
-        if records is None:
-            continue
-        if not isinstance(records, list):
-            col.error(shown, None, None, f"holds a JSON {type(records).__name__}; expected a JSON list of records", "not_a_list")
+        data = read_file_bytes(real, shown, col)
+        if data is None:
             continue
         folder_rel = os.path.dirname(rel)
         default_dataset = folder_rel.replace(os.sep, "/") or os.path.basename(os.path.realpath(root))
+        here = checked_records(data, source=shown, default_dataset=default_dataset, col=col,
+                               parse=functools.partial(_parse_file, data, shown, default_dataset))
         base = os.path.join(images.root, folder_rel)
-        for n, rec in enumerate(records, start=1):
-            d = parse_release_record(rec, source=shown, where=f"record #{n}", default_dataset=default_dataset, col=col)
-            if d is not None:
-                drafts.append(d)
-                bases[id(d)] = base
+        for d in here or ():
+            drafts.append(d)
+            bases[id(d)] = base
     drafts = drop_duplicate_ids(drafts, col)
     return _attach_images(drafts, bases, images, col, source=shown_root)
+
+
+def _parse_file(data: bytes, shown: str, default_dataset: str, col: Collector) -> list[Draft] | None:
+    """The drafts of one test.json's bytes (its problems reported to `col`); None when it
+    is not a JSON list of records."""
+    records = parse_json_bytes(data, shown, col)
+    if records is None:
+        return None
+    if not isinstance(records, list):
+        col.error(shown, None, None, f"holds a JSON {type(records).__name__}; expected a JSON list of records", "not_a_list")
+        return None
+    clean = not text_may_hold_surrogates(data)
+    drafts = []
+    for n, rec in enumerate(records, start=1):
+        d = parse_release_record(rec, source=shown, where=f"record #{n}", default_dataset=default_dataset, col=col,
+                                 no_surrogates=clean)
+        if d is not None:
+            drafts.append(d)
+    return drafts
 
 
 def _attach_images(drafts: list[Draft], bases: dict[int, str], images: DirImages, col: Collector, *, source: str) -> Cube:
