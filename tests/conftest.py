@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -119,6 +120,22 @@ def pneumothorax_table() -> list[GradedRecord]:
             out.append(replace(r, options=("No abnormality", "Pneumothorax")))
             i += 1
     return out
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _start_up_cache_of_the_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The start-up cache (cube/derived_cache.py: the leakage audit, the feasibility pass, a
+    cube's checked records and image checks) of every run in the tests, and of the runs they
+    start in child processes, lives in the session's temporary directory, not in the
+    developer's ~/.cache. Tests of the cache itself set MEDRCUBE_CACHE_DIR their own way."""
+    if "MEDRCUBE_CACHE_DIR" in os.environ:  # chosen by whoever runs the tests
+        yield
+        return
+    os.environ["MEDRCUBE_CACHE_DIR"] = str(tmp_path_factory.mktemp("medrcube-cache"))
+    try:
+        yield
+    finally:
+        os.environ.pop("MEDRCUBE_CACHE_DIR", None)
 
 
 # -- every run document written in a test validates against its shipped schema ----------------
