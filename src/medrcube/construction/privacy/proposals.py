@@ -97,6 +97,69 @@ def candidates(pixels: np.ndarray) -> list[tuple[int, int, int, int]]:
     return _lines(_above_noise(edge)) + _lines(_above_noise(thin))
 
 
+# The faint-line map (`faint_lines`): text too faint or too thin for either stroke map.
+# An 8 px line of 1 px strokes at 0.15 of full scale over a dark, noisy ground shows no
+# stroke above the frame's noise, yet its mean over the line stands well clear of the
+# ground's: the local range there measured 17 grey levels against a threshold of 14.5, in
+# fragments of 2-7 stroke pixels, but its mean over a 5 x 15 window was 8.8 noise units
+# above the rows over and under it, where frames without text reached at most 5.4.
+FAINT_BAND = 5  # px: the band's height, the glyphs of the smallest text screened (8 px faces: 5-6 px glyphs)
+FAINT_ALONG = 15  # px: the band's length (three glyphs of that text)
+FAINT_GAP = 1  # px between the band and the bands over and under it
+FAINT_Z = 7.0  # noise units the band must stand out from both neighbours by (pure noise frames: at most 5.4)
+FAINT_NOISE_WINDOW = 64  # px: the square the ground's noise is measured over
+# px (long side): larger frames are not searched this way. The map costs 0.4-0.7 s of CPU
+# on a 4,096 px frame, where the screen's 5 s budget is nearly spent (benchmarks/RESULTS.md
+# section 16), and the faint 8 px line it was made for was missed at 1,024 px.
+FAINT_MAX_SIDE = 2048
+
+
+def _noise(g: np.ndarray) -> np.ndarray:
+    """The ground's noise per pixel (standard deviation, grey levels) from the mean absolute
+    difference of neighbours along the row over FAINT_NOISE_WINDOW: for Gaussian noise of sd s
+    that mean is 2 s / sqrt(pi); smooth anatomy adds nearly nothing, an edge or text raises
+    it (so the map is less sensitive there, not more). Never below 1 level (8-bit rounding)."""
+    import cv2
+
+    d = np.zeros_like(g)
+    d[:, :-1] = np.abs(g[:, 1:] - g[:, :-1])
+    w = FAINT_NOISE_WINDOW
+    return np.maximum(cv2.boxFilter(d, -1, (w, w), borderType=cv2.BORDER_REFLECT) * np.float32(np.sqrt(np.pi) / 2), 1.0)
+
+
+def faint_lines(pixels: np.ndarray) -> list[tuple[int, int, int, int]]:
+    """Boxes (frame pixels) of faint thin lines: bands FAINT_BAND high whose mean stands out from
+    the bands over and under it, both, by FAINT_Z x the noise of such a mean (the ground's noise
+    over the square root of the band's pixels), brighter or darker; an edge of the anatomy
+    differs from one neighbour only. A candidate is no taller than the band and at least 3 times
+    as wide as tall (3 characters). Frames larger than FAINT_MAX_SIDE give none.
+
+    For the recogniser's net (`linemask.plan`), not the detector's crops: a line this faint is
+    read from its own box, and the detector would cost far more per candidate."""
+    import cv2
+
+    h, w = np.asarray(pixels).shape[:2]
+    if max(h, w) > FAINT_MAX_SIDE or min(h, w) < 3 * FAINT_BAND:
+        return []
+    g = gray8(pixels).astype(np.float32)
+    off = FAINT_BAND + FAINT_GAP
+    padded = cv2.copyMakeBorder(g, off, off, 0, 0, cv2.BORDER_REPLICATE)
+    mean = cv2.boxFilter(padded, -1, (FAINT_ALONG, FAINT_BAND), borderType=cv2.BORDER_REPLICATE)
+    band, over, under = mean[off:-off], mean[: -2 * off], mean[2 * off :]
+    limit = np.float32(FAINT_Z / np.sqrt(FAINT_BAND * FAINT_ALONG)) * _noise(g)
+    out = (band - np.maximum(over, under) > limit) | (np.minimum(over, under) - band > limit)
+    n, _, stats, _ = cv2.connectedComponentsWithStats(out.astype(np.uint8), connectivity=8)
+    boxes = []
+    for k in range(1, n):
+        x, y, cw, ch, _ = (int(v) for v in stats[k])
+        # The band's centres: the line reaches half a band beyond them on every side.
+        x0, y0 = max(0, x - FAINT_ALONG // 2), max(0, y - FAINT_BAND // 2)
+        x1, y1 = min(w, x + cw + FAINT_ALONG // 2), min(h, y + ch + FAINT_BAND // 2)
+        if ch <= FAINT_BAND and x1 - x0 >= 3 * (y1 - y0):
+            boxes.append((x0, y0, x1, y1))
+    return boxes
+
+
 def _scale_for(height: int) -> float:
     want = min(MAX_SCALE, max(1.0, TARGET_HEIGHT / max(1, height)))
     return min(SCALES, key=lambda s: abs(s - want))

@@ -71,8 +71,9 @@ def text_regions(reader: ocr.TextReader, pixels: np.ndarray) -> tuple[list[ocr.T
     return keep, len(found) - len(keep)
 
 
-# The net under the detector: the stroke map's candidate lines outside every mask (5 px or
-# taller, `linemask.NET_MIN_HEIGHT`) are read by the recogniser; one read as text is masked
+# The net under the detector: the stroke map's candidate lines, and the faint-line map's
+# (`proposals.faint_lines`: lines too faint for any stroke to show, frames up to 2,048 px),
+# outside every mask (5 px or taller, `linemask.NET_MIN_HEIGHT`) are read by the recogniser; one read as text is masked
 # like a detector's region, and a frame where one is still read after that is refused
 # (`linemask.plan`). On: a line the detector missed entirely would otherwise be exported
 # unmasked (issue 27; benchmarks/RESULTS.md section 16 has what it costs and catches).
@@ -85,7 +86,7 @@ def mask_plan(reader: ocr.TextReader, pixels: np.ndarray, net: bool | None = Non
     found, ignored = text_regions(reader, pixels)
     if not (UNCOVERED_NET if net is None else net):
         return (linemask.plan(reader, pixels, found) if found else linemask.MaskPlan([], 0, False)), ignored
-    return linemask.plan(reader, pixels, found, proposals.candidates(pixels)), ignored
+    return linemask.plan(reader, pixels, found, proposals.candidates(pixels) + proposals.faint_lines(pixels)), ignored
 
 
 def header_statement(img: SourceImage) -> str:
