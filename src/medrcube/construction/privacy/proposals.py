@@ -131,8 +131,11 @@ def faint_lines(pixels: np.ndarray) -> list[tuple[int, int, int, int]]:
     """Boxes (frame pixels) of faint thin lines: bands FAINT_BAND high whose mean stands out from
     the bands over and under it, both, by FAINT_Z x the noise of such a mean (the ground's noise
     over the square root of the band's pixels), brighter or darker; an edge of the anatomy
-    differs from one neighbour only. A candidate is no taller than the band and at least 3 times
-    as wide as tall (3 characters). Frames larger than FAINT_MAX_SIDE give none.
+    differs from one neighbour only. A candidate is no taller than the band, and the band stands
+    out over FAINT_ALONG px of centres or more, so over two windows that share no pixel: a line of
+    6 or more characters of the smallest text (an identifying line is: a name, a date, a number).
+    Measured on frames without text, shorter ones were mammogram texture, read as "9215" and
+    "ACAN". Frames larger than FAINT_MAX_SIDE give none.
 
     For the recogniser's net (`linemask.plan`), not the detector's crops: a line this faint is
     read from its own box, and the detector would cost far more per candidate."""
@@ -155,7 +158,7 @@ def faint_lines(pixels: np.ndarray) -> list[tuple[int, int, int, int]]:
         # The band's centres: the line reaches half a band beyond them on every side.
         x0, y0 = max(0, x - FAINT_ALONG // 2), max(0, y - FAINT_BAND // 2)
         x1, y1 = min(w, x + cw + FAINT_ALONG // 2), min(h, y + ch + FAINT_BAND // 2)
-        if ch <= FAINT_BAND and x1 - x0 >= 3 * (y1 - y0):
+        if ch <= FAINT_BAND and cw >= FAINT_ALONG:
             boxes.append((x0, y0, x1, y1))
     return boxes
 
