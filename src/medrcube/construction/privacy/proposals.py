@@ -101,16 +101,17 @@ def candidates(pixels: np.ndarray) -> list[tuple[int, int, int, int]]:
 # An 8 px line of 1 px strokes at 0.15 of full scale over a dark, noisy ground shows no
 # stroke above the frame's noise, yet its mean over the line stands well clear of the
 # ground's: the local range there measured 17 grey levels against a threshold of 14.5, in
-# fragments of 2-7 stroke pixels, but its mean over a 5 x 15 window was 8.8 noise units
-# above the rows over and under it, where frames without text reached at most 5.4.
+# fragments of 2-7 stroke pixels, but its mean over a 5 x 15 window stood 10.9 noise units
+# (median along its middle row) above the rows over and under it, where the 31 frames of
+# pure panel noise among 120 text-free frames of 512-2,048 px reached at most 6.6.
 FAINT_BAND = 5  # px: the band's height, the glyphs of the smallest text screened (8 px faces: 5-6 px glyphs)
 FAINT_ALONG = 15  # px: the band's length (three glyphs of that text)
 FAINT_GAP = 1  # px between the band and the bands over and under it
-FAINT_Z = 7.0  # noise units the band must stand out from both neighbours by (pure noise frames: at most 5.4)
+FAINT_Z = 7.0  # noise units the band must stand out from both neighbours by (pure noise frames: at most 6.6)
 FAINT_NOISE_WINDOW = 64  # px: the square the ground's noise is measured over
-# px (long side): larger frames are not searched this way. The map costs 0.4-0.7 s of CPU
-# on a 4,096 px frame, where the screen's 5 s budget is nearly spent (benchmarks/RESULTS.md
-# section 16), and the faint 8 px line it was made for was missed at 1,024 px.
+# px (long side): larger frames are not searched this way. The map costs 1.1-1.5 s of CPU
+# on a 4,096 px frame (0.1-0.2 s at 2,048), where the screen's 5 s budget is nearly spent
+# (benchmarks/RESULTS.md section 16), and the faint 8 px line it was made for was missed at 1,024 px.
 FAINT_MAX_SIDE = 2048
 
 
@@ -127,15 +128,36 @@ def _noise(g: np.ndarray) -> np.ndarray:
     return np.maximum(cv2.boxFilter(d, -1, (w, w), borderType=cv2.BORDER_REFLECT) * np.float32(np.sqrt(np.pi) / 2), 1.0)
 
 
+def faint_contrast(pixels: np.ndarray) -> np.ndarray:
+    """Per pixel, how far the frame's mean over a band FAINT_BAND high and FAINT_ALONG long centred
+    there stands out from the bands over and under it, both (brighter than both, or darker than
+    both; else 0 or less), in units of the noise of such a mean: the ground's noise (`_noise`)
+    over the square root of the band's pixels. An edge of the anatomy differs from one neighbour only.
+
+    Means are over the pixels inside the frame (a band at its edge has fewer, and a noisier
+    mean: a replicated edge pixel, tried first, gave pure noise 9 units there against 6 inside);
+    a band with no neighbour inside the frame is compared with the other one."""
+    import cv2
+
+    g = gray8(pixels).astype(np.float32)
+    off = FAINT_BAND + FAINT_GAP
+    k, zero = (FAINT_ALONG, FAINT_BAND), cv2.BORDER_CONSTANT
+    total = cv2.boxFilter(cv2.copyMakeBorder(g, off, off, 0, 0, zero, value=0), -1, k, normalize=False, borderType=zero)
+    count = cv2.boxFilter(cv2.copyMakeBorder(np.ones_like(g), off, off, 0, 0, zero, value=0), -1, k, normalize=False, borderType=zero)
+    mean = total / np.maximum(count, 1.0)
+    band, over, under = mean[off:-off], mean[: -2 * off], mean[2 * off :]
+    over = np.where(count[: -2 * off] > 0, over, under)
+    under = np.where(count[2 * off :] > 0, under, over)
+    out = np.maximum(band - np.maximum(over, under), np.minimum(over, under) - band)
+    return out * np.sqrt(count[off:-off]) / _noise(g)
+
+
 def faint_lines(pixels: np.ndarray) -> list[tuple[int, int, int, int]]:
-    """Boxes (frame pixels) of faint thin lines: bands FAINT_BAND high whose mean stands out from
-    the bands over and under it, both, by FAINT_Z x the noise of such a mean (the ground's noise
-    over the square root of the band's pixels), brighter or darker; an edge of the anatomy
-    differs from one neighbour only. A candidate is no taller than the band, and the band stands
-    out over FAINT_ALONG px of centres or more, so over two windows that share no pixel: a line of
-    6 or more characters of the smallest text (an identifying line is: a name, a date, a number).
-    Measured on frames without text, shorter ones were mammogram texture, read as "9215" and
-    "ACAN". Frames larger than FAINT_MAX_SIDE give none.
+    """Boxes (frame pixels) of faint thin lines: where `faint_contrast` exceeds FAINT_Z. A candidate
+    is no taller than the band, and the band stands out over FAINT_ALONG px of centres or more, so
+    over two windows that share no pixel: a line of 6 or more characters of the smallest text (an
+    identifying line is: a name, a date, a number). Measured on frames without text, shorter ones
+    were mammogram texture, read as "9215" and "ACAN". Frames larger than FAINT_MAX_SIDE give none.
 
     For the recogniser's net (`linemask.plan`), not the detector's crops: a line this faint is
     read from its own box, and the detector would cost far more per candidate."""
@@ -144,22 +166,14 @@ def faint_lines(pixels: np.ndarray) -> list[tuple[int, int, int, int]]:
     h, w = np.asarray(pixels).shape[:2]
     if max(h, w) > FAINT_MAX_SIDE or min(h, w) < 3 * FAINT_BAND:
         return []
-    g = gray8(pixels).astype(np.float32)
-    off = FAINT_BAND + FAINT_GAP
-    padded = cv2.copyMakeBorder(g, off, off, 0, 0, cv2.BORDER_REPLICATE)
-    mean = cv2.boxFilter(padded, -1, (FAINT_ALONG, FAINT_BAND), borderType=cv2.BORDER_REPLICATE)
-    band, over, under = mean[off:-off], mean[: -2 * off], mean[2 * off :]
-    limit = np.float32(FAINT_Z / np.sqrt(FAINT_BAND * FAINT_ALONG)) * _noise(g)
-    out = (band - np.maximum(over, under) > limit) | (np.minimum(over, under) - band > limit)
-    n, _, stats, _ = cv2.connectedComponentsWithStats(out.astype(np.uint8), connectivity=8)
+    out = (faint_contrast(pixels) > FAINT_Z).astype(np.uint8)
+    n, _, stats, _ = cv2.connectedComponentsWithStats(out, connectivity=8)
     boxes = []
     for k in range(1, n):
         x, y, cw, ch, _ = (int(v) for v in stats[k])
-        # The band's centres: the line reaches half a band beyond them on every side.
-        x0, y0 = max(0, x - FAINT_ALONG // 2), max(0, y - FAINT_BAND // 2)
-        x1, y1 = min(w, x + cw + FAINT_ALONG // 2), min(h, y + ch + FAINT_BAND // 2)
         if ch <= FAINT_BAND and cw >= FAINT_ALONG:
-            boxes.append((x0, y0, x1, y1))
+            # The band's centres: the line reaches half a band beyond them on every side.
+            boxes.append((max(0, x - FAINT_ALONG // 2), max(0, y - FAINT_BAND // 2), min(w, x + cw + FAINT_ALONG // 2), min(h, y + ch + FAINT_BAND // 2)))
     return boxes
 
 

@@ -121,7 +121,7 @@ class TextLog:
             "engine": self.engine,
             "views": "the whole frame at the detector's scale (as shown and as local contrast), and crops where strokes form lines, enlarged and contrast-stretched",
             "masking": "regions grown along the line, lines joined, the strips beside each mask read by the recogniser and masked when legible; "
-                       "the stroke map's candidate lines outside every mask read by the recogniser and masked the same way when legible; a frame still legible is refused",
+                       "the stroke map's candidate lines (and, on frames up to 2,048 px, the faint-line map's) outside every mask read by the recogniser and masked the same way when legible; a frame still legible is refused",
             "action": self.action,
             "region_rules": self.region_rules,
             "frames_blanked_by_rules": sum(1 for f in self.frames if f.get("rule_zones")),
