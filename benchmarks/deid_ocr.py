@@ -249,9 +249,10 @@ def lines_by_facet(n: int, seed: int, no_text: int, sides: tuple[int, ...], coun
     at the sizes in `count`: the frames drawn again as `run` draws them (the generator is seeded), not screened."""
     rng = np.random.default_rng(seed)
     out: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for side in sides:
-        for i in range(n + no_text):
-            _, lines, _ = make_frame(rng, i < n, side)  # every frame is drawn: the next one depends on it
+    last = max((k for k, side in enumerate(sides) if str(side) in count), default=-1)
+    for k, side in enumerate(sides[: last + 1]):  # what is drawn after the last counted line changes nothing
+        for i in range(n + no_text if k < last else n):
+            _, lines, _ = make_frame(rng, i < n, side)  # every frame before is drawn: the next one depends on it
             for _, facets in lines if str(side) in count else []:
                 for facet, value in facets.items():
                     out[facet][value] += 1
