@@ -22,7 +22,9 @@ that brings its height to about TARGET_HEIGHT detector pixels (never below full
 resolution, at most MAX_SCALE), as its own contrast stretched (`stretched`): a low-contrast
 line becomes a full-contrast one. Neighbouring crops of one scale are merged, so a block
 of lines is read once. What the candidates miss (text taller than MAX_LINE, text in a
-region that is all strokes) is the whole view's part (`multiscale`).
+region that is all strokes) is the whole view's part (`multiscale`). Text too faint for
+any of its strokes to stand above the noise is what `faint_lines` proposes, to the
+recogniser's net (`linemask.plan`) only.
 """
 
 from __future__ import annotations
@@ -160,8 +162,9 @@ def faint_lines(pixels: np.ndarray) -> list[tuple[int, int, int, int]]:
     identifying line is: a name, a date, a number). Measured on frames without text, shorter ones
     were mammogram texture, read as "9215" and "ACAN". Frames larger than FAINT_MAX_SIDE give none.
 
-    For the recogniser's net (`linemask.plan`), not the detector's crops: a line this faint is
-    read from its own box, and the detector would cost far more per candidate."""
+    For the recogniser's net (`linemask.plan`), not the detector's crops: the line this was made
+    for is read by the recogniser from its own box, and a candidate costs the net one
+    recogniser call on a small crop."""
     import cv2
 
     h, w = np.asarray(pixels).shape[:2]
