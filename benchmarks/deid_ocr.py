@@ -3,6 +3,7 @@
     .venv/bin/python -m benchmarks.deid_ocr                  # 24 frames with text and 12 without per size (~12 min CPU)
     .venv/bin/python -m benchmarks.deid_ocr --n 6 --sides 512,4096 --json out.json
     .venv/bin/python -m benchmarks.deid_ocr --merge a.json b.json --json all.json  # runs pooled (other seeds, sizes)
+    .venv/bin/python -m benchmarks.deid_ocr --merge pooled.json d.json --keep 4096 --layout 65/0/27/4096 --json all.json  # a size re-run, the others kept
 
 Frames: CT-, radiograph-, MR- and mammogram-like bodies and plain noise
 (synthetic.background), 512, 1,024, 2,048, 3,072 and 4,096 pixels on the long side
@@ -243,6 +244,44 @@ def merge(results: list[dict[str, Any]]) -> dict[str, Any]:
     return _summary(dict(sorted(by_side.items(), key=lambda kv: int(kv[0]))), per, seeds, results[0]["threads"])
 
 
+def lines_by_facet(n: int, seed: int, no_text: int, sides: tuple[int, ...], count: set[str]) -> dict[str, dict[str, int]]:
+    """Lines per facet value on the frames with text of a run (`n`, `no_text`, `seed`, `sides` as given to `run`),
+    at the sizes in `count`: the frames drawn again as `run` draws them (the generator is seeded), not screened."""
+    rng = np.random.default_rng(seed)
+    out: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    last = max((k for k, side in enumerate(sides) if str(side) in count), default=-1)
+    for k, side in enumerate(sides[: last + 1]):  # what is drawn after the last counted line changes nothing
+        for i in range(n + no_text if k < last else n):
+            _, lines, _ = make_frame(rng, i < n, side)  # every frame before is drawn: the next one depends on it
+            for _, facets in lines if str(side) in count else []:
+                for facet, value in facets.items():
+                    out[facet][value] += 1
+    return out
+
+
+def kept(pooled: dict[str, Any], sides: set[str], layouts: list[tuple[int, int, int, tuple[int, ...]]]) -> dict[str, Any]:
+    """The figures of a pooled JSON at `sides` alone, as a run's JSON that `merge` pools with new runs of the other sizes.
+    `layouts`: (n, no_text, seed, sides) of every run pooled into it. Per-size figures are the JSON's own; per facet, a
+    size's lines are drawn again (`lines_by_facet`) and each counts as masked unless it is among that size's misses."""
+    per: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+    for n, no_text, seed, run_sides in layouts:
+        for facet, values in lines_by_facet(n, seed, no_text, run_sides, sides).items():
+            for value, k in values.items():
+                per[facet][value][0] += k
+                per[facet][value][1] += k
+    for side in sides:
+        for miss in pooled["by_side"][side]["misses"]:
+            for facet, values in per.items():
+                values[str(miss[facet])][0] -= 1
+    by = {facet: {v: {"masked": c[0], "lines": c[1]} for v, c in sorted(vals.items())} for facet, vals in per.items()}
+    return {"seed": pooled["seed"], "threads": pooled["threads"], "by_side": {s: pooled["by_side"][s] for s in sorted(sides, key=int)}, "by": by}
+
+
+def _layout(spec: str) -> tuple[int, int, int, tuple[int, ...]]:
+    n, no_text, seed, sides = spec.split("/")
+    return int(n), int(no_text), int(seed), tuple(int(x) for x in sides.split(","))
+
+
 def _summary(by_side: dict[str, dict[str, Any]], per: dict[str, dict[str, list[int]]], seed: int | list[int], threads: int) -> dict[str, Any]:
     out_sides = {}
     for side, fig in by_side.items():
@@ -331,6 +370,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="read the stroke-map lines outside every mask; mask those read as text, refuse the frame if one is still read (default: textscreen.UNCOVERED_NET)")
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument("--merge", nargs="+", default=None, metavar="JSON", help="pool the figures of these runs (print, and write --json)")
+    ap.add_argument("--keep", default=None, metavar="SIDES",
+                    help="with --merge: of the first JSON (a pooled one) keep only these sizes, the others coming from the runs after it; needs --layout")
+    ap.add_argument("--layout", nargs="+", default=None, metavar="N/NO_TEXT/SEED/SIDES",
+                    help="with --keep: every run pooled into the first JSON, as its --n, --no-text, --seed and --sides (e.g. 65/0/27/4096)")
     args = ap.parse_args(argv)
     global NET
     NET = args.net
@@ -340,7 +383,12 @@ def main(argv: list[str] | None = None) -> int:
                 json.dump(r, f, indent=1)
 
     if args.merge:
-        r = merge([json.loads(open(p, encoding="utf-8").read()) for p in args.merge])
+        runs = [json.loads(open(p, encoding="utf-8").read()) for p in args.merge]
+        if args.keep:
+            if not args.layout:
+                ap.error("--keep needs --layout: the runs the first JSON pooled")
+            runs[0] = kept(runs[0], set(args.keep.split(",")), [_layout(x) for x in args.layout])
+        r = merge(runs)
     else:
         r = run(args.n, args.seed, no_text=args.no_text, sides=tuple(int(x) for x in args.sides.split(",")), threads=args.threads, on_side=keep,
                 only={int(x) for x in args.only.split(",")} if args.only else None)

@@ -126,6 +126,38 @@ def test_the_screen_masks_a_line_the_detector_missed_entirely_and_says_so_in_the
     assert screen.screen(src, "X-Ray") and screen.log.frames[-1]["action"] == "none"  # without it: exported unmasked
 
 
+def test_a_line_too_faint_for_any_stroke_is_found_by_the_faint_line_map_and_masked() -> None:
+    """The benchmark's last readable line (issue 27): 8 px in Pillow's default face (5 px glyphs, 1 px strokes) at 0.15
+    of full scale over an MR frame's dark, noisy ground. The detector and both stroke maps miss it; its mean over the
+    band stands out from the rows over and under it, so the faint-line map proposes it and the net masks it whole."""
+    from medrcube.construction.observation import SourceImage
+    from medrcube.construction.privacy.textscreen import TextScreen
+
+    rng = np.random.default_rng(1)
+    plain = synthetic.background("mr", 512, 512, rng)
+    tw, th = synthetic.text_size("PID 89786607", "pillow-default", 8)
+    x, y = 512 - 16 - tw, 16  # the top-right corner, where the benchmark put it
+    img, line = synthetic.burn(plain, "PID 89786607", (x, y), "pillow-default", 8, float(plain[y : y + th, x : x + tw].mean()) + 0.15)
+    x0, y0, x1, y1 = line.box
+    touches = lambda boxes: [b for b in boxes if b[0] < x1 and x0 < b[2] and b[1] < y1 and y0 < b[3]]  # noqa: E731
+    reader = ocr.shared_reader()
+    assert not touches([r.box for r in text_regions(reader, img)[0]]) and not touches(proposals.candidates(img))
+    faint = touches(proposals.faint_lines(img))
+    assert faint and synthetic.coverage(line, _covered(img.shape, faint)) >= 0.9
+    screen = TextScreen("mask")
+    src = SourceImage("d", "series 1 image 1 of 1", img.copy(), "dicom", meta={"Modality": "MR"})
+    assert screen.screen(src, "MRI")
+    entry = screen.log.frames[-1]
+    assert entry["action"] == "mask" and entry["lines_masked_by_net"] >= 1 and "still_readable_after_masking" not in entry
+    assert synthetic.coverage(line, _covered(img.shape, [tuple(b) for b in entry["regions"]])) == 1.0
+    src = SourceImage("d", "series 1 image 1 of 1", plain.copy(), "dicom", meta={"Modality": "MR"})
+    assert screen.screen(src, "MRI") and screen.log.frames[-1]["action"] == "none"  # the same ground without the line: no mask
+    # Larger frames are not searched this way (their CPU budget): the same line on a 2,049 px wide frame gives no faint line.
+    wide = np.zeros((64, proposals.FAINT_MAX_SIDE + 1), np.float32)
+    wide[:, :512] = img[:64]
+    assert proposals.faint_lines(wide) == [] and touches(proposals.faint_lines(wide[:, :512]))
+
+
 # -- region rules ----------------------------------------------------------------------------
 
 

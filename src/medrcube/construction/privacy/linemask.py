@@ -16,7 +16,8 @@ makes the frame `readable`: the screen refuses it rather than export a line it c
 cover. Detector-free, so it sees the part of a line the detector left out.
 
 The strips see only beside a mask: a line the detector missed entirely has none. So every
-stroke-map candidate (`proposals.candidates`) not inside a mask is read too, on the masked
+stroke-map candidate (`proposals.candidates`, and `proposals.faint_lines` for lines too faint
+for a stroke to show) not inside a mask is read too, on the masked
 frame, as its own contrast stretched (a small crop, one recogniser call): a candidate where
 LEGIBLE letters or digits are read is masked like a detector's region (grown along its line,
 the strips beside it re-read), and the frame is `readable`, so refused, if a candidate

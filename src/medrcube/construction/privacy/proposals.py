@@ -22,7 +22,9 @@ that brings its height to about TARGET_HEIGHT detector pixels (never below full
 resolution, at most MAX_SCALE), as its own contrast stretched (`stretched`): a low-contrast
 line becomes a full-contrast one. Neighbouring crops of one scale are merged, so a block
 of lines is read once. What the candidates miss (text taller than MAX_LINE, text in a
-region that is all strokes) is the whole view's part (`multiscale`).
+region that is all strokes) is the whole view's part (`multiscale`). Text too faint for
+any of its strokes to stand above the noise is what `faint_lines` proposes, to the
+recogniser's net (`linemask.plan`) only.
 """
 
 from __future__ import annotations
@@ -95,6 +97,88 @@ def candidates(pixels: np.ndarray) -> list[tuple[int, int, int, int]]:
     kernel = np.ones((STROKE, STROKE), np.uint8)
     thin = np.maximum(cv2.morphologyEx(smooth, cv2.MORPH_TOPHAT, kernel), cv2.morphologyEx(smooth, cv2.MORPH_BLACKHAT, kernel))
     return _lines(_above_noise(edge)) + _lines(_above_noise(thin))
+
+
+# The faint-line map (`faint_lines`): text too faint or too thin for either stroke map.
+# An 8 px line of 1 px strokes at 0.15 of full scale over a dark, noisy ground shows no
+# stroke above the frame's noise, yet its mean over the line stands well clear of the
+# ground's: the local range there measured 17 grey levels against a threshold of 14.5, in
+# fragments of 2-7 stroke pixels, but its mean over a 5 x 15 window stood 10.9 noise units
+# (median along its middle row) above the rows over and under it, where the 31 frames of
+# pure panel noise among 120 text-free frames of 512-2,048 px reached at most 6.6.
+FAINT_BAND = 5  # px: the band's height, the glyphs of the smallest text screened (8 px faces: 5-6 px glyphs)
+FAINT_ALONG = 15  # px: the band's length (three glyphs of that text)
+FAINT_GAP = 1  # px between the band and the bands over and under it
+FAINT_Z = 7.0  # noise units the band must stand out from both neighbours by (pure noise frames: at most 6.6)
+FAINT_NOISE_WINDOW = 64  # px: the square the ground's noise is measured over
+# px (long side): larger frames are not searched this way. The map costs 1.1-1.5 s of CPU
+# on a 4,096 px frame (0.1-0.2 s at 2,048), where the screen's 5 s budget is nearly spent
+# (benchmarks/RESULTS.md section 16), and the faint 8 px line it was made for was missed at 1,024 px.
+FAINT_MAX_SIDE = 2048
+
+
+def _noise(g: np.ndarray) -> np.ndarray:
+    """The ground's noise per pixel (standard deviation, grey levels) from the mean absolute
+    difference of neighbours along the row over FAINT_NOISE_WINDOW: for Gaussian noise of sd s
+    that mean is 2 s / sqrt(pi); smooth anatomy adds nearly nothing, an edge or text raises
+    it (so the map is less sensitive there, not more). Never below 1 level (8-bit rounding)."""
+    import cv2
+
+    d = np.zeros_like(g)
+    d[:, :-1] = np.abs(g[:, 1:] - g[:, :-1])
+    w = FAINT_NOISE_WINDOW
+    return np.maximum(cv2.boxFilter(d, -1, (w, w), borderType=cv2.BORDER_REFLECT) * np.float32(np.sqrt(np.pi) / 2), 1.0)
+
+
+def faint_contrast(pixels: np.ndarray) -> np.ndarray:
+    """Per pixel, how far the frame's mean over a band FAINT_BAND high and FAINT_ALONG long centred
+    there stands out from the bands over and under it, both (brighter than both, or darker than
+    both; else 0 or less), in units of the noise of such a mean: the ground's noise (`_noise`)
+    over the square root of the band's pixels. An edge of the anatomy differs from one neighbour only.
+
+    Means are over the pixels inside the frame: a band at the frame's side has fewer, and a
+    replicated edge pixel, tried first, gave pure noise 9 units there against 6 inside. Rows
+    whose band over or under is not inside the frame give 0: compared with one neighbour only,
+    the frame's top and bottom rows of two mammograms were taken for lines and read as digits."""
+    import cv2
+
+    g = gray8(pixels).astype(np.float32)
+    k, zero = (FAINT_ALONG, FAINT_BAND), cv2.BORDER_CONSTANT
+    count = cv2.boxFilter(np.ones_like(g), -1, k, normalize=False, borderType=zero)
+    mean = cv2.boxFilter(g, -1, k, normalize=False, borderType=zero) / np.maximum(count, 1.0)
+    off, edge = FAINT_BAND + FAINT_GAP, FAINT_BAND + FAINT_GAP + FAINT_BAND // 2
+    out = np.zeros_like(g)
+    if g.shape[0] > 2 * edge:
+        rows = slice(edge, g.shape[0] - edge)
+        band, over, under = mean[rows], mean[edge - off : g.shape[0] - edge - off], mean[edge + off : g.shape[0] - edge + off]
+        out[rows] = np.maximum(band - np.maximum(over, under), np.minimum(over, under) - band)
+    return out * np.sqrt(count) / _noise(g)
+
+
+def faint_lines(pixels: np.ndarray) -> list[tuple[int, int, int, int]]:
+    """Boxes (frame pixels) of faint thin lines: where `faint_contrast` exceeds FAINT_Z. A candidate
+    is no taller than the band, and the band stands out over FAINT_ALONG px of centres or more, so
+    over two windows that share no pixel: a line of 6 or more characters of the smallest text (an
+    identifying line is: a name, a date, a number). Measured on frames without text, shorter ones
+    were mammogram texture, read as "9215" and "ACAN". Frames larger than FAINT_MAX_SIDE give none.
+
+    For the recogniser's net (`linemask.plan`), not the detector's crops: the line this was made
+    for is read by the recogniser from its own box, and a candidate costs the net one
+    recogniser call on a small crop."""
+    import cv2
+
+    h, w = np.asarray(pixels).shape[:2]
+    if max(h, w) > FAINT_MAX_SIDE or min(h, w) < 3 * FAINT_BAND:
+        return []
+    out = (faint_contrast(pixels) > FAINT_Z).astype(np.uint8)
+    n, _, stats, _ = cv2.connectedComponentsWithStats(out, connectivity=8)
+    boxes = []
+    for k in range(1, n):
+        x, y, cw, ch, _ = (int(v) for v in stats[k])
+        if ch <= FAINT_BAND and cw >= FAINT_ALONG:
+            # The band's centres: the line reaches half a band beyond them on every side.
+            boxes.append((max(0, x - FAINT_ALONG // 2), max(0, y - FAINT_BAND // 2), min(w, x + cw + FAINT_ALONG // 2), min(h, y + ch + FAINT_BAND // 2)))
+    return boxes
 
 
 def _scale_for(height: int) -> float:

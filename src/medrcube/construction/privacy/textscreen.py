@@ -71,8 +71,9 @@ def text_regions(reader: ocr.TextReader, pixels: np.ndarray) -> tuple[list[ocr.T
     return keep, len(found) - len(keep)
 
 
-# The net under the detector: the stroke map's candidate lines outside every mask (5 px or
-# taller, `linemask.NET_MIN_HEIGHT`) are read by the recogniser; one read as text is masked
+# The net under the detector: the stroke map's candidate lines, and the faint-line map's
+# (`proposals.faint_lines`: lines too faint for any stroke to show, frames up to 2,048 px),
+# outside every mask (5 px or taller, `linemask.NET_MIN_HEIGHT`) are read by the recogniser; one read as text is masked
 # like a detector's region, and a frame where one is still read after that is refused
 # (`linemask.plan`). On: a line the detector missed entirely would otherwise be exported
 # unmasked (issue 27; benchmarks/RESULTS.md section 16 has what it costs and catches).
@@ -85,7 +86,7 @@ def mask_plan(reader: ocr.TextReader, pixels: np.ndarray, net: bool | None = Non
     found, ignored = text_regions(reader, pixels)
     if not (UNCOVERED_NET if net is None else net):
         return (linemask.plan(reader, pixels, found) if found else linemask.MaskPlan([], 0, False)), ignored
-    return linemask.plan(reader, pixels, found, proposals.candidates(pixels)), ignored
+    return linemask.plan(reader, pixels, found, proposals.candidates(pixels) + proposals.faint_lines(pixels)), ignored
 
 
 def header_statement(img: SourceImage) -> str:
@@ -120,7 +121,7 @@ class TextLog:
             "engine": self.engine,
             "views": "the whole frame at the detector's scale (as shown and as local contrast), and crops where strokes form lines, enlarged and contrast-stretched",
             "masking": "regions grown along the line, lines joined, the strips beside each mask read by the recogniser and masked when legible; "
-                       "the stroke map's candidate lines outside every mask read by the recogniser and masked the same way when legible; a frame still legible is refused",
+                       "the stroke map's candidate lines (and, on frames up to 2,048 px, the faint-line map's) outside every mask read by the recogniser and masked the same way when legible; a frame still legible is refused",
             "action": self.action,
             "region_rules": self.region_rules,
             "frames_blanked_by_rules": sum(1 for f in self.frames if f.get("rule_zones")),
