@@ -10,22 +10,19 @@ cube it reads a few hundred kilobytes instead.
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
 from medrcube.cube import audit
 from medrcube.cube.audit import Audit, AuditBounds, Finding, Scope, audit_items
-from medrcube.cube.derived_cache import cached, items_digest, source_digest
+from medrcube.cube.derived_cache import cached, items_digest, module_file, source_digest
 from medrcube.cube.item import Item
 
 
 def _code_digest() -> str:
     # audit_model's file, not its import: it imports numpy, which a hit does not need
-    spec = importlib.util.find_spec("medrcube.cube.audit_model")
-    assert spec is not None and spec.origin is not None
-    return source_digest([audit.__file__, spec.origin, __file__])
+    return source_digest([audit.__file__, module_file("medrcube.cube.audit_model"), __file__])
 
 
 def _scope(d: dict[str, Any]) -> Scope:

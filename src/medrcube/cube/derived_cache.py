@@ -23,6 +23,7 @@ import dataclasses
 import enum
 import hashlib
 import hmac
+import importlib.util
 import json
 import os
 import re
@@ -54,6 +55,15 @@ def source_digest(files: Iterable[str | os.PathLike[str]]) -> str:
         h.update(Path(f).read_bytes())
         h.update(b"\0")
     return h.hexdigest()
+
+
+def module_file(name: str) -> str:
+    """The source file of module `name`, found without importing it: for a key over code
+    whose import a hit does not need (numpy) or that would make a cycle."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.origin is None:
+        raise ModuleNotFoundError(f"no source file for {name}")
+    return spec.origin
 
 
 def items_digest(items: Iterable[Item]) -> str:

@@ -75,18 +75,14 @@ class ImageChecks:
 
     @staticmethod
     def _parts(root: str, max_pixels: int, max_bytes: int) -> dict[str, Any]:
-        import importlib.util
-
         import PIL
 
         from medrcube.cube import images
-        from medrcube.cube.derived_cache import source_digest
+        from medrcube.cube.derived_cache import module_file, source_digest
 
         # dirimages by its file, not its import: it imports this module (no cycle in the house)
-        spec = importlib.util.find_spec("medrcube.cube.dirimages")
-        assert spec is not None and spec.origin is not None
         return {"root": root, "max_pixels": max_pixels, "max_bytes": max_bytes, "pillow": PIL.__version__,
-                "code": source_digest([images.__file__, spec.origin, __file__])}
+                "code": source_digest([images.__file__, module_file("medrcube.cube.dirimages"), __file__])}
 
     def get(self, key: str, st: os.stat_result) -> ImageCheck | None:
         """The remembered check of `key` if its file's identity `st` is the one recorded."""
