@@ -34,7 +34,7 @@ from medrcube.gate.checks import Check, CheckKind
 from medrcube.gate.criteria import MAX_WORST, Criterion, Evidence, api_errors, ci_text, fmt, prop_criterion, with_finite
 from medrcube.gate.kinds import collects
 from medrcube.gate.verdict import WorstItem, letter
-from medrcube.metrics.calibration import calibration, confident_rows, scored
+from medrcube.metrics.calibration import calibration, confident_rows, scored_rows
 from medrcube.metrics.clustered import METHOD as PROPORTION_METHOD
 from medrcube.metrics.clustered import image_key
 from medrcube.metrics.findings import Proportion, cell_findings, label_of
@@ -217,7 +217,7 @@ def _calibration(check: Check, records: list[GradedRecord]) -> Evidence:
         return Evidence(check, 0, "graded items with a confidence", bound=bound, error_rate=rate,
                         details={"missing": missing, "statistic": statistic}, note=NO_CONFIDENCE,
                         facts=f"{missing} graded items, none with a confidence")
-    s = scored(std)
+    s = scored_rows(rows, missing)
     cal = calibration(s, int(check.params.get("n_bins", 10)), int(check.params.get("n_boot", 400)), 0,
                       check.confidence)
     details = {**cal.to_dict(), "statistic": statistic, "rule": check.rule, "source": check.source}

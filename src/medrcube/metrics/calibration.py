@@ -86,11 +86,21 @@ def confident_rows(records: Iterable[GradedRecord]) -> tuple[list[tuple[float, s
     return rows, missing
 
 
+def has_confidence(records: Iterable[GradedRecord]) -> bool:
+    """Whether any graded record carries a confidence (decided without numpy: most runs'
+    answers carry none, and the metrics that need one are then not computed)."""
+    return any(r.graded and r.confidence_value is not None for r in records)
+
+
 def scored(records: Iterable[GradedRecord]) -> Scored:
     """The graded records with a confidence, in a canonical order (confidence, image, item)."""
+    return scored_rows(*confident_rows(records))
+
+
+def scored_rows(rows: list[tuple[float, str, str, float]], missing: int) -> Scored:
+    """`scored` from `confident_rows`' output (sorted here, in place)."""
     import numpy as np
 
-    rows, missing = confident_rows(records)
     rows.sort()
     keys = {k: i for i, k in enumerate(sorted({k for _, k, _, _ in rows}))}
     return Scored(
@@ -262,7 +272,7 @@ def by_level(records: Sequence[GradedRecord], n_bins: int = DEFAULT_BINS, n_boot
 
 def calibration_summary(records: Sequence[GradedRecord]) -> dict[str, Any] | None:
     """The metrics_summary.json block (None when no record carries a confidence)."""
-    if not confident_rows(records)[0]:  # decided without numpy: most runs carry no confidence
+    if not has_confidence(records):
         return None
     levels = by_level(records)
     if levels["all"].n == 0:
@@ -273,5 +283,5 @@ def calibration_summary(records: Sequence[GradedRecord]) -> dict[str, Any] | Non
 
 __all__ = [
     "Calibration", "Scored", "by_level", "calibration", "calibration_summary",
-    "cluster_bootstrap", "from_arrays", "reliability", "scored",
+    "cluster_bootstrap", "from_arrays", "has_confidence", "reliability", "scored", "scored_rows",
 ]

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
 
-from medrcube.metrics.calibration import DEFAULT_BOOT, cluster_bootstrap, confident_rows
+from medrcube.metrics.calibration import DEFAULT_BOOT, cluster_bootstrap, confident_rows, has_confidence
 from medrcube.metrics.clustered import image_key
 from medrcube.metrics.findings import Proportion, clustered_proportion
 from medrcube.records import GradedRecord, Outcome
@@ -150,7 +150,7 @@ def selective_summary(records: Sequence[GradedRecord], coverages: Sequence[float
                       risks: Sequence[float] = (0.05, 0.1, 0.2), points: int = 50) -> dict[str, Any] | None:
     """The metrics_summary.json block: AURC, the curve (at most `points` points), accuracy
     at the given coverages, coverage at the given risks. None without any confidence."""
-    if not confident_rows(records)[0]:  # decided without numpy: most runs carry no confidence
+    if not has_confidence(records):
         return None
     import numpy as np
 
