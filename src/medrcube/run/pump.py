@@ -122,12 +122,12 @@ class Pump:
         if self.store is not None:
             self._take_stored(self.requests)
         self.queue: asyncio.Queue[str] = asyncio.Queue()
-        for key in self.requests:
-            if key not in self.results:
-                self.queue.put_nowait(key)
+        pending = [key for key in self.requests if key not in self.results]
+        for key in pending:
+            self.queue.put_nowait(key)
         # At least LOOKAHEAD requests a window: a burst of a few images is what saves (Lookahead).
-        self.lookahead = Lookahead([self.requests[k] for k in self.requests if k not in self.results],
-                                   getattr(self.adapter, "prefetch", None), max(self.concurrency, LOOKAHEAD))
+        self.lookahead = Lookahead([self.requests[k] for k in pending], getattr(self.adapter, "prefetch", None),
+                                   max(self.concurrency, LOOKAHEAD))
         self.waiting: set[str] = set()
         self.wake_waiter = asyncio.Event()
         self.in_flight = 0
