@@ -80,3 +80,16 @@ def test_cache_off_writes_nothing(leaky_items, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert cached_audit(items) == truth
     assert not (tmp_path / "xdg").exists()
+
+
+def test_stored_audit_reads_and_never_computes(leaky_items, cache_dir, monkeypatch):
+    """What the gate reads while its answers come in (plugin/ahead.py): the cached audit,
+    or None, never a computation, and nothing written."""
+    from medrcube.cube.audit_cache import stored_audit
+
+    items, truth = leaky_items
+    assert stored_audit(items) is None and _entries(cache_dir) == []
+    cached_audit(items)
+    assert stored_audit(items) == truth
+    monkeypatch.setenv("MEDRCUBE_CACHE_DIR", "off")
+    assert stored_audit(items) is None

@@ -8,6 +8,8 @@ deliberately; every kind is tested again here under the new rules."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from medrcube.cube.item import Cube
 from medrcube.gate.checks import build_checks
@@ -194,3 +196,26 @@ def test_verdict_to_dict_is_structured(rec):
     assert d["status"] == "fail" and d["required"] is True and d["method"]
     w = d["worst"][0]
     assert {"id", "expected", "given", "question"} <= set(w) and w["expected"] == "A" and w["given"] == "B"
+
+
+PARTS3, MODS3, TASKS3 = ("Chest", "Brain", "Heart"), ("X-Ray", "CT", "MRI"), (DD, MR, "Organ Recognition")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(PARTS3), st.sampled_from(MODS3), st.sampled_from(TASKS3)), max_size=40),
+       st.lists(st.tuples(*(st.sampled_from((None, *axis)) for axis in (PARTS3, MODS3, TASKS3))), min_size=1,
+                max_size=6))
+def test_the_family_selects_each_checks_records_as_the_check_does(rec, scopes, wanted):
+    """evaluate_gate groups the records by scope once (evidence.ByScope): every check gets
+    exactly the records `Check.selects`, in the run's order, whatever scopes are present."""
+    from dataclasses import replace
+
+    from medrcube.gate.evidence import ByScope
+
+    records = [rec(f"i{k}", part=p, modality=m, task=t) for k, (p, m, t) in enumerate(scopes)]
+    base = build_checks([("Chest", "X-Ray", DD)], policy())[0]
+    grouped = ByScope(records)
+    for part, modality, task in wanted:
+        check = replace(base, part=part, modality=modality, task=task)
+        assert grouped.select(check) == [r for r in records if check.selects(r)]
+        assert grouped.select(check) == [r for r in records if check.selects(r)]  # from its memo too

@@ -16,7 +16,7 @@ from typing import Any
 
 from medrcube.cube import audit
 from medrcube.cube.audit import Audit, AuditBounds, Finding, Scope, audit_items
-from medrcube.cube.derived_cache import cached, items_digest, module_file, source_digest
+from medrcube.cube.derived_cache import Slot, cached, items_digest, module_file, source_digest
 from medrcube.cube.item import Item
 
 
@@ -48,13 +48,24 @@ def decode(d: dict[str, Any]) -> Audit:
                  bounds=AuditBounds(**d["bounds"]), prior_by_item={str(k): bool(v) for k, v in d["prior_by_item"].items()})
 
 
+def _parts(items: Sequence[Item], bounds: AuditBounds, digest: str | None) -> dict[str, Any]:
+    return {"items": digest or items_digest(items), "bounds": asdict(bounds), "code": _code_digest()}
+
+
 def cached_audit(items: Sequence[Item], bounds: AuditBounds | None = None, *, digest: str | None = None) -> Audit:
     """`audit_items(items, bounds)`, from this user's cache when it holds this content.
     `digest` is `items_digest(items)` when the caller has it already (the gate computes it
     at start-up: 10 ms on the bundled cube not spent again after the last answer)."""
     b = bounds or AuditBounds()
-    parts = {"items": digest or items_digest(items), "bounds": asdict(b), "code": _code_digest()}
-    return cached("leak-audit", parts, lambda: audit_items(items, b), encode, decode)
+    return cached("leak-audit", _parts(items, b, digest), lambda: audit_items(items, b), encode, decode)
 
 
-__all__ = ["cached_audit", "items_digest"]
+def stored_audit(items: Sequence[Item], *, digest: str | None = None) -> Audit | None:
+    """The audit with the default bounds if this user's cache holds it for this content,
+    else None (nothing computed: a caller that has other work to do first)."""
+    slot = Slot.open("leak-audit", _parts(items, AuditBounds(), digest))
+    hit = slot.read(decode) if slot is not None else None
+    return hit[0] if hit is not None else None
+
+
+__all__ = ["cached_audit", "items_digest", "stored_audit"]

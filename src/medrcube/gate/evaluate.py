@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from medrcube.gate.checks import Check
 from medrcube.gate.criteria import Evidence
-from medrcube.gate.evidence import collect
+from medrcube.gate.evidence import ByScope, collect
 from medrcube.gate.family import decide
 from medrcube.gate.verdict import NO_GUARANTEE, GateVerdict, Verdict, gate_verdict
 from medrcube.records import GradedRecord
@@ -80,9 +80,9 @@ def evaluate_gate(
     """Every check's verdict, decided as one family, and the gate's verdict.
     `baseline_error` says why the baseline's records are missing (the regression checks'
     error message)."""
-    records = list(records)
+    scoped = ByScope(records)
     base = list(baseline) if baseline is not None else None
-    evidences = [collect(c, records, base if c.needs_baseline else None, baseline_error=baseline_error)
+    evidences = [collect(c, scoped, base if c.needs_baseline else None, baseline_error=baseline_error)
                  for c in checks]
     verdicts = tuple(decide(evidences))
     gate = gate_verdict((v.to_dict() for v in verdicts), guarantee_text(checks, scope))

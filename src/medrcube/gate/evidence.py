@@ -42,15 +42,38 @@ from medrcube.metrics.worst import worst_records
 from medrcube.records import GradedRecord, Outcome
 
 
+class ByScope:
+    """The run's records by (part, modality, task), so that the family's checks do not
+    each test every record: a check takes the groups its scope covers (`Check.selects`
+    asked of one record per group), in the run's order."""
+
+    def __init__(self, records: Iterable[GradedRecord]) -> None:
+        self.records = list(records)
+        self._groups: dict[tuple[str, str, str], list[int]] = {}
+        for i, r in enumerate(self.records):
+            self._groups.setdefault((r.part, r.modality, r.task), []).append(i)
+        self._selected: dict[tuple[str | None, str | None, str | None], list[GradedRecord]] = {}
+
+    def select(self, check: Check) -> list[GradedRecord]:
+        scope = (check.part, check.modality, check.task)
+        hit = self._selected.get(scope)
+        if hit is None:
+            wanted = [g for g in self._groups.values() if check.selects(self.records[g[0]])]
+            order = wanted[0] if len(wanted) == 1 else sorted(i for g in wanted for i in g)
+            hit = self._selected[scope] = [self.records[i] for i in order]
+        return list(hit)
+
+
 def collect(
     check: Check,
-    records: Iterable[GradedRecord],
+    records: Iterable[GradedRecord] | ByScope,
     baseline: Iterable[GradedRecord] | None = None,
     *,
     baseline_error: str | None = None,
 ) -> Evidence:
-    """The evidence of `check` on the run's records (all variants; the check selects its own)."""
-    selected = [r for r in records if check.selects(r)]
+    """The evidence of `check` on the run's records (all variants; the check selects its
+    own), given as they are or grouped by scope (`ByScope`, for a family of checks)."""
+    selected = records.select(check) if isinstance(records, ByScope) else [r for r in records if check.selects(r)]
     entry = entry_of(check.kind)  # each kind collects its own (gate/kinds.py; the built-in ones below)
     if entry is None or entry.evidence is None:
         raise ValueError(f"unknown check kind {check.kind!r}")

@@ -9,11 +9,10 @@ from typing import Any
 
 
 def leak_meta(session: Any, entries: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    from medrcube.cube.audit_cache import cached_audit
+    from medrcube.plugin.ahead import leak_audit
 
     items = list(session.cube.items)
-    # The same figures as audit_items, once per cube content (its digest from start-up).
-    audit = cached_audit(items, digest=getattr(session, "items_digest", None))
+    audit = leak_audit(session)  # the same figures as audit_items, once per cube content
     for e in entries.values():
         if e.get("kind") != "image_dependence":
             continue

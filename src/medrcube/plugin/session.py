@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from medrcube.gate import kinds
+from medrcube.plugin.ahead import prepare_outputs
 from medrcube.plugin.heap import settle_heap
 from medrcube.plugin.options import (  # noqa: F401  (re-exported: the pytest room's one namespace)
     GATE_OPTIONS,
@@ -102,12 +103,11 @@ class GateSession:
     progress: Any = None  # a medrcube.plugin.progress.GateProgress, set by the plugin
     _inference: Any = field(default=None, repr=False)  # medrcube.service.Inference
     served: dict[str, str | None] = field(default_factory=dict, repr=False)  # spec -> as its endpoint lists it
-    # How the cube is asked and the checks decided (full or --sequential): chosen once, here.
-    decider: Any = field(default=None, repr=False)  # medrcube.sequential.Decider
-    # cube/derived_cache.items_digest of the cube's items, once the feasibility pass has taken it.
-    _digest: list[str] = field(default_factory=list, repr=False)
+    decider: Any = field(default=None, repr=False)  # medrcube.sequential.Decider: full or --sequential
+    _digest: list[str] = field(default_factory=list, repr=False)  # cube/derived_cache.items_digest, once taken
     _finish: Any = field(default=None, repr=False)  # the assessed checks and policy_record (complete)
     early: Any = field(default=None, repr=False)  # a medrcube.plugin.early.EarlyInference, once started
+    leak_audit: Any = field(default=None, repr=False)  # cube/audit.py's Audit, once taken (plugin/ahead.py)
 
     def __post_init__(self) -> None:
         from medrcube.sequential import decider_for
@@ -203,6 +203,7 @@ class GateSession:
         if self._result is None:
             try:
                 if self.early is not None:  # started before collection: its outcome, waited for
+                    prepare_outputs(self)  # while the answers come in (plugin/ahead.py)
                     self.early.wait()
                 else:
                     self._infer()

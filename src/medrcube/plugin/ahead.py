@@ -1,0 +1,47 @@
+"""What the end of a gate run needs and its answers do not, done while they come in
+(issue 29, docs/speed.md, "The time after the last answer").
+
+With the inference on its own thread (plugin/early.py) the main thread waits for the last
+answer with nothing to do, and without this it would do the following between the last
+answer and the exit status: the garbage collection before the heap is frozen (most of the
+heap, the cube and the modules, is alive already), the leakage audit of the cube (read
+from its cache: gate.json's leak flags), the installed packages' versions (run.json) and
+the import of the modules that decide and write the outputs. None of it depends on an
+answer. On a fast server the main thread's work delays the inference thread by as much
+(the interpreter's lock), so the run's wall time is the same; on a slow one it is free.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from medrcube.plugin.heap import settle_heap
+
+
+def prepare_outputs(session: Any) -> None:
+    """Done on the main thread before it waits for the inference thread's end."""
+    settle_heap()
+    import medrcube.gate.evaluate  # noqa: F401  (the verdicts)
+    import medrcube.plugin.allure  # noqa: F401  (the cases' labels and attachments)
+    import medrcube.plugin.render  # noqa: F401
+    import medrcube.plugin.run_meta  # noqa: F401  (gate.json and run.json)
+    import medrcube.report.after_exit  # noqa: F401
+    import medrcube.rundir.conforms  # noqa: F401
+    import medrcube.rundir.seal  # noqa: F401
+    from medrcube.rundir.files import versions
+
+    versions()
+    if session.leak_audit is None:  # read if cached; computed now it could delay a failed run's end
+        from medrcube.cube.audit_cache import stored_audit
+
+        session.leak_audit = stored_audit(list(session.cube.items), digest=session.items_digest)
+
+
+def leak_audit(session: Any) -> Any:
+    """The cube's leakage audit (cube/audit_cache.py: from this user's cache when it holds
+    this cube), once per session."""
+    if session.leak_audit is None:
+        from medrcube.cube.audit_cache import cached_audit
+
+        session.leak_audit = cached_audit(list(session.cube.items), digest=session.items_digest)
+    return session.leak_audit
