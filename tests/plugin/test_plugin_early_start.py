@@ -111,3 +111,18 @@ def test_a_policy_that_refuses_undecidable_checks_asks_nothing(gate_ws, gate_ser
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "required checks cannot be decided on this cube" in result.stderr.str()
     assert gate_server.stats(log=False)["total"] == 0
+
+
+def test_the_leakage_audit_read_while_the_answers_come_in_is_the_one_computed_after(gate_ws, gate_server,
+                                                                                     tmp_path, monkeypatch) -> None:
+    """plugin/ahead.py: with the inference on its thread, the main thread reads the cached
+    leakage audit while it waits; gate.json's leak flags are those of a run that computed
+    the audit after its last answer (the first, cache empty) and of a late start."""
+    monkeypatch.setenv("MEDRCUBE_CACHE_DIR", str(tmp_path / "cache"))
+    flags = []
+    for store, extra in (("first", ()), ("second", ()), ("late", ("-k", "test_"))):
+        result, _ = run(gate_ws, gate_server, *extra, store=store)
+        assert result.ret in (pytest.ExitCode.OK, 10, 11), result.stdout.str()[-2000:]
+        flags.append(gate_ws.gate_json()["leak_flags"])
+    assert flags[0] and flags[0] == flags[1] == flags[2]
+    assert list((tmp_path / "cache" / "leak-audit").glob("*.json"))  # stored by the first run, read by the next
