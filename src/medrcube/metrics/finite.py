@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from medrcube.metrics.special import bdtr, bdtrc
 
@@ -49,16 +50,33 @@ def _kl(q: float, p: float) -> float:
     return out
 
 
+class _Shape(NamedTuple):
+    """What the three bounds take of the image sizes: taken once per sample, not once per
+    step of an interval's bisection (80 steps of two tails each; thousands of images on a
+    large cube)."""
+
+    n: int  # items
+    k: int  # images
+    big_m: int  # the largest image's items
+    squares: int  # sum of m_j^2 (Hoeffding's ranges)
+
+
+def _shape(sizes: Sequence[int]) -> _Shape:
+    return _Shape(sum(sizes), len(sizes), max(sizes, default=0), sum(m * m for m in sizes))
+
+
 def upper_tail(total: float, sizes: Sequence[int], mean: float) -> float:
     """An upper bound on P(S >= total) when E[S] = mean * n (see the module doc)."""
-    n = sum(sizes)
-    big_k = len(sizes)
+    return _upper(total, _shape(sizes), mean)
+
+
+def _upper(total: float, shape: _Shape, mean: float) -> float:
+    n, big_k, big_m = shape.n, shape.k, shape.big_m
     if n == 0 or total <= mean * n:
         return 1.0
     if mean <= 0.0:
         return 0.0  # S >= total > 0 is impossible when every s_j has mean 0 (s_j >= 0)
-    hoeffding = math.exp(-2.0 * (total - mean * n) ** 2 / sum(m * m for m in sizes))
-    big_m = max(sizes)
+    hoeffding = math.exp(-2.0 * (total - mean * n) ** 2 / shape.squares)
     p = mean * n / (big_k * big_m)
     t = total / big_m
     q = min(1.0, t / big_k)
@@ -81,35 +99,45 @@ def lower_tail(total: float, sizes: Sequence[int], mean: float) -> float:
     """An upper bound on P(S <= total) when E[S] = mean * n: the same three bounds on
     Z_j = s_j / M read from below, and the upper tail of the complements m_j - s_j (two
     bounds of one probability: their minimum is one too)."""
-    n = sum(sizes)
-    big_k = len(sizes)
+    return _lower(total, _shape(sizes), mean)
+
+
+def _lower(total: float, shape: _Shape, mean: float) -> float:
+    n, big_k, big_m = shape.n, shape.k, shape.big_m
     if n == 0 or total >= mean * n:
         return 1.0
     if mean >= 1.0:
         return 0.0  # S <= total < n is impossible when every item's mean is 1
-    hoeffding = math.exp(-2.0 * (mean * n - total) ** 2 / sum(m * m for m in sizes))
-    big_m = max(sizes)
+    hoeffding = math.exp(-2.0 * (mean * n - total) ** 2 / shape.squares)
     p = mean * n / (big_k * big_m)
     t = total / big_m
     q = max(0.0, t / big_k)
     entropy = math.exp(-big_k * _kl(q, p)) if q < p else 1.0
     bentkus = math.e * _binom_cdf(math.ceil(t - 1e-9), big_k, p)
-    return min(1.0, hoeffding, entropy, bentkus, upper_tail(n - total, sizes, 1.0 - mean))
+    return min(1.0, hoeffding, entropy, bentkus, _upper(n - total, shape, 1.0 - mean))
 
 
 def p_at_most(sums: Sequence[float], sizes: Sequence[int], bound: float) -> float:
     """p-value of H0: mu <= bound (small: decisively above it); mu, sums in [0, 1] units."""
     if not sizes:
         return 1.0
-    return min(upper_tail(sum(sums), sizes, bound),
-               lower_tail(sum(m - s for s, m in zip(sums, sizes, strict=True)), sizes, 1.0 - bound))
+    return _p_at_most(sum(sums), _complement(sums, sizes), _shape(sizes), bound)
+
+
+def _complement(sums: Sequence[float], sizes: Sequence[int]) -> float:
+    """The total of the complements m_j - s_j."""
+    return sum(m - s for s, m in zip(sums, sizes, strict=True))
+
+
+def _p_at_most(total: float, complement: float, shape: _Shape, bound: float) -> float:
+    return min(_upper(total, shape, bound), _lower(complement, shape, 1.0 - bound))
 
 
 def p_at_least(sums: Sequence[float], sizes: Sequence[int], bound: float) -> float:
     """p-value of H0: mu >= bound (small: decisively below it)."""
     if not sizes:
         return 1.0
-    return lower_tail(sum(sums), sizes, bound)
+    return _lower(sum(sums), _shape(sizes), bound)
 
 
 def interval(sums: Sequence[float], sizes: Sequence[int], confidence: float = 0.95) -> tuple[float, float]:
@@ -118,20 +146,21 @@ def interval(sums: Sequence[float], sizes: Sequence[int], confidence: float = 0.
     if n == 0:
         return (0.0, 1.0)
     alpha = (1.0 - confidence) / 2.0
-    est = sum(sums) / n
+    total, complement, shape = sum(sums), _complement(sums, sizes), _shape(sizes)
+    est = total / n
     # lower: the largest b that "mu <= b" is rejected at (p_at_most grows with b);
     # upper: the smallest b that "mu >= b" is rejected at (p_at_least falls with b).
     lo, hi = 0.0, est
-    if p_at_most(sums, sizes, 0.0) > alpha:
+    if _p_at_most(total, complement, shape, 0.0) > alpha:
         hi = 0.0
     for _ in range(_STEPS):
         mid = (lo + hi) / 2.0
-        lo, hi = (mid, hi) if p_at_most(sums, sizes, mid) <= alpha else (lo, mid)
+        lo, hi = (mid, hi) if _p_at_most(total, complement, shape, mid) <= alpha else (lo, mid)
     lower = lo
     lo, hi = est, 1.0
-    if p_at_least(sums, sizes, 1.0) > alpha:
+    if _lower(total, shape, 1.0) > alpha:
         lo = 1.0
     for _ in range(_STEPS):
         mid = (lo + hi) / 2.0
-        lo, hi = (lo, mid) if p_at_least(sums, sizes, mid) <= alpha else (mid, hi)
+        lo, hi = (lo, mid) if _lower(total, shape, mid) <= alpha else (mid, hi)
     return (lower, hi)
