@@ -1,14 +1,15 @@
 """What the end of a gate run needs and its answers do not, done while they come in
-(issue 29, docs/speed.md, "The time after the last answer").
+(issue 29, docs/speed.md, "The time after the last answer, session 9").
 
 With the inference on its own thread (plugin/early.py) the main thread waits for the last
-answer with nothing to do, and without this it would do the following between the last
-answer and the exit status: the garbage collection before the heap is frozen (most of the
-heap, the cube and the modules, is alive already), the leakage audit of the cube (read
-from its cache: gate.json's leak flags), the installed packages' versions (run.json) and
-the import of the modules that decide and write the outputs. None of it depends on an
-answer. On a fast server the main thread's work delays the inference thread by as much
-(the interpreter's lock), so the run's wall time is the same; on a slow one it is free.
+answer with nothing to do; without this it would do the following between the last answer
+and the exit status: the garbage collection before the heap is frozen (most of the heap,
+the cube and the modules, is alive already), the leakage audit of the cube (gate.json's
+leak flags: read here when this user's cache holds it; computing it here would delay the
+end of a run whose server died), the installed packages' versions (run.json) and the
+import of the modules that decide and write the outputs. None of it depends on an answer.
+On a fast server the main thread's work delays the inference thread by as much (the
+interpreter's lock), so the run's wall time is the same; on a slow one it is free.
 """
 
 from __future__ import annotations

@@ -12,12 +12,12 @@ def settle_heap() -> None:
     answers come in: plugin/ahead.py, so that this one looks at what was made since):
     collect the garbage (finalizers run, pytest's unraisable hook sees them as always),
     then freeze what is alive (gc.freeze), so that later collections skip the cube, the
-    records and the modules. pytest collects the whole heap
-    twice at its end (unraisableexception's unconfigure and cleanup): ~0.045 s of CPU each
-    on the bundled cube, after the last answer (issue 29, docs/speed.md); frozen, they
-    look at what was made since. `thaw_heap_after`'s cleanup, run after pytest's own, gives
-    the heap back to the collector: a process running pytest in-process (pytester) keeps
-    collecting all of it."""
+    records and the modules. pytest collects the whole heap twice at its end
+    (unraisableexception's unconfigure and cleanup): ~0.045 s of CPU each on the bundled
+    cube, after the last answer (issue 29, docs/speed.md); frozen, they look at what was
+    made since. `thaw_heap_after`'s cleanup, run after pytest's own, gives the heap back to
+    the collector: a process running pytest in-process (pytester) keeps collecting all of
+    it."""
     import gc
 
     gc.collect()
