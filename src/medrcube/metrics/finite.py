@@ -142,12 +142,12 @@ def p_at_least(sums: Sequence[float], sizes: Sequence[int], bound: float) -> flo
 
 def interval(sums: Sequence[float], sizes: Sequence[int], confidence: float = 0.95) -> tuple[float, float]:
     """The two-sided interval of mu: each end is a one-sided bound at (1 - confidence) / 2."""
-    n = sum(sizes)
-    if n == 0:
+    shape = _shape(sizes)
+    if shape.n == 0:
         return (0.0, 1.0)
     alpha = (1.0 - confidence) / 2.0
-    total, complement, shape = sum(sums), _complement(sums, sizes), _shape(sizes)
-    est = total / n
+    total, complement = sum(sums), _complement(sums, sizes)
+    est = total / shape.n
     # lower: the largest b that "mu <= b" is rejected at (p_at_most grows with b);
     # upper: the smallest b that "mu >= b" is rejected at (p_at_least falls with b).
     lo, hi = 0.0, est

@@ -32,17 +32,15 @@ def prepare_outputs(session: Any) -> None:
     from medrcube.rundir.files import versions
 
     versions()
-    if session.leak_audit is None:  # read if cached; computed now it could delay a failed run's end
-        from medrcube.cube.audit_cache import stored_audit
-
-        session.leak_audit = stored_audit(list(session.cube.items), digest=session.items_digest)
+    leak_audit(session, compute=False)  # computed now, it could delay the end of a run whose server died
 
 
-def leak_audit(session: Any) -> Any:
+def leak_audit(session: Any, *, compute: bool = True) -> Any:
     """The cube's leakage audit (cube/audit_cache.py: from this user's cache when it holds
-    this cube), once per session."""
+    this cube), once per session; with `compute=False` only if the cache holds it (else None)."""
     if session.leak_audit is None:
-        from medrcube.cube.audit_cache import cached_audit
+        from medrcube.cube.audit_cache import cached_audit, stored_audit
 
-        session.leak_audit = cached_audit(list(session.cube.items), digest=session.items_digest)
+        take = cached_audit if compute else stored_audit
+        session.leak_audit = take(list(session.cube.items), digest=session.items_digest)
     return session.leak_audit
