@@ -258,12 +258,42 @@ def test_nothing_listening_is_a_connection_error_and_a_preflight_problem(
 def test_the_preflight_names_the_served_model(server: ScriptedServer, make: Callable[..., OpenAIAdapter]) -> None:
     server.set_script({"default": "B", "models": ["m1", "m2", "m4-2025-01-01"]})
     assert pre(make("m1")) == Preflight(served="m1")
-    assert pre(make("m4")) == Preflight(served="m4-2025-01-01")  # a dated snapshot of the name
+    assert pre(make("m4")) == Preflight(served="m4-2025-01-01", resolved=True)  # a dated snapshot of the name
     problem = pre(make("m3")).problem
     assert problem is not None and "does not serve the model 'm3'" in problem and "'m1', 'm2'" in problem
     server.set_script({"default": "B"})  # a server that lists nothing: nothing to compare
     assert pre(make("m3")) == Preflight()
     assert server.stats()["total"] == 0  # never a generation request
+
+
+@pytest.mark.parametrize(("listed", "asked"), [("./my-vlm", "my-vlm"), ("My-VLM", "my-vlm"),
+                                              ("llava:latest", "llava"), ("/models/qwen-vl", "qwen-vl")])
+def test_a_name_listed_in_another_spelling_is_asked_as_listed(server: ScriptedServer, make: Callable[..., OpenAIAdapter],
+                                                              provider: str, listed: str, asked: str) -> None:
+    # A server pinned to its one model refuses every other spelling (transformers serve:
+    # 400 "Server is pinned to './my-vlm'"): the adapter asks under the listed name.
+    if provider == "gemini" and "/" in listed:
+        pytest.skip("a Gemini model name is never a path (it goes in the URL's path)")
+    server.set_script({"default": "B", "models": [listed, "other-model"], "pinned": 400})
+    adapter = make(asked)
+    fingerprint = adapter.fingerprint
+    assert pre(adapter) == Preflight(served=listed, resolved=True)
+    r = ask(adapter)
+    assert r.ok and r.text == "B" and adapter.model == listed
+    assert adapter.fingerprint == fingerprint  # the store's keys stay the spec's
+    assert dict(server.stats()["models"]) == {listed: 1}  # one request, under the listed name
+
+
+def test_a_name_two_listed_models_could_be_is_refused_before_any_request(
+        server: ScriptedServer, make: Callable[..., OpenAIAdapter]) -> None:
+    server.set_script({"default": "B", "models": ["./my-vlm", "/srv/my-vlm", "m1"], "pinned": 400})
+    problem = pre(make("my-vlm")).problem
+    assert problem is not None and "several models that could be 'my-vlm'" in problem
+    assert "'./my-vlm', '/srv/my-vlm'" in problem
+    server.set_script({"default": "B", "models": ["./my-vlm"], "pinned": 400})
+    problem = pre(make("my-vln")).problem  # a typo: refused, with the near name
+    assert problem is not None and "did you mean './my-vlm'?" in problem
+    assert server.stats()["total"] == 0
 
 
 def test_the_preflight_stops_a_run_whose_key_is_refused(server: ScriptedServer,

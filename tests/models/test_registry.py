@@ -149,6 +149,18 @@ def test_missing_key_variable_is_a_spec_error(monkeypatch: pytest.MonkeyPatch, t
         load_adapter("gpt-5.1")
 
 
+@pytest.mark.parametrize(("spec", "meant"), [("randm", "random"), ("Random", "random"), ("prio", "prior"),
+                                            ("replya", "replay")])
+def test_a_typo_of_a_built_in_spec_says_did_you_mean(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                     spec: str, meant: str) -> None:
+    # Not "OPENAI_API_KEY is not set": the name is a typo, not an OpenAI model id.
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ModelSpecError, match=f"did you mean '{meant}'") as raised:
+        load_adapter(spec)
+    assert "OPENAI_API_KEY" not in str(raised.value) and f"openai:{spec}" in str(raised.value)
+
+
 def test_near_miss_of_a_defined_name_warns(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     cls = _openai_cls()
     monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-real")

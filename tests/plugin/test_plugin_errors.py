@@ -66,6 +66,30 @@ def test_dead_endpoint_stops_at_once_naming_the_url(gate_ws):
     assert gate_ws.run_dirs() == []
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_name_the_server_lists_as_a_path_is_asked_as_listed(gate_ws, gate_server, workers):
+    # `transformers serve ./my-vlm` lists "./my-vlm" and refuses every other name with
+    # HTTP 400: the pre-flight resolves "my-vlm" to it, every request carries the listed
+    # name (an xdist worker's too), and none is refused.
+    gate_server.set_script({"answer_key": gate_ws.answer_key(), "models": ["./my-vlm"], "pinned": 400})
+    spec = f"openai:my-vlm@{gate_server.base_url}"
+    result = gate_ws.run_subprocess("-n", str(workers), model=spec) if workers else gate_ws.run(model=spec)
+    stats = gate_server.stats()
+    assert dict(stats["models"]) == {"./my-vlm": len(gate_ws.items)}  # one request per item, as listed
+    assert "400" not in stats["by_status"]
+    result.stdout.fnmatch_lines(["model openai:my-vlm@* (served as ./my-vlm)*"])
+    assert gate_ws.gate_json()["served_model"] == "./my-vlm"
+
+
+def test_a_near_miss_model_name_is_one_usage_error_before_any_request(gate_ws, gate_server):
+    gate_server.set_script({"default": "A", "models": ["./my-vlm"], "pinned": 400})
+    result = gate_ws.run(model=f"openai:my-vlmm@{gate_server.base_url}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = usage_errors(result)
+    assert len(errors) == 1 and "did you mean './my-vlm'?" in errors[0], result.errlines
+    assert gate_server.stats()["total"] == 0 and gate_ws.run_dirs() == []
+
+
 def test_no_api_key_is_one_usage_error(gate_ws, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY")
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
@@ -107,6 +131,7 @@ def test_cell_pattern_matching_no_cell_is_one_usage_error(gate_ws):
     [
         ("--variants=standard,blnd", ["--variants=standard,blnd", "did you mean 'blind'", "choices: standard, blind"]),
         ("--model=opneai:gpt", ["--model=opneai:gpt", "did you mean 'openai'", "providers:"]),
+        ("--model=randm", ["--model=randm", "did you mean 'random'"]),
         ("--concurrency=0", ["--concurrency=0", "positive integer"]),
         ("--profile=deploy", ["--profile=deploy", "unknown profile 'deploy'"]),
         ("--baseline=replay:missing.jsonl", ["--baseline=replay:missing.jsonl", "not found"]),

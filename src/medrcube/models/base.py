@@ -127,10 +127,13 @@ class Preflight:
     `problem` is fatal (nothing listens, the key is refused, the endpoint's list does not
     hold the model) and says what to check; `served` is the model as the endpoint lists
     it. Both None: nothing to say (an in-process model, a slow endpoint, no listing route).
+    `resolved`: the list holds the requested name only in another spelling (`./name`,
+    another case, a `:tag`), and the adapter now asks under `served` (models/listing.py).
     """
 
     problem: str | None = None
     served: str | None = None
+    resolved: bool = False
 
 
 @runtime_checkable

@@ -273,8 +273,11 @@ class OpenAIAdapter:
         """The endpoint's model list, through this adapter's client (models/listing.py)."""
         from medrcube.models.listing import preflight_by_listing
 
-        return await preflight_by_listing(self.spec, self.endpoints[0], self.model, self.base_url_env,
+        said = await preflight_by_listing(self.spec, self.endpoints[0], self.model, self.base_url_env,
                                           lambda: self._listed_models(self._loop_state().client), self._failed)
+        if said.resolved and said.served:  # the name as the endpoint lists it: what requests carry
+            self.model = said.served  # (the fingerprint, and so the store's keys, stay the spec's)
+        return said
 
     async def _listed_models(self, client: Any) -> list[str]:
         """The model ids the endpoint lists (a wire hook): GET /models."""

@@ -12,6 +12,7 @@ installed is a ModelSpecError with the install hint.
 from __future__ import annotations
 
 import asyncio
+import difflib
 import hashlib
 import importlib.util
 import itertools
@@ -193,8 +194,20 @@ def _named(name: str, models_file: str | os.PathLike[str] | None, concurrency: i
                 "with the OPENAI_API_KEY / OPENAI_BASE_URL environment",
                 stacklevel=3,
             )
+    # A near miss of a built-in spec (`randm`, `simulte:...` has a ':' and is caught above)
+    # is a typo, not an OpenAI model id: said before asking for a key it would not need.
+    near = difflib.get_close_matches(name.casefold(), BUILT_IN_NAMES, n=1, cutoff=0.75)
+    if near:
+        raise ModelSpecError(
+            f"model spec {name!r} is neither a built-in model nor an entry of models.yaml: did you mean {near[0]!r}? "
+            f"(a bare name is otherwise an OpenAI model id: write openai:{name} to ask an endpoint for it; "
+            f"specs: {spec_help()})")
     # Not defined anywhere: the standard OpenAI environment, as the openai SDK itself does.
     return _api("openai", name, spec=name, base_urls=(), concurrency=concurrency)
+
+
+# The spec words a bare name is checked against for a typo (SPEC_FORMS).
+BUILT_IN_NAMES: tuple[str, ...] = ("random", "prior", "simulate", "replay")
 
 
 def adapter_from_entry(entry: ModelEntry, *, concurrency: int | None = None) -> ModelAdapter:
@@ -333,7 +346,9 @@ class RoundRobinAdapter:
         checks = await asyncio.gather(*(c.preflight() for c in self.children))
         problems = [p.problem for p in checks if p.problem]
         served = next((p.served for p in checks if p.served), None)
-        return Preflight(problem="\n".join(problems) or None, served=served)
+        self.model = self.children[0].model  # as the first server lists it, when it resolved the name
+        return Preflight(problem="\n".join(problems) or None, served=served,
+                         resolved=any(p.resolved for p in checks))
 
     async def generate(self, requests: Sequence[Request]) -> list[Response]:
         groups: dict[int, list[int]] = {}

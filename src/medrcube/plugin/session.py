@@ -396,16 +396,21 @@ def _build(options: GateOptions) -> GateSession:
     )
 
 
-def preflight(session: GateSession) -> None:
+def preflight(session: GateSession, *, quiet: bool = False) -> None:
     """One short request to each HTTP endpoint of the run (medrcube.service.preflight):
     a dead URL, a refused key or an unknown model stops the run at once, in one message
-    naming the URL, the HTTP status and the provider's words."""
+    naming the URL, the HTTP status and the provider's words. A model name the endpoint
+    lists in another spelling (`./name`) is resolved by the adapter, which then asks under
+    the listed name. `quiet` (an xdist worker: the controller has said what was wrong)
+    only resolves the names."""
     from medrcube.service import EndpointError
     from medrcube.service import preflight as ask_once
 
     try:
         session.served = ask_once([session.adapter, session.judge, session.baseline_adapter])
     except EndpointError as e:
+        if quiet:
+            return
         raise _usage("--model", session.options.model, str(e)) from None
 
 

@@ -48,6 +48,9 @@ The script (a JSON object; every key optional)::
       "inspect_images": true,          # decode image headers to record size and digest
       "log_limit": 100000,             # at most this many entries in the request log
       "models_status": 401,            # the model-list routes answer this status (pre-flight tests)
+      "pinned": 400,                   # a name not in `models` gets this status with FastAPI's body
+                                       # {"detail": "Server is pinned to '<models[0]>'"}, as
+                                       # `transformers serve MODEL` answers (default: the 404 above)
       "logprobs": {"<question>": {"A": 0.7, "B": 0.2, "C": 0.1}}
           # served when a request asks `logprobs: true` (and `top_logprobs: K`): at the
           # first token of the reply that is an option letter, the top K letters with

@@ -185,7 +185,9 @@ class ScriptedServer:
                 rule = _Rule.parse({"fault": "status", "status": 401, "message": "no Authorization header"}, -1, 0)
             elif script.models is not None and p.model not in script.models:
                 rule = _Rule.parse({"fault": "status", "status": 404, "code": "model_not_found",
-                                    "message": f"The model `{p.model}` does not exist"}, -1, 0)
+                                    "message": f"The model `{p.model}` does not exist"} if script.pinned is None
+                                   else {"fault": "status", "status": script.pinned, "style": "fastapi",
+                                         "message": f"Server is pinned to {script.models[0]!r}"}, -1, 0)
             else:
                 for r in script.rules:
                     if r.fires(p.question, p.prompt, p.request_hash):

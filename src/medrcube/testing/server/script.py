@@ -34,7 +34,7 @@ REPLYING_FAULTS = frozenset({"truncated", "drop", "empty_choices", "drip", "gzip
 _SCRIPT_KEYS = {
     "default", "answers", "answer_key", "reply_format", "latency", "latency_by_question", "faults",
     "models", "model", "require_auth", "hang_s", "seed", "inspect_images", "log_limit", "logprobs",
-    "models_status",
+    "models_status", "pinned",
 }
 _RULE_KEYS = {
     "fault", "status", "retry_after", "retry_after_ms", "message", "code", "match", "first", "after",
@@ -190,6 +190,7 @@ class Script:
     reply_fn: ReplyFn | None = None
     logprobs: dict[str, dict[str, float]] = field(default_factory=dict)
     models_status: int | None = None  # the status the model-list routes answer with (None: 200)
+    pinned: int | None = None  # the status a model not in `models` gets, as a pinned server answers (None: 404)
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any] | None, reply_fn: ReplyFn | None = None) -> Script:
@@ -232,6 +233,7 @@ class Script:
             reply_fn=reply_fn,
             logprobs=_parse_logprobs(raw.get("logprobs", {})),
             models_status=_status(raw.get("models_status"), "models_status"),
+            pinned=_status(raw.get("pinned"), "pinned"),
         )
 
     def reply(self, question: str, prompt: str, body: Mapping[str, Any]) -> str:
