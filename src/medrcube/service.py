@@ -124,7 +124,8 @@ def warm_after_answers(names: tuple[str, ...] | None = None) -> None:
 
 class Metered:
     """A model adapter that counts what it was asked: the requests really sent (a stored
-    response costs nothing), their tokens and their errors. Everything else is the
+    response costs nothing, a request the run stopped before sending is none), their
+    tokens and their errors. Everything else is the
     wrapped adapter's (spec, fingerprint, concurrency, ...), so the store keys and the
     run are exactly those of the adapter itself."""
 
@@ -142,6 +143,8 @@ class Metered:
         if any(r.confidence for r in responses):
             warm_after_answers(WITH_CONFIDENCE)
         for r in responses:
+            if r.not_sent:  # the run stopped before sending it: no request, no failure (tally.py)
+                continue
             self.usage.requests += 1
             u = r.usage or {}
             self.usage.prompt_tokens += int(u.get("prompt_tokens") or 0)

@@ -44,9 +44,10 @@ def test_api_errors_are_errors_not_failures(gate_ws, gate_server, status):
         lines = [line for line in result.outlines if line.startswith("medrcube: ") and "max_error_rate" in line]
         assert len(lines) == len(decided)
         assert "errors of" in lines[0] and "the evidence is incomplete; not graded" in lines[0]
-    else:  # a refused key stops the run: every check errors with the one reason
-        lines = [line for line in result.outlines if line.startswith("medrcube: the run stopped early")]
-        assert len(lines) == len(decided) and "authentication failed" in lines[0]
+    else:  # a refused key stops the run: every check errors, the asks not sent named as such
+        lines = [line for line in result.outlines if line.startswith("medrcube: ") and "not asked" in line]
+        assert len(lines) == len(decided) and "(the run stopped early)" in lines[0] and "auth x" in lines[0]
+        result.stdout.fnmatch_lines(["the run stopped early: authentication failed: *"])
     # The most frequent causes, once, in the summary.
     result.stdout.fnmatch_lines(["failed requests: *; most frequent causes:", f"  * x *HTTP {status}*"])
     assert result.ret == 11  # UNDECIDED: required checks not graded (issue 12), never a failed gate
@@ -200,7 +201,7 @@ models:
 
 def test_a_server_that_dies_mid_run_ends_the_gate_undecided_in_one_message(gate_ws, gate_server):
     # The server answers ten requests and is gone: the gate stops asking (the breaker),
-    # grades nothing it did not get, and ends UNDECIDED, naming the URL once.
+    # grades the ten answers it got, and ends UNDECIDED, naming the URL once.
     gate_server.set_script({"answer_key": gate_ws.answer_key(), "faults": [{"fault": "die", "after": 10}]})
     url = gate_server.base_url
     (gate_ws.path / "models.yaml").write_text(DYING_YAML.format(url=url), encoding="utf-8")
@@ -208,10 +209,24 @@ def test_a_server_that_dies_mid_run_ends_the_gate_undecided_in_one_message(gate_
 
     assert result.ret == 11
     doc = gate_ws.gate_json()
-    assert doc["verdict"] == "UNDECIDED" and all(c["verdict"] == "error" for c in doc["checks"])
-    assert all("the run stopped early" in c["message"] and "circuit open" in c["message"] for c in doc["checks"])
-    assert url in doc["checks"][0]["message"] and "circuit open" in doc["aborted"]
+    assert doc["verdict"] == "UNDECIDED" and "circuit open" in doc["aborted"]
+    errored = [c for c in doc["checks"] if c["verdict"] == "error"]
+    assert errored and all("not asked (the run stopped early)" in c["message"] for c in errored)
+    assert max(c["n"] for c in doc["checks"]) > 0  # the answers got before the stop are graded
     result.stdout.fnmatch_lines([f"the run stopped early: circuit open for {url}: *"])
     records = [json.loads(line) for line in (gate_ws.run_dirs()[-1] / "results.jsonl").read_text().splitlines()]
     answered = [r for r in records if r["outcome"] in ("correct", "wrong")]
     assert len(answered) == 10  # the answers before the death are kept (a rerun asks only the rest)
+    # One set of counters, the same in the records, gate.json, run.json and the terminal.
+    tally = doc["tally"]
+    unasked = sum(r["how"] == "not_asked" for r in records)
+    assert tally["answered"] == 10 and tally["not_asked"] == unasked > 0 and tally["stop"] == doc["aborted"]
+    assert tally["answered"] + tally["failed"] + tally["not_asked"] + tally["cached"] == len(records)
+    assert json.loads((gate_ws.run_dirs()[-1] / "run.json").read_text())["tally"] == tally
+    assert tally["requests"] == tally["answered"] + tally["failed"]  # what was sent: answered or failed
+    result.stdout.fnmatch_lines([f"items: 27 in the cube, 27 loaded; asks (items x variants): 27: 10 answered, "
+                                 f"0 from the response store, {tally['failed']} failed, {unasked} not asked "
+                                 f"(the run stopped); 10 graded; {tally['requests']} requests sent",
+                                 f"usage candidate: {tally['requests']} requests, *",
+                                 f"failed requests: {tally['failed']}; most frequent causes:",
+                                 "answers: 10 asked live in this run, 0 from the response store*"])

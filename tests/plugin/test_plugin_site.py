@@ -88,13 +88,13 @@ def test_site_checks_under_xdist_match_a_serial_run(gate_ws, gate_server):
 def test_progress_line_reaches_the_terminal_through_the_capture(gate_ws, gate_server, workers):
     gate_server.set_script({"answer_key": gate_ws.answer_key()})
     result = gate_ws.run_subprocess(*workers, "--medrcube-progress=yes", model=gate_ws.openai(gate_server))
-    result.stdout.fnmatch_lines(["medrcube: asked 27/27 (cached *, errors 0), */s, ETA -"])
+    result.stdout.fnmatch_lines(["medrcube: 27/27 done (answered *, cached *, failed 0), */s, ETA -"])
 
 
 def test_progress_is_quiet_by_default_outside_a_terminal(gate_ws, gate_server):
     gate_server.set_script({"answer_key": gate_ws.answer_key()})
     result = gate_ws.run_subprocess(model=gate_ws.openai(gate_server))
-    assert "medrcube: asked" not in result.stdout.str()
+    assert "medrcube: 27/27 done" not in result.stdout.str()
 
 
 def test_a_log_gets_a_progress_line_at_a_steady_interval(monkeypatch):

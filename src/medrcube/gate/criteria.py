@@ -22,6 +22,7 @@ from medrcube.metrics import finite
 from medrcube.metrics.clustered import ClusteredInterval
 from medrcube.metrics.paired import MeanDifference
 from medrcube.records import GradedRecord, Outcome
+from medrcube.tally import NOT_ASKED
 
 MAX_WORST = 5
 
@@ -105,13 +106,23 @@ def api_errors(check: Check, asked: Sequence[GradedRecord]) -> tuple[float, Evid
         for r in errors:
             kinds[(r.error or "unknown error").split(":")[0][:60]] += 1
         top = "; ".join(f"{k} x{v}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])[:3])
-        msg = (
-            f"{len(errors)} errors of {len(considered)} requests ({pct(rate)} > max_error_rate "
-            f"{pct(check.max_error_rate)}): the evidence is incomplete; not graded. Errors: {top}. "
-            "Fix the endpoint (or raise max_error_rate) and rerun: cached answers are kept."
-        )
+        unasked = sum(1 for r in errors if r.how == NOT_ASKED)
+        if unasked:  # the run stopped before asking them (tally.py): a rerun on the store asks them
+            msg = (
+                f"{unasked} of its {len(considered)} asks not asked (the run stopped early) and "
+                f"{len(errors) - unasked} failed ({pct(rate)} > max_error_rate {pct(check.max_error_rate)}): the "
+                f"evidence is incomplete; not decided on the {len(considered) - len(errors)} graded. Errors: {top}. "
+                "Rerun on the same response store to ask only what is missing."
+            )
+        else:
+            msg = (
+                f"{len(errors)} errors of {len(considered)} requests ({pct(rate)} > max_error_rate "
+                f"{pct(check.max_error_rate)}): the evidence is incomplete; not graded. Errors: {top}. "
+                "Fix the endpoint (or raise max_error_rate) and rerun: cached answers are kept."
+            )
         return rate, Evidence(check, len(considered) - len(errors), "graded items", error_rate=rate, error=msg,
-                              details={"errors": len(errors), "asked": len(considered), "error_kinds": dict(kinds)})
+                              details={"errors": len(errors), "asked": len(considered), "not_asked": unasked,
+                                       "error_kinds": dict(kinds)})
     return rate, None
 
 

@@ -104,6 +104,12 @@ class Response:
         return self.error is None
 
     @property
+    def not_sent(self) -> bool:
+        """Never sent: the run, or its endpoint's circuit breaker, stopped before this
+        request's first attempt (a rerun on the same store asks it)."""
+        return self.attempts == 0 and self.error_kind in (ErrorKind.CIRCUIT_OPEN, ErrorKind.AUTH)
+
+    @property
     def auth_failed(self) -> bool:
         """The endpoint refused the key: every further request would fail the same way."""
         return self.error_kind is ErrorKind.AUTH

@@ -129,8 +129,9 @@ class _Counting(GateProgress):
         super().__init__(sink)
         self.answered = answered
 
-    def advance(self, n: int = 1, *, error: bool = False, cached: bool = False) -> None:
-        super().advance(n, error=error, cached=cached)
+    def advance(self, n: int = 1, *, error: bool = False, cached: bool = False, stopped: bool = False,
+                unavailable: bool = False) -> None:
+        super().advance(n, error=error, cached=cached, stopped=stopped, unavailable=unavailable)
         if self.done:
             self.answered.set()
 

@@ -32,12 +32,11 @@ def merge_handovers(handovers: Iterable[Mapping[str, Any]]) -> Any:
                for rec in (GradedRecord.from_dict(d) for d in first["records"])]
     requests = sum(int(h["requests_sent"]) for h in handovers)
     unavailable = sum(r.outcome is Outcome.UNAVAILABLE for r in records)
-    asked = len(records) - unavailable
     return RunResult(
         records=records,
         requests_sent=requests,
         # Asks answered from the store without any process of this run asking them.
-        cache_hits=max(0, asked - requests),
+        cache_hits=sum(r.cached for r in records),
         errors=sum(r.outcome is Outcome.ERROR for r in records),
         unavailable=unavailable,
         wall_s=max(float(h["wall_s"]) for h in handovers),

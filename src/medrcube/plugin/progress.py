@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from medrcube.run.progress import Progress
+from medrcube.tally import CATEGORIES
 
 WORKERINPUT_KEY = "medrcube_progress_dir"
 INTERVAL_S = 0.5
@@ -57,16 +58,18 @@ def wanted(config: pytest.Config) -> bool:
 
 
 def line(counts: Mapping[str, Any], elapsed: float) -> str:
-    """`medrcube: asked 120/300 (cached 40, errors 2), 6.1/s, ETA 0:30`."""
+    """`medrcube: 120/300 done (answered 78, cached 40, failed 2), 6.1/s, ETA 0:30`, in the
+    tally's categories (medrcube/tally.py); `not asked` once the run stopped."""
     done, total = int(counts.get("done", 0)), int(counts.get("total", 0))
-    fresh = done - int(counts.get("cached", 0))
+    by = {name: int(counts.get(name, 0)) for name in CATEGORIES}
+    fresh = by["answered"] + by["failed"]
     rate = fresh / elapsed if elapsed > 0 else 0.0
     left = total - done
     eta = f"{int(left / rate) // 60}:{int(left / rate) % 60:02d}" if rate > 0 and left > 0 else "-"
-    return (
-        f"medrcube: asked {done}/{total} (cached {counts.get('cached', 0)}, errors {counts.get('errors', 0)}), "
-        f"{rate:.1f}/s, ETA {eta}"
-    )
+    parts = f"answered {by['answered']}, cached {by['cached']}, failed {by['failed']}"
+    parts += f", not asked {by['not_asked']} (the run stopped)" if by["not_asked"] else ""
+    parts += f", unavailable {by['unavailable']}" if by["unavailable"] else ""
+    return f"medrcube: {done}/{total} done ({parts}), {rate:.1f}/s, ETA {eta}"
 
 
 class GateProgress(Progress):
@@ -89,9 +92,10 @@ class GateProgress(Progress):
             self.started = time.monotonic()
             self._publish(force=True)
 
-    def advance(self, n: int = 1, *, error: bool = False, cached: bool = False) -> None:
+    def advance(self, n: int = 1, *, error: bool = False, cached: bool = False, stopped: bool = False,
+                unavailable: bool = False) -> None:
         if self.passes <= 1:
-            super().advance(n, error=error, cached=cached)
+            super().advance(n, error=error, cached=cached, stopped=stopped, unavailable=unavailable)
             self._publish()
 
     def close(self) -> None:
@@ -103,8 +107,7 @@ class GateProgress(Progress):
         self.sink({**self.counts(), "note": message}, False)
 
     def counts(self) -> dict[str, Any]:
-        return {"done": self.done, "total": self.total, "cached": self.cached, "errors": self.errors,
-                "elapsed": time.monotonic() - self.started}
+        return {"done": self.done, "total": self.total, **self.by, "elapsed": time.monotonic() - self.started}
 
     def _publish(self, force: bool = False, final: bool = False) -> None:
         now = time.monotonic()
@@ -181,7 +184,7 @@ class ControllerLine:
         states = self._read()
         if not states:
             return
-        total = {k: sum(int(s.get(k, 0)) for s in states) for k in ("done", "total", "cached", "errors")}
+        total = {k: sum(int(s.get(k, 0)) for s in states) for k in ("done", "total", *CATEGORIES)}
         tr = self.config.pluginmanager.get_plugin("terminalreporter")
         for note in (s["note"] for s in states if s.get("note") and s["note"] not in self._noted):
             self._noted.add(note)

@@ -213,9 +213,10 @@ class GateSession:
             settle_heap()  # plugin/heap.py
         result = self._result
         assert result is not None
-        if result.aborted:  # a check on the items asked before the stop decides nothing
-            self._failure = f"the run stopped early (--model={self.options.model}): {result.aborted}"
-            raise GateError(self._failure)
+        # After an early stop (a breaker, a refused key) the records hold every answer the
+        # run got; the asks it never sent are records too (tally.NOT_ASKED), counted against
+        # each check's max_error_rate: a check whose items were answered decides on them,
+        # one missing too many says so (gate/criteria.api_errors).
         return result.records
 
     def baseline_records(self) -> list[GradedRecord] | None:

@@ -165,6 +165,15 @@ def gate_outcome(entries: Iterable[Mapping[str, Any]], guarantee: str = "", not_
     return gate_verdict([*entries, *missing], guarantee)
 
 
+def run_tally(result: Any, cube: Any) -> Any:
+    """The run's medrcube.tally.Tally: the candidate's records (run/runner.RunResult), the
+    requests its adapter sent, the cube's items loaded and skipped at load."""
+    from medrcube.tally import skipped_items, tally
+
+    return tally(result.records, requests=result.requests_sent, loaded=len(cube), skipped=skipped_items(cube.problems),
+                 stop=result.aborted)
+
+
 # -- terminal summary ----------------------------------------------------------------------
 
 
@@ -272,6 +281,13 @@ def undecided_lines(entries: Sequence[Mapping[str, Any]]) -> list[str]:
     return out
 
 
+def tally_lines(meta: Mapping[str, Any]) -> list[str]:
+    """What became of every item of the cube (medrcube/tally.py), as gate.json's `tally` says."""
+    from medrcube.tally import Tally
+
+    return Tally.from_dict(meta["tally"]).lines() if meta.get("tally") else []
+
+
 def usage_lines(meta: Mapping[str, Any]) -> list[str]:
     """Requests and tokens per model of the run, the cost and the full public cube's."""
     usage = meta.get("usage") or {}
@@ -337,6 +353,7 @@ def summary_lines(entries: Sequence[Mapping[str, Any]], meta: Mapping[str, Any],
     lines += number_lines(entries)
     lines += undecided_lines(entries)
     lines += off_lines(meta)
+    lines += tally_lines(meta)
     lines += usage_lines(meta)
     lines += sampling_lines(meta)
     lines += error_cause_lines(meta)
@@ -370,6 +387,7 @@ class GateReport:
     written: list[Path] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
     gate: dict[str, Any] = field(default_factory=dict)  # gate.json, once written
+    tally: Any = None  # medrcube.tally.Tally, once the run is written
     _parsed: dict[str, Any] = field(default_factory=dict, repr=False)  # nodeid -> the payload's JSON last read
 
     def add_report(self, report: pytest.TestReport) -> None:
@@ -406,6 +424,9 @@ class GateReport:
 
         self.meta = run_meta(session, run_dir.name, result, self.handovers)
         self.meta["kinds_off"] = dict(kinds_off or {})
+        if result is not None:  # the one set of counters every output names (medrcube/tally.py)
+            self.tally = run_tally(result, session.cube)
+            self.meta["tally"] = self.tally.to_dict()
         if result is not None and result.aborted:  # said once in the summary, and kept in gate.json
             self.meta["aborted"] = result.aborted
         self.meta.update(gate_meta(session, self.entries), **leak_meta(session, self.entries))

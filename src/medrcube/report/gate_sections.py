@@ -23,6 +23,14 @@ def usage_rows(usage: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     return rows
 
 
+def tally_lines(tally: Mapping[str, Any] | None) -> list[str]:
+    """What became of every item of the cube (run.json's `tally`, medrcube/tally.py), in the
+    terminal summary's words; none for a run written before it existed."""
+    from medrcube.tally import Tally
+
+    return Tally.from_dict(tally).lines(shown=50) if tally else []
+
+
 # -- the gate ---------------------------------------------------------------------------------
 
 

@@ -26,7 +26,14 @@ from typing import Any
 from medrcube.metrics.worst import worst_records
 from medrcube.records import GradedRecord, Outcome
 from medrcube.report.analysis import AXES, CANONICAL, Cell, Profile, Stat, cell_id, ordered, profile
-from medrcube.report.gate_sections import cell_verdicts, gate_section, kind_panels, regression_rows, usage_rows
+from medrcube.report.gate_sections import (
+    cell_verdicts,
+    gate_section,
+    kind_panels,
+    regression_rows,
+    tally_lines,
+    usage_rows,
+)
 from medrcube.report.readers import MEDRCUBE, RunData, read_run
 from medrcube.taxonomy import MODALITIES, PARTS, TASK_NAMES
 
@@ -338,9 +345,9 @@ def build_page(run: RunData, *, cube: Any = None, plots_dir: Path | None = None)
     meta = run.meta
     timings = meta.get("timings") or {}
     return {
-        "title": f"medrcube report: {run.label}",
+        "title": f"medrcube report: {run.model_spec or run.label}",  # the spec as given (./my-vlm stays)
         "run": {
-            "label": run.label,
+            "label": run.model_spec or run.label,
             "run_id": run.run_id,
             "kind": run.kind,
             "model": run.model_spec,
@@ -354,6 +361,7 @@ def build_page(run: RunData, *, cube: Any = None, plots_dir: Path | None = None)
             "records": len(run.records),
             "outcomes": dict(sorted(counts.items())),
             "usage": usage_rows(meta.get("usage")),
+            "tally": tally_lines(meta.get("tally")),
         },
         "gate": gate,
         "overall": p.overall,

@@ -1,7 +1,8 @@
 """Grading: a planned ask plus what came back -> one GradedRecord.
 
 The rules that keep a gate honest live here:
-- an adapter error is ERROR (never WRONG) and carries the error text;
+- an adapter error is ERROR (never WRONG) and carries the error text; one never sent (the
+  run stopped first: `Response.not_sent`) says so in `how` (tally.NOT_ASKED);
 - a provider refusal (content filter, refusal field) or a refusal recognised in the text
   is REFUSED;
 - an answer cut off at the token limit (finish_reason length) is TRUNCATED: kept as
@@ -26,6 +27,7 @@ from medrcube.records import GradedRecord, Outcome
 from medrcube.run.extract import extract
 from medrcube.run.plan import PlannedAsk
 from medrcube.run.variants import ABSTAIN
+from medrcube.tally import NOT_ASKED
 
 
 def _record(ask: PlannedAsk, **kw: Any) -> GradedRecord:  # kw: the remaining GradedRecord fields
@@ -71,7 +73,7 @@ def grade(ask: PlannedAsk, response: Response, *, cached: bool = False) -> Grade
             ask,
             response=response.text,
             extracted=None,
-            how="error",
+            how=NOT_ASKED if response.not_sent else "error",  # never sent: the run stopped first
             outcome=Outcome.ERROR,
             error=f"{kind}{response.error}",
             **common,

@@ -1,13 +1,17 @@
 """The run's progress bar on stderr: done/total, rate, errors and cache hits.
 
 Shown only when asked for and stderr is a terminal (CI logs and pytest output stay
-clean). Counting is always on, so the same object answers "how many so far" either way.
+clean). Counting is always on, so the same object answers "how many so far" either way:
+per category of the run's tally (medrcube/tally.py `CATEGORIES`: answered, cached,
+failed, not asked, unavailable), the counters every output of the run names.
 """
 
 from __future__ import annotations
 
 import sys
 from typing import Any
+
+from medrcube.tally import CATEGORIES
 
 
 class Progress:
@@ -16,8 +20,9 @@ class Progress:
     def __init__(self, total: int, *, enabled: bool = True, desc: str = "", stream: Any = None):
         self.total = total
         self.done = 0
-        self.errors = 0
+        self.errors = 0  # failed + not asked
         self.cached = 0
+        self.by: dict[str, int] = dict.fromkeys(CATEGORIES, 0)
         stream = stream if stream is not None else sys.stderr
         isatty = getattr(stream, "isatty", None)
         self._bar = None
@@ -39,6 +44,7 @@ class Progress:
         the counts restart, so that done/total stays the pass's)."""
         self.total = total
         self.done = self.errors = self.cached = 0
+        self.by = dict.fromkeys(CATEGORIES, 0)
         if self._bar is not None:
             self._bar.reset(total=total)
 
@@ -46,14 +52,20 @@ class Progress:
     def shown(self) -> bool:
         return self._bar is not None
 
-    def advance(self, n: int = 1, *, error: bool = False, cached: bool = False) -> None:
+    def advance(self, n: int = 1, *, error: bool = False, cached: bool = False, stopped: bool = False,
+                unavailable: bool = False) -> None:
+        """`n` asks done: answered (no flag), from the store (`cached`), failed (`error`),
+        not asked because the run stopped (`stopped`), or unavailable."""
         if n <= 0:
             return
         self.done += n
-        if error:
+        if error or stopped:
             self.errors += n
         if cached:
             self.cached += n
+        which = ("unavailable" if unavailable else "not_asked" if stopped else "failed" if error
+                 else "cached" if cached else "answered")
+        self.by[which] += n
         if self._bar is not None:
             # refresh=False: the postfix is drawn with the next (rate-limited) refresh,
             # so a fast run does not pay for a redraw per response.

@@ -167,7 +167,9 @@ class Pump:
     def _complete(self, key: str, response: Response, cached: bool) -> None:
         if key in self.results:
             return
-        self.origins.setdefault(key, (self.asked_by.run, self.store is not None and self.store.signing_key is not None))
+        if response.ok:  # an answer's origin: a failed or unasked request came from no run
+            self.origins.setdefault(key, (self.asked_by.run,
+                                          self.store is not None and self.store.signing_key is not None))
         self.results[key] = (response, cached)
         if cached:
             self.cache_hits += 1
@@ -271,8 +273,9 @@ class Pump:
         return responses
 
     def _not_asked(self) -> Response:
+        # attempts=0: never sent (graded as not asked, tally.NOT_ASKED; not counted as a request)
         return Response(text=None, error=f"not asked: the run stopped early ({self.aborted})",
-                        error_kind=self.aborted_kind)
+                        error_kind=self.aborted_kind, attempts=0)
 
     async def _waiter(self) -> None:
         """Wait for keys another process is asking; take back those whose claim expired."""

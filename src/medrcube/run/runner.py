@@ -171,7 +171,7 @@ async def run_cube_async(
 
             records[i] = unavailable(ask)
     n_unavailable = len(plan) - sum(len(v) for v in by_key.values())
-    bar.advance(n_unavailable)
+    bar.advance(n_unavailable, unavailable=True)
 
     served: Counter[str] = Counter()  # the model each answer names, as its endpoint said
 
@@ -179,7 +179,7 @@ async def run_cube_async(
         n = len(by_key[key])
         if response.served_model:
             served[response.served_model] += n
-        bar.advance(n, error=not response.ok, cached=cached)
+        bar.advance(n, error=not response.ok, cached=cached, stopped=response.not_sent)
 
     pump = Pump(
         adapter,
@@ -259,7 +259,8 @@ async def run_cube_async(
             "served_models": dict(served.most_common()),
             "served_model_mismatches": served_mismatches(adapter, served),
             "fresh": opts.fresh,
-            "provenance": provenance_counts(token, (pump.origins[k] for k, idx in by_key.items() for _ in idx),
+            "provenance": provenance_counts(token, (pump.origins[k] for k, idx in by_key.items() if k in pump.origins
+                                                    for _ in idx),
                                             signing=store is not None and store.signing_key is not None),
         },
     )
