@@ -221,3 +221,40 @@ def test_packaged_default_is_the_repository_file():
     assert packaged == REPO_THRESHOLDS.read_text(encoding="utf-8"), (
         "src/medrcube/gate/default_thresholds.yaml differs from thresholds.yaml: copy the repository's file over it"
     )
+
+
+@pytest.mark.parametrize(("body", "key", "fraction"), [
+    ("overall: {bound: 5}", "overall.bound", "0.05"),
+    ("overall: {bound: 80}", "overall.bound", "0.8"),
+    ("cells:\n  - {match: '*/*/*', bound: 45}", "cells[0].bound", "0.45"),
+    ("defaults: {max_error_rate: 5}", "defaults.max_error_rate", "0.05"),
+])
+def test_a_bound_written_as_a_percentage_is_refused_with_its_fraction(tmp_path: Path, body: str, key: str,
+                                                                     fraction: str) -> None:
+    with pytest.raises(ThresholdsError) as raised:
+        load_policy(write(tmp_path, f"version: 1\n{body}\n"))
+    said = str(raised.value)
+    assert key in said and f"write {fraction}" in said and "looks like a percentage" in said
+
+
+def test_the_commands_in_the_policy_comments_run_where_the_file_is_copied(tmp_path: Path) -> None:
+    # The packaged policy is copied into every `medrcube init` site: a `pytest` command in
+    # its comments may name no path (a site has no tests_benchmark/), only options.
+    import argparse
+
+    from medrcube.commands import init
+
+    site = tmp_path / "site"
+    assert init.run(argparse.Namespace(directory=str(site))) == 0
+    for name in ("thresholds.yaml", "README.md", "conftest.py", "test_site.py"):
+        for line in (site / name).read_text(encoding="utf-8").splitlines():
+            words = line.split("#", 1)[1].split() if line.lstrip().startswith("#") else line.split()
+            starts = [i for i, w in enumerate(words) if w == "pytest" and (i == 0 or words[i - 1] == "&&")]
+            if not starts:  # prose naming pytest, not a command
+                continue
+            args = words[starts[0] + 1:]
+            paths = [a for a in args if not a.startswith("-") and a not in ("&&", "|") and "=" not in a
+                     and not a.isdigit()]  # `-n 4`
+            paths = paths[:paths.index("#")] if "#" in paths else paths
+            assert all((site / a).exists() or a == "medrcube.suite" for a in paths), (name, line)
+    assert "tests_benchmark" not in (site / "thresholds.yaml").read_text(encoding="utf-8")

@@ -39,7 +39,8 @@ class Checker:
         if isinstance(value, bool) or not isinstance(value, int | float):
             self.fail(key, f"{what} must be a number between 0 and 1", value, "write e.g. 0.6 (not 60% or '0.6')")
         if not 0.0 <= float(value) <= 1.0:
-            hint = f"write {value / 100:g}" if 1 < value <= 100 else "use a value between 0 and 1"
+            hint = (f"write {value / 100:g} ({value:g} looks like a percentage: bounds are fractions, "
+                    f"{value / 100:g} means {value:g}%)" if 1 < value <= 100 else "use a value between 0 and 1")
             self.fail(key, f"{what} must be between 0 and 1", value, hint)
         return float(value)
 
