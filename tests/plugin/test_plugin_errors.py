@@ -230,3 +230,34 @@ def test_a_server_that_dies_mid_run_ends_the_gate_undecided_in_one_message(gate_
                                  f"usage candidate: {tally['requests']} requests, *",
                                  f"failed requests: {tally['failed']}; most frequent causes:",
                                  "answers: 10 asked live in this run, 0 from the response store*"])
+
+
+def test_ctrl_c_prints_the_partial_account_and_the_command_that_resumes(gate_ws, gate_server):
+    # Interrupted mid-inference: no verdict, but how far the run got, where its answers
+    # are, and the command that asks only the rest.
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    gate_server.set_script({"answer_key": gate_ws.answer_key(), "latency": 0.3})
+    args = gate_ws.args(model=gate_ws.openai(gate_server), store="store")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=gate_ws.path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 300  # a bound on a hang only
+        while gate_server.stats()["total"] < 4 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, out[-3000:]
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("interrupted before the verdict"))
+    assert lines[at + 1].endswith(" not asked") and "asks done before the interruption: answered " in lines[at + 1]
+    assert "the same command resumes" in lines[at + 2] and "response store" in lines[at + 2]
+    assert lines[at + 3].startswith("  pytest tests_benchmark ") and "--model=openai:test-model@" in lines[at + 3]
+    assert gate_ws.run_dirs() == []

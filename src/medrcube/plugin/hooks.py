@@ -175,6 +175,13 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         junit_properties(config, run.policy_record)
 
 
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    options = config.stash.get(gate.OPTIONS_KEY, None)
+    if options is None or options.model_given or not gate.is_controller(config) or not gate.suite_requested(config):
+        return []
+    return [f"medrcube: {summary.NO_MODEL}"]
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     # Without xdist, conftests below the arguments are loaded now: check again.
     if gate.is_controller(session.config) and session.config.stash.get(gate.SESSION_KEY, None) is None:
@@ -269,8 +276,8 @@ def _progress_for(config: pytest.Config) -> Any:
         if not directory:
             return None
         return progress.GateProgress(progress.file_sink(Path(directory), str(workerinput.get("workerid", "gw"))))
-    if not progress.wanted(config):
-        return None
+    if not progress.wanted(config):  # counted all the same: Ctrl-C says how far the run got
+        return progress.GateProgress(lambda counts, final: None)
     return progress.GateProgress(progress.terminal_sink(config))
 
 
@@ -326,6 +333,7 @@ class ControllerHooks:
         self.allure_trend = carry_history(alluredir, cleaned=not config.option.allure_keep) if alluredir else []
         self.progress_dir: Path | None = None
         self.progress_line: Any = None
+        self.interrupted: list[str] = []  # the partial account of a run stopped by Ctrl-C
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:  # pytest-xdist: the workers' progress files
@@ -354,6 +362,11 @@ class ControllerHooks:
             self.progress_line.stop()
             _remove_dir(self.progress_dir)
         run = self.config.stash.get(gate.SESSION_KEY, None)
+        if session.exitstatus == pytest.ExitCode.INTERRUPTED and not self.report.entries:
+            from medrcube.plugin.progress import interrupted_lines  # Ctrl-C before any verdict
+
+            self.interrupted = interrupted_lines(self.config, run) if gate.suite_requested(self.config) else []
+            return
         if run is not None:  # without xdist this process ran the inference itself
             self.report.add_handover(run.handover())
         if self.report.entries:
@@ -378,7 +391,7 @@ class ControllerHooks:
         try:
             return (yield)
         finally:
-            lines = self.report.lines()
+            lines = self.report.lines() or self.interrupted
             if lines:
                 terminalreporter.write_sep("=", "medrcube gate")
                 for line in lines:

@@ -116,6 +116,7 @@ class GateOptions:
     rootdir: Path
     sequential: SequentialPlan | None = None  # --sequential: the order's seed and the budgets
     fresh: bool | None = None  # --fresh / --no-fresh; None: the profile decides (plugin/evidence.py)
+    model_given: bool = True  # False: no --model, the random baseline runs (said in the header and summary)
 
 
 def _usage(option: str, value: object, problem: str) -> pytest.UsageError:
@@ -192,6 +193,7 @@ def read_options(config: pytest.Config) -> GateOptions:
         report_dir=report,
         rootdir=root,
         fresh=opt.fresh,
+        model_given=opt.model is not None,
     )
 
 

@@ -203,3 +203,26 @@ class ControllerLine:
     def _loop(self) -> None:
         while not self._stop.wait(INTERVAL_S):
             self._draw()  # a log's lines are paced in _draw
+
+
+def interrupted_lines(config: pytest.Config, session: Any) -> list[str]:
+    """What a run interrupted before its verdict (Ctrl-C) did, in the tally's categories
+    (the live line's counts: the records themselves were never graded), and the command
+    that resumes it: the answers are in the response store, and a rerun asks only the rest."""
+    import shlex
+
+    from medrcube.models.urls import redact_urls
+
+    counts = session.progress.counts() if session is not None and isinstance(session.progress, Progress) else None
+    args = " ".join(shlex.quote(a) for a in config.invocation_params.args)
+    out = ["interrupted before the verdict: no check was decided, no run directory written"]
+    if counts and counts.get("total"):
+        done, total = int(counts["done"]), int(counts["total"])
+        by = {name: int(counts.get(name, 0)) for name in CATEGORIES}
+        out.append(f"{done}/{total} asks done before the interruption: answered {by['answered']}, "
+                   f"cached {by['cached']}, failed {by['failed']}; {total - done} not asked")
+    store = session.options.response_store if session is not None else None
+    where = f" in the response store {store}" if store is not None else ""
+    out.append(f"the answers got so far are kept{where}; the same command resumes, asking only what is missing:")
+    out.append(redact_urls(f"  pytest {args}".rstrip()))
+    return out

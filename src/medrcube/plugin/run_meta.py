@@ -39,6 +39,7 @@ def run_meta(session: Any, run_id: str, result: Any, handovers: Iterable[Mapping
     return {
         "run_id": run_id,
         "model": redact_spec(opts.model),
+        "model_given": opts.model_given,  # False: no --model, the random baseline ran
         "model_fingerprint": session.adapter.fingerprint,
         "served_model": served_model(session),
         "cube": {"source": session.cube.source, "fingerprint": session.cube.fingerprint, "items": len(session.cube)},

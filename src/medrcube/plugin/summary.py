@@ -26,6 +26,9 @@ from medrcube.plugin.handover import merge_handovers
 from medrcube.plugin.summary_kinds import kind_lines
 
 PROPERTY = "medrcube_verdict"  # the user property carrying the payload as JSON
+# Said in the header and the summary of a run given no --model.
+NO_MODEL = ("no --model given: the random baseline, which must not qualify; "
+            "qualify a model with --model=SPEC")
 HANDOVER = "medrcube_handover"  # the workeroutput key carrying a worker's records
 
 
@@ -346,6 +349,7 @@ def summary_lines(entries: Sequence[Mapping[str, Any]], meta: Mapping[str, Any],
     served = meta.get("served_model")
     lines = [
         f"model {meta.get('model')}" + (f" (served as {served})" if served and " " not in served else f" ({served})" if served else "")
+        + (f" ({NO_MODEL})" if meta.get("model_given") is False else "")
         + f" on cube {cube.get('source')} ({cube.get('items')} items); "
         f"thresholds {meta.get('thresholds')}" + (f", profile {meta['profile']}" if meta.get("profile") else "")
     ]
