@@ -247,8 +247,7 @@ class OpenAIAdapter:
         return self._state
 
     def _new_client(self) -> Any:
-        """The provider's client (a wire hook): the light client, or the SDK, never retrying,
-        on our bounded HTTP client."""
+        """The provider's client (a wire hook): the light client, or the SDK on our bounded HTTP client, never retrying."""
         if self.transport == "light":
             assert self.base_url is not None
             return LightClient(self.base_url, headers=light_headers(self._api_key, self.api_key_header),
@@ -270,13 +269,13 @@ class OpenAIAdapter:
         return (redact_urls(self.base_url) if self.base_url else self.default_endpoint,)
 
     async def preflight(self) -> Preflight:
-        """The endpoint's model list, through this adapter's client (models/listing.py)."""
+        """The endpoint's model list, through this adapter's client (models/listing.py); a name
+        it lists in another spelling is asked as listed (the fingerprint stays the spec's)."""
         from medrcube.models.listing import preflight_by_listing
 
         said = await preflight_by_listing(self.spec, self.endpoints[0], self.model, self.base_url_env,
                                           lambda: self._listed_models(self._loop_state().client), self._failed)
-        if said.resolved and said.served:  # the name as the endpoint lists it: what requests carry
-            self.model = said.served  # (the fingerprint, and so the store's keys, stay the spec's)
+        self.model = said.served if said.resolved and said.served else self.model
         return said
 
     async def _listed_models(self, client: Any) -> list[str]:
@@ -489,9 +488,8 @@ class OpenAIAdapter:
         return read_chat_completion(content, malformed=self._malformed, redactor=self._redactor, foreign=self._foreign)
 
     def _foreign(self, served: str | None) -> Attempt | None:
-        """Count the served model; under `strict_model`, an answer from another model is an
-        error. A dated snapshot of the requested name ("gpt-4o" -> "gpt-4o-2024-08-06")
-        is the same model."""
+        """Count the served model; under `strict_model`, an answer from another model is an error.
+        A dated snapshot of the requested name ("gpt-4o" -> "gpt-4o-2024-08-06") is the same model."""
         if served is None:
             return None
         self.served_models[served] += 1

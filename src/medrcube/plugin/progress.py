@@ -213,7 +213,7 @@ def interrupted_lines(config: pytest.Config, session: Any) -> list[str]:
 
     from medrcube.models.urls import redact_urls
 
-    counts = session.progress.counts() if session is not None and isinstance(session.progress, Progress) else None
+    counts = session.progress.counts() if session is not None and isinstance(session.progress, GateProgress) else None
     args = " ".join(shlex.quote(a) for a in config.invocation_params.args)
     out = ["interrupted before the verdict: no check was decided, no run directory written"]
     if counts and counts.get("total"):

@@ -44,10 +44,9 @@ VERDICT_KEY = pytest.StashKey[dict]()
 
 
 class GateError(Exception):
-    """A check could not be decided: too many API errors, or inference itself failed.
-
-    Raised in the `verdict` fixture (test setup), so pytest counts it as an *error*, never
-    as a failed gate: an outage says nothing about the model's competence."""
+    """A check could not be decided: too many API errors, or inference itself failed. Raised
+    in the `verdict` fixture (test setup), so pytest counts it as an *error*, never as a
+    failed gate: an outage says nothing about the model's competence."""
 
 
 def is_controller(config: pytest.Config) -> bool:
@@ -213,10 +212,8 @@ class GateSession:
             settle_heap()  # plugin/heap.py
         result = self._result
         assert result is not None
-        # After an early stop (a breaker, a refused key) the records hold every answer the
-        # run got; the asks it never sent are records too (tally.NOT_ASKED), counted against
-        # each check's max_error_rate: a check whose items were answered decides on them,
-        # one missing too many says so (gate/criteria.api_errors).
+        # After an early stop the asks never sent are records too (tally.NOT_ASKED), counted
+        # against each check's max_error_rate (gate/criteria.api_errors).
         return result.records
 
     def baseline_records(self) -> list[GradedRecord] | None:
@@ -400,10 +397,8 @@ def _build(options: GateOptions) -> GateSession:
 def preflight(session: GateSession, *, quiet: bool = False) -> None:
     """One short request to each HTTP endpoint of the run (medrcube.service.preflight):
     a dead URL, a refused key or an unknown model stops the run at once, in one message
-    naming the URL, the HTTP status and the provider's words. A model name the endpoint
-    lists in another spelling (`./name`) is resolved by the adapter, which then asks under
-    the listed name. `quiet` (an xdist worker: the controller has said what was wrong)
-    only resolves the names."""
+    naming the URL, the HTTP status and the provider's words (models/listing.py). `quiet`
+    (an xdist worker: the controller has said what was wrong) only resolves the names."""
     from medrcube.service import EndpointError
     from medrcube.service import preflight as ask_once
 
