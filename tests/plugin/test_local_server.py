@@ -4,9 +4,11 @@ serving the tiny LLaVA-style model built at test time, whose noise never reaches
 token. Run on the pytester workspace's 27-item cube (the mini cube's 1,064 items take
 minutes on a CPU: benchmarks/failing_servers.py measures that).
 
-Skipped, saying why, where `transformers serve` cannot run offline (it needs fastapi,
-uvicorn and accelerate besides transformers); the scripted server's "endless" fault
-(tests/reliability/test_failing_servers.py) has the same behaviour without it.
+The server runs with the packages the README's `pip install` line names, which are
+pyproject's `serve` extra (scripts/setup installs it): a test below holds the two to
+each other. Skipped, saying why, where `transformers serve` cannot run offline; the
+scripted server's "endless" fault (tests/reliability/test_failing_servers.py) has the
+same behaviour without it.
 """
 
 from __future__ import annotations
@@ -45,6 +47,39 @@ def _readme_commands() -> tuple[str, str]:
     run = re.search(r"^pytest --model=openai:\./my-vlm@\S+.*$", text[serve.end():], re.M)
     assert run is not None, "README.md shows no pytest command after `transformers serve`"
     return serve.group(0).split("#")[0].strip().rstrip("&").strip(), run.group(0).split("#")[0].strip()
+
+
+def _readme_packages() -> list[str]:
+    """The requirements of the README's `pip install` line before `transformers serve`."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    serve = re.search(r"^transformers serve .*$", text, re.M)
+    assert serve is not None
+    pip = re.findall(r"^pip install (.*?)(?:\s+#.*)?$", text[:serve.start()], re.M)
+    assert pip, "README.md names no `pip install` line before `transformers serve`"
+    return shlex.split(pip[-1])
+
+
+def _name(requirement: str) -> str:
+    """A requirement's distribution name and extras, lower case ("transformers[serving]")."""
+    return re.sub(r"\s*[<>=!~;].*$", "", requirement).strip().lower()
+
+
+def test_the_readme_serving_packages_are_the_serve_extra_and_installed() -> None:
+    # "As written": the README's pip line is what scripts/setup installs (the serve extra of
+    # the dev extra), so the server the tests start runs on exactly those packages.
+    import tomllib
+    from importlib.metadata import PackageNotFoundError, version
+
+    extra = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    assert sorted(_name(r) for r in _readme_packages()) == sorted(_name(r) for r in extra["serve"])
+    assert any("serve" in r for r in extra["dev"])  # scripts/setup installs [hf,dev]
+    assert "pillow" in {_name(r) for r in extra["serve"]}  # a vision model's image processor needs it
+    for requirement in extra["serve"]:
+        name = _name(requirement).split("[")[0]
+        try:
+            version(name)
+        except PackageNotFoundError:
+            pytest.fail(f"{name} (the serve extra) is not installed: run scripts/setup")
 
 
 def _free_port() -> int:
@@ -130,3 +165,26 @@ def test_the_servers_own_words_are_kept_for_a_400(served) -> None:
     (response,) = asyncio.run(adapter.generate([Request(key="k", item_id="i", prompt="Question: x?\nOptions:\nA. a")]))
     assert response.error is not None and f"Server is pinned to '{model}'; requested 'wrong-model-name'." in response.error
     assert "temperature" not in response.error
+
+
+@pytest.mark.slow
+def test_a_near_miss_name_is_asked_as_the_server_lists_it(served) -> None:
+    # The server lists the model's path and refuses every other name with HTTP 400
+    # ("Server is pinned to ..."): the pre-flight resolves the bare name to the listed one.
+    import asyncio
+
+    from medrcube.models.base import Request
+    from medrcube.models.openai_adapter import OpenAIAdapter
+
+    base, model, _ = served
+    adapter = OpenAIAdapter("my-vlm", base_url=base, max_retries=0, params={"max_tokens": 4})
+
+    async def ask() -> tuple[object, object]:
+        said = await adapter.preflight()
+        (response,) = await adapter.generate([Request(key="k", item_id="i", prompt="Question: x?\nOptions:\nA. a")])
+        await adapter.aclose()
+        return said, response
+
+    said, response = asyncio.run(ask())
+    assert said.served == model and said.resolved and adapter.model == model  # type: ignore[attr-defined]
+    assert response.error is None or "pinned" not in response.error  # type: ignore[attr-defined]
