@@ -15,7 +15,8 @@ a refused key, Ctrl-C, a budget: `stop` says why; a rerun on the same store asks
 these and the failed ones), `unavailable` when its image is restricted. `requests` are
 the requests the model adapter sent (identical prompts share one). `skipped` are the
 items the cube holds that were not loaded, each with its reason (`medrcube validate`
-names the same), so that `items = loaded + len(skipped)`.
+names the same), so that `items = loaded + len(skipped)`; a `--sequential` run asks only what its checks
+need: the items it never planned are `not_needed`.
 
 A record that was not asked carries `how == NOT_ASKED` (run/grade.py), so the counts
 read back from results.jsonl are the counts the run printed.
@@ -72,7 +73,8 @@ class Tally:
     requests: int  # requests the candidate's adapter sent
     loaded: int  # items loaded from the cube
     skipped: tuple[SkippedItem, ...] = ()
-    stop: str | None = None  # why the run stopped early
+    stop: str | None = None  # why the run stopped early (a breaker, a refused key, a budget)
+    not_needed: int = 0  # items a --sequential run never planned: its verdict was final, or a budget stopped it
     outcomes: Mapping[str, int] = field(default_factory=dict)
 
     @property
@@ -90,7 +92,7 @@ class Tally:
             "items": self.items, "loaded": self.loaded, "asks": self.asks,
             "answered": self.answered, "cached": self.cached, "failed": self.failed, "not_asked": self.not_asked,
             "unavailable": self.unavailable, "graded": self.graded, "requests": self.requests,
-            "skipped": [s.to_dict() for s in self.skipped], "stop": self.stop,
+            "skipped": [s.to_dict() for s in self.skipped], "stop": self.stop, "not_needed": self.not_needed,
             "outcomes": dict(sorted(self.outcomes.items())),
         }
 
@@ -104,6 +106,7 @@ class Tally:
             skipped=tuple(SkippedItem(str(s["item_id"]), str(s["reason"]), str(s["message"]))
                           for s in d.get("skipped") or ()),
             stop=d.get("stop"), outcomes={str(k): int(v) for k, v in (d.get("outcomes") or {}).items()},
+            not_needed=int(d.get("not_needed") or 0),
         )
 
     def lines(self, *, shown: int = 5) -> list[str]:
@@ -116,6 +119,9 @@ class Tally:
             head += f", {self.unavailable} unavailable (restricted image)"
         head += f"; {self.graded} graded; {self.requests} requests sent"
         out = [head]
+        if self.not_needed:
+            out.append(f"not planned: {self.not_needed} items a --sequential run did not ask "
+                       f"({self.stop or 'its verdict was final'})")
         if self.skipped:
             out.append(f"skipped at load: {len(self.skipped)} items (`medrcube validate` names the same):")
             out += [f"  {s.item_id}: {s.reason}: {s.message}" for s in self.skipped[:shown]]
@@ -143,6 +149,7 @@ def tally(
     loaded: int,
     skipped: Sequence[SkippedItem] = (),
     stop: str | None = None,
+    not_needed: int = 0,
 ) -> Tally:
     """The run's Tally from the candidate's records (every variant), the requests its
     adapter sent, the items loaded and those skipped at load."""
@@ -152,7 +159,7 @@ def tally(
         asks=len(records), answered=by["answered"], cached=by["cached"], failed=by["failed"],
         not_asked=by["not_asked"], unavailable=by["unavailable"],
         graded=sum(1 for r in records if r.outcome in GRADED), requests=int(requests), loaded=int(loaded),
-        skipped=tuple(skipped), stop=stop, outcomes=dict(outcomes),
+        skipped=tuple(skipped), stop=stop, outcomes=dict(outcomes), not_needed=max(0, int(not_needed)),
     )
 
 

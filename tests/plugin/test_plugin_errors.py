@@ -199,12 +199,13 @@ models:
 """
 
 
-def test_a_server_that_dies_mid_run_ends_the_gate_undecided_in_one_message(gate_ws, gate_server):
+def test_a_server_that_dies_mid_run_ends_the_gate_undecided_in_one_message(gate_ws, gate_server, monkeypatch):
     # The server answers ten requests and is gone: the gate stops asking (the breaker),
     # grades the ten answers it got, and ends UNDECIDED, naming the URL once.
     gate_server.set_script({"answer_key": gate_ws.answer_key(), "faults": [{"fault": "die", "after": 10}]})
     url = gate_server.base_url
     (gate_ws.path / "models.yaml").write_text(DYING_YAML.format(url=url), encoding="utf-8")
+    monkeypatch.setenv("MEDRCUBE_REPORT_HTML", "now")  # report.html drawn before the exit: compared below
     result = gate_ws.run("--models-file=models.yaml", model="dying")
 
     assert result.ret == 11
@@ -230,6 +231,31 @@ def test_a_server_that_dies_mid_run_ends_the_gate_undecided_in_one_message(gate_
                                  f"usage candidate: {tally['requests']} requests, *",
                                  f"failed requests: {tally['failed']}; most frequent causes:",
                                  "answers: 10 asked live in this run, 0 from the response store*"])
+    page = (gate_ws.run_dirs()[-1] / "report.html").read_text(encoding="utf-8")
+    terminal = next(line for line in result.outlines if line.startswith("items: 27 in the cube"))
+    assert terminal in page  # the same account on the page
+
+
+def test_a_server_failing_mid_run_counts_its_failures_the_same_everywhere(gate_ws, gate_server, monkeypatch):
+    # Every request after the twelfth answers HTTP 500 (no retry): nothing stops the run,
+    # the failures are counted once, as failed requests, never as unasked or answered.
+    gate_server.set_script({"answer_key": gate_ws.answer_key(),
+                            "faults": [{"fault": "status", "status": 500, "after": 12}]})
+    (gate_ws.path / "models.yaml").write_text(MODELS_YAML.format(url=gate_server.base_url), encoding="utf-8")
+    monkeypatch.setenv("MEDRCUBE_REPORT_HTML", "now")
+    result = gate_ws.run("--models-file=models.yaml", model="flaky")
+    doc = gate_ws.gate_json()
+    tally = doc["tally"]
+    sent = gate_server.stats()["total"]
+    assert tally["requests"] == sent == 27 and tally["answered"] == 12 and tally["failed"] == 15
+    assert tally["not_asked"] == 0 and tally["stop"] is None and doc.get("aborted") is None
+    assert max(c["n"] for c in doc["checks"]) > 0
+    result.stdout.fnmatch_lines(["items: 27 in the cube, 27 loaded; asks (items x variants): 27: 12 answered, "
+                                 "0 from the response store, 15 failed; * graded; 27 requests sent",
+                                 "usage candidate: 27 requests, *", "failed requests: 15; most frequent causes:",
+                                 "answers: 12 asked live in this run, 0 from the response store*"])
+    page = (gate_ws.run_dirs()[-1] / "report.html").read_text(encoding="utf-8")
+    assert next(line for line in result.outlines if line.startswith("items: 27 in the cube")) in page
 
 
 def test_ctrl_c_prints_the_partial_account_and_the_command_that_resumes(gate_ws, gate_server):

@@ -112,6 +112,13 @@ def test_a_budget_ends_the_run_undecided_with_what_each_check_needs(seq_ws, gate
     undecided = [c for c in doc["checks"] if c["verdict"] == "undecided"]
     assert undecided and all("not asked in full: budget: --max-requests 20" in c["message"] for c in undecided)
     assert result.ret == 11  # UNDECIDED: never green on a budget
+    # The counters say where every item went, the same in gate.json and the terminal.
+    tally, sampling = doc["tally"], doc["sampling"]
+    assert tally["stop"] == sampling["stop"] and tally["requests"] == gate_server.stats()["total"]
+    assert tally["not_needed"] == sampling["items_saved"] > 0
+    assert tally["answered"] + tally["cached"] + tally["failed"] + tally["not_asked"] == tally["asks"]
+    result.stdout.fnmatch_lines([f"not planned: {tally['not_needed']} items a --sequential run did not ask "
+                                 f"(budget: --max-requests 20*"])
 
 
 def test_max_cost_stops_the_run_within_one_batch_of_spending_it(seq_ws, gate_server):

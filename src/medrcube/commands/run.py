@@ -121,6 +121,10 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
 
+    from medrcube.tally import skipped_items, tally
+
+    counters = tally(result.records, requests=result.requests_sent, loaded=len(cube),
+                     skipped=skipped_items(cube.problems), stop=result.aborted)  # as the gate counts
     try:
         run_dir = new_run_dir(Path(args.out), adapter.spec, args.run_id)
         meta: dict[str, Any] = {
@@ -128,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
             "cube_spec": str(args.cube),
             "strict": bool(args.strict),
             "usage": {name: u.to_dict() for name, u in inference.usage.items()},
+            "tally": counters.to_dict(),
         }
         _, warning = write_run(run_dir, result, meta, cube=cube)
     except OSError as exc:
@@ -138,6 +143,8 @@ def run(args: argparse.Namespace) -> int:
     if warning:
         print(f"warning: {warning}", file=sys.stderr)
     _print_summary(run_dir, result)
+    for line in counters.lines():
+        print(f"  {line}")
     for name, u in inference.usage.items():
         print(f"  usage {name}: {u.requests} requests, {u.prompt_tokens:,} prompt + {u.completion_tokens:,} completion tokens")
     if result.aborted:
