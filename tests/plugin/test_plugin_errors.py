@@ -243,9 +243,11 @@ def test_a_server_failing_mid_run_counts_its_failures_the_same_everywhere(gate_w
                             "faults": [{"fault": "status", "status": 500, "after": 12}]})
     (gate_ws.path / "models.yaml").write_text(MODELS_YAML.format(url=gate_server.base_url), encoding="utf-8")
     monkeypatch.setenv("MEDRCUBE_REPORT_HTML", "now")
-    result = gate_ws.run("--models-file=models.yaml", model="flaky")
+    result = gate_ws.run("--models-file=models.yaml", "--alluredir=allure", model="flaky")
     doc = gate_ws.gate_json()
     tally = doc["tally"]
+    env = (gate_ws.path / "allure" / "environment.properties").read_text(encoding="utf-8").splitlines()
+    assert {"tally.answered=12", "tally.failed=15", "tally.not_asked=0", "tally.requests=27"} <= set(env)
     sent = gate_server.stats()["total"]
     assert tally["requests"] == sent == 27 and tally["answered"] == 12 and tally["failed"] == 15
     assert tally["not_asked"] == 0 and tally["stop"] is None and doc.get("aborted") is None

@@ -257,6 +257,11 @@ def write_run_files(alluredir: str | Path, meta: Mapping[str, Any], verdict: str
         "answers.live": provenance.get("live"),
         "answers.stored": provenance.get("stored"),
         "answers.signed": str(bool(provenance.get("signed"))).lower() if provenance else None,
+        # The run's counters (medrcube/tally.py), as gate.json's `tally` holds them.
+        **{f"tally.{k}": v for k, v in (meta.get("tally") or {}).items()
+           if k in ("items", "loaded", "asks", "answered", "cached", "failed", "not_asked", "unavailable", "graded",
+                    "requests")},
+        "tally.skipped": len((meta.get("tally") or {}).get("skipped") or ()) if meta.get("tally") else None,
     }
     lines = [f"{k}={_prop(v)}" for k, v in env.items() if v is not None]
     (out / "environment.properties").write_text("\n".join(lines) + "\n", encoding="utf-8")
