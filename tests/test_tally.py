@@ -30,7 +30,7 @@ def test_every_ask_falls_in_one_category_and_they_add_up() -> None:
     assert t.answered + t.cached + t.failed + t.not_asked + t.unavailable == t.asks == 7
     assert t.graded == 3 and not t.complete  # right, wrong (cached), unparsed: graded; truncated: answered, not graded
     assert Tally.from_dict(json.loads(json.dumps(t.to_dict()))) == t
-    assert "1 not asked (the run stopped)" in t.lines()[0] and "5 requests sent" in t.lines()[0]
+    assert "1 not asked (the run stopped)" in t.lines()[0] and "5 requests sent, 0 of them failed" in t.lines()[0]
 
 
 def test_items_skipped_at_load_are_named_with_their_reason(tmp_path: Path) -> None:

@@ -13,7 +13,8 @@ got a response for it, `cached` when the response store held one (from an earlie
 never graded), `not_asked` when the run stopped before sending it (a circuit breaker,
 a refused key, Ctrl-C, a budget: `stop` says why; a rerun on the same store asks only
 these and the failed ones), `unavailable` when its image is restricted. `requests` are
-the requests the model adapter sent (identical prompts share one). `skipped` are the
+the requests the model adapter sent (identical prompts share one), `failed_requests` those
+of them that failed (the usage meter's errors: the summary's "failed requests"). `skipped` are the
 items the cube holds that were not loaded, each with its reason (`medrcube validate`
 names the same), so that `items = loaded + len(skipped)`; a `--sequential` run asks only what its checks
 need: the items it never planned are `not_needed`.
@@ -75,6 +76,7 @@ class Tally:
     skipped: tuple[SkippedItem, ...] = ()
     stop: str | None = None  # why the run stopped early (a breaker, a refused key, a budget)
     not_needed: int = 0  # items a --sequential run never planned: its verdict was final, or a budget stopped it
+    failed_requests: int = 0  # of `requests`, those that failed (xdist workers each retry an ask another's failed)
     outcomes: Mapping[str, int] = field(default_factory=dict)
 
     @property
@@ -93,6 +95,7 @@ class Tally:
             "answered": self.answered, "cached": self.cached, "failed": self.failed, "not_asked": self.not_asked,
             "unavailable": self.unavailable, "graded": self.graded, "requests": self.requests,
             "skipped": [s.to_dict() for s in self.skipped], "stop": self.stop, "not_needed": self.not_needed,
+            "failed_requests": self.failed_requests,
             "outcomes": dict(sorted(self.outcomes.items())),
         }
 
@@ -106,7 +109,7 @@ class Tally:
             skipped=tuple(SkippedItem(str(s["item_id"]), str(s["reason"]), str(s["message"]))
                           for s in d.get("skipped") or ()),
             stop=d.get("stop"), outcomes={str(k): int(v) for k, v in (d.get("outcomes") or {}).items()},
-            not_needed=int(d.get("not_needed") or 0),
+            not_needed=int(d.get("not_needed") or 0), failed_requests=int(d.get("failed_requests") or 0),
         )
 
     def lines(self, *, shown: int = 5) -> list[str]:
@@ -117,7 +120,7 @@ class Tally:
             head += f", {self.not_asked} not asked (the run stopped)"
         if self.unavailable:
             head += f", {self.unavailable} unavailable (restricted image)"
-        head += f"; {self.graded} graded; {self.requests} requests sent"
+        head += f"; {self.graded} graded; {self.requests} requests sent, {self.failed_requests} of them failed"
         out = [head]
         if self.not_needed:
             out.append(f"not planned: {self.not_needed} items a --sequential run did not ask "
@@ -150,6 +153,7 @@ def tally(
     skipped: Sequence[SkippedItem] = (),
     stop: str | None = None,
     not_needed: int = 0,
+    failed_requests: int = 0,
 ) -> Tally:
     """The run's Tally from the candidate's records (every variant), the requests its
     adapter sent, the items loaded and those skipped at load."""
@@ -160,6 +164,7 @@ def tally(
         not_asked=by["not_asked"], unavailable=by["unavailable"],
         graded=sum(1 for r in records if r.outcome in GRADED), requests=int(requests), loaded=int(loaded),
         skipped=tuple(skipped), stop=stop, outcomes=dict(outcomes), not_needed=max(0, int(not_needed)),
+        failed_requests=int(failed_requests),
     )
 
 

@@ -124,7 +124,8 @@ def run(args: argparse.Namespace) -> int:
     from medrcube.tally import skipped_items, tally
 
     counters = tally(result.records, requests=result.requests_sent, loaded=len(cube),
-                     skipped=skipped_items(cube.problems), stop=result.aborted)  # as the gate counts
+                     skipped=skipped_items(cube.problems), stop=result.aborted,
+                     failed_requests=inference.usage["candidate"].errors)  # as the gate counts
     try:
         run_dir = new_run_dir(Path(args.out), adapter.spec, args.run_id)
         meta: dict[str, Any] = {

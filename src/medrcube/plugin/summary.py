@@ -168,7 +168,7 @@ def gate_outcome(entries: Iterable[Mapping[str, Any]], guarantee: str = "", not_
     return gate_verdict([*entries, *missing], guarantee)
 
 
-def run_tally(result: Any, cube: Any, sampling: Mapping[str, Any] | None = None) -> Any:
+def run_tally(result: Any, cube: Any, sampling: Mapping[str, Any] | None = None, failed_requests: int = 0) -> Any:
     """The run's medrcube.tally.Tally: the candidate's records (run/runner.RunResult), the
     requests its adapter sent, the cube's items loaded and skipped at load, and what a
     --sequential run (`sampling`, gate.json's) did not ask and why it stopped."""
@@ -177,7 +177,7 @@ def run_tally(result: Any, cube: Any, sampling: Mapping[str, Any] | None = None)
     budget = (sampling or {}).get("stop") or ""
     stop = result.aborted or (budget if budget.startswith("budget") else None)
     return tally(result.records, requests=result.requests_sent, loaded=len(cube), skipped=skipped_items(cube.problems),
-                 stop=stop, not_needed=int((sampling or {}).get("items_saved") or 0))
+                 stop=stop, not_needed=int((sampling or {}).get("items_saved") or 0), failed_requests=failed_requests)
 
 
 # -- terminal summary ----------------------------------------------------------------------
@@ -432,7 +432,8 @@ class GateReport:
         self.meta = run_meta(session, run_dir.name, result, self.handovers)
         self.meta["kinds_off"] = dict(kinds_off or {})
         if result is not None:  # the one set of counters every output names (medrcube/tally.py)
-            self.tally = run_tally(result, session.cube, self.meta.get("sampling"))
+            failed = int(((self.meta.get("usage") or {}).get("candidate") or {}).get("errors") or 0)
+            self.tally = run_tally(result, session.cube, self.meta.get("sampling"), failed)
             self.meta["tally"] = self.tally.to_dict()
         if result is not None and result.aborted:  # said once in the summary, and kept in gate.json
             self.meta["aborted"] = result.aborted
