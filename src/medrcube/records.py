@@ -32,6 +32,42 @@ GRADED = frozenset({Outcome.CORRECT, Outcome.WRONG, Outcome.UNPARSED, Outcome.RE
 NOT_ANSWERED = frozenset({Outcome.ERROR, Outcome.TRUNCATED})
 
 
+# The coarse, non-identifying attributes of an item's image that a gate can stratify by
+# (sex, a decade age band, the scanner's manufacturer and model, the site's own code, the
+# protocol family). Every value is from a closed vocabulary or a short code, never free
+# text; what a value may be is cube/attributes.py's.
+ATTRIBUTE_NAMES: tuple[str, ...] = ("sex", "age_band", "manufacturer", "model", "site", "protocol")
+UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class Attributes:
+    """An image's subgroup attributes ("unknown" where the source does not say)."""
+
+    sex: str = UNKNOWN
+    age_band: str = UNKNOWN
+    manufacturer: str = UNKNOWN
+    model: str = UNKNOWN
+    site: str = UNKNOWN
+    protocol: str = UNKNOWN
+
+    def get(self, name: str) -> str:
+        if name not in ATTRIBUTE_NAMES:
+            raise KeyError(f"unknown subgroup attribute {name!r}; expected one of {', '.join(ATTRIBUTE_NAMES)}")
+        return str(getattr(self, name))
+
+    def to_dict(self) -> dict[str, str]:
+        return {name: getattr(self, name) for name in ATTRIBUTE_NAMES}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Attributes:
+        return cls(**{k: str(d[k]) for k in ATTRIBUTE_NAMES if k in d and d[k] is not None})
+
+    @property
+    def known(self) -> bool:
+        return any(getattr(self, name) != UNKNOWN for name in ATTRIBUTE_NAMES)
+
+
 @dataclass(frozen=True, slots=True)
 class GradedRecord:
     item_id: str
@@ -62,6 +98,8 @@ class GradedRecord:
     # for "abstain"): per-finding metrics read the labels of the answer and the choice.
     # Empty in records written before it existed.
     options: tuple[str, ...] = ()
+    # The item's subgroup attributes (Item.attributes), None when the cube has none.
+    attributes: Attributes | None = None
 
     @property
     def correct(self) -> bool:
@@ -85,6 +123,8 @@ class GradedRecord:
         d["options"] = type(self.options)(self.options)
         if self.confidence is not None:
             d["confidence"] = deepcopy(self.confidence)
+        if self.attributes is not None:  # the one other nesting: a plain dict, as asdict gives
+            d["attributes"] = self.attributes.to_dict()
         return d
 
     @classmethod
@@ -95,6 +135,8 @@ class GradedRecord:
             fields["options"] = tuple(fields["options"])  # a JSON list back to a tuple
         if fields.get("confidence") is not None:
             fields["confidence"] = dict(fields["confidence"])
+        if fields.get("attributes") is not None:
+            fields["attributes"] = Attributes.from_dict(fields["attributes"])
         return cls(**fields)
 
     @property

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from medrcube.records import Attributes
+
 LETTERS = string.ascii_uppercase
 
 
@@ -63,7 +65,9 @@ class Item:
     `image` is a key the cube resolves to bytes (a posix path relative to the cube root
     for directory cubes); None means the image is unavailable (restricted in the release).
     `task`, `modality` and `part` are canonical names where the taxonomy knows the value,
-    otherwise the value as written (validation reports it).
+    otherwise the value as written (validation reports it). `attributes` are the image's
+    subgroup attributes (sex, age band, manufacturer, model, site, protocol family; see
+    cube/attributes.py), None when the cube states none.
     """
 
     id: str
@@ -78,6 +82,7 @@ class Item:
     original_task: str = ""
     restricted: bool = False
     meta: Mapping[str, Any] = field(default_factory=dict)
+    attributes: Attributes | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "options", tuple(self.options))
@@ -97,8 +102,10 @@ class Item:
         return (self.part, self.modality, self.task)
 
     def to_dict(self) -> dict[str, Any]:
-        """The canonical JSON Lines record (cube/jsonl.py); `from_dict` inverts it exactly."""
-        return {
+        """The canonical JSON Lines record (cube/jsonl.py); `from_dict` inverts it exactly.
+        `attributes` is written only when the item has some (an older cube's records, and
+        so its fingerprint, are unchanged)."""
+        d = {
             "id": self.id,
             "dataset": self.dataset,
             "image": self.image,
@@ -112,6 +119,9 @@ class Item:
             "restricted": self.restricted,
             "meta": dict(self.meta),
         }
+        if self.attributes is not None:
+            d["attributes"] = self.attributes.to_dict()
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Item:
@@ -128,6 +138,7 @@ class Item:
             original_task=d.get("original_task", ""),
             restricted=d.get("restricted", False),
             meta=d.get("meta", {}),
+            attributes=Attributes.from_dict(d["attributes"]) if d.get("attributes") is not None else None,
         )
 
 

@@ -21,7 +21,8 @@ from medrcube.cube.problems import Collector
 from medrcube.cube.records import Draft, RecordFields, axis_field, parse_bool, refuse_non_utf8, short_json
 from medrcube.cube.release import image_outcome, json_limit
 
-CANONICAL_KEYS: frozenset[str] = frozenset(Item.__dataclass_fields__)
+# `attributes` is read from meta by cube/attributes.py (load_cube), like a release record's.
+CANONICAL_KEYS: frozenset[str] = frozenset(Item.__dataclass_fields__) - {"attributes"}
 
 
 def write_jsonl(items: Iterable[Item], path: str | os.PathLike[str]) -> None:

@@ -9,12 +9,18 @@
 
 Policy (all sources): a bad item is reported and skipped, the rest load; `strict=True`
 raises CubeError on the first error; a cube with no loadable item is a CubeError.
+
+Subgroup attributes (cube/attributes.py) are read last, the same way for every source:
+from a record's own `attributes`, else through the cube's declared column mapping
+(`attributes=`, else an `attributes.yaml` beside the cube).
 """
 
 from __future__ import annotations
 
 import glob
 import os
+from dataclasses import replace
+from typing import Any
 
 from medrcube.cube.images import DEFAULT_MAX_PIXELS
 from medrcube.cube.item import Cube, CubeError
@@ -22,8 +28,33 @@ from medrcube.cube.item import Cube, CubeError
 HF_PREFIX = "hf:"
 
 
-def load_cube(spec: str | os.PathLike[str], *, strict: bool = False, max_pixels: int = DEFAULT_MAX_PIXELS) -> Cube:
-    """Load and validate a cube. See the module docstring for the accepted specs."""
+def load_cube(spec: str | os.PathLike[str], *, strict: bool = False, max_pixels: int = DEFAULT_MAX_PIXELS,
+              attributes: Any = None) -> Cube:
+    """Load and validate a cube (see the module docstring for the accepted specs);
+    `attributes`: an AttributeMapping, the path of one, or None (an `attributes.yaml`
+    beside the cube, if any)."""
+    from medrcube.cube import attributes as attrs
+
+    cube = _load(spec, strict=strict, max_pixels=max_pixels)
+    mapping = attributes
+    try:
+        if mapping is None:
+            found = attrs.sidecar(os.fspath(spec))
+            mapping = attrs.load_mapping(found) if found else None
+        elif not isinstance(mapping, attrs.AttributeMapping):
+            mapping = attrs.load_mapping(mapping)
+    except attrs.AttributeMappingError as exc:
+        raise CubeError(str(exc)) from None
+    if mapping is None and not any("attributes" in it.meta for it in cube.items):
+        return cube
+    items, problems = attrs.attach(cube.items, mapping, cube.source)
+    from medrcube.cube.fingerprint import cube_fingerprint
+
+    return replace(cube, items=tuple(items), problems=(*cube.problems, *problems),
+                   fingerprint=cube_fingerprint(items, cube.digests))
+
+
+def _load(spec: str | os.PathLike[str], *, strict: bool, max_pixels: int) -> Cube:
     text = os.fspath(spec)
     if isinstance(text, str) and text.startswith(HF_PREFIX):
         from medrcube.cube.hf import load_hub  # datasets is imported only when needed

@@ -46,6 +46,7 @@ def _record(ask: PlannedAsk, **kw: Any) -> GradedRecord:  # kw: the remaining Gr
         n_options=len(ask.options),
         prompt_hash=ask.prompt_hash,
         options=tuple(ask.options),
+        attributes=item.attributes,
         **kw,
     )
 
