@@ -173,6 +173,7 @@ def build_checks(
     variants: Iterable[Any] | str = ("standard",),
     has_baseline: bool = False,
     cell_options: Mapping[tuple[str, str, str], Iterable[str]] | None = None,
+    strata: Mapping[str, Mapping[str, int]] | None = None,
 ) -> list[Check]:
     """Every check the policy asks for on a cube with these (part, modality, task) cells.
 
@@ -181,7 +182,8 @@ def build_checks(
     checks only for the image perturbations asked (`jpeg:30`), utility checks only with
     `abstain`. `cell_options` (the option texts offered per cell, from the cube) keeps
     per-finding checks to the cells that offer the finding; without it every matching
-    diagnosis cell gets one.
+    diagnosis cell gets one. `strata` (images per value of each subgroup attribute,
+    cube/attributes.strata) lets the subgroup kinds build a check per stratum.
     """
     cube_cells = sorted({(c[0], c[1], c[2]) for c in cells})
     parts = _order((c[0] for c in cube_cells), PARTS)
@@ -196,7 +198,7 @@ def build_checks(
     names, rotations = _variant_names(variants)
     asked = [v for v in variants.split(",") if v.strip()] if isinstance(variants, str) else list(variants)
     context = BuildContext(tuple(cube_cells), {"part": parts, "modality": modalities, "task": tasks}, policy,
-                           tuple(names), has_baseline, cell_options, tuple(asked), rotations)
+                           tuple(names), has_baseline, cell_options, tuple(asked), rotations, strata)
     # Each kind builds its own, in the registry's order (gate/kinds.py; the built-in ones below).
     return [check for entry in registered() if entry.build is not None for check in entry.build(context)]
 

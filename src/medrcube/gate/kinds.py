@@ -36,7 +36,8 @@ class BuildContext:
     """What a kind's `build` reads: the cube's cells in canonical order, the axis values,
     the policy (medrcube.gate.policy.Policy), the variant names asked, whether the run has
     a baseline, the option texts offered per cell (None: not known), the variants as given
-    (spec strings or run.variants.Variant objects) and K of shuffled:K."""
+    (spec strings or run.variants.Variant objects), K of shuffled:K, and the cube's strata
+    (images per value of each subgroup attribute, cube/attributes.py; None: not known)."""
 
     cells: Sequence[tuple[str, str, str]]
     axis_values: Mapping[str, Sequence[str]]
@@ -46,6 +47,7 @@ class BuildContext:
     cell_options: Mapping[tuple[str, str, str], Any] | None = None
     asked: Sequence[Any] = ()
     rotations: int | None = None
+    strata: Mapping[str, Mapping[str, int]] | None = None
 
     def section(self, name: str) -> Any:
         """The parsed policy section of a registered kind (None: not in the policy)."""

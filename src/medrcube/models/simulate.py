@@ -1,6 +1,6 @@
 """`simulate:...`: a SIMULATED model of known behaviour, for operating characteristics and tests.
 
-    simulate:accuracy=0.8,icc=0.3,seed=1[,grounded=true][,DD=0.6,MR=0.95,...]
+    simulate:accuracy=0.8,icc=0.3,seed=1[,grounded=true][,DD=0.6,MR=0.95,...][,manufacturer.GE=-0.25]
 
 It is not a model: it knows each item's answer (from the cube) and answers right with
 the stated probability. Its spec, fingerprint and every response name it a simulation,
@@ -14,6 +14,9 @@ so no output can pass it off as a model.
   effect independent of the perception-level items': diagnosis and perception are
   independent whatever the accuracies. true makes them share one image effect with a
   correlation of at least 0.6, so a right perception goes with a right diagnosis.
+- ATTRIBUTE.VALUE: the accuracy on the images whose subgroup attribute has that value
+  (`manufacturer.GE=0.6`, `age_band.90+=0.5`), or a signed shift of it (`sex.female=-0.25`:
+  0.25 below the item's accuracy otherwise), for a model worse on one stratum.
 - seed: every draw is a hash of (seed, image or item, item): reproducible across runs,
   worker counts and request orders.
 - blind requests (no image) are answered uniformly at random; rotations of the options
@@ -30,6 +33,7 @@ from statistics import NormalDist
 from typing import TYPE_CHECKING
 
 from medrcube.models.base import AdapterBase, ErrorKind, Request, Response
+from medrcube.records import ATTRIBUTE_NAMES, Attributes
 from medrcube.taxonomy import Level, canonical_task, task_level
 
 if TYPE_CHECKING:
@@ -51,9 +55,16 @@ class SimulationParams:
     seed: int = 0
     grounded: bool = False
     task_accuracy: Mapping[str, float] = field(default_factory=dict)
+    # (attribute, value) -> (accuracy or shift, whether it is a shift)
+    stratum_accuracy: Mapping[tuple[str, str], tuple[float, bool]] = field(default_factory=dict)
 
-    def accuracy_of(self, task: str) -> float:
-        return self.task_accuracy.get(task, self.accuracy)
+    def accuracy_of(self, task: str, attributes: Attributes | None = None) -> float:
+        acc = self.task_accuracy.get(task, self.accuracy)
+        if attributes is not None:
+            for (name, value), (v, shift) in self.stratum_accuracy.items():
+                if attributes.get(name) == value:
+                    acc = min(1.0, max(0.0, acc + v)) if shift else v
+        return acc
 
 
 def _prob(key: str, text: str) -> float:
@@ -70,6 +81,7 @@ def parse_simulation(rest: str) -> SimulationParams:
     """The parameters of `simulate:REST` (REST: comma-separated key=value)."""
     acc, icc, seed, grounded = 0.7, 0.0, 0, False
     tasks: dict[str, float] = {}
+    strata: dict[tuple[str, str], tuple[float, bool]] = {}
     for part in filter(None, (p.strip() for p in rest.split(","))):
         key, sep, value = part.partition("=")
         key, value = key.strip(), value.strip()
@@ -88,14 +100,26 @@ def parse_simulation(rest: str) -> SimulationParams:
             if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
                 raise SimulationSpecError(f"simulate: grounded={value!r} must be true or false")
             grounded = value.lower() in ("true", "1", "yes")
+        elif key.partition(".")[0] in ATTRIBUTE_NAMES and key.partition(".")[2]:
+            name, _, stratum = key.partition(".")
+            shift = value[:1] in "+-"
+            try:
+                v = float(value)
+            except ValueError:
+                raise SimulationSpecError(f"simulate: {key}={value!r} is not a number; write {key}=0.6 (an accuracy) "
+                                          f"or {key}=-0.25 (a shift)") from None
+            if not (-1.0 <= v <= 1.0 if shift else 0.0 <= v <= 1.0):
+                raise SimulationSpecError(f"simulate: {key}={value} must be an accuracy in [0, 1] or a shift in [-1, 1]")
+            strata[(name, stratum.strip())] = (v, shift)
         else:
             task = canonical_task(key)
             if not task.known:
                 raise SimulationSpecError(
-                    f"simulate: unknown key {key!r}; use accuracy, icc, seed, grounded or a task (DD=0.6)"
+                    f"simulate: unknown key {key!r}; use accuracy, icc, seed, grounded, a task (DD=0.6) or "
+                    f"ATTRIBUTE.VALUE (manufacturer.GE=-0.25; attributes: {', '.join(ATTRIBUTE_NAMES)})"
                 )
             tasks[task.value] = _prob(key, value)
-    return SimulationParams(acc, icc, seed, grounded, tasks)
+    return SimulationParams(acc, icc, seed, grounded, tasks, strata)
 
 
 def _uniform(*parts: object) -> float:
@@ -125,7 +149,8 @@ class SimulatedAdapter(AdapterBase):
     def correct(self, item_id: str, image: str | None, task: str) -> bool:
         """Whether the simulation answers this item right (any rotation)."""
         p = self.params
-        acc = p.accuracy_of(task)
+        item = self._items.get(item_id)
+        acc = p.accuracy_of(task, item.attributes if item is not None else None)
         if acc <= 0.0:
             return False
         if acc >= 1.0:

@@ -1,0 +1,100 @@
+"""Accuracy by subgroup: one stratum's accuracy and its gap to the rest, clustered by image.
+
+A stratum (the images whose attribute has one value: `sex = female`, `manufacturer = GE`)
+is measured like any accuracy of the gate: the cluster-aware Wilson interval of
+metrics/clustered.py. Its gap to the rest of the cube, `accuracy(rest) - accuracy(stratum)`,
+compares two sets of images that share none (an image has one value of each attribute),
+so the two accuracies are independent; the interval of the gap is Newcombe's hybrid score
+interval (Newcombe 1998, Stat. Med. 17:873, method 10) built from the two clustered
+Wilson intervals:
+
+    lo = d - sqrt((p_r - l_r)^2 + (u_s - p_s)^2),   hi = d + sqrt((u_r - p_r)^2 + (p_s - l_s)^2)
+
+The one-sided p-values the gate decides with invert the same interval: the p-value of
+"gap >= b" is the one-sided level at which the upper end reaches b (found by bisection),
+so a decision and the interval shown never disagree.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from medrcube.metrics.clustered import ClusteredInterval, clustered_wilson
+
+METHOD = ("Newcombe's hybrid score interval of the difference (Stat. Med. 1998, method 10) from the two "
+          "cluster-aware Wilson intervals (images of a stratum and of the rest are disjoint)")
+
+Clusters = Sequence[tuple[int, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class Gap:
+    """accuracy(rest) - accuracy(stratum), its interval and the two accuracies."""
+
+    estimate: float | None
+    lo: float
+    hi: float
+    stratum: ClusteredInterval
+    rest: ClusteredInterval
+    confidence: float
+
+    @property
+    def se(self) -> float:
+        """The standard error the interval implies (for planning only)."""
+        from medrcube.metrics.special import ndtri
+
+        z = float(ndtri(0.5 + self.confidence / 2.0))
+        return (self.hi - self.lo) / (2.0 * z) if z > 0 else math.inf
+
+
+def _ends(rest: Clusters, stratum: Clusters, one_sided: float) -> tuple[float, float]:
+    conf = 1.0 - 2.0 * one_sided
+    r, s = clustered_wilson(rest, conf), clustered_wilson(stratum, conf)
+    pr, ps = r.estimate or 0.0, s.estimate or 0.0
+    d = pr - ps
+    lo = d - math.sqrt((pr - r.lo) ** 2 + (s.hi - ps) ** 2)
+    hi = d + math.sqrt((r.hi - pr) ** 2 + (ps - s.lo) ** 2)
+    return lo, hi
+
+
+def gap(rest: Clusters, stratum: Clusters, confidence: float = 0.95) -> Gap:
+    """The gap of a stratum to the rest, from (k_j, m_j) per image of each."""
+    r, s = clustered_wilson(rest, confidence), clustered_wilson(stratum, confidence)
+    if r.estimate is None or s.estimate is None:
+        return Gap(None, -1.0, 1.0, s, r, confidence)
+    lo, hi = _ends(rest, stratum, (1.0 - confidence) / 2.0)
+    return Gap(r.estimate - s.estimate, lo, hi, s, r, confidence)
+
+
+def p_gap_at_least(rest: Clusters, stratum: Clusters, bound: float) -> float:
+    """One-sided p-value of H0: gap >= bound (small: the gap is decisively below it)."""
+    return _p(rest, stratum, bound, upper=True)
+
+
+def p_gap_at_most(rest: Clusters, stratum: Clusters, bound: float) -> float:
+    """One-sided p-value of H0: gap <= bound (small: the gap is decisively above it)."""
+    return _p(rest, stratum, bound, upper=False)
+
+
+def _p(rest: Clusters, stratum: Clusters, bound: float, *, upper: bool) -> float:
+    if not any(m for _, m in rest) or not any(m for _, m in stratum):
+        return 1.0
+
+    def excludes(a: float) -> bool:
+        lo, hi = _ends(rest, stratum, a)
+        return hi < bound if upper else lo > bound
+
+    if not excludes(0.4999):
+        return 1.0
+    if excludes(1e-12):
+        return 1e-12
+    lo_a, hi_a = 1e-12, 0.4999  # excludes(hi_a) is true, excludes(lo_a) false
+    for _ in range(48):
+        mid = math.sqrt(lo_a * hi_a) if hi_a / lo_a > 4.0 else 0.5 * (lo_a + hi_a)
+        if excludes(mid):
+            hi_a = mid
+        else:
+            lo_a = mid
+    return hi_a
