@@ -13,7 +13,9 @@ from medrcube.gate.checks import CheckKind
 
 def test_every_built_in_kind_has_its_entry_builder_and_evidence() -> None:
     names = [e.name for e in kinds.registered()]
-    assert sorted(names) == sorted(k.value for k in CheckKind) and len(set(names)) == len(names)
+    # Besides the built-in kinds, the product's kinds registered by their own module (gate/subgroups.py).
+    assert sorted(names) == sorted([k.value for k in CheckKind] + ["subgroup", "subgroup_gap"])
+    assert len(set(names)) == len(names)
     for kind in CheckKind:
         entry = kinds.entry_of(kind)
         assert entry is not None and entry.title
@@ -24,7 +26,7 @@ def test_every_built_in_kind_has_its_entry_builder_and_evidence() -> None:
         assert entry.build is not None and entry.evidence is not None, kind
     assert kinds.entry_of(CheckKind.REGRESSION).needs_baseline  # type: ignore[union-attr]
     assert [n for n in names if kinds.entry_of(n).summary_line] == [  # type: ignore[union-attr]
-        "robustness", "robustness_agreement", "finding", "calibration", "selective"]
+        "robustness", "robustness_agreement", "finding", "calibration", "selective", "subgroup", "subgroup_gap"]
 
 
 def test_a_kind_is_registered_once_and_a_built_in_one_stays() -> None:

@@ -59,6 +59,8 @@ class SourceImage:
     labels: dict[str, Hint] = field(default_factory=dict)  # diagnosis, abnormality, severity
     rois: list[ROI] = field(default_factory=list)
     processing: list[str] = field(default_factory=list)  # window, crop, mask: what was done to the pixels
+    # Subgroup attributes kept by the recipe, already generalised (privacy/coarse.py): never a raw value.
+    attributes: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

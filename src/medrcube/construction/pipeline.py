@@ -362,6 +362,8 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
         d.id: {"review": outcomes[d.id].status if d.id in outcomes else "not reviewed"} for d in chosen
     }
     info = exporter.write_release(release, chosen, images, options=r.options, item_meta=item_meta)
+    from medrcube.construction.privacy import coarse  # the kept subgroup attributes, in the manifest
+    manifest.subgroups = coarse.manifest_section(r.attributes, coarse.counts(chosen))
     report.exported_items, report.exported_images = info.items, info.images
     letters: dict[str, dict[str, int]] = {}
     for (task, n, letter), count in sorted(info.letters.items()):

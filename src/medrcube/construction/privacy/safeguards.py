@@ -220,6 +220,7 @@ class Manifest:
     redactions: Counter = field(default_factory=Counter)  # where free text was redacted -> values
     pixel_scan: dict[str, int] | None = None  # the OCR read of every exported image (pixelscan), once it ran
     review: dict[str, Any] | None = None  # the review sheet and a person's decision (reviewsheet)
+    subgroups: dict[str, Any] | None = None  # the subgroup attributes kept, generalised (coarse.py)
 
     def add_deid(self, result: deid.DeidResult) -> None:
         self.dicom_files += 1
@@ -248,6 +249,7 @@ class Manifest:
             "leak_scan": {"identifying_values_searched": self.values_searched, "found": self.leaks,
                           "pixels": self.pixel_scan if self.pixel_scan is not None else "not run yet"},
             "review": self.review if self.review is not None else {"status": "not reviewed"},
+            "subgroup_attributes": self.subgroups if self.subgroups is not None else {"kept": []},
         }
 
     def write(self, folder: Path) -> None:

@@ -25,7 +25,7 @@ import numpy as np
 
 from medrcube.construction import imageio
 from medrcube.construction.observation import ROI, Hint, SourceImage, documented
-from medrcube.construction.privacy import deid
+from medrcube.construction.privacy import coarse, deid
 from medrcube.construction.privacy.safeguards import Manifest, screen_dicom
 from medrcube.construction.readers.sources import (
     SourceError,
@@ -51,6 +51,7 @@ class _Instance:
     rel: str
     order: tuple
     frames: int
+    attributes: dict[str, str]
 
 
 def source_files(root: Path) -> list[Path]:
@@ -120,8 +121,10 @@ def read_dicom_folder(spec: SourceSpec, privacy: PrivacySpec, manifest: Manifest
             log.note("DICOM file without an image", str(path))
             continue
         key = str(raw.get("SeriesInstanceUID", "")) or f"file:{rel}"  # in memory only
+        # The kept subgroup attributes, generalised from the raw header before it is de-identified.
+        attrs = coarse.from_header(raw, spec.attributes, spec.site) if spec.attributes is not None else {}
         manifest.add_deid(deid.deidentify(raw))
-        series.setdefault(key, []).append(_Instance(path, rel, _order(raw, rel), number_of_frames(raw)))
+        series.setdefault(key, []).append(_Instance(path, rel, _order(raw, rel), number_of_frames(raw), attrs))
         first_seen.setdefault(key, i)
     for s, key in enumerate(sorted(series, key=lambda k: first_seen[k])):  # pass 2: the slices used
         instances = sorted(series[key], key=lambda x: x.order)
@@ -192,5 +195,5 @@ def _image(spec: SourceSpec, inst: _Instance, ds, data, f: int, s: int, j: int, 
     return SourceImage(
         dataset=spec.dataset, ref=f"series {s + 1} image {j + 1} of {n}", pixels=pixels, origin="dicom",
         spacing=(float(spacing[0]), float(spacing[1])) if isinstance(spacing, list) and len(spacing) == 2 else (1.0, 1.0),
-        meta=meta, hints=hints, labels=labels, rois=rois, processing=processing,
+        meta=meta, hints=hints, labels=labels, rois=rois, processing=processing, attributes=dict(inst.attributes),
     )  # fmt: skip

@@ -18,6 +18,7 @@ import numpy as np
 
 from medrcube.construction import imageio
 from medrcube.construction.observation import Hint, SourceImage, documented
+from medrcube.construction.privacy import coarse
 from medrcube.construction.privacy.safeguards import Manifest
 from medrcube.construction.readers.dicom_folder import pick_positions, source_files
 from medrcube.construction.readers.sources import (
@@ -88,4 +89,5 @@ def read_nifti_folder(spec: SourceSpec, privacy: PrivacySpec, manifest: Manifest
                     dataset=spec.dataset, ref=f"volume {v + 1} {plane} slice {src_index} of {size}", pixels=pixels,
                     origin="nifti", spacing=(dr, dc), hints={**hints, "plane": plane_hint}, labels=labels,
                     processing=["reoriented to RAS, window 1-99.5th percentile of the volume"],
+                    attributes=coarse.from_source(spec.attributes, spec.site) if spec.attributes is not None else {},
                 )  # fmt: skip

@@ -19,6 +19,7 @@ import numpy as np
 
 from medrcube.construction import imageio
 from medrcube.construction.observation import ROI, Hint, SourceImage, documented
+from medrcube.construction.privacy import coarse
 from medrcube.construction.privacy.safeguards import Manifest, screen_flag
 from medrcube.construction.recipe import LabelsFile, PrivacySpec, SourceSpec
 
@@ -225,5 +226,6 @@ def read_images_csv(spec: SourceSpec, privacy: PrivacySpec, manifest: Manifest, 
             dataset=spec.dataset, ref=f"image {n + 1} (labels row {rows[0].number})", pixels=pixels, origin="image",
             hints=hints, labels=labels, rois=rois_of(table, rows, folder, pixels.shape[:2], log, where),
             processing=processing,
+            attributes=coarse.from_source(spec.attributes, spec.site) if spec.attributes is not None else {},
         )  # fmt: skip
 

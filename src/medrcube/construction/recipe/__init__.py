@@ -19,6 +19,7 @@ from medrcube.construction.recipe.spec import (
     PACKAGE_BUILDERS,
     PLANES,
     SOURCE_KINDS,
+    AttributesSpec,
     ExportSpec,
     LabelsFile,
     PrivacySpec,
@@ -30,6 +31,6 @@ from medrcube.construction.recipe.spec import (
 )
 
 __all__ = [
-    "LABEL_FIELDS", "PACKAGE_BUILDERS", "PLANES", "SOURCE_KINDS", "ExportSpec", "LabelsFile", "PrivacySpec", "Recipe",
+    "LABEL_FIELDS", "PACKAGE_BUILDERS", "PLANES", "SOURCE_KINDS", "AttributesSpec", "ExportSpec", "LabelsFile", "PrivacySpec", "Recipe",
     "RecipeError", "ReviewSpec", "SeveritySpec", "SourceSpec", "load_recipe", "parse_recipe",
 ]  # fmt: skip

@@ -12,7 +12,10 @@ from typing import Any
 from medrcube.construction.recipe.node import Node
 from medrcube.construction.recipe.sources import read_source
 from medrcube.construction.recipe.spec import (
+    ATTRIBUTE_KEYS,
     NAME_RE,
+    SITE_RE,
+    AttributesSpec,
     AuditSpec,
     ExportSpec,
     PrivacySpec,
@@ -41,7 +44,7 @@ def load_recipe(path: str | Path) -> Recipe:
 
 
 _TOP = ("version", "name", "out", "sources", "tasks", "labels", "targets", "items", "templates", "review", "privacy",
-        "export", "ontology", "vocabulary", "audit")  # fmt: skip
+        "export", "ontology", "vocabulary", "audit", "attributes")  # fmt: skip
 
 
 def parse_recipe(data: Any, path: Path, src: str | None = None) -> Recipe:
@@ -142,12 +145,36 @@ def parse_recipe(data: Any, path: Path, src: str | None = None) -> Recipe:
     privacy = read_privacy(top.node("privacy"), src, base)
     onto = top.path("ontology", base, must_exist="file")
     vocab = top.path("vocabulary", base, must_exist="file")
+    attributes = read_attributes(top.node("attributes")) if top.get("attributes") is not None else None
+    if attributes is not None:
+        from dataclasses import replace
+
+        sources = tuple(replace(s, attributes=attributes) for s in sources)
     top.done(_TOP)
     return Recipe(
         path=path, name=name, sources=sources, out=out, tasks=tasks, diagnosis_values=diagnosis_values, severity=severity,
         per_cell=per_cell, cell_targets=cell_targets, seed=seed, options=options, similar_fraction=similar_fraction,
         templates=templates, review=review, privacy=privacy, export=export, ontology=onto, vocabulary=vocab, audit=audit,
+        attributes=attributes,
     )  # fmt: skip
+
+
+def read_attributes(n: Node | None) -> AttributesSpec | None:
+    """The `attributes` section: the subgroup attributes kept per image (keep, site, models)."""
+    if n is None:
+        return None
+    keep = n.str_list("keep", choices=ATTRIBUTE_KEYS) or ATTRIBUTE_KEYS
+    site = n.string("site", pattern=SITE_RE, fix="a short code of the site: letters, digits, _ or -, at most 16, "
+                    "e.g. 'site: MAIN'")
+    models = n.str_map("models")
+    from medrcube.cube.attributes import CODE_RE
+
+    for raw, code in models.items():
+        if not CODE_RE.match(code):
+            raise n.fail("models", code, f"gives model {raw!r} a code that is not a short code",
+                         "letters, digits, space . _ + -, at most 32 characters, e.g. 'CT750'")
+    n.done(("keep", "site", "models"))
+    return AttributesSpec(keep=keep, site=site, models=models)
 
 
 def read_severity(n: Node, src: str) -> SeveritySpec:

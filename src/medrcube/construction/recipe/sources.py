@@ -13,6 +13,7 @@ from medrcube.construction.recipe.spec import (
     NAME_RE,
     PACKAGE_BUILDERS,
     PLANES,
+    SITE_RE,
     SOURCE_KINDS,
     LabelsFile,
     RecipeError,
@@ -21,9 +22,9 @@ from medrcube.construction.recipe.spec import (
 from medrcube.taxonomy import did_you_mean
 
 _SOURCE_KEYS: dict[str, tuple[str, ...]] = {
-    "dicom-folder": ("kind", "dataset", "path", "modality", "part", "organ", "labels", "slices"),
-    "nifti-folder": ("kind", "dataset", "path", "modality", "part", "organ", "labels", "slices", "planes"),
-    "images-csv": ("kind", "dataset", "path", "modality", "part", "organ", "labels"),
+    "dicom-folder": ("kind", "dataset", "path", "modality", "part", "organ", "labels", "slices", "site"),
+    "nifti-folder": ("kind", "dataset", "path", "modality", "part", "organ", "labels", "slices", "planes", "site"),
+    "images-csv": ("kind", "dataset", "path", "modality", "part", "organ", "labels", "site"),
     "package-images": ("kind", "dataset", "builder"),
 }
 
@@ -59,10 +60,12 @@ def read_source(raw: Any, i: int, base: Path, src: str, name: str) -> SourceSpec
         raise RecipeError(f"{src}: key 'sources[{i}].labels' is missing; an images-csv source needs a labels CSV naming its images (file, key)")
     slices = n.integer("slices", default=1, minimum=1, maximum=64) or 1
     planes = n.str_list("planes", choices=PLANES) if kind == "nifti-folder" else None
+    site = n.string("site", pattern=SITE_RE, fix="a short code of the site: letters, digits, _ or -, at most 16, "
+                    "e.g. 'site: NORTH' (never a name that identifies a patient)")
     n.done(_SOURCE_KEYS[kind])
     return SourceSpec(
         kind=kind, dataset=dataset, path=path, modality=modality, part=part, organ=organ, labels=labels, slices=slices,
-        planes=planes or PLANES,
+        planes=planes or PLANES, site=site,
     )  # fmt: skip
 
 

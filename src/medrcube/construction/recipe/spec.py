@@ -39,6 +39,20 @@ class LabelsFile:
     private: tuple[str, ...] = ()  # identifying columns: never read into items, searched for in the export
 
 
+ATTRIBUTE_KEYS: tuple[str, ...] = ("sex", "age_band", "manufacturer", "model", "site", "protocol")
+SITE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,15}$")
+
+
+@dataclass(frozen=True, slots=True)
+class AttributesSpec:
+    """The subgroup attributes a build keeps per image (cube/attributes.py): which ones, the
+    site code, and the scanner models' codes (a closed list: any other model is "unknown")."""
+
+    keep: tuple[str, ...] = ATTRIBUTE_KEYS
+    site: str | None = None  # the recipe's site code; a source's own `site` overrides it
+    models: Mapping[str, str] = field(default_factory=dict)  # ManufacturerModelName -> code
+
+
 @dataclass(frozen=True, slots=True)
 class SourceSpec:
     kind: str
@@ -51,6 +65,8 @@ class SourceSpec:
     labels: LabelsFile | None = None
     slices: int = 1  # dicom: slices per series; nifti: slices per plane
     planes: tuple[str, ...] = PLANES
+    site: str | None = None  # the site code of this source's images (else the recipe's attributes.site)
+    attributes: AttributesSpec | None = None  # the recipe's `attributes` (None: none kept)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +139,7 @@ class Recipe:
     audit: AuditSpec = AuditSpec()
     ontology: Path | None = None
     vocabulary: Path | None = None
+    attributes: AttributesSpec | None = None  # None: no subgroup attribute is kept
 
     @property
     def root(self) -> Path:

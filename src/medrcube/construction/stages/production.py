@@ -124,6 +124,7 @@ class Producer:
         drafts: list[Draft] = []
         ids: Counter = Counter()
         source = {"kind": img.origin, "ref": img.ref}
+        attributes = self._attributes(m)
         processing = "; ".join([*img.processing, f"resampled to {shape[1]}x{shape[0]}"])
         for comp in sorted(m.competencies, key=lambda c: (TASK_NAMES.index(c.task), c.marked, c.roi or 0)):
             target = base
@@ -139,10 +140,27 @@ class Producer:
             item_stem = target.key.rsplit("/", 1)[-1].removesuffix(".png")
             item_id = f"{img.dataset}-{item_stem}-{abbrev}" + (str(n) if n > 1 else "")
             draft = self._draft(comp, item_id, m, target, chain, source, processing)
+            if draft is not None and attributes:
+                draft.fact.extra["attributes"] = dict(attributes)
             if draft is not None:
                 drafts.append(draft)
         used = {d.image for d in drafts}
         return [im for im in images if im.key in used], drafts
+
+    def _attributes(self, m: Mapped) -> dict[str, str]:
+        """The image's kept subgroup attributes; the protocol family from its derived protocol."""
+        out = dict(m.image.attributes)
+        if "protocol" in out:
+            from medrcube.cube.attributes import normalise
+
+            comp = next((c for c in m.competencies if c.task == "Imaging Protocol Recognition"), None)
+            if comp is not None:
+                try:
+                    name = self.onto[comp.answer].name if comp.concept else comp.answer
+                except KeyError:
+                    name = comp.answer
+                out["protocol"] = normalise("protocol", name)
+        return out
 
     def _draft(self, comp: Competency, item_id: str, m: Mapped, target: OutImage, chain: str, source: dict, processing: str) -> Draft | None:
         finding = comp.finding
