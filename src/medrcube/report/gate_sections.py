@@ -11,6 +11,7 @@ from typing import Any
 from medrcube.gate.kinds import rank, title_of
 from medrcube.gate.verdict import gate_verdict
 from medrcube.report.analysis import Cell
+from medrcube.report.forest import subgroup_figures
 
 
 def usage_rows(usage: Mapping[str, Any] | None) -> list[dict[str, Any]]:
@@ -138,5 +139,7 @@ def kind_panels(gate: Mapping[str, Any] | None) -> list[dict[str, Any]]:
         tally: dict[str, int] = {}
         for r in rows:
             tally[str(r["verdict"])] = tally.get(str(r["verdict"]), 0) + 1
-        panels.append({"kind": kind, "title": title_of(kind), "checks": rows, "counts": sorted(tally.items())})
+        figures = subgroup_figures(rows) if kind == "subgroup" else []  # a forest plot per attribute
+        panels.append({"kind": kind, "title": title_of(kind), "checks": rows, "counts": sorted(tally.items()),
+                       "figures": figures})
     return panels
