@@ -126,11 +126,11 @@ def build(ctx: BuildContext) -> list[Check]:
             if sp.min_accuracy is not None:
                 out.append(Check(id=f"subgroup/{attribute}/{value}", kind=SUBGROUP, metric="accuracy",
                                  bound=sp.min_accuracy, source=f"{sp.source}.min_accuracy", params=dict(params),
-                                 labels=_labels(attribute, value, SUBGROUP), **common))  # type: ignore[arg-type]
+                                 labels=_labels(attribute, value, SUBGROUP), **common))
             if sp.max_gap is not None and len(values) >= 2:
                 out.append(Check(id=f"subgroup_gap/{attribute}/{value}", kind=SUBGROUP_GAP, metric="gap_to_rest",
                                  bound=sp.max_gap, source=f"{sp.source}.max_gap", params=dict(params),
-                                 labels=_labels(attribute, value, SUBGROUP_GAP), **common))  # type: ignore[arg-type]
+                                 labels=_labels(attribute, value, SUBGROUP_GAP), **common))
     return out
 
 

@@ -30,9 +30,9 @@ def forest_svg(attribute: str, rows: Sequence[Mapping[str, Any]]) -> str:
         x = _x(t)
         parts.append(f'<line x1="{x:.1f}" y1="24" x2="{x:.1f}" y2="{h - 20}" stroke="#eee"/>'
                      f'<text x="{x:.1f}" y="{h - 6}" font-size="10" text-anchor="middle">{t:.2f}</text>')
-    bounds = {r.get("bound") for r in rows if isinstance(r.get("bound"), int | float)}
+    bounds: set[float] = {float(b) for r in rows if isinstance(b := r.get("bound"), int | float)}
     for b in sorted(bounds):
-        x = _x(float(b))
+        x = _x(b)
         parts.append(f'<line x1="{x:.1f}" y1="24" x2="{x:.1f}" y2="{h - 20}" stroke="#555" stroke-dasharray="4 3"/>')
     for i, r in enumerate(rows):
         y = 30 + ROW_H * i + ROW_H / 2
