@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "qualify": ("qualify", "run the pytest gate (the packaged suite, or this site project) on a cube"),
     "init": ("init", "write a starter site project: thresholds, models, conftest, an example site test"),
     "power": ("power", "probability that a check passes, and the n needed for 80%% power"),
+    "plan": ("plan", "images to collect per patient and device subgroup for the subgroup checks to decide"),
     "report": ("report", "report and leaderboard across run directories"),
     "verify": ("verify", "check a sealed run directory: says exactly which file changed"),
     "build": ("build", "build a cube from a recipe (DICOM, NIfTI or PNG+CSV sources)"),
