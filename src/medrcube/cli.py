@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "power": ("power", "probability that a check passes, and the n needed for 80%% power"),
     "plan": ("plan", "images to collect per patient and device subgroup for the subgroup checks to decide"),
     "report": ("report", "report and leaderboard across run directories"),
+    "dossier": ("dossier", "verify a sealed run and write its validation dossier (HTML and JSON) for a review board"),
     "verify": ("verify", "check a sealed run directory: says exactly which file changed"),
     "build": ("build", "build a cube from a recipe (DICOM, NIfTI or PNG+CSV sources)"),
 }

@@ -5,6 +5,7 @@ plot per attribute), and an even model QUALIFIED."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -121,3 +122,67 @@ def test_the_gate_names_a_manufacturer_the_model_is_worse_on_in_the_built_cube(s
     assert {by[f"subgroup_gap/manufacturer/{v}"]["verdict"] for v in ("GE", "Philips")} == {"pass"}
     assert {"subgroup/site/NORTH", "subgroup/site/SOUTH"} <= set(by)
     # (An even model on strata of about 50 images: how often it qualifies is measured in benchmarks/subgroups.py.)
+
+
+# -- the dossier of a sealed run, and the sample-size plan ---------------------------------------
+
+
+def test_the_dossier_is_written_from_a_sealed_run_and_refused_for_an_edited_one(subgroup_ws, capsys) -> None:
+    from importlib.resources import files
+
+    import jsonschema
+
+    from medrcube.cli import main
+
+    subgroup_ws.run(model="simulate:accuracy=0.92,manufacturer.Siemens=-0.25,seed=4")
+    run_dir = subgroup_ws.run_dirs()[-1]
+    assert main(["dossier", str(run_dir)]) == 0
+    doc = json.loads((run_dir / "dossier" / "dossier.json").read_text(encoding="utf-8"))
+    schema = json.loads(files("medrcube.report").joinpath("dossier.schema.json").read_text("utf-8"))
+    jsonschema.Draft202012Validator(schema).validate(doc)  # the schema shipped in the package
+    items = {i["id"]: i for s in doc["sections"] for i in s["items"]}
+    gate = subgroup_ws.gate_json()
+    overall = next(c for c in gate["checks"] if c["id"] == "overall")
+    assert items["overall"]["value"]["observed"] == overall["observed"]  # the sealed number, as written
+    assert items["overall"]["value"]["interval"] == overall["interval"]
+    siemens = next(s for s in items["per_subgroup"]["value"] if s["value"] == "Siemens")
+    assert siemens["gap_check"] == "fail" and items["subgroup_gaps"]["value"][0]["value"] == "Siemens"
+    assert doc["run"]["verdict"] == "NOT QUALIFIED" and items["verdict"]["source"] == "gate.json gate"
+    assert {"developer", "regulatory", "independence"} <= set(doc["to_fill"])
+    assert items["developer"]["status"] == "to_fill" and items["developer"]["value"] is None
+    seal = hashlib.sha256((run_dir / "manifest.json").read_bytes()).hexdigest()
+    assert items["seal"]["value"]["manifest_sha256"] == seal
+    html = (run_dir / "dossier" / "dossier.html").read_text(encoding="utf-8")
+    assert "NOT QUALIFIED" in html and "<b>to fill</b>" in html and seal in html
+    assert main(["verify", str(run_dir)]) == 0  # the dossier is not sealed, and is the one the sealed files give
+    written = run_dir / "dossier" / "dossier.json"
+    written.write_text(written.read_text(encoding="utf-8").replace('"NOT QUALIFIED"', '"QUALIFIED"', 1), encoding="utf-8")
+    capsys.readouterr()
+    assert main(["verify", str(run_dir)]) == 1
+    assert "dossier/dossier.json: differs from the dossier of the sealed files" in capsys.readouterr().out
+    gate_file = run_dir / "gate.json"
+    gate_file.write_text(gate_file.read_text(encoding="utf-8").replace('"fail"', '"pass"'), encoding="utf-8")
+    assert main(["dossier", str(run_dir)]) == 1
+    err = capsys.readouterr().err
+    assert "refused" in err and "gate.json: changed after sealing" in err
+
+
+def test_plan_says_per_stratum_what_to_collect(subgroup_ws, capsys) -> None:
+    from medrcube.cli import main
+
+    mix = subgroup_ws.path / "archive.csv"
+    mix.write_text("manufacturer,sex,count\nGE,female,400\nGE,male,380\nSiemens,female,150\nSiemens,male,140\n"
+                   "Philips,female,60\nPhilips,male,70\n", encoding="utf-8")
+    args = ["plan", "--thresholds", str(subgroup_ws.path / "thresholds.yaml"), "--cube", str(subgroup_ws.path / "cube" / "cube.jsonl")]
+    assert main([*args, "--mix", str(mix), "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)["subgroups"]
+    by = {(s["attribute"], s["value"]): s for s in plan["strata"]}
+    philips = by[("manufacturer", "Philips")]
+    assert philips["have"] == 100 and philips["need"] >= philips["need_gap"] > 0
+    assert philips["lacking"] == max(0, philips["need"] - 100)
+    assert abs(philips["share"] - 130 / 1200) < 1e-9
+    assert plan["total_images"] == max(-(-s["need"] // s["share"]) for s in plan["strata"])
+    assert main([*args, "--mix", str(mix)]) == 0
+    out = capsys.readouterr().out
+    assert "collect " in out and "manufacturer = Philips" in out
+    assert main(["plan", "--thresholds", str(subgroup_ws.path / "thresholds.yaml"), "--cube", "nowhere.jsonl"]) == 2

@@ -4,8 +4,9 @@ Recomputes the SHA-256 of every file and the manifest's signature (HMAC-SHA256 u
 MEDRCUBE_SIGNING_KEY when the run was sealed with it; rundir/seal.py) and says exactly
 what changed: each file changed, removed or added, the manifest edited, a signed seal
 with no key set to check it, an unsigned seal while a key is set. Then reads gate.json,
-run.json and results.jsonl with the strict reader. Exit 0 when every directory
-verifies, 1 otherwise. What the seal proves and what it does not: docs/guarantees.md.
+run.json and results.jsonl with the strict reader, and a validation dossier beside them
+(dossier/dossier.json, `medrcube dossier`) against the one they give. Exit 0 when every
+directory verifies, 1 otherwise. What the seal proves and what it does not: docs/guarantees.md.
 """
 
 from __future__ import annotations
@@ -36,6 +37,25 @@ def _readable(run_dir: Path) -> list[str]:
     return problems
 
 
+def _dossier(run_dir: Path, check: object) -> list[str]:
+    """A validation dossier beside the sealed files (`medrcube dossier`) must be the one they give."""
+    import json
+
+    from medrcube.report.dossier import DOSSIER_DIR, build_dossier
+
+    path = run_dir / DOSSIER_DIR / "dossier.json"
+    if not path.is_file():
+        return []
+    try:
+        written = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        return [f"{DOSSIER_DIR}/dossier.json: not readable JSON ({e}): write it again with `medrcube dossier {run_dir}`"]
+    if written != json.loads(json.dumps(build_dossier(run_dir, check))):
+        return [f"{DOSSIER_DIR}/dossier.json: differs from the dossier of the sealed files (edited, or written from "
+                f"another run): write it again with `medrcube dossier {run_dir}`"]
+    return []
+
+
 def run(args: argparse.Namespace) -> int:
     from medrcube.rundir.seal import verify_run_dir
 
@@ -49,6 +69,8 @@ def run(args: argparse.Namespace) -> int:
         check = verify_run_dir(run_dir)
         if check.ok:
             check.problems += _readable(run_dir)
+        if check.ok:
+            check.problems += _dossier(run_dir, check)
         print(check.describe())
         for problem in check.problems:
             print(f"  {problem}")

@@ -35,7 +35,8 @@ MANIFEST_SCHEMA_VERSION = 1
 # The report's view of the sealed files (report.html and its figures): drawn again by
 # `medrcube report` after it verifies them, so never sealed themselves.
 UNSEALED = frozenset({MANIFEST, "report.html"})
-UNSEALED_DIRS = ("plots/",)
+# dossier/: the validation dossier (`medrcube dossier`), a view of the sealed files too.
+UNSEALED_DIRS = ("plots/", "dossier/")
 
 
 def file_digest(path: Path) -> str:
