@@ -229,7 +229,7 @@ def build_dossier(run_dir: str | Path, seal: Any) -> dict[str, Any]:
         _item("tripod_registration", "TRIPOD+AI 18-19: registration, protocol, funding, conflicts of interest",
               fill="as the site's governance records them"),
     ]
-    sections = [
+    sections: list[dict[str, Any]] = [
         {"id": "identity", "title": "Model identity (Applied Model Card: basic information)", "items": identity},
         {"id": "uses", "title": "Uses and directions", "items": uses},
         {"id": "warnings", "title": "Warnings: risks, limitations, biases", "items": warnings},
