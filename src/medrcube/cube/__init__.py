@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from medrcube.cube.attributes import strata as item_strata
 from medrcube.cube.fingerprint import cube_fingerprint
 from medrcube.cube.item import Cube, CubeError, Item, Problem
 from medrcube.cube.jsonl import write_jsonl
@@ -27,6 +28,7 @@ __all__ = [
     "Item",
     "Problem",
     "cube_fingerprint",
+    "item_strata",
     "load_cube",
     "to_hf_dataset",
     "write_jsonl",

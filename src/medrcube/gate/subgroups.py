@@ -23,9 +23,10 @@ check's level, fail claims Holm-adjusted over the family). A stratum with fewer 
 `min_images` images, and the stratum `unknown` (the source does not say), are built and
 reported, never merged or dropped, but not required: every output names them, with why.
 
-The kinds register themselves here (gate/kinds.py); gate/thresholds.py imports this module
-so that a policy file may hold the section, and the suite (suite/test_gate.py) so that
-their test functions exist.
+The kinds register themselves here (gate/kinds.py) when the gate package is imported
+(gate/__init__.py), before any policy is read or the suite makes its test functions. At
+its top this module imports only what imports nothing of the gate back (kinds, policy,
+metrics): the builders and collectors import the rest where they run.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from medrcube.metrics import strata
 from medrcube.metrics.clustered import cluster_counts, image_key
 from medrcube.records import ATTRIBUTE_NAMES, UNKNOWN, GradedRecord, Outcome
 
-if TYPE_CHECKING:  # imported where used: gate/thresholds.py imports this module, and checks.py imports it
+if TYPE_CHECKING:  # imported where used (the module docstring)
     from medrcube.gate.checks import Check
     from medrcube.gate.criteria import Evidence
 

@@ -397,7 +397,3 @@ def validate_against_cells(policy: Policy, cells: Iterable[tuple[str, str, str]]
         for name in policy.credibility.parts:
             check_name(f"credibility.parts.{name}", "part", name)
 
-
-# The subgroup kinds (gate/subgroups.py) register with their policy section, which a file
-# may then hold; imported last, since that module builds on this one.
-import medrcube.gate.subgroups  # noqa: E402, F401

@@ -298,7 +298,7 @@ def open_session(config: pytest.Config, *, defer: bool = False) -> GateSession:
 
 
 def _build(options: GateOptions) -> GateSession:
-    from medrcube.cube import load_cube
+    from medrcube.cube import item_strata, load_cube
     from medrcube.cube.item import CubeError
     from medrcube.gate.checks import build_checks
     from medrcube.gate.thresholds import ThresholdsError, load_policy, validate_against_cells
@@ -322,9 +322,6 @@ def _build(options: GateOptions) -> GateSession:
     offered: dict[tuple[str, str, str], set[str]] = {}
     for it in cube.items:  # the option texts per cell: per-finding checks where a finding is offered
         offered.setdefault(it.cell, set()).update(it.options)
-    from medrcube.cube.attributes import strata as _strata
-
-    strata = _strata(cube.items)  # images per subgroup attribute value: a check per stratum
     digest: list[str] = []  # the start-up cache's key (plugin/startup_cache.py), computed once
 
     def assessed(built: list[Any], on: Any) -> list[Any]:
@@ -341,7 +338,7 @@ def _build(options: GateOptions) -> GateSession:
         policy = load_policy(thresholds, profile=options.profile)
         validate_against_cells(policy, cells)
         checks = build_checks(cells, policy, variants=variants, has_baseline=bool(baseline_dir or baseline_spec),
-                              cell_options=offered, strata=strata)
+                              cell_options=offered, strata=item_strata(cube.items))
         # The feasibility pass (gate/feasible.py) refuses the run only when the policy says
         # `when_undecidable: refuse`: then it runs now, before any request; otherwise it only
         # makes checks optional and runs with the comparison below (the at-chance refusal
@@ -367,7 +364,7 @@ def _build(options: GateOptions) -> GateSession:
             if profile in shipped.profiles:
                 shipped = load_policy(packaged_thresholds() or thresholds, profile=profile)
             built = build_checks(cells, shipped, variants=variants, has_baseline=bool(baseline_dir or baseline_spec),
-                                 cell_options=offered, strata=strata)
+                                 cell_options=offered, strata=item_strata(cube.items))
             return assessed(built, shipped)
 
         done = list(checks) if refusing else assessed(checks, policy)

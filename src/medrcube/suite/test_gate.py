@@ -22,7 +22,6 @@ The gate's verdict sets the exit status: QUALIFIED 0, NOT QUALIFIED 10, UNDECIDE
 from collections.abc import Callable
 from typing import Any
 
-import medrcube.gate.subgroups  # noqa: F401  (the subgroup kinds register: their test functions below)
 from medrcube.gate.kinds import KindEntry, registered
 from medrcube.plugin.session import enforce
 
