@@ -21,7 +21,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from medrcube.metrics.clustered import ClusteredInterval, clustered_wilson
+from medrcube.metrics.clustered import ClusteredInterval, clustered_wilson, t_quantile, wilson_q
 
 METHOD = ("Newcombe's hybrid score interval of the difference (Stat. Med. 1998, method 10) from the two "
           "cluster-aware Wilson intervals (images of a stratum and of the rest are disjoint)")
@@ -49,14 +49,21 @@ class Gap:
         return (self.hi - self.lo) / (2.0 * z) if z > 0 else math.inf
 
 
-def _ends(rest: Clusters, stratum: Clusters, one_sided: float) -> tuple[float, float]:
-    conf = 1.0 - 2.0 * one_sided
-    r, s = clustered_wilson(rest, conf), clustered_wilson(stratum, conf)
-    pr, ps = r.estimate or 0.0, s.estimate or 0.0
+def _ends(rest: ClusteredInterval, stratum: ClusteredInterval, one_sided: float) -> tuple[float, float]:
+    """Newcombe's interval at one-sided level `one_sided` per end, from the two clustered
+    proportions (their design effects and degrees of freedom do not depend on the level:
+    only the quantile changes, as clustered_wilson computes it)."""
+    ends = []
+    for ci in (rest, stratum):
+        p = ci.estimate or 0.0
+        if ci.df < 1:
+            ends.append((p, 0.0, 1.0))
+            continue
+        lo, hi = wilson_q(p, ci.n_eff, t_quantile(1.0 - one_sided, ci.df))
+        ends.append((p, lo, hi))
+    (pr, lr, ur), (ps, ls, us) = ends
     d = pr - ps
-    lo = d - math.sqrt((pr - r.lo) ** 2 + (s.hi - ps) ** 2)
-    hi = d + math.sqrt((r.hi - pr) ** 2 + (ps - s.lo) ** 2)
-    return lo, hi
+    return d - math.sqrt((pr - lr) ** 2 + (us - ps) ** 2), d + math.sqrt((ur - pr) ** 2 + (ps - ls) ** 2)
 
 
 def gap(rest: Clusters, stratum: Clusters, confidence: float = 0.95) -> Gap:
@@ -64,7 +71,7 @@ def gap(rest: Clusters, stratum: Clusters, confidence: float = 0.95) -> Gap:
     r, s = clustered_wilson(rest, confidence), clustered_wilson(stratum, confidence)
     if r.estimate is None or s.estimate is None:
         return Gap(None, -1.0, 1.0, s, r, confidence)
-    lo, hi = _ends(rest, stratum, (1.0 - confidence) / 2.0)
+    lo, hi = _ends(r, s, (1.0 - confidence) / 2.0)
     return Gap(r.estimate - s.estimate, lo, hi, s, r, confidence)
 
 
@@ -79,11 +86,12 @@ def p_gap_at_most(rest: Clusters, stratum: Clusters, bound: float) -> float:
 
 
 def _p(rest: Clusters, stratum: Clusters, bound: float, *, upper: bool) -> float:
-    if not any(m for _, m in rest) or not any(m for _, m in stratum):
+    r, s = clustered_wilson(rest), clustered_wilson(stratum)
+    if not r.n or not s.n:
         return 1.0
 
     def excludes(a: float) -> bool:
-        lo, hi = _ends(rest, stratum, a)
+        lo, hi = _ends(r, s, a)
         return hi < bound if upper else lo > bound
 
     if not excludes(0.4999):
@@ -91,7 +99,9 @@ def _p(rest: Clusters, stratum: Clusters, bound: float, *, upper: bool) -> float
     if excludes(1e-12):
         return 1e-12
     lo_a, hi_a = 1e-12, 0.4999  # excludes(hi_a) is true, excludes(lo_a) false
-    for _ in range(48):
+    for _ in range(60):
+        if hi_a - lo_a <= 1e-6 * hi_a:
+            break
         mid = math.sqrt(lo_a * hi_a) if hi_a / lo_a > 4.0 else 0.5 * (lo_a + hi_a)
         if excludes(mid):
             hi_a = mid
