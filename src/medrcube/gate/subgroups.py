@@ -138,9 +138,13 @@ def build(ctx: BuildContext) -> list[Check]:
 def _split(check: Check, records: list[GradedRecord]) -> tuple[list[GradedRecord], list[GradedRecord]]:
     """(the stratum's standard records, the rest's), over records that carry attributes."""
     attribute, value = check.params["attribute"], check.params["value"]
-    std = [r for r in records if r.variant == "standard" and r.attributes is not None]
-    mine = [r for r in std if r.attributes is not None and r.attributes.get(attribute) == value]
-    rest = [r for r in std if r.attributes is not None and r.attributes.get(attribute) != value]
+    if attribute not in ATTRIBUTE_NAMES:
+        raise ValueError(f"unknown subgroup attribute {attribute!r}")
+    mine: list[GradedRecord] = []
+    rest: list[GradedRecord] = []
+    for r in records:
+        if r.variant == "standard" and r.attributes is not None:
+            (mine if getattr(r.attributes, attribute) == value else rest).append(r)
     return mine, rest
 
 

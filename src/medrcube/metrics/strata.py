@@ -11,8 +11,8 @@ Wilson intervals:
     lo = d - sqrt((p_r - l_r)^2 + (u_s - p_s)^2),   hi = d + sqrt((u_r - p_r)^2 + (p_s - l_s)^2)
 
 The one-sided p-values the gate decides with invert the same interval: the p-value of
-"gap >= b" is the one-sided level at which the upper end reaches b (found by bisection),
-so a decision and the interval shown never disagree.
+"gap >= b" is the one-sided level at which the upper end reaches b (found by regula falsi
+on the log of the level), so a decision and the interval shown never disagree.
 """
 
 from __future__ import annotations
@@ -90,21 +90,35 @@ def _p(rest: Clusters, stratum: Clusters, bound: float, *, upper: bool) -> float
     if not r.n or not s.n:
         return 1.0
 
-    def excludes(a: float) -> bool:
-        lo, hi = _ends(r, s, a)
-        return hi < bound if upper else lo > bound
+    def margin(x: float) -> float:
+        """How far the interval at one-sided level exp(x) reaches past the bound (> 0: it excludes it)."""
+        lo, hi = _ends(r, s, math.exp(x))
+        return bound - hi if upper else lo - bound
 
-    if not excludes(0.4999):
+    a, b = math.log(1e-12), math.log(0.4999)
+    fa, fb = margin(a), margin(b)
+    if fb <= 0.0:
         return 1.0
-    if excludes(1e-12):
+    if fa > 0.0:
         return 1e-12
-    lo_a, hi_a = 1e-12, 0.4999  # excludes(hi_a) is true, excludes(lo_a) false
-    for _ in range(60):
-        if hi_a - lo_a <= 1e-6 * hi_a:
-            break
-        mid = math.sqrt(lo_a * hi_a) if hi_a / lo_a > 4.0 else 0.5 * (lo_a + hi_a)
-        if excludes(mid):
-            hi_a = mid
+    # The level where the interval's end meets the bound: the end moves smoothly and
+    # monotonically with log(level), so regula falsi (Illinois) brackets it in a few steps.
+    side = 0
+    for _ in range(100):
+        x = b - fb * (b - a) / (fb - fa)
+        fx = margin(x)
+        if abs(fx) < 1e-12:  # the end on the bound: this level is the p-value
+            return math.exp(x)
+        if fx > 0.0:
+            b, fb = x, fx
+            if side == 1:
+                fa /= 2.0
+            side = 1
         else:
-            lo_a = mid
-    return hi_a
+            a, fa = x, fx
+            if side == -1:
+                fb /= 2.0
+            side = -1
+        if b - a < 1e-5:  # the level to 1e-5 of itself
+            break
+    return math.exp(b)
