@@ -85,7 +85,8 @@ def site_build(tmp_path_factory):
     return archive, build(recipe)
 
 
-def test_a_dicom_build_carries_the_attributes_without_an_identifier(site_build) -> None:
+def test_a_dicom_build_carries_the_attributes_without_an_identifier(site_build, capsys) -> None:
+    from medrcube.cli import main
     from medrcube.cube import load_cube
 
     archive, result = site_build
@@ -109,6 +110,11 @@ def test_a_dicom_build_carries_the_attributes_without_an_identifier(site_build) 
     exported = b"".join(p.read_bytes() for p in result.release.rglob("*") if p.is_file())
     assert not [v for v in archive.identifying if v.encode() in exported]
     assert manifest["leak_scan"]["found"] == 0 and manifest["leak_scan"]["pixels"]["found"] == 0
+    assert main(["cube", "stats", str(result.release)]) == 0
+    out = capsys.readouterr().out
+    by_vendor = kept["images_per_value"]["manufacturer"]
+    assert f"images by manufacturer: GE {by_vendor['GE']}, Philips {by_vendor['Philips']}" in out
+    assert "images by site: NORTH" in out
 
 
 def test_the_gate_names_a_manufacturer_the_model_is_worse_on_in_the_built_cube(site_build, gate_ws) -> None:

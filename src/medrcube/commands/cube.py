@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import PurePosixPath
 
-from medrcube.cube import Cube, CubeError, Item, load_cube, write_jsonl
+from medrcube.cube import Cube, CubeError, Item, item_strata, load_cube, write_jsonl
 from medrcube.cube.audit import audit_items
 from medrcube.cube.stats import cube_stats, format_stats
 
@@ -41,8 +41,11 @@ def run(args: argparse.Namespace) -> int:
         s = cube_stats(cube)
         review = _review_line(args.cube)
         flags = audit_items(cube.items).flagged_cells() if getattr(args, "audit", False) else None
+        strata = {a: v for a, v in item_strata(cube.items).items() if set(v) != {"unknown"}}
         if args.json:
             doc = {"source": cube.source, "fingerprint": cube.fingerprint, **s.to_dict()}
+            if strata:
+                doc["subgroup_images"] = strata
             if review is not None:
                 doc["deid_review"] = review
             if flags is not None:
@@ -50,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
         else:
             sys.stdout.write(format_stats(s, title=f"cube {cube.source} (fingerprint {cube.fingerprint[:16]})"))
+            for a, values in strata.items():  # images per subgroup attribute value (cube/attributes.py)
+                sys.stdout.write(f"images by {a}: " + ", ".join(f"{v} {n}" for v, n in sorted(values.items())) + "\n")
             if review is not None:
                 sys.stdout.write(review + "\n")
             if flags is not None:
