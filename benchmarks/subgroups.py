@@ -126,8 +126,9 @@ def plan_rates(reps: int, seed: int, *, distance: float = 0.1, accuracy: float =
     pol = policy(sub)
     sp = pol.sections["subgroups"]
     mix = {(("manufacturer", v),): s for v, s in zip(VENDORS, SHARES, strict=True)}
+    family = build_checks([CELL], pol, strata={"manufacturer": {v: 10**6 for v in VENDORS}})
     plan = plan_strata(sp, mix, {}, distance=distance, accuracy=accuracy, power=power, items_per_image=PER_IMAGE,
-                       icc=ICC)
+                       icc=ICC, required_checks=sum(c.required for c in family))
     rng = np.random.default_rng(seed)
     rows = []
     for st in plan.strata:
@@ -158,7 +159,9 @@ def plan_rates(reps: int, seed: int, *, distance: float = 0.1, accuracy: float =
     return rows
 
 
-def run(reps: int = 200, plan_reps: int = 100, seed: int = 1) -> dict[str, Any]:
+def run(reps: int = 200, plan_reps: int = 100, seed: int = 1, *, only_plan: bool = False) -> dict[str, Any]:
+    if only_plan:
+        return {"reps": 0, "plan_reps": plan_reps, "seed": seed, "oc": {}, "plan": plan_rates(plan_reps, seed + 3)}
     even = {"*": 0.85}
     worse = {"*": 0.85, "Siemens": 0.60}
     boundary = {"*": 0.85, "Siemens": 0.75}
@@ -169,6 +172,8 @@ def run(reps: int = 200, plan_reps: int = 100, seed: int = 1) -> dict[str, Any]:
         "worse_with_policy": gate_rates(reps, seed + 1, worse, named=name),
         "worse_without_policy": gate_rates(reps, seed + 1, worse, subgroups=None),
         "boundary_with_policy": gate_rates(reps, seed + 2, boundary, named=name),
+        "even_with_policy_1200_images": gate_rates(reps, seed + 4, even, images=1200, named=name),
+        "even_without_policy_1200_images": gate_rates(reps, seed + 4, even, images=1200, subgroups=None),
     }
     for v in oc.values():
         v["mc_se_qualified"] = mc(v["QUALIFIED"], reps)
@@ -198,9 +203,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--plan-reps", type=int, default=100)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--only-plan", action="store_true", help="the plan's figures only")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
-    res = run(args.reps, args.plan_reps, args.seed)
+    res = run(args.reps, args.plan_reps, args.seed, only_plan=args.only_plan)
     print(json.dumps(res, indent=2) if args.json else markdown(res, time.perf_counter() - t0))
     return 0
 

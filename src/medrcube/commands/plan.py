@@ -128,9 +128,13 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as e:
         return _fail(str(e))
     per_image = sum(1 for it in cube.items if it.image) / max(1, len(images))
-    plan = plan_strata(sp, mix, have, distance=args.distance, accuracy=args.accuracy, power=args.power,
-                       items_per_image=per_image, icc=args.icc)
     units = [PlanUnit(it.cell, it.image, len(it.options)) for it in cube.items if it.image]
+    # The family a fail claim is Holm-adjusted over: every required check of the policy on a
+    # collection with every stratum of the mix (each at its need, so none is too small).
+    mix_strata = {a: {v: 10**6 for cell in mix for b, v in cell if b == a} for a in sp.by}
+    family = build_checks(sorted({u.cell for u in units}), policy, strata=mix_strata)
+    plan = plan_strata(sp, mix, have, distance=args.distance, accuracy=args.accuracy, power=args.power,
+                       items_per_image=per_image, icc=args.icc, required_checks=sum(c.required for c in family))
     cell_plans = plan_checks(build_checks(sorted({u.cell for u in units}), policy), units, distance=args.distance,
                              icc=args.icc, power=args.power)
     if args.json:
