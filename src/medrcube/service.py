@@ -136,6 +136,7 @@ class Metered:
         self.batch_size, self.concurrency = adapter.batch_size, adapter.concurrency
         self.keyed_by_item, self.model = adapter.keyed_by_item, adapter.model
         self.image_max_side, self.endpoints, self.price = adapter.image_max_side, adapter.endpoints, adapter.price
+        self.engine = adapter.engine
 
     async def generate(self, requests: Sequence[Request]) -> list[Response]:
         responses = await self.inner.generate(requests)
@@ -485,6 +486,7 @@ def seal_identity(result: RunResult | None, meta: Mapping[str, Any]) -> dict[str
             "spec": redact_spec(info.get("model_spec") or meta.get("model")),
             "fingerprint": info.get("model_fingerprint") or meta.get("model_fingerprint"),
             "served": meta.get("served_model") or info.get("served_models"),
+            "engine": meta.get("model_engine") or info.get("model_engine"),
         },
         "medrcube_version": versions().get("medrcube"),
         "seed": (meta.get("sampling") or {}).get("seed"),

@@ -201,7 +201,7 @@ def test_models_yaml_names_the_transport(tmp_path: Path, monkeypatch: pytest.Mon
     assert load_adapter("local", models_file=path).transport == "light"  # type: ignore[attr-defined]
     assert load_adapter("pinned", models_file=path).transport == "sdk"  # type: ignore[attr-defined]
     for entry, said in (("{provider: openai, model: m, transport: fast}", "'fast'; choices: auto, light, sdk"),
-                        ("{provider: anthropic, model: m, transport: light}", "applies to provider 'openai' only")):
+                        ("{provider: anthropic, model: m, transport: light}", "applies to provider 'openai' or 'vllm' only")):
         path.write_text(f"models:\n  x: {entry}\n", encoding="utf-8")
         with pytest.raises(ModelsFileError, match=re.escape(said)):
             load_models_file(path)

@@ -113,6 +113,11 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     except StoreError as exc:
         return _err(str(exc))
+    finally:
+        if "medrcube.models.vllm_engine" in sys.modules:  # a `vllm:` engine stops with the asking
+            from medrcube.models.vllm_engine import stop_engines
+
+            stop_engines()
     result = inference.result
     if result.info.get("store_recovered"):
         print(

@@ -17,7 +17,10 @@ for provider attributes. What a provider says travels in the contract's own term
 - price: `price`, the models.yaml price per million tokens, or None (no guessed cost);
 - confidence: `Response.confidence`, per-option probabilities where the provider gives
   them (models/confidence.py), else None;
-- stop reason: `Response.truncated` (cut at the token limit) and `Response.refused`.
+- stop reason: `Response.truncated` (cut at the token limit) and `Response.refused`;
+- engine: `engine`, what serves the model when the gate manages or knows it (a vLLM
+  engine's name, version and arguments: models/vllm_adapter.py), recorded with the run;
+  None otherwise.
 
 `AdapterBase` holds the defaults of an adapter that has no endpoint, no price and no
 model name (the baselines, the simulation, replay), so each adapter states only what
@@ -184,6 +187,9 @@ class ModelAdapter(Protocol):
     @property
     def price(self) -> Mapping[str, Any] | None: ...
 
+    @property
+    def engine(self) -> Mapping[str, Any] | None: ...
+
     async def generate(self, requests: Sequence[Request]) -> list[Response]: ...
 
     async def preflight(self) -> Preflight: ...
@@ -200,6 +206,7 @@ class AdapterBase:
     image_max_side: int | None = None
     endpoints: tuple[str, ...] = ()
     price: Mapping[str, Any] | None = None
+    engine: Mapping[str, Any] | None = None
     batch_size: int = 1
 
     async def preflight(self) -> Preflight:

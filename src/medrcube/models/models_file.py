@@ -28,23 +28,31 @@ from typing import Any
 
 from medrcube.models.light_http import TRANSPORTS
 from medrcube.models.urls import credential_parts, redact_urls, refusal_hint
+from medrcube.models.vllm_engine import ENGINE_KEYS, EngineArgs, engine_args
 from medrcube.taxonomy import did_you_mean
 
 # The HTTP API providers share the keys of _OPENAI_KEYS (their adapters share the transport).
 API_PROVIDERS_IN_FILE: tuple[str, ...] = ("openai", "anthropic", "gemini")
-PROVIDERS_IN_FILE: tuple[str, ...] = (*API_PROVIDERS_IN_FILE, "hf")
+PROVIDERS_IN_FILE: tuple[str, ...] = (*API_PROVIDERS_IN_FILE, "hf", "vllm")
 DTYPES: tuple[str, ...] = ("auto", "float32", "float16", "bfloat16")
 # Spec words the registry reserves; a models.yaml name may not shadow them.
-RESERVED_NAMES: tuple[str, ...] = ("random", "prior", "replay", *API_PROVIDERS_IN_FILE, "hf")
+RESERVED_NAMES: tuple[str, ...] = ("random", "prior", "replay", *API_PROVIDERS_IN_FILE, "hf", "vllm")
 
 _COMMON_KEYS = ("provider", "model", "params", "concurrency", "batch_size", "image_max_side", "price")
 _OPENAI_KEYS = ("base_url", "base_urls", "api_key_env", "api_key_header", "rpm", "timeout", "max_retries",
                 "endpoint_identity", "strict_model", "max_response_mib", "breaker_failures", "breaker_seconds",
                 "retry_after_max", "retry_wait_max", "transport")
 _HF_KEYS = ("dtype", "device")
-ENTRY_KEYS: tuple[str, ...] = _COMMON_KEYS + _OPENAI_KEYS + _HF_KEYS
-_ONLY_FOR = {**{k: API_PROVIDERS_IN_FILE for k in _OPENAI_KEYS}, **{k: ("hf",) for k in _HF_KEYS},
-             "transport": ("openai",)}  # the native adapters speak through their SDKs only
+# A managed vLLM engine (models/vllm_engine.py): where vLLM is installed, how long it may
+# take to start, and its engine arguments (`dtype` is shared with hf).
+_VLLM_KEYS = ("executable", "start_timeout", *(k for k in ENGINE_KEYS if k != "dtype"))
+ENTRY_KEYS: tuple[str, ...] = _COMMON_KEYS + _OPENAI_KEYS + _HF_KEYS + _VLLM_KEYS
+# The OpenAI adapter's keys a vLLM entry takes too (its adapter is that adapter on the engine).
+_VLLM_OPENAI = ("base_url", "timeout", "max_retries", "strict_model", "max_response_mib", "breaker_failures",
+                "breaker_seconds", "transport")
+_ONLY_FOR = {**{k: API_PROVIDERS_IN_FILE + (("vllm",) if k in _VLLM_OPENAI else ()) for k in _OPENAI_KEYS},
+             **{k: ("hf",) for k in _HF_KEYS}, **{k: ("vllm",) for k in _VLLM_KEYS},
+             "dtype": ("hf", "vllm"), "transport": ("openai", "vllm")}  # the native adapters speak through their SDKs only
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-/]*$")
@@ -106,6 +114,10 @@ class ModelEntry:
     # The OpenAI adapter's HTTP transport: "auto" (the light client for a base URL without a
     # proxy), "light", or "sdk" (the openai client); models/light_http.py.
     transport: str | None = None
+    # provider vllm: the engine's arguments, where vLLM is installed, its start-up bound.
+    engine: EngineArgs | None = None
+    executable: str | None = None
+    start_timeout: float | None = None
 
 
 def default_models_file() -> Path | None:
@@ -238,6 +250,15 @@ def _parse_entry(name: str, raw: Any, source: str) -> ModelEntry:
         raise ModelsFileError(f"{where}: key 'device' is {device!r}; choices: auto, cpu, mps, cuda, cuda:N")
 
     price = _price(raw.get("price"), where)
+    engine, executable = None, raw.get("executable")
+    if provider == "vllm":
+        try:
+            engine = engine_args(model.strip(), raw, where)
+        except ValueError as e:
+            raise ModelsFileError(str(e)) from None
+        if executable is not None and (not isinstance(executable, str) or not executable.strip()):
+            raise ModelsFileError(f"{where}: key 'executable' is {executable!r}; expected the path of the python of "
+                                  "the environment vLLM is installed in (or of that environment)")
 
     return ModelEntry(
         name=name,
@@ -265,6 +286,9 @@ def _parse_entry(name: str, raw: Any, source: str) -> ModelEntry:
         retry_after_max=_number(raw, "retry_after_max", where, float, minimum=0),
         retry_wait_max=_number(raw, "retry_wait_max", where, float, minimum=0),
         transport=transport,
+        engine=engine,
+        executable=executable,
+        start_timeout=_number(raw, "start_timeout", where, float, minimum=0, exclusive=True),
     )
 
 

@@ -114,6 +114,7 @@ class OpenAIAdapter:
     provider = "openai"
     batch_size = 1  # an API takes one request per call; concurrency does the rest
     keyed_by_item = False
+    engine: Mapping[str, Any] | None = None  # an endpoint's engine is not known (vllm_adapter.py knows its own)
     # The provider's standard environment, as its own SDK reads it, and where it answers
     # when no base URL is given.
     default_key_env = "OPENAI_API_KEY"

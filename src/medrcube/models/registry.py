@@ -51,10 +51,12 @@ SPEC_FORMS: tuple[tuple[str, str], ...] = (
     ("anthropic:NAME[@BASE_URL]", "Anthropic's Messages API (ANTHROPIC_API_KEY; pip install 'medrcube[anthropic]')"),
     ("gemini:NAME[@BASE_URL]", "Google's Gemini API (GEMINI_API_KEY; pip install 'medrcube[gemini]')"),
     ("hf:PATH_OR_ID", "an in-process transformers model (pip install 'medrcube[hf]')"),
+    ("vllm:PATH[@BASE_URL]", "a vLLM engine the gate starts on a checkpoint and stops after the run, or one "
+                             "already running at BASE_URL (vLLM in its own environment: scripts/setup-vllm)"),
     ("NAME", "an entry of models.yaml (./models.yaml or --models-file), else openai:NAME with the "
              "OPENAI_API_KEY / OPENAI_BASE_URL environment"),
 )
-PROVIDERS: tuple[str, ...] = ("random", "prior", "simulate", "replay", "openai", "anthropic", "gemini", "hf")
+PROVIDERS: tuple[str, ...] = ("random", "prior", "simulate", "replay", "openai", "anthropic", "gemini", "hf", "vllm")
 # The HTTP API providers: provider -> (the SDK's import name, what to pip install for it).
 API_PROVIDERS: dict[str, tuple[str, str]] = {
     "openai": ("openai", "openai"),
@@ -99,7 +101,7 @@ def load_adapter(
             return _random("0", spec, concurrency)
         if spec == "prior":
             return _prior(cube, concurrency)
-        if spec in ("replay", "hf", *API_PROVIDERS):
+        if spec in ("replay", "hf", "vllm", *API_PROVIDERS):
             raise ModelSpecError(f"model spec {spec!r} needs an argument: {spec_help()}")
         return _named(spec, models_file, concurrency)
 
@@ -122,6 +124,11 @@ def load_adapter(
         if not rest:
             raise ModelSpecError("hf needs a model directory or hub id: hf:PATH_OR_ID")
         return _hf(rest, spec=spec, concurrency=concurrency)
+    if prefix == "vllm":
+        if not rest:
+            raise ModelSpecError("vllm needs a model directory (or a hub id): vllm:PATH, or vllm:NAME@BASE_URL")
+        name, url = _split_url(prefix, rest, spec) if "@" in rest else (rest, None)
+        return _vllm(name, spec=spec, url=url, concurrency=concurrency)
     # A bare name never contains ':' by models.yaml's rules, so this is a mistyped
     # provider (or a model id with a colon, which must be spelled openai:NAME).
     raise ModelSpecError(
@@ -212,6 +219,15 @@ BUILT_IN_NAMES: tuple[str, ...] = ("random", "prior", "simulate", "replay")
 
 def adapter_from_entry(entry: ModelEntry, *, concurrency: int | None = None) -> ModelAdapter:
     """The adapter for a validated models.yaml entry."""
+    if entry.provider == "vllm":
+        given = {key: getattr(entry, key) for key in ("timeout", "max_retries", "image_max_side", "strict_model",
+                                                      "breaker_failures", "breaker_seconds", "transport")}
+        if entry.max_response_mib is not None:
+            given["max_response_bytes"] = int(entry.max_response_mib * 1024 * 1024)
+        return _vllm(entry.model, spec=entry.name, url=entry.base_urls[0] if entry.base_urls else None,
+                     concurrency=concurrency or entry.concurrency, executable=entry.executable, args=entry.engine,
+                     start_timeout=entry.start_timeout, params=dict(entry.params), price=entry.price,
+                     **{k: v for k, v in given.items() if v is not None})
     if entry.provider == "hf":
         return _hf(
             entry.model,
@@ -296,6 +312,20 @@ def _api_class(provider: str) -> type[OpenAIAdapter]:
     return OpenAIAdapter
 
 
+def _vllm(model: str, *, spec: str, url: str | None, concurrency: int | None, **kwargs: Any) -> ModelAdapter:
+    """A vLLM engine started on `model` (or attached at `url`): models/vllm_adapter.py."""
+    from medrcube.models.vllm_adapter import EngineError, open_vllm
+
+    if concurrency is not None:
+        kwargs["concurrency"] = concurrency
+    try:
+        return open_vllm(model, spec=spec, url=url, **kwargs)
+    except EngineError as e:  # vLLM missing, or its engine did not start: the message says why
+        raise ModelSpecError(f"model {spec!r}: {e}") from e
+    except ValueError as e:  # a bad limit
+        raise ModelSpecError(f"model {spec!r}: {e}") from e
+
+
 def _split(total: int, k: int) -> list[int]:
     base, extra = divmod(total, k)
     return [max(1, base + (1 if i < extra else 0)) for i in range(k)]
@@ -338,6 +368,7 @@ class RoundRobinAdapter:
         self._turn = itertools.cycle(range(len(self.children)))
         first = self.children[0]  # one models.yaml entry: one model, price and image size
         self.model, self.price, self.image_max_side = first.model, first.price, first.image_max_side
+        self.engine = first.engine
         self.keyed_by_item = any(c.keyed_by_item for c in self.children)
         self.endpoints = tuple(e for c in self.children for e in c.endpoints)
 

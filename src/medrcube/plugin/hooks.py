@@ -27,6 +27,7 @@ How a check's verdict shows up in pytest (plugin/render.py, the one table):
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import uuid
 from collections.abc import Generator
@@ -180,6 +181,15 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     if options is None or options.model_given or not gate.is_controller(config) or not gate.suite_requested(config):
         return []
     return [f"medrcube: {summary.NO_MODEL}"]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    # The model engines this process started (`vllm:PATH`) stop with the run, whatever
+    # ended it: the last answer, Ctrl-C, a usage error, a failed check.
+    if gate.is_controller(config) and "medrcube.models.vllm_engine" in sys.modules:
+        from medrcube.models.vllm_engine import stop_engines
+
+        stop_engines()
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -42,6 +42,7 @@ def run_meta(session: Any, run_id: str, result: Any, handovers: Iterable[Mapping
         "model_given": opts.model_given,  # False: no --model, the random baseline ran
         "model_fingerprint": session.adapter.fingerprint,
         "served_model": served_model(session),
+        "model_engine": dict(session.adapter.engine) if session.adapter.engine else None,
         "cube": {"source": session.cube.source, "fingerprint": session.cube.fingerprint, "items": len(session.cube)},
         "thresholds": session.thresholds_label,
         "profile": opts.profile,

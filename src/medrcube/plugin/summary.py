@@ -356,6 +356,12 @@ def summary_lines(entries: Sequence[Mapping[str, Any]], meta: Mapping[str, Any],
         + f" on cube {cube.get('source')} ({cube.get('items')} items); "
         f"thresholds {meta.get('thresholds')}" + (f", profile {meta['profile']}" if meta.get("profile") else "")
     ]
+    engine = meta.get("model_engine")
+    if engine:
+        args = engine.get("args") or {}
+        shown = ", ".join(f"{k}={v}" for k, v in args.items() if k != "model")
+        lines.append(f"engine {engine.get('engine')}" + (" (started by the gate)" if engine.get("managed") else "")
+                     + (f": {shown}" if shown else ""))
     lines += cell_tables(entries)
     lines += number_lines(entries)
     lines += undecided_lines(entries)

@@ -57,3 +57,27 @@ def next_batch(units: Sequence[Unit], start: int, size: int, needed: set[str]) -
         if items:
             taken.append(Unit(unit.key, items))
     return taken, pos
+
+
+def image_runs(asks: Sequence[tuple[str, str | None]]) -> list[int]:
+    """The positions of `asks` ((variant, digest of the image sent or None), in plan order)
+    in the order they are sent: inside each stretch of one variant, the asks showing one
+    image back to back, images in the order of their first ask, each image's asks in plan
+    order; an ask without an image stays a group of its own. A stable regrouping: the
+    variants stay in order (a run stopped early has whole variants done first), and the
+    questions of one image share their prefix (the image, first in the message) for an
+    engine's prefix cache (models/vllm_adapter.py)."""
+    out: list[int] = []
+    start = 0
+    while start < len(asks):
+        end = start
+        while end < len(asks) and asks[end][0] == asks[start][0]:
+            end += 1
+        groups: dict[object, list[int]] = {}
+        for k in range(start, end):
+            digest = asks[k][1]
+            groups.setdefault(digest if digest is not None else ("no image", k), []).append(k)
+        for group in groups.values():
+            out.extend(group)
+        start = end
+    return out

@@ -53,6 +53,7 @@ from typing import Any
 from medrcube.cube.item import Cube
 from medrcube.models.base import ModelAdapter, Request, Response
 from medrcube.records import GradedRecord, Outcome
+from medrcube.run.order import image_runs
 from medrcube.run.plan import PlannedAsk, as_variants, plan_asks, variant_specs
 from medrcube.run.progress import Progress
 from medrcube.run.provenance import new_run_token, provenance_counts, served_mismatches
@@ -109,7 +110,10 @@ class RunOptions:
     sent with every request (part of the store key); `progress`: a progress bar (True) or
     a Progress to advance; `close_adapters`: aclose the adapters at the end, inside the
     run's event loop (the CLI does; a caller that reuses an adapter does not);
-    `stall_warn_s`: seconds without an answer before the log says the run is stuck."""
+    `stall_warn_s`: seconds without an answer before the log says the run is stuck;
+    `order`: the order requests are sent in, "image" (the questions of one image back to
+    back within each variant: run/order.py `image_runs`) or "plan" (the plan's order).
+    Records come back in plan order either way."""
 
     variants: str | Iterable[Any] = ("standard",)
     store: ResponseStore | None = None
@@ -125,6 +129,7 @@ class RunOptions:
     run_token: str | None = None  # None: a new one (run/provenance.py)
     endpoint: str | None = None
     fresh: bool = False
+    order: str = "image"
 
     @classmethod
     def of(cls, options: RunOptions | None, fields: Mapping[str, Any]) -> RunOptions:
@@ -196,6 +201,12 @@ async def run_cube_async(
     )
     judge_pump: Pump | None = None
     requests = {key: plan[idx[0]].request() for key, idx in by_key.items()}
+    if opts.order == "image":
+        keys = list(requests)
+        sent = [(plan[by_key[k][0]].variant, requests[k].images[0].digest if requests[k].images else None) for k in keys]
+        requests = {keys[i]: requests[keys[i]] for i in image_runs(sent)}
+    elif opts.order != "plan":
+        raise ValueError(f"RunOptions.order is {opts.order!r}; choices: image, plan")
     try:
         try:
             results = await pump.run(requests)
@@ -244,6 +255,7 @@ async def run_cube_async(
         info={
             "model_spec": adapter.spec,
             "model_fingerprint": adapter.fingerprint,
+            "model_engine": dict(adapter.engine) if adapter.engine else None,
             "judge_spec": judge.spec if judge is not None else None,
             "judge_fingerprint": judge.fingerprint if judge is not None else None,
             "cube_source": cube.source,

@@ -8,12 +8,17 @@ path on a CPU in seconds without downloading anything. Its answers are noise.
 Sizes: a 2-layer Llama text model (hidden 32, 2 heads) and a 2-layer CLIP vision tower
 (hidden 32, 32x32 images in 8x8 patches = 16 image tokens), and a byte-level BPE
 tokenizer trained on a few prompt strings.
+
+For vLLM's CPU build (models/vllm_engine.py), whose attention takes heads of 64:
+`build_tiny_blip2` (the multimodal model it can load: its docstring says why not LLaVA)
+and `build_tiny_lm` (text only), both with the same tokenizer and chat template.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 # The tokenizer's training text: the words our prompts use, so that prompts tokenize
 # into a few hundred merges instead of raw bytes.
@@ -44,33 +49,13 @@ CHAT_TEMPLATE = (
 IMAGE_SIZE = 32
 PATCH_SIZE = 8
 IMAGE_SEQ_LENGTH = (IMAGE_SIZE // PATCH_SIZE) ** 2
+TEXT_HIDDEN_ENGINE = 128  # the models vLLM serves in tests: heads of 64
 
 
-def build_tiny_vlm(path: str | os.PathLike[str], *, seed: int = 0) -> Path:
-    """Build and save the tiny model under `path` (created if needed); returns the path.
-
-    Deterministic for a given seed. Imports torch, transformers and tokenizers (the
-    `medrcube[hf]` extra).
-    """
-    import torch
+def _tokenizer() -> Any:
+    """The byte-level BPE tokenizer trained on `_CORPUS`, with the chat template."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import (
-        CLIPVisionConfig,
-        LlamaConfig,
-        LlavaConfig,
-        LlavaForConditionalGeneration,
-        LlavaProcessor,
-        PreTrainedTokenizerFast,
-    )
-
-    try:  # transformers >= 5 names the Pillow backend explicitly; older ones have one class
-        from transformers import CLIPImageProcessorPil as ImageProcessor
-    except ImportError:  # pragma: no cover - depends on the installed transformers
-        # (mypy checks the newer branch; the older class is a different type of the same use)
-        from transformers import CLIPImageProcessor as ImageProcessor  # type: ignore[assignment]
-
-    out = Path(path)
-    out.mkdir(parents=True, exist_ok=True)
+    from transformers import PreTrainedTokenizerFast
 
     specials = ["<unk>", "<s>", "</s>", "<pad>", IMAGE_TOKEN]
     bpe = Tokenizer(models.BPE(unk_token="<unk>"))
@@ -93,11 +78,16 @@ def build_tiny_vlm(path: str | os.PathLike[str], *, seed: int = 0) -> Path:
         padding_side="left",  # batched generation appends on the right
     )
     tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
 
-    text_config = LlamaConfig(
+
+def _text_config(tokenizer: Any, hidden: int) -> Any:
+    from transformers import LlamaConfig
+
+    return LlamaConfig(
         vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
         num_hidden_layers=2,
         num_attention_heads=2,
         num_key_value_heads=2,
@@ -106,6 +96,52 @@ def build_tiny_vlm(path: str | os.PathLike[str], *, seed: int = 0) -> Path:
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
+
+
+def build_tiny_lm(path: str | os.PathLike[str], *, seed: int = 0, hidden: int = TEXT_HIDDEN_ENGINE) -> Path:
+    """A text-only tiny Llama with the same tokenizer and chat template (images are not
+    shown to it): what an engine that cannot load the multimodal model serves. `hidden`
+    128 gives heads of 64, a size every attention backend of vLLM's CPU build takes."""
+    import torch
+    from transformers import LlamaForCausalLM
+
+    out = Path(path)
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = _tokenizer()
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(_text_config(tokenizer, hidden)).eval()
+    for key in ("pad_token_id", "eos_token_id", "bos_token_id"):
+        setattr(model.generation_config, key, getattr(tokenizer, key))
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def build_tiny_vlm(path: str | os.PathLike[str], *, seed: int = 0, hidden: int = 32) -> Path:
+    """Build and save the tiny model under `path` (created if needed); returns the path.
+
+    Deterministic for a given seed. Imports torch, transformers and tokenizers (the
+    `medrcube[hf]` extra). `hidden` is the text model's hidden size (2 heads of half of it).
+    """
+    import torch
+    from transformers import (
+        CLIPVisionConfig,
+        LlavaConfig,
+        LlavaForConditionalGeneration,
+        LlavaProcessor,
+    )
+
+    try:  # transformers >= 5 names the Pillow backend explicitly; older ones have one class
+        from transformers import CLIPImageProcessorPil as ImageProcessor
+    except ImportError:  # pragma: no cover - depends on the installed transformers
+        # (mypy checks the newer branch; the older class is a different type of the same use)
+        from transformers import CLIPImageProcessor as ImageProcessor  # type: ignore[assignment]
+
+    out = Path(path)
+    out.mkdir(parents=True, exist_ok=True)
+
+    tokenizer = _tokenizer()
+    text_config = _text_config(tokenizer, hidden)
     vision_config = CLIPVisionConfig(
         hidden_size=32,
         intermediate_size=64,
@@ -150,5 +186,58 @@ def build_tiny_vlm(path: str | os.PathLike[str], *, seed: int = 0) -> Path:
         chat_template=CHAT_TEMPLATE,
         image_token=IMAGE_TOKEN,
     )
+    processor.save_pretrained(out)
+    return out
+
+
+QUERY_TOKENS = 8  # BLIP-2's learned queries: the image tokens the language model reads
+
+
+def build_tiny_blip2(path: str | os.PathLike[str], *, seed: int = 0) -> Path:
+    """A tiny BLIP-2 (BLIP vision tower, Q-Former, OPT language model) with the same
+    tokenizer and chat template: the multimodal model vLLM's CPU build serves.
+
+    Not the LLaVA model above: vLLM 0.32 finds the vision tower of LLaVA (CLIP), PaliGemma
+    (SigLIP) and the other CLIP/SigLIP models through a function that imports its Pixtral
+    module, which imports transformers' Pixtral image processor, which imports torchvision
+    at module level; the only torchvision for torch 2.13 on the package index is a CUDA
+    build that does not import beside the CPU torch. BLIP-2 takes neither path. vLLM puts
+    the image's query tokens before the prompt itself (image first).
+    """
+    import torch
+    from transformers import (
+        Blip2Config,
+        Blip2ForConditionalGeneration,
+        Blip2Processor,
+        Blip2QFormerConfig,
+        Blip2VisionConfig,
+        OPTConfig,
+    )
+
+    try:  # transformers >= 5 names the Pillow backend explicitly
+        from transformers import BlipImageProcessorPil as ImageProcessor
+    except ImportError:  # pragma: no cover - depends on the installed transformers
+        from transformers import BlipImageProcessor as ImageProcessor  # type: ignore[assignment]
+
+    out = Path(path)
+    out.mkdir(parents=True, exist_ok=True)
+    tokenizer = _tokenizer()
+    text = OPTConfig(vocab_size=len(tokenizer), hidden_size=TEXT_HIDDEN_ENGINE, ffn_dim=2 * TEXT_HIDDEN_ENGINE,
+                     num_hidden_layers=2, num_attention_heads=2, word_embed_proj_dim=TEXT_HIDDEN_ENGINE,
+                     max_position_embeddings=512, bos_token_id=tokenizer.bos_token_id,
+                     eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    vision = Blip2VisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                               image_size=IMAGE_SIZE, patch_size=PATCH_SIZE)
+    qformer = Blip2QFormerConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                                 encoder_hidden_size=32)
+    config = Blip2Config(vision_config=vision.to_dict(), qformer_config=qformer.to_dict(), text_config=text.to_dict(),
+                         num_query_tokens=QUERY_TOKENS, image_token_index=tokenizer.convert_tokens_to_ids(IMAGE_TOKEN))
+    torch.manual_seed(seed)
+    model = Blip2ForConditionalGeneration(config).eval()
+    for key in ("pad_token_id", "eos_token_id", "bos_token_id"):
+        setattr(model.generation_config, key, getattr(tokenizer, key))
+    model.save_pretrained(out)
+    processor = Blip2Processor(image_processor=ImageProcessor(size={"height": IMAGE_SIZE, "width": IMAGE_SIZE}),
+                               tokenizer=tokenizer, num_query_tokens=QUERY_TOKENS, chat_template=CHAT_TEMPLATE)
     processor.save_pretrained(out)
     return out
