@@ -315,7 +315,7 @@ def test_valid_file_parses_every_key(tmp_path: Path) -> None:
         ("models:\n  m:\n    provider: openai\n", ["'m'", "'model' is required"]),
         ("models:\n  m:\n    provider: hf\n    model: x\n    dtype: fp16\n", ["'dtype'", "float16", "bfloat16"]),
         ("models:\n  m:\n    provider: hf\n    model: x\n    rpm: 10\n", ["'rpm'", "applies to provider 'openai' or 'anthropic' or 'gemini' only"]),
-        ("models:\n  m:\n    provider: openai\n    model: x\n    dtype: float32\n", ["'dtype'", "provider 'hf' only"]),
+        ("models:\n  m:\n    provider: openai\n    model: x\n    dtype: float32\n", ["'dtype'", "provider 'hf' or 'vllm' only"]),
         ("models:\n  m:\n    provider: openai\n    model: x\n    concurrency: 0\n", ["'concurrency'", ">= 1"]),
         ("models:\n  m:\n    provider: openai\n    model: x\n    concurrency: true\n", ["'concurrency'", "integer"]),
         ("models:\n  m:\n    provider: openai\n    model: x\n    base_url: localhost:8000\n", ["'base_url'", "http://"]),

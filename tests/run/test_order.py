@@ -37,3 +37,15 @@ def test_next_batch_passes_over_units_nobody_needs() -> None:
     assert pos == 5
     batch, pos = next_batch(units, pos, 100, set())
     assert batch == [] and pos == len(units)
+
+
+def test_image_runs_put_one_images_asks_together_within_each_variant() -> None:
+    from medrcube.run.order import image_runs
+
+    asks = [("standard", "a"), ("standard", "b"), ("standard", "a"), ("standard", None), ("standard", "b"),
+            ("standard", None), ("blind", None), ("blind", None), ("shuffled", "b"), ("shuffled", "a"),
+            ("shuffled", "b")]
+    order = image_runs(asks)
+    assert sorted(order) == list(range(len(asks)))  # a permutation: every ask sent once
+    assert order == [0, 2, 1, 4, 3, 5, 6, 7, 8, 10, 9]  # images by first ask, variants stay in order
+    assert image_runs([]) == []

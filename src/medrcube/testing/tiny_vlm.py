@@ -193,7 +193,7 @@ def build_tiny_vlm(path: str | os.PathLike[str], *, seed: int = 0, hidden: int =
 QUERY_TOKENS = 8  # BLIP-2's learned queries: the image tokens the language model reads
 
 
-def build_tiny_blip2(path: str | os.PathLike[str], *, seed: int = 0) -> Path:
+def build_tiny_blip2(path: str | os.PathLike[str], *, seed: int = 0, query_tokens: int = QUERY_TOKENS) -> Path:
     """A tiny BLIP-2 (BLIP vision tower, Q-Former, OPT language model) with the same
     tokenizer and chat template: the multimodal model vLLM's CPU build serves.
 
@@ -202,7 +202,8 @@ def build_tiny_blip2(path: str | os.PathLike[str], *, seed: int = 0) -> Path:
     module, which imports transformers' Pixtral image processor, which imports torchvision
     at module level; the only torchvision for torch 2.13 on the package index is a CUDA
     build that does not import beside the CPU torch. BLIP-2 takes neither path. vLLM puts
-    the image's query tokens before the prompt itself (image first).
+    the image's query tokens before the prompt itself (image first); `query_tokens` is
+    how many (benchmarks/engines.py makes the image long enough to fill cache blocks).
     """
     import torch
     from transformers import (
@@ -231,13 +232,13 @@ def build_tiny_blip2(path: str | os.PathLike[str], *, seed: int = 0) -> Path:
     qformer = Blip2QFormerConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
                                  encoder_hidden_size=32)
     config = Blip2Config(vision_config=vision.to_dict(), qformer_config=qformer.to_dict(), text_config=text.to_dict(),
-                         num_query_tokens=QUERY_TOKENS, image_token_index=tokenizer.convert_tokens_to_ids(IMAGE_TOKEN))
+                         num_query_tokens=query_tokens, image_token_index=tokenizer.convert_tokens_to_ids(IMAGE_TOKEN))
     torch.manual_seed(seed)
     model = Blip2ForConditionalGeneration(config).eval()
     for key in ("pad_token_id", "eos_token_id", "bos_token_id"):
         setattr(model.generation_config, key, getattr(tokenizer, key))
     model.save_pretrained(out)
     processor = Blip2Processor(image_processor=ImageProcessor(size={"height": IMAGE_SIZE, "width": IMAGE_SIZE}),
-                               tokenizer=tokenizer, num_query_tokens=QUERY_TOKENS, chat_template=CHAT_TEMPLATE)
+                               tokenizer=tokenizer, num_query_tokens=query_tokens, chat_template=CHAT_TEMPLATE)
     processor.save_pretrained(out)
     return out
