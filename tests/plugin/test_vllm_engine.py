@@ -3,8 +3,9 @@ environment made by scripts/setup-vllm, which ./scripts/test runs) serving a tin
 built at test time, through the gate on the pytester workspace's 27-item cube.
 
 Two runs of the gate start two engines: the first is killed mid-run (the breaker stops the
-run, UNDECIDED, and quotes the engine's last log lines), the second resumes on the same
-store and asks only what the first did not store; both leave no engine process behind.
+run, UNDECIDED, and quotes the engine's last log lines), the second (two xdist workers
+asking one engine the controller started) resumes on the same store and asks only what the
+first did not store; neither leaves an engine process behind.
 Skipped, saying why, where no vLLM environment is found (pytest run outside ./scripts/test).
 """
 
@@ -83,8 +84,11 @@ def _stored(ws_path: Path) -> int:
     db = ws_path / ".medrcube" / "responses.sqlite3"
     if not db.is_file():
         return 0
-    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)) as con:
-        return int(con.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)) as con:
+            return int(con.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+    except sqlite3.OperationalError:  # created, its tables not yet
+        return 0
 
 
 def _models_yaml(ws_path: Path, model: Path) -> None:
@@ -134,7 +138,9 @@ def test_killed_engine_stops_the_run_and_the_rerun_asks_only_what_is_missing(gat
     assert 3 <= asked_first < 27
     assert _engines(tiny_blip2) == [], "an engine process outlived the killed run"
 
-    result = gate_ws.run_subprocess(model="tiny-engine")  # the rerun on the same store
+    # The rerun on the same store, on two xdist workers: the controller starts the engine,
+    # the workers attach to it (and key their answers as the first run did).
+    result = gate_ws.run_subprocess("-n", "2", model="tiny-engine")
     assert _engines(tiny_blip2) == [], "an engine process outlived the run"
     run_dir = gate_ws.run_dirs()[-1]
     run_json = json.loads((run_dir / "run.json").read_text())

@@ -128,17 +128,18 @@ def open_vllm(model: str, *, spec: str, url: str | None = None, executable: str 
         return VLLMAdapter(name, base_url=url, engine=engine, spec=spec, **kwargs)
     args = EngineArgs(model=name) if args is None else EngineArgs(**{**_fields(args), "model": name})
     python = find_python(executable)
-    version = installed_version(python) or "vllm"
-    engine_info = {"engine": version, "managed": True, "args": args.record(), "checkpoint": checkpoint}
+    process = Engine(python, args, installed_version(python) or "vllm")
+    if start_timeout is not None:
+        process.start_timeout = start_timeout
+    # The same record whether this process starts the engine or attaches to the one its
+    # parent started (an xdist worker): the fingerprint, and so the stored answers' keys, agree.
+    engine_info = {"engine": process.version, "managed": True, "args": args.record(), "checkpoint": checkpoint,
+                   "environment": process.environment()}
     if args.max_num_seqs is not None:
         kwargs.setdefault("concurrency", args.max_num_seqs)
     there = attached(engine_key(python, args))
     if there is not None:  # started by the process that started this one
         return VLLMAdapter(name, base_url=there["url"], engine=engine_info, spec=spec, **kwargs)
-    process = Engine(python, args, version)
-    if start_timeout is not None:
-        process.start_timeout = start_timeout
-    engine_info["environment"] = process.environment()
     process.start()
     try:
         process.wait_ready(served_name=name)
