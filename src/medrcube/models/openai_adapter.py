@@ -289,8 +289,7 @@ class OpenAIAdapter:
     async def aclose(self) -> None:
         """Close the HTTP client (a later `generate` opens a new one)."""
         state, self._state = self._state, None
-        # A client of another (finished) loop cannot be closed from here; its sockets go
-        # with that loop.
+        # A client of another (finished) loop cannot be closed from here: its sockets go with that loop.
         if state is not None and state.loop is asyncio.get_running_loop():
             await state.client.close()
 
