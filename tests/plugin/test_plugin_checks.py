@@ -160,9 +160,10 @@ def test_no_baseline_means_no_regression_case(gate_ws):
     result = gate_ws.run(model=gate_ws.replay("good.jsonl"))
     assert "test_regression" not in result.stdout.str()
     result.stdout.fnmatch_lines(["not requested: *regression (regression checks need --baseline*"])
-    # regression, image dependence, position, and the five kinds of issues 16 and 17
-    # (robustness, agreement, finding, calibration, selective) this policy and run do not ask
-    assert result.parseoutcomes()["deselected"] == 8
+    # regression, image dependence, position, the five kinds of issues 16 and 17
+    # (robustness, agreement, finding, calibration, selective) and the two subgroup kinds
+    # (subgroup, subgroup_gap) this policy and run do not ask
+    assert result.parseoutcomes()["deselected"] == 10
     assert not any(c["kind"] == "regression" for c in gate_ws.gate_json()["checks"])
 
 
