@@ -298,3 +298,26 @@ def test_ctrl_c_prints_the_partial_account_and_the_command_that_resumes(gate_ws,
     assert "the same command resumes" in lines[at + 2] and "response store" in lines[at + 2]
     assert lines[at + 3].startswith("  pytest tests_benchmark ") and "--model=openai:test-model@" in lines[at + 3]
     assert gate_ws.run_dirs() == []
+
+
+def test_items_the_cube_refuses_at_load_are_named_in_every_output(gate_ws):
+    # An image path leaving the cube, a FIFO and a missing file: skipped as `medrcube
+    # validate` says, and named in the summary and gate.json, never only counted.
+    import os
+
+    rows = [json.loads(line) for line in (gate_ws.path / "cube" / "cube.jsonl").read_text().splitlines()]
+    rows[0]["image"] = "../outside.png"
+    (gate_ws.path / "outside.png").write_bytes((gate_ws.path / "cube" / "img" / "cx0.png").read_bytes())
+    os.mkfifo(gate_ws.path / "cube" / "img" / "fifo.png")
+    rows[1]["image"] = "img/fifo.png"
+    rows[2]["image"] = "img/gone.png"
+    (gate_ws.path / "cube" / "cube.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    result = gate_ws.run(model="random")
+    tally = gate_ws.gate_json()["tally"]
+    assert tally["items"] == 27 and tally["loaded"] == 24
+    assert {s["item_id"]: s["reason"] for s in tally["skipped"]} == {
+        rows[0]["id"]: "image_path_escapes", rows[1]["id"]: "image_not_a_file", rows[2]["id"]: "image_missing"}
+    result.stdout.fnmatch_lines(["model random on cube * (24 items, 3 more skipped at load: named below)*",
+                                 "items: 27 in the cube, 24 loaded; *",
+                                 "skipped at load: 3 items (`medrcube validate` names the same):",
+                                 f"  {rows[0]['id']}: image_path_escapes: *outside the cube root*"])

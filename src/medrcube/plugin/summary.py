@@ -353,7 +353,9 @@ def summary_lines(entries: Sequence[Mapping[str, Any]], meta: Mapping[str, Any],
     lines = [
         f"model {meta.get('model')}" + (f" (served as {served})" if served and " " not in served else f" ({served})" if served else "")
         + (f" ({NO_MODEL})" if meta.get("model_given") is False else "")
-        + f" on cube {cube.get('source')} ({cube.get('items')} items); "
+        + f" on cube {cube.get('source')} ({cube.get('items')} items"
+        + (f", {len(skipped)} more skipped at load: named below" if (skipped := (meta.get("tally") or {}).get("skipped"))
+           else "") + "); "
         f"thresholds {meta.get('thresholds')}" + (f", profile {meta['profile']}" if meta.get("profile") else "")
     ]
     engine = meta.get("model_engine")

@@ -235,7 +235,7 @@ class Pump:
             if not batch:
                 continue
             responses = await self._generate([self.requests[k] for k in batch])
-            self.requests_sent += len(batch)
+            self.requests_sent += sum(1 for r in responses if not r.not_sent)  # as the usage meter counts
             asked = batch
             if store is not None:
                 # Committed before anything else happens to these responses (with the others
