@@ -77,11 +77,13 @@ def test_scope_makes_checks_outside_it_optional(tmp_path: Path) -> None:
     assert not by_id["overall"].required
 
 
-def test_the_luck_rate_fails_a_shortcut_model_and_passes_a_perceiving_one(mini) -> None:
+def test_credibility_fails_a_shortcut_model_and_passes_a_perceiving_one(mini) -> None:
     cube, _, checks = mini
     perfect = perfect_records(cube.items)
     cred = [c for c in checks if c.kind is CheckKind.CREDIBILITY and c.required]
-    assert cred and all(c.metric == "luck_rate" for c in cred)
+    # The shipped rule: dependence (odds ratio) or too little luck to matter; only the
+    # overall case is required (a part holds too few pairs to show dependence).
+    assert [c.id for c in cred] == ["credibility/overall"] and cred[0].metric == "dependence"
     assert all(v.status is Status.PASS for v in evaluate_gate(cred, perfect).verdicts)
     # Perception always wrong, diagnosis always right: every right diagnosis rests on luck.
     shortcut = [r if r.task in ("Abnormality Diagnosis", "Severity Grading", "Disease Diagnosis")

@@ -318,18 +318,25 @@ def _credibility_checks(ctx: BuildContext) -> list[Check]:
     out = []
     for cid, part in scopes:
         bounds = cred.overall if part is None else cred.for_part(part)
-        if (bounds.min_grounding is None and bounds.max_luck_rate is None) or not has_chain(part):
+        if (bounds.min_grounding is None and bounds.max_luck_rate is None and bounds.min_odds_ratio is None) \
+                or not has_chain(part):
             continue
-        # The luck rate is the primary bound when set (it is what a good model can pass);
-        # a min_grounding beside it is a second criterion of the same check.
-        luck = bounds.max_luck_rate is not None
+        # The odds ratio is the primary bound when set (the dependence that a shortcut
+        # lacks), with the luck rate as the second route to a pass; else the luck rate;
+        # a min_grounding beside them is a further criterion of the same check.
+        if bounds.min_odds_ratio is not None:
+            metric, bound = "dependence", bounds.min_odds_ratio
+        elif bounds.max_luck_rate is not None:
+            metric, bound = "luck_rate", bounds.max_luck_rate
+        else:
+            metric, bound = "grounding", bounds.min_grounding
         out.append(Check(
-            id=cid, kind=CheckKind.CREDIBILITY, metric="luck_rate" if luck else "grounding", part=part,
-            modality=None, task=None, bound=bounds.max_luck_rate if luck else bounds.min_grounding, rule=cred.rule,
+            id=cid, kind=CheckKind.CREDIBILITY, metric=metric, part=part,
+            modality=None, task=None, bound=bound, rule=cred.rule,
             confidence=cred.confidence, min_n=bounds.min_pairs, max_error_rate=cred.max_error_rate,
-            source=bounds.source, required=cred.required,
+            source=bounds.source, required=cred.required if part is None else cred.parts_required,
             params={"exclude_low_tasks": list(cred.exclude_low_tasks), "max_luck_rate": bounds.max_luck_rate,
-                    "min_grounding": bounds.min_grounding},
+                    "min_grounding": bounds.min_grounding, "min_odds_ratio": bounds.min_odds_ratio},
             labels=_labels(part or ALL_PARTS, "Credibility", "Diagnosis resting on perception", "credibility",
                            "critical", CheckKind.CREDIBILITY),
         ))

@@ -40,6 +40,9 @@ class Criterion:
     p_pass: float
     p_fail: float
     unit_sd: float  # sd of one unit, design effect included: var(estimate) ~ unit_sd^2 / n
+    # The two-sided level of lo..hi when it is not the check's (a route of a check that
+    # decides on either of two statistics, each at half the one-sided level).
+    confidence: float | None = None
 
     @property
     def point_ok(self) -> bool:
@@ -156,31 +159,41 @@ def few_images(sizes: Sequence[int], limit: int = FEW_IMAGES) -> bool:
     return m_w > 1.0 and n / m_w < limit
 
 
-def with_finite(ev: Evidence, units: Iterable[tuple[str, float]], *, paired: bool = False) -> Evidence:
-    """`ev` decided with the finite-sample interval over images when few images hold its
-    units (see few_images); unchanged otherwise. `units` are (image, value) with values
-    in [0, 1] (proportions), or paired differences in {-1, 0, 1} when `paired`: those are
-    mapped to (1 + d) / 2, and the bound and interval back."""
-    if not ev.criteria or ev.error is not None:
-        return ev
+def finite_criterion(crit: Criterion, units: Iterable[tuple[str, float]], confidence: float, *,
+                     paired: bool = False) -> tuple[Criterion, str | None]:
+    """`crit` decided with the finite-sample interval over images (at two-sided
+    `confidence`) when few images hold its units (see few_images), and why; unchanged
+    and None otherwise. `units` are (image, value) with values in [0, 1] (proportions),
+    or paired differences in {-1, 0, 1} when `paired`: those are mapped to (1 + d) / 2,
+    and the bound and interval back."""
     if paired:
         units = ((k, (1.0 + d) / 2.0) for k, d in units)
     sums, sizes = image_units(units)
     limit = FEW_IMAGES_PAIRED if paired else FEW_IMAGES
     if not few_images(sizes, limit):
-        return ev
-    crit = ev.criteria[0]
-    conf = ev.check.confidence
+        return crit, None
     to_u = (lambda x: (1.0 + x) / 2.0) if paired else (lambda x: x)
     back = (lambda u: 2.0 * u - 1.0) if paired else (lambda u: u)
     b = to_u(crit.bound)
     up, down = finite.p_at_most(sums, sizes, b), finite.p_at_least(sums, sizes, b)
-    lo_u, hi_u = finite.interval(sums, sizes, conf)
+    lo_u, hi_u = finite.interval(sums, sizes, confidence)
     p_pass, p_fail = (up, down) if crit.at_least else (down, up)
     new = replace(crit, lo=back(lo_u), hi=back(hi_u), p_pass=p_pass, p_fail=p_fail)
     n = sum(sizes)
-    why = (f"; decided with {finite.METHOD}: {len(sizes)} images, effective {n * n / sum(m * m for m in sizes):.1f}"
+    why = (f"decided with {finite.METHOD}: {len(sizes)} images, effective {n * n / sum(m * m for m in sizes):.1f}"
            f" < {limit}, where the cluster-robust interval is unreliable")
+    return new, why
+
+
+def with_finite(ev: Evidence, units: Iterable[tuple[str, float]], *, paired: bool = False) -> Evidence:
+    """`ev` decided with the finite-sample interval over images when few images hold its
+    units (see few_images and finite_criterion); unchanged otherwise."""
+    if not ev.criteria or ev.error is not None:
+        return ev
+    crit = ev.criteria[0]
+    new, why = finite_criterion(crit, units, ev.check.confidence, paired=paired)
+    if why is None:
+        return ev
     details = {**ev.details, "interval_method": finite.METHOD, "cluster_robust_interval": [crit.lo, crit.hi]}
     return replace(ev, criteria=(new, *ev.criteria[1:]), interval=(new.lo, new.hi), method=finite.METHOD,
-                   facts=ev.facts + why, details=details)
+                   facts=ev.facts + "; " + why, details=details)

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 import medrcube.gate.evidence_clinical  # noqa: F401  (its kinds register their evidence)
 from medrcube.gate.checks import Check, CheckKind
-from medrcube.gate.criteria import MAX_WORST, Criterion, Evidence, with_finite
+from medrcube.gate.criteria import MAX_WORST, Criterion, Evidence, finite_criterion, with_finite
 from medrcube.gate.criteria import api_errors as _errors
 from medrcube.gate.criteria import ci_text as _ci
 from medrcube.gate.criteria import diff_criterion as _diff_criterion
@@ -26,6 +27,7 @@ from medrcube.gate.criteria import fmt as _f
 from medrcube.gate.criteria import prop_criterion as _prop_criterion
 from medrcube.gate.kinds import collects, entry_of
 from medrcube.gate.verdict import WorstItem
+from medrcube.metrics import finite
 from medrcube.metrics.accuracy import accuracy, chance_level
 from medrcube.metrics.clustered import METHOD as PROPORTION_METHOD
 from medrcube.metrics.clustered import (
@@ -33,9 +35,11 @@ from medrcube.metrics.clustered import (
     clustered_accuracy,
     clustered_wilson,
     image_key,
+    t_quantile,
 )
 from medrcube.metrics.comparison import paired_records, regression
-from medrcube.metrics.credibility import chain_pairs, credibility_of_pairs, grounding, luck_shares
+from medrcube.metrics.credibility import chain_pairs, credibility_of_pairs, grounding, luck_rate, luck_shares
+from medrcube.metrics.dependence import CAP, Dependence, dependence
 from medrcube.metrics.paired import clustered_mean_difference
 from medrcube.metrics.robustness import rotated_items
 from medrcube.metrics.worst import worst_records
@@ -184,47 +188,52 @@ def _credibility(check: Check, records: list[GradedRecord]) -> Evidence:
     pairs, dropped = chain_pairs(std, exclude_low_tasks=excluded)
     cred = credibility_of_pairs(pairs, dropped)
     g = grounding(pairs, check.confidence)
-    # The gated luck rate (one unit per right diagnosis), and the paper's shortcut
-    # probability with its clustered interval (reported, not gated).
+    max_luck = check.params.get("max_luck_rate", check.bound if check.metric == "luck_rate" else None)
+    min_odds = check.params.get("min_odds_ratio", check.bound if check.metric == "dependence" else None)
+    min_grounding = check.params.get("min_grounding", check.bound if check.metric == "grounding" else None)
+    # Two routes to a pass (dependence shown, or too few right diagnoses over a wrong
+    # perception to matter): each at half the one-sided level (Bonferroni), so each
+    # route's interval is at that level too; one route alone keeps the check's level.
+    both = max_luck is not None and min_odds is not None
+    route_conf = 1.0 - (1.0 - check.confidence) / 2.0 if both else check.confidence
+    # The luck rate (one unit per right diagnosis), and the paper's shortcut probability
+    # with its clustered interval (reported, not gated).
     luck_units = luck_shares(pairs)
-    luck_md = clustered_mean_difference(luck_units, check.confidence)
+    luck_md = luck_rate(luck_units, route_conf)
+    dep = dependence(((p.image, p.low.correct, p.high.correct) for p in pairs), route_conf)
     sc_ci = clustered_wilson(cluster_counts((p.image, p.high.correct) for p in pairs if not p.low.correct),
                              check.confidence)
-    bound = check.bound if check.bound is not None else 0.0
-    max_luck = check.params.get("max_luck_rate", None if check.metric == "grounding" else check.bound)
-    min_grounding = check.params.get("min_grounding", check.bound if check.metric == "grounding" else None)
-    details = {**cred.to_dict(), "grounding": g.to_dict(), "expected_D_independent": g.expected_D,
-               "luck_rate_interval": [luck_md.lo, luck_md.hi],
-               "rationality_interval": [1.0 - luck_md.hi, 1.0 - luck_md.lo], "shortcut_interval": [sc_ci.lo, sc_ci.hi],
-               "max_luck_rate": max_luck, "min_grounding": min_grounding,
-               "exclude_low_tasks": list(excluded), "rule": check.rule, "source": check.source}
-    groups = f"A={cred.A} B={cred.B} C={cred.C} D={cred.D} on {cred.images} images"
-    if g.expected_D is not None:
-        groups += f" (D expected under independence: {g.expected_D:.1f})"
-    if dropped:
-        groups += f", {dropped} pairs dropped (an error or unavailable item on one side)"
-    facts = (
-        f"luck rate P(not L|H) per right diagnosis = {_f(luck_md.estimate)}"
-        f"{_ci(check.confidence, (luck_md.lo, luck_md.hi))} over {len(luck_units)} right diagnoses; "
-        f"grounding P(H|L) - P(H|not L) = {_f(g.p_h_given_l)} - {_f(g.p_h_given_not_l)} = {_f(g.difference)}"
-        f"{_ci(check.confidence, (g.lo, g.hi))}, odds ratio {_f(g.odds_ratio)}; paper's numbers: rationality "
-        f"{_f(cred.rationality)}, luck rate {_f(cred.luck_rate)}, shortcut probability {_f(cred.shortcut_prob)} "
-        f"(not a bound: it equals diagnostic accuracy when the two are independent); {groups}"
-    )
-    seen: set[str] = set()
-    worst: list[WorstItem] = []
-    for p in sorted((p for p in pairs if p.group == "D"), key=lambda p: (p.image, p.low.item_id)):
-        if p.image in seen or len(worst) >= MAX_WORST:
-            continue
-        seen.add(p.image)
-        worst.append(WorstItem.of(p.low, note=f"yet {p.high.task} item {p.high.item_id} on the same image was right"))
     crits: list[Criterion] = []
     notes: list[str] = []
+    routes: list[Criterion] = []
+    luck_why = None
     if max_luck is not None:
         if luck_md.estimate is not None:
-            crits.append(_diff_criterion("luck rate", luck_md, max_luck, False))
-        else:
+            est = luck_md.estimate
+            sd = math.sqrt(max(est * (1.0 - est), 1e-4) * luck_md.deff)
+            luck_c = Criterion("luck rate", est, max_luck, False, luck_md.lo, luck_md.hi, luck_md.p_at_least(max_luck),
+                               luck_md.p_at_most(max_luck), sd, route_conf)
+            luck_c, luck_why = finite_criterion(luck_c, luck_units, route_conf)
+            routes.append(luck_c)
+        elif min_odds is None:
             notes.append("the luck rate needs pairs whose diagnosis is right")
+    if min_odds is not None:
+        dep_c = _odds_criterion(dep, min_odds, route_conf)
+        if dep_c is not None:
+            routes.insert(0, dep_c)
+        elif max_luck is None:
+            notes.append("the odds ratio needs pairs with the perception right and wrong, and diagnoses right and "
+                         "wrong")
+    if len(routes) == 2:
+        crits.append(_either(routes[0], routes[1]))
+    elif routes and (not both or routes[0].name == "luck rate"):
+        # One route measurable: alone it decides a pass (at its half level); with the
+        # other route unmeasurable a fail claim needs both, so it cannot fail here.
+        only = routes[0]
+        crits.append(replace(only, p_pass=min(1.0, (2.0 if both else 1.0) * only.p_pass),
+                             p_fail=1.0 if both else only.p_fail))
+    elif both:
+        notes.append("neither the odds ratio nor the luck rate can be measured on these pairs")
     if min_grounding is not None:
         if g.difference is not None:
             sd = g.se * math.sqrt(g.pairs) if math.isfinite(g.se) else 1.0
@@ -235,12 +244,82 @@ def _credibility(check: Check, records: list[GradedRecord]) -> Evidence:
     if notes:  # a criterion that cannot be measured leaves the whole check undecided
         crits = []
     primary = crits[0] if crits else None
-    method = (f"luck rate: {luck_md.method}" if max_luck is not None else "") + (
-        f"{'; ' if max_luck is not None else ''}grounding: {g.method}" if min_grounding is not None else "")
-    ev = Evidence(check, cred.pairs, "pairs", tuple(crits), primary.estimate if primary else None,
-                  (primary.lo, primary.hi) if primary else None, bound, None, rate, facts, tuple(worst), details,
-                  method, note="; ".join(notes))
-    return with_finite(ev, luck_units) if max_luck is not None else ev
+    details = {**cred.to_dict(), "grounding": g.to_dict(), "dependence": dep.to_dict(),
+               "expected_D_independent": g.expected_D,
+               "luck_rate_interval": [luck_md.lo, luck_md.hi], "luck_rate_confidence": route_conf,
+               "rationality_interval": [1.0 - luck_md.hi, 1.0 - luck_md.lo], "shortcut_interval": [sc_ci.lo, sc_ci.hi],
+               "max_luck_rate": max_luck, "min_odds_ratio": min_odds, "min_grounding": min_grounding,
+               "decided_on": primary.name if primary else None,
+               "exclude_low_tasks": list(excluded), "rule": check.rule, "source": check.source}
+    if luck_why is not None:
+        luck_c = next(c for c in routes if c.name == "luck rate")
+        details.update(luck_rate_interval=[luck_c.lo, luck_c.hi], interval_method=finite.METHOD,
+                       rationality_interval=[1.0 - luck_c.hi, 1.0 - luck_c.lo],
+                       cluster_robust_interval=[luck_md.lo, luck_md.hi])
+    luck_lo, luck_hi = details["luck_rate_interval"]
+    groups = f"A={cred.A} B={cred.B} C={cred.C} D={cred.D} on {cred.images} images"
+    if g.expected_D is not None:
+        groups += f" (D expected under independence: {g.expected_D:.1f})"
+    if dropped:
+        groups += f", {dropped} pairs dropped (an error or unavailable item on one side)"
+    rc = f"{route_conf * 100:g}% CI"
+    facts = (
+        f"odds ratio of a right diagnosis on a right perception = {_f(dep.odds_ratio)}"
+        f"{f' ({rc} [{dep.lo:.3f}, {dep.hi:.3f}])' if dep.defined else ''}; "
+        f"luck rate P(not L|H) per right diagnosis = {_f(luck_md.estimate)}"
+        f"{f' ({rc} [{luck_lo:.3f}, {luck_hi:.3f}])' if luck_md.estimate is not None else ''}"
+        f" over {len(luck_units)} right diagnoses{f' ({luck_why})' if luck_why else ''}; "
+        f"grounding P(H|L) - P(H|not L) = {_f(g.p_h_given_l)} - {_f(g.p_h_given_not_l)} = {_f(g.difference)}"
+        f"{_ci(check.confidence, (g.lo, g.hi))}; paper's numbers: rationality "
+        f"{_f(cred.rationality)}, luck rate {_f(cred.luck_rate)}, shortcut probability {_f(cred.shortcut_prob)} "
+        f"(not a bound: it equals diagnostic accuracy when the two are independent); {groups}"
+    )
+    seen: set[str] = set()
+    worst: list[WorstItem] = []
+    for p in sorted((p for p in pairs if p.group == "D"), key=lambda p: (p.image, p.low.item_id)):
+        if p.image in seen or len(worst) >= MAX_WORST:
+            continue
+        seen.add(p.image)
+        worst.append(WorstItem.of(p.low, note=f"yet {p.high.task} item {p.high.item_id} on the same image was right"))
+    methods = []
+    if min_odds is not None:
+        methods.append(f"odds ratio: {dep.method}")
+    if max_luck is not None:
+        methods.append(f"luck rate: {finite.METHOD if luck_why else luck_md.method}")
+    if both:
+        methods.append("passes when either route passes at half the one-sided level (Bonferroni), fails when both "
+                       "fail (intersection-union)")
+    if min_grounding is not None:
+        methods.append(f"grounding: {g.method}")
+    return Evidence(check, cred.pairs, "pairs", tuple(crits), primary.estimate if primary else None,
+                    (primary.lo, primary.hi) if primary else None, primary.bound if primary else None, None, rate,
+                    facts, tuple(worst), details, "; ".join(methods), note="; ".join(notes))
+
+
+def _odds_criterion(dep: Dependence, bound: float, confidence: float) -> Criterion | None:
+    """The dependence route: the odds ratio must reach `bound` (None: not measurable).
+    Right diagnoses with the perception never right (no pair with L right, some with H
+    right over L wrong) rest on no right perception at all: the route is missed."""
+    if dep.A + dep.B == 0 and dep.D > 0:
+        return Criterion("odds ratio", None, bound, True, 0.0, CAP, 1.0, 0.0, 1.0, confidence)
+    if not dep.defined or dep.odds_ratio is None:
+        return None
+    # sd of one pair on the odds-ratio scale (for planning only): the delta method on the
+    # log scale, from the interval's width.
+    q = t_quantile(0.5 + confidence / 2.0, max(1.0, dep.images - 1.0))
+    se_log = (math.log(dep.hi) - math.log(dep.lo)) / (2.0 * q) if dep.lo > 0 and math.isfinite(q) else 1.0
+    sd = dep.odds_ratio * se_log * math.sqrt(max(1, dep.pairs))
+    return Criterion("odds ratio", dep.odds_ratio, bound, True, dep.lo, dep.hi, dep.p_at_most(bound),
+                     dep.p_at_least(bound), sd, confidence)
+
+
+def _either(first: Criterion, second: Criterion) -> Criterion:
+    """One criterion met when either route is (each at half the level: its p-value
+    doubled) and missed when both are (the larger p-value); it shows the route closer
+    to a pass, with that route's own estimate, interval and bound."""
+    shown = first if first.p_pass <= second.p_pass else second
+    return replace(shown, p_pass=min(1.0, 2.0 * min(first.p_pass, second.p_pass)),
+                   p_fail=max(first.p_fail, second.p_fail))
 
 
 # --------------------------------------------------------------------------- image dependence

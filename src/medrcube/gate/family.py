@@ -83,14 +83,14 @@ def _needed(e: Evidence, alpha_pass: float, alpha_fail: float, power: float = DE
 
 
 def _head(c: Criterion, confidence: float, decided: str) -> str:
-    lo_hi = f"{_pct(confidence)} CI [{c.lo:.3f}, {c.hi:.3f}]"
+    lo_hi = f"{_pct(c.confidence or confidence)} CI [{c.lo:.3f}, {c.hi:.3f}]"
     est = "n/a" if c.estimate is None else f"{c.estimate:.3f}"
     rel = ">=" if c.at_least else "<="
     return f"{c.name} {est} ({lo_hi}) against {rel} {c.bound:.3f}: {decided}"
 
 
 def _pct(x: float) -> str:
-    return f"{x:.0%}"
+    return f"{x * 100:g}%"
 
 
 def _with_worst(message: str, worst: Sequence[Any]) -> str:

@@ -133,6 +133,11 @@ class CredibilityBounds:
     # the paper's rationality, must stay at or below this: small for a model that perceives
     # well, whatever its diagnostic accuracy, and 0 when perception is always right.
     max_luck_rate: float | None = None
+    # The odds ratio odds(diagnosis right | perception right) / odds(diagnosis right |
+    # perception wrong) on the same image must reach this: 1 for a model whose diagnosis
+    # ignores its perception (a shortcut). With max_luck_rate beside it, the check passes
+    # when either is shown (each at half the level) and fails when both are missed.
+    min_odds_ratio: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +151,10 @@ class CredibilityPolicy:
     max_error_rate: float = 0.05
     required: bool = True
     exclude_low_tasks: tuple[str, ...] = ("View Recognition",)
+    # Whether the per-part checks are required (the overall one follows `required`): a
+    # part holds a fraction of the pairs, too few to show dependence for most parts, so
+    # the shipped policy reports them (a decisive fail still counts) without requiring them.
+    parts_required: bool = True
 
     def for_part(self, part: str) -> CredibilityBounds:
         return self.parts.get(part, self.overall)

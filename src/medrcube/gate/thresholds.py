@@ -277,7 +277,8 @@ def _build_findings(c: Checker, doc: Mapping[str, Any], defaults: Decision, src:
 
 def _build_credibility(d: Mapping[str, Any], defaults: Decision, src: Callable[..., str]) -> CredibilityPolicy:
     min_pairs = d.get("min_pairs", defaults.min_n)
-    overall = CredibilityBounds(d.get("min_grounding"), min_pairs, src("credibility"), d.get("max_luck_rate"))
+    overall = CredibilityBounds(d.get("min_grounding"), min_pairs, src("credibility"), d.get("max_luck_rate"),
+                                d.get("min_odds_ratio"))
     parts = {}
     for part, spec in (d.get("parts") or {}).items():
         parts[part] = CredibilityBounds(
@@ -285,6 +286,7 @@ def _build_credibility(d: Mapping[str, Any], defaults: Decision, src: Callable[.
             spec.get("min_pairs", min_pairs),
             src("credibility", "parts", part),
             spec.get("max_luck_rate", overall.max_luck_rate),
+            spec.get("min_odds_ratio", overall.min_odds_ratio),
         )
     tasks = d.get("exclude_low_tasks")
     return CredibilityPolicy(
@@ -296,6 +298,7 @@ def _build_credibility(d: Mapping[str, Any], defaults: Decision, src: Callable[.
         confidence=d.get("confidence", defaults.confidence),
         max_error_rate=d.get("max_error_rate", defaults.max_error_rate),
         required=d.get("required", defaults.required),
+        parts_required=d.get("parts_required", d.get("required", defaults.required)),
         exclude_low_tasks=("View Recognition",) if tasks is None else tuple(canonical_task(t).value for t in tasks),
     )
 

@@ -164,9 +164,18 @@ def validate_doc(c: Checker, doc: Any, prefix: str, *, top: bool) -> None:
             validate_doc(c, overlay, f"profiles.{name}", top=False)
 
 
-CRED_BOUND_KEYS = ("min_grounding", "max_luck_rate", "min_pairs")
+CRED_BOUND_KEYS = ("min_grounding", "max_luck_rate", "min_odds_ratio", "min_pairs")
 CRED_KEYS = (*CRED_BOUND_KEYS, "enabled", "by_part", "parts", "exclude_low_tasks", "rule", "confidence",
-             "max_error_rate", "required")
+             "max_error_rate", "required", "parts_required")
+
+
+def _odds_ratio(c: Checker, key: str, d: Mapping[str, Any]) -> None:
+    v = d.get("min_odds_ratio")
+    if v is None:
+        return
+    if isinstance(v, bool) or not isinstance(v, int | float) or not 1.0 <= float(v) <= 1e4:
+        c.fail(f"{key}.min_odds_ratio", "an odds ratio bound must be a number from 1 (no dependence) to 10000", v,
+               "write e.g. 3: a right perception must multiply the odds of a right diagnosis by at least 3")
 # Keys of the paper's measures, which are reported but no longer bounds (docs/guarantees.md).
 RETIREDCRED_KEYS = ("min_rationality", "max_shortcut_prob")
 
@@ -184,11 +193,12 @@ def validate_credibility(c: Checker, k: str, value: Any) -> None:
     if isinstance(value, dict):
         _retired(c, k, value)
     d = c.mapping(k, value, CRED_KEYS)
-    for b in ("enabled", "by_part"):
+    for b in ("enabled", "by_part", "parts_required"):
         if b in d:
             c.boolean(f"{k}.{b}", d[b])
     c.optional_prob(k, d, "min_grounding", "a grounding difference")
     c.optional_prob(k, d, "max_luck_rate", "a share of right diagnoses")
+    _odds_ratio(c, k, d)
     if "min_pairs" in d:
         c.count(f"{k}.min_pairs", d["min_pairs"])
     c.decision(k, {x: d[x] for x in ("rule", "confidence", "max_error_rate", "required") if x in d})
@@ -206,5 +216,6 @@ def validate_credibility(c: Checker, k: str, value: Any) -> None:
             c.mapping(pk, spec, CRED_BOUND_KEYS)
             c.optional_prob(pk, spec, "min_grounding", "a grounding difference")
             c.optional_prob(pk, spec, "max_luck_rate", "a share of right diagnoses")
+            _odds_ratio(c, pk, spec)
             if "min_pairs" in spec:
                 c.count(f"{pk}.min_pairs", spec["min_pairs"])

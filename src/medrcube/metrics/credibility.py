@@ -29,11 +29,13 @@ graded as wrong (the reference counts an error as a wrong answer).
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Collection, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from medrcube.metrics.clustered import t_quantile, t_sf, wilson_q
 from medrcube.records import GradedRecord
 from medrcube.taxonomy import Level, task_level
 
@@ -280,3 +282,78 @@ def grounding(pairs: Iterable[Pair], confidence: float = 0.95) -> Grounding:
     lo = max(-1.0, diff - half) if math.isfinite(half) else -1.0
     hi = min(1.0, diff + half) if math.isfinite(half) else 1.0
     return Grounding(n, big_k, p1, p0, diff, se, df, lo, hi, confidence, odds, expected_d, d)
+
+
+# --------------------------------------------------------------------------- the luck rate's interval
+
+LUCK_METHOD = ("Wilson score on n / deff right diagnoses, deff = max(1, cluster-robust variance over images / "
+               "binomial variance), t(K-1) quantile; deff = the size-weighted diagnoses per image when the "
+               "variance cannot be estimated")
+
+
+@dataclass(frozen=True, slots=True)
+class LuckRate:
+    """The luck rate P(L wrong | H right), one unit per right diagnosis (luck_shares),
+    with a score interval that counts images: a Wilson interval on the effective number
+    of right diagnoses. Its units are shares in [0, 1], whose variance is at most the
+    binomial one p(1 - p); the design effect over images is never taken below 1, so the
+    interval is never narrower than a binomial one on as many independent diagnoses."""
+
+    n: int  # right diagnoses
+    images: int
+    estimate: float | None
+    deff: float
+    lo: float
+    hi: float
+    confidence: float
+    method: str = LUCK_METHOD
+
+    @property
+    def df(self) -> float:
+        return self.images - 1.0
+
+    def _z(self, bound: float) -> float:
+        assert self.estimate is not None
+        return (self.estimate - bound) / math.sqrt(bound * (1.0 - bound) * self.deff / self.n)
+
+    def p_at_most(self, bound: float) -> float:
+        """One-sided p of H0: luck rate <= bound (small: decisively above it)."""
+        if self.estimate is None or self.df < 1:
+            return 1.0
+        if bound <= 0.0 or bound >= 1.0:
+            return 0.0 if bound <= 0.0 and self.estimate > 0.0 else 1.0
+        return t_sf(self._z(bound), self.df)
+
+    def p_at_least(self, bound: float) -> float:
+        """One-sided p of H0: luck rate >= bound (small: decisively below it)."""
+        if self.estimate is None or self.df < 1:
+            return 1.0
+        if bound <= 0.0 or bound >= 1.0:
+            return 0.0 if bound >= 1.0 and self.estimate < 1.0 else 1.0
+        return t_sf(-self._z(bound), self.df)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def luck_rate(units: Iterable[tuple[str, float]], confidence: float = 0.95) -> LuckRate:
+    """The luck rate of (image, share) units (luck_shares) with its clustered score interval."""
+    per: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for image, share in units:
+        per[image][0] += share
+        per[image][1] += 1
+    n = int(sum(v[1] for v in per.values()))
+    k = len(per)
+    if n == 0:
+        return LuckRate(0, 0, None, 1.0, 0.0, 1.0, confidence)
+    p = sum(v[0] for v in per.values()) / n
+    m_w = sum(v[1] * v[1] for v in per.values()) / n
+    binomial = p * (1.0 - p)
+    if k > 1 and binomial > 0.0:
+        robust = sum((s - p * m) ** 2 for s, m in per.values()) * k / (k - 1.0) / n  # n var(p_hat)
+        deff = max(1.0, robust / binomial)
+    else:
+        deff = max(1.0, m_w)
+    q = t_quantile(0.5 + confidence / 2.0, k - 1.0)
+    lo, hi = wilson_q(p, n / deff, q)
+    return LuckRate(n, k, p, deff, lo, hi, confidence)

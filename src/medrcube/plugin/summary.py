@@ -241,9 +241,12 @@ def number_lines(entries: Sequence[Mapping[str, Any]]) -> list[str]:
             groups = " ".join(f"{g}={d[g]}" for g in "ABCD" if g in d)
             g = d.get("grounding") or {}
             expected = d.get("expected_D_independent")
+            # The value decided on, with its own interval; grounding (reported) with none.
+            decided = d.get("decided_on") or "grounding"
+            also = "" if decided == "grounding" else f", grounding {_fmt(g.get('difference'))}"
             lines.append(
-                f"credibility {e['id'].removeprefix('credibility/')}: grounding {_fmt(g.get('difference'))}"
-                f"{_interval(e)}, rationality {_fmt(d.get('rationality'))}, "
+                f"credibility {e['id'].removeprefix('credibility/')}: {decided} {_fmt(e.get('observed'))}"
+                f"{_interval(e)}{also}, rationality {_fmt(d.get('rationality'))}, "
                 f"shortcut probability {_fmt(d.get('shortcut_prob'))}, {d.get('pairs', e['n'])} pairs"
                 f"{f' ({groups}' if groups else ''}"
                 f"{f', D expected if independent {expected:.1f}' if groups and expected is not None else ''}"

@@ -1,0 +1,128 @@
+"""The credibility statistics that decide: the odds ratio's robust score test
+(metrics/dependence.py) and the luck rate's clustered score interval
+(metrics/credibility.luck_rate), against exact and simulated references."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from medrcube.metrics.clustered import t_quantile, wilson_q
+from medrcube.metrics.credibility import luck_rate
+from medrcube.metrics.dependence import CAP, dependence
+
+
+def table(a: int, b: int, c: int, d: int) -> list[tuple[str, bool, bool]]:
+    """One pair per image: (image, perception right, diagnosis right)."""
+    rows = [(True, True)] * a + [(True, False)] * b + [(False, False)] * c + [(False, True)] * d
+    return [(f"i{k}", low, high) for k, (low, high) in enumerate(rows)]
+
+
+def test_the_estimate_is_the_sample_odds_ratio_and_haldane_when_a_group_is_empty() -> None:
+    dep = dependence(table(40, 10, 20, 10))
+    assert dep.odds_ratio == pytest.approx(40 * 20 / (10 * 10))
+    assert (dep.A, dep.B, dep.C, dep.D, dep.pairs, dep.images) == (40, 10, 20, 10, 80, 80)
+    dep = dependence(table(40, 0, 20, 10))
+    assert dep.odds_ratio == pytest.approx(40.5 * 20.5 / (0.5 * 10.5))
+
+
+def test_the_score_is_zero_at_the_estimate_and_the_interval_inverts_the_tests() -> None:
+    dep = dependence(table(120, 30, 25, 40), confidence=0.95)
+    assert dep.odds_ratio is not None
+    assert dep.z(dep.odds_ratio) == pytest.approx(0.0, abs=1e-6)
+    assert dep.lo < dep.odds_ratio < dep.hi
+    # The interval's ends are where the one-sided p-values reach (1 - confidence) / 2.
+    assert dep.p_at_most(dep.lo) == pytest.approx(0.025, abs=1e-4)
+    assert dep.p_at_least(dep.hi) == pytest.approx(0.025, abs=1e-4)
+
+
+def test_with_independent_pairs_the_score_at_one_is_pearsons_signed_chi_square() -> None:
+    # Near independence, the sandwich (residuals under H0) is the model variance.
+    a, b, c, d = 400, 100, 110, 400
+    n = a + b + c + d
+    chi2 = n * (a * c - b * d) ** 2 / ((a + b) * (c + d) * (a + d) * (b + c))
+    # The sandwich is floored at the independent-pairs variance, so |Z| is at most Pearson's.
+    z = dependence(table(a, b, c, d)).z(1.0)
+    assert 0 < z <= math.sqrt(chi2) * (1 + 1e-9)
+    assert z == pytest.approx(math.sqrt(chi2), rel=0.02)
+
+
+def test_pairs_on_one_image_count_once_more_than_independent_ones() -> None:
+    # The same table, its pairs either on their own images or four to an image (the
+    # four sharing their outcomes): the clustered test is less sure.
+    own = dependence(table(60, 15, 15, 10))
+    shared = dependence([(f"j{k // 4}", low, high) for k, (_, low, high) in enumerate(
+        sorted(table(60, 15, 15, 10), key=lambda r: (r[1], r[2])))])
+    assert (shared.A, shared.B, shared.C, shared.D) == (own.A, own.B, own.C, own.D)
+    assert abs(shared.z(1.0)) < abs(own.z(1.0))
+    assert shared.hi - shared.lo > own.hi - own.lo
+
+
+def test_undefined_without_both_kinds_of_perception_or_diagnosis() -> None:
+    for dep in (dependence(table(30, 5, 0, 0)), dependence(table(30, 0, 0, 5)), dependence([])):
+        assert not dep.defined and dep.p_at_most(2.0) == 1.0 and dep.p_at_least(2.0) == 1.0
+        assert dep.hi == CAP  # finite: JSON-safe
+
+
+def test_a_shortcut_is_decisively_below_the_bound_and_a_grounded_model_above_it() -> None:
+    # Diagnosis 0.9 whatever the perception (odds ratio 1) on 2,000 pairs; a grounded model
+    # (diagnosis 0.95 with the perception right, 0.5 with it wrong: odds ratio 19).
+    shortcut = dependence(table(1440, 160, 40, 360))
+    assert shortcut.p_at_least(2.5) < 1e-6 and shortcut.p_at_most(2.5) > 0.5
+    grounded = dependence(table(1520, 80, 200, 200))
+    assert grounded.p_at_most(2.5) < 1e-6
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.booleans(), st.booleans()), min_size=30, max_size=120))
+def test_interval_holds_the_estimate_and_p_values_are_monotone(rows: list[tuple[int, bool, bool]]) -> None:
+    dep = dependence((f"i{k}", low, high) for k, low, high in rows)
+    if not dep.defined:
+        return
+    assert dep.odds_ratio is not None
+    assert dep.lo <= dep.odds_ratio * (1 + 1e-9) and dep.odds_ratio <= dep.hi * (1 + 1e-9)
+    ps = [dep.p_at_most(t) for t in (0.5, 1.0, 2.0, 4.0)]
+    assert all(x <= y + 1e-12 for x, y in zip(ps, ps[1:], strict=False))
+
+
+def test_one_sided_errors_at_the_bound_by_simulation() -> None:
+    """A model whose odds ratio is the bound (clustered pairs: an image effect shared by
+    its perception items), 300 seeded replicates: each one-sided error stays near 0.025."""
+    rng = np.random.default_rng(7)
+    theta, p1, images = 3.0, 0.85, 150
+    odds0 = p1 / (1 - p1) / theta
+    p0 = odds0 / (1 + odds0)
+    false_pass = false_fail = 0
+    reps = 300
+    for _ in range(reps):
+        rows = []
+        for j in range(images):
+            seen = rng.random() < 0.7  # the image is perceived: all of its perception items right
+            high = rng.random() < (p1 if seen else p0)
+            rows += [(f"i{j}", seen, high)] * 2
+        dep = dependence(rows)
+        false_pass += dep.p_at_most(theta) <= 0.025
+        false_fail += dep.p_at_least(theta) <= 0.025
+    assert false_pass / reps <= 0.05 and false_fail / reps <= 0.05
+
+
+def test_luck_rate_of_single_diagnoses_is_wilson_on_the_clustered_n() -> None:
+    units = [(f"i{k}", 1.0 if k < 12 else 0.0) for k in range(200)]
+    lr = luck_rate(units, 0.95)
+    assert lr.estimate == pytest.approx(0.06) and lr.n == 200 and lr.images == 200
+    # One unit per image: the sandwich is the binomial variance times K / (K - 1).
+    assert lr.deff == pytest.approx(200 / 199)
+    lo, hi = wilson_q(0.06, 200 / lr.deff, t_quantile(0.975, 199))
+    assert (lr.lo, lr.hi) == (pytest.approx(lo), pytest.approx(hi))
+    assert lr.p_at_least(lr.hi) == pytest.approx(0.025, abs=1e-6)
+    assert lr.p_at_most(lr.lo) == pytest.approx(0.025, abs=1e-6)
+
+
+def test_luck_rate_counts_images_when_there_is_no_variance() -> None:
+    lr = luck_rate([(f"i{k // 3}", 0.0) for k in range(90)])  # 30 images of 3 right diagnoses, no luck
+    assert lr.estimate == 0.0 and lr.deff == 3.0 and lr.lo == 0.0
+    assert lr.hi == pytest.approx(wilson_q(0.0, 30, t_quantile(0.975, 29))[1])
