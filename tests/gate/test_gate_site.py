@@ -24,7 +24,7 @@ def _check(cid: str, kind: CheckKind, required: bool = True) -> Check:
 
 
 # 200 images of 3 items each (the cluster-robust interval) and 12 images of 10 (few images:
-# the finite-sample one); whole images right or wrong, so clustering matters.
+# the few-images one); whole images right or wrong, so clustering matters.
 MANY = [_record(3 * j + k, j, j % 5 != 0) for j in range(200) for k in range(3)]
 FEW = [_record(10 * j + k, j, j % 4 != 0) for j in range(12) for k in range(10)]
 
@@ -36,7 +36,7 @@ def test_a_site_check_on_items_sharing_images_gets_the_same_interval_as_a_built_
         assert site.interval == built_in.interval and site.method == built_in.method
         assert site.criteria[0].p_pass == built_in.criteria[0].p_pass
         assert site.interval is not None and site.interval[1] - site.interval[0] > 0.1  # images, not items
-    assert "Hoeffding-Bentkus" in collect_site(_check("s", CheckKind.SITE), FEW, lambda r: r.correct).method
+    assert "ICC raised" in collect_site(_check("s", CheckKind.SITE), FEW, lambda r: r.correct).method
 
 
 def test_a_site_check_joins_the_holm_family_of_the_built_in_checks() -> None:

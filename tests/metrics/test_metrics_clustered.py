@@ -7,6 +7,8 @@ items, and an ICC that cannot be estimated counts images (ICC = 1) instead of it
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -108,3 +110,26 @@ def test_metrics_summary_carries_the_gates_clustered_interval(rec):
     assert stats["ci95"] == list(wilson_interval(stats["correct"], stats["n"]))  # the reference layout's key
     assert stats["ci95_clustered"] == [ci.lo, ci.hi] and "Kish" in stats["ci_method"]
     assert stats["images"] == 10 and stats["design_effect"] == ci.deff
+
+
+def test_the_icc_standard_error_is_fishers_for_equal_images() -> None:
+    from medrcube.metrics.clustered import icc_se
+
+    rho, k, m = 0.3, 20, 8
+    expected = math.sqrt(2 * (1 - rho) ** 2 * (1 + (m - 1) * rho) ** 2 / (m * (m - 1) * (k - 1)))
+    assert icc_se(rho, [(5, m)] * k) == pytest.approx(expected)
+    assert icc_se(rho, [(1, 1)] * 10) == 0.0  # single items: no ICC to estimate
+
+
+def test_the_few_images_margin_widens_the_interval_by_raising_the_icc() -> None:
+    from medrcube.metrics.clustered import FEW_METHOD, icc_se
+
+    clusters = [(8, 8)] * 14 + [(6, 8)] * 4 + [(3, 8)] * 2  # 20 images of 8 items
+    plain = clustered_wilson(clusters)
+    raised = clustered_wilson(clusters, icc_margin=2.0)
+    assert raised.icc == pytest.approx(min(1.0, plain.icc + 2.0 * icc_se(plain.icc, clusters)))
+    assert raised.lo < plain.lo and raised.hi >= plain.hi and raised.method == FEW_METHOD
+    assert raised.p_at_most(0.8) > plain.p_at_most(0.8)
+    # An ICC that cannot be estimated is 1 already: nothing to raise.
+    every = [(8, 8)] * 20
+    assert clustered_wilson(every, icc_margin=2.0).icc == clustered_wilson(every).icc == 1.0

@@ -19,7 +19,7 @@ from typing import Any
 from medrcube.gate.checks import Check
 from medrcube.gate.verdict import WorstItem
 from medrcube.metrics import finite
-from medrcube.metrics.clustered import ClusteredInterval
+from medrcube.metrics.clustered import FEW_IMAGES_ICC_MARGIN, FEW_METHOD, ClusteredInterval, clustered_wilson
 from medrcube.metrics.paired import MeanDifference
 from medrcube.records import GradedRecord, Outcome
 from medrcube.tally import NOT_ASKED
@@ -161,13 +161,17 @@ def few_images(sizes: Sequence[int], limit: int = FEW_IMAGES) -> bool:
 
 def finite_criterion(crit: Criterion, units: Iterable[tuple[str, float]], confidence: float, *,
                      paired: bool = False) -> tuple[Criterion, str | None]:
-    """`crit` decided with the finite-sample interval over images (at two-sided
-    `confidence`) when few images hold its units (see few_images), and why; unchanged
-    and None otherwise. `units` are (image, value) with values in [0, 1] (proportions),
-    or paired differences in {-1, 0, 1} when `paired`: those are mapped to (1 + d) / 2,
-    and the bound and interval back."""
+    """`crit` decided with the few-images interval (at two-sided `confidence`) when few
+    images hold its units (see few_images), and why; unchanged and None otherwise.
+    `units` are (image, value) with values in [0, 1], or paired differences in
+    {-1, 0, 1} when `paired`: those are mapped to (1 + d) / 2, and the bound and interval
+    back. Right/wrong units (every value 0 or 1: accuracy, sensitivity, a site's
+    proportion) get the clustered Wilson interval with its ICC raised by
+    FEW_IMAGES_ICC_MARGIN standard errors; other units (paired drops, shares) the
+    finite-sample Hoeffding-Bentkus interval (benchmarks/RESULTS.md, section 13)."""
+    units = list(units)
     if paired:
-        units = ((k, (1.0 + d) / 2.0) for k, d in units)
+        units = [(k, (1.0 + d) / 2.0) for k, d in units]
     sums, sizes = image_units(units)
     limit = FEW_IMAGES_PAIRED if paired else FEW_IMAGES
     if not few_images(sizes, limit):
@@ -175,14 +179,25 @@ def finite_criterion(crit: Criterion, units: Iterable[tuple[str, float]], confid
     to_u = (lambda x: (1.0 + x) / 2.0) if paired else (lambda x: x)
     back = (lambda u: 2.0 * u - 1.0) if paired else (lambda u: u)
     b = to_u(crit.bound)
-    up, down = finite.p_at_most(sums, sizes, b), finite.p_at_least(sums, sizes, b)
-    lo_u, hi_u = finite.interval(sums, sizes, confidence)
-    p_pass, p_fail = (up, down) if crit.at_least else (down, up)
-    new = replace(crit, lo=back(lo_u), hi=back(hi_u), p_pass=p_pass, p_fail=p_fail)
     n = sum(sizes)
-    why = (f"decided with {finite.METHOD}: {len(sizes)} images, effective {n * n / sum(m * m for m in sizes):.1f}"
-           f" < {limit}, where the cluster-robust interval is unreliable")
-    return new, why
+    effective = f"{len(sizes)} images, effective {n * n / sum(m * m for m in sizes):.1f} < {limit}"
+    if not paired and all(v in (0.0, 1.0) for _, v in units):
+        ci = clustered_wilson([(round(s), m) for s, m in zip(sums, sizes, strict=True)], confidence,
+                              icc_margin=FEW_IMAGES_ICC_MARGIN)
+        up, down, lo_u, hi_u, method = ci.p_at_most(b), ci.p_at_least(b), ci.lo, ci.hi, FEW_METHOD
+        why = f"decided with {method}: {effective}, ICC {ci.icc:.2f}"
+    else:
+        up, down = finite.p_at_most(sums, sizes, b), finite.p_at_least(sums, sizes, b)
+        lo_u, hi_u = finite.interval(sums, sizes, confidence)
+        method = finite.METHOD
+        why = f"decided with {method}: {effective}, where the cluster-robust interval is unreliable"
+    p_pass, p_fail = (up, down) if crit.at_least else (down, up)
+    return replace(crit, lo=back(lo_u), hi=back(hi_u), p_pass=p_pass, p_fail=p_fail), why
+
+
+def few_images_method(why: str) -> str:
+    """The method a finite_criterion reason names."""
+    return FEW_METHOD if why.startswith(f"decided with {FEW_METHOD}") else finite.METHOD
 
 
 def with_finite(ev: Evidence, units: Iterable[tuple[str, float]], *, paired: bool = False) -> Evidence:
@@ -194,6 +209,7 @@ def with_finite(ev: Evidence, units: Iterable[tuple[str, float]], *, paired: boo
     new, why = finite_criterion(crit, units, ev.check.confidence, paired=paired)
     if why is None:
         return ev
-    details = {**ev.details, "interval_method": finite.METHOD, "cluster_robust_interval": [crit.lo, crit.hi]}
-    return replace(ev, criteria=(new, *ev.criteria[1:]), interval=(new.lo, new.hi), method=finite.METHOD,
+    method = few_images_method(why)
+    details = {**ev.details, "interval_method": method, "cluster_robust_interval": [crit.lo, crit.hi]}
+    return replace(ev, criteria=(new, *ev.criteria[1:]), interval=(new.lo, new.hi), method=method,
                    facts=ev.facts + "; " + why, details=details)

@@ -19,7 +19,7 @@ from dataclasses import replace
 
 import medrcube.gate.evidence_clinical  # noqa: F401  (its kinds register their evidence)
 from medrcube.gate.checks import Check, CheckKind
-from medrcube.gate.criteria import MAX_WORST, Criterion, Evidence, finite_criterion, with_finite
+from medrcube.gate.criteria import MAX_WORST, Criterion, Evidence, few_images_method, finite_criterion, with_finite
 from medrcube.gate.criteria import api_errors as _errors
 from medrcube.gate.criteria import ci_text as _ci
 from medrcube.gate.criteria import diff_criterion as _diff_criterion
@@ -27,7 +27,6 @@ from medrcube.gate.criteria import fmt as _f
 from medrcube.gate.criteria import prop_criterion as _prop_criterion
 from medrcube.gate.kinds import collects, entry_of
 from medrcube.gate.verdict import WorstItem
-from medrcube.metrics import finite
 from medrcube.metrics.accuracy import accuracy, chance_level
 from medrcube.metrics.clustered import METHOD as PROPORTION_METHOD
 from medrcube.metrics.clustered import (
@@ -253,7 +252,7 @@ def _credibility(check: Check, records: list[GradedRecord]) -> Evidence:
                "exclude_low_tasks": list(excluded), "rule": check.rule, "source": check.source}
     if luck_why is not None:
         luck_c = next(c for c in routes if c.name == "luck rate")
-        details.update(luck_rate_interval=[luck_c.lo, luck_c.hi], interval_method=finite.METHOD,
+        details.update(luck_rate_interval=[luck_c.lo, luck_c.hi], interval_method=few_images_method(luck_why),
                        rationality_interval=[1.0 - luck_c.hi, 1.0 - luck_c.lo],
                        cluster_robust_interval=[luck_md.lo, luck_md.hi])
     luck_lo, luck_hi = details["luck_rate_interval"]
@@ -285,7 +284,7 @@ def _credibility(check: Check, records: list[GradedRecord]) -> Evidence:
     if min_odds is not None:
         methods.append(f"odds ratio: {dep.method}")
     if max_luck is not None:
-        methods.append(f"luck rate: {finite.METHOD if luck_why else luck_md.method}")
+        methods.append(f"luck rate: {few_images_method(luck_why) if luck_why else luck_md.method}")
     if both:
         methods.append("passes when either route passes at half the one-sided level (Bonferroni), fails when both "
                        "fail (intersection-union)")

@@ -45,6 +45,14 @@ from medrcube.metrics.special import ndtr, ndtri, stdtr, stdtrit
 from medrcube.records import GradedRecord
 
 METHOD = "Wilson score on the Kish effective n (sum m^2/n), t(n/m_w - 1) quantile; ICC=1 when not estimable"
+# With few images (gate/criteria.py), the same interval with the ICC raised by this many
+# of its standard errors: the ANOVA estimate is low exactly when a sample's images look
+# alike, which is when its accuracy looks high, so the plain interval passes too often
+# (one-sided miss 0.06 at 20 images x 8 items, p 0.95, ICC 0.5). Calibrated by
+# simulation over 48 designs (benchmarks/few_images.py, RESULTS.md section 13).
+FEW_IMAGES_ICC_MARGIN = 2.0
+FEW_METHOD = (f"Wilson score on the Kish effective n, ICC raised by {FEW_IMAGES_ICC_MARGIN:g} standard errors "
+              "(few images), t(n/m_w - 1) quantile; ICC=1 when not estimable")
 
 
 def t_quantile(level: float, df: float) -> float:
@@ -159,8 +167,23 @@ def icc_anova(clusters: Sequence[tuple[int, int]]) -> float | None:
     return (msb - msw) / denom
 
 
-def clustered_wilson(clusters: Sequence[tuple[int, int]], confidence: float = 0.95) -> ClusteredInterval:
-    """The cluster-aware interval for (k_j, m_j) clusters (see the module doc)."""
+def icc_se(rho: float, clusters: Sequence[tuple[int, int]]) -> float:
+    """The large-sample standard error of the ANOVA ICC estimate (Fisher 1925; Donner &
+    Klar 2000, sec. 5), with the ANOVA mean size m0 for unequal clusters."""
+    big_k = len(clusters)
+    n = sum(m for _, m in clusters)
+    if big_k < 2 or n == 0:
+        return 0.0
+    m0 = (n - sum(m * m for _, m in clusters) / n) / (big_k - 1)
+    if m0 <= 1.0:
+        return 0.0
+    return math.sqrt(2.0 * (1.0 - rho) ** 2 * (1.0 + (m0 - 1.0) * rho) ** 2 / (m0 * (m0 - 1.0) * (big_k - 1)))
+
+
+def clustered_wilson(clusters: Sequence[tuple[int, int]], confidence: float = 0.95,
+                     icc_margin: float = 0.0) -> ClusteredInterval:
+    """The cluster-aware interval for (k_j, m_j) clusters (see the module doc); with
+    `icc_margin`, the estimated ICC raised by that many of its standard errors (icc_se)."""
     clusters = [c for c in clusters if c[1] > 0]
     n = sum(m for _, m in clusters)
     k = sum(c for c, _ in clusters)
@@ -174,6 +197,8 @@ def clustered_wilson(clusters: Sequence[tuple[int, int]], confidence: float = 0.
         raw = icc_anova(clusters)
         estimated = raw is not None
         rho = 1.0 if raw is None else min(1.0, max(0.0, raw))
+        if icc_margin and estimated:
+            rho = min(1.0, rho + icc_margin * icc_se(rho, clusters))
     deff = 1.0 + (m_w - 1.0) * rho
     n_eff = n / deff
     # Independent items (no image carries two): the plain Wilson interval, whose
@@ -183,7 +208,8 @@ def clustered_wilson(clusters: Sequence[tuple[int, int]], confidence: float = 0.
     df = math.inf if m_w <= 1.0 else max(n / m_w - 1.0, 0.0)
     q = t_quantile(0.5 + confidence / 2.0, df)
     lo, hi = wilson_q(k / n, n_eff, q)
-    return ClusteredInterval(k, n, big_k, rho, deff, n_eff, lo, hi, confidence, df, estimated, m_w)
+    return ClusteredInterval(k, n, big_k, rho, deff, n_eff, lo, hi, confidence, df, estimated, m_w,
+                             FEW_METHOD if icc_margin else METHOD)
 
 
 def image_key(record: GradedRecord) -> str:
