@@ -318,18 +318,12 @@ def _credibility_checks(ctx: BuildContext) -> list[Check]:
     out = []
     for cid, part in scopes:
         bounds = cred.overall if part is None else cred.for_part(part)
-        if (bounds.min_grounding is None and bounds.max_luck_rate is None and bounds.min_odds_ratio is None) \
-                or not has_chain(part):
+        # The odds ratio is the primary bound when set (the dependence that a shortcut lacks),
+        # the luck rate the second route to a pass; min_grounding a further criterion.
+        metric, bound = next(((m, b) for m, b in (("dependence", bounds.min_odds_ratio), ("luck_rate",
+                              bounds.max_luck_rate), ("grounding", bounds.min_grounding)) if b is not None), ("", None))
+        if bound is None or not has_chain(part):
             continue
-        # The odds ratio is the primary bound when set (the dependence that a shortcut
-        # lacks), with the luck rate as the second route to a pass; else the luck rate;
-        # a min_grounding beside them is a further criterion of the same check.
-        if bounds.min_odds_ratio is not None:
-            metric, bound = "dependence", bounds.min_odds_ratio
-        elif bounds.max_luck_rate is not None:
-            metric, bound = "luck_rate", bounds.max_luck_rate
-        else:
-            metric, bound = "grounding", bounds.min_grounding
         out.append(Check(
             id=cid, kind=CheckKind.CREDIBILITY, metric=metric, part=part,
             modality=None, task=None, bound=bound, rule=cred.rule,
