@@ -63,7 +63,9 @@ def test_a_rerun_says_how_many_answers_came_from_the_store_and_from_which_run(ga
     assert gate_server.stats()["total"] == 27  # nothing asked again
     assert second["live"] == 0 and second["stored"] == 27 and second["from_runs"] == {first["run"]: 27}
     again.stdout.fnmatch_lines([f"answers: 0 asked live in this run, 27 from the response store (asked by runs "
-                                f"{first['run']} (27)), 27 of them UNSIGNED; UNSIGNED: set MEDRCUBE_SIGNING_KEY*"])
+                                f"{first['run']} (27)); signed: 27 with the user secret (this run signs with the "
+                                "user secret *; set MEDRCUBE_SIGNING_KEY to sign with the site key)"])
+    assert second["signer"] == "user secret" and second["signers"] == {"user secret": 27}
     assert "27 from the response store" in (gate_ws.run_dirs()[-1] / "report.html").read_text(encoding="utf-8")
 
     gate_ws.run("--fresh", model=model)  # qualification mode: every item asked live
@@ -106,6 +108,54 @@ def test_with_the_site_key_a_forged_unsigned_cache_is_asked_again(gate_ws, gate_
     assert gate_server.stats()["total"] == 54  # all 27 asked again, live
     assert doc["provenance"]["live"] == 27 and doc["provenance"]["stored"] == 0 and doc["provenance"]["signed"]
     assert doc["verdict"] == "NOT QUALIFIED"  # the model's own answers, not the forged ones
+
+
+def _forge_right_letters(gate_ws, spec: str) -> int:
+    """The issue's forged store: every stored answer of `spec` rewritten to the right
+    letter, with the plain SHA-256 digest and the CRC recomputed (marked unsigned), as an
+    editor who knows the format and the cube would. The rows are matched to their items by
+    the store keys the run's own planner makes. Returns the rows forged."""
+    from medrcube.cube import load_cube
+    from medrcube.models.registry import load_adapter
+    from medrcube.run.plan import plan_asks
+
+    cube = load_cube(str(gate_ws.path / "cube" / "cube.jsonl"))
+    adapter = load_adapter(spec, cube=cube)
+    right = {ask.key: "ABCDEFGH"[ask.item.answer] for ask in plan_asks(cube, fingerprint=adapter.fingerprint,
+                                                                        keyed_by_item=adapter.keyed_by_item)}
+    conn = sqlite3.connect(gate_ws.path / ".medrcube" / DB_NAME)
+    rows = conn.execute(f"SELECT {COLS} FROM responses").fetchall()
+    for row in rows:
+        key, _, refused, usage, *_rest = row
+        text = right[key]
+        edited = (key, text, *row[2:])
+        model, created, endpoint, run = row[10:14]
+        digest = signing.digest(_digest_payload(edited), None)
+        crc = _checksum(key, text, refused, usage, row[7], row[9], (model, created, endpoint, run, digest, 0))
+        conn.execute("UPDATE responses SET text = ?, checksum = ?, digest = ?, signed = 0 WHERE key = ?",
+                     (text, crc, digest, key))
+    conn.commit()
+    conn.close()
+    return len(rows)
+
+
+def test_a_forged_store_of_a_random_model_is_never_graded_by_default(gate_ws):
+    """The issue's second case, under the default profile and no site key: the stored
+    answers of --model=random rewritten to the right letters with every plain digest
+    recomputed. Authenticated by default, they are not graded: asked again, and said so."""
+    gate_ws.run(model="random")
+    first = gate_ws.gate_json()
+    assert first["verdict"] != "QUALIFIED" and first["provenance"]["signer"] == "user secret"
+    assert _forge_right_letters(gate_ws, "random") == 27
+
+    result = gate_ws.run(model="random")
+    doc = gate_ws.gate_json()
+    assert doc["verdict"] == first["verdict"] != "QUALIFIED" and result.ret != 0
+    assert doc["provenance"]["stored"] == 0 and doc["provenance"]["live"] == 27
+    assert doc["provenance"]["unsigned_asked_again"] == 27
+    assert {c["id"]: c["observed"] for c in doc["checks"]} == {c["id"]: c["observed"] for c in first["checks"]}
+    result.stdout.fnmatch_lines(["27 stored answer(s) bound by a plain digest only * were not graded and were "
+                                 "asked again*"])
 
 
 def test_an_edited_run_directory_is_refused_by_report_and_verify(gate_ws):

@@ -33,7 +33,46 @@ def test_a_stored_answer_carries_its_provenance(tmp_path: Path) -> None:
     assert got.response.text == "B"
     p = got.provenance
     assert (p.run, p.endpoint, p.served_model, p.signed) == (asked.run, asked.endpoint, "m-1", False)
+    assert p.signer == signing.USER  # authenticated by default: this user's secret, without a site key
     assert p.created > 0
+
+
+def _forge_plain(directory: Path, key: str, text: str) -> None:
+    """Rewrite a stored answer as a forger who knows the format would: the text, a plain
+    SHA-256 digest recomputed over it (marked unsigned) and the CRC recomputed."""
+    from medrcube.run.store.responses import _RESPONSE_COLS, _digest_payload
+
+    conn = sqlite3.connect(directory / DB_NAME)
+    row = list(conn.execute(f"SELECT {_RESPONSE_COLS} FROM responses WHERE key = ?", (key,)).fetchone())
+    row[1] = text
+    digest = signing.digest(_digest_payload(row), None)
+    model, created, endpoint, run = row[10:14]
+    crc = _checksum(key, text, row[2], row[3], row[7], row[9], (model, created, endpoint, run, digest, 0))
+    conn.execute("UPDATE responses SET text = ?, digest = ?, signed = 0, checksum = ? WHERE key = ?",
+                 (text, digest, crc, key))
+    conn.commit()
+    conn.close()
+
+
+def test_an_answer_bound_by_a_plain_digest_is_never_graded(tmp_path: Path) -> None:
+    """Without a site key, a forged row with every plain digest recomputed reads as
+    missing (asked again), and the store counts it as unsigned for the summary."""
+    with ResponseStore(tmp_path) as store:
+        store.put("k", Response(text="wrong answer C"), asked_by=AskedBy("r1"))
+    _forge_plain(tmp_path, "k", "right answer A")
+    with ResponseStore(tmp_path) as store:
+        assert store.get_many(["k"]) == {} and store.unsigned == {"k"}
+        assert store.claim_many(["k"], "me", 10.0) == {"k"}  # to be asked again
+
+
+def test_a_store_brought_from_another_account_is_refused(tmp_path: Path, monkeypatch) -> None:
+    """Answers signed with another user's secret do not verify under this user's: refused."""
+    monkeypatch.setenv("MEDRCUBE_CACHE_DIR", str(tmp_path / "their-cache"))
+    with ResponseStore(tmp_path / "store") as store:
+        store.put("k", Response(text="A"), asked_by=AskedBy("r1"))
+    monkeypatch.setenv("MEDRCUBE_CACHE_DIR", str(tmp_path / "my-cache"))
+    with ResponseStore(tmp_path / "store") as store, pytest.raises(StoreTamperedError, match="another user's secret"):
+        store.get_many(["k"])
 
 
 def test_accidental_damage_to_the_provenance_is_damage_not_an_edit(tmp_path: Path) -> None:

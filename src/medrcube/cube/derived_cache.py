@@ -48,6 +48,20 @@ def cache_root() -> Path | None:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "medrcube"
 
 
+def user_secret() -> bytes | None:
+    """This user's secret (the cache's `secret.key`): it also authenticates the response
+    store's answers and the ledger of attempts (run/signing.py). Kept in the cache directory,
+    or where the cache would be when caching is off; None where it cannot be kept."""
+    root = cache_root()
+    if root is None:
+        xdg = os.environ.get("XDG_CACHE_HOME")
+        root = (Path(xdg) if xdg else Path.home() / ".cache") / "medrcube"
+    try:
+        return _secret(root)
+    except OSError:
+        return None
+
+
 def source_digest(files: Iterable[str | os.PathLike[str]]) -> str:
     """SHA-256 over the bytes of the given source files (the code a cached value came from)."""
     h = hashlib.sha256()

@@ -78,6 +78,9 @@ class Check:
     variants: tuple[str, ...] = ("standard",)  # record variants the check reads
     params: dict[str, Any] = field(default_factory=dict, hash=False, compare=True)
     labels: dict[str, str] = field(default_factory=dict, hash=False, compare=True)
+    # The share of `alpha` this run's pass claims spend: 1 on a cube's first attempt, less on
+    # later ones (gate/attempts.py, the ledger of attempts). Fail claims keep `alpha`.
+    pass_share: float = 1.0
 
     @property
     def selector(self) -> tuple[str | None, str | None, str | None]:
@@ -100,6 +103,11 @@ class Check:
     def alpha(self) -> float:
         """The one-sided level of each of the check's claims (pass or fail)."""
         return (1.0 - self.confidence) / 2.0
+
+    @property
+    def pass_alpha(self) -> float:
+        """The one-sided level of the check's pass claim on this attempt (gate/attempts.py)."""
+        return self.alpha * self.pass_share
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

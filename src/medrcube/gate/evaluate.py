@@ -64,8 +64,9 @@ def _guarantee(checks: Sequence[Check]) -> str:
         return (f"{NO_GUARANTEE}: {len(point)} of {len(required)} required checks may decide on their point "
                 "estimate (profile `screening` or `rule: point`)")
     alpha = max(c.alpha for c in required)
+    pass_alpha = max(c.pass_alpha for c in required)
     return (f"QUALIFIED is wrong (some required true value worse than its bound) with probability at most "
-            f"{alpha:.3g}; NOT QUALIFIED is wrong (every required true value meets its bound) with probability "
+            f"{pass_alpha:.3g}; NOT QUALIFIED is wrong (every required true value meets its bound) with probability "
             f"at most {alpha:.3g} (intersection-union for passes, Holm for failures; docs/guarantees.md)")
 
 

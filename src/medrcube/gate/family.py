@@ -133,11 +133,14 @@ def _verdict(e: Evidence, p_adj: float | None, m: int) -> Verdict:
     p_pass, p_fail = pass_p(e), fail_p(e)
     common.update(p_pass=p_pass, p_fail=p_fail, p_fail_adjusted=p_adj)
     common["details"].update(alpha=alpha, family_size=m)
-    if e.criteria and p_pass <= alpha:
+    pass_alpha = check.pass_alpha
+    if pass_alpha != alpha:
+        common["details"]["pass_alpha"] = pass_alpha  # a later attempt on the cube (gate/attempts.py)
+    if e.criteria and p_pass <= pass_alpha:
         heads = "; ".join(_head(c, check.confidence, "met") for c in e.criteria)
-        g = GUARANTEE_PASS.format(a=alpha)
+        g = GUARANTEE_PASS.format(a=pass_alpha)
         return Verdict(status=Status.PASS, message=f"{heads}{note}{ref}; decided by the confidence bound "
-                       f"(p={p_pass:.3g} <= {alpha:.3g}); {e.facts}", decided_by="confidence bound", guarantee=g,
+                       f"(p={p_pass:.3g} <= {pass_alpha:.3g}); {e.facts}", decided_by="confidence bound", guarantee=g,
                        **common)
     if e.criteria and p_adj is not None and p_adj <= alpha:
         # Name the criterion that decided (the smallest p of "met").
@@ -158,12 +161,13 @@ def _verdict(e: Evidence, p_adj: float | None, m: int) -> Verdict:
                            guarantee=NO_GUARANTEE, **common)
         return Verdict(status=Status.FAIL, message=_with_worst(f"{msg}\n  {e.facts}", e.worst), worst=e.worst,
                        decided_by="point estimate", guarantee=NO_GUARANTEE, **common)
-    needed = _needed(e, alpha, alpha / max(m, 1))
+    needed = _needed(e, pass_alpha, alpha / max(m, 1))
     if not e.criteria:
         why = e.note or "nothing to measure"
     else:
+        against = f"{pass_alpha:.3g} and {alpha:.3g}" if pass_alpha != alpha else f"{alpha:.3g}"
         why = (f"the evidence is not decisive (p={p_pass:.3g} for a pass, Holm-adjusted "
-               f"p={p_adj if p_adj is not None else 1.0:.3g} for a fail, against {alpha:.3g})")
+               f"p={p_adj if p_adj is not None else 1.0:.3g} for a fail, against {against})")
         if check.rule == "point" and e.n < check.min_n:
             why += f"; the point rule needs n >= min_n={check.min_n} {e.units} to decide on the estimate"
     plan = (f"; about {needed} {e.units} would decide it with {DEFAULT_POWER:.0%} power (design effect and "

@@ -78,7 +78,7 @@ class CheckLooks:
         return len(self.looks) >= len(self.fractions)
 
     def pass_levels(self) -> tuple[float, ...]:
-        return nominal_levels(self.fractions, self.check.alpha)
+        return nominal_levels(self.fractions, self.check.pass_alpha)
 
     def fail_levels(self, alpha: float) -> tuple[float, ...]:
         return nominal_levels(self.fractions, alpha)
@@ -89,7 +89,7 @@ class CheckLooks:
         fails = self.fail_levels(self.fail_alpha) if self.fail_alpha > 0 else None
         return [{
             "images": lk.images, "fraction": round(lk.fraction, 4), "planned_fraction": self.fractions[i],
-            "p_pass": lk.p_pass, "pass_level": passes[i], "pass_spent": spent(self.fractions[i], self.check.alpha),
+            "p_pass": lk.p_pass, "pass_level": passes[i], "pass_spent": spent(self.fractions[i], self.check.pass_alpha),
             "p_fail": lk.p_fail, "fail_level": fails[i] if fails else None,
             "fail_spent": spent(self.fractions[i], self.fail_alpha) if fails else None,
         } for i, lk in enumerate(self.looks)]

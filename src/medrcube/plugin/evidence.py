@@ -155,9 +155,11 @@ def split_baseline(value: str | None, cube: Any) -> tuple[Path | None, str | Non
 
 def verdict_block_lines(meta: Mapping[str, Any]) -> list[str]:
     """Lines just above the verdict: where the answers came from, the policy's differences."""
-    from medrcube.run.provenance import provenance_line
+    from medrcube.run.provenance import provenance_line, unsigned_line
 
     lines = [line] if (line := provenance_line(meta.get("provenance"))) else []
+    if line := unsigned_line(meta.get("provenance")):
+        lines.append(line)
     policy = meta.get("policy") or {}
     if policy.get("digest"):
         lines.append(f"policy {policy.get('file')} {policy['digest'][:19]}..., profile {policy.get('profile') or '(none)'}"

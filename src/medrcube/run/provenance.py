@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from medrcube.models.base import ModelAdapter, same_model
+from medrcube.run.signing import NONE, SITE, USER, Signer
 
 log = logging.getLogger("medrcube.run")
 
@@ -23,22 +24,29 @@ def new_run_token() -> str:
     return f"{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}-{uuid.uuid4().hex[:8]}"
 
 
-def provenance_counts(run: str, origins: Iterable[tuple[str | None, bool]], *, signing: bool) -> dict[str, Any]:
+def provenance_counts(run: str, origins: Iterable[tuple[str | None, str]], *, signer: Signer | None,
+                      unsigned_asked_again: int = 0) -> dict[str, Any]:
     """The provenance block of run.json and gate.json, one origin (the run that asked the
-    answer, whether its digest is signed) per graded ask: `live` were asked by this run
-    (by any of its processes), `stored` came from the store, written by the runs in
-    `from_runs`; `signed` says whether this run signs (MEDRCUBE_SIGNING_KEY was set)."""
+    answer, who signed it: run/signing.SITE, USER or NONE) per graded ask: `live` were asked
+    by this run (by any of its processes), `stored` came from the store, written by the runs
+    in `from_runs`; `signers` counts the graded answers by who signed them; `signer` says
+    whom this run signs with, `signed` whether that is the site key (MEDRCUBE_SIGNING_KEY);
+    `unsigned_asked_again` counts stored answers bound by a plain digest only, asked again."""
     by_run: Counter[str] = Counter()
+    signers: Counter[str] = Counter()
     live = stored = unsigned = 0
-    for origin_run, signed in origins:
+    for origin_run, who in origins:
+        signers[who] += 1
         if origin_run == run:
             live += 1
             continue
         stored += 1
-        unsigned += 0 if signed else 1
+        unsigned += 1 if who == NONE else 0
         by_run[origin_run or "(unknown)"] += 1
-    return {"run": run, "signed": signing, "live": live, "stored": stored, "stored_unsigned": unsigned,
-            "from_runs": dict(sorted(by_run.items()))}
+    me = signer or Signer(NONE, None)
+    return {"run": run, "signed": me.who == SITE, "signer": me.who, "key_id": me.key_id, "live": live,
+            "stored": stored, "stored_unsigned": unsigned, "unsigned_asked_again": unsigned_asked_again,
+            "signers": dict(sorted(signers.items())), "from_runs": dict(sorted(by_run.items()))}
 
 
 def merged_counts(blocks: Iterable[dict[str, Any] | None]) -> dict[str, Any] | None:
@@ -47,17 +55,21 @@ def merged_counts(blocks: Iterable[dict[str, Any] | None]) -> dict[str, Any] | N
     if not present:
         return None
     runs: Counter[str] = Counter()
+    signers: Counter[str] = Counter()
     for b in present:
         runs.update(b.get("from_runs") or {})
+        signers.update(b.get("signers") or {})
     out = dict(present[0])
     for name in ("live", "stored", "stored_unsigned"):
         out[name] = sum(int(b.get(name) or 0) for b in present)
+    out["unsigned_asked_again"] = max(int(b.get("unsigned_asked_again") or 0) for b in present)
     out["from_runs"] = dict(sorted(runs.items()))
+    out["signers"] = dict(sorted(signers.items()))
     return out
 
 
 def provenance_line(provenance: Mapping[str, Any] | None) -> str | None:
-    """Answers asked live vs taken from the store, and from which runs."""
+    """Answers asked live vs taken from the store, from which runs, and who signed them."""
     if not provenance:
         return None
     runs = provenance.get("from_runs") or {}
@@ -67,9 +79,29 @@ def provenance_line(provenance: Mapping[str, Any] | None) -> str | None:
         line += f" (asked by runs {shown})"
     if provenance.get("stored_unsigned"):
         line += f", {provenance['stored_unsigned']} of them UNSIGNED"
-    if not provenance.get("signed"):
+    signers = provenance.get("signers") or {}
+    if signers:
+        line += "; signed: " + ", ".join(f"{n} with the {who}" for who, n in signers.items())
+    who = provenance.get("signer")
+    if who == USER:
+        line += (f" (this run signs with the {USER}{' ' + provenance['key_id'] if provenance.get('key_id') else ''}: "
+                 "answers and the ledger are checked on this account only; set MEDRCUBE_SIGNING_KEY to sign with "
+                 "the site key)")
+    elif who == SITE:
+        line += f" (this run signs with the {SITE}{' ' + provenance['key_id'] if provenance.get('key_id') else ''})"
+    elif not provenance.get("signed"):
         line += "; UNSIGNED: set MEDRCUBE_SIGNING_KEY to sign answers and the run directory"
     return line
+
+
+def unsigned_line(provenance: Mapping[str, Any] | None) -> str | None:
+    """Stored answers bound by a plain digest only: not graded, asked again, and the way forward."""
+    n = int((provenance or {}).get("unsigned_asked_again") or 0)
+    if not n:
+        return None
+    return (f"{n} stored answer(s) bound by a plain digest only (a store written before medrcube authenticated "
+            "stored answers by default, or edited by hand) were not graded and were asked again; the new answers "
+            "are signed in their place. To keep the old store as it was, move it away before the next run")
 
 
 def served_mismatches(adapter: ModelAdapter, served: Counter[str]) -> dict[str, int]:

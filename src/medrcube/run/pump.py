@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Generic, TypeVar
 
 from medrcube.models.base import ErrorKind, ModelAdapter, Request, Response
+from medrcube.run.signing import NONE
 from medrcube.run.store import AskedBy, ResponseStore, owner_is_dead
 from medrcube.run.watchdog import STALL_WARN_S, Watchdog
 
@@ -104,7 +105,7 @@ class Pump:
         self.on_done = on_done
         self.asked_by = asked_by  # the provenance this run's own answers are stored with
         self.only_run = only_run  # --fresh: only this run's stored answers count
-        self.origins: dict[str, tuple[str | None, bool]] = {}  # key -> (run that asked it, signed)
+        self.origins: dict[str, tuple[str | None, str]] = {}  # key -> (run that asked it, who signed it)
         self.requests_sent = 0
         self.cache_hits = 0
         self.aborted: str | None = None
@@ -160,7 +161,7 @@ class Pump:
         assert self.store is not None
         found = self.store.get_stored(keys, newer_than=self.newer_than, run=self.only_run)
         for key, stored in found.items():
-            self.origins.setdefault(key, (stored.provenance.run, stored.provenance.signed))
+            self.origins.setdefault(key, (stored.provenance.run, stored.provenance.signer))
             self._complete(key, stored.response, True)
         return set(found)
 
@@ -168,8 +169,7 @@ class Pump:
         if key in self.results:
             return
         if response.ok:  # an answer's origin: a failed or unasked request came from no run
-            self.origins.setdefault(key, (self.asked_by.run,
-                                          self.store is not None and self.store.signing_key is not None))
+            self.origins.setdefault(key, (self.asked_by.run, self.store.signer.who if self.store is not None else NONE))
         self.results[key] = (response, cached)
         if cached:
             self.cache_hits += 1

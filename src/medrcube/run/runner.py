@@ -273,7 +273,8 @@ async def run_cube_async(
             "fresh": opts.fresh,
             "provenance": provenance_counts(token, (pump.origins[k] for k, idx in by_key.items() if k in pump.origins
                                                     for _ in idx),
-                                            signing=store is not None and store.signing_key is not None),
+                                            signer=store.signer if store is not None else None,
+                                            unsigned_asked_again=len(store.unsigned) if store is not None else 0),
         },
     )
 

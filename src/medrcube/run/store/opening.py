@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from medrcube.run.signing import signing_key
+from medrcube.run.signing import default_signer
 
 log = logging.getLogger("medrcube.run.store")
 
@@ -143,8 +143,10 @@ class StoreBase:
         self.recovered: Path | None = None
         self.damaged: set[str] = set()  # keys whose stored row failed its checksum
         self.untrusted: set[str] = set()  # keys whose row cannot be checked here (asked again)
-        # The site key (MEDRCUBE_SIGNING_KEY), read once: answers are signed and checked with it.
-        self.signing_key = signing_key()
+        self.unsigned: set[str] = set()  # of them, rows bound by a plain digest only (never graded)
+        # The site key (MEDRCUBE_SIGNING_KEY), else this user's secret, read once: answers are
+        # signed and checked with it (run/signing.py).
+        self.signer = default_signer()
         self._local = threading.local()
         self._conns: list[sqlite3.Connection] = []
         self._conns_lock = threading.Lock()

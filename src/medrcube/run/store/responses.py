@@ -11,8 +11,15 @@ marked unsigned. A CRC-32 is damage detection, not a seal: anyone who edits an a
 recompute it. The CRC of such a row covers its provenance and digest too, so accidental
 damage anywhere in it is damage (asked again); a row whose checksum holds but whose
 digest does not is an edit (or another key), and is never graded: `StoreTamperedError`. A row that cannot be checked
-here (no digest: written before provenance; signed, with no key set now; unsigned, while
-a key is set) is not trusted either: it reads as missing and is asked again.
+here is not trusted either: it reads as missing and is asked again (no digest: written
+before provenance; signed with the site key, with no key set now; signed with this user's
+secret while the site key is set; bound by a plain digest only, which anyone can recompute:
+written before answers were authenticated by default, or forged).
+
+Authenticated by default (run/signing.default_signer): answers are signed under the site
+key when MEDRCUBE_SIGNING_KEY is set, else under this user's secret; the `signed` column
+holds who signed (0 plain digest, 1 site key, 2 user secret). A row counts only when it is
+signed by the signer of this run and its digest verifies under that key.
 """
 
 from __future__ import annotations
@@ -120,7 +127,12 @@ class Provenance:
     endpoint: str | None
     served_model: str | None
     created: float
-    signed: bool
+    signer: str  # run/signing.SITE or USER: who signed the answer (plain ones are never read)
+
+    @property
+    def signed(self) -> bool:
+        """Signed with the site key (MEDRCUBE_SIGNING_KEY)."""
+        return self.signer == signing.SITE
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,9 +235,12 @@ class StoreResponses(StoreBase):
         return found
 
     def _tamper_reason(self) -> str:
-        if self.signing_key is None:
-            return "the answer or its provenance was edited after it was stored"
-        return "edited after it was stored, or signed with another MEDRCUBE_SIGNING_KEY than the one set now"
+        if self.signer.who == signing.USER:
+            return ("edited after it was stored, or signed with another user's secret: a store brought from another "
+                    "account or machine")
+        if self.signer.who == signing.SITE:
+            return "edited after it was stored, or signed with another MEDRCUBE_SIGNING_KEY than the one set now"
+        return "the answer or its provenance was edited after it was stored"
 
     def _verified(self, row: Sequence[Any], tampered: list[str]) -> Stored | None:
         """The answer of a row with its provenance, None when it is not to be trusted here
@@ -239,17 +254,20 @@ class StoreResponses(StoreBase):
         if not isinstance(digest, str) or type(signed) is not int or not isinstance(created, int | float):
             self._untrusted(key, "it has no provenance (stored before medrcube recorded it)")
             return None
-        key_now = self.signing_key
-        if signed and key_now is None:
-            self._untrusted(key, "it is signed, and MEDRCUBE_SIGNING_KEY is not set to check it")
+        who = signing.BY_CODE.get(signed)
+        if who is None or who == signing.NONE:
+            self.unsigned.add(key)
+            self._untrusted(key, "it is bound by a plain digest only, which anyone can recompute (stored before "
+                            "medrcube authenticated stored answers by default, or edited by hand)")
             return None
-        if not signed and key_now is not None:
-            self._untrusted(key, "it is unsigned, and MEDRCUBE_SIGNING_KEY is set")
+        if who != self.signer.who:
+            self._untrusted(key, f"it is signed with the {who}, and this run signs with the {self.signer.who}"
+                            + (" (MEDRCUBE_SIGNING_KEY is not set)" if who == signing.SITE else ""))
             return None
-        if not signing.matches(_digest_payload(row), digest, key_now):
+        if not signing.matches(_digest_payload(row), digest, self.signer.key):
             tampered.append(key)
             return None
-        return Stored(response, Provenance(run, endpoint, response.served_model, float(created), bool(signed)))
+        return Stored(response, Provenance(run, endpoint, response.served_model, float(created), who))
 
     def _untrusted(self, key: str, why: str) -> None:
         if key not in self.untrusted:
@@ -330,8 +348,8 @@ class StoreResponses(StoreBase):
         # CRC is not part of it: it is computed last, over the digest too).
         cols = (key, r.text, refused, usage, float(r.latency_s), int(r.attempts), None, int(r.truncated),
                 r.served_model, confidence, model, now, endpoint, run)
-        digest = signing.digest(_digest_payload(cols), self.signing_key)
-        signed = int(self.signing_key is not None)
+        digest = signing.digest(_digest_payload(cols), self.signer.key)
+        signed = self.signer.code
         crc = _checksum(key, r.text, refused, usage, int(r.truncated), confidence, (model, now, endpoint, run, digest,
                                                                                     signed))
         return (
