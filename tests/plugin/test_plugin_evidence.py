@@ -178,6 +178,47 @@ def test_an_edited_run_directory_is_refused_by_report_and_verify(gate_ws):
     assert report.ret == 1 and "gate.json: changed after sealing" in report.stderr.str()
 
 
+def test_verify_fails_on_an_edited_page_and_on_an_added_file(gate_ws):
+    """The issue's third case: "NOT QUALIFIED" changed to "QUALIFIED" in report.html, and a
+    file added to the run directory. The page has its own seal, and its verdict is checked
+    against gate.json's; every file of the directory is under one seal or the other."""
+    gate_ws.run(model=gate_ws.replay("weak.jsonl", wrong=gate_ws.ids("Disease Diagnosis")))
+    run_dir = gate_ws.run_dirs()[-1]
+
+    def verify():
+        return gate_ws.pytester.run(sys.executable, "-m", "medrcube.cli", "verify", str(run_dir))
+
+    ok = verify()
+    assert ok.ret == 0, ok.stdout.str()
+    ok.stdout.fnmatch_lines(["*: verified, * files sealed, UNSIGNED*; report.html and * figure(s) under the page's seal"])
+    page = run_dir / "report.html"
+    original = page.read_text(encoding="utf-8")
+    assert '<div class="word">NOT QUALIFIED</div>' in original
+    page.write_text(original.replace('<div class="word">NOT QUALIFIED</div>', '<div class="word">QUALIFIED</div>'),
+                    encoding="utf-8")
+    bad = verify()
+    assert bad.ret == 1
+    bad.stdout.fnmatch_lines(["*FAILED verification*"])
+    out = bad.stdout.str()
+    assert "report.html: shows the verdict QUALIFIED, gate.json says NOT QUALIFIED" in out
+    assert "report.html: changed after the page was sealed" in out
+
+    page.write_text(original, encoding="utf-8")
+    assert verify().ret == 0
+    (run_dir / "notes.txt").write_text("added later\n", encoding="utf-8")
+    (run_dir / "plots" / "extra.png").write_bytes(b"\x89PNG not a figure of this run")
+    added = verify()
+    assert added.ret == 1
+    assert "notes.txt: added after sealing" in added.stdout.str()
+    assert "plots/extra.png: added after the page was sealed" in added.stdout.str()
+
+    (run_dir / "notes.txt").unlink()
+    (run_dir / "plots" / "extra.png").unlink()
+    (run_dir / "report.seal.json").unlink()  # a page drawn by hand, with no seal
+    unsealed = verify()
+    assert unsealed.ret == 1 and "report.html: not sealed" in unsealed.stdout.str()
+
+
 def test_a_forged_baseline_is_a_usage_error(gate_ws, gate_server):
     """The issue's second case: an edited, all-wrong --baseline run would make a random
     candidate pass regression/overall. It fails verification: a usage error naming the file."""
@@ -300,3 +341,30 @@ def test_the_workers_of_one_run_share_its_token(gate_ws, gate_server):
     provenance = gate_ws.gate_json()["provenance"]
     assert provenance["live"] == 27 and provenance["stored"] == 0 and provenance["from_runs"] == {}
     assert gate_server.stats()["total"] == 27
+
+
+def test_another_model_answering_is_on_record_and_an_error_under_deployment(gate_ws, gate_server):
+    """The issue's fourth case: an endpoint that lists the model asked for and reports
+    another one for every answer. The served names are part of the sealed identity, the
+    verdict block says so in one line, and the deployment profile grades nothing."""
+    gate_server.set_script({"answer_key": gate_ws.answer_key(), "models": ["test-model"],
+                            "model": "gpt-4o-mini-cheap"})
+    model = gate_ws.openai(gate_server)
+    result = gate_ws.run(model=model)
+    doc = gate_ws.gate_json()
+    assert doc["served_model_mismatches"] == {"gpt-4o-mini-cheap": 27} and doc["requested_model"] == "test-model"
+    result.stdout.fnmatch_lines(["ANOTHER MODEL ANSWERED: 27 answer(s) name 'gpt-4o-mini-cheap', not the requested "
+                                 "'test-model' (served_models in run.json); the verdict is about whatever answered*"])
+    seal = json.loads((gate_ws.run_dirs()[-1] / "manifest.json").read_text(encoding="utf-8"))
+    assert seal["identity"]["model"]["served_answers"] == {"gpt-4o-mini-cheap": 27}
+    assert seal["identity"]["model"]["served_mismatches"] == {"gpt-4o-mini-cheap": 27}
+    assert "ANOTHER MODEL ANSWERED" in (gate_ws.run_dirs()[-1] / "report.html").read_text(encoding="utf-8")
+
+    (gate_ws.path / "thresholds.yaml").write_text(DEPLOYMENT, encoding="utf-8")
+    strict = gate_ws.run("--profile=deployment", "--new-ledger", model=model)
+    doc = gate_ws.gate_json()
+    assert strict.ret == 11 and doc["verdict"] == "UNDECIDED"
+    assert {c["verdict"] for c in doc["checks"]} == {"error"}
+    assert all("another model answered" in c["message"] for c in doc["checks"])
+    strict.stdout.fnmatch_lines(["ANOTHER MODEL ANSWERED: *; the deployment profile treats this as an error: no check "
+                                 "is graded"])

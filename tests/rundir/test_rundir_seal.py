@@ -11,7 +11,7 @@ import pytest
 
 from medrcube.cli import main
 from medrcube.run import signing
-from medrcube.rundir.seal import MANIFEST, seal_run_dir, verify_run_dir
+from medrcube.rundir.seal import MANIFEST, PAGE_SEAL, seal_page, seal_run_dir, verify_run_dir
 from medrcube.testing.gencube import generate_release_cube
 
 
@@ -26,7 +26,16 @@ def sealed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run = root / "reports" / "r"
     (run / "thresholds.yaml").write_text("version: 1\noverall: 0.5\n", encoding="utf-8")  # a policy on record
     seal_run_dir(run, json.loads((run / MANIFEST).read_text(encoding="utf-8"))["identity"])
+    seal_page(run)  # the page belongs to the run's seal, so it is sealed again after it (as a redraw does)
     return run
+
+
+def _without_page(run_dir: Path) -> None:
+    """The run directory without its page (report.html, plots/, their seal): for the tests
+    that re-seal the run by hand, after which the page is no longer this run's."""
+    (run_dir / "report.html").unlink()
+    (run_dir / PAGE_SEAL).unlink()
+    shutil.rmtree(run_dir / "plots", ignore_errors=True)
 
 
 @pytest.fixture
@@ -76,6 +85,7 @@ def test_each_edit_fails_naming_the_file(run_dir: Path, capsys: pytest.CaptureFi
 def test_an_edited_verdict_in_gate_json_fails(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from medrcube.plugin.summary import gate_document
 
+    _without_page(run_dir)
     doc = gate_document([], {"run_id": "r", "cube": {}, "provenance": None, "policy": None})
     (run_dir / "gate.json").write_text(json.dumps(doc), encoding="utf-8")
     seal_run_dir(run_dir, verify_run_dir(run_dir).identity)
@@ -97,6 +107,7 @@ def test_an_edited_manifest_fails(run_dir: Path, capsys: pytest.CaptureFixture[s
 def test_with_the_site_key_a_run_resealed_without_it_fails(
     run_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    _without_page(run_dir)
     monkeypatch.setenv(signing.KEY_ENV, "the-hospital-key")
     identity = verify_run_dir(run_dir).identity
     seal_run_dir(run_dir, identity)  # signed by the site

@@ -3,7 +3,9 @@
 Recomputes the SHA-256 of every file and the manifest's signature (HMAC-SHA256 under
 MEDRCUBE_SIGNING_KEY when the run was sealed with it; rundir/seal.py) and says exactly
 what changed: each file changed, removed or added, the manifest edited, a signed seal
-with no key set to check it, an unsigned seal while a key is set. Then reads gate.json,
+with no key set to check it, an unsigned seal while a key is set; the page's own seal
+(report.html and plots/), an unsealed page that is not the placeholder shown while it is
+drawn, and a page showing another verdict than gate.json's. Then reads gate.json,
 run.json and results.jsonl with the strict reader, and a validation dossier beside them
 (dossier/dossier.json, `medrcube dossier`) against the one they give. Exit 0 when every
 directory verifies, 1 otherwise. What the seal proves and what it does not: docs/guarantees.md.
@@ -57,6 +59,7 @@ def _dossier(run_dir: Path, check: object) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from medrcube.report.after_exit import wait_drawn
     from medrcube.rundir.seal import verify_run_dir
 
     failed = 0
@@ -66,7 +69,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"medrcube verify: {run_dir}: no such run directory", file=sys.stderr)
             failed += 1
             continue
-        check = verify_run_dir(run_dir)
+        # A page still being drawn after the run's exit: wait for it (and its seal); still a
+        # placeholder after that, its drawer died, and figures left beside it are unsealed.
+        wait_drawn(run_dir, timeout_s=60.0)
+        check = verify_run_dir(run_dir, drawing=False)
         if check.ok:
             check.problems += _readable(run_dir)
         if check.ok:

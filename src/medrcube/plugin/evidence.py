@@ -18,6 +18,7 @@ import pytest
 RUN_TOKEN_KEY = "medrcube_run_token"  # in an xdist worker's workerinput
 _TOKEN = pytest.StashKey[str]()
 FRESH_PROFILES = ("deployment",)  # profiles that ask every item live unless --no-fresh
+STRICT_MODEL_PROFILES = ("deployment",)  # profiles where an answer from another model is an error
 
 
 def run_token(config: pytest.Config) -> str:
@@ -35,6 +36,18 @@ def run_token(config: pytest.Config) -> str:
 def fresh_wanted(fresh: bool | None, profile: str | None) -> bool:
     """--fresh / --no-fresh as given; otherwise on in the deployment profile."""
     return fresh if fresh is not None else profile in FRESH_PROFILES
+
+
+def served_error(session: Any, result: Any) -> str | None:
+    """In the deployment profile, answers naming another model than the one asked for are
+    an error of the whole run: no check is graded on them (the verdict block says so)."""
+    mismatches = result.info.get("served_model_mismatches") if result is not None else None
+    if not mismatches or session.options.profile not in STRICT_MODEL_PROFILES:
+        return None
+    named = ", ".join(f"{n} answer(s) from {name!r}" for name, n in mismatches.items())
+    return (f"another model answered ({named}; requested {session.adapter.model!r}): the {session.options.profile} "
+            "profile grades only answers of the model on record. Fix: point --model at the endpoint serving that "
+            "model, or name the model the endpoint serves")
 
 
 # -- the policy on record --------------------------------------------------------------------
@@ -134,7 +147,7 @@ def split_baseline(value: str | None, cube: Any) -> tuple[Path | None, str | Non
     from medrcube.rundir.reading import RunDirError, read_run_document
     from medrcube.rundir.seal import verify_run_dir
 
-    check = verify_run_dir(path)
+    check = verify_run_dir(path, page=False)  # the baseline's data
     if not check.ok:
         raise usage("the baseline run directory fails verification, so its answers cannot be trusted: "
                     + "; ".join(check.problems[:5]) + f". `medrcube verify {path}` says what changed; pass an "
@@ -160,6 +173,14 @@ def verdict_block_lines(meta: Mapping[str, Any]) -> list[str]:
     lines = [line] if (line := provenance_line(meta.get("provenance"))) else []
     if line := unsigned_line(meta.get("provenance")):
         lines.append(line)
+    from medrcube.run.ledger import ledger_line
+    from medrcube.run.provenance import served_line
+
+    strict = meta.get("profile") in STRICT_MODEL_PROFILES
+    for line in (served_line(meta.get("served_model_mismatches"), meta.get("requested_model"), strict),
+                 ledger_line(meta.get("attempt"))):
+        if line:
+            lines.append(line)
     policy = meta.get("policy") or {}
     if policy.get("digest"):
         lines.append(f"policy {policy.get('file')} {policy['digest'][:19]}..., profile {policy.get('profile') or '(none)'}"

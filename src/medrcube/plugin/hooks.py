@@ -120,6 +120,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="take answers earlier runs stored, in the deployment profile too (they are counted and named)",
     )
     group.addoption(
+        "--ledger", default=None, metavar="DIR",
+        help="directory of the ledger of attempts per cube (default: the --response-store directory); keep it "
+        "with the site cube (docs/guarantees.md, attempts)",
+    )
+    group.addoption(
+        "--new-ledger", action="store_true", default=None,
+        help="start the ledger of attempts for this cube where the deployment profile needs one (the first "
+        "qualification run on the cube at this site), or start a new one after a ledger was lost",
+    )
+    group.addoption(
         "--allure-keep",
         action="store_true",
         default=False,
@@ -351,6 +361,9 @@ class ControllerHooks:
         from medrcube.plugin.evidence import RUN_TOKEN_KEY, run_token
 
         node.workerinput[RUN_TOKEN_KEY] = run_token(self.config)  # one run for the answers' provenance
+        from medrcube.plugin.ledger import worker_input
+
+        worker_input(self.config.stash.get(gate.SESSION_KEY, None), node)  # this run's attempt on its cube
         if not progress.wanted(self.config) or not gate.suite_requested(self.config):
             return
         if self.progress_dir is None:

@@ -31,6 +31,7 @@ SUITE_MODULE = "medrcube.suite"
 GATE_OPTIONS = (
     "model", "cube", "thresholds", "profile", "baseline", "variants", "judge", "response_store",
     "concurrency", "models_file", "medrcube_report", "sequential", "seed", "max_requests", "max_cost", "fresh",
+    "ledger", "new_ledger",
 )
 
 
@@ -117,6 +118,8 @@ class GateOptions:
     sequential: SequentialPlan | None = None  # --sequential: the order's seed and the budgets
     fresh: bool | None = None  # --fresh / --no-fresh; None: the profile decides (plugin/evidence.py)
     model_given: bool = True  # False: no --model, the random baseline runs (said in the header and summary)
+    ledger: Path | None = None  # --ledger=DIR: the ledger of attempts (None: the response store's directory)
+    new_ledger: bool = False  # --new-ledger: start the ledger where the profile needs one (plugin/ledger.py)
 
 
 def _usage(option: str, value: object, problem: str) -> pytest.UsageError:
@@ -177,8 +180,13 @@ def read_options(config: pytest.Config) -> GateOptions:
     if report.exists() and not report.is_dir():
         raise _usage("--medrcube-report", opt.medrcube_report, f"{report} exists and is not a directory")
 
+    ledger = path_of(opt.ledger) if opt.ledger else None
+    if ledger is not None and ledger.exists() and not ledger.is_dir():
+        raise _usage("--ledger", opt.ledger, f"{ledger} exists and is not a directory")
     sequential = _sequential_plan(opt)
     return GateOptions(
+        ledger=ledger,
+        new_ledger=bool(opt.new_ledger),
         sequential=sequential,
         model=model,
         cube=cube,

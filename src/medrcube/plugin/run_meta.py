@@ -43,6 +43,10 @@ def run_meta(session: Any, run_id: str, result: Any, handovers: Iterable[Mapping
         "model_fingerprint": session.adapter.fingerprint,
         "served_model": served_model(session),
         "model_engine": dict(session.adapter.engine) if session.adapter.engine else None,
+        # The model each answer names, as its endpoint said, and those naming another model than asked.
+        "requested_model": session.adapter.model,
+        "served_models": result.info.get("served_models") if result is not None else None,
+        "served_model_mismatches": result.info.get("served_model_mismatches") if result is not None else None,
         "cube": {"source": session.cube.source, "fingerprint": session.cube.fingerprint, "items": len(session.cube)},
         "thresholds": session.thresholds_label,
         "profile": opts.profile,

@@ -1,11 +1,10 @@
 """Per-run state of the pytest gate: options, cube, policy, checks, model, records, verdicts.
 
-One `GateSession` per pytest process, kept in `config.stash`. Building it is cheap (the
-cube's items and the policy: what collection needs, identical on every xdist worker);
-inference runs lazily, once per process, the first time a test asks for a verdict or
-for the records, through the one run service (medrcube.service.infer, which `medrcube
-run` uses too). With pytest-xdist every worker needs every record; the response store's
-claims make each request reach the model once per run (see service.infer).
+One `GateSession` per pytest process, kept in `config.stash`. Building it is cheap (the cube's
+items and the policy: what collection needs, identical on every xdist worker); inference runs
+lazily, once per process, the first time a test asks for a verdict or for the records, through
+the one run service (medrcube.service.infer, which `medrcube run` uses too). With pytest-xdist
+every worker needs every record; the store's claims make each request reach the model once.
 """
 
 from __future__ import annotations
@@ -19,7 +18,9 @@ import pytest
 
 from medrcube.gate import kinds
 from medrcube.plugin.ahead import prepare_outputs
+from medrcube.plugin.evidence import served_error
 from medrcube.plugin.heap import settle_heap
+from medrcube.plugin.ledger import reserve, with_share
 from medrcube.plugin.options import (  # noqa: F401  (re-exported: the pytest room's one namespace)
     GATE_OPTIONS,
     HOW_TO_RUN,
@@ -44,9 +45,9 @@ VERDICT_KEY = pytest.StashKey[dict]()
 
 
 class GateError(Exception):
-    """A check could not be decided: too many API errors, or inference itself failed. Raised
-    in the `verdict` fixture (test setup), so pytest counts it as an *error*, never as a
-    failed gate: an outage says nothing about the model's competence."""
+    """A check could not be decided: too many API errors, or inference itself failed. Raised in
+    the `verdict` fixture (test setup): an *error*, never a failed gate (an outage says nothing
+    about the model's competence)."""
 
 
 def is_controller(config: pytest.Config) -> bool:
@@ -107,6 +108,8 @@ class GateSession:
     _finish: Any = field(default=None, repr=False)  # the assessed checks and policy_record (complete)
     early: Any = field(default=None, repr=False)  # a medrcube.plugin.early.EarlyInference, once started
     leak_audit: Any = field(default=None, repr=False)  # cube/audit.py's Audit, once taken (plugin/ahead.py)
+    attempt: Any = None  # the controller's run/ledger.Attempt on this cube (plugin/ledger.py); its pass
+    pass_share: float = 1.0  # claims spend this share of alpha in every process (gate/attempts.py)
 
     def __post_init__(self) -> None:
         from medrcube.sequential import decider_for
@@ -132,29 +135,27 @@ class GateSession:
         return {e.name: self.why_no_checks(e.name) for e in kinds.registered() if e.test and not self.checks_of(e.name)}
 
     @property
-    def has_baseline(self) -> bool:
+    def has_baseline(self) -> bool:  # a baseline model, or a run directory
         return self.baseline_adapter is not None or self.baseline_dir is not None
 
     def complete(self) -> None:
-        """Build what the session left for later (the feasibility pass when it cannot refuse,
-        gate.json's policy block), once."""
+        """Build what the session left for later (the feasibility pass, gate.json's policy block), once."""
         from medrcube.gate.thresholds import ThresholdsError
 
-        finish, self._finish = self._finish, None
-        if finish is None:
+        if (finish := self._finish) is None:
             return
+        self._finish = None
         try:
             checks, self.policy_record = finish()
         except ThresholdsError as e:  # the shipped policy itself: as a usage error, as it was before
             raise _usage("--thresholds", self.thresholds_label, str(e)) from None
-        self.checks = checks
-        self._by_id = {c.id: c for c in checks}
+        self.checks = with_share(checks, self.pass_share)
+        self._by_id = {c.id: c for c in self.checks}
 
     # -- inference: lazy, once per process ------------------------------------------------
 
     def _infer(self, stop: Any = None) -> None:
-        """Run the candidate (and a baseline model) through the one run service; `stop`
-        (a threading.Event) cancels it from another thread (plugin/early.py)."""
+        """Run the candidate (and a baseline) through the one run service; `stop` cancels it (plugin/early.py)."""
         from medrcube.plugin.costs import price_of
         from medrcube.service import infer
 
@@ -191,8 +192,7 @@ class GateSession:
             self._baseline_records = list(self._inference.baseline.records)
 
     @property
-    def items_digest(self) -> str | None:
-        """The cube's items digest if it was taken (the leakage audit's cache key reuses it)."""
+    def items_digest(self) -> str | None:  # the cube's items digest if taken (the audit's cache key reuses it)
         return self._digest[0] if self._digest else None
 
     def records(self) -> list[GradedRecord]:
@@ -212,8 +212,11 @@ class GateSession:
             settle_heap()  # plugin/heap.py
         result = self._result
         assert result is not None
-        # After an early stop the asks never sent are records too (tally.NOT_ASKED), counted
-        # against each check's max_error_rate (gate/criteria.api_errors).
+        # After an early stop the asks never sent are records too (tally.NOT_ASKED), counted against each
+        # check's max_error_rate; another model's answers are no evidence under deployment (served_error).
+        if (why := served_error(self, result)) is not None:
+            self._failure = why
+            raise GateError(why)
         return result.records
 
     def baseline_records(self) -> list[GradedRecord] | None:
@@ -232,9 +235,8 @@ class GateSession:
         return self._baseline_records
 
     def verdict(self, check: Any) -> Any:
-        """The verdict of one check. Every check is decided at once, as one family (the
-        fail claims are Holm-adjusted over the family: gate/family.py), and cached.
-        Raises GateError if inference failed."""
+        """The verdict of one check; every check decided at once, as one family (Holm over
+        the fail claims: gate/family.py), and cached. GateError if inference failed."""
         if not self._verdicts:
             records = self.records()
             baseline, missing = None, None
@@ -247,8 +249,7 @@ class GateSession:
         return self._verdicts[check.id]
 
     def site_verdict(self, check: Any, records: Any, hit: Any) -> Any:
-        """The verdict of a site check (plugin/site.py): the gate's clustered evidence,
-        decided as a member of the built-in checks' family (gate.evaluate.decide_joining)."""
+        """A site check's verdict (plugin/site.py), decided in the built-in checks' family (decide_joining)."""
         from medrcube.gate.evaluate import decide_joining
         from medrcube.gate.evidence import collect_site
 
@@ -259,8 +260,7 @@ class GateSession:
     # -- hand-over to the controller -------------------------------------------------------
 
     def handover(self) -> dict[str, Any] | None:
-        """What this process tells the controller: its records, request counts and usage
-        (JSON-ready, small enough for xdist's workeroutput). None if it ran no inference."""
+        """What this process tells the controller (records, counts, usage: JSON for xdist), or None."""
         if self._result is None:
             return None
         r = self._result
@@ -291,6 +291,7 @@ def open_session(config: pytest.Config, *, defer: bool = False) -> GateSession:
     gate = _build(config.stash[OPTIONS_KEY])
     gate.worker = worker_slot(config)
     gate.run_token = run_token(config)
+    reserve(config, gate)  # this run's attempt on the cube (plugin/ledger.py)
     if not defer:
         gate.complete()
     config.stash[SESSION_KEY] = gate
@@ -395,10 +396,9 @@ def _build(options: GateOptions) -> GateSession:
 
 
 def preflight(session: GateSession, *, quiet: bool = False) -> None:
-    """One short request to each HTTP endpoint of the run (medrcube.service.preflight):
-    a dead URL, a refused key or an unknown model stops the run at once, in one message
-    naming the URL, the HTTP status and the provider's words (models/listing.py). `quiet`
-    (an xdist worker: the controller has said what was wrong) only resolves the names."""
+    """One short request to each HTTP endpoint (medrcube.service.preflight): a dead URL, a refused key or
+    an unknown model stops the run at once, naming the URL, the HTTP status and the provider's words
+    (models/listing.py). `quiet` (an xdist worker: the controller has said what was wrong) only resolves names."""
     from medrcube.service import EndpointError
     from medrcube.service import preflight as ask_once
 

@@ -449,9 +449,15 @@ class GateReport:
         if result is not None and result.aborted:  # said once in the summary, and kept in gate.json
             self.meta["aborted"] = result.aborted
         self.meta.update(gate_meta(session, self.entries), **leak_meta(session, self.entries))
+        from medrcube.plugin.ledger import attempt_meta, conclude
+
+        self.meta["attempt"] = attempt_meta(session)  # this run's attempt on its cube (plugin/ledger.py)
+        if self.meta["attempt"] and self.meta.get("guarantee") and "QUALIFIED is wrong" in self.meta["guarantee"]:
+            self.meta["guarantee"] += "; " + self.meta["attempt"]["guarantee"]
         doc = gate_typed(self.entries.values(), self.meta)
         self.written, warning = write_run(run_dir, result, self.meta, cube=session.cube, gate=doc,
                                           policy_file=session.thresholds_path)
+        warn(conclude(session, doc.verdict, run_dir.name))
         # gate.json as written (checked against its schema once, by write_run): what the Allure overview states.
         self.gate = json.loads((run_dir / "gate.json").read_text(encoding="utf-8"))
         warn(warning)

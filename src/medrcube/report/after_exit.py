@@ -1,11 +1,12 @@
 """report.html drawn after the run's exit status, by a detached child process.
 
 Drawing the page (its matplotlib figures most of all) costs about two seconds of CPU,
-which a run would otherwise spend between its last answer and its exit status. Every
-file an auditor verifies is written and sealed before the exit status as before
-(results.jsonl, metrics_summary.json, run.json, gate.json, the policy copy,
-manifest.json); report.html and plots/ are a view of those files and were never sealed
-(rundir/seal.py), so drawing them later changes nothing the seal covers.
+which a run would otherwise spend between its last answer and its exit status. The run's
+files are written and sealed before the exit status (results.jsonl, metrics_summary.json,
+run.json, gate.json, the policy copy, manifest.json); report.html and plots/ are a view of
+those files under a seal of their own, report.seal.json, which the child writes once the
+page is drawn (rundir/seal.py: `seal_page`; `medrcube verify` checks both, and that the
+verdict the page shows is gate.json's).
 
 At the end of a run (`start`):
 1. a short placeholder report.html is written (atomically) that says the page is being
@@ -34,11 +35,14 @@ import threading
 import time
 from pathlib import Path
 
+from medrcube.rundir.seal import PAGE_FAILED, PAGE_PENDING
+
 ENV = "MEDRCUBE_REPORT_HTML"
 MODES = ("after", "now")
 REPORT_NAME = "report.html"  # report.html's REPORT_NAME, without importing the page's code
-PENDING_MARK = '<meta name="medrcube-report" content="pending">'
-FAILED_MARK = '<meta name="medrcube-report" content="failed">'
+# The placeholders' marks: rundir/seal.py lets a page carrying one (and no verdict) stand unsealed.
+PENDING_MARK = PAGE_PENDING
+FAILED_MARK = PAGE_FAILED
 
 
 class ReportModeError(ValueError):

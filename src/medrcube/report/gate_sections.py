@@ -82,9 +82,14 @@ def gate_section(gate: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def evidence_lines(gate: Mapping[str, Any]) -> list[str]:
     """Where the answers came from and the policy on record (gate.json version 2)."""
-    from medrcube.run.provenance import provenance_line
+    from medrcube.run.ledger import ledger_line
+    from medrcube.run.provenance import provenance_line, served_line, unsigned_line
 
-    lines = [line] if (line := provenance_line(gate.get("provenance"))) else []
+    provenance = gate.get("provenance")
+    strict = gate.get("profile") == "deployment"
+    lines = [line for line in (provenance_line(provenance), unsigned_line(provenance),
+                               served_line(gate.get("served_model_mismatches"), gate.get("requested_model"), strict),
+                               ledger_line(gate.get("attempt"))) if line]
     policy = gate.get("policy") or {}
     if policy.get("digest"):
         lines.append(f"policy digest {policy['digest']}")

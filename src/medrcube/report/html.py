@@ -427,7 +427,11 @@ def write_report_html(run_dir: str | os.PathLike[str], *, cube: Any = None) -> P
     out_dir = run.run_dir
     page = build_page(run, cube=cube, plots_dir=out_dir / "plots")
     path = out_dir / REPORT_NAME
-    atomic_write_text(path, render_run_page(page))
+    text = render_run_page(page)
+    from medrcube.rundir.seal import seal_page
+
+    seal_page(out_dir, text)  # the page a reader sees is sealed too, before it replaces the placeholder (rundir/seal.py)
+    atomic_write_text(path, text)
     return path
 
 

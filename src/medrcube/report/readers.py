@@ -232,7 +232,7 @@ def _verified(run_dir: Path, notes: list[str]) -> str:
     without a seal (written before medrcube sealed runs) is read with a note saying so."""
     from medrcube.rundir.seal import MANIFEST, verify_run_dir
 
-    check = verify_run_dir(run_dir)
+    check = verify_run_dir(run_dir, page=False)  # the data; the page is drawn from it
     if not (run_dir / MANIFEST).is_file():
         notes.append(f"{run_dir}: NOT SEALED (no {MANIFEST}): its files cannot be verified")
         return "not sealed"

@@ -116,3 +116,14 @@ def served_mismatches(adapter: ModelAdapter, served: Counter[str]) -> dict[str, 
         log.warning("%d answers of %s name the model %r, not the requested %r (see served_models in run.json)",
                     n, adapter.spec, name, requested)
     return other
+
+
+def served_line(mismatches: Mapping[str, int] | None, requested: str | None, strict: bool = False) -> str | None:
+    """One line for the verdict block when answers name another model than the one asked for."""
+    if not mismatches:
+        return None
+    named = ", ".join(f"{n} answer(s) name {name!r}" for name, n in sorted(mismatches.items(), key=lambda kv: -kv[1]))
+    tail = ("; the deployment profile treats this as an error: no check is graded" if strict else
+            "; the verdict is about whatever answered (`strict_model: true` in models.yaml, or the deployment "
+            "profile, makes this an error)")
+    return f"ANOTHER MODEL ANSWERED: {named}, not the requested {requested!r} (served_models in run.json){tail}"

@@ -100,6 +100,9 @@ class GateDocument:
     # Issue 26: the policy on record: its digest, profile, and how it differs from the
     # shipped default (gate/record.py); None in documents put together by hand.
     policy: Mapping[str, Any] | None = None
+    # This run's attempt on its cube, from the ledger of attempts (plugin/ledger.py): its
+    # number, the earlier attempts' verdicts, its pass level and the bound across attempts.
+    attempt: Mapping[str, Any] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)  # the run's other keys (variants, usage, ...)
 
     @classmethod
@@ -128,7 +131,8 @@ class GateDocument:
         for name in ("model", "model_fingerprint", "served_model", "cube", "thresholds", "profile"):
             doc[name] = _plain(getattr(self, name))
         doc.update(_plain(self.extra))
-        doc.update({"provenance": _plain(self.provenance), "policy": _plain(self.policy), "gate": _plain(self.gate),
+        doc.update({"provenance": _plain(self.provenance), "policy": _plain(self.policy),
+                    "attempt": _plain(self.attempt), "gate": _plain(self.gate),
                     "verdict": self.verdict, "passed": self.passed, "counts": dict(self.counts),
                     "checks": [_plain(c) for c in self.checks]})
         validate(doc, "gate", where)
