@@ -15,7 +15,7 @@ which is an intersection-union test at its own level): below 0.0375 with the shi
 confidence, however many attempts. The first attempt decides exactly as a gate without a
 ledger does. Why 1.5 and not 2: the clustered interval's one-sided error is near, not
 under, its nominal level on some designs (0.028 for 0.025 on the benchmark's cube,
-benchmarks/RESULTS.md section 19), and the target is 5% over twenty attempts, so the later
+benchmarks/RESULTS.md section 22), and the target is 5% over twenty attempts, so the later
 attempts together spend half of alpha, not all of it.
 
 Only pass claims spend: a fail claim of a later attempt keeps its level (rerunning buys a

@@ -57,9 +57,8 @@ ACCURACY_KINDS = frozenset({CheckKind.CELL, CheckKind.SLICE, CheckKind.OVERALL})
 
 @dataclass(frozen=True, slots=True)
 class Check:
-    """One gate case. `params` holds the kind's extra bounds (max_shortcut_prob, max_gap,
-    margin, rotations, exclude_low_tasks); `labels` are for Allure: part,
-    modality, task, level, severity and kind. Treat both dicts as read-only."""
+    """One gate case. `params` holds the kind's extra bounds (max_shortcut_prob, max_gap, margin, rotations,
+    exclude_low_tasks); `labels` are for Allure: part, modality, task, level, severity, kind. Both read-only."""
 
     id: str
     kind: str  # a registered kind (gate/kinds.py): a CheckKind for the built-in ones
@@ -78,9 +77,7 @@ class Check:
     variants: tuple[str, ...] = ("standard",)  # record variants the check reads
     params: dict[str, Any] = field(default_factory=dict, hash=False, compare=True)
     labels: dict[str, str] = field(default_factory=dict, hash=False, compare=True)
-    # The share of `alpha` this run's pass claims spend: 1 on a cube's first attempt, less on
-    # later ones (gate/attempts.py, the ledger of attempts). Fail claims keep `alpha`.
-    pass_share: float = 1.0
+    pass_share: float = 1.0  # of `alpha`, spent by pass claims: 1 on a cube's first attempt (gate/attempts.py)
 
     @property
     def selector(self) -> tuple[str | None, str | None, str | None]:
@@ -104,10 +101,7 @@ class Check:
         """The one-sided level of each of the check's claims (pass or fail)."""
         return (1.0 - self.confidence) / 2.0
 
-    @property
-    def pass_alpha(self) -> float:
-        """The one-sided level of the check's pass claim on this attempt (gate/attempts.py)."""
-        return self.alpha * self.pass_share
+    pass_alpha = property(lambda self: self.alpha * self.pass_share, doc="the pass claim's one-sided level")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
