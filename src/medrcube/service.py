@@ -487,8 +487,7 @@ def seal_identity(result: RunResult | None, meta: Mapping[str, Any]) -> dict[str
             "fingerprint": info.get("model_fingerprint") or meta.get("model_fingerprint"),
             "served": meta.get("served_model") or info.get("served_models"),
             "engine": meta.get("model_engine") or info.get("model_engine"),
-            # The model each answer names (its endpoint's word), and the answers naming another.
-            "served_answers": info.get("served_models") or {},
+            "served_answers": info.get("served_models") or {},  # the model each answer names, per its endpoint
             "served_mismatches": info.get("served_model_mismatches") or {},
         },
         "medrcube_version": versions().get("medrcube"),
