@@ -99,7 +99,6 @@ class Check:
     @property
     def alpha(self) -> float:  # the one-sided level of each of the check's claims (pass or fail)
         return (1.0 - self.confidence) / 2.0
-
     pass_alpha = property(lambda self: self.alpha * self.pass_share, doc="the pass claim's one-sided level")
 
     def to_dict(self) -> dict[str, Any]:
