@@ -6,8 +6,9 @@ explicitly (`review.allow_remote: true` or `--allow-remote`). Exit status: 0 bui
 the recipe, a source or the export failed (nothing usable written); 2 built, but some
 items could not be reviewed (reviewer errors: run again, the response store keeps what
 was answered); 3 an identifying value was found in the export, which was deleted; 4 the
-leakage audit found a text shortcut and the recipe's `audit.on_leak` is `fail` (the cube
-stays written; `medrcube validate --audit` repeats the findings).
+leakage audit found a text shortcut that fails under the recipe's `audit.on_leak` (`text`,
+the default: a sibling question names an answer or the options alone give it away; `fail`:
+any finding), the cube stays written; `medrcube validate --audit` repeats the findings.
 
 Every build writes a review sheet (OUT/review/sheet.html); a person who has looked at it
 records the decision with `medrcube build --record-review OUT --decision approved|rejected
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 
 EXIT_OK, EXIT_ERROR, EXIT_REVIEW_ERRORS, EXIT_LEAK, EXIT_SHORTCUT = 0, 1, 2, 3, 4
 
@@ -108,9 +110,12 @@ def run(args: argparse.Namespace) -> int:
         from medrcube.commands.validate import render_audit
 
         sys.stdout.write(render_audit(result.audit))
-        if not result.audit.ok and plan.recipe.audit.on_leak == "fail":
-            return _err(f"the leakage audit found {len(result.audit.findings)} text shortcut(s) (listed above); fix the "
-                        "construction, or set `audit: {on_leak: flag}` in the recipe to build anyway", EXIT_SHORTCUT)  # fmt: skip
+        failing = plan.recipe.audit.failing([f.kind for f in result.audit.findings])
+        if failing:
+            kinds = ", ".join(f"{k} {n}" for k, n in sorted(Counter(failing).items()))
+            return _err(f"the leakage audit found {len(failing)} text shortcut(s) that fail the build under `audit: {{on_leak: "
+                        f"{plan.recipe.audit.on_leak}}}` ({kinds}; listed above, and in the build report's audit.json); fix the "
+                        "construction (or its templates), or set `audit: {on_leak: flag}` in the recipe to build anyway", EXIT_SHORTCUT)  # fmt: skip
     if result.review_errors:
         return _err(f"{result.review_errors} item(s) could not be reviewed (reviewer errors) and were held out; run the "
                     "build again to retry them", EXIT_REVIEW_ERRORS)  # fmt: skip

@@ -40,6 +40,9 @@ class BuildReport:
     source_problems: Counter = field(default_factory=Counter)
     mapping: dict[str, Any] = field(default_factory=dict)
     not_written: Counter = field(default_factory=Counter)  # (task, why)
+    # (item id, task, placeholders left out): questions phrased neutrally so as not to name
+    # another item's answer on the same image (`production.Producer._neutral`)
+    neutral_questions: list[tuple[str, str, tuple[str, ...]]] = field(default_factory=list)
     drafted: int = 0
     cells: dict[tuple[str, str, str], CellRow] = field(default_factory=dict)
     held_out: Counter = field(default_factory=Counter)  # reason -> items
@@ -74,6 +77,7 @@ class BuildReport:
             "mapping": self.mapping,
             "not_written": [{"task": t, "why": w, "count": n} for (t, w), n in sorted(self.not_written.items())],
             "drafted": self.drafted,
+            "questions_phrased_neutrally": [{"item": i, "task": t, "left_out": list(f)} for i, t, f in self.neutral_questions],
             "held_out_by_reason": dict(sorted(self.held_out.items(), key=lambda kv: (-kv[1], kv[0]))),
             "review": self.review,
             "reviewer": self.reviewer,
@@ -104,6 +108,11 @@ class BuildReport:
         for c in self._rows():
             t = "-" if c.target is None or c.target == float("inf") else str(int(c.target))
             lines.append(f"| {c.part} | {c.modality} | {c.task} | {c.drafted} | {c.held_out} | {t} | {c.selected} | {c.chain_extras} |")
+        if self.neutral_questions:
+            by_field = Counter(f for _, _, fs in self.neutral_questions for f in fs)
+            lines += ["", f"{len(self.neutral_questions)} question(s) phrased neutrally: their template would have named another item's "
+                      "answer on the same image (a sibling leak); left out: " + ", ".join(f"{{{f}}} {n}" for f, n in sorted(by_field.items()))
+                      + " (the items: `questions_phrased_neutrally` in build_report.json)."]  # fmt: skip
         lines += ["", "## Rejected items by reason", ""]
         rejected = [(f"held out by review: {r}", n) for r, n in self.held_out.items()]
         rejected += [(f"not written ({t}): {w}", n) for (t, w), n in self.not_written.items()]

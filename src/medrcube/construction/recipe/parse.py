@@ -262,7 +262,7 @@ def read_audit(n: Node | None) -> AuditSpec:
         return AuditSpec()
     d = AuditSpec()
     spec = AuditSpec(
-        on_leak=n.string("on_leak", default=d.on_leak, choices=("fail", "flag", "off")) or d.on_leak,
+        on_leak=n.string("on_leak", default=d.on_leak, choices=("text", "fail", "flag", "off")) or d.on_leak,
         prior_margin=n.number("prior_margin", default=d.prior_margin, low=0.0, high=1.0),
         sibling_margin=n.number("sibling_margin", default=d.sibling_margin, low=0.0, high=1.0),
         length_margin=n.number("length_margin", default=d.length_margin, low=0.0, high=1.0),

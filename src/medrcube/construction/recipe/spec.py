@@ -106,16 +106,29 @@ class ExportSpec:
     max_side: int = 512
 
 
+# The audit's kinds of leak where the items' own texts give the answer away: what `on_leak: text` fails on.
+TEXT_KINDS = ("sibling_named", "sibling_lift", "options_prior")
+
+
 @dataclass(frozen=True, slots=True)
 class AuditSpec:
     """The leakage audit's stage (`cube.audit`): its bounds, and whether a leak fails the build."""
 
-    on_leak: str = "flag"  # "flag": list the leaks; "fail": also exit 4 (the cube stays written); "off": skip
+    # "text" (default): list the leaks, exit 4 when the question texts give an answer away (a sibling
+    # question names it, or the options alone pick it: TEXT_KINDS); "fail": exit 4 on any leak;
+    # "flag": list them only; "off": skip. Under "fail" and "text" the cube stays written, to be inspected.
+    on_leak: str = "text"
     prior_margin: float = 0.10
     sibling_margin: float = 0.10
     length_margin: float = 0.10
     letter_band: float = 0.99
     constant_letter_grounding: float = 0.05
+
+    def failing(self, kinds: list[str]) -> list[str]:
+        """Of the kinds of the audit's findings, those that fail the build under `on_leak`."""
+        if self.on_leak == "fail":
+            return list(kinds)
+        return [k for k in kinds if k in TEXT_KINDS] if self.on_leak == "text" else []
 
 
 @dataclass(frozen=True, slots=True)

@@ -100,6 +100,9 @@ class Producer:
         self.max_side = max_side
         self.numbers: Counter = Counter()
         self.not_written: Counter = Counter()  # (task, why) -> competencies
+        # Items whose question was phrased neutrally: (item id, task, the placeholders left out)
+        # because another item of the same image has what they would name as its answer.
+        self.neutral: list[tuple[str, str, tuple[str, ...]]] = []
 
     def _shape(self, pixels: np.ndarray, spacing: tuple[float, float]) -> tuple[int, int]:
         h, w = pixels.shape[:2]
@@ -126,6 +129,7 @@ class Producer:
         source = {"kind": img.origin, "ref": img.ref}
         attributes = self._attributes(m)
         processing = "; ".join([*img.processing, f"resampled to {shape[1]}x{shape[0]}"])
+        names = {id(c): self._answer_name(c).casefold() for c in m.competencies}
         for comp in sorted(m.competencies, key=lambda c: (TASK_NAMES.index(c.task), c.marked, c.roi or 0)):
             target = base
             if comp.marked and comp.roi is not None:
@@ -139,7 +143,10 @@ class Producer:
             n = ids[(target.key, abbrev)]
             item_stem = target.key.rsplit("/", 1)[-1].removesuffix(".png")
             item_id = f"{img.dataset}-{item_stem}-{abbrev}" + (str(n) if n > 1 else "")
-            draft = self._draft(comp, item_id, m, target, chain, source, processing)
+            neutral = self._neutral(comp, m.competencies, names)
+            if neutral:
+                self.neutral.append((item_id, comp.task, tuple(sorted(neutral))))
+            draft = self._draft(comp, item_id, m, target, chain, source, processing, neutral)
             if draft is not None and attributes:
                 draft.fact.extra["attributes"] = dict(attributes)
             if draft is not None:
@@ -162,9 +169,35 @@ class Producer:
                 out["protocol"] = normalise("protocol", name)
         return out
 
-    def _draft(self, comp: Competency, item_id: str, m: Mapped, target: OutImage, chain: str, source: dict, processing: str) -> Draft | None:
+    def _answer_name(self, comp: Competency) -> str:
+        if comp.concept:
+            try:
+                return self.onto[comp.answer].name
+            except KeyError:
+                return comp.answer
+        return comp.answer
+
+    def _neutral(self, comp: Competency, siblings: list[Competency], names: dict[int, str]) -> frozenset[str]:
+        """The placeholders of comp's question that would name another item's answer on the same
+        image (a sibling leak: the modality item's answer in "this MR image", the organ item's in
+        "of the brain", a diagnosis in "how severe is the pneumonia"): phrased neutrally instead."""
+        used = set(templates.placeholders(self.templates[comp.kind]))
+        others = [c for c in siblings if c is not comp]
+        out = set()
+        if "image" in used and any(c.kind == "modality" for c in others):
+            out.add("image")
+        if "region" in used and any(c.kind == "organ" for c in others):
+            out.add("region")
+        if "finding" in used and comp.finding is not None:
+            f = comp.finding.casefold()
+            if any(names[id(c)] and (names[id(c)] in f or f in names[id(c)]) for c in others):
+                out.add("finding")
+        return frozenset(out)
+
+    def _draft(self, comp: Competency, item_id: str, m: Mapped, target: OutImage, chain: str, source: dict, processing: str,
+               neutral: frozenset[str] = frozenset()) -> Draft | None:  # fmt: skip
         finding = comp.finding
-        question = templates.render(self.templates, comp.kind, modality=m.modality, part=m.part, finding=finding)
+        question = templates.render(self.templates, comp.kind, modality=m.modality, part=m.part, finding=finding, neutral=neutral)
         extra: dict[str, Any] = {"source": source, "processing": processing, "chain": chain}
         if comp.marked:
             extra["marked_region"] = "outlined in red"

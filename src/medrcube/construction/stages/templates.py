@@ -9,6 +9,7 @@ question), and avoids negatives and absolute words. A recipe may replace a templ
 
 from __future__ import annotations
 
+import re
 import string
 from collections.abc import Mapping
 
@@ -99,11 +100,33 @@ def with_article(name: str) -> str:
     return ("an " if text[0].lower() in "aeiou" else "a ") + text
 
 
-def render(templates: Mapping[str, str], name: str, *, modality: str, part: str, finding: str | None = None) -> str:
-    """The question text of template `name` for an image of `modality` and `part`."""
+# The placeholders a question may be asked to leave out (`render(neutral=...)`): the
+# image's other items would otherwise read their answer in it (a sibling leak).
+NEUTRAL_FIELDS = ("image", "region", "finding")
+
+
+def neutral_text(template: str, neutral: frozenset[str]) -> str:
+    """The template with the placeholders in `neutral` phrased so that they name nothing:
+    "of the {region}" dropped (any other {region} becomes "region shown"), {image} "image",
+    {finding} "abnormality"."""
+    text = template
+    if "region" in neutral:
+        text = re.sub(r"\s*\bof (?:the )?\{region\}", "", text).replace("{region}", "region shown")
+    if "image" in neutral:
+        text = text.replace("{image}", "image")
+    if "finding" in neutral:
+        text = text.replace("{finding}", "\x00")
+    return " ".join(text.split())
+
+
+def render(templates: Mapping[str, str], name: str, *, modality: str, part: str, finding: str | None = None,
+           neutral: frozenset[str] = frozenset()) -> str:  # fmt: skip
+    """The question text of template `name` for an image of `modality` and `part`; the
+    placeholders in `neutral` (of NEUTRAL_FIELDS) name nothing (`neutral_text`)."""
     fields = {"image": image_phrase(modality), "region": region_phrase(part)}
     if finding is not None:
         fields["finding"] = with_article(finding) if name == "roi_locate" else (finding if finding[:2].isupper() else finding[0].lower() + finding[1:])
     elif "finding" in placeholders(templates[name]):
         fields["finding"] = "abnormality"
-    return templates[name].format(**fields)
+    text = neutral_text(templates[name], neutral).format(**fields)
+    return text.replace("\x00", "an abnormality" if name == "roi_locate" else "abnormality")
