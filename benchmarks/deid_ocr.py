@@ -101,7 +101,19 @@ def _value(contrast: str, bg: float, rng: np.random.Generator) -> float:
     return float(np.clip(bg + delta if bg + delta <= 1.0 and (bg < 0.5 or rng.random() < 0.5) else bg - delta, 0, 1))
 
 
-def make_frame(rng: np.random.Generator, with_text: bool, side: int | None = None) -> tuple[np.ndarray, list[tuple[synthetic.Burned, dict[str, str]]], dict[str, Any]]:
+ANGLES = ("0", "45", "90", "135", "180", "270", "stack")  # degrees counter-clockwise; "stack": upright letters one under another
+JITTER = 3.0  # degrees: a turned line is drawn within this of its angle (scanned film is never exactly square)
+
+
+def _turn(angle: str, rng: np.random.Generator) -> tuple[float, bool]:
+    """(degrees, stacked) a line of the angle cell is drawn at."""
+    if angle == "stack":
+        return 0.0, True
+    a = float(angle)
+    return (a + float(rng.uniform(-JITTER, JITTER)) if a % 180 else a), False
+
+
+def make_frame(rng: np.random.Generator, with_text: bool, side: int | None = None, angle: str = "0") -> tuple[np.ndarray, list[tuple[synthetic.Burned, dict[str, str]]], dict[str, Any]]:
     side = int(side if side is not None else SIDES[rng.integers(len(SIDES))])
     kind = synthetic.BACKGROUNDS[rng.integers(len(synthetic.BACKGROUNDS))]
     h, w = side, round(side * ASPECT.get(kind, 1.0))
@@ -115,17 +127,20 @@ def make_frame(rng: np.random.Generator, with_text: bool, side: int | None = Non
             size = int(SIZES[rng.integers(len(SIZES))])
             contrast = CONTRASTS[rng.integers(len(CONTRASTS))]
             text = identifying_text(rng)
-            tw, th = synthetic.text_size(text, face, size)
-            if tw >= w - 8:
-                continue  # a line wider than the frame: consoles wrap or shorten it
+            degrees, stacked = _turn(angle, rng) if angle != "0" else (0.0, False)
+            if stacked:
+                text = text.replace(" ", "")[:12]  # a stacked label is short (a name, a number)
+            tw, th = synthetic.text_size(text, face, size, degrees, stacked)
+            if tw >= w - 8 or th >= h - 8 - used:
+                continue  # a line longer than the frame: consoles wrap or shorten it
             x, y = _xy(position, tw, th, (h, w), used, rng)
             used += th + max(2, th // 3)  # a console's line spacing
             region = img[y : y + th, x : x + tw]
             value = _value(contrast, float(region.mean()) if region.size else 0.3, rng)
-            img, b = synthetic.burn(img, text, (x, y), face, size, value)
+            img, b = synthetic.burn(img, text, (x, y), face, size, value, degrees, stacked)
             if b.glyphs.any():
                 lines.append((b, {"font": face, "size": f"{size} px", "contrast": contrast, "position": position,
-                                  "background": kind, "side": str(side)}))  # fmt: skip
+                                  "background": kind, "side": str(side), "angle": angle}))  # fmt: skip
     return img, lines, {"side": side, "background": kind}
 
 
@@ -139,9 +154,19 @@ def legible(line: str, read: str) -> bool:
     return any(a[i : i + 4] in b for i in range(max(0, len(a) - 3))) if len(a) >= 4 else a in b and bool(a)
 
 
-def read_line(reader: ocr.TextReader, img: np.ndarray, box: tuple[int, int, int, int]) -> str:
-    """The recogniser alone (no detector) on the line's own box, padded: what a reader of that spot would see."""
-    return reader.recognise(multiscale.crop(img, box, pad=0.5))
+def read_line(reader: ocr.TextReader, img: np.ndarray, box: tuple[int, int, int, int], angle: str = "0") -> str:
+    """The recogniser alone (no detector) on the line's own box, padded: what a reader of that spot would see.
+    A turned line's box is turned upright first (both ways for 90 and 270 degrees, which look alike to a box);
+    a stacked line is read turned a quarter (its letters then lie on their side: a weaker reader than for rows)."""
+    part = multiscale.crop(img, box, pad=0.5)
+    if angle == "0":
+        return reader.recognise(part)
+    from PIL import Image
+
+    turn = 90.0 if angle == "stack" else float(angle)
+    g = Image.fromarray(np.clip(np.asarray(part) * 255 + 0.5, 0, 255).astype(np.uint8))
+    texts = [reader.recognise(np.asarray(g.rotate(-t, expand=True, fillcolor=int(np.median(g))), dtype=np.float64) / 255.0) for t in (turn, turn + 180)]
+    return max(texts, key=lambda t: sum(1 for c in t if c.isalnum()))
 
 
 def _side_figures() -> dict[str, Any]:
@@ -151,19 +176,17 @@ def _side_figures() -> dict[str, Any]:
 
 
 NET: bool | None = None  # --net / --no-net: the recogniser's net under the detector (default textscreen.UNCOVERED_NET)
+TURNED: bool | None = None  # --turned / --no-turned: lines off the row found and masked (default multiscale.TURNED)
 
 
 def screen(reader: ocr.TextReader, img: np.ndarray) -> tuple[linemask.MaskPlan, np.ndarray]:
     """What `medrcube build` does to a frame (textscreen.TextScreen.screen without the region rules): the plan and the mask."""
-    plan, _ = mask_plan(reader, img, NET)
-    mask = np.zeros(img.shape[:2], dtype=bool)
-    for x0, y0, x1, y1 in plan.boxes:
-        mask[y0:y1, x0:x1] = True
-    return plan, mask
+    plan, _ = mask_plan(reader, img, NET, TURNED)
+    return plan, plan.covered(img.shape)
 
 
 def run(n: int, seed: int, no_text: int | None = None, sides: tuple[int, ...] = SIDES, threads: int = ocr.DEFAULT_THREADS,
-        on_side: Callable[[dict[str, Any]], None] | None = None, only: set[int] | None = None) -> dict[str, Any]:
+        on_side: Callable[[dict[str, Any]], None] | None = None, only: set[int] | None = None, angles: tuple[str, ...] = ("0",)) -> dict[str, Any]:
     """`n` frames with text and `no_text` (default n // 2) without, at each frame size of `sides`;
     `on_side` gets the figures so far every CHECKPOINT frames and after each size (a long run keeps what it measured);
     `only`: screen just these frame indices (every frame is still drawn, so a run's frame i is the same frame again)."""
@@ -175,9 +198,10 @@ def run(n: int, seed: int, no_text: int | None = None, sides: tuple[int, ...] = 
     n_blank = no_text if no_text is not None else n // 2
     for side in sides:
         fig = by_side[str(side)]
-        for i in range(n + n_blank):
-            with_text = i < n
-            img, lines, info = make_frame(rng, with_text, side)
+        cells = [(a, k) for a in angles for k in range(n)] + [("0", -1)] * n_blank  # (angle, frame of the cell); -1: no text
+        for i, (angle, _) in enumerate(cells):
+            with_text = i < n * len(angles)
+            img, lines, info = make_frame(rng, with_text, side, angle)
             if only is not None and i not in only:
                 continue
             reader.clear_memo()  # every frame is new: time the model, not the memo
@@ -201,6 +225,10 @@ def run(n: int, seed: int, no_text: int | None = None, sides: tuple[int, ...] = 
                 truth[y0:y1, x0:x1] = True
             fig["over_area"].append(float((mask & ~truth).mean()))
             masked_img = np.where(mask, 0.0, img)
+            whole = all(synthetic.coverage(b, mask) >= 1.0 for b, _ in lines)
+            cell = per["frames by cell"][f"{side} px, {angle}"]
+            cell[0] += whole or bool(plan.readable)  # every line masked, or the frame refused (not exported)
+            cell[1] += 1
             for b, facets in lines:
                 cov = synthetic.coverage(b, mask)
                 fig["lines"] += 1
@@ -209,12 +237,12 @@ def run(n: int, seed: int, no_text: int | None = None, sides: tuple[int, ...] = 
                 fig["masked_visible"] += synthetic.coverage(b, mask, visible_only=True) >= 1.0
                 fig["lines_in_refused_frames"] += plan.readable
                 fig["protected"] += cov >= 1.0 or plan.readable  # masked, or in a frame the build does not export
-                fig["readable_before"] += legible(b.text, read_line(reader, img, b.box))
+                fig["readable_before"] += legible(b.text, read_line(reader, img, b.box, facets["angle"]))
                 # Detector-free: the recogniser on the line's own spot of the exported (masked) frame; a refused frame is not exported.
-                fig["readable_after"] += (not plan.readable) and cov < 1.0 and legible(b.text, read_line(reader, masked_img, b.box))
+                fig["readable_after"] += (not plan.readable) and cov < 1.0 and legible(b.text, read_line(reader, masked_img, b.box, facets["angle"]))
                 if cov < 1.0:  # what a miss looks like, to look at it again (the frame: its index at this size and the seed)
                     fig["misses"].append({"seed": seed, "frame": i, "coverage": round(cov, 3), "box": list(b.box), "refused": plan.readable, **facets})
-                for facet, value in facets.items():
+                for facet, value in [*facets.items(), ("lines by cell", f"{side} px, {angle}")]:
                     per[facet][value][0] += cov >= 1.0
                     per[facet][value][1] += 1
             if on_side is not None and (i + 1) % CHECKPOINT == 0:
@@ -272,7 +300,8 @@ def kept(pooled: dict[str, Any], sides: set[str], layouts: list[tuple[int, int, 
     for side in sides:
         for miss in pooled["by_side"][side]["misses"]:
             for facet, values in per.items():
-                values[str(miss[facet])][0] -= 1
+                if facet in miss:  # a run from before a facet was kept has none
+                    values[str(miss[facet])][0] -= 1
     by = {facet: {v: {"masked": c[0], "lines": c[1]} for v, c in sorted(vals.items())} for facet, vals in per.items()}
     return {"seed": pooled["seed"], "threads": pooled["threads"], "by_side": {s: pooled["by_side"][s] for s in sorted(sides, key=int)}, "by": by}
 
@@ -350,8 +379,18 @@ def markdown(r: dict[str, Any]) -> str:
                f"{pct(r['recall_visible'])} ({r['masked_visible']}) | | | {r['refused_frames']} | "
                f"{pct(r['protected'] / r['lines'] if r['lines'] else None)} ({r['protected']}) | {r['netted_frames']} | {r['readable_after']} | {pct(r['false_mask_rate'])} ({r['false_mask_frames']}) | |")  # fmt: skip
     out.append("")
+    cells = r["by"].get("lines by cell", {})
+    if cells:
+        frames = r["by"].get("frames by cell", {})
+        out += ["| cell (long side, angle) | frames with text | frames all masked or refused | 95% lower bound | lines | lines masked | 95% lower bound |",
+                "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+        for key, c in cells.items():
+            f = frames.get(key, {"masked": 0, "lines": 0})
+            out.append(f"| {key} | {f['lines']} | {pct(f['masked'] / f['lines'] if f['lines'] else None)} ({f['masked']}) | {pct(_lower(f['masked'], f['lines']))} | "
+                       f"{c['lines']} | {pct(c['masked'] / c['lines'])} ({c['masked']}) | {pct(_lower(c['masked'], c['lines']))} |")  # fmt: skip
+        out.append("")
     for facet, vals in r["by"].items():
-        if facet == "side":
+        if facet in ("side", "lines by cell", "frames by cell"):
             continue
         cells = ", ".join(f"{v} {pct(c['masked'] / c['lines'])} ({c['lines']})" for v, c in vals.items())
         out.append(f"- recall by {facet}: {cells}")
@@ -360,7 +399,7 @@ def markdown(r: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.deid_ocr", description=__doc__.split("\n")[0])
-    ap.add_argument("--n", type=int, default=24, help="frames with text per size (default %(default)s); half as many without")
+    ap.add_argument("--n", type=int, default=24, help="frames with text per cell (size and angle; default %(default)s); half as many without, per size")
     ap.add_argument("--no-text", type=int, default=None, help="frames without text per size (default: half of --n)")
     ap.add_argument("--sides", default=",".join(map(str, SIDES)), help="long sides of the frames (default %(default)s)")
     ap.add_argument("--threads", type=int, default=ocr.DEFAULT_THREADS, help="ONNX intra-op threads (default %(default)s)")
@@ -368,6 +407,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default=None, help="screen only these frame indices (comma-separated; a miss's 'frame' in the JSON)")
     ap.add_argument("--net", action=argparse.BooleanOptionalAction, default=None,
                     help="read the stroke-map lines outside every mask; mask those read as text, refuse the frame if one is still read (default: textscreen.UNCOVERED_NET)")
+    ap.add_argument("--angles", default="0", help=f"angle cells, comma-separated, of {','.join(ANGLES)} (or 'all'); --n frames with text in each, at each size (default %(default)s)")
+    ap.add_argument("--turned", action=argparse.BooleanOptionalAction, default=None,
+                    help="find and mask lines that run off the row (default: multiscale.TURNED); --no-turned: rows only, as before")
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument("--merge", nargs="+", default=None, metavar="JSON", help="pool the figures of these runs (print, and write --json)")
     ap.add_argument("--keep", default=None, metavar="SIDES",
@@ -375,8 +417,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layout", nargs="+", default=None, metavar="N/NO_TEXT/SEED/SIDES",
                     help="with --keep: every run pooled into the first JSON, as its --n, --no-text, --seed and --sides (e.g. 65/0/27/4096)")
     args = ap.parse_args(argv)
-    global NET
-    NET = args.net
+    global NET, TURNED
+    NET, TURNED = args.net, args.turned
+    angles = ANGLES if args.angles == "all" else tuple(a.strip() for a in args.angles.split(","))
+    if any(a not in ANGLES for a in angles):
+        ap.error(f"--angles {args.angles!r}: choose among {', '.join(ANGLES)} or 'all'")
     def keep(r: dict[str, Any]) -> None:
         if args.json:
             with open(args.json, "w", encoding="utf-8") as f:
@@ -391,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
         r = merge(runs)
     else:
         r = run(args.n, args.seed, no_text=args.no_text, sides=tuple(int(x) for x in args.sides.split(",")), threads=args.threads, on_side=keep,
-                only={int(x) for x in args.only.split(",")} if args.only else None)
+                only={int(x) for x in args.only.split(",")} if args.only else None, angles=angles)
     keep(r)
     sys.stdout.write(markdown(r))
     return 0

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from medrcube.construction.privacy import ocr, proposals
+from medrcube.construction.privacy import ocr, oriented, proposals
 
 Box = tuple[int, int, int, int]
 MARGIN = 0.35
@@ -55,6 +55,19 @@ class MaskPlan:
     extended: int  # strips masked by the recogniser's check
     readable: bool
     netted: int = 0  # stroke-map candidates the detector had missed, read as text and masked
+    # Lines that run off the row (`oriented`), masked as quads grown along them (frame pixels).
+    quads: tuple[oriented.Quad, ...] = ()
+
+    def covered(self, shape: tuple[int, ...]) -> np.ndarray:
+        """The frame's pixels the plan masks (boxes and quads), as a boolean map."""
+        m = oriented.coverage_mask(shape, list(self.quads))
+        for x0, y0, x1, y1 in self.boxes:
+            m[y0:y1, x0:x1] = True
+        return m
+
+    def paint(self, pixels: np.ndarray) -> np.ndarray:
+        """A copy of the frame with everything the plan masks black."""
+        return oriented.paint(paint(pixels, self.boxes), list(self.quads))
 
 
 def grown(box: Box, shape: tuple[int, ...]) -> Box:
@@ -151,18 +164,48 @@ def _rechecked(reader: ocr.TextReader, pixels: np.ndarray, boxes: list[Box]) -> 
     return boxes, extended, any(_legible(reader, masked, s) for b in boxes for s in _strips(b, shape)), masked
 
 
-def plan(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.TextRegion], candidates: list[Box] | None = None) -> MaskPlan:
+def _uncovered_turned(reader: ocr.TextReader, masked: np.ndarray, lines: list[oriented.Line], covered: np.ndarray) -> list[oriented.Line]:
+    """The turned stroke-map lines NET_MIN_HEIGHT px or thicker, less than 90% inside the masks, that the
+    recogniser reads (upright, either way) as LEGIBLE letters or digits on the masked frame."""
+    out = []
+    for line in lines:
+        if line.thickness < NET_MIN_HEIGHT:
+            continue
+        x0, y0, x1, y1 = line.box(covered.shape)
+        own = oriented.coverage_mask((y1 - y0, x1 - x0), [tuple((x - x0, y - y0) for x, y in line.quad)])  # type: ignore[list-item]
+        if own.any() and float((covered[y0:y1, x0:x1] & own).sum()) >= 0.9 * float(own.sum()):
+            continue
+        if oriented.legible(reader, masked, line):
+            out.append(line)
+    return out
+
+
+def plan(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.TextRegion], candidates: list[Box] | None = None,
+         turned: list[oriented.Line] | None = None) -> MaskPlan:  # fmt: skip
     """The mask boxes of a frame's text regions, extended where the recogniser still reads text beside them;
     with `candidates` (the stroke map's lines), those outside every box read as text are masked too, and
-    the frame is `readable` when one is still read after that."""
+    the frame is `readable` when one is still read after that. A region that runs off the row is masked
+    as its quad grown along the line (`oriented.grown`); `turned` (the turned stroke maps' lines) are
+    netted the same way, read upright."""
     shape = np.shape(pixels)
-    boxes, extended, readable, masked = _rechecked(reader, pixels, joined([grown(r.box, shape) for r in regions]))
+    quads = [oriented.grown(oriented.line_of(r.quad)) for r in regions if oriented.is_oriented(r.quad)]
+    rows = [r for r in regions if not oriented.is_oriented(r.quad)]
+    base = oriented.paint(pixels, quads) if quads else pixels
+    boxes, extended, readable, masked = _rechecked(reader, base, joined([grown(r.box, shape) for r in rows]))
     netted = 0
     if not readable and candidates:
         hits = uncovered_legible(reader, masked, candidates, boxes)
         if hits:
             netted = len(hits)
-            boxes, more, readable, masked = _rechecked(reader, pixels, joined(boxes + [grown(c, shape) for c in hits]))
+            boxes, more, readable, masked = _rechecked(reader, base, joined(boxes + [grown(c, shape) for c in hits]))
             extended += more
             readable = readable or bool(uncovered_legible(reader, masked, candidates, boxes))
-    return MaskPlan(boxes, extended, readable, netted)
+    if not readable and turned:
+        hits_t = _uncovered_turned(reader, masked, turned, MaskPlan(boxes, 0, False, 0, tuple(quads)).covered(shape))
+        if hits_t:
+            netted += len(hits_t)
+            quads += [oriented.grown(line) for line in hits_t]
+            result = MaskPlan(boxes, extended, False, netted, tuple(quads))
+            masked = result.paint(pixels)
+            readable = bool(_uncovered_turned(reader, masked, turned, result.covered(shape)))
+    return MaskPlan(boxes, extended, readable, netted, tuple(quads))

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from medrcube.construction.privacy import ocr, proposals
+from medrcube.construction.privacy import ocr, oriented, proposals
 
 WHOLE_SIDE = 960
 MAX_UPSCALE = 2.0
@@ -44,10 +44,19 @@ def whole_scale(h: int, w: int) -> float:
     return min(MAX_UPSCALE, WHOLE_SIDE / long)
 
 
-def views(pixels: np.ndarray) -> list[View]:
-    """The views a frame is read as: the whole frame, then the crops where its strokes look like lines."""
+# Read also the crops where the stroke map, turned, shows lines at the angles of `oriented.TURNS`
+# (text up, down or across the frame); False reads rows only, as before turned text was screened.
+TURNED = True
+
+
+def views(pixels: np.ndarray, turned: bool | None = None) -> list[View]:
+    """The views a frame is read as: the whole frame, then the crops where its strokes look like lines
+    (along rows, and, with `turned` (default TURNED), at the angles of `oriented.TURNS`)."""
     h, w = np.asarray(pixels).shape[:2]
-    return [View("whole", whole_scale(h, w), (0, 0, w, h))] + [View("crop", c.scale, c.box) for c in proposals.crops(pixels)]
+    crops = proposals.crops(pixels)
+    if TURNED if turned is None else turned:
+        crops += oriented.crops(pixels, oriented.candidates(pixels))
+    return [View("whole", whole_scale(h, w), (0, 0, w, h))] + [View("crop", c.scale, c.box) for c in crops]
 
 
 def highpass(gray: np.ndarray) -> np.ndarray:
@@ -94,22 +103,23 @@ def _regions(reader: ocr.TextReader, img: np.ndarray, view: View, shape: tuple[i
     x0, y0 = view.box[:2]
     s = view.scale
     out = []
-    for (bx0, by0, bx1, by1), score in reader.detect_native(img):
-        fx0, fy0 = max(0, x0 + int(np.floor(bx0 / s))), max(0, y0 + int(np.floor(by0 / s)))
-        fx1, fy1 = min(w, x0 + int(np.ceil(bx1 / s))), min(h, y0 + int(np.ceil(by1 / s)))
-        if fx0 < fx1 and fy0 < fy1:
-            out.append(ocr.TextRegion((fx0, fy0, fx1, fy1), score))
+    for q, score in reader.detect_quads(img):
+        quad = q / s + np.array([x0, y0], dtype=np.float64)  # the view's pixels -> the frame's
+        box = oriented.bbox(quad, (h, w))
+        if box[0] < box[2] and box[1] < box[3]:
+            out.append(ocr.TextRegion(box, score, quad=tuple((float(a), float(b)) for a, b in quad)))
     return out
 
 
-def detect(reader: ocr.TextReader, pixels: np.ndarray) -> list[ocr.TextRegion]:
+def detect(reader: ocr.TextReader, pixels: np.ndarray, turned: bool | None = None) -> list[ocr.TextRegion]:
     """The text regions of a frame over every view (frame pixels; duplicates dropped).
 
     The whole view is read as shown and as its local contrast (`highpass`); each crop as
     its own contrast stretched (`proposals.stretched`).
     """
     gray = proposals.gray8(pixels)
-    key = hashlib.sha256(gray.tobytes() + repr(gray.shape).encode()).digest()
+    turned = TURNED if turned is None else turned
+    key = hashlib.sha256(gray.tobytes() + repr((gray.shape, turned)).encode()).digest()
     cached = reader.memo_get(key)
     if cached is not None:
         return cached
@@ -121,7 +131,7 @@ def detect(reader: ocr.TextReader, pixels: np.ndarray) -> list[ocr.TextRegion]:
             if r.box not in found or found[r.box].score < r.score:
                 found[r.box] = r
 
-    for v in views(gray):
+    for v in views(gray, turned):
         x0, y0, x1, y1 = v.box
         if v.kind == "whole":
             shown = _resized(gray, v.scale)
@@ -135,9 +145,17 @@ def detect(reader: ocr.TextReader, pixels: np.ndarray) -> list[ocr.TextRegion]:
 
 
 def read(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.TextRegion] | None = None) -> list[ocr.TextRegion]:
-    """The regions of a frame (every view, or those given) with the recogniser's text of each."""
+    """The regions of a frame (every view, or those given) with the recogniser's text of each
+    (a turned line read along it, upright: `oriented.read`)."""
     found = detect(reader, pixels) if regions is None else regions
-    return [ocr.TextRegion(r.box, r.score, reader.recognise(crop(pixels, r.box))) for r in found]
+    return [ocr.TextRegion(r.box, r.score, text_of(reader, pixels, r), r.quad) for r in found]
+
+
+def text_of(reader: ocr.TextReader, pixels: np.ndarray, region: ocr.TextRegion) -> str:
+    """The recogniser's text of a region: along its line when it runs off the row, else of its box."""
+    if oriented.is_oriented(region.quad):
+        return oriented.read(reader, pixels, oriented.line_of(region.quad))
+    return reader.recognise(crop(pixels, region.box))
 
 
 def crop(pixels: np.ndarray, box: tuple[int, int, int, int], pad: float = 0.25) -> np.ndarray:

@@ -50,6 +50,9 @@ class TextRegion:
     box: tuple[int, int, int, int]
     score: float
     text: str = ""
+    # The detector's quadrilateral of the line (4 corners, frame pixels; empty when not known):
+    # a line that runs off the row is masked and read along it (`oriented`).
+    quad: tuple[tuple[float, float], ...] = ()
 
 
 def _package_dir() -> Path:
@@ -150,22 +153,27 @@ class TextReader:
     def clear_memo(self) -> None:
         self._memo.clear()
 
-    def detect_native(self, pixels: np.ndarray) -> list[tuple[tuple[int, int, int, int], float]]:
-        """(box, score) of every text region the detector finds in the image as given (boxes in its pixels)."""
+    def detect_quads(self, pixels: np.ndarray) -> list[tuple[np.ndarray, float]]:
+        """(quad, score) of every text region the detector finds in the image as given: the quad is the
+        detector's own 4 x 2 corners (its pixels), along the line whatever its angle."""
         img = to_bgr8(pixels)
-        h, w = img.shape[:2]
         with self._lock:
             res = self.engine(img, use_det=True, use_cls=False, use_rec=False)
         quads = getattr(res, "boxes", None)
         if quads is None or len(quads) == 0:
             return []
         scores = list(getattr(res, "scores", None) or [1.0] * len(quads))
+        return [(q, float(s)) for q, s in zip(np.asarray(quads, dtype=np.float64).reshape(-1, 4, 2), scores, strict=False)]
+
+    def detect_native(self, pixels: np.ndarray) -> list[tuple[tuple[int, int, int, int], float]]:
+        """(box, score) of every text region the detector finds in the image as given (boxes in its pixels)."""
+        h, w = np.asarray(pixels).shape[:2]
         out = []
-        for q, s in zip(np.asarray(quads, dtype=np.float64).reshape(-1, 4, 2), scores, strict=False):
+        for q, s in self.detect_quads(pixels):
             x0, y0 = int(np.floor(max(0.0, q[:, 0].min()))), int(np.floor(max(0.0, q[:, 1].min())))
             x1, y1 = int(np.ceil(min(float(w), q[:, 0].max() + 1))), int(np.ceil(min(float(h), q[:, 1].max() + 1)))
             if x0 < x1 and y0 < y1:
-                out.append(((x0, y0, x1, y1), float(s)))
+                out.append(((x0, y0, x1, y1), s))
         return out
 
     def recognise(self, pixels: np.ndarray) -> str:

@@ -62,14 +62,14 @@ def gray8(pixels: np.ndarray) -> np.ndarray:
     return np.clip(a * 255.0 + 0.5, 0, 255).astype(np.uint8)
 
 
-def _lines(strokes: np.ndarray) -> list[tuple[int, int, int, int]]:
+def line_boxes(strokes: np.ndarray) -> list[tuple[int, int, int, int]]:
     """Boxes of the stroke clusters (a 0/1 map) shaped like a line of text."""
     import cv2
 
     joined = cv2.morphologyEx(strokes, cv2.MORPH_CLOSE, np.ones((3, 9), np.uint8))
     n, labels, stats, _ = cv2.connectedComponentsWithStats(joined, connectivity=8)
     # Stroke pixels per component: the noise of a panel joins into specks of a few, a line of text has many.
-    strong = np.bincount(labels.ravel(), weights=strokes.ravel(), minlength=n)
+    strong = np.bincount(labels[strokes > 0], minlength=n)  # strokes is 0/1: a count over its stroke pixels alone (5x faster)
     out = []
     for k in range(1, n):
         x, y, w, h, _ = (int(v) for v in stats[k])
@@ -90,13 +90,33 @@ def candidates(pixels: np.ndarray) -> list[tuple[int, int, int, int]]:
     beside it (one component, too tall to be a line); the top-hats (what an opening or a
     closing of STROKE px removes) keep only strokes thinner than that, not the edges.
     """
+    edge, thin = stroke_maps(pixels)
+    return line_boxes(edge) + line_boxes(thin)
+
+
+def stroke_maps(pixels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The two 0/1 stroke maps (local range; top-hats), each above the frame's own noise. Kept per frame
+    content for the last few frames: the row's candidates and the turned ones (`oriented`) share them."""
+    import hashlib
+
     import cv2
 
-    smooth = cv2.GaussianBlur(gray8(pixels), (0, 0), 1.0)
+    g = gray8(pixels)
+    key = hashlib.sha256(g.tobytes() + repr(g.shape).encode()).digest()
+    if key in _MAPS:
+        return _MAPS[key]
+    smooth = cv2.GaussianBlur(g, (0, 0), 1.0)
     edge = cv2.morphologyEx(smooth, cv2.MORPH_GRADIENT, np.ones((3, 3), np.uint8))
     kernel = np.ones((STROKE, STROKE), np.uint8)
     thin = np.maximum(cv2.morphologyEx(smooth, cv2.MORPH_TOPHAT, kernel), cv2.morphologyEx(smooth, cv2.MORPH_BLACKHAT, kernel))
-    return _lines(_above_noise(edge)) + _lines(_above_noise(thin))
+    maps = (_above_noise(edge), _above_noise(thin))
+    if len(_MAPS) >= 2:
+        _MAPS.pop(next(iter(_MAPS)))
+    _MAPS[key] = maps
+    return maps
+
+
+_MAPS: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
 
 
 # The faint-line map (`faint_lines`): text too faint or too thin for either stroke map.
@@ -181,12 +201,12 @@ def faint_lines(pixels: np.ndarray) -> list[tuple[int, int, int, int]]:
     return boxes
 
 
-def _scale_for(height: int) -> float:
+def scale_for(height: int) -> float:
     want = min(MAX_SCALE, max(1.0, TARGET_HEIGHT / max(1, height)))
     return min(SCALES, key=lambda s: abs(s - want))
 
 
-def _merge(boxes: list[tuple[int, int, int, int]]) -> list[tuple[int, int, int, int]]:
+def merge(boxes: list[tuple[int, int, int, int]]) -> list[tuple[int, int, int, int]]:
     """Overlapping boxes united until none overlap."""
     out = sorted(boxes)
     changed = True
@@ -213,8 +233,8 @@ def crops(pixels: np.ndarray) -> list[Crop]:
         lh = y1 - y0
         pad_y, pad_x = max(12, lh), max(24, 4 * lh)  # along the row: the rest of a line whose strokes are faint
         box = (max(0, x0 - pad_x), max(0, y0 - pad_y), min(w, x1 + pad_x), min(h, y1 + pad_y))
-        by_scale.setdefault(_scale_for(lh), []).append(box)
-    return [Crop(b, s) for s, boxes in sorted(by_scale.items()) for b in _merge(boxes)]
+        by_scale.setdefault(scale_for(lh), []).append(box)
+    return [Crop(b, s) for s, boxes in sorted(by_scale.items()) for b in merge(boxes)]
 
 
 def stretched(gray: np.ndarray) -> np.ndarray:

@@ -143,17 +143,42 @@ class Burned:
     visible: np.ndarray | None = None
 
 
-def burn(img: np.ndarray, text: str, xy: tuple[int, int], font_name: str, size: int, value: float) -> tuple[np.ndarray, Burned]:
-    """A copy of `img` (2-D) with `text` drawn at `xy` (top left) in a gray level `value`; the line's truth.
-    The text is drawn on a layer the size of its own box (not of the frame: 0.4 s less per line at 4,096 px)."""
+def _layer(text: str, font_name: str, size: int, angle: float = 0.0, stacked: bool = False) -> tuple[Any, int, int]:
+    """The text drawn white on black as a Pillow image (2 px of margin), and where the text's
+    origin lies in it. `stacked`: one letter under another (a vertical label written upright);
+    `angle`: the layer turned counter-clockwise by that many degrees (bicubic, expanded)."""
     from PIL import Image, ImageDraw
 
-    h, w = img.shape[:2]
     face = font(font_name, size)
-    bx0, by0, bx1, by1 = face.getbbox(text)
-    lx0, ly0 = xy[0] + int(bx0) - 2, xy[1] + int(by0) - 2  # the layer's place in the frame (it may stick out)
-    layer = Image.new("L", (int(bx1 - bx0) + 4, int(by1 - by0) + 4), 0)
-    ImageDraw.Draw(layer).text((xy[0] - lx0, xy[1] - ly0), text, fill=255, font=face)
+    if stacked:
+        boxes = [face.getbbox(c) if c.strip() else (0, 0, 0, 0) for c in text]
+        step = max(int(b[3]) for b in boxes) + max(1, size // 8)
+        wide = max(int(b[2] - b[0]) for b in boxes) + 4
+        layer = Image.new("L", (wide, step * len(text) + 4), 0)
+        draw = ImageDraw.Draw(layer)
+        for k, (c, b) in enumerate(zip(text, boxes, strict=True)):
+            draw.text((2 + (wide - 4 - (b[2] - b[0])) // 2 - b[0], 2 + k * step), c, fill=255, font=face)
+        ox, oy = 2, 2
+    else:
+        bx0, by0, bx1, by1 = face.getbbox(text)
+        layer = Image.new("L", (int(bx1 - bx0) + 4, int(by1 - by0) + 4), 0)
+        ox, oy = 2 - int(bx0), 2 - int(by0)
+        ImageDraw.Draw(layer).text((ox, oy), text, fill=255, font=face)
+    if angle % 360:
+        layer = layer.rotate(angle, resample=Image.Resampling.BICUBIC, expand=True)
+        ox, oy = 0, 0  # a turned line is placed by its layer's corner
+    return layer, ox, oy
+
+
+def burn(img: np.ndarray, text: str, xy: tuple[int, int], font_name: str, size: int, value: float,
+         angle: float = 0.0, stacked: bool = False) -> tuple[np.ndarray, Burned]:  # fmt: skip
+    """A copy of `img` (2-D) with `text` drawn at `xy` (top left) in a gray level `value`; the line's truth.
+    `angle` turns the line counter-clockwise (degrees; `xy` is then the turned layer's corner);
+    `stacked` writes it as upright letters one under another.
+    The text is drawn on a layer the size of its own box (not of the frame: 0.4 s less per line at 4,096 px)."""
+    h, w = img.shape[:2]
+    layer, ox, oy = _layer(text, font_name, size, angle, stacked)
+    lx0, ly0 = xy[0] - ox, xy[1] - oy  # the layer's place in the frame (it may stick out)
     local = np.asarray(layer, dtype=np.float32) / np.float32(255.0)
     fx0, fy0, fx1, fy1 = max(0, lx0), max(0, ly0), min(w, lx0 + local.shape[1]), min(h, ly0 + local.shape[0])
     alpha = local[fy0 - ly0 : fy1 - ly0, fx0 - lx0 : fx1 - lx0]
@@ -175,10 +200,13 @@ def burn(img: np.ndarray, text: str, xy: tuple[int, int], font_name: str, size: 
     return out, Burned(text, box, font_name, size, value, glyphs, visible)
 
 
-def text_size(text: str, font_name: str, size: int) -> tuple[int, int]:
-    """(width, height) in pixels of `text` drawn in the font."""
-    x0, y0, x1, y1 = font(font_name, size).getbbox(text)
-    return int(x1), int(y1)
+def text_size(text: str, font_name: str, size: int, angle: float = 0.0, stacked: bool = False) -> tuple[int, int]:
+    """(width, height) in pixels of `text` drawn in the font (of its turned layer, for a turned or stacked line)."""
+    if not (angle % 360 or stacked):
+        x0, y0, x1, y1 = font(font_name, size).getbbox(text)
+        return int(x1), int(y1)
+    layer = _layer(text, font_name, size, angle, stacked)[0]
+    return int(layer.size[0]), int(layer.size[1])
 
 
 def coverage(b: Burned, masked: np.ndarray, visible_only: bool = False) -> float:

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from medrcube.construction.observation import SourceImage
-from medrcube.construction.privacy import linemask, multiscale, ocr, proposals
+from medrcube.construction.privacy import linemask, multiscale, ocr, oriented, proposals
 from medrcube.construction.privacy.regions import NO_RULES, RegionTable
 
 # A detected region shaped like a blob, not a line, is taken for text only when the
@@ -47,27 +47,37 @@ def _alnum(text: str) -> int:
     return sum(1 for c in text if c.isalnum())
 
 
-def _blob(box: tuple[int, int, int, int], frame_height: int) -> bool:
-    w, h = box[2] - box[0], box[3] - box[1]
+def _blob(region: ocr.TextRegion, shape: tuple[int, ...]) -> bool:
+    """A region shaped like a blob: by its box along the row, or, for a line that runs off the row
+    (`oriented`), by its own length and thickness (thicker than BLOB of the frame's short side, or
+    less than twice as long as thick)."""
+    if oriented.is_oriented(region.quad):
+        length, thickness, _ = oriented.geometry(region.quad)
+        return thickness > BLOB * min(shape[:2]) or length < 2 * thickness
+    frame_height = shape[0]
+    w, h = region.box[2] - region.box[0], region.box[3] - region.box[1]
     return h > TALL * frame_height or (h > BLOB * frame_height and w < 2 * h)
 
 
-def text_regions(reader: ocr.TextReader, pixels: np.ndarray) -> tuple[list[ocr.TextRegion], int]:
+def text_regions(reader: ocr.TextReader, pixels: np.ndarray, turned: bool | None = None) -> tuple[list[ocr.TextRegion], int]:
     """The regions of a frame taken for text, and how many blobs were not (anatomy, read as < 3 characters).
 
     The frame is read as a pyramid of views (`multiscale`: the detector's native scale,
     and crops where the frame's strokes look like lines, read enlarged); their regions
     are united.
     """
-    found = multiscale.detect(reader, pixels)
-    h = pixels.shape[0]
-    blobs = [r for r in found if _blob(r.box, h)]
+    turned = multiscale.TURNED if turned is None else turned
+    found = multiscale.detect(reader, pixels, turned)
+    if not turned:  # rows only (as before turned lines were screened): every region judged and masked by its box
+        found = [ocr.TextRegion(r.box, r.score) for r in found]
+    shape = pixels.shape
+    blobs = [r for r in found if _blob(r, shape)]
     if not blobs:
         return found, 0
-    keep = [r for r in found if not _blob(r.box, h)]
+    keep = [r for r in found if not _blob(r, shape)]
     for r in multiscale.read(reader, pixels, blobs):
         if _alnum(r.text) >= 3:
-            keep.append(ocr.TextRegion(r.box, r.score))
+            keep.append(ocr.TextRegion(r.box, r.score, quad=r.quad))
     return keep, len(found) - len(keep)
 
 
@@ -80,13 +90,16 @@ def text_regions(reader: ocr.TextReader, pixels: np.ndarray) -> tuple[list[ocr.T
 UNCOVERED_NET = True
 
 
-def mask_plan(reader: ocr.TextReader, pixels: np.ndarray, net: bool | None = None) -> tuple[linemask.MaskPlan, int]:
+def mask_plan(reader: ocr.TextReader, pixels: np.ndarray, net: bool | None = None, turned: bool | None = None) -> tuple[linemask.MaskPlan, int]:
     """What the screen masks on a frame (after the region rules): the plan, and how many blobs were not text.
-    `net` (default UNCOVERED_NET): also refuse a frame where a stroke-map line outside every mask is read as text."""
-    found, ignored = text_regions(reader, pixels)
+    `net` (default UNCOVERED_NET): also refuse a frame where a stroke-map line outside every mask is read as text.
+    `turned` (default multiscale.TURNED): also find, mask and net lines that run off the row (`oriented`)."""
+    turned = multiscale.TURNED if turned is None else turned
+    found, ignored = text_regions(reader, pixels, turned)
     if not (UNCOVERED_NET if net is None else net):
         return (linemask.plan(reader, pixels, found) if found else linemask.MaskPlan([], 0, False)), ignored
-    return linemask.plan(reader, pixels, found, proposals.candidates(pixels) + proposals.faint_lines(pixels)), ignored
+    lines = oriented.candidates(pixels) if turned else []
+    return linemask.plan(reader, pixels, found, proposals.candidates(pixels) + proposals.faint_lines(pixels), lines), ignored
 
 
 def header_statement(img: SourceImage) -> str:
@@ -186,11 +199,14 @@ class TextScreen:
         self.log.seconds += time.process_time() - t0
         self.log.frames_screened += 1
         shape = img.pixels.shape
-        boxes = plan.boxes
+        # Turned lines are masked as quads; the manifest lists each by its box too (and the quad itself).
+        boxes = plan.boxes + [oriented.bbox(q, shape) for q in plan.quads]
         action = "refuse" if plan.readable or (boxes and self.action == "refuse") else "none" if not boxes else "mask"
         entry: dict[str, Any] = {"dataset": img.dataset, "source": img.ref, "frame": [int(shape[1]), int(shape[0])],
                                  "header": header_statement(img), "action": action,
                                  "regions": [list(b) for b in boxes]}  # fmt: skip
+        if plan.quads:
+            entry["turned_regions"] = [[[round(x), round(y)] for x, y in q] for q in plan.quads]
         if plan.extended:
             entry["strips_masked_after_recheck"] = plan.extended
         if plan.netted:
@@ -209,6 +225,6 @@ class TextScreen:
         if not boxes:
             img.processing.append("OCR: no text found")
             return True
-        img.pixels = linemask.paint(img.pixels, boxes)
+        img.pixels = plan.paint(img.pixels)
         img.processing.append(f"OCR: masked {len(boxes)} text region(s)")
         return True

@@ -1,0 +1,230 @@
+"""Text at any angle: lines that run up, down or across a frame, proposed, masked and read.
+
+Burned-in text is not always horizontal: side markers and operator labels run along the
+edge of an ultrasound or radiograph frame (90 or 270 degrees), scanned film is often
+turned, and some consoles stack upright letters one under another. PP-OCR's detector
+(DBNet) already answers with an oriented quadrilateral per line whatever its angle
+(measured: a 40 px name at 45 and 90 degrees on a 1,024 px frame came back as one quad
+along the line, score 0.7-0.8); what failed was everything after it, built for rows: a
+tall region was taken for a body outline unless the recogniser, which reads rows, read
+letters in it, the mask grew along the row, and the small-text crops came from a stroke
+map that joins strokes along rows only. So here:
+
+- `Line`: a line by its quadrilateral (4 corners, frame pixels), its direction (degrees,
+  0-180) and its thickness (the quad's short side);
+- `is_oriented`: a detector region whose long side runs more than OFF_AXIS degrees from
+  the row and is ELONGATED times its short side (a short, square region is left to the row
+  logic, which masks it grown all round);
+- `candidates`: the stroke map of `proposals` turned by each of TURNS (90, 45 and 135
+  degrees; the row's own is `proposals.candidates`), its lines found as rows of the turned
+  map, and their corners turned back: small text at those angles, where the detector
+  reads it closely (`crops`, scaled by the line's thickness as a row's crop is by its height);
+- `grown`: a line's quad grown along its own direction (ALONG x its thickness at each end)
+  and across it (MARGIN x), painted as a polygon (`paint`);
+- `legible`: the recogniser on the line turned upright (its quad warped to a row), in both
+  directions (text at 90 and at 270 degrees look alike to a box): LEGIBLE letters or digits
+  in either count.
+
+Costs (benchmarks/deid_ocr.py, docs/construction.md): the turned stroke maps are binary
+images turned with nearest-neighbour sampling (milliseconds per megapixel); the detector
+reads a turned line's crop only where one is proposed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from medrcube.construction.privacy import proposals
+
+Quad = tuple[tuple[float, float], tuple[float, float], tuple[float, float], tuple[float, float]]
+TURNS = (90, 45, 135)  # degrees (counter-clockwise) the stroke map is turned by; 0 is `proposals.candidates`
+OFF_AXIS = 20.0  # degrees from the row beyond which a detected region is handled as a turned line
+ELONGATED = 1.5  # its long side at least this many times its short side
+MARGIN = 0.35  # of the thickness, across the line on each side (as `linemask.MARGIN`)
+ALONG = 3.0  # of the thickness, along the line at each end (as `linemask.ALONG`)
+LEGIBLE = 4  # letters or digits read for a turned line to count as text (as `linemask.LEGIBLE`)
+REC_HEIGHT = 48  # px: a turned line is warped upright to this height for the recogniser
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """A line of text at an angle: its quad (frame pixels), direction (degrees, [0, 180)) and thickness (px)."""
+
+    quad: Quad
+    angle: float
+    thickness: float
+
+    def box(self, shape: tuple[int, ...]) -> tuple[int, int, int, int]:
+        """The axis-aligned box of the quad, inside the frame (end-exclusive)."""
+        return bbox(self.quad, shape)
+
+
+def geometry(quad: np.ndarray | Quad) -> tuple[float, float, float]:
+    """(length, thickness, direction in degrees [0, 180)) of a quadrilateral's long axis."""
+    q = np.asarray(quad, dtype=np.float64).reshape(4, 2)
+    a, b = q[1] - q[0], q[3] - q[0]
+    la, lb = float(np.hypot(*a)), float(np.hypot(*b))
+    long_edge, length, thickness = (a, la, lb) if la >= lb else (b, lb, la)
+    angle = float(np.degrees(np.arctan2(-long_edge[1], long_edge[0]))) % 180.0  # counter-clockwise from the row, y down
+    return length, thickness, angle
+
+
+def line_of(quad: np.ndarray | Quad) -> Line:
+    q = np.asarray(quad, dtype=np.float64).reshape(4, 2)
+    _, thickness, angle = geometry(q)
+    return Line(tuple((float(x), float(y)) for x, y in q), angle, thickness)  # type: ignore[arg-type]
+
+
+def is_oriented(quad: np.ndarray | Quad | tuple[()]) -> bool:
+    """Whether a region's quad runs off the row (beyond OFF_AXIS degrees) and is shaped like a line."""
+    if len(quad) == 0:
+        return False
+    length, thickness, angle = geometry(quad)  # type: ignore[arg-type]
+    off = min(angle, 180.0 - angle)
+    return off > OFF_AXIS and length >= ELONGATED * max(thickness, 1.0)
+
+
+def bbox(quad: np.ndarray | Quad, shape: tuple[int, ...]) -> tuple[int, int, int, int]:
+    q = np.asarray(quad, dtype=np.float64).reshape(4, 2)
+    h, w = shape[:2]
+    x0, y0 = int(np.floor(max(0.0, q[:, 0].min()))), int(np.floor(max(0.0, q[:, 1].min())))
+    x1, y1 = int(np.ceil(min(float(w), q[:, 0].max() + 1))), int(np.ceil(min(float(h), q[:, 1].max() + 1)))
+    return x0, y0, x1, y1
+
+
+def grown(line: Line) -> Quad:
+    """The line's quad grown along its direction by ALONG x its thickness at each end and across by MARGIN x."""
+    q = np.asarray(line.quad, dtype=np.float64)
+    centre = q.mean(axis=0)
+    rad = np.radians(line.angle)
+    along = np.array([np.cos(rad), -np.sin(rad)])
+    across = np.array([-along[1], along[0]])
+    rel = q - centre
+    half_len = float(np.abs(rel @ along).max()) + ALONG * line.thickness
+    half_thick = float(np.abs(rel @ across).max()) + max(2.0, MARGIN * line.thickness)
+    corners = [centre + sa * half_len * along + sc * half_thick * across for sa, sc in ((-1, -1), (1, -1), (1, 1), (-1, 1))]
+    return tuple((float(x), float(y)) for x, y in corners)  # type: ignore[return-value]
+
+
+def paint(pixels: np.ndarray, quads: list[Quad]) -> np.ndarray:
+    """A copy of the frame with each quad filled black in every channel."""
+    out = np.array(pixels, dtype=np.float64, copy=True)
+    if not quads:
+        return out
+    mask = coverage_mask(out.shape, quads)
+    out[mask] = 0.0
+    return out
+
+
+def coverage_mask(shape: tuple[int, ...], quads: list[Quad]) -> np.ndarray:
+    """A boolean map of the frame's pixels inside any of the quads."""
+    import cv2
+
+    m = np.zeros(shape[:2], dtype=np.uint8)
+    for q in quads:
+        cv2.fillPoly(m, [np.round(np.asarray(q)).astype(np.int32)], 1)
+    return m.astype(bool)
+
+
+def upright(pixels: np.ndarray, line: Line, pad: float = 0.25) -> np.ndarray:
+    """The line warped to a row (8-bit gray, REC_HEIGHT high, padded by `pad` x its thickness), reading left to right
+    if the text runs in the quad's own direction (its 180-degree turn reads the other way)."""
+    import cv2
+
+    q = np.asarray(line.quad, dtype=np.float64)
+    centre = q.mean(axis=0)
+    rad = np.radians(line.angle)
+    along = np.array([np.cos(rad), -np.sin(rad)])
+    across = np.array([-along[1], along[0]])
+    rel = q - centre
+    half_len = float(np.abs(rel @ along).max()) + pad * line.thickness
+    half_thick = float(np.abs(rel @ across).max()) + pad * line.thickness
+    src = np.float32([centre - half_len * along - half_thick * across, centre + half_len * along - half_thick * across,
+                      centre + half_len * along + half_thick * across])  # fmt: skip
+    scale = REC_HEIGHT / max(1.0, 2 * half_thick)
+    out_w, out_h = max(8, int(round(2 * half_len * scale))), REC_HEIGHT
+    dst = np.float32([[0, 0], [out_w - 1, 0], [out_w - 1, out_h - 1]])
+    g = proposals.gray8(pixels)
+    return cv2.warpAffine(g, cv2.getAffineTransform(src, dst), (out_w, out_h), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+
+
+def read(reader, pixels: np.ndarray, line: Line) -> str:  # reader: ocr.TextReader (not imported: no cycle)
+    """What the recogniser reads along the line, upright, the direction with more letters or digits."""
+    row = proposals.stretched(upright(pixels, line))
+    texts = [reader.recognise(row), reader.recognise(np.ascontiguousarray(row[::-1, ::-1]))]
+    return max(texts, key=lambda t: sum(1 for c in t if c.isalnum()))
+
+
+def legible(reader, pixels: np.ndarray, line: Line) -> bool:
+    return sum(1 for c in read(reader, pixels, line) if c.isalnum()) >= LEGIBLE
+
+
+def _turned(binary: np.ndarray, turn: int) -> tuple[np.ndarray, np.ndarray]:
+    """The 0/1 map turned counter-clockwise by `turn` degrees on a canvas that holds all of it, and
+    the 2 x 3 affine map from the turned canvas back to the frame."""
+    import cv2
+
+    h, w = binary.shape
+    m = cv2.getRotationMatrix2D((w / 2.0, h / 2.0), float(turn), 1.0)
+    cos, sin = abs(m[0, 0]), abs(m[0, 1])
+    nw, nh = int(np.ceil(h * sin + w * cos)), int(np.ceil(h * cos + w * sin))
+    m[0, 2] += nw / 2.0 - w / 2.0
+    m[1, 2] += nh / 2.0 - h / 2.0
+    out = cv2.warpAffine(binary, m, (nw, nh), flags=cv2.INTER_NEAREST, borderMode=cv2.BORDER_CONSTANT, borderValue=0)
+    return out, cv2.invertAffineTransform(m)
+
+
+def candidates(pixels: np.ndarray) -> list[Line]:
+    """Stroke clusters shaped like a line of text at each angle of TURNS (frame pixels): the stroke maps of
+    `proposals` turned, their lines found as rows (`proposals.line_boxes`), and the corners turned back.
+    A frame larger than TURN_SIDE is searched on its maps reduced (a pixel of the reduced map is a stroke
+    when any of its k x k is): finding lines costs about 0.1 s per megapixel of turned map. Kept per frame
+    content for the last few frames (the detector's crops and the net both ask)."""
+    import hashlib
+
+    g = proposals.gray8(pixels)
+    key = hashlib.sha256(g.tobytes() + repr(g.shape).encode()).digest()
+    if key in _CANDIDATES:
+        return list(_CANDIDATES[key])
+    k = max(1, int(np.ceil(max(g.shape) / TURN_SIDE)))
+    out: list[Line] = []
+    for binary in proposals.stroke_maps(g):
+        if k > 1:
+            h, w = binary.shape
+            pad = np.zeros((-(-h // k) * k, -(-w // k) * k), dtype=np.uint8)
+            pad[:h, :w] = binary
+            binary = pad.reshape(pad.shape[0] // k, k, pad.shape[1] // k, k).max(axis=(1, 3))
+        for turn in TURNS:
+            if turn == 90:
+                turned = np.ascontiguousarray(np.rot90(binary))  # exact: rows of the turned map are the frame's columns
+                back = np.array([[0.0, -1.0, binary.shape[1]], [1.0, 0.0, 0.0]])  # turned (x', y') -> map (x = w - y', y = x')
+            else:
+                turned, back = _turned(binary, turn)
+            for x0, y0, x1, y1 in proposals.line_boxes(turned):
+                corners = np.array([[x0, y0, 1.0], [x1, y0, 1.0], [x1, y1, 1.0], [x0, y1, 1.0]])
+                out.append(line_of(k * (corners @ back.T)))
+    if len(_CANDIDATES) >= 2:
+        _CANDIDATES.pop(next(iter(_CANDIDATES)))
+    _CANDIDATES[key] = tuple(out)
+    return out
+
+
+TURN_SIDE = 2048  # px: larger frames are searched for turned lines on their stroke maps reduced to about this
+_CANDIDATES: dict[bytes, tuple[Line, ...]] = {}
+
+
+def crops(pixels: np.ndarray, lines: list[Line]) -> list[proposals.Crop]:
+    """The crops the detector reads closely for turned lines: each line's box padded (by its thickness,
+    and 4 times it along the larger side), read at the scale that brings its thickness to the target."""
+    shape = np.asarray(pixels).shape
+    h, w = shape[:2]
+    by_scale: dict[float, list[tuple[int, int, int, int]]] = {}
+    for line in lines:
+        t = max(3, int(round(line.thickness)))
+        x0, y0, x1, y1 = line.box(shape)
+        pad = max(24, 4 * t)
+        box = (max(0, x0 - pad), max(0, y0 - pad), min(w, x1 + pad), min(h, y1 + pad))
+        by_scale.setdefault(proposals.scale_for(t), []).append(box)
+    return [proposals.Crop(b, s) for s, boxes in sorted(by_scale.items()) for b in proposals.merge(boxes)]
