@@ -333,10 +333,11 @@ LARGE_TEXT = (("VOGONSKY, JELTZINA | MRN 73317331", "dejavu-sans", 40), ("DOB 02
 LARGE_PATIENT = {"PatientName": "Vogonsky^Jeltzina", "PatientID": "MRN-73317331", "PatientBirthDate": "19571102"}
 
 
-def write_large_site(root: str | Path, side: int = 2048) -> Path:
+def write_large_site(root: str | Path, side: int = 2048, angle: float = 0.0) -> Path:
     """A DICOM folder with one chest radiograph of `side` px carrying burned-in identifying lines
     (no BurnedInAnnotation attribute) and one without text, below a folder named after a person;
-    returns the source folder. The recipe: `large_site_recipe`."""
+    returns the source folder. `angle`: the lines turned counter-clockwise (degrees), placed side
+    by side along the frame's left edge. The recipe: `large_site_recipe`."""
     from medrcube.construction.privacy.synthetic import background, burn
 
     src = Path(root) / "dicom"
@@ -347,7 +348,10 @@ def write_large_site(root: str | Path, side: int = 2048) -> Path:
         if with_text:
             y = side // 40
             for text, face, size in LARGE_TEXT:
-                img, _ = burn(img, text, (side // 12, y), face, round(size * side / 2048), 1.0)
+                if angle:
+                    img, _ = burn(img, text, (y, side // 12), face, round(size * side / 2048), 1.0, angle)
+                else:
+                    img, _ = burn(img, text, (side // 12, y), face, round(size * side / 2048), 1.0)
                 y += round(1.6 * size * side / 2048)
         ds.BodyPartExamined, ds.ViewPosition, ds.PixelSpacing = "CHEST", "PA", [0.15, 0.15]
         _gray(ds, img)

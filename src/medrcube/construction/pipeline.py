@@ -60,6 +60,7 @@ class Plan:
     remote: list[str] = field(default_factory=list)  # remote endpoints the reviewer sends to
     local: list[str] = field(default_factory=list)
     store_dir: Path | None = None
+    text_screen: Any = None  # the pixel text screen (privacy.textscreen.TextScreen); None: the recipe's own
 
     def notice(self) -> str:
         """What this build sends off the machine (said before it starts)."""
@@ -245,7 +246,7 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
 
     names = SourceNames.of(r)  # every source path printed by its coded name
     leaks: dict[str, str] = {}  # identifying value -> where it was read (the leak scan's list)
-    text_screen = _text_screen(r)
+    text_screen = plan.text_screen if plan.text_screen is not None else _text_screen(r)
     manifest.text = text_screen.log
     images: dict[tuple[str, str], OutImage] = {}
     drafts: list[Draft] = []
@@ -438,7 +439,7 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
     if found:
         shutil.rmtree(out)
         where = "; ".join(f"{leak.file} ({leak.source})" for leak in found[:20])
-        raise PrivacyLeakError(f"identifying values found in the export, which has been deleted: {where}; fix the recipe "
+        raise PrivacyLeakError(f"identifying values or legible text found in the export, which has been deleted: {where}; fix the recipe "
                                "(a label column holding identifiers must be listed under labels.private; text left in the pixels "
                                "needs privacy.text: refuse or a region rule, privacy.region_rules)")  # fmt: skip
     manifest.leaks = 0

@@ -144,6 +144,15 @@ def detect(reader: ocr.TextReader, pixels: np.ndarray, turned: bool | None = Non
     return regions
 
 
+def detect_whole(reader: ocr.TextReader, pixels: np.ndarray, side: int = WHOLE_SIDE) -> list[ocr.TextRegion]:
+    """The regions of the whole frame brought to `side` px on its long side (enlarged at most MAX_UPSCALE
+    times), as shown: one detector call (the final pixel scan's reading at a scale of its own)."""
+    gray = proposals.gray8(pixels)
+    h, w = gray.shape
+    scale = min(MAX_UPSCALE, side / max(h, w, 1))
+    return _regions(reader, _resized(gray, scale), View("whole", scale, (0, 0, w, h)), (h, w))
+
+
 def read(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.TextRegion] | None = None) -> list[ocr.TextRegion]:
     """The regions of a frame (every view, or those given) with the recogniser's text of each
     (a turned line read along it, upright: `oriented.read`)."""

@@ -178,9 +178,13 @@ class TextReader:
 
     def recognise(self, pixels: np.ndarray) -> str:
         """The recogniser alone (no detector) on one cropped line: the text it reads there."""
+        return self.recognise_scored(pixels)[0]
+
+    def recognise_scored(self, pixels: np.ndarray) -> tuple[str, float]:
+        """The recogniser's text of one cropped line and its confidence (the lowest of its pieces; 0 for none)."""
         a = np.asarray(pixels)
         if a.size == 0 or a.shape[0] < 2 or a.shape[1] < 2 or float(a.std()) == 0.0:
-            return ""
+            return "", 0.0
         if a.shape[0] > 4 * REC_HEIGHT:  # a tall crop is thinned first: converting all of it would cost more than reading it
             k = a.shape[0] // (2 * REC_HEIGHT)
             a = a[::k, ::k]
@@ -192,7 +196,9 @@ class TextReader:
             img = np.asarray(Image.fromarray(img).resize((max(1, round(img.shape[1] * f)), REC_HEIGHT), Image.Resampling.BOX))
         with self._lock:
             res = self.engine(img, use_det=False, use_cls=False, use_rec=True)
-        return " ".join(str(t) for t in (getattr(res, "txts", None) or ()))
+        texts = [str(t) for t in (getattr(res, "txts", None) or ())]
+        scores = [float(x) for x in (getattr(res, "scores", None) or ())]
+        return " ".join(texts), (min(scores) if scores and texts else 0.0)
 
 
 @functools.lru_cache(maxsize=1)

@@ -167,7 +167,7 @@ class TextScreen:
     """The build's pixel text screen: `screen(image)` masks the image's text in place, or refuses it."""
 
     def __init__(self, action: str = "mask", reader: ocr.TextReader | None = None, log: TextLog | None = None,
-                 regions: RegionTable = NO_RULES):  # fmt: skip
+                 regions: RegionTable = NO_RULES, turned: bool | None = None):  # fmt: skip
         if action not in ("mask", "refuse"):
             raise ValueError(f"privacy.text is {action!r}; expected 'mask' or 'refuse'")
         self.reader = reader if reader is not None else ocr.shared_reader()
@@ -177,6 +177,7 @@ class TextScreen:
         self.log.region_rules = regions.to_dict()
         self.action = action
         self.regions = regions
+        self.turned = turned  # lines off the row too (default multiscale.TURNED); False: rows only
         self.reason = ""  # why the last frame was refused, in the build log's words
 
     def _blank_zones(self, img: SourceImage, modality: str) -> list[tuple[tuple[int, int, int, int], str]]:
@@ -195,7 +196,7 @@ class TextScreen:
         (False, when the recipe says so). `modality` is the cube modality the frame was mapped to."""
         zones = self._blank_zones(img, modality)
         t0 = time.process_time()
-        plan, ignored = mask_plan(self.reader, img.pixels)
+        plan, ignored = mask_plan(self.reader, img.pixels, turned=self.turned)
         self.log.seconds += time.process_time() - t0
         self.log.frames_screened += 1
         shape = img.pixels.shape

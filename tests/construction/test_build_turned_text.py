@@ -1,0 +1,85 @@
+"""Burned-in text that runs up, down or across the frame: found, masked along its line, and a
+final pixel scan that reads the export as the masking never did.
+
+A DICOM radiograph whose patient's name and record number run at 90 degrees along its left edge
+(as side labels do) is built through the real pipeline: the default screen masks the lines as
+quads grown along them; a deliberately weakened masker (rows only, the screen as it was before
+turned text was screened) lets them through, and the independent scan stops that build, naming
+the file and the region, never the text.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from medrcube.construction import demo
+from medrcube.construction.privacy import oriented, pixelscan, synthetic
+from medrcube.construction.privacy import safeguards as privacy
+from medrcube.construction.privacy.ocr import shared_reader
+from medrcube.construction.privacy.textscreen import TextScreen, mask_plan
+
+SIDE = 1024
+WORDS = ("vogonsky", "jeltzina", "73317331", "1957")
+
+
+def test_a_quad_grows_along_its_line_and_paints_only_near_it() -> None:
+    line = oriented.line_of([(100.0, 300.0), (120.0, 300.0), (120.0, 100.0), (100.0, 100.0)])  # 200 px up, 20 px thick
+    assert line.thickness == pytest.approx(20.0) and line.angle == pytest.approx(90.0) and oriented.is_oriented(line.quad)
+    grown = oriented.grown(line)
+    painted = oriented.paint(np.ones((400, 400)), [grown])
+    assert painted[40:360, 104:116].max() == 0.0  # 3 thicknesses beyond each end of the line
+    assert painted[200, 140] == 1.0 and painted[200, 80] == 1.0  # across: only the margin
+    assert not oriented.is_oriented(((0.0, 0.0), (200.0, 0.0), (200.0, 20.0), (0.0, 20.0)))  # a row stays a row
+
+
+@pytest.mark.parametrize("angle,stacked", [(90.0, False), (45.0, False), (270.0, False), (0.0, True)])
+def test_text_at_an_angle_is_masked_whole_and_rows_only_would_not(angle: float, stacked: bool) -> None:
+    rng = np.random.default_rng(42)
+    img = synthetic.background("xray", 768, 640, rng)
+    text = "VOGONSKY" if stacked else "VOGONSKY, JELTZINA"
+    img, line = synthetic.burn(img, text, (120, 80), "dejavu-sans", 28, 1.0, angle, stacked)
+    plan, _ = mask_plan(shared_reader(), img)
+    covered = plan.covered(img.shape)
+    assert synthetic.coverage(line, covered) == 1.0 and not plan.readable
+    assert covered.mean() < 0.12  # masked along the line, not as a block of the frame
+    rows, _ = mask_plan(shared_reader(), img, turned=False)
+    assert synthetic.coverage(line, rows.covered(img.shape)) < 1.0 or rows.covered(img.shape).mean() > 0.3
+
+
+def _recipe(root: Path, out: Path) -> Path:
+    demo.write_large_site(root, SIDE, angle=90.0)
+    return demo.large_site_recipe(root, out)
+
+
+def test_a_name_at_90_degrees_in_a_dicom_frame_leaves_no_legible_text(tmp_path: Path) -> None:
+    from medrcube.construction.pipeline import build
+
+    result = build(_recipe(tmp_path, tmp_path / "out"))
+    manifest = json.loads((result.release / privacy.MANIFEST_NAME).read_text(encoding="utf-8"))
+    frames = [f for f in manifest["text_in_pixels"]["frames"] if f["regions"]]
+    assert len(frames) == 1 and frames[0]["turned_regions"] and frames[0]["exported"]
+    assert manifest["leak_scan"]["pixels"]["found"] == 0
+    png = result.release / "large-cr" / frames[0]["image"]
+    read = " ".join(r.text for r in pixelscan.independent_read(shared_reader(), np.asarray(Image.open(png).convert("L")) / 255.0))
+    assert not any(w in read.lower().replace(" ", "") for w in WORDS), read
+
+
+def test_a_weakened_masker_is_stopped_by_the_independent_scan_naming_the_file_not_the_text(tmp_path: Path) -> None:
+    """Rows only: the turned name is not masked. The export is read again, turned and inverted, and the
+    build fails with the file and the region; the text itself is in no message and the export is gone."""
+    from medrcube.construction.pipeline import PrivacyLeakError, prepare, run
+
+    plan = prepare(_recipe(tmp_path, tmp_path / "out"))
+    plan.text_screen = TextScreen("mask", turned=False)
+    with pytest.raises(PrivacyLeakError) as err:
+        run(plan)
+    message = str(err.value)
+    assert "large-cr/images/001.png (pixels (PatientName))" in message or "large-cr/images/001.png (pixels (PatientID))" in message
+    assert "large-cr/images/001.png (pixels: legible text in region (" in message
+    assert not any(w in message.lower() for w in WORDS) and "Vogonsky" not in message
+    assert not (tmp_path / "out").exists()
