@@ -98,6 +98,19 @@ def _walk(ds) -> Iterable:
                 yield from _walk(item)
 
 
+# UIDs that name a kind of object, not an instance of one: kept (a recipe reads SOPClassUID).
+_CLASS_UIDS = frozenset({"SOPClassUID", "ReferencedSOPClassUID", "TransferSyntaxUID", "CodingSchemeUID", "ContextGroupExtensionCreatorUID"})
+
+
+def _beyond_the_list(elem) -> bool:
+    """A person name, date, time or instance UID that IDENTIFYING_KEYWORDS does not name."""
+    if elem.tag.group in (0x0002,) or elem.tag.is_private:
+        return False
+    if elem.VR in ("PN", "DA", "DT", "TM"):
+        return True
+    return elem.VR == "UI" and not (elem.keyword.endswith("ClassUID") or elem.keyword in _CLASS_UIDS)
+
+
 def deidentify(ds) -> DeidResult:
     """A copy of `ds` without identifying attributes, private tags, overlays or icons.
 
@@ -112,6 +125,18 @@ def deidentify(ds) -> DeidResult:
             if kw in d:
                 del d[kw]
                 removed[kw] = removed.get(kw, 0) + 1
+        # Beyond the list: every other person name, date, time and instance UID, wherever it is (a
+        # console's own attributes, a name in an SR or a request sequence). No header is exported.
+        for elem in [e for e in d if _beyond_the_list(e)]:
+            del d[elem.tag]
+            kind = {"PN": "other person names", "UI": "other instance UIDs"}.get(elem.VR, "other dates and times")
+            removed[kind] = removed.get(kind, 0) + 1
+        for group in sorted({e.tag.group for e in d if 0x6000 <= e.tag.group <= 0x60FF and e.tag.group % 2 == 0}):
+            # An overlay in the pixel data's unused high bits (retired, but written by old consoles):
+            # the decoder keeps BitsStored bits only, so the drawing is dropped with the group.
+            bit = d.get((group, 0x0102))
+            if (group, 0x3000) not in d and bit is not None and int(bit.value or 0) > 0:
+                removed[f"overlay in the pixel data's high bits, group {group:04X} (cleared)"] = 1
         for tag in [e.tag for e in d if 0x6000 <= e.tag.group <= 0x60FF and e.tag.group % 2 == 0]:
             del d[tag]
             removed[f"overlay group {tag.group:04X}"] = 1
@@ -158,7 +183,8 @@ def identifying_items(ds, min_length: int = 4, min_digits: int = 5) -> dict[str,
     """
     items: dict[str, str] = {}
     for elem in _walk(ds):
-        if elem.keyword not in LEAK_KEYWORDS or elem.VR == "SQ" or elem.value is None:
+        person = elem.VR == "PN" and not elem.tag.is_private  # any person's name, listed or not
+        if (elem.keyword not in LEAK_KEYWORDS and not person) or elem.VR == "SQ" or elem.value is None:
             continue
         raw = elem.value if elem.VM > 1 else [elem.value]
         for v in raw:
@@ -168,7 +194,7 @@ def identifying_items(ds, min_length: int = 4, min_digits: int = 5) -> dict[str,
                 candidates.add(" ".join(text.replace("^", " ").replace("=", " ").split()))
             for c in sorted(candidates):
                 if len(c) >= min_length and not (c.isdigit() and len(c) < min_digits):
-                    items.setdefault(c, elem.keyword)
+                    items.setdefault(c, elem.keyword or "a person name")
     return items
 
 

@@ -221,6 +221,7 @@ class Manifest:
     pixel_scan: dict[str, int] | None = None  # the OCR read of every exported image (pixelscan), once it ran
     review: dict[str, Any] | None = None  # the review sheet and a person's decision (reviewsheet)
     subgroups: dict[str, Any] | None = None  # the subgroup attributes kept, generalised (coarse.py)
+    refused_files: Counter = field(default_factory=Counter)  # DICOM files left out whole, by why (never by name)
 
     def add_deid(self, result: deid.DeidResult) -> None:
         self.dicom_files += 1
@@ -241,6 +242,7 @@ class Manifest:
                 {"attribute": kw, "annex_e": ANNEX_E_ACTION.get(kw, "X"), "action": "X", "elements": n, "files": self.files_with[kw]}
                 for kw, n in sorted(self.removed.items())
             ],
+            "dicom_files_refused": dict(sorted(self.refused_files.items())),
             "pixel_actions": dict(sorted(self.pixels.items())),
             "text_in_pixels": self.text.to_dict(timing) if self.text is not None else None,
             "free_text_redactions": dict(sorted(self.redactions.items())),

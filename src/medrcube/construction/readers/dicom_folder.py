@@ -114,6 +114,7 @@ def read_dicom_folder(spec: SourceSpec, privacy: PrivacySpec, manifest: Manifest
                 log.note("not a usable DICOM file", str(path))
             else:  # damaged (anything from struct to KeyError), or a codec we refuse
                 log.note("unreadable DICOM file" if exc.__cause__ is not None else "not a usable DICOM file", str(exc))
+                manifest.refused_files["unreadable, or a transfer syntax refused"] += 1
             continue
         for value, keyword in deid.identifying_items(raw).items():
             leaks.setdefault(value, keyword)
@@ -138,6 +139,7 @@ def read_dicom_folder(spec: SourceSpec, privacy: PrivacySpec, manifest: Manifest
                 decoded[inst.rel] = _load(inst, log, where)
             ds, data = decoded[inst.rel]
             if ds is None:
+                manifest.refused_files["pixels cannot be decoded (frames)"] += 1
                 continue
             image = _image(spec, inst, ds, data, f, s, j, len(slots), privacy, manifest, table, log, where, root)
             if image is not None:
