@@ -172,7 +172,7 @@ def _uncovered_turned(reader: ocr.TextReader, masked: np.ndarray, lines: list[or
         if line.thickness < NET_MIN_HEIGHT:
             continue
         x0, y0, x1, y1 = line.box(covered.shape)
-        own = oriented.coverage_mask((y1 - y0, x1 - x0), [tuple((x - x0, y - y0) for x, y in line.quad)])  # type: ignore[list-item]
+        own = oriented.coverage_mask((y1 - y0, x1 - x0), [tuple((x - x0, y - y0) for x, y in line.quad)])
         if own.any() and float((covered[y0:y1, x0:x1] & own).sum()) >= 0.9 * float(own.sum()):
             continue
         if oriented.legible(reader, masked, line):

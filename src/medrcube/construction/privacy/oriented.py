@@ -38,7 +38,7 @@ import numpy as np
 
 from medrcube.construction.privacy import proposals
 
-Quad = tuple[tuple[float, float], tuple[float, float], tuple[float, float], tuple[float, float]]
+Quad = tuple[tuple[float, float], ...]  # 4 corners
 TURNS = (90, 45, 135)  # degrees (counter-clockwise) the stroke map is turned by; 0 is `proposals.candidates`
 OFF_AXIS = 20.0  # degrees from the row beyond which a detected region is handled as a turned line
 ELONGATED = 1.5  # its long side at least this many times its short side
@@ -74,14 +74,14 @@ def geometry(quad: np.ndarray | Quad) -> tuple[float, float, float]:
 def line_of(quad: np.ndarray | Quad) -> Line:
     q = np.asarray(quad, dtype=np.float64).reshape(4, 2)
     _, thickness, angle = geometry(q)
-    return Line(tuple((float(x), float(y)) for x, y in q), angle, thickness)  # type: ignore[arg-type]
+    return Line(tuple((float(x), float(y)) for x, y in q), angle, thickness)
 
 
-def is_oriented(quad: np.ndarray | Quad | tuple[()]) -> bool:
+def is_oriented(quad: np.ndarray | Quad) -> bool:
     """Whether a region's quad runs off the row (beyond OFF_AXIS degrees) and is shaped like a line."""
     if len(quad) == 0:
         return False
-    length, thickness, angle = geometry(quad)  # type: ignore[arg-type]
+    length, thickness, angle = geometry(quad)
     off = min(angle, 180.0 - angle)
     return off > OFF_AXIS and length >= ELONGATED * max(thickness, 1.0)
 
@@ -105,7 +105,7 @@ def grown(line: Line) -> Quad:
     half_len = float(np.abs(rel @ along).max()) + ALONG * line.thickness
     half_thick = float(np.abs(rel @ across).max()) + max(2.0, MARGIN * line.thickness)
     corners = [centre + sa * half_len * along + sc * half_thick * across for sa, sc in ((-1, -1), (1, -1), (1, 1), (-1, 1))]
-    return tuple((float(x), float(y)) for x, y in corners)  # type: ignore[return-value]
+    return tuple((float(x), float(y)) for x, y in corners)
 
 
 def paint(pixels: np.ndarray, quads: list[Quad]) -> np.ndarray:
@@ -141,11 +141,11 @@ def upright(pixels: np.ndarray, line: Line, pad: float = 0.25) -> np.ndarray:
     rel = q - centre
     half_len = float(np.abs(rel @ along).max()) + pad * line.thickness
     half_thick = float(np.abs(rel @ across).max()) + pad * line.thickness
-    src = np.float32([centre - half_len * along - half_thick * across, centre + half_len * along - half_thick * across,
-                      centre + half_len * along + half_thick * across])  # fmt: skip
+    src = np.array([centre - half_len * along - half_thick * across, centre + half_len * along - half_thick * across,
+                    centre + half_len * along + half_thick * across], dtype=np.float32)  # fmt: skip
     scale = REC_HEIGHT / max(1.0, 2 * half_thick)
     out_w, out_h = max(8, int(round(2 * half_len * scale))), REC_HEIGHT
-    dst = np.float32([[0, 0], [out_w - 1, 0], [out_w - 1, out_h - 1]])
+    dst = np.array([[0, 0], [out_w - 1, 0], [out_w - 1, out_h - 1]], dtype=np.float32)
     g = proposals.gray8(pixels)
     return cv2.warpAffine(g, cv2.getAffineTransform(src, dst), (out_w, out_h), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
 
