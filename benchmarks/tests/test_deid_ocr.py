@@ -19,8 +19,14 @@ def test_frames_carry_the_lines_they_say_and_blank_frames_none() -> None:
             for b, facets in lines:
                 x0, y0, x1, y1 = b.box
                 assert 0 <= x0 < x1 <= w and 0 <= y0 < y1 <= h and b.glyphs[y0:y1, x0:x1].any()
-                assert set(facets) == {"font", "size", "contrast", "position", "background", "side"}
-                assert int(facets["size"].split()[0]) in deid_ocr.SIZES
+                assert set(facets) == {"font", "size", "contrast", "position", "background", "side", "angle"}
+                assert int(facets["size"].split()[0]) in deid_ocr.SIZES and facets["angle"] == "0"
+    for angle in ("90", "45", "stack"):  # a turned line's box is as tall as it is long (a stack: taller than wide)
+        img, lines, _ = deid_ocr.make_frame(rng, True, 1024, angle)
+        for b, facets in lines:
+            x0, y0, x1, y1 = b.box
+            assert facets["angle"] == angle and b.glyphs[y0:y1, x0:x1].any()
+            assert (y1 - y0) > (x1 - x0) if angle in ("90", "stack") else (y1 - y0) > 0.5 * (x1 - x0)
     img, lines, _ = deid_ocr.make_frame(rng, False, 512)
     assert lines == [] and 0 <= img.min() and img.max() <= 1
 
