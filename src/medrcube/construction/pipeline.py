@@ -285,8 +285,7 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
         echo(f"medrcube build: {redactor.text(names.scrub(m), 'console messages')}")
     report.source_problems = redactor.counter(log.counts, "build report")
     report.mapping = redactor.json(mapper.report.to_dict(), "build report")
-    report.not_written = redactor.counter(producer.not_written, "build report")
-    report.neutral_questions = list(producer.neutral)
+    report.not_written, report.neutral_questions = redactor.counter(producer.not_written, "build report"), list(producer.neutral)
     drafts = redactor.drafts(drafts)
     report.drafted = len(drafts)
     for d in drafts:
