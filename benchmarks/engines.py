@@ -16,7 +16,7 @@
 
 No response store (every request is sent); greedy decoding; 32 new tokens per answer (the
 model is noise and never stops). Medians of `--reps` runs, alternating the arms. Results
-print as JSON lines and go to benchmarks/results/engines.json.
+print as JSON lines and go to benchmarks/results/engines_<scenarios>.json.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 MINI = ROOT / "fixtures" / "mini"
-OUT = ROOT / "benchmarks" / "results" / "engines.json"
+OUT = ROOT / "benchmarks" / "results" / "engines_{only}.json"
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -280,8 +280,9 @@ def main(argv: list[str] | None = None) -> int:
             results += bench_order(_build_model(python, work / "tiny-vlm-64", 64), args.reps, work, print)
         if "compare" in only:
             results += bench_compare(model, args.reps, args.items, print)
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps({"load_start": load0, "load_end": os.getloadavg(), "results": results}, indent=2) + "\n")
+    out = Path(str(OUT).format(only="_".join(sorted(only))))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"load_start": load0, "load_end": os.getloadavg(), "results": results}, indent=2) + "\n")
     return 0
 
 
