@@ -212,6 +212,21 @@ def _transformers_serve(model: Path) -> tuple[subprocess.Popen[bytes], str]:
     raise RuntimeError("transformers serve did not come up")
 
 
+def _processor_template_from_tokenizer() -> None:
+    """This project's transformers loads BLIP-2's chat template into its tokenizer only, and
+    the hf adapter formats prompts with the processor's: the processor reads it from there
+    (this benchmark's process only)."""
+    from transformers import Blip2Processor
+
+    def template(self: Any) -> Any:
+        return self.__dict__.get("chat_template") or self.tokenizer.chat_template
+
+    def keep(self: Any, value: Any) -> None:
+        self.__dict__["chat_template"] = value
+
+    Blip2Processor.chat_template = property(template, keep)  # type: ignore[assignment]
+
+
 def bench_compare(model: Path, reps: int, items: int, log: Any) -> list[dict[str, Any]]:
     from medrcube.cube import load_cube
     from medrcube.models.registry import load_adapter
@@ -229,6 +244,7 @@ def bench_compare(model: Path, reps: int, items: int, log: Any) -> list[dict[str
 
     ts = OpenAIAdapter(str(model), base_url=base, concurrency=8, timeout=600, params={"max_tokens": 32,
                                                                                         "temperature": 0})
+    _processor_template_from_tokenizer()
     hf = load_adapter(f"hf:{model}")
     hf.params = {**getattr(hf, "params", {}), "max_new_tokens": 32}  # as the servers: 32 new tokens
     try:

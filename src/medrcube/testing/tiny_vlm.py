@@ -46,14 +46,20 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}ASSISTANT:{% endif %}"
 )
 
+# BLIP-2's: the image parts leave no mark in the text (its processor, and vLLM, put the
+# image's query tokens before the prompt themselves).
+CHAT_TEMPLATE_NO_IMAGE_MARK = CHAT_TEMPLATE.replace("{% if part['type'] == 'image' %}<image>\n{% elif", "{% if")
+
 IMAGE_SIZE = 32
 PATCH_SIZE = 8
 IMAGE_SEQ_LENGTH = (IMAGE_SIZE // PATCH_SIZE) ** 2
 TEXT_HIDDEN_ENGINE = 128  # the models vLLM serves in tests: heads of 64
 
 
-def _tokenizer() -> Any:
-    """The byte-level BPE tokenizer trained on `_CORPUS`, with the chat template."""
+def _tokenizer(*, names_image_token: bool = True) -> Any:
+    """The byte-level BPE tokenizer trained on `_CORPUS`, with the chat template.
+    `names_image_token`: the tokenizer says which token is the image's (LLaVA's processor
+    reads it there; BLIP-2's makes its own and fails on a tokenizer that names one)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -74,7 +80,7 @@ def _tokenizer() -> Any:
         bos_token="<s>",
         eos_token="</s>",
         pad_token="<pad>",
-        extra_special_tokens={"image_token": IMAGE_TOKEN},
+        extra_special_tokens={"image_token": IMAGE_TOKEN} if names_image_token else {},
         padding_side="left",  # batched generation appends on the right
     )
     tokenizer.chat_template = CHAT_TEMPLATE
@@ -222,7 +228,8 @@ def build_tiny_blip2(path: str | os.PathLike[str], *, seed: int = 0, query_token
 
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)
-    tokenizer = _tokenizer()
+    tokenizer = _tokenizer(names_image_token=False)
+    tokenizer.chat_template = CHAT_TEMPLATE_NO_IMAGE_MARK
     text = OPTConfig(vocab_size=len(tokenizer), hidden_size=TEXT_HIDDEN_ENGINE, ffn_dim=2 * TEXT_HIDDEN_ENGINE,
                      num_hidden_layers=2, num_attention_heads=2, word_embed_proj_dim=TEXT_HIDDEN_ENGINE,
                      max_position_embeddings=512, bos_token_id=tokenizer.bos_token_id,
@@ -239,6 +246,7 @@ def build_tiny_blip2(path: str | os.PathLike[str], *, seed: int = 0, query_token
         setattr(model.generation_config, key, getattr(tokenizer, key))
     model.save_pretrained(out)
     processor = Blip2Processor(image_processor=ImageProcessor(size={"height": IMAGE_SIZE, "width": IMAGE_SIZE}),
-                               tokenizer=tokenizer, num_query_tokens=query_tokens, chat_template=CHAT_TEMPLATE)
+                               tokenizer=tokenizer, num_query_tokens=query_tokens,
+                               chat_template=CHAT_TEMPLATE_NO_IMAGE_MARK)
     processor.save_pretrained(out)
     return out
