@@ -202,8 +202,8 @@ class GateVerdict:
             head += f" ({len(self.undecided)} required checks undecided or not graded)"
         if self.not_required:
             shown = ", ".join(list(self.not_required)[:5]) + (", ..." if len(self.not_required) > 5 else "")
-            head += (f"; {len(self.not_required)} checks reported but not required (undecidable on this cube or "
-                     f"outside the scope: {shown})")
+            head += (f"; {len(self.not_required)} checks reported but not required (undecidable on this cube, "
+                     f"outside the scope or leaking: {shown})")
         return f"{head}; {self.guarantee}"
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,14 +1,20 @@
 """The leakage audit beside the gate's verdicts (issue 28): gate.json's `leak_flags` (the
 cells of the cube the audit flags, with the kinds of leak), and for every image-dependence
 check the options-only prior of its items (`details.options_only_prior`), printed beside
-the blind drop: a small drop means little when the options alone give the answer."""
+the blind drop: a small drop means little when the options alone give the answer.
+
+The audit also reaches the verdict: a required check whose items leak (gate/leaking.py)
+is made reported-only, with its reason in its entry (`details.not_required`, as for a
+check the cube cannot decide), in gate.json's `leaking` and in the summary's verdict block."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 
 def leak_meta(session: Any, entries: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    from medrcube.gate.leaking import leaking, scope_of
     from medrcube.plugin.ahead import leak_audit
 
     items = list(session.cube.items)
@@ -20,4 +26,22 @@ def leak_meta(session: Any, entries: dict[str, dict[str, Any]]) -> dict[str, Any
         hits = [audit.prior_by_item[it.id] for it in scope if it.id in audit.prior_by_item]
         if hits:
             e.setdefault("details", {})["options_only_prior"] = sum(hits) / len(hits)
-    return {"leak_flags": {"/".join(c): kinds for c, kinds in sorted(audit.flagged_cells().items())}}
+    leaks = leaking(((cid, str(e.get("kind")), scope_of(e), bool(e.get("required", True))) for cid, e in entries.items()),
+                    items, audit)
+    for cid, why in leaks.items():  # not counted toward QUALIFIED, and said so in its entry
+        e = entries[cid]
+        e["required"] = False
+        e.setdefault("details", {})["not_required"] = why
+        e["message"] = f"{e.get('message', '')} [not required: {why}]".strip()
+    return {"leak_flags": {"/".join(c): kinds for c, kinds in sorted(audit.flagged_cells().items())},
+            "leaking": dict(sorted(leaks.items()))}
+
+
+def leak_lines(meta: Mapping[str, Any]) -> list[str]:
+    """The verdict block's line on required checks made reported-only by a leak."""
+    leaks = meta.get("leaking") or {}
+    if not leaks:
+        return []
+    shown = "; ".join(f"{cid}: {why}" for cid, why in list(leaks.items())[:3]) + ("; ..." if len(leaks) > 3 else "")
+    return [f"leaking: {len(leaks)} required checks not counted toward QUALIFIED, their items answerable without "
+            f"the image ({shown})"]

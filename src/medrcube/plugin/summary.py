@@ -386,6 +386,9 @@ def summary_lines(entries: Sequence[Mapping[str, Any]], meta: Mapping[str, Any],
     if written:
         lines.append(f"written: {written[0].parent}/ (" + ", ".join(p.name for p in written) + ")")
     gate = gate_outcome(entries, meta.get("guarantee", ""), meta.get("not_run", ()))
+    from medrcube.plugin.leaks import leak_lines
+
+    lines += leak_lines(meta)  # required checks whose items leak, made reported-only
     lines += verdict_block_lines(meta)  # where the answers came from; the policy's differences
     lines.append(f"exit status {gate.exit_code} (QUALIFIED 0, NOT QUALIFIED 10, UNDECIDED 11)")
     lines.append(gate.text())  # last: the verdict is the last line a reader sees

@@ -302,6 +302,25 @@ def _statements(text: str, o: _Options) -> tuple[list[_Find], list[_Find]]:
     return rank1, rank2
 
 
+# "The correct answers are B and D", "answers: B, D": a plural marker (a list follows)
+_PLURAL = re.compile(r"(?:answers|options|choices)\s*(?:(?:are|would\s+be)\b\s*[:：]?|[:：])")
+
+
+def answer_tails(text: str) -> list[str]:
+    """What follows each answer marker of `text` (the declarations and phrases that
+    `_statements` reads, and plural markers), up to the line's end: where a reply that
+    answers with a list ("Answer: B, C") gives it."""
+    low = lower_ascii(text)
+    starts: list[tuple[int, int]] = []  # (marker start, its end)
+    rxs: list[re.Pattern[str]] = [_FINAL, _ANSWER_COLON, _PLURAL, MARKER_COLON, *_PHRASES, *MARKER_PHRASES]
+    for rx in rxs:
+        starts += [(m.start(), m.end()) for m in rx.finditer(low) if _starts_word(low, m.start())]
+    if "答案" in text:
+        starts += [(m.start(), m.end()) for m in _ANSWER_COLON_ZH.finditer(text)]
+    return [_tail_at(text, end, next_line=True) for start, end in sorted(starts)
+            if not WRONG_LABEL.search(text, max(0, start - 25), start)]
+
+
 def _decide(finds: list[_Find]) -> _Find | None:
     """All findings of one rank must agree; any hedge or mismatch makes them unparsed."""
     if not finds:

@@ -36,6 +36,7 @@ from medrcube.run.extract.reading import (
     _short,
     _unparsed,
 )
+from medrcube.run.extract.several import by_several
 from medrcube.run.extract.statements import _SENTENCE_END, _after_reasoning, _decide, _parse_tail, _statements
 from medrcube.run.extract.verdicts import by_verdict_list, by_yes_no, by_yes_no_contradiction
 
@@ -350,6 +351,10 @@ def _by_option_text(inp: _Input) -> Extraction | None:
     return Extraction(choice, OPTION_TEXT_MENTION)
 
 
+def _by_several(inp: _Input) -> Extraction | None:
+    return by_several(inp, lines=not _enumerates_options(inp.text))
+
+
 def _by_verdict_list(inp: _Input) -> Extraction | None:
     return by_verdict_list(inp.text, inp.o)
 
@@ -374,6 +379,7 @@ EXPLICIT: tuple[tuple[str, Strategy], ...] = (
     ("verdict_list", _by_verdict_list),
 )
 READINGS: tuple[tuple[str, Strategy], ...] = (
+    ("several", _by_several),
     ("yes_no_contradiction", _by_yes_no_contradiction),
     ("whole", _by_whole),
     ("statements", _by_statements),

@@ -100,7 +100,26 @@ def _one_item_a_line(text: str) -> str:
 _TABLE_ROW = re.compile(r"^[ \t]*\|[ \t]*((?:(?i:option|choice)[ \t]+)?[\(\[]?[A-Z][\)\]]?)[ \t]*\|([^\n]*?)\|?[ \t]*$", re.M)
 
 
+# Per-option yes/no written after each option: "Pneumothorax (no) / Pneumonia (yes)",
+# "A (no), B (yes)", "Pneumothorax? No. Pneumonia? Yes.": read as "Pneumonia: yes".
+_YES_NO_MARK = r"(yes|no|ja|nein|oui|non|sí|si|sim|não|nao)"
+_PER_OPTION = re.compile(
+    rf"[ \t,;/]*([^\W\d_][^\n:;,.!?()\[\]/|]{{0,40}}?|(?<![A-Za-z])[A-Z])\s*(?:[\(\[]\s*{_YES_NO_MARK}\s*[\)\]]|\?\s*{_YES_NO_MARK}(?![^\W\d_]))",
+    re.I,
+)
+_MARK_SIDE = {w: "yes" for w in ("yes", "ja", "oui", "sí", "si", "sim")} | {w: "no" for w in ("no", "nein", "non", "não", "nao")}
+
+
+def _per_option_marks(text: str) -> str:
+    """`text` with per-option yes/no marks written as verdicts, when it holds two or more."""
+    if len(_PER_OPTION.findall(text, 0, 4000)) < 2:
+        return text
+    return _PER_OPTION.sub(lambda m: f"\n{m.group(1)}: {_MARK_SIDE[(m.group(2) or m.group(3)).casefold()]}", text)
+
+
 def by_verdict_list(text: str, o: _Options) -> Extraction | None:
+    if "(" in text or "[" in text or "?" in text:
+        text = _per_option_marks(text)
     if "|" in text:
         text = _TABLE_ROW.sub(lambda m: f"{m.group(1)}: {m.group(2).replace('|', ' ')}", text)
     low = lower_ascii(text)
