@@ -144,7 +144,7 @@ def _plan(args: argparse.Namespace) -> int:
         print(f"medrcube power: {e}", file=sys.stderr)
         return 2
     cube = load_cube(args.cube)
-    units = [PlanUnit(it.cell, it.image or f"item:{it.id}", len(it.options)) for it in cube.items if it.image]
+    units = [PlanUnit(it.cell, cube.image_of(it) or f"item:{it.id}", len(it.options)) for it in cube.items if it.image]
     checks = build_checks(sorted({u.cell for u in units}), policy)
     icc = 0.3 if args.icc is None else args.icc
     plans = plan_checks(checks, units, distance=args.distance, icc=icc, power=args.power)

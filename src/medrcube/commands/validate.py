@@ -15,9 +15,11 @@ import argparse
 import json
 import sys
 from collections import defaultdict
+from typing import Any
 
 from medrcube.cube import REASONS, CubeError, Problem, load_cube
 from medrcube.cube.audit import Audit, audit_items
+from medrcube.cube.content import near_duplicates
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -92,15 +94,43 @@ def render_text(source: str, problems: list[Problem], *, n_items: int | None, fi
     return "\n".join(lines) + "\n"
 
 
+def copies_of(cube: Any) -> dict[str, list[str]]:
+    """Image key -> the other keys whose decoded pixels are its own (cube/content.py)."""
+    out: dict[str, list[str]] = {}
+    for k, first in sorted(cube.same_image.items()):
+        if k != first:
+            out.setdefault(first, []).append(k)
+    return out
+
+
+def render_images(copies: dict[str, list[str]], near: list[tuple[str, str, int]]) -> str:
+    """Copies (counted as one image everywhere) and near duplicates (flagged, not merged)."""
+    lines = []
+    if copies:
+        n = sum(len(v) for v in copies.values())
+        lines.append(f"  images: {n} files are copies of {len(copies)} others (same decoded pixels), each counted as "
+                     "one image (clustering, feasibility, the audit, the fingerprint):")
+        lines += [f"    {k} = {', '.join(v[:5])}" + (f" and {len(v) - 5} more" if len(v) > 5 else "")
+                  for k, v in list(copies.items())[:10]]
+    if near:
+        lines.append(f"  NEAR DUPLICATE images: {len(near)} pairs whose pixels differ but look alike (difference hash "
+                     "within 3 of 64 bits); counted as different images: check that they are not one picture "
+                     "cropped, rescaled or re-compressed:")
+        lines += [f"    {a} ~ {b} (distance {d})" for a, b, d in near[:20]]
+    return "".join(line + "\n" for line in lines)
+
+
 def run(args: argparse.Namespace) -> int:
     fatal: str | None = None
     n_items = fingerprint = None
     audit: Audit | None = None
+    near: list[tuple[str, str, int]] = []
     try:
         cube = load_cube(args.cube, strict=args.strict)
         problems, n_items, fingerprint = list(cube.problems), len(cube), cube.fingerprint
         if getattr(args, "audit", False):
-            audit = audit_items(cube.items)
+            audit = audit_items(cube.items_by_content)  # copies of an image are one image
+            near = near_duplicates(cube.contents)
     except CubeError as exc:
         problems, fatal = list(exc.problems), str(exc)
     errors = sum(1 for p in problems if p.severity == "error")
@@ -122,6 +152,8 @@ def run(args: argparse.Namespace) -> int:
         }
         if audit is not None:
             report["audit"] = audit.to_dict()
+            report["audit"]["copies"] = copies_of(cube)
+            report["audit"]["near_duplicates"] = [{"images": [a, b], "distance": d} for a, b, d in near]
         sys.stdout.write(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     else:
         sys.stdout.write(render_text(str(args.cube), problems, n_items=n_items, fingerprint=fingerprint, fatal=fatal, limit=args.limit))
@@ -129,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(fatal + "\n")
         if audit is not None:
             sys.stdout.write(render_audit(audit))
+            sys.stdout.write(render_images(copies_of(cube), near))
     if fatal is not None or errors:
         return 1
     return EXIT_LEAK if audit is not None and not audit.ok else 0

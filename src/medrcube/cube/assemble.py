@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from medrcube.cube.content import canonical_keys, contents
 from medrcube.cube.fingerprint import cube_fingerprint
 from medrcube.cube.item import Cube, CubeError, Item
 from medrcube.cube.problems import Collector
@@ -78,12 +79,16 @@ def finish(
         raise CubeError(col.problems, f"{source}: no loadable item ({col.n_errors} error(s)); a cube needs at least one valid item")
     used = {i.image for i in items if i.image is not None}
     digests = {k: v for k, v in digests.items() if k in used}
+    read = reader(digests)  # only images of kept items are readable
+    content = contents(source, digests, read)  # images by their pixels: copies are one image
     return Cube(
         items=tuple(items),
         source=source,
-        fingerprint=cube_fingerprint(items, digests),
-        read_image=reader(digests),  # only images of kept items are readable
+        fingerprint=cube_fingerprint(items, {k: c.key for k, c in content.items()}),
+        read_image=read,
         digests=digests,
         problems=tuple(col.problems),
         root=root,
+        contents=content,
+        same_image=canonical_keys(content),
     )

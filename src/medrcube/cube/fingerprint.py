@@ -1,10 +1,11 @@
-"""The content fingerprint of a cube: one sha256 over its items and its image bytes.
+"""The content fingerprint of a cube: one sha256 over its items and its images' pixels.
 
 Each item contributes its canonical record (Item.to_dict) with the image key replaced by
-the sha256 of the image bytes, items sorted by id. So the fingerprint does not depend on
-the format (directory, JSON Lines, Hugging Face dataset), on where the cube lies, on file
-order or on image file names; and any change of an item's field, of its option order or
-of one image byte changes it.
+the image's content key (the sha256 of its decoded pixels, cube/content.py), items sorted
+by id. So the fingerprint does not depend on the format (directory, JSON Lines, Hugging
+Face dataset), on where the cube lies, on file order, on image file names or on how the
+images are encoded (a re-encoded copy of a cube is the same cube); any change of an
+item's field, of its option order or of one pixel changes it.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from collections.abc import Iterable, Mapping
 from medrcube.cube.item import Item
 
 # Bump when the canonical record changes meaning, so old caches cannot match new cubes.
-FINGERPRINT_VERSION = "medrcube-cube-fingerprint-v1"
+FINGERPRINT_VERSION = "medrcube-cube-fingerprint-v2"
 
 
 def canonical_record(item: Item, digests: Mapping[str, str]) -> str:
+    """`digests`: image key -> the key that stands for its content (the content key)."""
     record = item.to_dict()
     record["image"] = None if item.image is None else digests[item.image]
     return json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":"))

@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import string
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
 from medrcube.records import Attributes
+from medrcube.cube.content import Content
 
 LETTERS = string.ascii_uppercase
 
@@ -199,6 +201,10 @@ class Cube:
     digests: Mapping[str, str] = field(default_factory=dict)  # image key -> sha256 of its bytes
     problems: tuple[Problem, ...] = ()
     root: str | None = None  # directory of a directory cube (for thumbnails, paths in reports)
+    # image key -> its decoded content (cube/content.py); copies share one content key
+    contents: Mapping[str, Content] = field(default_factory=dict)
+    # image key -> the first key (in sort order) whose pixels are the same: the image's identity
+    same_image: Mapping[str, str] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.items)
@@ -212,6 +218,21 @@ class Cube:
 
     def image_available(self, item: Item) -> bool:
         return item.image is not None
+
+    def image_of(self, item: Item) -> str | None:
+        """The item's image by content: the first of the keys whose decoded pixels equal
+        its image's (cube/content.py), so that copies under other names are one image."""
+        return None if item.image is None else self.same_image.get(item.image, item.image)
+
+    @cached_property
+    def items_by_content(self) -> tuple[Item, ...]:
+        """The items with each image key replaced by `image_of` (the items themselves when
+        no two keys share their pixels): for whatever groups items by image (the audit,
+        feasibility, clustering plans), so that copies are one image."""
+        if all(k == v for k, v in self.same_image.items()):
+            return self.items
+        return tuple(it if it.image is None or self.same_image.get(it.image, it.image) == it.image
+                     else replace(it, image=self.same_image[it.image]) for it in self.items)
 
     def image_digest(self, item: Item) -> str | None:
         """sha256 of the image bytes (part of the response store's key); computed at load."""

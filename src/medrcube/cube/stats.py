@@ -111,7 +111,8 @@ def compute_stats(items: Sequence[Item], digests: Mapping[str, str], problems: I
 
 
 def cube_stats(cube: Cube) -> CubeStats:
-    return compute_stats(cube.items, cube.digests, cube.problems)
+    # images by content: copies under other names (or re-encoded) are one image
+    return compute_stats(cube.items, {k: c.key for k, c in cube.contents.items()} or cube.digests, cube.problems)
 
 
 # ---------------------------------------------------------------------------------------

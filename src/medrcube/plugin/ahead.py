@@ -42,5 +42,5 @@ def leak_audit(session: Any, *, compute: bool = True) -> Any:
         from medrcube.cube.audit_cache import cached_audit, stored_audit
 
         take = cached_audit if compute else stored_audit
-        session.leak_audit = take(list(session.cube.items), digest=session.items_digest)
+        session.leak_audit = take(list(session.cube.items_by_content), digest=session.items_digest)
     return session.leak_audit

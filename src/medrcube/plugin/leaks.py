@@ -17,7 +17,7 @@ def leak_meta(session: Any, entries: dict[str, dict[str, Any]]) -> dict[str, Any
     from medrcube.gate.leaking import leaking, scope_of
     from medrcube.plugin.ahead import leak_audit
 
-    items = list(session.cube.items)
+    items = list(session.cube.items_by_content)  # copies of an image are one image
     audit = leak_audit(session)  # the same figures as audit_items, once per cube content
     for e in entries.values():
         if e.get("kind") != "image_dependence":

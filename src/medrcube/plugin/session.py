@@ -331,9 +331,9 @@ def _build(options: GateOptions) -> GateSession:
         from medrcube.gate.feasible import assess
         from medrcube.plugin.startup_cache import feasibility_memo
 
-        if not digest:
-            digest.append(items_digest(cube.items))
-        return list(assess(built, cube.items, on, feasibility_memo(built, digest[0], on)))
+        if not digest:  # by content: copies of an image under other names are one image
+            digest.append(items_digest(cube.items_by_content))
+        return list(assess(built, cube.items_by_content, on, feasibility_memo(built, digest[0], on)))
 
     try:
         policy = load_policy(thresholds, profile=options.profile)

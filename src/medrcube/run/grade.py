@@ -38,7 +38,7 @@ def _record(ask: PlannedAsk, **kw: Any) -> GradedRecord:  # kw: the remaining Gr
         task=item.task,
         modality=item.modality,
         part=item.part,
-        image=item.image,
+        image=ask.image_key if ask.image_key is not None else item.image,
         image_digest=ask.image_digest,
         variant=ask.variant,
         rotation=ask.rotation,

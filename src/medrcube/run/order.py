@@ -11,7 +11,7 @@ in the same order), and a unit added to the cube does not move the others.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from medrcube.cube.item import Item
@@ -29,11 +29,13 @@ def _rank(seed: int, key: str) -> bytes:
     return hashlib.sha256(f"{seed}\x00{key}".encode()).digest()
 
 
-def unit_order(items: Iterable[Item], seed: int) -> tuple[Unit, ...]:
-    """The cube's units in the seeded random order; items keep their cube order inside."""
+def unit_order(items: Iterable[Item], seed: int, image_of: Callable[[Item], str | None] | None = None) -> tuple[Unit, ...]:
+    """The cube's units in the seeded random order; items keep their cube order inside.
+    `image_of` (Cube.image_of) names an item's image by content: copies are one unit."""
     groups: dict[str, list[Item]] = {}
     for it in items:
-        key = f"image:{it.image}" if it.image is not None else f"item:{it.id}"
+        image = it.image if image_of is None else image_of(it)
+        key = f"image:{image}" if image is not None else f"item:{it.id}"
         groups.setdefault(key, []).append(it)
     keys = sorted(groups, key=lambda k: (_rank(seed, k), k))
     return tuple(Unit(k, tuple(groups[k])) for k in keys)

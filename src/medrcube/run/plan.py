@@ -48,6 +48,7 @@ class PlannedAsk:
     image_digest: str | None  # the item's image digest (kept for records even in blind)
     params: Mapping[str, Any] = field(default_factory=dict)
     key: str = ""  # the response-store key; "" when not asked
+    image_key: str | None = None  # the image by content (Cube.image_of): the records' image
     available: bool = True  # False: the image variant of an item without its image
 
     @property
@@ -202,6 +203,7 @@ def _plan_one(
         image_digest=digest,
         params=params,
         key=key,
+        image_key=cube.image_of(item),
         available=asked,
     )
 

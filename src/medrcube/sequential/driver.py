@@ -94,7 +94,7 @@ async def run_sequential(
     not), so that every xdist worker stops at the same point; `max_cost` the cost of those
     asks at this process's metered cost per request sent (`spend`: usage x price), which
     is what the run spent when nothing was cached, and more when some was."""
-    units = unit_order(cube.items, plan.seed)
+    units = unit_order(cube.items, plan.seed, cube.image_of)
     position = {u.key: i for i, u in enumerate(units)}
     tracks = build_tracks(cube, checks, units, plan)
     by_item = tracks_by_item(tracks)

@@ -1,0 +1,136 @@
+"""Images identified by their decoded pixels: copies under other names are one image.
+
+A cube may hold one picture under several file names, byte for byte or re-encoded (other
+PNG settings, no metadata, another container). Counted by file name, such copies would
+pass as independent evidence: more images under a check (feasibility's `min_images`),
+more clusters in every interval, a new cube fingerprint. So an image's identity is its
+*content key*: the SHA-256 of its decoded pixels in a canonical form (16-bit and float
+images as decoded, images with transparency as RGBA, every other one as RGB, so a
+greyscale PNG and its RGB copy are one image), with its size. Everything that counts or
+groups images reads it: the cube fingerprint, the records' image (`Cube.image_of`: the
+first key in sort order of the keys sharing the content), hence clustering, feasibility,
+the sequential order and the leakage audit.
+
+Decoding is the cost (the load itself only reads headers, cube/images.py): each distinct
+byte digest is decoded once, and its content key is remembered in this user's
+authenticated cache (cube/derived_cache.py) by that digest, which the bytes sent are
+always verified against; a second load decodes nothing. Beside the key, a 64-bit
+difference hash (9x8 greyscale) finds *near* duplicates (a crop, a rescale, a JPEG
+re-compression) for the audit to flag: they are not merged, since they may be different
+images.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+KIND = "image-content"
+VERSION = "medrcube-pixels-v1"
+NEAR_BITS = 3  # a difference hash this close (of 64 bits) is a near duplicate
+
+
+@dataclass(frozen=True, slots=True)
+class Content:
+    key: str  # sha256 of the canonical decoded pixels
+    dhash: int  # 64-bit difference hash
+
+
+def decode_content(data: bytes) -> Content:
+    """The content key and difference hash of one image's bytes."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as im:
+        im.load()
+        if im.mode in ("I;16", "I;16B", "I;16L", "I", "F"):
+            canon = im
+        elif im.mode in ("RGBA", "LA", "PA") or (im.mode == "P" and "transparency" in im.info):
+            canon = im.convert("RGBA")
+        else:
+            canon = im.convert("RGB")
+        h = hashlib.sha256(f"{VERSION}\x00{canon.mode}\x00{canon.size[0]}x{canon.size[1]}\x00".encode())
+        h.update(canon.tobytes())
+        grey = canon.convert("L") if canon.mode in ("RGB", "RGBA") else canon.convert("I").convert("F")
+        px = list(grey.resize((9, 8), Image.Resampling.BILINEAR).getdata())
+    bits = 0
+    for row in range(8):
+        for col in range(8):
+            bits = (bits << 1) | (px[row * 9 + col] > px[row * 9 + col + 1])
+    return Content(h.hexdigest(), bits)
+
+
+def _decode_entry(value: object) -> dict[str, tuple[str, int]]:
+    if not isinstance(value, dict):
+        raise ValueError("malformed image-content entry")
+    out: dict[str, tuple[str, int]] = {}
+    for digest, pair in value.items():
+        key, dh = pair
+        if not isinstance(key, str) or len(key) != 64 or type(dh) is not int:
+            raise ValueError("malformed image-content entry")
+        out[str(digest)] = (key, dh)
+    return out
+
+
+def contents(source: str, digests: Mapping[str, str], read: Callable[[str], bytes]) -> dict[str, Content]:
+    """Image key -> its Content, each distinct byte digest decoded once (or taken from
+    this user's cache, keyed by the digest). An image that cannot be decoded keeps a key
+    made of its byte digest: it is still one image, and the run reports its read."""
+    import PIL
+
+    from medrcube.cube.derived_cache import Slot, source_digest
+
+    slot = Slot.open(KIND, {"source": source, "pillow": PIL.__version__, "code": source_digest([__file__])})
+    hit = None if slot is None else slot.read(_decode_entry)
+    known = {} if hit is None else hit[0]
+    by_digest: dict[str, Content] = {}
+    first_key: dict[str, str] = {}
+    for k, d in sorted(digests.items()):
+        first_key.setdefault(d, k)
+    for d, k in first_key.items():
+        if d in known:
+            by_digest[d] = Content(*known[d])
+            continue
+        try:
+            by_digest[d] = decode_content(read(k))
+        except Exception:  # noqa: BLE001 - a broken image is reported where it is read; here it is its bytes
+            by_digest[d] = Content(hashlib.sha256(f"{VERSION}\x00bytes\x00{d}".encode()).hexdigest(), 0)
+    now = {d: [c.key, c.dhash] for d, c in by_digest.items()}
+    if slot is not None and now != {d: list(v) for d, v in known.items()}:
+        slot.write(now)
+    return {k: by_digest[d] for k, d in digests.items()}
+
+
+def canonical_keys(content: Mapping[str, Content]) -> dict[str, str]:
+    """Image key -> the first key (in sort order) of the keys whose pixels are the same."""
+    first: dict[str, str] = {}
+    for k in sorted(content):
+        first.setdefault(content[k].key, k)
+    return {k: first[c.key] for k, c in content.items()}
+
+
+def near_duplicates(content: Mapping[str, Content], bits: int = NEAR_BITS) -> list[tuple[str, str, int]]:
+    """Pairs of images with different pixels whose difference hashes are at most `bits`
+    apart: (key, key, distance), each pair once by its canonical keys. Four 16-bit bands:
+    two hashes within 3 bits agree on at least one band, so only those are compared."""
+    canon = canonical_keys(content)
+    # a nearly flat image has a nearly empty difference hash: no evidence of likeness
+    hashes = {canon[k]: c.dhash for k, c in content.items() if 4 <= c.dhash.bit_count() <= 60}
+    bands: dict[tuple[int, int], list[str]] = defaultdict(list)
+    for k, h in sorted(hashes.items()):
+        for b in range(4):
+            bands[(b, (h >> (16 * b)) & 0xFFFF)].append(k)
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for keys in bands.values():
+        if len(keys) < 2 or len(keys) > 200:  # a band shared by hundreds is a flat image: no evidence
+            continue
+        for i, a in enumerate(keys):
+            for b in keys[i + 1:]:
+                d = bin(hashes[a] ^ hashes[b]).count("1")
+                if d <= bits and (a, b) not in seen:
+                    seen.add((a, b))
+                    out.append((a, b, d))
+    return sorted(out)
