@@ -70,16 +70,31 @@ def test_stats_are_pure():
     assert ITEMS == before
 
 
-def test_fingerprint_follows_image_bytes_not_names_or_places(small_cube_template, tmp_path):
+def test_fingerprint_follows_image_pixels_not_names_places_or_encoding(small_cube_template, tmp_path):
+    import io
+
+    from PIL import Image
+
     base = load_cube(small_cube_template)
     moved = shutil.copytree(small_cube_template, tmp_path / "elsewhere" / "cube")
     assert load_cube(moved).fingerprint == base.fingerprint  # relocation: same content
     key = next(i.image for i in base if i.image)
     path = moved / key
-    data = bytearray(path.read_bytes())
-    data[-5] ^= 0x01  # one bit of the IEND CRC: still a loadable PNG header
-    path.write_bytes(bytes(data))
+    original = path.read_bytes()
+    im = Image.open(io.BytesIO(original))
+    im.load()
+    buf = io.BytesIO()
+    im.save(buf, format="PNG", compress_level=0)  # other bytes, the same picture
+    assert buf.getvalue() != original
+    path.write_bytes(buf.getvalue())
+    assert load_cube(moved).fingerprint == base.fingerprint
+    px = im.copy()
+    px.putpixel((0, 0), (px.getpixel((0, 0)) + 1) % 256 if px.mode == "L" else px.getpixel((0, 0)))
+    if px.mode != "L":
+        px = px.convert("L")
+        px.putpixel((0, 0), (px.getpixel((0, 0)) + 1) % 256)
+    px.save(path, format="PNG")  # one pixel changed: another cube
     changed = load_cube(moved)
     assert changed.skipped == () and changed.fingerprint != base.fingerprint
-    path.write_bytes(small_cube_template.joinpath(key).read_bytes())
+    path.write_bytes(original)
     assert load_cube(moved).fingerprint == base.fingerprint

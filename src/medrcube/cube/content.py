@@ -53,8 +53,15 @@ def decode_content(data: bytes) -> Content:
             canon = im.convert("RGB")
         h = hashlib.sha256(f"{VERSION}\x00{canon.mode}\x00{canon.size[0]}x{canon.size[1]}\x00".encode())
         h.update(canon.tobytes())
-        grey = canon.convert("L") if canon.mode in ("RGB", "RGBA") else canon.convert("I").convert("F")
-        px = list(grey.resize((9, 8), Image.Resampling.BILINEAR).getdata())
+        if canon.mode in ("RGB", "RGBA"):
+            grey = canon.convert("L")
+        else:  # 16-bit or float: scaled to 8 bits over its own range
+            import numpy as np
+
+            a = np.asarray(canon, dtype=np.float64)
+            lo, hi = float(a.min()), float(a.max())
+            grey = Image.fromarray(((a - lo) * (255.0 / (hi - lo) if hi > lo else 0.0)).astype(np.uint8), mode="L")
+        px = grey.resize((9, 8), Image.Resampling.BILINEAR).tobytes()
     bits = 0
     for row in range(8):
         for col in range(8):
