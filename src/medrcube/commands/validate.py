@@ -151,9 +151,8 @@ def run(args: argparse.Namespace) -> int:
             ],
         }
         if audit is not None:
-            report["audit"] = audit.to_dict()
-            report["audit"]["copies"] = copies_of(cube)
-            report["audit"]["near_duplicates"] = [{"images": [a, b], "distance": d} for a, b, d in near]
+            report["audit"] = {**audit.to_dict(), "copies": copies_of(cube),
+                               "near_duplicates": [{"images": [a, b], "distance": d} for a, b, d in near]}
         sys.stdout.write(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     else:
         sys.stdout.write(render_text(str(args.cube), problems, n_items=n_items, fingerprint=fingerprint, fatal=fatal, limit=args.limit))

@@ -45,6 +45,7 @@ def decode_content(data: bytes) -> Content:
 
     with Image.open(io.BytesIO(data)) as im:
         im.load()
+        canon: Image.Image
         if im.mode in ("I;16", "I;16B", "I;16L", "I", "F"):
             canon = im
         elif im.mode in ("RGBA", "LA", "PA") or (im.mode == "P" and "transparency" in im.info):
@@ -53,6 +54,7 @@ def decode_content(data: bytes) -> Content:
             canon = im.convert("RGB")
         h = hashlib.sha256(f"{VERSION}\x00{canon.mode}\x00{canon.size[0]}x{canon.size[1]}\x00".encode())
         h.update(canon.tobytes())
+        grey: Image.Image
         if canon.mode in ("RGB", "RGBA"):
             grey = canon.convert("L")
         else:  # 16-bit or float: scaled to 8 bits over its own range
@@ -127,10 +129,10 @@ def near_duplicates(content: Mapping[str, Content], bits: int = NEAR_BITS) -> li
     hashes = {canon[k]: c.dhash for k, c in content.items() if 4 <= c.dhash.bit_count() <= 60}
     bands: dict[tuple[int, int], list[str]] = defaultdict(list)
     for k, h in sorted(hashes.items()):
-        for b in range(4):
-            bands[(b, (h >> (16 * b)) & 0xFFFF)].append(k)
+        for band in range(4):
+            bands[(band, (h >> (16 * band)) & 0xFFFF)].append(k)
     seen: set[tuple[str, str]] = set()
-    out = []
+    out: list[tuple[str, str, int]] = []
     for keys in bands.values():
         if len(keys) < 2 or len(keys) > 200:  # a band shared by hundreds is a flat image: no evidence
             continue

@@ -17,7 +17,6 @@ The `malformed` helpers edit a generated cube in place to produce each validatio
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import os
@@ -30,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PIL import Image
 
 # Items per task in the release (paper's statistics figure), keyed by the release spelling.
 RELEASE_TASK_COUNTS: dict[str, int] = {
