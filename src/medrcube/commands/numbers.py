@@ -12,8 +12,9 @@ import argparse
 from collections.abc import Callable
 
 
-def whole_number(option: str, *, minimum: int, example: str) -> Callable[[str], int]:
-    """The type of a whole-number option that must be at least `minimum`."""
+def whole_number(option: str, *, minimum: int, example: str, maximum: int | None = None) -> Callable[[str], int]:
+    """The type of a whole-number option that must be at least `minimum` (and at most
+    `maximum`: a ceiling of models/ceilings.py)."""
 
     def parse(text: str) -> int:
         try:
@@ -23,6 +24,8 @@ def whole_number(option: str, *, minimum: int, example: str) -> Callable[[str], 
                 f"{option} must be a whole number, got {text!r} (e.g. {option} {example})") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"{option} must be at least {minimum}, got {value} (e.g. {option} {example})")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"{option} is {value}, beyond the ceiling of {maximum} (e.g. {option} {example})")
         return value
 
     return parse

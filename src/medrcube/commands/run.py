@@ -20,6 +20,7 @@ EXIT_INTERRUPTED = 130
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from medrcube.commands.numbers import whole_number
+    from medrcube.models.ceilings import CEILINGS
     from medrcube.models.registry import spec_help  # the grammar, written once
 
     parser.add_argument("--model", required=True, metavar="SPEC", help=spec_help())
@@ -29,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="comma-separated: standard, blind, shuffled:K, abstain, and image perturbations "
                              "such as jpeg:30, lowres:256, noise:0.03, window:0.8, flip (docs/robustness.md; "
                              "default: standard)")
-    parser.add_argument("--concurrency", type=whole_number("--concurrency", minimum=1, example="8"), default=None, metavar="N",
+    parser.add_argument("--concurrency", type=whole_number("--concurrency", minimum=1, example="8", maximum=int(CEILINGS["concurrency"][0])), default=None, metavar="N",
                         help="requests in flight at once (default: the model's own setting)")
     parser.add_argument("--response-store", default=".medrcube", metavar="DIR",
                         help="directory of the response store (default: .medrcube)")

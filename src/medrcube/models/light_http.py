@@ -216,13 +216,14 @@ class LightClient:
         self.connections_opened = 0
         self._token = f"medrcube-splice-{secrets.token_hex(16)}"  # unguessable: never in a prompt
 
-    async def post(self, path: str, body: bytes) -> bytes:
-        """POST `body` (JSON) to prefix + path; the response body, decoded (or StatusError)."""
-        return await self._request(b"POST", path, body)
+    async def post(self, path: str, body: bytes, *, max_body: int | None = None) -> bytes:
+        """POST `body` (JSON) to prefix + path; the response body, decoded (or StatusError).
+        `max_body`: this request's own cap on the body, below the client's (BodyTooLargeError)."""
+        return await self._request(b"POST", path, body, max_body)
 
-    async def post_json(self, path: str, body: Any) -> bytes:
+    async def post_json(self, path: str, body: Any, *, max_body: int | None = None) -> bytes:
         """POST `body` as the JSON httpx would send (compact, UTF-8, no NaN), byte for byte."""
-        return await self.post(path, json_body(body, self._token))
+        return await self.post(path, json_body(body, self._token), max_body=max_body)
 
     async def get(self, path: str) -> bytes:
         return await self._request(b"GET", path, None)
@@ -240,10 +241,11 @@ class LightClient:
 
     # -- one exchange -------------------------------------------------------------------
 
-    async def _request(self, method: bytes, path: str, body: bytes | None) -> bytes:
+    async def _request(self, method: bytes, path: str, body: bytes | None, max_body: int | None = None) -> bytes:
         conn = self._take_idle() or await self._connect()
+        cap = self.max_body_bytes if max_body is None else min(self.max_body_bytes, int(max_body))
         try:
-            status, headers, data, keep = await self._exchange(conn, method, path, body)
+            status, headers, data, keep = await self._exchange(conn, method, path, body, cap)
         except BaseException:  # a failure, a timeout, a cancellation: never reused half-read
             conn.close()
             raise
@@ -279,7 +281,7 @@ class LightClient:
         return _Connection(reader, writer)
 
     async def _exchange(self, conn: _Connection, method: bytes, path: str,
-                        body: bytes | None) -> tuple[int, dict[str, str], bytes, bool]:
+                        body: bytes | None, cap: int) -> tuple[int, dict[str, str], bytes, bool]:
         target = (self.prefix + "/" + path.lstrip("/")).encode("ascii")
         head = b"%s %s HTTP/1.1\r\n%s" % (method, target, self._head_tail)
         if body is not None:
@@ -289,12 +291,12 @@ class LightClient:
             if body is not None:  # apart: a body of hundreds of KB is not copied to join the head
                 conn.writer.write(body)
             await conn.writer.drain()
-            return await self._response(conn.reader)
+            return await self._response(conn.reader, cap)
         except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, UnicodeError) as exc:
             raise LightConnectionError(f"HTTP exchange with {self.host}:{self.port} failed: "
                                        f"{type(exc).__name__}: {exc}") from exc
 
-    async def _response(self, reader: asyncio.StreamReader) -> tuple[int, dict[str, str], bytes, bool]:
+    async def _response(self, reader: asyncio.StreamReader, cap: int) -> tuple[int, dict[str, str], bytes, bool]:
         while True:
             line = await reader.readline()
             if not line:
@@ -308,7 +310,7 @@ class LightClient:
                 break
         conn_tokens = headers.get("connection", "").lower()
         keep = "close" not in conn_tokens and (version == "HTTP/1.1" or "keep-alive" in conn_tokens)
-        bounded = BoundedBody(headers.get("content-encoding", "identity").strip().lower(), self.max_body_bytes)
+        bounded = BoundedBody(headers.get("content-encoding", "identity").strip().lower(), cap)
         if "chunked" in headers.get("transfer-encoding", "").lower():
             await self._chunked(reader, bounded)
         elif "content-length" in headers:

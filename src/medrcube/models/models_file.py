@@ -26,6 +26,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from medrcube.models.ceilings import PARAM_CEILINGS, beyond
 from medrcube.models.light_http import TRANSPORTS
 from medrcube.models.urls import credential_parts, redact_urls, refusal_hint
 from medrcube.models.vllm_engine import ENGINE_KEYS, EngineArgs, engine_args
@@ -346,6 +347,10 @@ def _number(raw: Mapping[str, Any], key: str, where: str, kind: type, *, minimum
         what = "an integer" if kind is int else "a finite number"
         raise ModelsFileError(f"{where}: key {key!r} is {value!r}; expected {what} {bound}, "
                               f"e.g. `{key}: {_EXAMPLES.get(key, '1')}` (or leave it out for the default)")
+    past = beyond(key, value)
+    if past is not None:
+        raise ModelsFileError(f"{where}: key {key!r}: {past}; write a value within it, e.g. "
+                              f"`{key}: {_EXAMPLES.get(key, '1')}` (or leave it out for the default)")
     return kind(value)
 
 
@@ -376,6 +381,9 @@ def check_params(params: Mapping[str, Any], where: str, path: str = "params", *,
             elif (top and k in _NON_NEGATIVE_PARAMS and not isinstance(x, bool)
                   and isinstance(x, (int, float)) and x < 0):
                 raise ModelsFileError(f"{where}: key {at!r} is {x!r}; expected a number >= 0, or null to drop it")
+            elif top and not isinstance(x, bool) and isinstance(x, (int, float)) and (
+                    past := beyond(k, x, PARAM_CEILINGS)) is not None:
+                raise ModelsFileError(f"{where}: key {at!r}: {past}; write a value within it, or null to drop it")
 
 
 def looks_like_secret(key: str, value: Any) -> bool:

@@ -69,7 +69,7 @@ from medrcube.models.concurrency import AdaptiveLimit
 from medrcube.models.confidence import from_logprobs
 from medrcube.models.images import IMAGE_FORMATS, ImageCache, ImageError, shared_image_cache
 from medrcube.models.light_http import LightClient, LightConnectionError, StatusError, light_headers, pick
-from medrcube.models.openai_wire import read_chat_completion
+from medrcube.models.openai_wire import read_chat_completion, reply_cap, too_large
 from medrcube.models.provider_errors import Attempt, Redactor, provider_says, status_attempt
 from medrcube.models.retry import RetryPolicy, TokenBucket, parse_retry_after
 from medrcube.models.transport import AdapterStats, LoopState
@@ -351,7 +351,7 @@ class OpenAIAdapter:
             result = raced
             stats.attempts += 1
             state.semaphore.observe(time.monotonic() - sent, timed_out=result.kind is ErrorKind.TIMEOUT)
-            if result.retryable:
+            if result.retryable or result.breaker_failure:
                 breaker.failed(result.label, result.message)
             else:  # an answer, or a 4xx: the server is up
                 breaker.answered()
@@ -415,13 +415,16 @@ class OpenAIAdapter:
             # The whole attempt runs under one deadline: httpx's timeout bounds each read,
             # and a body dripped a byte per second would otherwise never time out.
             body = {**params, "model": self.model, "messages": messages}
+            cap = reply_cap(params, self.max_response_bytes)
             async with asyncio.timeout(self.timeout):
-                if isinstance(client, LightClient):
-                    content = await client.post_json("chat/completions", body)
+                if isinstance(client, LightClient):  # stops reading at the cap, the rest unread
+                    content = await client.post_json("chat/completions", body, max_body=cap)
                 else:
                     content = await client.post("/chat/completions", cast_to=bytes, body=body)
         except Exception as exc:
             return self._failed(exc)
+        if len(content) > cap:  # the SDK's transport reads up to max_response_mib
+            return self._too_large(BodyTooLargeError(cap, "identity", inflated=False))
         return self._completion(content)
 
     def _failed(self, exc: Exception) -> Attempt:
@@ -463,9 +466,7 @@ class OpenAIAdapter:
                        message=f"the response from {self._where()} is not a {what}: {why}")
 
     def _too_large(self, exc: BodyTooLargeError) -> Attempt:
-        return Attempt(kind=ErrorKind.MALFORMED, label="too_large", message=(
-            f"the response from {self._where()} was refused unread: {exc}; raise max_response_mib in "
-            f"models.yaml if the endpoint's answers are really this large"))
+        return too_large(self._where(), exc, self.max_response_bytes)
 
     def _where(self) -> str:
         # Messages built with it are stored (results.jsonl, the store's errors table).

@@ -11,11 +11,33 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from medrcube.models.base import Response
+from medrcube.models.base import ErrorKind, Response
+from medrcube.models.bounded_body import BodyTooLargeError
 from medrcube.models.provider_errors import Attempt, Redactor
 from medrcube.models.strict_json import DuplicateKeyError, NonStandardNumberError, loads_wire
 
-__all__ = ["chat_usage", "read_chat_completion"]
+__all__ = ["chat_usage", "read_chat_completion", "reply_cap", "too_large"]
+
+
+# A reply's body within a token limit: the JSON around the text, and per token at most
+# REPLY_BYTES_PER_TOKEN (a long token, each character escaped as \\uXXXX), and with
+# log-probabilities its alternatives. A body past this cannot be a reply within the limit.
+REPLY_OVERHEAD_BYTES = 256 * 1024
+REPLY_BYTES_PER_TOKEN = 1024
+_TOKEN_LIMITS = ("max_tokens", "max_completion_tokens", "max_output_tokens", "max_new_tokens")
+
+
+def reply_cap(params: Mapping[str, Any], ceiling: int) -> int:
+    """The largest body a reply to a request with these generation parameters can have
+    (at most `ceiling`, the adapter's max_response_mib): none when no token limit is sent."""
+    limit = next((params[k] for k in _TOKEN_LIMITS if isinstance(params.get(k), int) and not isinstance(params.get(k), bool)), None)
+    if limit is None or limit < 0:
+        return ceiling
+    per = REPLY_BYTES_PER_TOKEN
+    if params.get("logprobs"):
+        top = params.get("top_logprobs")
+        per += 256 * (1 + (top if isinstance(top, int) and not isinstance(top, bool) and top > 0 else 0))
+    return min(ceiling, REPLY_OVERHEAD_BYTES + int(limit) * per)
 
 
 def read_chat_completion(content: bytes, *, malformed: Callable[[str], Attempt], redactor: Redactor,
@@ -70,3 +92,17 @@ def chat_usage(raw: Any) -> dict[str, int] | None:
     if isinstance(details, Mapping) and isinstance(details.get("reasoning_tokens"), int):
         usage["reasoning_tokens"] = int(details["reasoning_tokens"])
     return usage or None
+
+
+def too_large(where: str, exc: BodyTooLargeError, ceiling: int) -> Attempt:
+    """The Attempt of a body refused at its cap: not retried (a bomb stays a bomb), and a
+    failure of the endpoint for its circuit breaker. Below `ceiling` (max_response_mib) the
+    cap was the request's token limit's (`reply_cap`): an oversized reply."""
+    if exc.limit < ceiling:
+        return Attempt(kind=ErrorKind.MALFORMED, label="oversized", breaker_failure=True, message=(
+            f"oversized reply from {where}: its body passed {exc.limit:,} bytes, more than a reply within the "
+            f"request's token limit can be; recorded as an error, not stored in full, not graded (check the "
+            f"server: it ignores the limit; a larger limit in models.yaml params raises the cap)"))
+    return Attempt(kind=ErrorKind.MALFORMED, label="too_large", breaker_failure=True, message=(
+        f"the response from {where} was refused unread: {exc}; raise max_response_mib in models.yaml if the "
+        f"endpoint's answers are really this large"))

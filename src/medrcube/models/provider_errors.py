@@ -44,6 +44,9 @@ class Attempt:
     retry_after: float | None = None
     retryable: bool = False
     logprobs: Any = None  # the choice's `logprobs` object, read against the request's options (issue 16)
+    # not retried, yet a failure of the endpoint for its circuit breaker (a reply far past
+    # the token limit: a server that sends them keeps sending them)
+    breaker_failure: bool = False
 
 
 class Redactor:

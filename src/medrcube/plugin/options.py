@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from medrcube.models.ceilings import beyond
 from medrcube.models.urls import redact_urls
 from medrcube.sequential.plan import SequentialPlan
 
@@ -149,6 +150,8 @@ def read_options(config: pytest.Config) -> GateOptions:
             concurrency = 0
         if concurrency < 1:
             raise _usage("--concurrency", opt.concurrency, "must be a positive integer, e.g. --concurrency=8")
+        if (past := beyond("concurrency", concurrency)) is not None:
+            raise _usage("--concurrency", opt.concurrency, f"{past}; e.g. --concurrency=8")
 
     thresholds: Path | None
     if opt.thresholds is not None:
@@ -214,6 +217,8 @@ def _number(option: str, value: object, kind: type, example: str) -> Any:
     if number is None or not math.isfinite(number) or number <= 0:
         what = "a positive whole number" if kind is int else "a finite positive number"
         raise _usage(option, value, f"must be {what}, e.g. {option}={example} (leave it out for no limit)")
+    if (past := beyond(option.lstrip("-").replace("-", "_"), number)) is not None:
+        raise _usage(option, value, f"{past}; e.g. {option}={example} (leave it out for no limit)")
     return number
 
 

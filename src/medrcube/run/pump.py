@@ -128,7 +128,7 @@ class Pump:
             self.queue.put_nowait(key)
         # At least LOOKAHEAD requests a window: a burst of a few images is what saves (Lookahead).
         self.lookahead = Lookahead([self.requests[k] for k in pending], getattr(self.adapter, "prefetch", None),
-                                   max(self.concurrency, LOOKAHEAD))
+                                   max(min(self.concurrency, len(pending)), LOOKAHEAD))
         self.waiting: set[str] = set()
         self.wake_waiter = asyncio.Event()
         self.in_flight = 0
@@ -139,7 +139,10 @@ class Pump:
             self._claim: PerIteration[str, set[str]] = PerIteration(lambda keys: store.claim_many(
                 keys, self.owner, self.claim_ttl_s, newer_than=self.newer_than, run=self.only_run))
             self._commit: PerIteration[tuple[str, Response | None], set[str]] = PerIteration(self._put_and_claim)
-        tasks = [asyncio.create_task(self._worker(), name=f"medrcube-worker-{i}") for i in range(self.concurrency)]
+        # No more workers than batches to ask: `concurrency` is a ceiling on the work in
+        # flight, not a number of tasks to start (a huge setting costs nothing).
+        workers = min(self.concurrency, -(-len(pending) // self.batch_size))
+        tasks = [asyncio.create_task(self._worker(), name=f"medrcube-worker-{i}") for i in range(workers)]
         tasks.append(asyncio.create_task(self.watchdog.watch(), name="medrcube-watchdog"))
         if self.store is not None:
             tasks.append(asyncio.create_task(self._waiter(), name="medrcube-waiter"))
