@@ -54,7 +54,7 @@ def test_an_oversized_reply_is_an_error_not_stored_and_trips_the_breaker(tmp_pat
     oversized = [r for r in records if r.error and "oversized reply" in r.error]
     assert len(oversized) >= 3
     # the breaker counted them: the run stopped with the rest unasked
-    assert result.aborted and "circuit" in result.aborted.lower() or any("not asked" in (r.error or "") for r in records)
+    assert any("not asked" in (r.error or "") for r in records)  # the breaker opened: the rest not asked
     assert scripted_server.stats()["total"] < 12
     stored = sum(p.stat().st_size for p in (tmp_path / "store").rglob("*") if p.is_file())
     assert stored < 2 * 1024 * 1024  # 12 replies of 10 MiB were never written

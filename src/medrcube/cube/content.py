@@ -26,17 +26,12 @@ import hashlib
 import io
 from collections import defaultdict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+
+from medrcube.cube.item import Content
 
 KIND = "image-content"
 VERSION = "medrcube-pixels-v1"
 NEAR_BITS = 3  # a difference hash this close (of 64 bits) is a near duplicate
-
-
-@dataclass(frozen=True, slots=True)
-class Content:
-    key: str  # sha256 of the canonical decoded pixels
-    dhash: int  # 64-bit difference hash
 
 
 def decode_content(data: bytes) -> Content:

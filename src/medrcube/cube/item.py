@@ -16,7 +16,6 @@ from types import MappingProxyType
 from typing import Any
 
 from medrcube.records import Attributes
-from medrcube.cube.content import Content
 
 LETTERS = string.ascii_uppercase
 
@@ -183,6 +182,14 @@ class CubeError(Exception):
 
 
 ImageReader = Callable[[str], bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class Content:
+    """An image by its decoded pixels (cube/content.py)."""
+
+    key: str  # sha256 of the canonical decoded pixels
+    dhash: int  # 64-bit difference hash (near duplicates)
 
 
 @dataclass(frozen=True)
