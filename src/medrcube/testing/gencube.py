@@ -111,7 +111,7 @@ def _png_variant(base: _Base, index: int) -> bytes:
     """`base` with its first pixels set from `index`: every file a picture of its own (its
     pixels differ, so medrcube counts it as a distinct image), written at the cost of a
     checksum: the first row goes in a stored deflate block, the rest is the base's."""
-    mark = struct.pack(">I", index)
+    mark = struct.pack(">I", index)[-len(base.row0):]  # an image narrower than 4 pixels keeps its width
     row0 = b"\x00" + mark + base.row0[len(mark):]
     stored = b"\x00" + struct.pack("<HH", len(row0), len(row0) ^ 0xFFFF) + row0
     adler = zlib.adler32(base.rest, zlib.adler32(row0))
