@@ -414,8 +414,7 @@ class OpenAIAdapter:
             # parameter goes in the body as given, so a provider-specific one needs no code.
             # The whole attempt runs under one deadline: httpx's timeout bounds each read,
             # and a body dripped a byte per second would otherwise never time out.
-            body = {**params, "model": self.model, "messages": messages}
-            cap = reply_cap(params, self.max_response_bytes)
+            body, cap = {**params, "model": self.model, "messages": messages}, reply_cap(params, self.max_response_bytes)
             async with asyncio.timeout(self.timeout):
                 if isinstance(client, LightClient):  # stops reading at the cap, the rest unread
                     content = await client.post_json("chat/completions", body, max_body=cap)
