@@ -100,8 +100,8 @@ def too_large(where: str, exc: BodyTooLargeError, ceiling: int) -> Attempt:
     cap was the request's token limit's (`reply_cap`): an oversized reply."""
     if exc.limit < ceiling:
         return Attempt(kind=ErrorKind.MALFORMED, label="oversized", breaker_failure=True, message=(
-            f"oversized reply from {where}: its body passed {exc.limit:,} bytes, more than a reply within the "
-            f"request's token limit can be; recorded as an error, not stored in full, not graded (check the "
+            f"oversized reply from {where}: its body went past the cap of {exc.limit:,} bytes, more than a reply "
+            f"within the request's token limit can be; recorded as an error, not stored in full, not graded (check the "
             f"server: it ignores the limit; a larger limit in models.yaml params raises the cap)"))
     return Attempt(kind=ErrorKind.MALFORMED, label="too_large", breaker_failure=True, message=(
         f"the response from {where} was refused unread: {exc}; raise max_response_mib in models.yaml if the "
