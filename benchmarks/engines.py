@@ -9,8 +9,9 @@
   cube and on a cube of 8 questions per image whose file lists them task by task (so that
   the plan's order never puts two questions of one image together). Requests per second,
   time to the last answer, and the engine's own prefix-cache counters (/metrics).
-- `compare`: the same model and cube through vLLM (CPU build, managed), the in-process
-  `hf:` adapter (batches of 8) and `transformers serve` (its own process): items per
+- `compare`: the same model and cube through vLLM (CPU build, managed) and the in-process
+  `hf:` adapter (batches of 8), and with `--with-serve` `transformers serve` (its own
+  process; transformers 5.24 answers this BLIP-2 with HTTP 400, no processor template): items per
   second and CPU seconds per item, the client's and the server's together (the engine's
   whole process group for vLLM).
 
@@ -227,7 +228,7 @@ def _processor_template_from_tokenizer() -> None:
     Blip2Processor.chat_template = property(template, keep)  # type: ignore[assignment]
 
 
-def bench_compare(model: Path, reps: int, items: int, log: Any) -> list[dict[str, Any]]:
+def bench_compare(model: Path, reps: int, items: int, log: Any, with_serve: bool = False) -> list[dict[str, Any]]:
     from medrcube.cube import load_cube
     from medrcube.models.registry import load_adapter
     from medrcube.models.vllm_engine import stop_engines
@@ -236,26 +237,30 @@ def bench_compare(model: Path, reps: int, items: int, log: Any) -> list[dict[str
     rng = random.Random(1)
     keep = set(rng.sample([it.id for it in mini.items], items))
     cube = dataclasses.replace(mini, items=tuple(it for it in mini.items if it.id in keep))
-    arms: dict[str, list[dict[str, float]]] = {"vllm": [], "hf": [], "transformers_serve": []}
+    arms: dict[str, list[dict[str, float]]] = {"vllm": [], "hf": []}
     vllm = _engine_adapter(model)
-    serve, base = _transformers_serve(model)
-    os.environ.setdefault("OPENAI_API_KEY", "none")
-    from medrcube.models.openai_adapter import OpenAIAdapter
+    serve = ts = None
+    if with_serve:  # transformers 5.24 serves this BLIP-2 with HTTP 400 (RESULTS.md section 20)
+        serve, base = _transformers_serve(model)
+        arms["transformers_serve"] = []
+        os.environ.setdefault("OPENAI_API_KEY", "none")
+        from medrcube.models.openai_adapter import OpenAIAdapter
 
-    ts = OpenAIAdapter(str(model), base_url=base, concurrency=8, timeout=600, params={"max_tokens": 32,
-                                                                                        "temperature": 0})
+        ts = OpenAIAdapter(str(model), base_url=base, concurrency=8, timeout=600,
+                           params={"max_tokens": 32, "temperature": 0})
     _processor_template_from_tokenizer()
     hf = load_adapter(f"hf:{model}")
     hf.params = {**getattr(hf, "params", {}), "max_new_tokens": 32}  # as the servers: 32 new tokens
     try:
-        _ask(cube, vllm)  # warm-ups
-        _ask(cube, ts)
-        _ask(cube, hf)
+        adapters = {"vllm": vllm, "hf": hf, "transformers_serve": ts}
+        for arm in arms:
+            _ask(cube, adapters[arm])  # warm-ups
         for rep in range(reps):
-            for arm in ("vllm", "hf", "transformers_serve") if rep % 2 == 0 else ("transformers_serve", "hf", "vllm"):
-                server_pgid = vllm.process.proc.pid if arm == "vllm" else serve.pid if arm == "transformers_serve" else None
+            for arm in list(arms) if rep % 2 == 0 else list(reversed(arms)):
+                server_pgid = (vllm.process.proc.pid if arm == "vllm"
+                               else serve.pid if arm == "transformers_serve" and serve is not None else None)
                 s0 = _group_cpu(server_pgid) if server_pgid else 0.0
-                r = _ask(cube, {"vllm": vllm, "hf": hf, "transformers_serve": ts}[arm])
+                r = _ask(cube, adapters[arm])
                 r["server_cpu_s"] = (_group_cpu(server_pgid) - s0) if server_pgid else 0.0
                 r["cpu_per_item_s"] = (r["client_cpu_s"] + r["server_cpu_s"]) / max(1, r["requests"])
                 arms[arm].append(r)
@@ -263,8 +268,9 @@ def bench_compare(model: Path, reps: int, items: int, log: Any) -> list[dict[str
     finally:
         asyncio.run(vllm.aclose())
         stop_engines()
-        os.killpg(serve.pid, signal.SIGTERM)
-        serve.wait(timeout=60)
+        if serve is not None:
+            os.killpg(serve.pid, signal.SIGTERM)
+            serve.wait(timeout=60)
     out = []
     for arm, rs in arms.items():
         row = {"scenario": "compare", "arm": arm, "items": len(cube.items), "runs": len(rs),
@@ -282,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--only", default="order,compare")
     ap.add_argument("--items", type=int, default=200, help="items of the mini cube in the comparison")
+    ap.add_argument("--with-serve", action="store_true", help="add `transformers serve` to the comparison")
     args = ap.parse_args(argv)
     from medrcube.models.vllm_engine import find_python
 
@@ -295,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         if "order" in only:
             results += bench_order(_build_model(python, work / "tiny-vlm-64", 64), args.reps, work, print)
         if "compare" in only:
-            results += bench_compare(model, args.reps, args.items, print)
+            results += bench_compare(model, args.reps, args.items, print, with_serve=args.with_serve)
     out = Path(str(OUT).format(only="_".join(sorted(only))))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"load_start": load0, "load_end": os.getloadavg(), "results": results}, indent=2) + "\n")
