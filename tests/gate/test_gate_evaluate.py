@@ -172,7 +172,9 @@ def test_api_errors_error_and_keep_the_gate_undecided(rec):
     assert result.gate.status is GateStatus.UNDECIDED and result.gate.exit_code == 11
 
 
-def test_optional_checks_never_block(rec):
+def test_a_failed_reported_only_check_makes_the_gate_not_qualified(rec):
+    # Failure is evidence everywhere: `required: false` decides which checks must pass,
+    # not which failures count.
     pol = policy(cells=[{"match": "*/*/*", "bound": 0.5, "required": False}])
     checks = build_checks([("Chest", "X-Ray", DD), ("Chest", "X-Ray", MR)], pol)
     records = [rec(f"d{k}", "correct", task=DD) for k in range(40)] + [
@@ -182,6 +184,22 @@ def test_optional_checks_never_block(rec):
     by = result.by_id()
     assert by["Chest/X-Ray/Modality Recognition"].status is Status.FAIL
     assert not by["Chest/X-Ray/Modality Recognition"].required
+    gate = result.gate
+    assert gate.status is GateStatus.NOT_QUALIFIED and gate.exit_code == 10, gate
+    assert gate.failed == ("Chest/X-Ray/Modality Recognition",)
+    assert gate.failed_reported == ("Chest/X-Ray/Modality Recognition",)
+    assert gate.required_counts["fail"] == 0 and gate.undecided == ()
+    assert "Chest/X-Ray/Modality Recognition (reported-only)" in gate.text()
+
+
+def test_an_undecided_reported_only_check_does_not_block(rec):
+    pol = policy(cells=[{"match": "*/*/*", "bound": 0.5, "required": False}])
+    checks = build_checks([("Chest", "X-Ray", DD), ("Chest", "X-Ray", MR)], pol)
+    records = [rec(f"d{k}", "correct", task=DD) for k in range(40)] + [
+        rec(f"m{k}", "wrong" if k < 2 else "correct", task=MR) for k in range(3)]
+    checks = [c for c in checks if c.kind != "credibility"]
+    result = evaluate_gate(checks, records)
+    assert result.by_id()["Chest/X-Ray/Modality Recognition"].status is Status.UNDECIDED
     assert result.gate.status is GateStatus.QUALIFIED, result.gate
 
 

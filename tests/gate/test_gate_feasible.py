@@ -11,6 +11,7 @@ from medrcube.cube import load_cube
 from medrcube.gate.checks import CheckKind, build_checks
 from medrcube.gate.evaluate import evaluate_gate
 from medrcube.gate.feasible import assess, perfect_records
+from medrcube.gate.scope import scoped_items
 from medrcube.gate.thresholds import ThresholdsError, load_policy
 from medrcube.gate.verdict import GateStatus, Status
 from medrcube.metrics import finite
@@ -40,11 +41,11 @@ def test_checks_the_cube_cannot_decide_are_reported_not_required_and_named_in_th
     cube, _, checks = mini
     by_id = {c.id: c for c in checks}
     tiny = by_id["Chest/X-Ray/Abnormality Diagnosis"]  # 3 images
-    assert not tiny.required and "undecidable on this cube" in tiny.params["not_required"]
+    assert not tiny.required and "not required on this cube" in tiny.params["not_required"]
     assert "3 images" in tiny.params["not_required"]
     result = evaluate_gate(checks, perfect_records(cube.items))
     assert "Chest/X-Ray/Abnormality Diagnosis" in result.gate.not_required
-    assert "reported but not required" in result.gate.text()
+    assert "reported, not required on this cube" in result.gate.guarantee
     assert "not required" in result.by_id()["Chest/X-Ray/Abnormality Diagnosis"].message
 
 
@@ -57,24 +58,43 @@ def test_refuse_stops_the_run_naming_the_checks(tmp_path: Path) -> None:
     # as many as the shipped `optional` reports without requiring (counted on the cube at hand)
     shipped = load_policy(str(ROOT / "thresholds.yaml"))
     cells = sorted({it.cell for it in cube.items})
-    undecidable = sum("undecidable on this cube" in c.params.get("not_required", "")
+    undecidable = sum("not required on this cube" in c.params.get("not_required", "")
                       for c in assess(build_checks(cells, shipped), cube.items, shipped))
     assert undecidable > 0
     with pytest.raises(ThresholdsError, match=f"{undecidable} required checks cannot be decided on this cube"):
         assess(build_checks(cells, policy), cube.items, policy)
 
 
-def test_scope_makes_checks_outside_it_optional(tmp_path: Path) -> None:
+def test_a_scope_keeps_its_checks_computed_within_it_and_required(tmp_path: Path) -> None:
     cube = load_cube(str(ROOT / "fixtures" / "mini"))
     text = (ROOT / "thresholds.yaml").read_text(encoding="utf-8").replace("scope: {}", "scope: {parts: [Brain]}")
     (tmp_path / "t.yaml").write_text(text, encoding="utf-8")
     policy = load_policy(str(tmp_path / "t.yaml"))
-    checks = assess(build_checks(sorted({it.cell for it in cube.items}), policy), cube.items, policy)
+    inside, outside = scoped_items(cube.items, policy.scope)
+    assert {it.part for it in inside} == {"Brain"} and "Heart" in outside["part"]
+    checks = assess(build_checks(sorted({it.cell for it in inside}), policy), inside, policy)
     by_id = {c.id: c for c in checks}
-    assert by_id["Brain/MRI/Abnormality Diagnosis"].required  # in scope, the one cell of this cube with >= 40 images
-    assert "outside the intended-use scope (parts: Brain)" in by_id["Heart/US/Modality Recognition"].params[
-        "not_required"]
-    assert not by_id["overall"].required
+    assert "Heart/US/Modality Recognition" not in by_id  # outside: not asked, not checked
+    # overall, the part's slice and credibility are computed within the scope and required
+    assert by_id["overall"].required and by_id["slice/part/Brain"].required
+    assert by_id["credibility/overall"].required
+    result = evaluate_gate(checks, perfect_records(inside))
+    assert result.by_id()["overall"].n == len(inside)
+
+
+def test_a_scope_naming_nothing_of_the_cube_or_the_taxonomy_is_refused(tmp_path: Path) -> None:
+    from medrcube.gate.thresholds import validate_against_cells
+
+    cube = load_cube(str(ROOT / "fixtures" / "mini"))
+    text = (ROOT / "thresholds.yaml").read_text(encoding="utf-8").replace(
+        "scope: {}", "scope: {tasks: [View Recogniton]}")
+    (tmp_path / "t.yaml").write_text(text, encoding="utf-8")
+    policy = load_policy(str(tmp_path / "t.yaml"))
+    with pytest.raises(ThresholdsError) as e:
+        validate_against_cells(policy, sorted({it.cell for it in cube.items}))
+    msg = str(e.value)
+    assert "scope.tasks.View Recogniton" in msg and "did you mean 'View Recognition'" in msg
+    assert "use one of" in msg and "Severity Grading" in msg
 
 
 def test_credibility_fails_a_shortcut_model_and_passes_a_perceiving_one(mini) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from medrcube.gate.checks import Check, CheckKind
-from medrcube.gate.sequential import CheckLooks, Look, decide_looks
+from medrcube.gate.sequential import FAILED_EARLY, CheckLooks, Look, decide_looks, verdict_is_final
 from medrcube.gate.verdict import Status
 from medrcube.metrics.group_sequential import nominal_levels
 
@@ -44,11 +44,18 @@ def test_holm_frees_a_share_and_tests_earlier_looks_again() -> None:
     assert {m.check.id for m in new} == {"strong", "middle"}
     assert middle.status is Status.FAIL and middle.fail_alpha == pytest.approx(0.025 / 2) and middle.decided_at == 0
     assert weak.status is None and weak.fail_alpha == pytest.approx(0.025)
-    # The families are apart: an optional check does not take a share of the required ones'.
+    # One family: a reported-only check's failure fails the gate, so it takes a share too.
     alone = looks("alone", (0.99, at_half * 1.01))
     optional = looks("optional", (0.99, 0.5), required=False)
     decide_looks([alone, optional, looks("other", (0.99, 0.5))])
-    assert alone.status is None and alone.fail_alpha == pytest.approx(0.025 / 2)
+    assert alone.status is None and alone.fail_alpha == pytest.approx(0.025 / 3)
+
+
+def test_a_reported_only_failure_makes_the_sequential_verdict_final() -> None:
+    optional = looks("optional", (0.99, 1e-9), required=False)
+    required = looks("required", (0.5, 0.5))
+    decide_looks([optional, required])
+    assert optional.status is Status.FAIL and verdict_is_final([optional, required]) == FAILED_EARLY
 
 
 def test_the_point_rule_decides_only_at_the_final_look() -> None:

@@ -94,7 +94,7 @@ BAD = [
     ("version: 1\nslices:\n  part: {default: {bound: 0.4, min_n: 0}}\n", "slices.part.default.min_n: must be at least 1",
      []),
     ("version: 1\nprofiles:\n  deployment:\n    overal: 0.7\n", "profiles.deployment.overal: unknown key",
-     ["did you mean 'overall'?"]),
+     ["did you mean 'overall'"]),
     ("version: 1\ncells:\n  - {match: '*/*/*', bound: 0.4, above_chance: -0.1}\n",
      "cells[0].above_chance: a margin over chance must be between 0 and 1", []),
     ("version: 1\nregression: {alpha: 0}\n", "regression.alpha: a significance level must be strictly", []),

@@ -50,24 +50,25 @@ def guarantee_text(checks: Sequence[Check], scope: str = "") -> str:
     intended-use scope and the checks made optional on this cube (gate/feasible.py)."""
     dropped = [c for c in checks if c.params.get("not_required")]
     tail = (f"; scope: {scope}" if scope else "") + (
-        f"; {len(dropped)} checks reported, not required on this cube (gate.json `not_required` says why)"
-        if dropped else "")
+        f"; {len(dropped)} checks reported, not required on this cube (gate.json `not_required` says why; "
+        "a failure there still fails the gate)" if dropped else "")
     return _guarantee(checks) + tail
 
 
 def _guarantee(checks: Sequence[Check]) -> str:
     required = [c for c in checks if c.required]
-    point = [c.id for c in required if c.rule == "point"]
+    point = [c.id for c in checks if c.rule == "point"]
     if not required:
         return "no required check: the gate cannot qualify"
     if point:
-        return (f"{NO_GUARANTEE}: {len(point)} of {len(required)} required checks may decide on their point "
-                "estimate (profile `screening` or `rule: point`)")
-    alpha = max(c.alpha for c in required)
+        return (f"{NO_GUARANTEE}: {len(point)} of {len(checks)} checks may decide on their point estimate "
+                "(profile `screening` or `rule: point`)")
+    alpha = max(c.alpha for c in checks)
     pass_alpha = max(c.pass_alpha for c in required)
     return (f"QUALIFIED is wrong (some required true value worse than its bound) with probability at most "
-            f"{pass_alpha:.3g}; NOT QUALIFIED is wrong (every required true value meets its bound) with probability "
-            f"at most {alpha:.3g} (intersection-union for passes, Holm for failures; docs/guarantees.md)")
+            f"{pass_alpha:.3g}; NOT QUALIFIED is wrong (every true value, required or reported-only, meets its bound) "
+            f"with probability at most {alpha:.3g} (intersection-union for passes, Holm over every check for "
+            "failures; docs/guarantees.md)")
 
 
 def evaluate_gate(
@@ -92,7 +93,7 @@ def evaluate_gate(
 
 def decide_joining(family: Sequence[Evidence], evidence: Evidence) -> Verdict:
     """The verdict of a check decided after the family (a site check, plugin/site.py):
-    it joins the family (its required or optional half) and its fail claim is
+    it joins the family (one Holm family, required and reported-only) and its fail claim is
     Holm-adjusted over the family and itself. The family's own verdicts stand as they
     were decided; site checks are not adjusted for one another (docs/guarantees.md)."""
     return decide([*family, evidence])[-1]

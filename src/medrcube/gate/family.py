@@ -8,9 +8,11 @@ any required check's true value is worse than its bound, is at most alpha with n
 multiplicity adjustment (the price is power: many small checks are hard to pass).
 
 Fail claims, Holm (1979, Scand. J. Stat. 6:65): the one-sided p-values of "met" are
-Holm-adjusted over the family (the required checks form one family, the optional ones
-another), so the probability that any check of a family is called failed while its true
-value meets its bound is at most alpha, whatever the dependence between checks. A check
+Holm-adjusted over one family, every check with evidence to weigh (required and
+reported-only alike: a decided failure is evidence against the model wherever it is, and
+makes the gate NOT QUALIFIED), so the probability that any check is called failed while
+its true value meets its bound, and with it the probability of a false NOT QUALIFIED, is
+at most alpha, whatever the dependence between checks. A check
 with several criteria (position: circular accuracy and gap) fails when any criterion is
 decisively missed: its p-value is the smallest, Bonferroni-multiplied by the number of
 criteria.
@@ -100,18 +102,12 @@ def _with_worst(message: str, worst: Sequence[Any]) -> str:
 
 
 def decide(evidences: Sequence[Evidence]) -> list[Verdict]:
-    """The verdicts of a whole family of checks (in the input's order)."""
-    families: dict[bool, list[int]] = {True: [], False: []}
-    for i, e in enumerate(evidences):
-        if e.error is None and e.criteria:
-            families[e.check.required].append(i)
-    adjusted: dict[int, float] = {}
-    family_size: dict[int, int] = {}
-    for members in families.values():
-        adj = holm_adjust([fail_p(evidences[i]) for i in members])
-        for i, a in zip(members, adj, strict=True):
-            adjusted[i] = a
-            family_size[i] = len(members)
+    """The verdicts of a whole family of checks (in the input's order): one Holm family
+    over every check with evidence to weigh, required or reported-only."""
+    members = [i for i, e in enumerate(evidences) if e.error is None and e.criteria]
+    adj = holm_adjust([fail_p(evidences[i]) for i in members])
+    adjusted = dict(zip(members, adj, strict=True))
+    family_size = {i: len(members) for i in members}
     return [_verdict(e, adjusted.get(i), family_size.get(i, 1)) for i, e in enumerate(evidences)]
 
 

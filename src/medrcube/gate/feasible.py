@@ -10,12 +10,14 @@ options), so it is settled here, visibly, by the policy's `feasibility` section:
   this cube*; `when_undecidable: optional` reports it without requiring it,
   `when_undecidable: refuse` stops the run, naming every such check, and `required`
   (the default of a file without the section) leaves it required;
-- a check that reaches outside the intended-use `scope` (its parts, modalities, tasks)
-  is reported, not required.
+The intended-use `scope` is applied before this (gate/scope.py): a scoped run's checks
+are built on the items inside it, so every one of them lies within it.
 
-Either way the check keeps running and its verdict, gate.json and the summary say it is
+A check made optional keeps running and its verdict, gate.json and the summary say it is
 not required and why (`Verdict.details["not_required"]`, `GateVerdict.not_required`):
-QUALIFIED never rests on a check that was dropped silently. Only the kinds whose best
+QUALIFIED never rests on a check that was dropped silently, and a decided failure of
+such a check still makes the gate NOT QUALIFIED (gate/verdict.py): feasibility only
+decides which checks must *pass*. Only the kinds whose best
 answers are "every item right" are assessed (accuracy, credibility, findings); the
 paired kinds (robustness, regression, image dependence) compare two answer sets and are
 left as the policy says.
@@ -54,8 +56,8 @@ def _why_undecidable(check: Check, records: Sequence[GradedRecord], min_images: 
     mine = [r for r in records if check.selects(r)]
     images = len({image_key(r) for r in mine})
     if images < min_images:
-        return (f"{images} images under it, fewer than feasibility.min_images={min_images}: too few for this cube "
-                "to decide it")
+        return (f"{images} images under it, fewer than feasibility.min_images={min_images}: too few to require "
+                "a pass on this cube")
     ev = collect(check, mine)
     # Passing needs every criterion decisively met, or under the point rule met on the
     # estimate from min_n units on (gate/family.py).
@@ -77,19 +79,17 @@ Memo = Callable[[Callable[[], dict[str, str]]], dict[str, str]]
 
 
 def assess(checks: Sequence[Check], items: Iterable[Item], policy: Policy, memo: Memo | None = None) -> list[Check]:
-    """The checks with every required check this cube cannot decide, or that reaches
-    outside the scope, made optional with its reason in `params["not_required"]`;
-    ThresholdsError when the policy says `when_undecidable: refuse` and some are."""
-    scope, feas = policy.scope, policy.feasibility
-    if feas.when_undecidable == "required" and scope.everything:
-        return list(checks)  # the policy asks for nothing of this (a file without `feasibility` or `scope`)
+    """The checks with every required check this cube cannot decide made optional, with
+    its reason in `params["not_required"]`; ThresholdsError when the policy says
+    `when_undecidable: refuse` and some are."""
+    feas = policy.feasibility
+    if feas.when_undecidable == "required":
+        return list(checks)  # the policy asks for nothing of this (a file without `feasibility`)
 
     def undecidable() -> dict[str, str]:
-        if feas.when_undecidable == "required":
-            return {}
         perfect = perfect_records(items)
         whys = {c.id: _why_undecidable(c, perfect, feas.min_images) for c in checks
-                if c.required and c.kind in ASSESSED and scope.covers(c.part, c.modality, c.task)}
+                if c.required and c.kind in ASSESSED}
         return {k: v for k, v in whys.items() if v is not None}
 
     whys = undecidable() if memo is None else memo(undecidable)
@@ -97,12 +97,10 @@ def assess(checks: Sequence[Check], items: Iterable[Item], policy: Policy, memo:
     refused: list[str] = []
     for c in checks:
         reason = None
-        if c.required and not scope.covers(c.part, c.modality, c.task):
-            reason = f"outside the intended-use scope ({scope.describe()})"
-        elif c.required and c.kind in ASSESSED and feas.when_undecidable != "required":
+        if c.required and c.kind in ASSESSED:
             why = whys.get(c.id)
             if why is not None:
-                reason = f"undecidable on this cube: {why}"
+                reason = f"not required on this cube: {why}"
                 refused.append(f"{c.id}: {why}")
         if reason is None:
             out.append(c)

@@ -31,6 +31,7 @@ TOP_KEYS = (
     "selective",
     "feasibility",
     "scope",
+    "coverage",
     "profiles",
 )
 # Built-in decision defaults, used for any key the file's `defaults` leaves out.
@@ -299,7 +300,9 @@ class FeasibilityPolicy:
 @dataclass(frozen=True, slots=True)
 class ScopePolicy:
     """The intended use: the parts, modalities and tasks a deployment covers (empty: all).
-    Checks that reach outside it are reported, not required."""
+    A scoped run asks only the items inside it, so that overall, the slices and
+    credibility are computed within it and required (plugin/scoping.py); every output
+    names the values of the cube left outside."""
 
     parts: tuple[str, ...] = ()
     modalities: tuple[str, ...] = ()
@@ -323,6 +326,23 @@ class ScopePolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class CoveragePolicy:
+    """`coverage: {require: {parts: [...], modalities: [...], tasks: [...]}}`: values the
+    verdict must rest on. QUALIFIED is refused (UNDECIDED, naming them) while a named value
+    holds no decided check (gate/coverage.py)."""
+
+    parts: tuple[str, ...] = ()
+    modalities: tuple[str, ...] = ()
+    tasks: tuple[str, ...] = ()
+    source: str = "coverage"
+
+    def required(self) -> dict[str, tuple[str, ...]]:
+        """Axis -> the values named (axes with none left out)."""
+        return {axis: v for axis, v in (("part", self.parts), ("modality", self.modalities), ("task", self.tasks))
+                if v}
+
+
+@dataclass(frozen=True, slots=True)
 class Policy:
     source: str
     version: int
@@ -342,6 +362,7 @@ class Policy:
     selective: SelectivePolicy = field(default_factory=SelectivePolicy)
     feasibility: FeasibilityPolicy = field(default_factory=FeasibilityPolicy)
     scope: ScopePolicy = field(default_factory=ScopePolicy)
+    coverage: CoveragePolicy = field(default_factory=CoveragePolicy)
     # The sections of kinds registered beyond the built-in ones (gate/kinds.py), as their entries read them.
     sections: dict[str, Any] = field(default_factory=dict, hash=False)
 

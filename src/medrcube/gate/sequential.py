@@ -11,7 +11,8 @@ function (metrics/group_sequential.py):
 - pass claims, intersection-union: a check passes at the first look whose p of "the
   bound is not met" is at most that look's nominal level at the check's own alpha (no
   adjustment: QUALIFIED needs every required pass claim);
-- fail claims, as a family (the required checks one family, the optional ones another):
+- fail claims, as one family (every check, required or reported-only: any decided
+  failure makes the gate NOT QUALIFIED):
   Holm's step-down with group-sequential levels (Maurer & Bretz 2013, Stat. Biopharm.
   Res. 5:311): while r claims of a family of m are rejected, every other claim is tested,
   at each of its looks so far, at the nominal level for alpha / (m - r); a rejection
@@ -95,15 +96,17 @@ class CheckLooks:
         } for i, lk in enumerate(self.looks)]
 
 
-FAILED_EARLY = "not asked: a required check failed at a look, so NOT QUALIFIED is final"
+FAILED_EARLY = "not asked: a check failed at a look, so NOT QUALIFIED is final"
 PASSED_ALL = "not asked: every required check passed, so QUALIFIED is final"
 
 
 def verdict_is_final(members: Sequence[CheckLooks]) -> str | None:
-    """Why the gate's verdict can no longer change, or None: a required check failed (NOT
-    QUALIFIED whatever the others do), or every required check passed (QUALIFIED)."""
+    """Why the gate's verdict can no longer change, or None: a check failed, required or
+    reported-only (NOT QUALIFIED whatever the others do), or every required check passed
+    (QUALIFIED; a reported-only check still open could only have failed on images the
+    run did not need to ask)."""
     required = [m for m in members if m.check.required]
-    if any(m.status is Status.FAIL for m in required):
+    if any(m.status is Status.FAIL for m in members):
         return FAILED_EARLY
     if required and all(m.status is Status.PASS for m in required):
         return PASSED_ALL
@@ -125,8 +128,7 @@ def decide_looks(members: Sequence[CheckLooks]) -> list[CheckLooks]:
             m.status, m.decided_at = (Status.PASS if m.looks[-1].point_ok else Status.FAIL), len(m.looks) - 1
             m.by_point = True
             new.append(m)
-    for required in (True, False):
-        new += _holm([m for m in members if m.check.required is required])
+    new += _holm(list(members))
     return new
 
 
@@ -158,13 +160,12 @@ def sequential_verdicts(members: Iterable[CheckLooks], notes: dict[str, str]) ->
     evidence at its latest look; its status the looks' decision; `notes` says, per
     check, why its sequence ended (not asked, stream ended, budget ...)."""
     members = list(members)
-    sizes = {req: sum(m.check.required is req for m in members) for req in (True, False)}
     out: dict[str, Verdict] = {}
     for m in members:
         if m.evidence is None:
             continue
         fixed = decide([m.evidence])[0]
-        out[m.check.id] = _verdict(m, fixed, sizes[m.check.required], notes.get(m.check.id, ""))
+        out[m.check.id] = _verdict(m, fixed, len(members), notes.get(m.check.id, ""))
     return out
 
 

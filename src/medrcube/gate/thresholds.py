@@ -63,6 +63,7 @@ from medrcube.gate.policy import (
     PositionPolicy,
     RegressionPolicy,
     RobustnessPolicy,
+    CoveragePolicy,
     ScopePolicy,
     SelectivePolicy,
     SlicePolicy,
@@ -232,6 +233,7 @@ def _build(
         selective=selective,
         feasibility=_build_feasibility(c, doc.get("feasibility") or {}, src("feasibility")),
         scope=_build_scope(c, doc.get("scope") or {}, src("scope")),
+        coverage=_build_coverage(c, doc.get("coverage") or {}, src("coverage")),
         sections=read_registered_sections(c, doc, src),
     )
 
@@ -255,6 +257,18 @@ def _build_scope(c: Checker, d: Mapping[str, Any], source: str) -> ScopePolicy:
             c.fail(f"scope.{key}", "must be a list of names", v, f"write e.g. `{key}: [Chest]`")
         values[key] = tuple(v)
     return ScopePolicy(**values, source=source)
+
+
+def _build_coverage(c: Checker, d: Mapping[str, Any], source: str) -> CoveragePolicy:
+    d = c.mapping("coverage", d, ("require",))
+    req = c.mapping("coverage.require", d.get("require") or {}, SCOPE_KEYS)
+    values: dict[str, tuple[str, ...]] = {}
+    for key in SCOPE_KEYS:
+        v = req.get(key) or []
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            c.fail(f"coverage.require.{key}", "must be a list of names", v, f"write e.g. `{key}: [Chest]`")
+        values[key] = tuple(v)
+    return CoveragePolicy(**values, source=source)
 
 
 def _build_findings(c: Checker, doc: Mapping[str, Any], defaults: Decision, src: Callable[..., str]) -> FindingsPolicy | None:
@@ -399,4 +413,9 @@ def validate_against_cells(policy: Policy, cells: Iterable[tuple[str, str, str]]
     if policy.credibility is not None:
         for name in policy.credibility.parts:
             check_name(f"credibility.parts.{name}", "part", name)
-
+    # The intended use and the coverage the verdict must rest on: a name the cube and the
+    # taxonomy both ignore is a typo (a scope would silently select nothing of it).
+    for section, named in (("scope", policy.scope), ("coverage.require", policy.coverage)):
+        for key, axis in (("parts", "part"), ("modalities", "modality"), ("tasks", "task")):
+            for name in getattr(named, key):
+                check_name(f"{section}.{key}.{name}", axis, name)

@@ -7,9 +7,12 @@ A check's status is one of four:
                 value close to the bound): the verdict says how many items would decide
     error       not graded: too many API errors, or the check could not be evaluated
 
-The gate's verdict (GateVerdict): QUALIFIED only when every required check passed;
-NOT QUALIFIED when a required check failed; otherwise UNDECIDED. Optional checks are
-reported and never block. Exit codes (set by the pytest plugin and `medrcube qualify`):
+The gate's verdict (GateVerdict): NOT QUALIFIED when any check failed, required or
+reported-only (a decided failure is evidence against the model wherever it lies; the
+policy's feasibility section only decides which checks must *pass*); QUALIFIED when
+every required check passed, none failed and every value the policy's
+`coverage.require` names rests on a decided check (gate/coverage.py); otherwise
+UNDECIDED. Exit codes (set by the pytest plugin and `medrcube qualify`):
 QUALIFIED 0, NOT QUALIFIED 10, UNDECIDED 11; pytest's own codes (2 interrupted,
 3 internal error, 4 usage error, 5 no tests) are never replaced.
 """
@@ -181,29 +184,35 @@ class GateVerdict:
 
     status: GateStatus
     counts: dict[str, int]  # per check status, over every check
-    failed: tuple[str, ...]  # required checks that failed
+    failed: tuple[str, ...]  # every check that failed: the required ones first, then the reported-only ones
     undecided: tuple[str, ...]  # required checks undecided or in error
     needs: dict[str, int | None]  # undecided required check -> items it would need
     guarantee: str  # what QUALIFIED / NOT QUALIFIED guarantee on this policy
     # Checks the policy requires but this cube cannot decide, or outside the intended-use
     # scope: reported, not required (gate/feasible.py), each with its reason.
     not_required: dict[str, str] = field(default_factory=dict)
+    failed_reported: tuple[str, ...] = ()  # of `failed`, the reported-only checks
+    required_counts: dict[str, int] = field(default_factory=dict)  # per status, over the required checks
+    uncovered: tuple[str, ...] = ()  # values `coverage.require` names that hold no decided check
 
     @property
     def exit_code(self) -> int:
         return EXIT_CODES[self.status]
 
+    def failed_names(self, limit: int = 5) -> str:
+        """The failed checks, each reported-only one marked, the first `limit` of them."""
+        named = [f"{c} (reported-only)" if c in self.failed_reported else c for c in self.failed]
+        return ", ".join(named[:limit]) + (f", ... ({len(named)} in all)" if len(named) > limit else "")
+
     def text(self) -> str:
         head = f"gate: {self.status.value}"
         if self.status is GateStatus.NOT_QUALIFIED:
-            head += f" ({len(self.failed)} required checks failed: {', '.join(self.failed[:5])}" \
-                + (", ..." if len(self.failed) > 5 else "") + ")"
+            head += f" ({len(self.failed)} checks failed: {self.failed_names()})"
         elif self.status is GateStatus.UNDECIDED:
-            head += f" ({len(self.undecided)} required checks undecided or not graded)"
-        if self.not_required:
-            shown = ", ".join(list(self.not_required)[:5]) + (", ..." if len(self.not_required) > 5 else "")
-            head += (f"; {len(self.not_required)} checks reported but not required (undecidable on this cube, "
-                     f"outside the scope or leaking: {shown})")
+            if self.undecided:
+                head += f" ({len(self.undecided)} required checks undecided or not graded)"
+            if self.uncovered:
+                head += f" (coverage.require not met: {'; '.join(self.uncovered)})"
         return f"{head}; {self.guarantee}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -212,21 +221,30 @@ class GateVerdict:
             "exit_code": self.exit_code,
             "counts": dict(self.counts),
             "failed": list(self.failed),
+            "failed_reported": list(self.failed_reported),
+            "required_counts": dict(self.required_counts),
             "undecided": list(self.undecided),
             "needs": dict(self.needs),
             "guarantee": self.guarantee,
             "not_required": dict(self.not_required),
+            "uncovered": list(self.uncovered),
+            "text": self.text(),
         }
 
 
-def gate_verdict(entries: Iterable[Mapping[str, Any]], guarantee: str = "") -> GateVerdict:
+def gate_verdict(entries: Iterable[Mapping[str, Any]], guarantee: str = "",
+                 uncovered: Iterable[str] = ()) -> GateVerdict:
     """The gate's verdict from check entries (Verdict.to_dict() or gate.json payloads:
     they carry `status` or `verdict`, `required`, `needed_n`, `check_id` or `id`).
 
-    Fail closed: a required check that is undecided or errored makes the gate UNDECIDED;
-    QUALIFIED needs every required check passed (and at least one required check)."""
+    Any failed check, required or reported-only, makes the gate NOT QUALIFIED. Fail
+    closed otherwise: a required check that is undecided or errored, or a value that
+    `coverage.require` names with no decided check (`uncovered`, gate/coverage.py), makes
+    the gate UNDECIDED; QUALIFIED needs every required check passed (and at least one)."""
     counts = {s.value: 0 for s in Status}
+    required_counts = {s.value: 0 for s in Status}
     failed: list[str] = []
+    failed_reported: list[str] = []
     undecided: list[str] = []
     needs: dict[str, int | None] = {}
     required_seen = 0
@@ -239,17 +257,22 @@ def gate_verdict(entries: Iterable[Mapping[str, Any]], guarantee: str = "") -> G
         if why:
             not_required[cid] = str(why)
         if not e.get("required", True):
+            if status == Status.FAIL:
+                failed_reported.append(cid)
             continue
         required_seen += 1
+        required_counts[status] = required_counts.get(status, 0) + 1
         if status == Status.FAIL:
             failed.append(cid)
         elif status != Status.PASS:
             undecided.append(cid)
             needs[cid] = e.get("needed_n")
-    if failed:
+    uncovered = tuple(uncovered)
+    if failed or failed_reported:
         status_ = GateStatus.NOT_QUALIFIED
-    elif undecided or required_seen == 0:
+    elif undecided or required_seen == 0 or uncovered:
         status_ = GateStatus.UNDECIDED
     else:
         status_ = GateStatus.QUALIFIED
-    return GateVerdict(status_, counts, tuple(failed), tuple(undecided), needs, guarantee, not_required)
+    return GateVerdict(status_, counts, (*failed, *failed_reported), tuple(undecided), needs, guarantee, not_required,
+                       tuple(failed_reported), required_counts, uncovered)

@@ -57,7 +57,8 @@ def verdict_result(alluredir: str | Path, gate: Mapping[str, Any], meta: Mapping
         "stage": "finished",
         "description": (f"The qualification gate's verdict for {meta.get('model')} on {(meta.get('cube') or {}).get('source')}"
                         f" (thresholds {meta.get('thresholds')}): {verdict}. Checks: "
-                        + ", ".join(f"{n} {s}" for s, n in counts.items())),
+                        + ", ".join(f"{n} {s}" for s, n in counts.items())
+                        + "".join(f"\n\n{line}" for line in _account_lines(gate.get("account")))),
         "start": int(started * 1000),
         "stop": int(stop * 1000),
         "labels": [{"name": "parentSuite", "value": model}, {"name": "suite", "value": VERDICT_SUITE},
@@ -71,6 +72,15 @@ def verdict_result(alluredir: str | Path, gate: Mapping[str, Any], meta: Mapping
     path = out / f"{result['uuid']}-result.json"
     path.write_text(json.dumps(result, indent=1), encoding="utf-8")
     return path
+
+
+def _account_lines(account: Mapping[str, Any] | None) -> list[str]:
+    """The run's account as gate.json holds it: its counts, coverage and failed checks."""
+    if not account:
+        return []
+    failed = [f"{c['id']}{'' if c.get('required', True) else ' (reported-only)'}" for c in account.get("failed") or ()]
+    return [str(account.get("summary", "")), *map(str, account.get("coverage_lines") or ()),
+            *([f"failed: {', '.join(failed)}"] if failed else [])]
 
 
 def carry_history(alluredir: str | Path, *, cleaned: bool = True) -> list[dict[str, Any]]:

@@ -108,6 +108,22 @@ def junit_properties(config: pytest.Config, record: Mapping[str, Any]) -> None:
         xml.add_global_property("medrcube_policy_differences", str(record["summary"]))
 
 
+def junit_account(config: pytest.Config, account: Any) -> None:
+    """The run's account (gate/account.py) as global properties of --junitxml's test suite:
+    the verdict, the required checks' counts, each failed check, what the verdict covers."""
+    from _pytest.junitxml import xml_key
+
+    xml = config.stash.get(xml_key, None)
+    if xml is None:
+        return
+    xml.add_global_property("medrcube_verdict", account.verdict)
+    xml.add_global_property("medrcube_account", account.counts_line())
+    for c in account.failed:
+        xml.add_global_property("medrcube_failed", c.id + ("" if c.required else " (reported-only)"))
+    for line in account.coverage.lines(account.verdict):
+        xml.add_global_property("medrcube_coverage", line)
+
+
 # -- the baseline ------------------------------------------------------------------------------
 
 

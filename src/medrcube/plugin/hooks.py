@@ -336,7 +336,8 @@ def set_exit_status(session: pytest.Session, report: summary.GateReport) -> None
     is 10 and UNDECIDED 11, replacing pytest's 0 (all passed or skipped) or 1 (tests
     failed) only; interrupted (2), internal error (3), usage error (4) and no tests (5)
     stay. So CI cannot go green on skipped checks."""
-    outcome = summary.gate_outcome(report.entries.values(), "", report.meta.get("not_run", ()))
+    outcome = report.decided[0] if report.decided is not None else summary.run_account(
+        report.entries.values(), report.meta)[0]
     if outcome.exit_code and int(session.exitstatus) in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
         session.exitstatus = outcome.exit_code
 
@@ -380,11 +381,14 @@ class ControllerHooks:
     def pytest_testnodedown(self, node: Any, error: Any) -> None:  # pytest-xdist
         self.report.add_handover(getattr(node, "workeroutput", {}).get(summary.HANDOVER))
 
+    @pytest.hookimpl(tryfirst=True)  # before --junitxml writes its file: the account's properties go in it
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.progress_line is not None:
             self.progress_line.stop()
             _remove_dir(self.progress_dir)
         run = self.config.stash.get(gate.SESSION_KEY, None)
+        if run is not None and run.early is not None:
+            run.early.stop()  # as the module's hook does: an inference no test waited for ends first
         if session.exitstatus == pytest.ExitCode.INTERRUPTED and not self.report.entries:
             from medrcube.plugin.progress import interrupted_lines  # Ctrl-C before any verdict
 
@@ -396,6 +400,10 @@ class ControllerHooks:
             run = gate.open_session(self.config)
             self.report.finish(run, kinds_off=run.kinds_off())
             set_exit_status(session, self.report)
+            if self.report.decided is not None:
+                from medrcube.plugin.evidence import junit_account
+
+                junit_account(self.config, self.report.decided[1])
             alluredir = getattr(self.config.option, "allure_report_dir", None)
             if alluredir:
                 from medrcube.plugin import allure as allure_files

@@ -25,7 +25,22 @@ def gate_meta(session: Any, entries: Mapping[str, Any]) -> dict[str, Any]:
             "deferral_cost": session.policy.selective.deferral_cost}
     scope = session.policy.scope.describe()
     guarantee = guarantee_text(session.checks, scope) + session.decider.guarantee_note()
-    return {"guarantee": guarantee, "not_run": not_run, "site_policy": site, "scope": scope}
+    return {"guarantee": guarantee, "not_run": not_run, "site_policy": site, "scope": scope,
+            "coverage_input": coverage_input(session)}
+
+
+def coverage_input(session: Any) -> dict[str, Any]:
+    """What the coverage of the verdict is stated over (gate/coverage.py): the values of the
+    cube asked, per axis and in the taxonomy's order, those a scope left outside, and the
+    values `coverage.require` names."""
+    from medrcube.taxonomy import MODALITIES, PARTS, TASK_NAMES
+
+    canonical = {"part": PARTS, "modality": MODALITIES, "task": TASK_NAMES}
+    axes = {}
+    for i, (axis, order) in enumerate(canonical.items()):
+        rank = {v: k for k, v in enumerate(order)}
+        axes[axis] = sorted({it.cell[i] for it in session.cube.items}, key=lambda v: (rank.get(v, len(rank)), v))
+    return {"axes": axes, "outside": dict(session.outside), "require": session.policy.coverage.required()}
 
 
 def run_meta(session: Any, run_id: str, result: Any, handovers: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:

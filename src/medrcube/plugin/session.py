@@ -10,7 +10,7 @@ every worker needs every record; the store's claims make each request reach the 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +110,7 @@ class GateSession:
     leak_audit: Any = field(default=None, repr=False)  # cube/audit.py's Audit, once taken (plugin/ahead.py)
     attempt: Any = None  # the controller's run/ledger.Attempt on this cube (plugin/ledger.py); its pass
     pass_share: float = 1.0  # claims spend this share of alpha in every process (gate/attempts.py)
+    outside: dict[str, tuple[str, ...]] = field(default_factory=dict)  # axis -> the cube's values outside the scope
 
     def __post_init__(self) -> None:
         from medrcube.sequential import decider_for
@@ -302,6 +303,7 @@ def _build(options: GateOptions) -> GateSession:
     from medrcube.cube import item_strata, load_cube
     from medrcube.cube.item import CubeError
     from medrcube.gate.checks import build_checks
+    from medrcube.gate.scope import scoped_items
     from medrcube.gate.thresholds import ThresholdsError, load_policy, validate_against_cells
     from medrcube.models.registry import ModelSpecError, load_adapter
     from medrcube.plugin.evidence import fresh_wanted, policy_record, refuse_at_chance, split_baseline
@@ -319,10 +321,8 @@ def _build(options: GateOptions) -> GateSession:
     if thresholds is None:
         raise _usage("--thresholds", "(not given)", "no ./thresholds.yaml here and none packaged; pass --thresholds=FILE")
     baseline_dir, baseline_spec = split_baseline(options.baseline, cube)
-    cells = sorted({it.cell for it in cube.items})
+    cells: list[tuple[str, str, str]] = sorted({it.cell for it in cube.items})
     offered: dict[tuple[str, str, str], set[str]] = {}
-    for it in cube.items:  # the option texts per cell: per-finding checks where a finding is offered
-        offered.setdefault(it.cell, set()).update(it.options)
     digest: list[str] = []  # the start-up cache's key (plugin/startup_cache.py), computed once
 
     def assessed(built: list[Any], on: Any) -> list[Any]:
@@ -337,7 +337,11 @@ def _build(options: GateOptions) -> GateSession:
 
     try:
         policy = load_policy(thresholds, profile=options.profile)
-        validate_against_cells(policy, cells)
+        validate_against_cells(policy, cells)  # names of the scope too: the whole cube's and the taxonomy's
+        inside, outside = scoped_items(cube.items, policy.scope, str(thresholds))  # only the scope is asked
+        cube, cells = replace(cube, items=tuple(inside)), sorted({it.cell for it in inside})
+        for it in cube.items:  # the option texts per cell: per-finding checks where a finding is offered
+            offered.setdefault(it.cell, set()).update(it.options)
         checks = build_checks(cells, policy, variants=variants, has_baseline=bool(baseline_dir or baseline_spec),
                               cell_options=offered, strata=item_strata(cube.items))
         # The feasibility pass (gate/feasible.py) refuses the run only when the policy says
@@ -392,6 +396,7 @@ def _build(options: GateOptions) -> GateSession:
         baseline_adapter=adapter("--baseline", baseline_spec) if baseline_spec else None,
         baseline_dir=baseline_dir,
         _digest=digest,
+        outside=outside,
     )
 
 
@@ -474,15 +479,12 @@ def failure_text(decided: Decided) -> str:
 def enforce(decided: Decided) -> None:
     """The test body: describe the case in Allure, then pass, fail or skip as decided.
 
-    Allure's title, description and attachments are set here, in the test call, because
-    allure-pytest renames the case and takes attachments as the fixture's while setup runs.
-
-    Outcomes: pass -> passed; fail of a required check -> failed; fail of an optional
-    check -> xfailed (reported, not blocking); undecided -> skipped with the reason
-    "UNDECIDED", which the terminal (s), JUnit (<skipped>) and Allure (skipped) all show
-    as not passed, and the gate's exit status (11) keeps CI red. A skip, not an xfail:
-    an undecided check is missing evidence, not an expected failure.
-    """
+    Allure's title, description and attachments are set here, in the test call (allure-pytest
+    renames the case and takes attachments as the fixture's while setup runs). Outcomes:
+    pass -> passed; fail -> failed, required or reported-only (a decided failure makes the
+    gate NOT QUALIFIED wherever it lies); undecided -> skipped, reason "UNDECIDED" (not
+    passed in the terminal, JUnit and Allure; exit status 11 keeps CI red): missing
+    evidence, not an expected failure (no xfail)."""
     from medrcube.plugin import allure as allure_labels
     from medrcube.plugin.render import outcome_of
 
@@ -490,11 +492,9 @@ def enforce(decided: Decided) -> None:
     outcome = outcome_of(decided.status)
     required = getattr(decided.check, "required", True)
     if outcome == "failed":
-        if required:
-            pytest.fail(failure_text(decided), pytrace=False)
-        pytest.xfail(f"optional check failed (not blocking the gate): {decided.message}")
+        pytest.fail(failure_text(decided) + ("" if required else "\n  [reported-only: its failure fails the gate]"),
+                    pytrace=False)
     if outcome == "skipped":
-        label = "UNDECIDED" if required else "UNDECIDED (optional)"
-        pytest.skip(f"{label}: {decided.check.id}: {decided.message}")
+        pytest.skip(f"{'UNDECIDED' if required else 'UNDECIDED (reported-only)'}: {decided.check.id}: {decided.message}")
     if outcome == "error":  # normally raised in setup already (verdict_for)
         raise GateError(decided.message)

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from medrcube.gate.account import short_method
 from medrcube.gate.kinds import rank  # the kinds' order is their registration's
 from medrcube.plugin.evidence import verdict_block_lines
 from medrcube.plugin.handover import merge_handovers
@@ -143,15 +144,17 @@ def raw_payload(report: pytest.TestReport) -> object | None:
 # -- files ---------------------------------------------------------------------------------
 
 
-def gate_typed(entries: Iterable[Mapping[str, Any]], meta: Mapping[str, Any]) -> Any:
+def gate_typed(entries: Iterable[Mapping[str, Any]], meta: Mapping[str, Any],
+               decided: tuple[Any, Any] | None = None) -> Any:
     """gate.json as its typed document (rundir.documents.GateDocument): every decided
-    check in a stable order, the gate's verdict and the run's identity."""
+    check in a stable order, the gate's verdict, the run's account and its identity."""
     from medrcube.plugin.render import counts as count_statuses
     from medrcube.rundir.documents import GateDocument
 
     checks = sorted(entries, key=lambda e: (rank(e["kind"]), e.get("order", 0), e["id"]))
-    gate = gate_outcome(checks, meta.get("guarantee", ""), meta.get("not_run", ()))
-    return GateDocument.build(checks, meta, gate, count_statuses(e["verdict"] for e in checks))
+    gate, account = decided if decided is not None else run_account(checks, meta)
+    doc_meta = {k: v for k, v in meta.items() if k != COVERAGE_INPUT}
+    return GateDocument.build(checks, doc_meta, gate, count_statuses(e["verdict"] for e in checks), account=account)
 
 
 def gate_document(entries: Iterable[Mapping[str, Any]], meta: Mapping[str, Any]) -> dict[str, Any]:
@@ -159,13 +162,45 @@ def gate_document(entries: Iterable[Mapping[str, Any]], meta: Mapping[str, Any])
     return dict(gate_typed(entries, meta).to_json())
 
 
-def gate_outcome(entries: Iterable[Mapping[str, Any]], guarantee: str = "", not_run: Iterable[str] = ()) -> Any:
+COVERAGE_INPUT = "coverage_input"  # meta key: the cube's axis values, those left outside the scope, coverage.require
+
+
+def run_account(entries: Iterable[Mapping[str, Any]], meta: Mapping[str, Any]) -> tuple[Any, Any]:
+    """The gate's verdict (medrcube.gate.verdict.GateVerdict) and the run's account
+    (medrcube.gate.account.Account), computed once from the payloads and the run's meta:
+    every output renders these two values."""
+    from medrcube.gate.account import account_of
+    from medrcube.gate.coverage import coverage_of
+
+    entries = sorted(entries, key=lambda e: (rank(e["kind"]), e.get("order", 0), e["id"]))
+    given = meta.get(COVERAGE_INPUT) or {}
+    coverage = coverage_of(entries, given.get("axes"), outside=given.get("outside"), require=given.get("require"))
+    gate = gate_outcome(entries, meta.get("guarantee", ""), meta.get("not_run", ()), coverage.missing)
+    return gate, account_of(entries, gate, coverage, run_counters(meta))
+
+
+def run_counters(meta: Mapping[str, Any]) -> dict[str, int | None]:
+    """The run's counters as the run keeps them (gate.json's `tally`), rendered, never
+    recomputed; without a tally, the requests sent and the answers' provenance."""
+    if isinstance(meta.get("tally"), Mapping):  # the run's one set of counters (medrcube/tally.py)
+        t = meta["tally"]
+        return {"asked": t.get("asks"), "answered": t.get("answered"), "cached": t.get("cached"),
+                "failed": t.get("failed"), "stopped_before_asking": t.get("not_asked"),
+                "skipped": len(t.get("skipped") or ()), "requests_sent": t.get("requests")}
+    prov = meta.get("provenance") or {}
+    out = {"requests_sent": meta.get("requests_sent"), "answers_live": prov.get("live"),
+           "answers_stored": prov.get("stored")}
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def gate_outcome(entries: Iterable[Mapping[str, Any]], guarantee: str = "", not_run: Iterable[str] = (),
+                 uncovered: Iterable[str] = ()) -> Any:
     """The gate's verdict (medrcube.gate.verdict.GateVerdict) from the payloads; a required
     check that produced no payload (deselected, or the run stopped) counts as undecided."""
     from medrcube.gate.verdict import gate_verdict
 
     missing = [{"id": cid, "verdict": "undecided", "required": True, "needed_n": None} for cid in not_run]
-    return gate_verdict([*entries, *missing], guarantee)
+    return gate_verdict([*entries, *missing], guarantee, uncovered)
 
 
 def run_tally(result: Any, cube: Any, sampling: Mapping[str, Any] | None = None, failed_requests: int = 0) -> Any:
@@ -189,7 +224,18 @@ def _fmt(x: Any, digits: int = 3) -> str:
 
 def _interval(e: Mapping[str, Any]) -> str:
     iv = e.get("interval")
-    return f" [{iv[0]:.3f}, {iv[1]:.3f}]" if iv else ""
+    return f" [{iv[0]:.3f}, {iv[1]:.3f}]" if iv and None not in iv else ""
+
+
+def labelled(name: Any, value: Any, interval: Any = None, method: Any = None) -> str:
+    """`luck rate 0.054, its 95% interval [0.018, 0.090] (cluster-robust ...)`: a value with its
+    own interval, named, and the interval's method; never an interval beside another value."""
+    out = f"{str(name or 'value').replace('_', ' ')} {_fmt(value)}"
+    if interval and len(interval) == 2 and None not in interval:
+        out += f" [{interval[0]:.3f}, {interval[1]:.3f}]"
+        if method:
+            out += f" ({short_method(method)})"
+    return out
 
 
 def _ordered(values: Iterable[str], canonical: Iterable[str]) -> list[str]:
@@ -232,30 +278,30 @@ def number_lines(entries: Sequence[Mapping[str, Any]]) -> list[str]:
     overall = by_id.get("overall")
     if overall:
         lines.append(
-            f"overall accuracy {_fmt(overall['observed'])}{_interval(overall)} n={overall['n']}"
-            f" (bound {_fmt(overall['bound'], 2)}, {overall['rule']}): {overall['verdict']}"
+            f"overall {labelled('accuracy', overall['observed'], overall.get('interval'), overall.get('method'))}"
+            f" n={overall['n']} (bound {_fmt(overall['bound'], 2)}, {overall['rule']}): {overall['verdict']}"
         )
     for e in entries:
         d = e.get("details") or {}
         if e["kind"] == "credibility":
             groups = " ".join(f"{g}={d[g]}" for g in "ABCD" if g in d)
             g = d.get("grounding") or {}
-            expected = d.get("expected_D_independent")
-            # The value decided on, with its own interval; grounding (reported) with none.
-            decided = d.get("decided_on") or "grounding"
-            also = "" if decided == "grounding" else f", grounding {_fmt(g.get('difference'))}"
+            g_iv = (g.get("lo"), g.get("hi")) if g.get("lo") is not None and g.get("hi") is not None else None
+            decided = d.get("decided_on") or e.get("metric") or "grounding"  # the value decided on, with its own interval
+            values = [labelled(decided, e.get("observed"), e.get("interval"), e.get("method"))]
+            if decided != "grounding":  # grounding with its own interval, never the decided value's
+                values.append(labelled("grounding", g.get("difference"), g_iv, g.get("method")))
             lines.append(
-                f"credibility {e['id'].removeprefix('credibility/')}: {decided} {_fmt(e.get('observed'))}"
-                f"{_interval(e)}{also}, rationality {_fmt(d.get('rationality'))}, "
-                f"shortcut probability {_fmt(d.get('shortcut_prob'))}, {d.get('pairs', e['n'])} pairs"
-                f"{f' ({groups}' if groups else ''}"
-                f"{f', D expected if independent {expected:.1f}' if groups and expected is not None else ''}"
-                f"{')' if groups else ''}: {e['verdict']}"
+                f"credibility {e['id'].removeprefix('credibility/')}: {'; '.join(values)}; "
+                f"{labelled('rationality', d.get('rationality'), d.get('rationality_interval'))}; "
+                f"{labelled('shortcut probability', d.get('shortcut_prob'), d.get('shortcut_interval'))}; "
+                f"{d.get('pairs', e['n'])} pairs"
+                f"{f' ({groups})' if groups else ''}: {e['verdict']}"
             )
         elif e["kind"] == "image_dependence":
             lines.append(
                 f"image dependence: standard {_fmt(d.get('standard_acc'))}, blind {_fmt(d.get('blind_acc'))}, "
-                f"drop {_fmt(e['observed'])}{_interval(e)} on {e['n']} items, options-only prior {_fmt(d.get('options_only_prior'))}: {e['verdict']}"
+                f"{labelled('drop', e['observed'], e.get('interval'), e.get('method'))} on {e['n']} items, options-only prior {_fmt(d.get('options_only_prior'))}: {e['verdict']}"
             )
         elif e["kind"] == "position":
             lines.append(
@@ -264,7 +310,7 @@ def number_lines(entries: Sequence[Mapping[str, Any]]) -> list[str]:
             )
         elif e["kind"] == "site":
             lines.append(
-                f"site check {e['id']}: {e.get('metric')} {_fmt(e['observed'])}{_interval(e)} n={e['n']} "
+                f"site check {e['id']}: {labelled(e.get('metric'), e['observed'], e.get('interval'), e.get('method'))} n={e['n']} "
                 f"(bound {_fmt(e['bound'], 2)}, {e['rule']}): {e['verdict']}"
             )
     regression = [e for e in entries if e["kind"] == "regression"]
@@ -272,22 +318,6 @@ def number_lines(entries: Sequence[Mapping[str, Any]]) -> list[str]:
         worse = sum(e["verdict"] == "fail" for e in regression)
         lines.append(f"regression against the baseline: {worse} of {len(regression)} checks significantly worse")
     return lines + kind_lines(entries)
-
-
-def undecided_lines(entries: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Each undecided check with its n and the n it would need (no -rs needed)."""
-    from medrcube.plugin.render import canonical
-
-    rows = [e for e in entries if canonical(e["verdict"]) == "undecided"]
-    if not rows:
-        return []
-    out = [f"undecided (insufficient evidence), {len(rows)} checks:"]
-    for e in rows:
-        d = e.get("details") or {}
-        needed = e.get("n_needed") or d.get("n_needed") or (e.get("min_n") if e["n"] < (e.get("min_n") or 0) else None)
-        why = f"needs n>={needed}" if needed else f"interval{_interval(e)} contains the bound {_fmt(e.get('bound'), 2)}"
-        out.append(f"  {e['id']}: n={e['n']}, {why}")
-    return out
 
 
 def tally_lines(meta: Mapping[str, Any]) -> list[str]:
@@ -347,10 +377,10 @@ def sampling_lines(meta: Mapping[str, Any]) -> list[str]:
             f"stopped: {s['stop']}{cost}"]
 
 
-def summary_lines(entries: Sequence[Mapping[str, Any]], meta: Mapping[str, Any], written: list[Path]) -> list[str]:
-    from medrcube.plugin.render import STATUSES
-    from medrcube.plugin.render import counts as count_statuses
-
+def summary_lines(entries: Sequence[Mapping[str, Any]], meta: Mapping[str, Any], written: list[Path],
+                  decided: tuple[Any, Any] | None = None) -> list[str]:
+    """The terminal summary: the run, the cube's tables and numbers, then the run's
+    account (gate/account.py) as the last block, the verdict on its last line."""
     cube = meta.get("cube", {})
     served = meta.get("served_model")
     lines = [
@@ -367,9 +397,10 @@ def summary_lines(entries: Sequence[Mapping[str, Any]], meta: Mapping[str, Any],
         shown = ", ".join(f"{k}={v}" for k, v in args.items() if k != "model")
         lines.append(f"engine {engine.get('engine')}" + (" (started by the gate)" if engine.get("managed") else "")
                      + (f": {shown}" if shown else ""))
+    if meta.get("scope") and meta["scope"] != EVERYTHING:
+        lines.append(f"scope: {meta['scope']} (only its items were asked; overall, slices and credibility within it)")
     lines += cell_tables(entries)
     lines += number_lines(entries)
-    lines += undecided_lines(entries)
     lines += off_lines(meta)
     lines += tally_lines(meta)
     lines += usage_lines(meta)
@@ -377,22 +408,21 @@ def summary_lines(entries: Sequence[Mapping[str, Any]], meta: Mapping[str, Any],
     lines += error_cause_lines(meta)
     if meta.get("aborted"):
         lines.append(f"the run stopped early: {meta['aborted']}")
-    counts = count_statuses(e["verdict"] for e in entries)
-    lines.append(
-        "checks: "
-        + ", ".join(f"{counts.get(s, 0)} {v.word}" for s, v in STATUSES.items())
-        + "".join(f", {n} {s}" for s, n in counts.items() if s not in STATUSES)
-    )
     if written:
         lines.append(f"written: {written[0].parent}/ (" + ", ".join(p.name for p in written) + ")")
-    gate = gate_outcome(entries, meta.get("guarantee", ""), meta.get("not_run", ()))
     from medrcube.plugin.leaks import leak_lines
 
     lines += leak_lines(meta)  # required checks whose items leak, made reported-only
     lines += verdict_block_lines(meta)  # where the answers came from; the policy's differences
-    lines.append(f"exit status {gate.exit_code} (QUALIFIED 0, NOT QUALIFIED 10, UNDECIDED 11)")
+    gate, account = decided if decided is not None else run_account(entries, meta)
+    lines.append("-" * 30 + " account " + "-" * 30)
+    lines += account.lines()
+    lines.append(f"exit status {account.exit_code} (QUALIFIED 0, NOT QUALIFIED 10, UNDECIDED 11)")
     lines.append(gate.text())  # last: the verdict is the last line a reader sees
     return lines
+
+
+EVERYTHING = "every part, modality and task of the cube"
 
 
 # -- the controller's state ----------------------------------------------------------------
@@ -409,6 +439,7 @@ class GateReport:
     meta: dict[str, Any] = field(default_factory=dict)
     gate: dict[str, Any] = field(default_factory=dict)  # gate.json, once written
     tally: Any = None  # medrcube.tally.Tally, once the run is written
+    decided: tuple[Any, Any] | None = None  # (GateVerdict, Account): computed once, in `finish`
     _parsed: dict[str, Any] = field(default_factory=dict, repr=False)  # nodeid -> the payload's JSON last read
 
     def add_report(self, report: pytest.TestReport) -> None:
@@ -457,7 +488,9 @@ class GateReport:
         self.meta["attempt"] = attempt_meta(session)  # this run's attempt on its cube (plugin/ledger.py)
         if self.meta["attempt"] and self.meta.get("guarantee") and "QUALIFIED is wrong" in self.meta["guarantee"]:
             self.meta["guarantee"] += "; " + self.meta["attempt"]["guarantee"]
-        doc = gate_typed(self.entries.values(), self.meta)
+        self.decided = run_account(self.entries.values(), self.meta)  # once: every output renders it
+        self.meta.pop(COVERAGE_INPUT, None)  # stated in the account's coverage, not again in run.json
+        doc = gate_typed(self.entries.values(), self.meta, self.decided)
         self.written, warning = write_run(run_dir, result, self.meta, cube=session.cube, gate=doc,
                                           policy_file=session.thresholds_path)
         warn(conclude(session, doc.verdict, run_dir.name))
@@ -469,4 +502,4 @@ class GateReport:
         if not self.entries:
             return []
         entries = sorted(self.entries.values(), key=lambda e: e.get("order", 0))
-        return summary_lines(entries, self.meta, self.written)
+        return summary_lines(entries, self.meta, self.written, self.decided)

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from medrcube.gate.account import Account, CheckLine, account_of, short_method
+from medrcube.gate.coverage import coverage_of
 from medrcube.gate.kinds import rank, title_of
 from medrcube.gate.verdict import gate_verdict
 from medrcube.report.analysis import Cell
@@ -52,20 +54,7 @@ def gate_section(gate: Mapping[str, Any] | None) -> dict[str, Any]:
         decided = gate_verdict(checks)
         passed = decided.exit_code == 0 if passed is None else passed
         word = word or decided.status.value
-    failing = [
-        {
-            "id": c.get("id"),
-            "kind": c.get("kind"),
-            "verdict": c.get("verdict"),
-            "observed": c.get("observed"),
-            "bound": c.get("bound"),
-            "interval": c.get("interval"),
-            "n": c.get("n"),
-            "message": (c.get("message") or "").split("\n")[0],
-        }
-        for c in checks
-        if c.get("verdict") in ("fail", "error")
-    ]
+    account = run_account_of(gate, checks)
     return {
         "ran": True,
         "passed": bool(passed),
@@ -73,11 +62,32 @@ def gate_section(gate: Mapping[str, Any] | None) -> dict[str, Any]:
         "guarantee": verdict.get("guarantee", ""),
         "counts": counts,
         "total": sum(counts.values()),
-        "failing": failing,
+        "account": account,
+        "summary": account.counts_line(),
+        "coverage": account.coverage.lines(account.verdict),
+        "failing": [_row(c) for c in account.failed],
+        "open_required": [_row(c) for c in account.open_required],
+        "reported_only": [_row(c) for c in account.reported_only if c.status != "error"],
+        "errors": [_row(c) for c in account.errors if not c.required],
         "thresholds": gate.get("thresholds"),
         "profile": gate.get("profile"),
         "evidence": evidence_lines(gate),
     }
+
+
+def run_account_of(gate: Mapping[str, Any], checks: list[Mapping[str, Any]]) -> Account:
+    """The run's account as gate.json carries it (the one the terminal printed); for an
+    older gate.json without one, the gate's own rule over its checks."""
+    if gate.get("account"):
+        return Account.from_dict(gate["account"])
+    decided = gate_verdict(checks)
+    return account_of(checks, decided, coverage_of(checks))
+
+
+def _row(c: CheckLine) -> dict[str, Any]:
+    return {"id": c.id, "kind": c.kind, "verdict": c.status, "required": c.required, "metric": c.metric,
+            "observed": c.observed, "bound": c.bound, "interval": c.interval, "method": short_method(c.method),
+            "n": c.n, "needed_n": c.needed_n, "message": c.why, "not_required": c.not_required}
 
 
 def evidence_lines(gate: Mapping[str, Any]) -> list[str]:

@@ -103,16 +103,22 @@ class GateDocument:
     # This run's attempt on its cube, from the ledger of attempts (plugin/ledger.py): its
     # number, the earlier attempts' verdicts, its pass level and the bound across attempts.
     attempt: Mapping[str, Any] | None = None
+    # The run's account (gate/account.Account.to_dict()): the verdict, the required checks'
+    # counts, the coverage per part, modality and task, the failed checks first; what
+    # the terminal, JUnit, Allure and report.html render. None in older documents.
+    account: Mapping[str, Any] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)  # the run's other keys (variants, usage, ...)
 
     @classmethod
     def build(
-        cls, checks: Sequence[Mapping[str, Any]], meta: Mapping[str, Any], gate: Any, counts: Mapping[str, int]
+        cls, checks: Sequence[Mapping[str, Any]], meta: Mapping[str, Any], gate: Any, counts: Mapping[str, int],
+        account: Any = None,
     ) -> GateDocument:
         """From the ordered check payloads, the run's meta (plugin/run_meta.run_meta and
-        gate_meta) and the gate's verdict (gate.verdict.GateVerdict)."""
+        gate_meta), the gate's verdict (gate.verdict.GateVerdict) and the run's account
+        (gate.account.Account)."""
         known, extra = _split(meta, cls)
-        for name in ("verdict", "passed", "gate", "counts", "checks", "schema_version"):
+        for name in ("verdict", "passed", "gate", "counts", "checks", "schema_version", "account"):
             known.pop(name, None)
         return cls(
             run_id=str(known.pop("run_id", "")),
@@ -121,6 +127,7 @@ class GateDocument:
             gate=gate.to_dict(),
             counts=dict(counts),
             checks=tuple({k: v for k, v in e.items() if k not in ("order", "nodeid")} for e in checks),
+            account=account.to_dict() if account is not None else None,
             extra=extra,
             **known,
         )
@@ -131,6 +138,8 @@ class GateDocument:
         for name in ("model", "model_fingerprint", "served_model", "cube", "thresholds", "profile"):
             doc[name] = _plain(getattr(self, name))
         doc.update(_plain(self.extra))
+        if self.account is not None:
+            doc["account"] = _plain(self.account)
         doc.update({"provenance": _plain(self.provenance), "policy": _plain(self.policy),
                     "attempt": _plain(self.attempt), "gate": _plain(self.gate),
                     "verdict": self.verdict, "passed": self.passed, "counts": dict(self.counts),
