@@ -81,7 +81,7 @@ def test_the_new_kinds_run_as_cases_of_the_suite(gate_ws, gate_server):
                  "calibration (error; 1 undecided): calibration/overall n/a",
                  "selective prediction (value; 1 pass): utility/overall 0.889"):
         assert line in out, line
-    assert "UNDECIDED (optional): calibration/overall" in out
+    assert "UNDECIDED (reported-only): calibration/overall" in out
 
 
 def test_without_the_variants_the_new_kinds_say_how_to_turn_them_on(gate_ws):

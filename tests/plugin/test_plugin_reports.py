@@ -58,19 +58,35 @@ def test_run_directory_and_junit_properties(gate_ws):
             "  Chest *pass *FAIL",
             "MRI *OR",
             "  Brain *undec",
-            "overall accuracy 0.556 * n=27 (bound 0.60, point): fail",
-            "credibility overall: grounding n/a, rationality n/a, shortcut probability n/a, 12 pairs "
-            "(A=0 B=12 C=0 D=0, D expected if independent 0.0): undecided",
-            "checks: 1 passed, 3 failed, 3 undecided (insufficient evidence), 0 errors (not graded)",
+            "overall accuracy 0.556 [[]*[]] (Hoeffding-Bentkus over images) n=27 (bound 0.60, point): fail",
+            "credibility overall: grounding n/a; rationality n/a; shortcut probability n/a; "
+            "12 pairs (A=0 B=12 C=0 D=0): undecided",
             f"written: {run_dir}/ (results.jsonl, metrics_summary.json, run.json, gate.json, thresholds.yaml, "
             "report.html, manifest.json)",
+            "*- account -*",
+            "verdict: NOT QUALIFIED (exit status 10); of 7 required checks 1 passed, 3 failed, 3 undecided, 0 in error",
+            "coverage parts: FAILED: Chest; undecided: Brain",
+            "coverage modalities: FAILED: X-Ray; undecided: MRI",
+            "coverage tasks: FAILED: Disease Diagnosis; decided (every check there passed): Modality Recognition; "
+            "undecided: Organ Recognition",
+            "failed (3):",
+            "  overall: fail: accuracy 0.556 [[]0.209, 0.853[]] (Hoeffding-Bentkus over images), bound 0.600, n=27",
+            "*",
+            "*",
+            "required, not decided (3):",
+            "*", "*", "*",
+            "run: 27 requests sent, 27 answers asked live, 0 answers from the store",
             "exit status 10 (QUALIFIED 0, NOT QUALIFIED 10, UNDECIDED 11)",
-            # the modality items are answered by their options alone: the checks over them
-            # (overall, the Chest slice, the modality cell, credibility) leak and are not required
-            "gate: NOT QUALIFIED (1 required checks failed: Chest/X-Ray/Disease Diagnosis); 4 checks reported but "
-            "not required (*leaking: *",
+            "gate: NOT QUALIFIED (3 checks failed: overall, slice/part/Chest, Chest/X-Ray/Disease Diagnosis); *",
         ]
     )
+    # JUnit: the account as the suite's properties, each failed check named.
+    suite_props = [(p.get("name"), p.get("value")) for p in root.find("testsuite").find("properties")]
+    assert ("medrcube_gate_verdict", "NOT QUALIFIED") in suite_props
+    assert ("medrcube_account", "of 7 required checks 1 passed, 3 failed, 3 undecided, 0 in error") in suite_props
+    assert [v for k, v in suite_props if k == "medrcube_failed"] == [
+        "overall", "slice/part/Chest", "Chest/X-Ray/Disease Diagnosis"]
+    assert any(k == "medrcube_coverage" and v.startswith("coverage parts: FAILED: Chest") for k, v in suite_props)
 
 
 def test_allure_labels_parameters_and_attachments(gate_ws):

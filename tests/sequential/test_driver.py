@@ -171,7 +171,12 @@ def test_a_regression_check_stops_on_its_own_paired_sequence() -> None:
     # the paired drop's finite-sample interval over its few images (gate/criteria.py
     # with_finite) is too wide at the interim looks' levels. The fail side stops early.
     _, asked, verdicts = _run(cube, checks, "simulate:accuracy=0.4,seed=4", seed=2, baseline=baseline)
-    assert all(verdicts[cid].status.value == "fail" for cid in required)  # fifty points below
+    # Fifty points below: the run stops at the first failure it can claim, the required
+    # overall's or a reported-only cell's (either makes NOT QUALIFIED final), and no
+    # required check passes.
+    statuses = {cid: v.status.value for cid, v in verdicts.items()}
+    assert "fail" in statuses.values(), statuses
+    assert all(statuses[cid] in ("fail", "undecided") for cid in required), statuses
     assert len(asked) < len(cube.items) // 2
 
 

@@ -93,7 +93,7 @@ class CheckLine:
         the value, its own interval with its method, and the bound."""
         name = (self.metric or "value").replace("_", " ")
         out = f"{name} {_num(self.observed)}"
-        if self.interval is not None:
+        if self.interval is not None and self.observed is not None:
             out += f" [{self.interval[0]:.3f}, {self.interval[1]:.3f}]"
             if self.method:
                 out += f" ({short_method(self.method)})"

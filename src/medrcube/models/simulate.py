@@ -1,13 +1,16 @@
 """`simulate:...`: a SIMULATED model of known behaviour, for operating characteristics and tests.
 
-    simulate:accuracy=0.8,icc=0.3,seed=1[,grounded=true][,DD=0.6,MR=0.95,...][,manufacturer.GE=-0.25]
+    simulate:accuracy=0.8,icc=0.3,seed=1[,grounded=true][,DD=0.6,MR=0.95,Heart=0,US=chance,...][,manufacturer.GE=-0.25]
 
 It is not a model: it knows each item's answer (from the cube) and answers right with
 the stated probability. Its spec, fingerprint and every response name it a simulation,
 so no output can pass it off as a model.
 
 - accuracy: the probability of a right answer on every task (default 0.7); a task's own
-  accuracy by its abbreviation or name (`DD=0.6`, `Disease Diagnosis=0.6`).
+  accuracy by its abbreviation or name (`DD=0.6`, `Disease Diagnosis=0.6`), a part's or a
+  modality's by its name (`Heart=0`, `X-Ray=0.5`); `chance` instead of a number answers
+  that value's items uniformly at random (`VR=chance`). Where several apply to an item,
+  chance wins, else the lowest (a subgroup's ATTRIBUTE.VALUE then applies to it).
 - icc: the correlation of items on one image (a latent image effect: a right answer is
   sqrt(icc) u_image + sqrt(1 - icc) e_item < Phi^-1(accuracy)), default 0.
 - grounded: false (default) draws the diagnosis-level items (AD, DD, SG) from an image
@@ -34,7 +37,7 @@ from typing import TYPE_CHECKING
 
 from medrcube.models.base import AdapterBase, ErrorKind, Request, Response
 from medrcube.records import ATTRIBUTE_NAMES, Attributes
-from medrcube.taxonomy import Level, canonical_task, task_level
+from medrcube.taxonomy import Level, canonical_modality, canonical_part, canonical_task, task_level
 
 if TYPE_CHECKING:
     from medrcube.cube.item import Cube
@@ -57,9 +60,19 @@ class SimulationParams:
     task_accuracy: Mapping[str, float] = field(default_factory=dict)
     # (attribute, value) -> (accuracy or shift, whether it is a shift)
     stratum_accuracy: Mapping[tuple[str, str], tuple[float, bool]] = field(default_factory=dict)
+    # Per part and per modality; and the values answered at chance ("part:Heart", "task:View Recognition").
+    part_accuracy: Mapping[str, float] = field(default_factory=dict)
+    modality_accuracy: Mapping[str, float] = field(default_factory=dict)
+    at_chance: frozenset[str] = frozenset()
 
-    def accuracy_of(self, task: str, attributes: Attributes | None = None) -> float:
-        acc = self.task_accuracy.get(task, self.accuracy)
+    def accuracy_of(self, task: str, attributes: Attributes | None = None, part: str | None = None,
+                    modality: str | None = None) -> float | None:
+        """The item's probability of a right answer; None: answered at chance."""
+        if any(k in self.at_chance for k in (f"task:{task}", f"part:{part}", f"modality:{modality}")):
+            return None
+        given = [v for v in (self.task_accuracy.get(task), self.part_accuracy.get(part or ""),
+                             self.modality_accuracy.get(modality or "")) if v is not None]
+        acc = min(given) if given else self.accuracy
         if attributes is not None:
             for (name, value), (v, shift) in self.stratum_accuracy.items():
                 if attributes.get(name) == value:
@@ -80,7 +93,8 @@ def _prob(key: str, text: str) -> float:
 def parse_simulation(rest: str) -> SimulationParams:
     """The parameters of `simulate:REST` (REST: comma-separated key=value)."""
     acc, icc, seed, grounded = 0.7, 0.0, 0, False
-    tasks: dict[str, float] = {}
+    overrides: dict[str, dict[str, float]] = {"task": {}, "part": {}, "modality": {}}
+    chance: set[str] = set()
     strata: dict[tuple[str, str], tuple[float, bool]] = {}
     for part in filter(None, (p.strip() for p in rest.split(","))):
         key, sep, value = part.partition("=")
@@ -112,14 +126,24 @@ def parse_simulation(rest: str) -> SimulationParams:
                 raise SimulationSpecError(f"simulate: {key}={value} must be an accuracy in [0, 1] or a shift in [-1, 1]")
             strata[(name, stratum.strip())] = (v, shift)
         else:
-            task = canonical_task(key)
-            if not task.known:
-                raise SimulationSpecError(
-                    f"simulate: unknown key {key!r}; use accuracy, icc, seed, grounded, a task (DD=0.6) or "
-                    f"ATTRIBUTE.VALUE (manufacturer.GE=-0.25; attributes: {', '.join(ATTRIBUTE_NAMES)})"
-                )
-            tasks[task.value] = _prob(key, value)
-    return SimulationParams(acc, icc, seed, grounded, tasks, strata)
+            axis, name = _axis_value(key)
+            if value.lower() == "chance":
+                chance.add(f"{axis}:{name}")
+            else:
+                overrides[axis][name] = _prob(key, value)
+    return SimulationParams(acc, icc, seed, grounded, overrides["task"], strata, overrides["part"],
+                            overrides["modality"], frozenset(chance))
+
+
+def _axis_value(key: str) -> tuple[str, str]:
+    """The axis and canonical name of an override's key (a task, a part or a modality)."""
+    for axis, read in (("task", canonical_task), ("modality", canonical_modality), ("part", canonical_part)):
+        hit = read(key)
+        if hit.known:
+            return axis, hit.value
+    raise SimulationSpecError(
+        f"simulate: unknown key {key!r}; use accuracy, icc, seed, grounded, a task (DD=0.6), a part (Heart=0), "
+        f"a modality (US=chance) or ATTRIBUTE.VALUE (manufacturer.GE=-0.25; attributes: {', '.join(ATTRIBUTE_NAMES)})")
 
 
 def _uniform(*parts: object) -> float:
@@ -146,11 +170,18 @@ class SimulatedAdapter(AdapterBase):
         self.concurrency = concurrency or 4
         self._items = {it.id: it for it in cube.items}
 
-    def correct(self, item_id: str, image: str | None, task: str) -> bool:
-        """Whether the simulation answers this item right (any rotation)."""
+    def correct(self, item_id: str, image: str | None, task: str, part: str | None = None,
+                modality: str | None = None, n_options: int | None = None) -> bool:
+        """Whether the simulation answers this item right (any rotation); the item's part,
+        modality and options are the cube's, or those given for an item it does not hold."""
         p = self.params
         item = self._items.get(item_id)
-        acc = p.accuracy_of(task, item.attributes if item is not None else None)
+        if item is not None:
+            part, modality, n_options = item.part, item.modality, len(item.options)
+        acc = p.accuracy_of(task, item.attributes if item is not None else None, part, modality)
+        if acc is None:  # at chance: a uniform pick among the options, seeded per item
+            n = n_options or 4
+            return int(_uniform(p.seed, "chance", item_id) * n) % n == 0
         if acc <= 0.0:
             return False
         if acc >= 1.0:

@@ -116,7 +116,7 @@ def junit_account(config: pytest.Config, account: Any) -> None:
     xml = config.stash.get(xml_key, None)
     if xml is None:
         return
-    xml.add_global_property("medrcube_verdict", account.verdict)
+    xml.add_global_property("medrcube_gate_verdict", account.verdict)
     xml.add_global_property("medrcube_account", account.counts_line())
     for c in account.failed:
         xml.add_global_property("medrcube_failed", c.id + ("" if c.required else " (reported-only)"))

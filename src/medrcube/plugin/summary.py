@@ -231,7 +231,7 @@ def labelled(name: Any, value: Any, interval: Any = None, method: Any = None) ->
     """`luck rate 0.054, its 95% interval [0.018, 0.090] (cluster-robust ...)`: a value with its
     own interval, named, and the interval's method; never an interval beside another value."""
     out = f"{str(name or 'value').replace('_', ' ')} {_fmt(value)}"
-    if interval and len(interval) == 2 and None not in interval:
+    if value is not None and interval and len(interval) == 2 and None not in interval:
         out += f" [{interval[0]:.3f}, {interval[1]:.3f}]"
         if method:
             out += f" ({short_method(method)})"
