@@ -180,8 +180,9 @@ class Account:
             if rows:
                 out.append(f"{title} ({len(rows)}):")
                 out += [f"  {c.text()}" for c in rows[:limit]]
-                if len(rows) > limit:
-                    out.append(f"  ... {len(rows) - limit} more in gate.json")
+                if len(rows) > limit:  # every one named; their numbers are in gate.json
+                    out.append("  and " + ", ".join(c.id + ("" if c.required else " [reported-only]")
+                                                    for c in rows[limit:]))
         if self.reported_only:
             tally: dict[str, int] = {}
             for c in self.reported_only:

@@ -199,10 +199,9 @@ class GateVerdict:
     def exit_code(self) -> int:
         return EXIT_CODES[self.status]
 
-    def failed_names(self, limit: int = 5) -> str:
-        """The failed checks, each reported-only one marked, the first `limit` of them."""
-        named = [f"{c} (reported-only)" if c in self.failed_reported else c for c in self.failed]
-        return ", ".join(named[:limit]) + (f", ... ({len(named)} in all)" if len(named) > limit else "")
+    def failed_names(self) -> str:
+        """Every failed check, each reported-only one marked."""
+        return ", ".join(f"{c} (reported-only)" if c in self.failed_reported else c for c in self.failed)
 
     def text(self) -> str:
         head = f"gate: {self.status.value}"
