@@ -59,3 +59,17 @@ def test_accuracy_icc_and_grounding_are_what_was_asked(cube):
 def test_bad_specs_say_what_to_write(cube, spec, message):
     with pytest.raises(ModelSpecError, match=message):
         load_adapter(spec, cube=cube)
+
+
+def test_a_part_a_modality_or_a_task_takes_its_own_accuracy_or_chance(cube):
+    sim = load_adapter("simulate:accuracy=1,seed=3,Heart=0,X-Ray=chance,VR=0.5", cube=cube)
+    items = [it for it in cube.items if it.image]
+    right = {it.id: sim.correct(it.id, it.image, it.task, it.part, it.modality, len(it.options))  # type: ignore[attr-defined]
+             for it in items}
+    assert not any(right[it.id] for it in items if it.part == "Heart")
+    assert all(right[it.id] for it in items
+               if it.part != "Heart" and it.modality != "X-Ray" and it.task != "View Recognition")
+    xray = [right[it.id] for it in items if it.modality == "X-Ray"]
+    assert 0 < sum(xray) < len(xray)  # at chance: some right, some wrong
+    with pytest.raises(ModelSpecError, match="a part .Heart=0."):
+        load_adapter("simulate:accuracy=0.9,Hart=0", cube=cube)

@@ -30,13 +30,12 @@ AXES = ("part", "modality", "task")
 @cache
 def _bundled() -> tuple[object, list[object]]:
     """The bundled cube and the shipped policy's checks on it, as a run builds them."""
+    from medrcube.cube import load_cube
     from medrcube.gate.checks import build_checks
     from medrcube.gate.feasible import assess
     from medrcube.gate.thresholds import load_policy
     from medrcube.plugin.options import packaged_thresholds
     from medrcube.suite import bundled_cube
-
-    from medrcube.cube import load_cube
 
     cube = load_cube(str(bundled_cube()))
     policy = load_policy(str(packaged_thresholds()))

@@ -18,7 +18,7 @@ estimate labelled with the method that computed it. Pure: no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -189,8 +189,8 @@ class Account:
                 tally[c.status] = tally.get(c.status, 0) + 1
             out.append(f"reported-only, not failed ({len(self.reported_only)}): "
                        + ", ".join(f"{n} {s}" for s, n in tally.items()) + " (every one in gate.json)")
-        if (c := self.counters_line()) is not None:
-            out.append(c)
+        if (counters := self.counters_line()) is not None:
+            out.append(counters)
         return out
 
     def to_dict(self) -> dict[str, Any]:
