@@ -4,8 +4,8 @@
     .venv/bin/python -m benchmarks.main_job --write   # and rewrite it in README.md
 
 The main job (`./scripts/qualify`) runs the qualification suite on the bundled mini cube
-under the shipped default policy twice: the random baseline and a simulated excellent
-model. This module runs the same two pytest runs (in subprocesses, each with its own
+under the shipped default policy three times: the random baseline, a simulated excellent
+model and that model at chance on one task. This module runs the same three pytest runs (in subprocesses, each with its own
 response store and report directory), reads their gate.json and writes the block
 between README's `<!-- main-job-figures -->` markers. tests/test_readme_figures.py
 reruns them and compares, so the README cannot drift from the code.
@@ -27,6 +27,7 @@ README = ROOT / "README.md"
 MARK = "<!-- main-job-figures -->"
 RANDOM = "random"
 EXCELLENT = "simulate:accuracy=0.95,grounded=true,icc=0.3,seed=1"  # as in scripts/qualify
+ONE_TASK_AT_CHANCE = f"{EXCELLENT},RG=chance"
 
 
 def run_gate(model: str, work: Path) -> tuple[int, dict[str, Any]]:
@@ -42,19 +43,25 @@ def run_gate(model: str, work: Path) -> tuple[int, dict[str, Any]]:
 
 
 def line(label: str, status: int, doc: dict[str, Any]) -> str:
-    checks = doc["checks"]
-    required = [c for c in checks if c["required"]]
-    count = {s: sum(c["verdict"] == s for c in required) for s in ("pass", "fail", "undecided", "error")}
-    return (f"- {label}: **{doc['verdict']}** (exit status {status}); of {len(required)} required checks "
-            f"{count['pass']} passed, {count['fail']} failed, {count['undecided']} undecided, {count['error']} "
-            f"in error; {len(doc['gate'].get('not_required', {}))} checks of this cube reported but not required")
+    """The run's verdict and its account's counts, as the run printed them (gate.json's
+    `account.summary` is the terminal's line), and the failed checks it named."""
+    account = doc["account"]
+    out = f"- {label}: **{doc['verdict']}** (exit status {status}); {account['summary']}"
+    failed = [c["id"] + ("" if c["required"] else " (reported-only)") for c in account["failed"]]
+    if failed and len(failed) <= 8:
+        out += f"; failed: {', '.join(failed)}"
+    elif failed:
+        out += f"; {len(failed)} failed checks, named in the run's account"
+    return out
 
 
 def block() -> str:
     with tempfile.TemporaryDirectory(prefix="medrcube-main-job-") as tmp:
         lines = []
         for label, model in (("the random baseline (`--model=random`)", RANDOM),
-                             (f"a simulated excellent model (`--model={EXCELLENT}`)", EXCELLENT)):
+                             (f"a simulated excellent model (`--model={EXCELLENT}`)", EXCELLENT),
+                             (f"the same model at chance on one task (`--model={ONE_TASK_AT_CHANCE}`)",
+                              ONE_TASK_AT_CHANCE)):
             work = Path(tmp) / re.sub(r"\W+", "-", model)
             work.mkdir()
             status, doc = run_gate(model, work)

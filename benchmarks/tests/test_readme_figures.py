@@ -14,3 +14,4 @@ def test_the_readme_figures_are_those_of_a_real_run() -> None:
         f"`python -m benchmarks.main_job --write`.\nREADME:\n{stated}\nrun:\n{measured}")
     assert "NOT QUALIFIED** (exit status 10)" in measured.splitlines()[0]
     assert "QUALIFIED** (exit status 0)" in measured.splitlines()[1]
+    assert "NOT QUALIFIED** (exit status 10)" in measured.splitlines()[2] and "failed: " in measured.splitlines()[2]
