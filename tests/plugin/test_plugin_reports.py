@@ -75,7 +75,7 @@ def test_run_directory_and_junit_properties(gate_ws):
             "*",
             "required, not decided (3):",
             "*", "*", "*",
-            "run: 27 requests sent, 27 answers asked live, 0 answers from the store",
+            "run: 27 asked, 27 answered, 0 failed, 0 from the store, *27 requests sent",
             "exit status 10 (QUALIFIED 0, NOT QUALIFIED 10, UNDECIDED 11)",
             "gate: NOT QUALIFIED (3 checks failed: overall, slice/part/Chest, Chest/X-Ray/Disease Diagnosis); *",
         ]

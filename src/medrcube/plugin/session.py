@@ -321,8 +321,7 @@ def _build(options: GateOptions) -> GateSession:
     if thresholds is None:
         raise _usage("--thresholds", "(not given)", "no ./thresholds.yaml here and none packaged; pass --thresholds=FILE")
     baseline_dir, baseline_spec = split_baseline(options.baseline, cube)
-    cells: list[tuple[str, str, str]] = sorted({it.cell for it in cube.items})
-    offered: dict[tuple[str, str, str], set[str]] = {}
+    cells, offered = sorted({it.cell for it in cube.items}), dict[tuple[str, str, str], set[str]]()
     digest: list[str] = []  # the start-up cache's key (plugin/startup_cache.py), computed once
 
     def assessed(built: list[Any], on: Any) -> list[Any]:
