@@ -180,17 +180,11 @@ def run_account(entries: Iterable[Mapping[str, Any]], meta: Mapping[str, Any]) -
 
 
 def run_counters(meta: Mapping[str, Any]) -> dict[str, int | None]:
-    """The run's counters as the run keeps them (gate.json's `tally`), rendered, never
-    recomputed; without a tally, the requests sent and the answers' provenance."""
-    if isinstance(meta.get("tally"), Mapping):  # the run's one set of counters (medrcube/tally.py)
-        t = meta["tally"]
-        return {"asked": t.get("asks"), "answered": t.get("answered"), "cached": t.get("cached"),
-                "failed": t.get("failed"), "stopped_before_asking": t.get("not_asked"),
-                "skipped": len(t.get("skipped") or ()), "requests_sent": t.get("requests")}
-    prov = meta.get("provenance") or {}
-    out = {"requests_sent": meta.get("requests_sent"), "answers_live": prov.get("live"),
-           "answers_stored": prov.get("stored")}
-    return {k: v for k, v in out.items() if v is not None}
+    """The run's counters as gate.json's `tally` keeps them (medrcube/tally.py): rendered, never recomputed."""
+    t = meta.get("tally") or {}
+    return {"asked": t.get("asks"), "answered": t.get("answered"), "cached": t.get("cached"),
+            "failed": t.get("failed"), "stopped_before_asking": t.get("not_asked"),
+            "skipped": len(t.get("skipped") or ()), "requests_sent": t.get("requests")} if t else {}
 
 
 def gate_outcome(entries: Iterable[Mapping[str, Any]], guarantee: str = "", not_run: Iterable[str] = (),
