@@ -49,7 +49,7 @@ def test_errors_exit_non_zero_with_the_fix_and_write_nothing(demo_root: Path, si
     bad = tmp_path / "bad.yaml"
     bad.write_text("version: 1\nname: x\nsources:\n  - kind: dicom-folder\n    path: .\n    slice: 2\n", encoding="utf-8")
     assert main(["build", str(bad), "--out", str(tmp_path / "o1")]) == 1
-    assert "unknown key 'sources[0].slice' (did you mean 'slices'?)" in capsys.readouterr().err
+    assert "unknown key 'sources[0].slice' (did you mean 'slices'" in capsys.readouterr().err
     remote = site_recipe(demo_root, "site-remote-cli", {"review": {"model": "openai:m@https://api.example.com/v1"}})
     assert main(["build", str(remote), "--out", str(tmp_path / "o2")]) == 1
     err = capsys.readouterr().err
