@@ -156,6 +156,7 @@ def test_the_dossier_is_written_from_a_sealed_run_and_refused_for_an_edited_one(
     assert doc["run"]["verdict"] == "NOT QUALIFIED" and items["verdict"]["source"] == "gate.json gate"
     assert {"developer", "regulatory", "independence"} <= set(doc["to_fill"])
     assert items["developer"]["status"] == "to_fill" and items["developer"]["value"] is None
+    assert items["ledger"]["value"] == gate["attempt"] and items["ledger"]["value"]["number"] >= 1  # the sealed attempt
     seal = hashlib.sha256((run_dir / "manifest.json").read_bytes()).hexdigest()
     assert items["seal"]["value"]["manifest_sha256"] == seal
     html = (run_dir / "dossier" / "dossier.html").read_text(encoding="utf-8")

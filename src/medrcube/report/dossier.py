@@ -204,8 +204,8 @@ def build_dossier(run_dir: str | Path, seal: Any) -> dict[str, Any]:
         _item("policy", "The policy and its differences from the shipped default", {
             "file": policy.get("file"), "digest": policy.get("digest"), "profile": policy.get("profile"),
             "differs": policy.get("differs"), "summary": policy.get("summary")} if policy else None, "gate.json policy"),
-        _item("ledger", "Attempt ledger (earlier runs of this model)", gate.get("ledger") or run.get("ledger"),
-              "gate.json ledger"),
+        _item("ledger", "Attempt ledger: this run's attempt on its cube and the guarantee over the attempts",
+              gate.get("attempt"), "gate.json attempt"),
         _item("seal", "The run's seal", {"manifest_sha256": hashlib.sha256(manifest_bytes).hexdigest(),
               "method": seal.method, "signed": bool(seal.signed), "files": seal.files}, "manifest.json"),
         _item("maintenance", "Ongoing monitoring and revalidation", fill="how often the gate is re-run and by whom"),
