@@ -4,6 +4,7 @@ the thresholds is exactly one usage error, raised before any model call."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -236,6 +237,14 @@ def test_a_server_that_dies_mid_run_ends_the_gate_undecided_in_one_message(gate_
     page = (gate_ws.run_dirs()[-1] / "report.html").read_text(encoding="utf-8")
     terminal = next(line for line in result.outlines if line.startswith("items: 27 in the cube"))
     assert terminal in page  # the same account on the page
+    # The account's first lines (the verdict with the required checks' counts, then what the
+    # verdict covers) are the same in the terminal, gate.json and report.html after the stop.
+    summary = doc["account"]["summary"]
+    assert f"verdict: UNDECIDED (exit status 11); {summary}" in result.outlines
+    shown = re.search(r'<div class="account-summary">([^<]*)</div>', page)
+    assert shown and shown.group(1).strip() == summary
+    for axis in ("parts", "modalities", "tasks"):
+        assert any(line.startswith(f"coverage {axis}: ") for line in result.outlines) and f"coverage {axis}: " in page
 
 
 @pytest.mark.parametrize("workers", [0, 2])
