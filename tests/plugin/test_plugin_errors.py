@@ -287,14 +287,17 @@ def test_ctrl_c_prints_the_partial_account_and_the_command_that_resumes(gate_ws,
     import sys
     import time
 
-    gate_server.set_script({"answer_key": gate_ws.answer_key(), "latency": 0.3})
+    # After six answers the server never answers again: the run is mid-inference when the
+    # signal comes, however fast or loaded the machine (no race against a latency).
+    gate_server.set_script({"answer_key": gate_ws.answer_key(),
+                            "faults": [{"fault": "hang", "after": 6, "seconds": 600}]})
     args = gate_ws.args(model=gate_ws.openai(gate_server), store="store")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     proc = subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=gate_ws.path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 300  # a bound on a hang only
-        while gate_server.stats()["total"] < 4 and time.monotonic() < deadline and proc.poll() is None:
+        while gate_server.stats()["total"] < 7 and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.05)
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=300)
