@@ -248,27 +248,25 @@ def _build_feasibility(c: Checker, d: Mapping[str, Any], source: str) -> Feasibi
     return FeasibilityPolicy(action, min_images, source)
 
 
-def _build_scope(c: Checker, d: Mapping[str, Any], source: str) -> ScopePolicy:
-    d = c.mapping("scope", d, SCOPE_KEYS)
+def _axis_names(c: Checker, where: str, d: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
+    """The parts, modalities and tasks a section names (`scope`, `coverage.require`), each a list of names."""
+    d = c.mapping(where, d, SCOPE_KEYS)
     values: dict[str, tuple[str, ...]] = {}
     for key in SCOPE_KEYS:
         v = d.get(key) or []
         if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-            c.fail(f"scope.{key}", "must be a list of names", v, f"write e.g. `{key}: [Chest]`")
+            c.fail(f"{where}.{key}", "must be a list of names", v, f"write e.g. `{key}: [Chest]`")
         values[key] = tuple(v)
-    return ScopePolicy(**values, source=source)
+    return values
+
+
+def _build_scope(c: Checker, d: Mapping[str, Any], source: str) -> ScopePolicy:
+    return ScopePolicy(**_axis_names(c, "scope", d), source=source)
 
 
 def _build_coverage(c: Checker, d: Mapping[str, Any], source: str) -> CoveragePolicy:
     d = c.mapping("coverage", d, ("require",))
-    req = c.mapping("coverage.require", d.get("require") or {}, SCOPE_KEYS)
-    values: dict[str, tuple[str, ...]] = {}
-    for key in SCOPE_KEYS:
-        v = req.get(key) or []
-        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-            c.fail(f"coverage.require.{key}", "must be a list of names", v, f"write e.g. `{key}: [Chest]`")
-        values[key] = tuple(v)
-    return CoveragePolicy(**values, source=source)
+    return CoveragePolicy(**_axis_names(c, "coverage.require", d.get("require") or {}), source=source)
 
 
 def _build_findings(c: Checker, doc: Mapping[str, Any], defaults: Decision, src: Callable[..., str]) -> FindingsPolicy | None:
