@@ -94,16 +94,23 @@ def bbox(quad: np.ndarray | Quad, shape: tuple[int, ...]) -> tuple[int, int, int
     return x0, y0, x1, y1
 
 
-def grown(line: Line) -> Quad:
-    """The line's quad grown along its direction by ALONG x its thickness at each end and across by MARGIN x."""
+def _frame(line: Line) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float]:
+    """The line's own frame: its quad's centre, the unit vectors along and across its
+    direction, and the quad's half length and half thickness in that frame."""
     q = np.asarray(line.quad, dtype=np.float64)
     centre = q.mean(axis=0)
     rad = np.radians(line.angle)
     along = np.array([np.cos(rad), -np.sin(rad)])
     across = np.array([-along[1], along[0]])
     rel = q - centre
-    half_len = float(np.abs(rel @ along).max()) + ALONG * line.thickness
-    half_thick = float(np.abs(rel @ across).max()) + max(2.0, MARGIN * line.thickness)
+    return centre, along, across, float(np.abs(rel @ along).max()), float(np.abs(rel @ across).max())
+
+
+def grown(line: Line) -> Quad:
+    """The line's quad grown along its direction by ALONG x its thickness at each end and across by MARGIN x."""
+    centre, along, across, half_len, half_thick = _frame(line)
+    half_len += ALONG * line.thickness
+    half_thick += max(2.0, MARGIN * line.thickness)
     corners = [centre + sa * half_len * along + sc * half_thick * across for sa, sc in ((-1, -1), (1, -1), (1, 1), (-1, 1))]
     return tuple((float(x), float(y)) for x, y in corners)
 
@@ -133,14 +140,9 @@ def upright(pixels: np.ndarray, line: Line, pad: float = 0.25) -> np.ndarray:
     if the text runs in the quad's own direction (its 180-degree turn reads the other way)."""
     import cv2
 
-    q = np.asarray(line.quad, dtype=np.float64)
-    centre = q.mean(axis=0)
-    rad = np.radians(line.angle)
-    along = np.array([np.cos(rad), -np.sin(rad)])
-    across = np.array([-along[1], along[0]])
-    rel = q - centre
-    half_len = float(np.abs(rel @ along).max()) + pad * line.thickness
-    half_thick = float(np.abs(rel @ across).max()) + pad * line.thickness
+    centre, along, across, half_len, half_thick = _frame(line)
+    half_len += pad * line.thickness
+    half_thick += pad * line.thickness
     src = np.array([centre - half_len * along - half_thick * across, centre + half_len * along - half_thick * across,
                     centre + half_len * along + half_thick * across], dtype=np.float32)  # fmt: skip
     scale = REC_HEIGHT / max(1.0, 2 * half_thick)
