@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import beta, norm
 
+from benchmarks.paper_oc import records_of
 from medrcube.cube.item import Item
 from medrcube.gate.checks import ACCURACY_KINDS, Check, build_checks
 from medrcube.gate.evaluate import evaluate_gate
@@ -67,12 +68,7 @@ def draw(rng: np.random.Generator, items: Sequence[Item], p: np.ndarray, icc: fl
     latent = math.sqrt(icc) * rng.standard_normal(len(keys))[img] + math.sqrt(1 - icc) * rng.standard_normal(len(items))
     ok = latent < norm.ppf(np.clip(p, 1e-12, 1 - 1e-12))
     ok = np.where(p >= 1.0, True, np.where(p <= 0.0, False, ok))
-    return [GradedRecord(
-        item_id=it.id, dataset=it.dataset, task=it.task, modality=it.modality, part=it.part, image=it.image,
-        image_digest=None, variant="standard", rotation=0, answer=0, n_options=len(it.options), prompt_hash="h",
-        response="A" if good else "B", extracted=0 if good else 1, how="bare_letter",
-        outcome=Outcome.CORRECT if good else Outcome.WRONG) for it, good in zip(items, ok.tolist(), strict=True)
-        if not it.restricted and it.image is not None]
+    return records_of(items, ok)
 
 
 def at_the_bounds(items: Sequence[Item], checks: Sequence[Check]) -> np.ndarray:

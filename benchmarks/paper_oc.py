@@ -123,6 +123,11 @@ def simulate(rng: np.random.Generator, items: Sequence[Item], model: Model) -> l
     ok = np.where(p >= 1.0, True, np.where(p <= 0.0, False, ok))
     if model.name == "random":
         ok = rng.random(len(items)) < np.array([1.0 / len(it.options) for it in items])
+    return records_of(items, ok)
+
+
+def records_of(items: Sequence[Item], ok: np.ndarray) -> list[GradedRecord]:
+    """The graded records of a simulated run: item i right where ok[i] (restricted and image-less items left out)."""
     return [GradedRecord(
         item_id=it.id, dataset=it.dataset, task=it.task, modality=it.modality, part=it.part, image=it.image,
         image_digest=None, variant="standard", rotation=0, answer=0, n_options=len(it.options), prompt_hash="h",
