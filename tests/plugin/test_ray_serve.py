@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from medrcube.models.vllm_engine import EngineError, find_python
+from medrcube.testing.processes import command_lines
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -43,16 +44,7 @@ def _free_port() -> int:
 
 
 def _engines(model: Path) -> list[int]:
-    out = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                continue
-            if "vllm.entrypoints.openai.api_server" in cmd and str(model) in cmd:
-                out.append(int(entry.name))
-    return out
+    return [pid for pid, cmd in command_lines() if "vllm.entrypoints.openai.api_server" in cmd and str(model) in cmd]
 
 
 @pytest.mark.slow

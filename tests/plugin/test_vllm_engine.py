@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from medrcube.models.vllm_engine import EngineError, find_python
+from medrcube.testing.processes import command_lines
 
 REPO = Path(__file__).resolve().parents[2]
 API_SERVER = "vllm.entrypoints.openai.api_server"
@@ -51,16 +52,13 @@ def _engines(model: Path) -> list[int]:
     """Pids of every process whose command line names `model` (the server and its children
     name it, or are in its process group)."""
     pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for pid, cmd in command_lines():
         try:
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            group = os.getpgid(int(entry.name))
+            group = os.getpgid(pid)
         except (OSError, ProcessLookupError):
             continue
         if str(model) in cmd or group in _groups:
-            pids.append(int(entry.name))
+            pids.append(pid)
     return pids
 
 
@@ -68,15 +66,7 @@ _groups: set[int] = set()  # process groups of the engines seen, whose members m
 
 
 def _server(model: Path) -> int | None:
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                continue
-            if API_SERVER in cmd and str(model) in cmd:
-                return int(entry.name)
-    return None
+    return next((pid for pid, cmd in command_lines() if API_SERVER in cmd and str(model) in cmd), None)
 
 
 def _stored(ws_path: Path) -> int:
