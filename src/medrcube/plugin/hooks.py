@@ -41,11 +41,15 @@ from medrcube.plugin import summary
 from medrcube.plugin.allure_overview import carry_history
 from medrcube.plugin.heap import thaw_heap_after
 from medrcube.plugin.options import realign_setup
+from medrcube.plugin.rewriting import narrow_installed
 
 NOT_REQUESTED = "not-requested"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    # A pytest run inside a process that imported this plugin already (pytester) installs a
+    # rewriting hook of its own, with all of medrcube marked again (plugin/rewriting.py).
+    narrow_installed()
     # Every gate option defaults to None, so that "given" can be told from "default"
     # (session.read_options resolves the defaults stated here).
     from medrcube.models.registry import spec_help  # the grammar, written once
