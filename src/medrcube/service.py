@@ -434,7 +434,7 @@ def write_run(
             written += [run_dir / "results.jsonl", run_dir / "metrics_summary.json", run_dir / "run.json"]
         if gate is not None:
             doc = gate.to_json(where=str(run_dir / "gate.json"))  # checked against its schema
-            atomic_write(run_dir / "gate.json", lambda fh: json.dump(doc, fh, indent=2, ensure_ascii=False),
+            atomic_write(run_dir / "gate.json", lambda fh: fh.write(json.dumps(doc, indent=2, ensure_ascii=False)),
                          landing=landing)
             written.append(run_dir / "gate.json")
         if policy_file is not None:

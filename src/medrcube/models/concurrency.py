@@ -9,7 +9,11 @@ decrease):
 
 - a timeout halves the limit (at least 1);
 - a latency grown past `SLOW_FACTOR` times the fastest seen (and above `SLOW_FLOOR_S`,
-  so that millisecond jitter of a fast server never counts) takes a quarter off;
+  so that millisecond jitter of a fast server never counts) takes a quarter off. The
+  latency judged is the server's share: what the client itself was late by while the
+  request was out (its event loop kept from running by a busy CPU, another thread holding
+  the interpreter, its own work on other answers) is taken off first, as `LoopLag`
+  measures it, so that a busy machine never passes for a slow server;
 - `limit` answers in a row at normal latency give one slot back, up to the ceiling.
 
 A decrease happens at most once per `cooldown_s`, since the requests already in flight
@@ -25,13 +29,60 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
-__all__ = ["AdaptiveLimit"]
+__all__ = ["AdaptiveLimit", "LoopLag"]
 
 log = logging.getLogger("medrcube.models.concurrency")
 
 SLOW_FACTOR = 4.0
 SLOW_FLOOR_S = 1.0
 EWMA_WEIGHT = 0.2
+PROBE_S = 0.1  # how often LoopLag's timer is due
+LAG_KEPT = 256  # the lateness samples kept (25 s at PROBE_S when the loop is on time)
+
+
+class LoopLag:
+    """How late this event loop runs: a timer due every `PROBE_S` notes by how much it fired
+    late. A request sent at `t` and answered now was delayed on the client's side by at most
+    the largest lateness noted since `t` (an answer that arrived while the loop could not run
+    waited as long as the timer did). Started by the first `AdaptiveLimit.slot`; one timer
+    wake-up per `PROBE_S` while the loop runs, none after it closes."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._samples: list[tuple[float, float]] = []  # (when it fired, how late), oldest first
+        self._due: float | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._loop is loop:
+            return
+        self._loop = loop
+        self._arm()
+
+    def _arm(self) -> None:
+        assert self._loop is not None
+        self._due = self._clock() + PROBE_S
+        self._loop.call_later(PROBE_S, self._fired)
+
+    def _fired(self) -> None:
+        now = self._clock()
+        late = max(0.0, now - self._due) if self._due is not None else 0.0
+        self._samples.append((now, late))
+        if len(self._samples) > LAG_KEPT:
+            del self._samples[: len(self._samples) - LAG_KEPT]
+        if self._loop is not None and not self._loop.is_closed():
+            self._arm()
+
+    def delay_since(self, t: float) -> float:
+        """The client's own delay since `t`: the largest lateness noted since, or by which
+        the pending timer is overdue now."""
+        worst = max(0.0, self._clock() - self._due) if self._due is not None else 0.0
+        for when, late in reversed(self._samples):
+            if when < t:
+                break
+            worst = max(worst, late)
+        return worst
 
 
 class AdaptiveLimit:
@@ -53,9 +104,11 @@ class AdaptiveLimit:
         self._good = 0
         self._last_cut = -math.inf
         self.lowest = self.limit  # for logs and benchmarks
+        self.lag = LoopLag()
 
     @asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
+        self.lag.start()
         async with self._cond:
             await self._cond.wait_for(lambda: self._in_use < self.limit)
             self._in_use += 1
@@ -66,11 +119,14 @@ class AdaptiveLimit:
                 self._in_use -= 1
                 self._cond.notify(max(1, self.limit - self._in_use))
 
-    def observe(self, latency_s: float, *, timed_out: bool = False) -> None:
-        """One attempt's outcome: its latency, or that it timed out."""
+    def observe(self, latency_s: float, *, timed_out: bool = False, client_delay_s: float = 0.0) -> None:
+        """One attempt's outcome: its latency, or that it timed out. `client_delay_s` is what
+        the client itself was late by meanwhile (`LoopLag.delay_since` the send): it is not
+        the server's, and is taken off the latency judged."""
         if timed_out:
             self._cut(self.limit // 2, "a request timed out")
             return
+        latency_s = max(0.0, latency_s - client_delay_s)
         self._fastest = latency_s if self._fastest is None else min(self._fastest, latency_s)
         self._ewma = latency_s if self._ewma is None else (1 - EWMA_WEIGHT) * self._ewma + EWMA_WEIGHT * latency_s
         if self._ewma > SLOW_FLOOR_S and self._ewma > SLOW_FACTOR * self._fastest:

@@ -378,13 +378,14 @@ def write_run_dir(run_dir: str | os.PathLike[str], result: RunResult, meta: Mapp
                               costs=costs)
 
     atomic_write(run_dir / "results.jsonl", results, landing=landing)
-    atomic_write(run_dir / "metrics_summary.json", lambda fh: json.dump(summary, fh, indent=2, ensure_ascii=False),
+    atomic_write(run_dir / "metrics_summary.json", lambda fh: fh.write(json.dumps(summary, indent=2, ensure_ascii=False)),
                  landing=landing)
     atomic_write(
         run_dir / "run.json",
         # Through RunDocument: checked against the shipped schema before it is written.
-        lambda fh: json.dump(RunDocument.from_mapping(run_document(result, meta)).to_json(where=str(run_dir / "run.json")),
-                             fh, indent=2, ensure_ascii=False, sort_keys=False),
+        lambda fh: fh.write(json.dumps(
+            RunDocument.from_mapping(run_document(result, meta)).to_json(where=str(run_dir / "run.json")),
+            indent=2, ensure_ascii=False, sort_keys=False)),
         landing=landing,
     )
     return run_dir

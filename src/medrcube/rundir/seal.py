@@ -112,7 +112,7 @@ def seal_page(run_dir: str | os.PathLike[str], text: str | None = None) -> Path:
     }
     doc = {**body, "signature": {"method": signing.method(key), "digest": _body_digest(body, key)}}
     path = run_dir / PAGE_SEAL
-    atomic_write(path, lambda fh: json.dump(doc, fh, indent=2, ensure_ascii=False))
+    atomic_write(path, lambda fh: fh.write(json.dumps(doc, indent=2, ensure_ascii=False)))
     return path
 
 
@@ -132,7 +132,7 @@ def seal_run_dir(run_dir: str | os.PathLike[str], identity: Mapping[str, Any]) -
     }
     doc = {**body, "signature": {"method": signing.method(key), "digest": _body_digest(body, key)}}
     path = run_dir / MANIFEST
-    atomic_write(path, lambda fh: json.dump(doc, fh, indent=2, ensure_ascii=False))
+    atomic_write(path, lambda fh: fh.write(json.dumps(doc, indent=2, ensure_ascii=False)))
     return path
 
 

@@ -7,3 +7,6 @@ mistake in them is one usage error before the first model call.
 """
 
 MEDRCUBE_SUITE = True
+
+# The bundled cube (mini/: records and images) holds nothing to collect; pytest need not walk it.
+collect_ignore = ["mini"]

@@ -1,0 +1,76 @@
+"""The adaptive limit tells a slow server from a busy client (models/concurrency.py).
+
+A client whose event loop cannot run (a busy CPU, another thread holding the interpreter)
+sees every answer late; that is not the server slowing, and must not shrink the requests
+in flight. `LoopLag` notes how late the loop runs; the limit takes it off the latency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from medrcube.models.concurrency import AdaptiveLimit, LoopLag
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_a_blocked_loop_is_noted_as_the_clients_delay() -> None:
+    async def main() -> tuple[float, float, float]:
+        lag = LoopLag()
+        lag.start()
+        await asyncio.sleep(0.25)  # the loop runs freely: the timer fires on time
+        quiet_from = time.monotonic()
+        await asyncio.sleep(0.25)
+        quiet = lag.delay_since(quiet_from)
+        blocked_from = time.monotonic()
+        time.sleep(0.4)  # the loop kept from running (what a busy machine does to it)
+        during = lag.delay_since(blocked_from)  # the pending timer is overdue now
+        await asyncio.sleep(0.15)
+        after = lag.delay_since(blocked_from)  # and noted once it fired
+        return quiet, during, after
+
+    quiet, during, after = asyncio.run(main())
+    assert during >= 0.25 and after >= 0.25, (during, after)
+    assert quiet < during, (quiet, during)
+
+
+def test_latency_the_client_caused_shrinks_nothing_the_servers_does() -> None:
+    clock = Clock()
+    busy_client = AdaptiveLimit(16, cooldown_s=0, clock=clock)
+    slow_server = AdaptiveLimit(16, cooldown_s=0, clock=clock)
+    busy_client.observe(0.1)
+    slow_server.observe(0.1)
+    for k in range(1, 17):  # answers 1..16 s after their send
+        clock.t += 1
+        # the client's loop was late by all but 0.1 s of it: the server answered in 0.1 s
+        busy_client.observe(0.1 + k, client_delay_s=float(k))
+        # the client was on time: the server took that long
+        slow_server.observe(0.1 + k, client_delay_s=0.0)
+    assert busy_client.limit == 16 and busy_client.lowest == 16
+    assert slow_server.limit < 16
+
+
+def test_a_timeout_cuts_whatever_the_clients_delay() -> None:
+    limit = AdaptiveLimit(16, cooldown_s=0, clock=Clock())
+    limit.observe(30.0, timed_out=True, client_delay_s=29.0)
+    assert limit.limit == 8
+
+
+def test_the_limit_starts_its_probe_on_the_loop_that_asks() -> None:
+    limit = AdaptiveLimit(4)
+
+    async def ask() -> float:
+        t0 = time.monotonic()
+        async with limit.slot():
+            time.sleep(0.3)  # the client busy while holding a slot
+        await asyncio.sleep(0.15)
+        return limit.lag.delay_since(t0)
+
+    assert asyncio.run(ask()) >= 0.15
