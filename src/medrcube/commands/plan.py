@@ -129,12 +129,12 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(e))
     per_image = sum(1 for it in cube.items if it.image) / max(1, len(images))
     units = [PlanUnit(it.cell, it.image, len(it.options)) for it in cube.items if it.image]
-    # The family a fail claim is Holm-adjusted over: every required check of the policy on a
-    # collection with every stratum of the mix (each at its need, so none is too small).
+    # The family a fail claim is Holm-adjusted over: every check of the policy, required and
+    # reported alike, on a collection with every stratum of the mix (each at its need).
     mix_strata = {a: {v: 10**6 for cell in mix for b, v in cell if b == a} for a in sp.by}
     family = build_checks(sorted({u.cell for u in units}), policy, strata=mix_strata)
     plan = plan_strata(sp, mix, have, distance=args.distance, accuracy=args.accuracy, power=args.power,
-                       items_per_image=per_image, icc=args.icc, required_checks=sum(c.required for c in family))
+                       items_per_image=per_image, icc=args.icc, family_size=len(family))
     cell_plans = plan_checks(build_checks(sorted({u.cell for u in units}), policy), units, distance=args.distance,
                              icc=args.icc, power=args.power)
     if args.json:
@@ -145,6 +145,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"plan for {cube.source} under {args.thresholds}: {len(images)} images, {per_image:.2f} items per image "
           f"(design effect {plan.design_effect:.2f} at ICC {args.icc:g}); power {args.power:.0%} for a model "
           f"{args.distance:g} from each bound; mix: {mix_label}")
+    gap_how = ("harm detectors (subgroups.gap: detect): planned to show a gap {d:g} above max_gap" if plan.gap_rule ==
+               "detect" else "required (subgroups.gap: prove): planned to show a gap {d:g} below max_gap and one {d:g} "
+               "above").format(d=args.distance)
+    print(f"gap checks are {gap_how}; fail claims Holm-adjusted over the family of {plan.family_size} checks")
     print(f"{'stratum':<34} {'share':>6} {'have':>6} {'acc':>6} {'gap':>6} {'need':>6} {'lacking':>8}")
     for s in plan.strata:
         fmt = [str(x) if x is not None else "-" for x in (s.need_accuracy, s.need_gap)]

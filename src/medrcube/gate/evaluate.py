@@ -48,10 +48,13 @@ class GateResult:
 def guarantee_text(checks: Sequence[Check], scope: str = "") -> str:
     """What the gate's verdict guarantees on these checks, in one sentence, with the
     intended-use scope and the checks made optional on this cube (gate/feasible.py)."""
-    dropped = [c for c in checks if c.params.get("not_required")]
+    dropped = [c for c in checks if c.params.get("not_required") and not c.params.get("detector")]
+    detectors = [c for c in checks if c.params.get("detector")]
     tail = (f"; scope: {scope}" if scope else "") + (
         f"; {len(dropped)} checks reported, not required on this cube (gate.json `not_required` says why; "
-        "a failure there still fails the gate)" if dropped else "")
+        "a failure there still fails the gate)" if dropped else "") + (
+        f"; {len(detectors)} harm detectors (subgroup gaps, `subgroups.gap: detect`): a gap shown above its bound "
+        "fails the gate, QUALIFIED does not prove every gap below it (docs/guarantees.md)" if detectors else "")
     return _guarantee(checks) + tail
 
 

@@ -6,11 +6,14 @@ archive, a target mix, or the cube itself), per stratum of each attribute of `by
 - the accuracy check (>= min_accuracy) is planned as gate/plan.py plans an accuracy
   check: the items for a score test to decide with `power` for a model `distance` above
   the bound (a pass claim at one-sided level alpha) and for one `distance` below it (a
-  fail claim at alpha / m, Holm's first step over the m required checks: the worst case);
+  fail claim at alpha / m, Holm's first step over the m checks of the family, required
+  and reported alike: the worst case);
 - the gap check (accuracy(rest) - accuracy(stratum) <= max_gap) by the normal test of two
-  independent proportions (the gate's Newcombe interval behaves like it): for a gap
-  `distance` below max_gap (pass) and `distance` above it (fail), with the rest as large
-  as the mix makes it, the rest's accuracy `accuracy` (the planning accuracy);
+  independent proportions (the gate's Newcombe interval behaves like it), with the rest as
+  large as the mix makes it and the rest's accuracy `accuracy` (the planning accuracy):
+  under `gap: detect` (the default: a harm detector, never required to pass) for a gap
+  `distance` above max_gap to be shown (a fail claim at alpha / m) only; under
+  `gap: prove` also for a gap `distance` below it to be shown (a pass claim at alpha);
 
 then items are images (the cube's items per image, with the design effect of an assumed
 intra-image correlation `icc`), a stratum's images are what it needs, and the images
@@ -37,7 +40,7 @@ class StratumPlan:
     share: float  # of the images, in the mix
     have: int  # images of the cube in the stratum
     need_accuracy: int | None  # images the accuracy check needs (None: not planned)
-    need_gap: int | None  # images the gap check needs
+    need_gap: int | None  # images the gap check needs (detect: to fail a gap above; prove: to decide both ways)
     need: int  # the larger
     lacking: int  # need - have, at least 0
 
@@ -65,10 +68,12 @@ class SubgroupPlan:
     items_per_image: float = 1.0
     design_effect: float = 1.0
     notes: tuple[str, ...] = ()
+    gap_rule: str = "detect"  # the policy's subgroups.gap
+    family_size: int = 1  # m: the checks a fail claim is Holm-adjusted over
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "total_images": self.total_images, "items_per_image": self.items_per_image,
+            "total_images": self.total_images, "gap_rule": self.gap_rule, "family_size": self.family_size, "items_per_image": self.items_per_image,
             "design_effect": self.design_effect, "notes": list(self.notes),
             "strata": [{"attribute": s.attribute, "value": s.value, "share": s.share, "have": s.have,
                         "need_accuracy": s.need_accuracy, "need_gap": s.need_gap, "need": s.need,
@@ -101,10 +106,11 @@ def plan_strata(
     power: float = DEFAULT_POWER,
     items_per_image: float = 1.0,
     icc: float = 0.3,
-    required_checks: int | None = None,
+    family_size: int | None = None,
 ) -> SubgroupPlan:
     """The plan (module docstring). `mix` and `have`: joint cells of the `by` attributes
-    (tuples of (attribute, value)) -> share of the images, and images the cube holds."""
+    (tuples of (attribute, value)) -> share of the images, and images the cube holds;
+    `family_size`: the checks of the gate's family (default: the subgroup checks alone)."""
     by = tuple(policy.by)
     alpha = (1.0 - policy.confidence) / 2.0
     total_mix = sum(mix.values()) or 1.0
@@ -117,7 +123,7 @@ def plan_strata(
         for av in cell:
             have_marg[av] = have_marg.get(av, 0) + n
     strata_keys = sorted(set(shares) | set(have_marg), key=lambda av: (by.index(av[0]) if av[0] in by else 99, av[1]))
-    m = required_checks or max(1, sum(1 for a, v in strata_keys if v != UNKNOWN)
+    m = family_size or max(1, sum(1 for a, v in strata_keys if v != UNKNOWN)
                                * ((policy.min_accuracy is not None) + (policy.max_gap is not None)))
     deff = 1.0 + (max(1.0, items_per_image) - 1.0) * icc
     plans: list[StratumPlan] = []
@@ -135,8 +141,9 @@ def plan_strata(
         if policy.max_gap is not None and 0.0 < w < 1.0:
             ratio = (1.0 - w) / w
             g = policy.max_gap
-            ups = [gap_required_n(accuracy, max(g - distance, -0.5), g, alpha, ratio, deff=deff, power=power),
-                   gap_required_n(accuracy, g + distance, g, alpha / m, ratio, deff=deff, power=power)]
+            ups = [gap_required_n(accuracy, g + distance, g, alpha / m, ratio, deff=deff, power=power)]
+            if policy.gap == "prove":
+                ups.append(gap_required_n(accuracy, max(g - distance, -0.5), g, alpha, ratio, deff=deff, power=power))
             need_gap = _images(max((u for u in ups if u is not None), default=0), items_per_image)
         need = max(need_acc or 0, need_gap or 0, policy.min_images)
         plans.append(StratumPlan(attribute, value, w, have_marg.get((attribute, value), 0), need_acc, need_gap, need,
@@ -148,7 +155,7 @@ def plan_strata(
         (CellTarget(cell, w / total_mix, math.ceil(total * w / total_mix), have.get(cell, 0)) for cell, w in mix.items()
          if not any(v == UNKNOWN for _, v in cell)),
         key=lambda c: (-c.lacking, c.label())))
-    return SubgroupPlan(tuple(plans), total, cells, items_per_image, deff, tuple(notes))
+    return SubgroupPlan(tuple(plans), total, cells, items_per_image, deff, tuple(notes), policy.gap, m)
 
 
 def _images(items: int, items_per_image: float) -> int:

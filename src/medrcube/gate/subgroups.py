@@ -6,6 +6,7 @@ The policy section
       by: [sex, age_band, manufacturer]   # attributes of the items (cube/attributes.py)
       min_accuracy: 0.6                   # each stratum reaches this accuracy
       max_gap: 0.10                       # no stratum more than this below the rest of the cube
+      gap: detect                         # detect (the default) or prove: see below
       min_images: 30                      # a smaller stratum is too small to decide: reported, not required
       # rule, confidence, min_n, max_error_rate, required: as every section
 
@@ -19,9 +20,16 @@ adds two kinds of check per stratum (each value of each attribute the cube has):
                   clustered intervals; a stratum's images are disjoint from the rest's).
 
 Both are decided in the gate's family like every other check (a pass claim at the
-check's level, fail claims Holm-adjusted over the family). A stratum with fewer than
-`min_images` images, and the stratum `unknown` (the source does not say), are built and
-reported, never merged or dropped, but not required: every output names them, with why.
+check's level, fail claims Holm-adjusted over the family). The accuracy checks are
+required; the gap checks are *harm detectors* under `gap: detect`: reported, not required
+to pass, so a decided gap above `max_gap` (Holm over the family) makes the gate NOT
+QUALIFIED with the stratum named, while QUALIFIED never waits for a proof that every gap
+is below `max_gap`: the interval of a difference carries both accuracies' uncertainty,
+and an even model's gap (0) lies only `max_gap` from its bound, so that proof needs many
+more images per stratum than the accuracy claim (docs/guarantees.md, "Subgroups").
+`gap: prove` makes them required as well. A stratum with fewer
+than `min_images` images, and the stratum `unknown` (the source does not say), are built
+and reported, never merged or dropped, but not required: every output names them, with why.
 
 The kinds register themselves here (gate/kinds.py) when the gate package is imported
 (gate/__init__.py), before any policy is read or the suite makes its test functions. At
@@ -45,8 +53,9 @@ if TYPE_CHECKING:  # imported where used (the module docstring)
     from medrcube.gate.criteria import Evidence
 
 SECTION = "subgroups"
-KEYS = ("by", "min_accuracy", "max_gap", "min_images", *DECISION_KEYS)
+KEYS = ("by", "min_accuracy", "max_gap", "gap", "min_images", *DECISION_KEYS)
 DEFAULT_MIN_IMAGES = 30
+GAP_RULES = ("detect", "prove")  # the gap checks: harm detectors (the default), or required to pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +64,7 @@ class SubgroupPolicy:
     min_accuracy: float | None = None
     max_gap: float | None = None
     min_images: int = DEFAULT_MIN_IMAGES
+    gap: str = "detect"  # GAP_RULES
     rule: str = "lower_bound"
     confidence: float = 0.95
     min_n: int = 30
@@ -84,8 +94,12 @@ def read_policy(c: Any, key: str, value: Any) -> SubgroupPolicy:
         c.fail(key, "sets neither min_accuracy nor max_gap", None, "write `min_accuracy: 0.6`, `max_gap: 0.1` or both",
                show_value=False)
     min_images = c.count(f"{key}.min_images", d["min_images"]) if "min_images" in d else DEFAULT_MIN_IMAGES
+    gap_rule = d.get("gap", "detect")
+    if gap_rule not in GAP_RULES:
+        c.fail(f"{key}.gap", "must be detect or prove", gap_rule, "write `gap: detect` (a gap shown above max_gap "
+               "fails the gate; the default) or `gap: prove` (QUALIFIED also needs every gap shown below max_gap)")
     dec = c.decision(key, {x: d[x] for x in DECISION_KEYS if x in d})
-    return SubgroupPolicy(tuple(by), min_acc, max_gap, min_images, dec.get("rule", "lower_bound"),
+    return SubgroupPolicy(tuple(by), min_acc, max_gap, min_images, gap_rule, dec.get("rule", "lower_bound"),
                           dec.get("confidence", 0.95), dec.get("min_n", 30), dec.get("max_error_rate", 0.05),
                           dec.get("required", True), key)
 
@@ -102,6 +116,12 @@ def not_required_reason(value: str, images: int, sp: SubgroupPolicy) -> str | No
     if images < sp.min_images:
         return f"stratum too small to decide: {images} images < {sp.source}.min_images={sp.min_images}"
     return None
+
+
+def detector_reason(sp: SubgroupPolicy) -> str:
+    """Why a gap check is reported, not required, under `gap: detect`."""
+    return (f"harm detector ({sp.source}.gap: detect): it fails the gate when the stratum's gap to the rest is shown "
+            f"above {sp.source}.max_gap={sp.max_gap:g}, and is never required to pass")
 
 
 def build(ctx: BuildContext) -> list[Check]:
@@ -129,9 +149,13 @@ def build(ctx: BuildContext) -> list[Check]:
                                  bound=sp.min_accuracy, source=f"{sp.source}.min_accuracy", params=dict(params),
                                  labels=_labels(attribute, value, SUBGROUP), **common))
             if sp.max_gap is not None and len(values) >= 2:
+                gp = {**params, "gap_rule": sp.gap}
+                if sp.gap == "detect":  # params["detector"]: the gate's guarantee names these apart (gate/evaluate.py)
+                    gp.update(not_required=why or detector_reason(sp), detector=True)
                 out.append(Check(id=f"subgroup_gap/{attribute}/{value}", kind=SUBGROUP_GAP, metric="gap_to_rest",
-                                 bound=sp.max_gap, source=f"{sp.source}.max_gap", params=dict(params),
-                                 labels=_labels(attribute, value, SUBGROUP_GAP), **common))
+                                 bound=sp.max_gap, source=f"{sp.source}.max_gap", params=gp,
+                                 labels=_labels(attribute, value, SUBGROUP_GAP),
+                                 **{**common, "required": common["required"] and sp.gap == "prove"}))
     return out
 
 
@@ -179,7 +203,7 @@ def gap_evidence(check: Check, records: list[GradedRecord]) -> Evidence:
         "attribute": attribute, "value": value, "images": len(c_mine), "rest_images": len(c_rest),
         "stratum_accuracy": g.stratum.estimate, "stratum_interval": [g.stratum.lo, g.stratum.hi],
         "rest_accuracy": g.rest.estimate, "rest_interval": [g.rest.lo, g.rest.hi], "n_rest": len(g_rest),
-        "rule": check.rule, "source": check.source,
+        "rule": check.rule, "source": check.source, "gap_rule": check.params.get("gap_rule", "prove"),
     }
     if g.estimate is None:
         why = "no graded record in this stratum" if not g_mine else "no graded record outside this stratum"
