@@ -107,3 +107,62 @@ def test_the_gap_interval_and_its_p_values_agree() -> None:
     # The bound at the interval's upper end: p of "gap >= bound" is alpha = 0.025 there.
     assert strata_metrics.p_gap_at_least(rest, mine, g.hi + 1e-6) < 0.025 < strata_metrics.p_gap_at_least(rest, mine, g.hi - 1e-3)
     assert strata_metrics.p_gap_at_most(rest, mine, g.lo - 1e-6) < 0.025 < strata_metrics.p_gap_at_most(rest, mine, g.lo + 1e-3)
+
+
+def test_the_gap_rule_is_detect_or_prove_and_named_in_the_error() -> None:
+    with pytest.raises(ThresholdsError, match=r"subgroups\.gap.*must be detect or prove.*gap: prove"):
+        _policy(gap="maybe")
+    st = {"manufacturer": {"GE": 200, "Siemens": 200}, "sex": {"female": 200, "male": 200}}
+    detect = {c.id: c for c in build_checks([CELL], _policy(), strata=st)}
+    prove = {c.id: c for c in build_checks([CELL], _policy(gap="prove"), strata=st)}
+    gap, acc = detect["subgroup_gap/manufacturer/GE"], detect["subgroup/manufacturer/GE"]
+    assert acc.required and not gap.required and gap.params["detector"]
+    assert gap.params["not_required"].startswith("harm detector (subgroups.gap: detect)")
+    assert "max_gap=0.1" in gap.params["not_required"]
+    assert prove["subgroup_gap/manufacturer/GE"].required and "not_required" not in prove["subgroup_gap/manufacturer/GE"].params
+
+
+def test_an_even_model_on_small_strata_qualifies_under_detect_and_waits_under_prove() -> None:
+    """80 images a vendor: each stratum's accuracy is decided, its gap's interval still reaches max_gap."""
+    recs = _records({"*": 0.9}, images=240, seed=5)
+    st = _strata(recs)
+    detect = evaluate_gate(build_checks([CELL], _policy(), strata=st), recs)
+    prove = evaluate_gate(build_checks([CELL], _policy(gap="prove"), strata=st), recs)
+    undecided_gaps = [v.check_id for v in prove.verdicts if v.check_id.startswith("subgroup_gap/")
+                      and v.status is Status.UNDECIDED]
+    assert undecided_gaps and set(prove.gate.undecided) == set(undecided_gaps)
+    assert prove.gate.status is GateStatus.UNDECIDED
+    assert detect.gate.status is GateStatus.QUALIFIED
+    assert "harm detectors" in detect.gate.guarantee and "harm detectors" not in prove.gate.guarantee
+    v = detect.by_id()[undecided_gaps[0]]
+    assert v.status is Status.UNDECIDED and not v.required and "harm detector" in v.message
+
+
+def test_a_gap_shown_above_max_gap_fails_the_gate_where_every_accuracy_is_met() -> None:
+    """0.97 elsewhere, 0.76 on Siemens: every stratum above min_accuracy 0.7, the gap 0.21 > 0.1."""
+    recs = _records({"Siemens": 0.76, "*": 0.97}, seed=7)
+    res = evaluate_gate(build_checks([CELL], _policy(), strata=_strata(recs)), recs)
+    by = res.by_id()
+    assert by["subgroup/manufacturer/Siemens"].status is not Status.FAIL
+    assert by["subgroup_gap/manufacturer/Siemens"].status is Status.FAIL
+    assert res.gate.status is GateStatus.NOT_QUALIFIED
+    assert res.gate.failed == ("subgroup_gap/manufacturer/Siemens",) and res.gate.failed_reported == res.gate.failed
+
+
+def test_the_plan_plans_the_detectors_fail_direction_only() -> None:
+    """At a planning accuracy of 0.85 the fail direction binds either way (a stratum at 0.65 varies more
+    than one at 0.85, and its claim is Holm-adjusted); at 0.45 the pass direction binds, which
+    only `gap: prove` plans for."""
+    from medrcube.gate.subgroup_plan import plan_strata
+
+    mix = {(("manufacturer", "GE"),): 0.6, (("manufacturer", "Siemens"),): 0.4}
+
+    def needs(gap: str, **kw: object) -> dict[str, object]:
+        plan = plan_strata(_policy(by=["manufacturer"], gap=gap).sections["subgroups"], mix, {}, **kw)  # type: ignore[arg-type]
+        return {s.value: s for s in plan.strata} | {"plan": plan}
+
+    d, p = needs("detect", family_size=7), needs("prove", family_size=7)
+    assert d["Siemens"].need_gap == p["Siemens"].need_gap > 0 and d["Siemens"].need_accuracy == p["Siemens"].need_accuracy
+    assert d["plan"].to_dict()["gap_rule"] == "detect" and d["plan"].to_dict()["family_size"] == 7
+    low_d, low_p = needs("detect", family_size=1, accuracy=0.45), needs("prove", family_size=1, accuracy=0.45)
+    assert 0 < low_d["Siemens"].need_gap < low_p["Siemens"].need_gap

@@ -54,6 +54,10 @@ def test_a_model_worse_on_one_manufacturer_is_not_qualified_and_named(subgroup_w
     siemens = by["subgroup_gap/manufacturer/Siemens"]
     assert (siemens["kind"], siemens["verdict"]) == ("subgroup_gap", "fail")
     assert "manufacturer = Siemens" in siemens["message"]
+    # A harm detector (subgroups.gap: detect): reported, not required to pass, and its decided failure fails the gate.
+    assert siemens["required"] is False and siemens["details"]["not_required"].startswith("harm detector")
+    assert "subgroup_gap/manufacturer/Siemens" in doc["gate"]["failed"] and "harm detectors" in doc["gate"]["guarantee"]
+    result.stdout.fnmatch_lines(["*reported-only: its failure fails the gate*"])
     assert by["subgroup_gap/manufacturer/GE"]["verdict"] == "pass"
     assert {by[f"subgroup/sex/{s}"]["verdict"] for s in ("female", "male")} == {"pass"}
     html = (subgroup_ws.run_dirs()[-1] / "report.html").read_text(encoding="utf-8")
@@ -153,6 +157,10 @@ def test_the_dossier_is_written_from_a_sealed_run_and_refused_for_an_edited_one(
     assert items["overall"]["value"]["interval"] == overall["interval"]
     siemens = next(s for s in items["per_subgroup"]["value"] if s["value"] == "Siemens")
     assert siemens["gap_check"] == "fail" and items["subgroup_gaps"]["value"][0]["value"] == "Siemens"
+    assert siemens["gap_role"].startswith("harm detector: a gap shown above max_gap fails the gate")
+    rule = items["subgroup_rule"]["value"]  # the rule the verdict was decided under, from gate.json
+    assert (rule["gap_rule"], rule["min_accuracy"], rule["max_gap"]) == ("detect", 0.6, 0.1)
+    assert rule["gap_checks"].startswith("harm detectors") and "QUALIFIED does not prove" in rule["gap_checks"]
     assert doc["run"]["verdict"] == "NOT QUALIFIED" and items["verdict"]["source"] == "gate.json gate"
     assert {"developer", "regulatory", "independence"} <= set(doc["to_fill"])
     assert items["developer"]["status"] == "to_fill" and items["developer"]["value"] is None

@@ -77,8 +77,8 @@ def per_subgroup(records: Sequence[Any], gate: Mapping[str, Any], confidence: fl
     from medrcube.records import ATTRIBUTE_NAMES
 
     std = [r for r in records if r.variant == "standard" and r.attributes is not None]
-    verdicts = {str(c.get("id")): c.get("verdict") for c in gate.get("checks") or []
-                if str(c.get("kind")).startswith("subgroup")}
+    entries = {str(c.get("id")): c for c in gate.get("checks") or [] if str(c.get("kind")).startswith("subgroup")}
+    verdicts = {k: c.get("verdict") for k, c in entries.items()}
     out = []
     for name in ATTRIBUTE_NAMES:
         values = sorted({r.attributes.get(name) for r in std})
@@ -90,8 +90,47 @@ def per_subgroup(records: Sequence[Any], gate: Mapping[str, Any], confidence: fl
             out.append({"attribute": name, "value": v, "n": ci.n, "images": ci.clusters, "accuracy": ci.estimate,
                         "interval": [ci.lo, ci.hi], "check": verdicts.get(f"subgroup/{name}/{v}"),
                         "gap_check": verdicts.get(f"subgroup_gap/{name}/{v}"),
+                        "gap_role": _gap_role(entries.get(f"subgroup_gap/{name}/{v}")),
                         "source": "results.jsonl (standard answers, clustered by image)"})
     return out
+
+
+def _gap_role(entry: Mapping[str, Any] | None) -> str | None:
+    """How a stratum's gap check counts in the verdict, as gate.json records it."""
+    if entry is None:
+        return None
+    if entry.get("required", True):
+        return "required: QUALIFIED needs the gap shown below max_gap"
+    if (entry.get("params") or {}).get("detector"):
+        return "harm detector: a gap shown above max_gap fails the gate; not required to pass"
+    return "reported, not required: " + str((entry.get("details") or {}).get("not_required") or "")
+
+
+def subgroup_rule(gate: Mapping[str, Any]) -> dict[str, Any] | None:
+    """How the run's subgroup checks decided the verdict (the policy's rule, from gate.json's
+    check entries): the bounds, which checks QUALIFIED required, and what a failure does."""
+    acc = [c for c in gate.get("checks") or [] if c.get("kind") == "subgroup"]
+    gap = [c for c in gate.get("checks") or [] if c.get("kind") == "subgroup_gap"]
+    if not acc and not gap:
+        return None
+    rules = sorted({str((c.get("params") or {}).get("gap_rule") or "prove") for c in gap})
+    detect = rules == ["detect"]
+    return {
+        "min_accuracy": next((c.get("bound") for c in acc), None),
+        "max_gap": next((c.get("bound") for c in gap), None),
+        "gap_rule": ", ".join(rules) or None,
+        "accuracy_checks": f"each stratum's accuracy shown at least min_accuracy (a pass claim at the check's level); "
+                           f"required: {sum(bool(c.get('required', True)) for c in acc)} of {len(acc)} strata (the "
+                           "others too small to decide or of unknown value, reported)",
+        "gap_checks": ("harm detectors: a gap shown above max_gap (Holm over every check) makes the gate NOT "
+                       "QUALIFIED, naming the stratum; QUALIFIED does not prove every gap below max_gap: a gap "
+                       "above it is caught with the power the strata's sizes give (`medrcube plan` sizes them for "
+                       "a gap max_gap + 0.1 at 80%; docs/guarantees.md)") if detect else
+                      ("required: QUALIFIED needs every gap shown below max_gap (a pass claim at the check's level)"
+                       if gap else None),
+        "not_required": {str(c.get("id")): (c.get("details") or {}).get("not_required") for c in acc + gap
+                         if not c.get("required", True) and not (c.get("params") or {}).get("detector")} or None,
+    }
 
 
 def failure_modes(gate: Mapping[str, Any], summary: Mapping[str, Any], k: int = 5) -> dict[str, Any]:
@@ -189,6 +228,8 @@ def build_dossier(run_dir: str | Path, seal: Any) -> dict[str, Any]:
         _item("overall", "Overall accuracy (usefulness)", overall, "gate.json checks[id=overall]"),
         _item("per_axis", "Accuracy per part, modality and task", axis, "metrics_summary.json slice_results"),
         _item("per_subgroup", "Accuracy per subgroup (fairness)", subgroups, "results.jsonl; gate.json subgroup checks"),
+        _item("subgroup_rule", "How the subgroup checks decide the verdict", subgroup_rule(gate),
+              "gate.json subgroup checks (bound, required, params)"),
         _item("calibration", "Calibration", _checks(gate, ("calibration",)) or summary.get("calibration"),
               "gate.json calibration checks; metrics_summary.json calibration"),
         _item("credibility", "Credibility (diagnoses resting on perception)", _checks(gate, ("credibility",)),
