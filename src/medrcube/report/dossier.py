@@ -11,8 +11,10 @@ the clinical workflow, how the test data are independent of the model's developm
 
 Numbers are taken from the sealed files as they are written there: the gate's checks
 with their intervals and verdicts, metrics_summary.json's accuracies per axis, and the
-accuracy per subgroup attribute from results.jsonl (clustered by image, as the gate's
-intervals are). The cube's build manifest (deid_manifest.json beside a release cube) is
+accuracy per subgroup attribute and, in the diagnosis cells, the sensitivity per finding
+and subgroup, from results.jsonl (clustered by image, as the gate's intervals are), and
+the rule the subgroup checks were decided under (from gate.json's entries: which were
+required, which were harm detectors). The cube's build manifest (deid_manifest.json beside a release cube) is
 outside the seal: when present it is quoted with its SHA-256.
 
 The dossier is deterministic (no clock): `medrcube verify` rebuilds it from the sealed
@@ -92,6 +94,30 @@ def per_subgroup(records: Sequence[Any], gate: Mapping[str, Any], confidence: fl
                         "gap_check": verdicts.get(f"subgroup_gap/{name}/{v}"),
                         "gap_role": _gap_role(entries.get(f"subgroup_gap/{name}/{v}")),
                         "source": "results.jsonl (standard answers, clustered by image)"})
+    return out
+
+
+def per_subgroup_sensitivity(records: Sequence[Any], confidence: float = 0.95) -> list[dict[str, Any]]:
+    """Per stratum of each subgroup attribute, per diagnosis cell and finding that occurs as a truth
+    there: the sensitivity with its image-clustered interval (metrics/findings.py), as measured
+    on results.jsonl's standard answers. Estimates for the board, not checks of the gate."""
+    from medrcube.metrics.findings import findings_by_cell, is_diagnosis_task
+    from medrcube.records import ATTRIBUTE_NAMES
+
+    std = [r for r in records if r.variant == "standard" and r.attributes is not None and is_diagnosis_task(r.task)]
+    out = []
+    for name in ATTRIBUTE_NAMES:
+        values = sorted({r.attributes.get(name) for r in std})
+        if values == ["unknown"]:
+            continue
+        for v in values:
+            for cell, cf in findings_by_cell([r for r in std if r.attributes.get(name) == v], None, confidence).items():
+                for finding, st in sorted(cf.findings.items()):
+                    se = st.sensitivity
+                    if se.n:
+                        out.append({"attribute": name, "value": v, "cell": "/".join(cell), "finding": finding,
+                                    "sensitivity": se.value, "interval": [se.lo, se.hi], "positives": se.n,
+                                    "images": se.clusters})
     return out
 
 
@@ -230,6 +256,9 @@ def build_dossier(run_dir: str | Path, seal: Any) -> dict[str, Any]:
         _item("per_subgroup", "Accuracy per subgroup (fairness)", subgroups, "results.jsonl; gate.json subgroup checks"),
         _item("subgroup_rule", "How the subgroup checks decide the verdict", subgroup_rule(gate),
               "gate.json subgroup checks (bound, required, params)"),
+        _item("per_subgroup_sensitivity", "Sensitivity per finding and subgroup (diagnosis tasks)",
+              per_subgroup_sensitivity(records), "results.jsonl (standard answers of the diagnosis cells, clustered by "
+              "image; estimates, not checks of the gate)"),
         _item("calibration", "Calibration", _checks(gate, ("calibration",)) or summary.get("calibration"),
               "gate.json calibration checks; metrics_summary.json calibration"),
         _item("credibility", "Credibility (diagnoses resting on perception)", _checks(gate, ("credibility",)),
