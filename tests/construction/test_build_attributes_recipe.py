@@ -47,3 +47,54 @@ def test_a_raw_header_is_generalised_to_the_vocabulary() -> None:
     assert from_header(no_age, spec, None) == {"sex": "male", "age_band": "60-69", "manufacturer": "unknown",
                                                "model": "unknown", "site": "unknown", "protocol": "unknown"}
     assert from_header(header, AttributesSpec(keep=("sex",)), "NORTH") == {"sex": "female"}
+
+
+def test_a_json_sidecar_states_them_for_a_nifti_volume_or_a_plain_image(tmp_path: Path) -> None:
+    import json
+
+    from medrcube.construction.privacy.coarse import from_sidecar, sidecar_of
+
+    spec = AttributesSpec(keep=("sex", "age_band", "manufacturer", "model", "site"), models={"Prisma": "PRISMA"})
+    vol, png = tmp_path / "sub-01_T1w.nii.gz", tmp_path / "case7.png"
+    assert (sidecar_of(vol).name, sidecar_of(png).name) == ("sub-01_T1w.json", "case7.json")
+    # BIDS spellings and plain keys; a free-text field beside them is never read.
+    sidecar_of(vol).write_text(json.dumps({"PatientSex": "F", "PatientAge": "067Y", "Manufacturer": "Siemens Healthineers",
+                                           "ManufacturersModelName": "Prisma", "PatientName": "Doe^Jane"}), "utf-8")
+    sidecar_of(png).write_text(json.dumps({"sex": "male", "age": 94.5, "manufacturer": "Acme"}), "utf-8")
+    assert from_sidecar(vol, spec, "NORTH") == {"sex": "female", "age_band": "60-69", "manufacturer": "Siemens",
+                                                "model": "PRISMA", "site": "NORTH"}
+    assert from_sidecar(png, spec, None) == {"sex": "male", "age_band": "90+", "manufacturer": "unknown",
+                                             "model": "unknown", "site": "unknown"}
+    assert from_sidecar(tmp_path / "none.png", spec, "NORTH") == {"site": "NORTH"}  # no sidecar: the source's own
+    sidecar_of(png).write_text("[1, 2]", "utf-8")
+    with pytest.raises(ValueError, match=r"case7\.json: a sidecar must be a JSON object"):
+        from_sidecar(png, spec, None)
+
+
+def test_the_nifti_reader_carries_the_sidecars_attributes_into_every_slice(tmp_path: Path) -> None:
+    import json
+
+    import nibabel as nib
+    import numpy as np
+
+    from medrcube.construction.privacy.safeguards import Manifest
+    from medrcube.construction.readers.nifti_folder import read_nifti_folder
+    from medrcube.construction.readers.tabular import SourceLog
+
+    folder = tmp_path / "mri"
+    folder.mkdir()
+    vol = np.random.default_rng(0).integers(1, 200, size=(8, 8, 8)).astype(np.int16)
+    for name in ("sub-01_T1w", "sub-02_T1w", "sub-03_T1w"):
+        nib.save(nib.Nifti1Image(vol, np.eye(4)), folder / f"{name}.nii.gz")
+    (folder / "sub-01_T1w.json").write_text(json.dumps({"PatientSex": "M", "PatientAge": "045Y"}), "utf-8")
+    (folder / "sub-03_T1w.json").write_text("{not json", "utf-8")
+    data = {"version": 1, "name": "site", "attributes": {"keep": ["sex", "age_band", "site"]},
+            "sources": [{"kind": "nifti-folder", "path": "mri", "modality": "MRI", "part": "Brain", "site": "WEST",
+                         "planes": ["axial"]}]}
+    r = parse_recipe(data, tmp_path / "recipe.yaml")
+    log = SourceLog()
+    images = list(read_nifti_folder(r.sources[0], r.privacy, Manifest(), {}, log))
+    # sub-02 has no sidecar and sub-03 an unreadable one: the source's own (site), named on the log.
+    assert [i.attributes for i in images] == [{"sex": "male", "age_band": "40-49", "site": "WEST"},
+                                              {"site": "WEST"}, {"site": "WEST"}]
+    assert log.counts["unreadable attributes sidecar"] == 1

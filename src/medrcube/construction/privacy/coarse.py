@@ -14,6 +14,13 @@ header first, and generalised at once to a closed vocabulary (cube/attributes.py
 - site: the code the recipe gives the source (`site`, else `attributes.site`);
 - protocol: the protocol family the build's vocabulary derives (Stage I), if any.
 
+A NIfTI volume or a PNG/JPEG image has no header to read them from; a JSON sidecar beside
+it (`sub-01_T1w.json` for `sub-01_T1w.nii.gz`, `case7.json` for `case7.png`, as BIDS
+places them) may state them under the DICOM keywords (`PatientSex`, `PatientAge`,
+`Manufacturer`, `ManufacturerModelName`), BIDS's `ManufacturersModelName`, or plain
+`sex`, `age` (years) and `model`; they are generalised by the same rules, nothing else
+of the sidecar is read, and the sidecar itself is never exported.
+
 No other value is read into them, none is free text, and only those the recipe keeps
 (`attributes.keep`) are written: the manifest lists them with how each was generalised
 and how many exported images hold each value.
@@ -21,6 +28,8 @@ and how many exported images hold each value.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from medrcube.construction.recipe.spec import AttributesSpec
@@ -35,6 +44,15 @@ RULES: dict[str, str] = {
     "model": "ManufacturerModelName -> the recipe's code (attributes.models), else unknown",
     "site": "the recipe's site code of the source (sources[].site, else attributes.site), else unknown",
     "protocol": "the protocol family the build's vocabulary derives (Imaging Protocol Recognition), else unknown",
+}
+SIDECAR_RULE = ("NIfTI and PNG/JPEG sources: the same rules on the image's JSON sidecar (PatientSex or sex, "
+                "PatientAge or age in years, Manufacturer, ManufacturerModelName or ManufacturersModelName or model)")
+# The keys a JSON sidecar may state each raw value under, in order of preference.
+SIDECAR_KEYS: dict[str, tuple[str, ...]] = {
+    "PatientSex": ("PatientSex", "sex"),
+    "PatientAge": ("PatientAge", "age"),
+    "Manufacturer": ("Manufacturer", "manufacturer"),
+    "ManufacturerModelName": ("ManufacturerModelName", "ManufacturersModelName", "model"),
 }
 
 
@@ -53,7 +71,9 @@ def from_header(raw: Any, spec: AttributesSpec, site: str | None) -> dict[str, s
     if "sex" in keep:
         out["sex"] = vocab.normalise("sex", raw.get("PatientSex"))
     if "age_band" in keep:
-        years = vocab.age_years(str(raw.get("PatientAge") or "")) if raw.get("PatientAge") else None
+        age = raw.get("PatientAge")
+        years = vocab.age_years(age if isinstance(age, int | float) else str(age or "")) if age not in (None, "") \
+            else None
         if years is None:
             day = raw.get("StudyDate") or raw.get("AcquisitionDate") or raw.get("ContentDate") or raw.get("SeriesDate")
             years = _years_between(raw.get("PatientBirthDate"), day)
@@ -76,11 +96,39 @@ def from_source(spec: AttributesSpec, site: str | None) -> dict[str, str]:
     return out
 
 
+def sidecar_of(image: Path) -> Path:
+    """Where an image's JSON sidecar lies: its name without the image suffix, plus .json."""
+    name = image.name
+    for suffix in (".nii.gz", ".nii"):
+        if name.endswith(suffix):
+            return image.with_name(name[: -len(suffix)] + ".json")
+    return image.with_suffix(".json")
+
+
+def from_sidecar(image: Path, spec: AttributesSpec, site: str | None) -> dict[str, str]:
+    """The kept attributes of an image from its JSON sidecar (module docstring), generalised as a
+    header's are; without a sidecar, what the source states (from_source). ValueError names the
+    sidecar when it is not a JSON object."""
+    path = sidecar_of(image)
+    if not path.is_file():
+        return from_source(spec, site)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path}: not readable as JSON ({exc}); fix or remove the sidecar") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a sidecar must be a JSON object such as {{\"PatientSex\": \"F\", \"PatientAge\": "
+                         f"\"064Y\"}}, found {type(data).__name__}")
+    raw = {key: next((data[k] for k in names if data.get(k) not in (None, "")), None)
+           for key, names in SIDECAR_KEYS.items()}
+    return from_header(raw, spec, site)
+
+
 def manifest_section(spec: AttributesSpec | None, counts: dict[str, dict[str, int]]) -> dict[str, Any]:
     """The manifest's `subgroup_attributes`: kept, how each is generalised, images per value."""
     if spec is None:
         return {"kept": [], "note": "the recipe keeps no subgroup attribute (no `attributes` section)"}
-    return {"kept": list(spec.keep), "rules": {k: RULES[k] for k in spec.keep},
+    return {"kept": list(spec.keep), "rules": {k: RULES[k] for k in spec.keep}, "sidecars": SIDECAR_RULE,
             "images_per_value": {k: dict(sorted(counts.get(k, {}).items())) for k in spec.keep}}
 
 

@@ -6,7 +6,8 @@ documented source) or a labels CSV. The plane of each cut is known from the affi
 no cut in that plane). A BIDS file-name suffix (`_T1w`, `_FLAIR`, `_dwi`...) names the
 acquisition. The header is never exported (its `descrip` field is free text). Labels
 apply to a whole volume (diagnosis, severity); regions of interest are not read from a
-volume's label row, since one box cannot mark every slice.
+volume's label row, since one box cannot mark every slice. The subgroup attributes a
+recipe keeps come from the volume's JSON sidecar when it has one (privacy/coarse.py).
 """
 
 from __future__ import annotations
@@ -60,6 +61,13 @@ def read_nifti_folder(spec: SourceSpec, privacy: PrivacySpec, manifest: Manifest
             continue
         rows = table.find(rel) if table is not None else []
         hints, labels = table.hints(rows, log, str(path)) if table is not None and rows else ({}, {})
+        attributes: dict[str, str] = {}
+        if spec.attributes is not None:
+            try:  # the volume's JSON sidecar, if any (privacy/coarse.py)
+                attributes = coarse.from_sidecar(path, spec.attributes, spec.site)
+            except ValueError as exc:
+                log.note("unreadable attributes sidecar", str(exc))
+                attributes = coarse.from_source(spec.attributes, spec.site)
         suffix = bids_suffix(path.name)
         if suffix and "protocol" not in hints:
             hints["protocol"] = Hint(suffix, f"BIDS file-name suffix {suffix!r}", "BIDS suffix")
@@ -89,5 +97,5 @@ def read_nifti_folder(spec: SourceSpec, privacy: PrivacySpec, manifest: Manifest
                     dataset=spec.dataset, ref=f"volume {v + 1} {plane} slice {src_index} of {size}", pixels=pixels,
                     origin="nifti", spacing=(dr, dc), hints={**hints, "plane": plane_hint}, labels=labels,
                     processing=["reoriented to RAS, window 1-99.5th percentile of the volume"],
-                    attributes=coarse.from_source(spec.attributes, spec.site) if spec.attributes is not None else {},
+                    attributes=dict(attributes),
                 )  # fmt: skip

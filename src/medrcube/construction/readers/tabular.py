@@ -222,10 +222,16 @@ def read_images_csv(spec: SourceSpec, privacy: PrivacySpec, manifest: Manifest, 
         processing = [f"{'gray' if pixels.ndim == 2 else 'colour'} {pixels.shape[1]}x{pixels.shape[0]} from a {path.suffix.lower()[1:].upper()} file"]
         if screen.action == "mask":
             processing.append(f"masked {len(screen.boxes)} region(s): {screen.reason}")
+        attributes: dict[str, str] = {}
+        if spec.attributes is not None:
+            try:  # the image's JSON sidecar, if any (privacy/coarse.py)
+                attributes = coarse.from_sidecar(path, spec.attributes, spec.site)
+            except ValueError as exc:
+                log.note("unreadable attributes sidecar", str(exc))
+                attributes = coarse.from_source(spec.attributes, spec.site)
         yield SourceImage(
             dataset=spec.dataset, ref=f"image {n + 1} (labels row {rows[0].number})", pixels=pixels, origin="image",
             hints=hints, labels=labels, rois=rois_of(table, rows, folder, pixels.shape[:2], log, where),
-            processing=processing,
-            attributes=coarse.from_source(spec.attributes, spec.site) if spec.attributes is not None else {},
+            processing=processing, attributes=attributes,
         )  # fmt: skip
 
