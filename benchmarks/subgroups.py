@@ -28,7 +28,8 @@ stratum (icc 0.3), drawn with numpy.
    each bound (planning accuracy 0.85), under the default `gap: detect`: a collection with
    the planned images of one stratum (and the rest in the mix's proportions) decides that
    stratum's checks in the planned direction at least 80% of the time: its accuracy check
-   for a model at min_accuracy +- 0.1, its gap detector for a gap of max_gap + 0.1.
+   for a model at min_accuracy +- 0.1, its gap detector for a gap of max_gap + 0.1; and
+   under `gap: prove` also its gap check's pass for a gap of max_gap - 0.1.
 
 Each rate carries its Monte Carlo standard error; a figure is ok when within its level
 plus two of them.
@@ -155,10 +156,13 @@ def gate_rates(reps: int, seed: int, accuracy: Accuracy, *, images: int = 600,
 
 
 def plan_rates(reps: int, seed: int, *, distance: float = 0.1, accuracy: float = 0.85,
-               power: float = 0.8) -> list[dict[str, Any]]:
+               power: float = 0.8, gap: str = "detect",
+               only: Sequence[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
     """Per stratum and planned direction: how often the stratum's check decided as planned when
-    the collection holds exactly the plan's images of that stratum (the rest in the mix)."""
-    sub = {"by": ["manufacturer"], "min_accuracy": 0.7, "max_gap": 0.1}
+    the collection holds exactly the plan's images of that stratum (the rest in the mix).
+    `gap`: the policy's rule; under `prove` the gap check's pass direction is planned too.
+    `only`: the (check, direction) rows to simulate (default all the rule plans)."""
+    sub = {"by": ["manufacturer"], "min_accuracy": 0.7, "max_gap": 0.1, "gap": gap}
     pol = policy(sub)
     sp = pol.sections["subgroups"]
     mix = {(("manufacturer", v),): s for v, s in zip(VENDORS, SHARES, strict=True)}
@@ -173,12 +177,16 @@ def plan_rates(reps: int, seed: int, *, distance: float = 0.1, accuracy: float =
         attrs = [Attributes(manufacturer=v) for v, n in counts.items() for _ in range(n)]
         checks = build_checks([CELL], pol, strata=strata_of(attrs, ("manufacturer",)))
         b, g = sp.min_accuracy, sp.max_gap
-        scenarios = (  # gap: detect plans the detector's fail direction only
+        scenarios = [  # gap: detect plans the detector's fail direction only
             ("accuracy", "pass", {st.value: b + distance, "*": accuracy}, st.need_accuracy),
             ("accuracy", "fail", {st.value: b - distance, "*": accuracy}, st.need_accuracy),
             ("gap", "fail", {st.value: accuracy - (g + distance), "*": accuracy}, st.need_gap),
-        )
+        ]
+        if gap == "prove":
+            scenarios.append(("gap", "pass", {st.value: accuracy - (g - distance), "*": accuracy}, st.need_gap))
         for kind, want, acc, need in scenarios:
+            if only is not None and (kind, want) not in only:
+                continue
             cid = f"subgroup{'_gap' if kind == 'gap' else ''}/manufacturer/{st.value}"
             decided = 0
             for _ in range(reps):
@@ -186,7 +194,7 @@ def plan_rates(reps: int, seed: int, *, distance: float = 0.1, accuracy: float =
                 v = res.by_id()[cid]
                 decided += v.status is (Status.PASS if want == "pass" else Status.FAIL)
             rate = decided / reps
-            rows.append({"stratum": st.value, "check": kind, "direction": want, "images_of_stratum": st.need,
+            rows.append({"rule": gap, "stratum": st.value, "check": kind, "direction": want, "images_of_stratum": st.need,
                          "planned_for_this_check": need, "collection_images": sum(counts.values()),
                          "decided": rate, "mc_se": mc(rate, reps), "reps": reps, "power": power,
                          "family_size": plan.family_size, "ok": rate + 2 * mc(rate, reps) >= power})
@@ -219,7 +227,7 @@ SCENARIOS: tuple[tuple[str, str, Accuracy, dict[str, Any]], ...] = (
 
 
 def run(reps: int = 200, plan_reps: int = 100, seed: int = 1, *, only_plan: bool = False) -> dict[str, Any]:
-    plan = plan_rates(plan_reps, seed + 100)
+    plan = plan_rates(plan_reps, seed + 100) + plan_rates(plan_reps, seed + 200, gap="prove", only=[("gap", "pass")])
     if only_plan:
         return {"reps": 0, "plan_reps": plan_reps, "seed": seed, "oc": {}, "plan": plan}
     oc = {}
@@ -245,10 +253,10 @@ def markdown(res: Mapping[str, Any], seconds: float) -> str:
         lines.append(f"| {key} | {lo}-{hi} | {r['QUALIFIED']:.3f} ± {r['mc_se_qualified']:.3f} | "
                      f"{r['NOT QUALIFIED']:.3f} ± {r['mc_se_not_qualified']:.3f} | {r['UNDECIDED']:.3f} | {named} | "
                      f"{r['other_named']:.3f} | {r['reps']} |")
-    lines += ["", "| stratum | check | direction | images of the stratum (plan) | collection | decided as planned | "
-              "MC s.e. | power | |", "|---|---|---|--:|--:|--:|--:|--:|---|"]
+    lines += ["", "| gap rule | stratum | check | direction | images of the stratum (plan) | collection | "
+              "decided as planned | MC s.e. | power | |", "|---|---|---|---|--:|--:|--:|--:|--:|---|"]
     for r in res["plan"]:
-        lines.append(f"| {r['stratum']} | {r['check']} | {r['direction']} | {r['images_of_stratum']} "
+        lines.append(f"| {r.get('rule', 'detect')} | {r['stratum']} | {r['check']} | {r['direction']} | {r['images_of_stratum']} "
                      f"({r['planned_for_this_check']}) | {r['collection_images']} | {r['decided']:.3f} | "
                      f"{r['mc_se']:.3f} | {r['power']:.2f} | {'ok' if r['ok'] else 'MISS'} |")
     lines.append(f"\n({seconds:.0f} s; `python -m benchmarks.subgroups`)")

@@ -27,3 +27,9 @@ def test_plan_rates_name_each_stratum_and_the_planned_directions() -> None:
         (v, k, d) for v in subgroups.VENDORS for k, d in (("accuracy", "pass"), ("accuracy", "fail"), ("gap", "fail"))}
     assert all(r["images_of_stratum"] >= r["planned_for_this_check"] for r in rows)
     assert {r["family_size"] for r in rows} == {7}
+
+
+def test_under_prove_the_plan_also_plans_the_gaps_pass() -> None:
+    rows = subgroups.plan_rates(1, 2, gap="prove", only=[("gap", "pass")])
+    assert [(r["rule"], r["stratum"], r["check"], r["direction"]) for r in rows] == [
+        ("prove", v, "gap", "pass") for v in ("GE", "Philips", "Siemens")]

@@ -200,4 +200,7 @@ def test_plan_says_per_stratum_what_to_collect(subgroup_ws, capsys) -> None:
     assert main([*args, "--mix", str(mix)]) == 0
     out = capsys.readouterr().out
     assert "collect " in out and "manufacturer = Philips" in out
+    # The gap checks are planned as what they are under the policy's rule: harm detectors.
+    assert plan["gap_rule"] == "detect" and plan["family_size"] > 10
+    assert "gap checks are harm detectors (subgroups.gap: detect): planned to show a gap 0.1 above max_gap" in out
     assert main(["plan", "--thresholds", str(subgroup_ws.path / "thresholds.yaml"), "--cube", "nowhere.jsonl"]) == 2
