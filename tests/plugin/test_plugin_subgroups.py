@@ -62,6 +62,7 @@ def test_a_model_worse_on_one_manufacturer_is_not_qualified_and_named(subgroup_w
     assert {by[f"subgroup/sex/{s}"]["verdict"] for s in ("female", "male")} == {"pass"}
     html = (subgroup_ws.run_dirs()[-1] / "report.html").read_text(encoding="utf-8")
     assert 'id="kind-subgroup"' in html and 'aria-label="accuracy per manufacturer"' in html
+    assert "(harm detector: a decided failure fails the gate; never required to pass)" in html
     assert 'aria-label="accuracy per sex"' in html
     assert wait_drawn(subgroup_ws.run_dirs()[-1]) == "drawn"
 

@@ -147,6 +147,7 @@ def kind_panels(gate: Mapping[str, Any] | None) -> list[dict[str, Any]]:
         by_kind.setdefault(str(c.get("kind")), []).append({
             "id": c.get("id"), "verdict": c.get("verdict"), "required": c.get("required", True),
             "observed": c.get("observed"), "bound": c.get("bound"), "interval": c.get("interval"), "n": c.get("n"),
+            "detector": bool((c.get("params") or {}).get("detector")),  # a harm detector (gate/subgroups.py)
         })
     panels = []
     for kind in sorted(by_kind, key=lambda k: (rank(k), k)):
