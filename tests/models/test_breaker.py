@@ -90,6 +90,27 @@ def test_a_race_returns_its_result_and_lets_a_cancellation_not_the_breakers_thro
     assert asyncio.run(scenario()) == ("A", True, True)
 
 
+def test_an_attempt_that_opens_the_breaker_itself_returns_and_its_task_goes_on() -> None:
+    # The vLLM adapter trips the breaker inside the attempt that found its engine dead: that
+    # attempt's result stands, and its task (a run's worker) is not cancelled at its next await.
+    b = CircuitBreaker("u", failures=100, seconds=100)
+
+    async def dead_engine() -> str:
+        await asyncio.sleep(0)
+        b.trip("the engine exited with signal 9")
+        return "unreachable"
+
+    async def scenario() -> tuple[str | None, str]:
+        hung = asyncio.get_running_loop().create_future()  # another request, hanging: cancelled
+        other = asyncio.ensure_future(b.race(hung))
+        await asyncio.sleep(0)
+        result = await b.race(dead_engine())
+        await asyncio.sleep(0)  # the worker's next await: no CancelledError
+        return result, "other cancelled" if await other is None and hung.cancelled() else "other not cancelled"
+
+    assert asyncio.run(scenario()) == ("unreachable", "other cancelled")
+
+
 def test_trip_opens_at_once() -> None:
     b = CircuitBreaker("u", failures=100, seconds=100)
     b.trip("asked to wait 100000s")

@@ -137,7 +137,15 @@ class CircuitBreaker:
         return result
 
     def _cancel_racing(self) -> None:
+        # The attempt that opens the breaker from inside its own race (vllm_adapter: the
+        # engine found dead) is not hanging: it returns its own result. Cancelling it would
+        # leave a cancellation pending that `uncancel` does not withdraw before Python 3.13,
+        # delivered at the task's next await: the run's worker would end mid-run.
+        try:
+            current = asyncio.current_task()
+        except RuntimeError:  # no running loop
+            current = None
         for task, cancelled in list(self._racing.items()):
-            if not cancelled and not task.done():
+            if not cancelled and not task.done() and task is not current:
                 self._racing[task] = True
                 task.cancel()
