@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -81,20 +82,45 @@ def _stored(ws_path: Path) -> int:
         return 0
 
 
+# A middleware the engine loads (vLLM's --middleware; `python -m` puts the working
+# directory, the workspace, on the engine's path): from the STALL_AT-th chat completion on,
+# it writes `stalled` and never answers. With one sequence at a time (max_num_seqs 1, so the
+# gate's concurrency is 1) the run then waits on that request with exactly STALL_AT - 1
+# answered, whatever the machine's load, until the test kills the engine.
+STALL_ENV = "MEDRCUBE_TEST_STALL_AT"
+STALL = f"""\
+import asyncio, os, pathlib
+
+_seen = 0
+
+
+async def stall(request, call_next):
+    global _seen
+    if request.method == "POST" and request.url.path.endswith("/chat/completions"):
+        _seen += 1
+        at = int(os.environ.get("{STALL_ENV}") or 0)
+        if at and _seen >= at:
+            pathlib.Path("stalled").write_text(str(_seen))
+            await asyncio.Event().wait()  # no answer: the engine is killed here
+    return await call_next(request)
+"""
+STALL_AT = 4
+
+
 def _models_yaml(ws_path: Path, model: Path) -> None:
-    # Answers of 120 tokens, two at a time: a run long enough to be killed in the middle.
+    (ws_path / "engine_stall.py").write_text(STALL, encoding="utf-8")
     (ws_path / "models.yaml").write_text(
         "models:\n"
         "  tiny-engine:\n"
         "    provider: vllm\n"
         f"    model: {model}\n"
-        "    max_num_seqs: 2\n"
+        "    max_num_seqs: 1\n"
         "    max_model_len: 256\n"
         "    dtype: float32\n"
         "    seed: 0\n"
         "    limit_mm_per_prompt: {image: 1}\n"
-        "    engine_flags: [--enforce-eager]\n"
-        "    params: {max_tokens: 120}\n"
+        "    engine_flags: [--enforce-eager, --middleware, engine_stall.stall]\n"
+        "    params: {max_tokens: 32}\n"
         "    breaker_seconds: 5\n", encoding="utf-8")
 
 
@@ -102,19 +128,17 @@ def _models_yaml(ws_path: Path, model: Path) -> None:
 def test_killed_engine_stops_the_run_and_the_rerun_asks_only_what_is_missing(gate_ws, tiny_blip2: Path) -> None:
     _models_yaml(gate_ws.path, tiny_blip2)
     args = [sys.executable, "-m", "pytest", *gate_ws.args(model="tiny-engine")]
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), STALL_ENV: str(STALL_AT)}
     log = gate_ws.path / "first.log"
+    stalled = gate_ws.path / "stalled"
     with log.open("wb") as out:
         gate = subprocess.Popen(args, cwd=gate_ws.path, stdout=out, stderr=subprocess.STDOUT, env=env)
     try:
-        deadline = time.monotonic() + 900
-        server = None
-        while time.monotonic() < deadline and gate.poll() is None:
-            server = server or _server(tiny_blip2)
-            if server is not None and _stored(gate_ws.path) >= 3:
-                break
+        deadline = time.monotonic() + 900  # a bound on a hang only
+        while not stalled.exists() and gate.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert server is not None and gate.poll() is None, log.read_text(errors="replace")[-3000:]
+        server = _server(tiny_blip2)
+        assert stalled.exists() and server is not None and gate.poll() is None, log.read_text(errors="replace")[-3000:]
         _groups.add(os.getpgid(server))
         os.kill(server, signal.SIGKILL)  # the engine crashes mid-run
         first = gate.wait(timeout=300)
@@ -125,7 +149,7 @@ def test_killed_engine_stops_the_run_and_the_rerun_asks_only_what_is_missing(gat
     assert first == 11, said[-3000:]  # UNDECIDED: an outage decides nothing
     assert "circuit open" in said and "the vLLM engine" in said and "exited with signal 9" in said, said[-3000:]
     asked_first = _stored(gate_ws.path)
-    assert 3 <= asked_first < 27
+    assert asked_first == STALL_AT - 1  # every answer the engine gave before it was killed, stored
     assert _engines(tiny_blip2) == [], "an engine process outlived the killed run"
 
     # The rerun on the same store, on two xdist workers: the controller starts the engine,
@@ -144,11 +168,46 @@ def test_killed_engine_stops_the_run_and_the_rerun_asks_only_what_is_missing(gat
     assert result.ret in (10, 11)
     engine = json.loads((run_dir / "gate.json").read_text())["model_engine"]
     assert engine["engine"].startswith("vllm") and engine["managed"] is True
-    assert engine["args"] == {"model": str(tiny_blip2), "max_num_seqs": 2, "max_model_len": 256, "dtype": "float32",
-                              "seed": 0, "limit_mm_per_prompt": {"image": 1}, "engine_flags": ["--enforce-eager"]}
+    assert engine["args"] == {"model": str(tiny_blip2), "max_num_seqs": 1, "max_model_len": 256, "dtype": "float32",
+                              "seed": 0, "limit_mm_per_prompt": {"image": 1},
+                              "engine_flags": ["--enforce-eager", "--middleware", "engine_stall.stall"]}
     seal = json.loads((run_dir / "manifest.json").read_text())
     assert seal["identity"]["model"]["engine"]["args"] == engine["args"]
-    assert any(line.startswith("engine vllm") and "max_num_seqs=2" in line for line in result.outlines)
+    assert any(line.startswith("engine vllm") and "max_num_seqs=1" in line for line in result.outlines)
+
+
+@pytest.mark.slow
+def test_the_bundled_suite_on_a_bare_vllm_spec(pytester: pytest.Pytester, tiny_blip2: Path) -> None:
+    """`pytest --pyargs medrcube.suite --model=vllm:./tiny-vlm` in an empty directory: the
+    packaged suite on the bundled mini cube, with no models.yaml. The gate starts the engine
+    with the bare spec's defaults, asks every item, decides, seals the engine in the record
+    and stops it."""
+    model = pytester.path / "tiny-vlm"
+    shutil.copytree(tiny_blip2, model)
+    result = pytester.runpytest_subprocess("--pyargs", "medrcube.suite", "--model=vllm:./tiny-vlm",
+                                           "-p", "no:cacheprovider", "-p", "no:hypothesispytest", timeout=900)
+    said = "\n".join(result.outlines[-40:] + result.errlines[-40:])
+    assert _engines(model) == [], "an engine process outlived the run"
+    runs = sorted(p for p in (pytester.path / "reports").iterdir() if p.is_dir())
+    assert len(runs) == 1, said
+    gate = json.loads((runs[0] / "gate.json").read_text())
+    verdicts = {0: "QUALIFIED", 10: "NOT QUALIFIED", 11: "UNDECIDED"}
+    assert result.ret in verdicts and gate["verdict"] == verdicts[int(result.ret)], said
+    run_json = json.loads((runs[0] / "run.json").read_text())
+    assert run_json.get("aborted") is None and run_json["requests_sent"] == 864, said
+    records = [json.loads(line) for line in (runs[0] / "results.jsonl").read_text().splitlines()]
+    assert len(records) == 864 and len({r["item_id"] for r in records}) == 864
+    outcomes = {r["outcome"] for r in records}
+    assert outcomes <= {"correct", "wrong", "unparsed", "refused", "truncated"}, outcomes  # every answer accounted for
+    # The engine as started: its version, and the bare spec's arguments (the checkpoint, and
+    # as many sequences at once as the gate sends), in run.json, gate.json and the seal.
+    engine = run_json["model_engine"]
+    assert engine["engine"].startswith("vllm") and engine["managed"] is True
+    assert engine["args"] == {"model": str(model), "max_num_seqs": 16}
+    assert gate["model_engine"] == engine
+    assert json.loads((runs[0] / "manifest.json").read_text())["identity"]["model"]["engine"] == engine
+    assert any(line.startswith(f"engine {engine['engine']} (started by the gate)") and "max_num_seqs=16" in line
+               for line in result.outlines), said
 
 
 def test_a_missing_vllm_is_one_usage_error_with_the_install_commands(gate_ws, tmp_path: Path,

@@ -32,6 +32,7 @@ from typing import Any
 from medrcube.models.openai_adapter import OpenAIAdapter
 from medrcube.models.provider_errors import Attempt
 from medrcube.models.vllm_engine import (
+    DEFAULT_MAX_NUM_SEQS,
     Engine,
     EngineArgs,
     EngineError,
@@ -127,6 +128,13 @@ def open_vllm(model: str, *, spec: str, url: str | None = None, executable: str 
                   "checkpoint": checkpoint}
         return VLLMAdapter(name, base_url=url, engine=engine, spec=spec, **kwargs)
     args = EngineArgs(model=name) if args is None else EngineArgs(**{**_fields(args), "model": name})
+    if args.max_num_seqs is None:
+        # The engine batches at most what one process of the gate sends at once (--concurrency,
+        # models.yaml's `concurrency`, else DEFAULT_MAX_NUM_SEQS), and the record says how many:
+        # the batch can change answers at temperature 0, and vLLM's own default (128 on a CPU,
+        # more on a GPU) would be neither used nor recorded.
+        seqs = int(kwargs.get("concurrency") or DEFAULT_MAX_NUM_SEQS)
+        args = EngineArgs(**{**_fields(args), "max_num_seqs": seqs})
     python = find_python(executable)
     process = Engine(python, args, installed_version(python) or "vllm")
     if start_timeout is not None:
@@ -135,8 +143,7 @@ def open_vllm(model: str, *, spec: str, url: str | None = None, executable: str 
     # parent started (an xdist worker): the fingerprint, and so the stored answers' keys, agree.
     engine_info = {"engine": process.version, "managed": True, "args": args.record(), "checkpoint": checkpoint,
                    "environment": process.environment()}
-    if args.max_num_seqs is not None:
-        kwargs.setdefault("concurrency", args.max_num_seqs)
+    kwargs.setdefault("concurrency", args.max_num_seqs)
     there = attached(engine_key(python, args))
     if there is not None:  # started by the process that started this one
         return VLLMAdapter(name, base_url=there["url"], engine=engine_info, spec=spec, **kwargs)

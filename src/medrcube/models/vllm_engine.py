@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ENGINE_KEYS", "VLLM_ENV", "Engine", "EngineArgs", "EngineError", "find_python", "installed_version",
+__all__ = ["DEFAULT_MAX_NUM_SEQS", "ENGINE_KEYS", "VLLM_ENV", "Engine", "EngineArgs", "EngineError", "find_python", "installed_version",
            "stop_engines"]
 
 VLLM_ENV = "MEDRCUBE_VLLM"
@@ -56,6 +56,9 @@ INSTALL_HINT = (
 START_TIMEOUT_S = 900.0  # a cold start on a loaded 2-core machine takes minutes
 STOP_TIMEOUT_S = 30.0
 LOG_LINES = 12  # the engine's last log lines quoted in a message
+# The engine's --max-num-seqs, and the gate's requests in flight per process, when neither
+# models.yaml (`max_num_seqs`, `concurrency`) nor --concurrency says (vllm_adapter.open_vllm).
+DEFAULT_MAX_NUM_SEQS = 16
 CPU_KV_CACHE_GIB = 2  # the CPU build's KV cache when nothing else sizes it (Engine.environment)
 
 # models.yaml keys of a `provider: vllm` entry that are engine arguments (the flag is the
