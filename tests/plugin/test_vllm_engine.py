@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from medrcube.models.vllm_engine import EngineError, find_python
-from medrcube.testing.processes import command_lines
+from medrcube.testing.processes import carrying, command_lines
 
 REPO = Path(__file__).resolve().parents[2]
 API_SERVER = "vllm.entrypoints.openai.api_server"
@@ -49,21 +49,17 @@ def tiny_blip2(vllm_python: Path, tmp_path_factory: pytest.TempPathFactory) -> P
     return out
 
 
-def _engines(model: Path) -> list[int]:
-    """Pids of every process whose command line names `model` (the server and its children
-    name it, or are in its process group)."""
-    pids = []
-    for pid, cmd in command_lines():
-        try:
-            group = os.getpgid(pid)
-        except (OSError, ProcessLookupError):
-            continue
-        if str(model) in cmd or group in _groups:
-            pids.append(pid)
-    return pids
+# Every run of the gate in these tests carries this variable (its value: the test's
+# directory), and so does every process it starts: the engine's spawned workers too, which
+# name no model on their command line.
+MARK = "MEDRCUBE_TEST_ENGINE_RUN"
 
 
-_groups: set[int] = set()  # process groups of the engines seen, whose members must all be gone
+def _left(model: Path, mark: Path) -> list[int]:
+    """Pids of the engine processes still alive: those naming `model`, and those the gate
+    runs marked `mark` started."""
+    named = {pid for pid, cmd in command_lines() if str(model) in cmd}
+    return sorted(named | set(carrying(MARK, str(mark))))
 
 
 def _server(model: Path) -> int | None:
@@ -83,13 +79,14 @@ def _stored(ws_path: Path) -> int:
 
 
 # A middleware the engine loads (vLLM's --middleware; `python -m` puts the working
-# directory, the workspace, on the engine's path): from the STALL_AT-th chat completion on,
-# it writes `stalled` and never answers. With one sequence at a time (max_num_seqs 1, so the
+# directory, the workspace, on the engine's path). From the STALL_AT-th chat completion on,
+# it writes `stalled` and never answers: with one sequence at a time (max_num_seqs 1, so the
 # gate's concurrency is 1) the run then waits on that request with exactly STALL_AT - 1
-# answered, whatever the machine's load, until the test kills the engine.
-STALL_ENV = "MEDRCUBE_TEST_STALL_AT"
+# answered, whatever the machine's load, until the test kills the engine. At the
+# INTERRUPT_AT-th it sends the gate (the engine's parent) SIGINT: a Ctrl-C mid-run.
+STALL_ENV, INTERRUPT_ENV = "MEDRCUBE_TEST_STALL_AT", "MEDRCUBE_TEST_INTERRUPT_AT"
 STALL = f"""\
-import asyncio, os, pathlib
+import asyncio, os, pathlib, signal
 
 _seen = 0
 
@@ -98,6 +95,8 @@ async def stall(request, call_next):
     global _seen
     if request.method == "POST" and request.url.path.endswith("/chat/completions"):
         _seen += 1
+        if _seen == int(os.environ.get("{INTERRUPT_ENV}") or 0):
+            os.kill(os.getppid(), signal.SIGINT)
         at = int(os.environ.get("{STALL_ENV}") or 0)
         if at and _seen >= at:
             pathlib.Path("stalled").write_text(str(_seen))
@@ -125,8 +124,10 @@ def _models_yaml(ws_path: Path, model: Path) -> None:
 
 
 @pytest.mark.slow
-def test_killed_engine_stops_the_run_and_the_rerun_asks_only_what_is_missing(gate_ws, tiny_blip2: Path) -> None:
+def test_killed_engine_stops_the_run_and_the_rerun_asks_only_what_is_missing(
+        gate_ws, tiny_blip2: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _models_yaml(gate_ws.path, tiny_blip2)
+    monkeypatch.setenv(MARK, str(gate_ws.path))
     args = [sys.executable, "-m", "pytest", *gate_ws.args(model="tiny-engine")]
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), STALL_ENV: str(STALL_AT)}
     log = gate_ws.path / "first.log"
@@ -139,7 +140,6 @@ def test_killed_engine_stops_the_run_and_the_rerun_asks_only_what_is_missing(gat
             time.sleep(0.2)
         server = _server(tiny_blip2)
         assert stalled.exists() and server is not None and gate.poll() is None, log.read_text(errors="replace")[-3000:]
-        _groups.add(os.getpgid(server))
         os.kill(server, signal.SIGKILL)  # the engine crashes mid-run
         first = gate.wait(timeout=300)
     finally:
@@ -150,12 +150,12 @@ def test_killed_engine_stops_the_run_and_the_rerun_asks_only_what_is_missing(gat
     assert "circuit open" in said and "the vLLM engine" in said and "exited with signal 9" in said, said[-3000:]
     asked_first = _stored(gate_ws.path)
     assert asked_first == STALL_AT - 1  # every answer the engine gave before it was killed, stored
-    assert _engines(tiny_blip2) == [], "an engine process outlived the killed run"
+    assert _left(tiny_blip2, gate_ws.path) == [], "an engine process outlived the killed run"
 
     # The rerun on the same store, on two xdist workers: the controller starts the engine,
     # the workers attach to it (and key their answers as the first run did).
     result = gate_ws.run_subprocess("-n", "2", model="tiny-engine")
-    assert _engines(tiny_blip2) == [], "an engine process outlived the run"
+    assert _left(tiny_blip2, gate_ws.path) == [], "an engine process outlived the run"
     run_dir = gate_ws.run_dirs()[-1]
     run_json = json.loads((run_dir / "run.json").read_text())
     assert run_json.get("aborted") is None
@@ -177,17 +177,33 @@ def test_killed_engine_stops_the_run_and_the_rerun_asks_only_what_is_missing(gat
 
 
 @pytest.mark.slow
-def test_the_bundled_suite_on_a_bare_vllm_spec(pytester: pytest.Pytester, tiny_blip2: Path) -> None:
+def test_ctrl_c_mid_run_stops_the_engine(gate_ws, tiny_blip2: Path) -> None:
+    """The gate interrupted while it asks (SIGINT, as a terminal's Ctrl-C sends it, at the
+    engine's second request): the run ends interrupted and no engine process is left."""
+    _models_yaml(gate_ws.path, tiny_blip2)
+    args = [sys.executable, "-m", "pytest", *gate_ws.args(model="tiny-engine")]
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), INTERRUPT_ENV: "2", MARK: str(gate_ws.path)}
+    done = subprocess.run(args, cwd=gate_ws.path, capture_output=True, text=True, env=env, timeout=900)
+    said = (done.stdout + done.stderr)[-3000:]
+    assert done.returncode == pytest.ExitCode.INTERRUPTED, said
+    assert _left(tiny_blip2, gate_ws.path) == [], "an engine process outlived the interrupted run"
+    assert _stored(gate_ws.path) < 27, said  # interrupted mid-run, not after it
+
+
+@pytest.mark.slow
+def test_the_bundled_suite_on_a_bare_vllm_spec(pytester: pytest.Pytester, tiny_blip2: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """`pytest --pyargs medrcube.suite --model=vllm:./tiny-vlm` in an empty directory: the
     packaged suite on the bundled mini cube, with no models.yaml. The gate starts the engine
     with the bare spec's defaults, asks every item, decides, seals the engine in the record
     and stops it."""
     model = pytester.path / "tiny-vlm"
     shutil.copytree(tiny_blip2, model)
+    monkeypatch.setenv(MARK, str(pytester.path))
     result = pytester.runpytest_subprocess("--pyargs", "medrcube.suite", "--model=vllm:./tiny-vlm",
                                            "-p", "no:cacheprovider", "-p", "no:hypothesispytest", timeout=900)
     said = "\n".join(result.outlines[-40:] + result.errlines[-40:])
-    assert _engines(model) == [], "an engine process outlived the run"
+    assert _left(model, pytester.path) == [], "an engine process outlived the run"
     runs = sorted(p for p in (pytester.path / "reports").iterdir() if p.is_dir())
     assert len(runs) == 1, said
     gate = json.loads((runs[0] / "gate.json").read_text())

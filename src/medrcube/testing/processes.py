@@ -19,3 +19,24 @@ def command_lines() -> Iterator[tuple[int, str]]:
         except OSError:
             continue
         yield int(entry.name), cmd
+
+
+def carrying(name: str, value: str) -> list[int]:
+    """Pids of the processes (this one aside) whose environment holds `name=value`: a
+    marker a test gives the process it starts, which every descendant inherits whatever its
+    command line (an engine's spawned workers name no model). The environment read is the
+    one each process started with."""
+    import os
+
+    needle = f"{name}={value}".encode()
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            env = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if needle in env.split(b"\0"):
+            out.append(int(entry.name))
+    return out
