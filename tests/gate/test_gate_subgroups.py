@@ -166,3 +166,21 @@ def test_the_plan_plans_the_detectors_fail_direction_only() -> None:
     assert d["plan"].to_dict()["gap_rule"] == "detect" and d["plan"].to_dict()["family_size"] == 7
     low_d, low_p = needs("detect", family_size=1, accuracy=0.45), needs("prove", family_size=1, accuracy=0.45)
     assert 0 < low_d["Siemens"].need_gap < low_p["Siemens"].need_gap
+
+
+def test_a_stratum_whose_images_cannot_show_min_accuracy_is_reported_not_required() -> None:
+    """40 images, every answer right, give a lower bound of about 0.91: a bound of 0.95 cannot be shown."""
+    st = {"manufacturer": {"GE": 400, "Siemens": 40}, "sex": {"female": 220, "male": 220}}
+    checks = {c.id: c for c in build_checks([CELL], _policy(min_accuracy=0.95), strata=st)}
+    siemens, ge = checks["subgroup/manufacturer/Siemens"], checks["subgroup/manufacturer/GE"]
+    assert ge.required and "not_required" not in ge.params
+    assert not siemens.required
+    assert siemens.params["not_required"].startswith("stratum too small to show subgroups.min_accuracy=0.95: 40 images")
+    assert checks["subgroup_gap/manufacturer/Siemens"].params["not_required"].startswith("harm detector")
+    # The perfect model's records: the check indeed cannot pass, whatever the items per image.
+    recs = [r for r in _records({"*": 1.0}, images=120, per_image=3) if r.attributes.manufacturer == "Siemens"]
+    assert len({r.image for r in recs}) == 40
+    by = evaluate_gate([siemens], recs).by_id()
+    assert by[siemens.id].status is Status.UNDECIDED
+    # At 0.7 the same 40 images are enough: required.
+    assert {c.id: c for c in build_checks([CELL], _policy(), strata=st)}["subgroup/manufacturer/Siemens"].required

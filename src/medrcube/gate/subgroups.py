@@ -28,8 +28,9 @@ is below `max_gap`: the interval of a difference carries both accuracies' uncert
 and an even model's gap (0) lies only `max_gap` from its bound, so that proof needs many
 more images per stratum than the accuracy claim (docs/guarantees.md, "Subgroups").
 `gap: prove` makes them required as well. A stratum with fewer
-than `min_images` images, and the stratum `unknown` (the source does not say), are built
-and reported, never merged or dropped, but not required: every output names them, with why.
+than `min_images` images, the stratum `unknown` (the source does not say), and a stratum
+whose images could not show `min_accuracy` even with every answer right, are built and
+reported, never merged or dropped, but not required: every output names them, with why.
 
 The kinds register themselves here (gate/kinds.py) when the gate package is imported
 (gate/__init__.py), before any policy is read or the suite makes its test functions. At
@@ -45,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from medrcube.gate.kinds import BuildContext, KindEntry, entry_of, register
 from medrcube.gate.policy import DECISION_KEYS
 from medrcube.metrics import strata
-from medrcube.metrics.clustered import cluster_counts, image_key
+from medrcube.metrics.clustered import cluster_counts, clustered_wilson, image_key
 from medrcube.records import ATTRIBUTE_NAMES, UNKNOWN, GradedRecord, Outcome
 
 if TYPE_CHECKING:  # imported where used (the module docstring)
@@ -118,6 +119,20 @@ def not_required_reason(value: str, images: int, sp: SubgroupPolicy) -> str | No
     return None
 
 
+def unpassable_reason(images: int, sp: SubgroupPolicy) -> str | None:
+    """Why a stratum's accuracy check cannot pass on its images whatever the answers (None: it can).
+    A model right on every item is credited with one independent answer per image: the most a
+    stratum's items can show (more items of one image, all right, show no more), so a check
+    called unpassable here is unpassable in the run."""
+    if sp.min_accuracy is None or images <= 0:
+        return None
+    best = clustered_wilson([(1, 1)] * images, sp.confidence).lo
+    if best > sp.min_accuracy:
+        return None
+    return (f"stratum too small to show {sp.source}.min_accuracy={sp.min_accuracy:g}: {images} images, a model right "
+            f"on every item would reach a lower bound of {best:.3f} at most")
+
+
 def detector_reason(sp: SubgroupPolicy) -> str:
     """Why a gap check is reported, not required, under `gap: detect`."""
     return (f"harm detector ({sp.source}.gap: detect): it fails the gate when the stratum's gap to the rest is shown "
@@ -144,10 +159,13 @@ def build(ctx: BuildContext) -> list[Check]:
                 params["not_required"] = why
             common = dict(part=None, modality=None, task=None, rule=sp.rule, confidence=sp.confidence,
                           min_n=sp.min_n, max_error_rate=sp.max_error_rate, required=sp.required and not why)
-            if sp.min_accuracy is not None:
+            if sp.min_accuracy is not None:  # required where it can pass at all (unpassable_reason)
+                cant = None if why else unpassable_reason(images, sp)
+                ap = {**params, "not_required": cant} if cant else dict(params)
                 out.append(Check(id=f"subgroup/{attribute}/{value}", kind=SUBGROUP, metric="accuracy",
-                                 bound=sp.min_accuracy, source=f"{sp.source}.min_accuracy", params=dict(params),
-                                 labels=_labels(attribute, value, SUBGROUP), **common))
+                                 bound=sp.min_accuracy, source=f"{sp.source}.min_accuracy", params=ap,
+                                 labels=_labels(attribute, value, SUBGROUP),
+                                 **{**common, "required": common["required"] and not cant}))
             if sp.max_gap is not None and len(values) >= 2:
                 gp = {**params, "gap_rule": sp.gap}
                 if sp.gap == "detect":  # params["detector"]: the gate's guarantee names these apart (gate/evaluate.py)
