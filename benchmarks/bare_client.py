@@ -7,6 +7,10 @@ image file once, and sends one OpenAI chat-completions request per job from C th
 each holding one keep-alive connection (stdlib `http.client`). It reads every answer and
 counts non-200 statuses; it prints one JSON line (requests, errors) and exits 1 on any
 error, so that a broken ceiling is never quoted.
+
+`python -m benchmarks.bare_client JOBS URL C lazy` builds each body when it is sent
+instead of all of them first (each image still base64'd once): for the tens of thousands
+of requests of the paper-scale cube with its variants, whose bodies would not fit in memory.
 """
 
 from __future__ import annotations
@@ -19,28 +23,33 @@ import threading
 from urllib.parse import urlsplit
 
 
+def _body(job: dict, model: str, encoded: dict[str, str]) -> bytes:
+    """One job's request body; `encoded` holds each image's data URL (one encoding per image)."""
+    content: list[dict] = [{"type": "text", "text": job["prompt"]}]
+    path = job.get("image")
+    if path:
+        if path not in encoded:
+            with open(path, "rb") as f:
+                encoded[path] = "data:image/png;base64," + base64.b64encode(f.read()).decode("ascii")
+        content.append({"type": "image_url", "image_url": {"url": encoded[path]}})
+    body = {"model": model, "messages": [{"role": "user", "content": content}], "max_tokens": 32,
+            "temperature": 0}
+    return json.dumps(body).encode()
+
+
 def _bodies(jobs: list[dict], model: str) -> list[bytes]:
-    encoded: dict[str, str] = {}  # image path -> data URL: one encoding per image
-    out = []
-    for job in jobs:
-        content: list[dict] = [{"type": "text", "text": job["prompt"]}]
-        path = job.get("image")
-        if path:
-            if path not in encoded:
-                with open(path, "rb") as f:
-                    encoded[path] = "data:image/png;base64," + base64.b64encode(f.read()).decode("ascii")
-            content.append({"type": "image_url", "image_url": {"url": encoded[path]}})
-        body = {"model": model, "messages": [{"role": "user", "content": content}], "max_tokens": 32,
-                "temperature": 0}
-        out.append(json.dumps(body).encode())
-    return out
+    encoded: dict[str, str] = {}
+    return [_body(job, model, encoded) for job in jobs]
 
 
 def main(argv: list[str] | None = None) -> int:
-    jobs_path, url, concurrency = (argv or sys.argv[1:])[:3]
+    args = argv or sys.argv[1:]
+    jobs_path, url, concurrency = args[:3]
+    lazy = args[3:4] == ["lazy"]
     with open(jobs_path, encoding="utf-8") as f:
         jobs = json.load(f)
-    bodies = _bodies(jobs, "bench")
+    encoded: dict[str, str] = {}
+    bodies = None if lazy else _bodies(jobs, "bench")
     parts = urlsplit(url)
     path = parts.path.rstrip("/") + "/chat/completions"
     headers = {"Content-Type": "application/json", "Authorization": "Bearer bench"}
@@ -53,9 +62,14 @@ def main(argv: list[str] | None = None) -> int:
             with lock:
                 i = state["next"]
                 state["next"] += 1
-            if i >= len(bodies):
+                if i < len(jobs) and bodies is None:
+                    job = jobs[i]
+                    if job.get("image") and job["image"] not in encoded:
+                        _body(job, "bench", encoded)  # the image's one encoding, under the lock
+            if i >= len(jobs):
                 break
-            conn.request("POST", path, body=bodies[i], headers=headers)
+            body = bodies[i] if bodies is not None else _body(jobs[i], "bench", encoded)
+            conn.request("POST", path, body=body, headers=headers)
             resp = conn.getresponse()
             json.loads(resp.read())
             with lock:

@@ -39,6 +39,7 @@ import shutil
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,31 +67,36 @@ def write_jobs(cube_path: str, dest: Path) -> int:
 
 
 def command(harness: str, *, url: str, cube: str, conc: int, work: Path, jobs: Path,
-            store: Path | None = None) -> list[str]:
+            store: Path | None = None, extra: Sequence[str] = ()) -> list[str]:
+    """`extra`: more arguments for `run` and the gate (e.g. `--variants=...`); for the bare
+    client, `lazy` among them builds each body when it is sent (benchmarks/bare_client.py)."""
     store = store or work / "store"
     if harness == "bare":
-        return [python(), "-m", "benchmarks.bare_client", str(jobs), url, str(conc)]
+        return [python(), "-m", "benchmarks.bare_client", str(jobs), url, str(conc), *(["lazy"] if "lazy" in extra else [])]
+    extra = [a for a in extra if a != "lazy"]
     if harness == "run":
         return [bin_path("medrcube"), "run", f"--model=openai:bench@{url}", f"--cube={cube}",
                 f"--concurrency={conc}", f"--response-store={store}", f"--out={work / 'reports'}",
-                "--no-progress"]
+                "--no-progress", *extra]
     # `-p no:hypothesispytest`: hypothesis is a dev dependency of this venv, absent from a user's
     # install, and its pytest plugin imports it in every terminal summary (~0.1 s of CPU, 0.15-0.2 s
     # wall at load 14, after the last answer: docs/speed.md). Pass --dev-plugins to keep it.
     dev = [] if DEV_PLUGINS else ["-p", "no:hypothesispytest"]
     return [python(), "-m", "pytest", "--pyargs", "medrcube.suite", f"--model=openai:bench@{url}",
             f"--cube={cube}", f"--concurrency={conc}", f"--response-store={store}",
-            f"--junitxml={work / 'junit.xml'}", f"--alluredir={work / 'allure'}", "-p", "no:cacheprovider", "-q", *dev]
+            f"--junitxml={work / 'junit.xml'}", f"--alluredir={work / 'allure'}", "-p", "no:cacheprovider", "-q", *dev,
+            *extra]
 
 
 def one_run(srv: ScriptedServer, harness: str, *, delay: float, conc: int, cube: str, n_items: int,
-            jobs: Path, scratch: Path, name: str, strict: bool = True, marginal: bool = True) -> dict[str, Any]:
+            jobs: Path, scratch: Path, name: str, strict: bool = True, marginal: bool = True,
+            extra: Sequence[str] = ()) -> dict[str, Any]:
     work = scratch / name
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     srv.set_script({"default": "A", "latency": delay})
     srv.reset_stats()
-    cmd = command(harness, url=srv.base_url, cube=cube, conc=conc, work=work, jobs=jobs)
+    cmd = command(harness, url=srv.base_url, cube=cube, conc=conc, work=work, jobs=jobs, extra=extra)
     t_spawn = time.monotonic()
     env = {"OPENAI_API_KEY": "bench", "MEDRCUBE_CACHE_DIR": str(scratch / "cache"),
            # the bare client is this checkout's module, run from the scratch directory

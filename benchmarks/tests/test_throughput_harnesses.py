@@ -7,6 +7,7 @@ import io
 import json
 from contextlib import redirect_stdout
 
+import pytest
 from PIL import Image
 
 from benchmarks.bare_client import main as bare_main
@@ -14,7 +15,8 @@ from benchmarks.throughput_harnesses import summarise
 from medrcube.testing.server import ScriptedServer
 
 
-def test_the_bare_client_sends_each_job_once_with_its_image(tmp_path):
+@pytest.mark.parametrize("mode", [[], ["lazy"]])  # bodies built first, or each when it is sent
+def test_the_bare_client_sends_each_job_once_with_its_image(tmp_path, mode):
     png = tmp_path / "x.png"
     Image.new("L", (8, 8), 40).save(png)
     jobs = [{"prompt": f"question {i}", "image": str(png) if i % 2 else None} for i in range(5)]
@@ -22,7 +24,7 @@ def test_the_bare_client_sends_each_job_once_with_its_image(tmp_path):
     with ScriptedServer({"default": "A"}) as srv:
         out = io.StringIO()
         with redirect_stdout(out):
-            assert bare_main([str(tmp_path / "jobs.json"), srv.base_url, "3"]) == 0
+            assert bare_main([str(tmp_path / "jobs.json"), srv.base_url, "3", *mode]) == 0
         st = srv.stats(log=False)
     assert json.loads(out.getvalue()) == {"requests": 5, "errors": 0}
     assert st["total"] == 5 and st["images"] == {"with": 2, "without": 3, "total": 2}
