@@ -27,9 +27,11 @@ def merge_handovers(handovers: Iterable[Mapping[str, Any]]) -> Any:
     first = handovers[0]
     # `cached` means answered from a store written before this run: an ask one worker
     # sent is not cached for the run, although the other workers read it from the store.
-    fresh = {(d["item_id"], d["variant"]) for h in handovers for d in h["records"] if not d.get("cached")}
+    # A handover's records are dicts (an xdist worker's, through JSON) or, from this process
+    # itself, the records (GateSession.handover(live=True)).
+    fresh = {(item, variant) for h in handovers for item, variant, cached in map(_key, h["records"]) if not cached}
     records = [rec if not rec.cached or (rec.item_id, rec.variant) not in fresh else dataclasses.replace(rec, cached=False)
-               for rec in (GradedRecord.from_dict(d) for d in first["records"])]
+               for rec in (d if isinstance(d, GradedRecord) else GradedRecord.from_dict(d) for d in first["records"])]
     requests = sum(int(h["requests_sent"]) for h in handovers)
     unavailable = sum(r.outcome is Outcome.UNAVAILABLE for r in records)
     return RunResult(
@@ -50,6 +52,13 @@ def merge_handovers(handovers: Iterable[Mapping[str, Any]]) -> Any:
             "requests_by_process": {str(h.get("worker", i)): int(h["requests_sent"]) for i, h in enumerate(handovers)},
         },
     )
+
+
+def _key(d: GradedRecord | Mapping[str, Any]) -> tuple[str, str, bool]:
+    """(item, variant, cached) of a handed-over record or of its dict."""
+    if isinstance(d, GradedRecord):
+        return d.item_id, d.variant, bool(d.cached)
+    return d["item_id"], d["variant"], bool(d.get("cached"))
 
 
 def merged_usage(handovers: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:

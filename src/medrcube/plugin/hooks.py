@@ -399,7 +399,7 @@ class ControllerHooks:
             self.interrupted = interrupted_lines(self.config, run) if gate.suite_requested(self.config) else []
             return
         if run is not None:  # without xdist this process ran the inference itself
-            self.report.add_handover(run.handover())
+            self.report.add_handover(run.handover(live=True))
         if self.report.entries:
             run = gate.open_session(self.config)
             self.report.finish(run, kinds_off=run.kinds_off())

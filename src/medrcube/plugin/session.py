@@ -260,15 +260,17 @@ class GateSession:
 
     # -- hand-over to the controller -------------------------------------------------------
 
-    def handover(self) -> dict[str, Any] | None:
-        """What this process tells the controller (records, counts, usage: JSON for xdist), or None."""
+    def handover(self, *, live: bool = False) -> dict[str, Any] | None:
+        """What this process tells the controller (records, counts, usage: JSON for xdist), or None.
+        `live`: the controller is this process, and takes the records themselves (frozen) rather
+        than their dicts, which it would only turn back into the same records."""
         if self._result is None:
             return None
         r = self._result
         usage = self._inference.usage if self._inference is not None else {}
         return {
             "worker": f"gw{self.worker[0]}" if self.worker[1] > 1 else "main",
-            "records": [rec.to_dict() for rec in r.records],
+            "records": list(r.records) if live else [rec.to_dict() for rec in r.records],
             "requests_sent": r.requests_sent,
             "judge_requests": r.judge_requests,
             "usage": {name: u.to_dict() for name, u in usage.items()},
