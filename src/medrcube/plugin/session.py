@@ -261,9 +261,8 @@ class GateSession:
     # -- hand-over to the controller -------------------------------------------------------
 
     def handover(self, *, live: bool = False) -> dict[str, Any] | None:
-        """What this process tells the controller (records, counts, usage: JSON for xdist), or None.
-        `live`: the controller is this process, and takes the records themselves (frozen) rather
-        than their dicts, which it would only turn back into the same records."""
+        """What this process tells the controller (records, counts, usage: JSON for xdist), or None;
+        `live`: to this process's own controller, the (frozen) records themselves, not their dicts."""
         if self._result is None:
             return None
         r = self._result
