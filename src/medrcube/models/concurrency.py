@@ -138,6 +138,11 @@ class AdaptiveLimit:
             self._good = 0
             self.limit += 1  # the next release wakes the extra waiter
 
+    def observe_sent(self, sent: float, *, timed_out: bool = False) -> None:
+        """`observe` of an attempt sent at `sent` (time.monotonic) and ended now, the client's
+        own delay since then (`LoopLag`) taken off."""
+        self.observe(time.monotonic() - sent, timed_out=timed_out, client_delay_s=self.lag.delay_since(sent))
+
     def _cut(self, to: int, why: str) -> None:
         now = self._clock()
         if now - self._last_cut < self.cooldown_s or self.limit == 1:

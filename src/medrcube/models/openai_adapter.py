@@ -350,8 +350,7 @@ class OpenAIAdapter:
                 return self._fail(ErrorKind.CIRCUIT_OPEN, f"not asked: {breaker.message}", elapsed, attempt - 1)
             result = raced
             stats.attempts += 1
-            state.semaphore.observe(time.monotonic() - sent, timed_out=result.kind is ErrorKind.TIMEOUT,
-                                    client_delay_s=state.semaphore.lag.delay_since(sent))
+            state.semaphore.observe_sent(sent, timed_out=result.kind is ErrorKind.TIMEOUT)
             if result.retryable or result.breaker_failure:
                 breaker.failed(result.label, result.message)
             else:  # an answer, or a 4xx: the server is up
