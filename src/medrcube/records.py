@@ -150,14 +150,15 @@ class GradedRecord:
 _FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in fields(GradedRecord))
 
 
-# Image-perturbation variants (run/perturb.py): such a record's variant is the
-# perturbation's spec, "<kind>:<level>" ("jpeg:30", "noise:0.03", "noise:0.03@7" with a
-# seed) or "flip"; metrics pair it with the standard record of the same item.
-PERTURBATION_KINDS: tuple[str, ...] = (
-    "jpeg", "lowres", "noise", "poisson", "window", "brightness", "rotate", "crop", "flip",
-)
+# The variants that change the text of an ask (run/variants.py). Every other variant a
+# record carries is an image perturbation's spec (run/perturbations.py, whose registry a
+# site package extends): "<kind>:<level>" ("jpeg:30", "noise:0.03", "noise:0.03@7" with a
+# seed) or a kind without a level ("flip"); metrics pair it with the standard record of
+# the same item.
+TEXT_VARIANTS: tuple[str, ...] = ("standard", "blind", "shuffled", "abstain")
 
 
 def is_perturbation(variant: str) -> bool:
     """Whether a record's variant is an image perturbation ("jpeg:30", "flip")."""
-    return variant.partition(":")[0].partition("@")[0] in PERTURBATION_KINDS
+    head = variant.partition(":")[0].partition("@")[0]
+    return bool(head) and head not in TEXT_VARIANTS

@@ -1,5 +1,3 @@
-"""The pure decision core (docs/architecture.md). Importing any part of it registers the
-product's kinds of check that live in modules of their own (gate/kinds.py): the subgroup
-kinds of gate/subgroups.py, whose module imports nothing at its top that imports it back."""
-
-from medrcube.gate import subgroups as _subgroups  # noqa: F401  (registers its kinds and policy section)
+"""The pure decision core (docs/architecture.md). Its registry of check kinds
+(gate/kinds.py) finds the kinds through the entry-point group `medrcube.kinds` when it is
+first read, so importing the package registers nothing and imports nothing more."""

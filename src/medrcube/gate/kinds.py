@@ -10,12 +10,17 @@ An entry (`KindEntry`) says everything the house needs to know of a kind of chec
   checks from the cube's cells and the policy (`build`) and collects its evidence
   (`evidence`).
 
-The built-in kinds are registered below as data; their builders and evidence collectors
-join their entries where they are written, by the decorators `@builds(kind)`
-(gate/checks.py) and `@collects(kind)` (gate/evidence.py, gate/evidence_clinical.py),
-and their policy sections are read by gate/thresholds.py into the Policy's own fields.
-A new kind is one `register(KindEntry(...))` in its own module, with `read_policy`,
-`build` and `evidence`; nothing else changes: the plugin parametrizes its test, the decider puts its checks in the Holm family, and
+The registry fills itself from the entry-point group `medrcube.kinds` (entrypoints.py)
+the first time it is read, not when it is imported: the core kinds below (`CORE`, data
+here; their builders and evidence collectors join their entries where they are written,
+by the decorators `@builds(kind)` (gate/checks.py) and `@collects(kind)`
+(gate/evidence.py, gate/evidence_clinical.py); their policy sections are read by
+gate/thresholds.py into the Policy's own fields), the subgroup kinds of gate/subgroups.py
+and any site package's come in by that one path, in the order gate.json lists them.
+A new kind is a `KindEntry` (with `section`, `read_policy`, `build` and `evidence`) named
+by an entry point of that group in its package's metadata (or a `register(KindEntry(...))`
+made before the registry is first read, as a test's fixture does); nothing else changes:
+the plugin parametrizes its test, the decider puts its checks in the Holm family, and
 gate.json, JUnit, Allure, the terminal summary and report.html show them.
 
 This module is the lowest of gate/: it imports nothing of the gate, so that every
@@ -27,6 +32,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
+
+from medrcube import entrypoints
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -79,22 +86,44 @@ class KindEntry:
 
 
 _ENTRIES: dict[str, KindEntry] = {}
+# Builders and collectors attached by `@builds`/`@collects` before their kind is registered.
+_ATTACHED: dict[str, dict[str, Callable[..., Any]]] = {}
+_DISCOVERED = False
+GROUP = "medrcube.kinds"
+
+
+def _discover() -> None:
+    """Register every kind the group's entry points name (once, on first read)."""
+    global _DISCOVERED
+    if _DISCOVERED:
+        return
+    _DISCOVERED = True  # first: a module loaded below registers through `register`
+    for _ep, entries in entrypoints.load(GROUP, KindEntry):
+        for entry in entries:
+            if entry.name not in _ENTRIES:  # a kind registered already (in-process pytester runs)
+                _add(entry)
+
+
+def _add(entry: KindEntry) -> KindEntry:
+    if entry.test and any(e.test == entry.test for e in _ENTRIES.values()):
+        raise ValueError(f"test function {entry.test!r} belongs to another check kind")
+    entry = replace(entry, **_ATTACHED.get(entry.name, {}))
+    _ENTRIES[entry.name] = entry
+    return entry
 
 
 def register(entry: KindEntry) -> KindEntry:
     """Add a kind (its name and test function must be new)."""
+    _discover()
     if entry.name in _ENTRIES:
         raise ValueError(f"check kind {entry.name!r} is registered already")
-    if entry.test and any(e.test == entry.test for e in _ENTRIES.values()):
-        raise ValueError(f"test function {entry.test!r} belongs to another check kind")
-    _ENTRIES[entry.name] = entry
-    return entry
+    return _add(entry)
 
 
 def builds(name: str) -> Callable[[F], F]:
     """Decorator: the function builds the checks of the registered kind `name`."""
     def attach(fn: F) -> F:
-        _ENTRIES[name] = replace(_ENTRIES[name], build=fn)
+        _attach(name, "build", fn)
         return fn
     return attach
 
@@ -102,9 +131,17 @@ def builds(name: str) -> Callable[[F], F]:
 def collects(name: str) -> Callable[[F], F]:
     """Decorator: the function collects the evidence of a check of the registered kind `name`."""
     def attach(fn: F) -> F:
-        _ENTRIES[name] = replace(_ENTRIES[name], evidence=fn)
+        _attach(name, "evidence", fn)
         return fn
     return attach
+
+
+def _attach(name: str, field: str, fn: Callable[..., Any]) -> None:
+    # Kept for the kind's registration when it comes later: a decorator never triggers
+    # discovery (gate/checks.py is imported while the registry may be filling itself).
+    _ATTACHED.setdefault(name, {})[field] = fn
+    if name in _ENTRIES:
+        _ENTRIES[name] = replace(_ENTRIES[name], **{field: fn})
 
 
 def unregister(name: str) -> None:
@@ -116,91 +153,94 @@ def unregister(name: str) -> None:
 
 def registered() -> tuple[KindEntry, ...]:
     """Every kind, in the order gate.json and the summary list them."""
+    _discover()
     return tuple(_ENTRIES.values())
 
 
 def entry_of(kind: str) -> KindEntry | None:
+    _discover()
     return _ENTRIES.get(str(kind))
 
 
 def kind_of_test(function_name: str) -> str | None:
     """The kind a suite test function is parametrized with (None: not a gate test)."""
-    return next((e.name for e in _ENTRIES.values() if e.test and e.test == function_name), None)
+    return next((e.name for e in registered() if e.test and e.test == function_name), None)
 
 
 def rank(kind: str) -> int:
     """The kind's place in gate.json and the summary (an unknown kind comes last)."""
-    names = list(_ENTRIES)
-    return names.index(str(kind)) if str(kind) in _ENTRIES else len(names)
+    names = [e.name for e in registered()]
+    return names.index(str(kind)) if str(kind) in names else len(names)
 
 
 def title_of(kind: str) -> str:
-    e = _ENTRIES.get(str(kind))
+    e = entry_of(kind)
     return e.title if e else str(kind).replace("_", " ")
 
 
 def epic_of(kind: str) -> str:
-    e = _ENTRIES.get(str(kind))
+    e = entry_of(kind)
     return (e.epic or e.title) if e else str(kind)
 
 
 def off_reason(kind: str, policy_label: str = "") -> str:
-    e = _ENTRIES.get(str(kind))
+    e = entry_of(kind)
     return e.off if e and e.off else f"the policy {policy_label} gives no {kind} check on this cube"
 
 
-# -- the built-in kinds (their sections, builders and evidence: see the module docstring) ----
+# -- the core kinds (their sections, builders and evidence: see the module docstring) --------
 
 _PERTURB = "--variants=standard,jpeg:30"
-BUILTIN = tuple(e.name for e in (
-    register(KindEntry("overall", "overall accuracy", "test_overall",
-                       "Accuracy over the whole cube reaches its bound.", epic="Overall")),
-    register(KindEntry("slice", "slice accuracy", "test_slice",
-                       "Accuracy over one axis slice (a part, a modality or a task) reaches its bound.",
-                       epic="Slices")),
-    register(KindEntry("cell", "cell accuracy", "test_cell",
-                       "Accuracy of one cube cell (part x modality x task) reaches its bound.")),
-    register(KindEntry("credibility", "credibility", "test_credibility",
-                       "A right diagnosis goes with a right perception of the same image (grounding).",
-                       off="no credibility check: the policy sets none, or no part has both a high-level "
-                       "and a lower-level task", epic="Credibility", section="credibility")),
-    register(KindEntry("image_dependence", "image dependence", "test_image_dependence",
-                       "Accuracy drops enough without the image (the blind variant): the model looks at it.",
-                       off="image-dependence checks need the blind variant: --variants=standard,blind",
-                       epic="Image dependence", section="image_dependence")),
-    register(KindEntry("position", "position robustness", "test_position",
-                       "Answers survive cyclic rotations of the options (circular accuracy and its gap).",
-                       off="position-robustness checks need shuffled rotations: --variants=standard,shuffled:3",
-                       epic="Position robustness", section="position_robustness")),
-    register(KindEntry("regression", "regression against the baseline", "test_regression",
-                       "The candidate is not worse than the baseline by more than the margin (non-inferiority).",
-                       off="regression checks need --baseline (a previous run directory or a model spec)",
-                       epic="Regression", section="regression", needs_baseline=True)),
-    register(KindEntry("robustness", "robustness to image perturbations", "test_robustness",
-                       "Accuracy under an image perturbation is not worse than standard by more than the margin.",
-                       off=f"robustness checks need an image perturbation: {_PERTURB},noise:0.03",
-                       epic="Robustness", summary_line=True, observed="drop", prefix="robustness/",
-                       section="robustness")),
-    register(KindEntry("robustness_agreement", "answer agreement under perturbations", "test_robustness_agreement",
-                       "The answers under an image perturbation name the same option as on the standard image.",
-                       off=f"agreement checks need an image perturbation: {_PERTURB}", epic="Robustness",
-                       summary_line=True, observed="agreement", prefix="agreement/", section="robustness")),
-    register(KindEntry("finding", "per-finding sensitivity", "test_finding",
-                       "The sensitivity for a named finding reaches its bound (how many of them the model misses).",
-                       off="per-finding checks need `findings: {min_sensitivity: {FINDING: BOUND}}` in the policy",
-                       epic="Clinical depth", summary_line=True, observed="sensitivity", prefix="finding/",
-                       section="findings")),
-    register(KindEntry("calibration", "calibration", "test_calibration",
-                       "The model's stated confidence matches how often it is right (calibration error at most "
-                       "the bound).", off="the calibration check needs `calibration: {max_ce: BOUND}` in the policy",
-                       epic="Clinical depth", summary_line=True, observed="error", section="calibration")),
-    register(KindEntry("selective", "selective prediction", "test_selective",
-                       "Deferring when unsure pays: the utility under the deferral cost, or accuracy at a coverage, "
-                       "reaches its bound.",
-                       off="selective checks need --variants=standard,abstain with `selective: {min_utility: "
-                       "BOUND}`, or `selective: {accuracy_at_coverage: {C: BOUND}}`",
-                       epic="Clinical depth", summary_line=True, observed="value", prefix="selective/",
-                       section="selective")),
+CORE: tuple[KindEntry, ...] = (
+    KindEntry("overall", "overall accuracy", "test_overall",
+              "Accuracy over the whole cube reaches its bound.", epic="Overall"),
+    KindEntry("slice", "slice accuracy", "test_slice",
+              "Accuracy over one axis slice (a part, a modality or a task) reaches its bound.",
+              epic="Slices"),
+    KindEntry("cell", "cell accuracy", "test_cell",
+              "Accuracy of one cube cell (part x modality x task) reaches its bound."),
+    KindEntry("credibility", "credibility", "test_credibility",
+              "A right diagnosis goes with a right perception of the same image (grounding).",
+              off="no credibility check: the policy sets none, or no part has both a high-level "
+              "and a lower-level task", epic="Credibility", section="credibility"),
+    KindEntry("image_dependence", "image dependence", "test_image_dependence",
+              "Accuracy drops enough without the image (the blind variant): the model looks at it.",
+              off="image-dependence checks need the blind variant: --variants=standard,blind",
+              epic="Image dependence", section="image_dependence"),
+    KindEntry("position", "position robustness", "test_position",
+              "Answers survive cyclic rotations of the options (circular accuracy and its gap).",
+              off="position-robustness checks need shuffled rotations: --variants=standard,shuffled:3",
+              epic="Position robustness", section="position_robustness"),
+    KindEntry("regression", "regression against the baseline", "test_regression",
+              "The candidate is not worse than the baseline by more than the margin (non-inferiority).",
+              off="regression checks need --baseline (a previous run directory or a model spec)",
+              epic="Regression", section="regression", needs_baseline=True),
+    KindEntry("robustness", "robustness to image perturbations", "test_robustness",
+              "Accuracy under an image perturbation is not worse than standard by more than the margin.",
+              off=f"robustness checks need an image perturbation: {_PERTURB},noise:0.03",
+              epic="Robustness", summary_line=True, observed="drop", prefix="robustness/",
+              section="robustness"),
+    KindEntry("robustness_agreement", "answer agreement under perturbations", "test_robustness_agreement",
+              "The answers under an image perturbation name the same option as on the standard image.",
+              off=f"agreement checks need an image perturbation: {_PERTURB}", epic="Robustness",
+              summary_line=True, observed="agreement", prefix="agreement/", section="robustness"),
+    KindEntry("finding", "per-finding sensitivity", "test_finding",
+              "The sensitivity for a named finding reaches its bound (how many of them the model misses).",
+              off="per-finding checks need `findings: {min_sensitivity: {FINDING: BOUND}}` in the policy",
+              epic="Clinical depth", summary_line=True, observed="sensitivity", prefix="finding/",
+              section="findings"),
+    KindEntry("calibration", "calibration", "test_calibration",
+              "The model's stated confidence matches how often it is right (calibration error at most "
+              "the bound).", off="the calibration check needs `calibration: {max_ce: BOUND}` in the policy",
+              epic="Clinical depth", summary_line=True, observed="error", section="calibration"),
+    KindEntry("selective", "selective prediction", "test_selective",
+              "Deferring when unsure pays: the utility under the deferral cost, or accuracy at a coverage, "
+              "reaches its bound.",
+              off="selective checks need --variants=standard,abstain with `selective: {min_utility: "
+              "BOUND}`, or `selective: {accuracy_at_coverage: {C: BOUND}}`",
+              epic="Clinical depth", summary_line=True, observed="value", prefix="selective/",
+              section="selective"),
     # A site's own proportion (plugin/site.py): decided by the gate, no suite function.
-    register(KindEntry("site", "site checks", epic="Site checks")),
-))
+    KindEntry("site", "site checks", epic="Site checks"),
+)
+BUILTIN: tuple[str, ...] = tuple(e.name for e in CORE)

@@ -32,8 +32,9 @@ than `min_images` images, the stratum `unknown` (the source does not say), and a
 whose images could not show `min_accuracy` even with every answer right, are built and
 reported, never merged or dropped, but not required: every output names them, with why.
 
-The kinds register themselves here (gate/kinds.py) when the gate package is imported
-(gate/__init__.py), before any policy is read or the suite makes its test functions. At
+The kinds register themselves here (gate/kinds.py) when the registry first loads this
+module through its entry point (`medrcube.kinds`, pyproject.toml), before any policy is
+read or the suite makes its test functions. At
 its top this module imports only what imports nothing of the gate back (kinds, policy,
 metrics): the builders and collectors import the rest where they run.
 """

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from medrcube.records import PERTURBATION_KINDS
 from medrcube.report.readers import RunData
 from medrcube.report.robustness_panel import robustness_columns
+from medrcube.run.perturbations import names as perturbation_names
 
 DECIMALS = 2
 
@@ -48,7 +48,8 @@ def _variant_key(v: str) -> tuple[int, float, str]:
         number = float(level) if level else 0.0
     except ValueError:
         number = 0.0
-    return (PERTURBATION_KINDS.index(kind) if kind in PERTURBATION_KINDS else 99, number, v)
+    order = perturbation_names()  # the registry's order
+    return (order.index(kind) if kind in order else len(order), number, v)
 
 
 def robustness_board(runs: Sequence[tuple[str, RunData]]) -> RobustnessBoard:

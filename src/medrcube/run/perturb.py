@@ -1,27 +1,12 @@
 """Image perturbations: named, parametrised, seeded transformations of decoded pixels.
 
 A perturbation variant asks an item again on a changed image, the way another scanner,
-another compression setting, another window or another resolution would show it:
-
-    kind        level                              example     applies to
-    jpeg        JPEG quality 1..95                 jpeg:30     every task
-    lowres      longest side in pixels, and back   lowres:256  every task
-    noise       Gaussian sigma, fraction of range  noise:0.03  every task
-    poisson     relative noise at full intensity   poisson:0.05 every task
-    window      window width factor (contrast)     window:0.8  every task
-    brightness  window level shift, fraction       brightness:0.1 every task
-    rotate      degrees, |level| <= 15             rotate:5    every task; ROI kept
-    crop        central fraction kept, 0.5..<1     crop:0.9    all but Severity Grading; ROI kept
-    flip        horizontal flip (no level)         flip        not ROI Grounding, never an
-                                                               item that mentions left/right
-
-Why each applicability rule: a horizontal flip swaps left and right, so it changes the
-right answer of ROI Grounding ("in which quadrant") and of any question or option
-naming a side; a crop resized back enlarges everything by 1/level, which changes a size
-grade relative to the image side; a rotation or crop must keep the region of interest
-(the item's `meta.lesion` circle or `meta.bbox`) inside the frame, and for ROI
-Grounding in its quadrant. An item a perturbation does not apply to is not asked in
-that variant (`applies_to_item`, `Perturbation.apply` returning None).
+another compression setting, another window or another resolution would show it. The
+kinds are the registry's (run/perturbations.py: the product's own in
+run/builtin_perturbations.py, a site package's by entry point); this module parses a
+spec against it, decides where a perturbation is asked, and runs the pipeline. An item
+a perturbation does not apply to is not asked in that variant (`applies_to_item`,
+`perturb_image` returning None when the region of interest would be lost).
 
 Pipeline (`perturb_image`): decode (16-bit and float windowed over their own range, as
 models/images.py does; palette, alpha and other modes to L or RGB), scale down to the
@@ -41,44 +26,21 @@ from __future__ import annotations
 import hashlib
 import io
 import math
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from medrcube.records import PERTURBATION_KINDS
+from medrcube.run.perturbations import PerturbationKind, examples, kind_of, names
 
 DEFAULT_MAX_SIDE = 1024  # models/images.py's default: what an API adapter sends at most
 ALGORITHM_VERSION = 1  # part of the noise seed: bump when a transformation changes
-
-# (minimum, maximum, integer?) of each kind's level; flip takes none.
-_LEVELS: dict[str, tuple[float, float, bool]] = {
-    "jpeg": (1, 95, True),
-    "lowres": (16, 4096, True),
-    "noise": (0.0, 0.5, False),
-    "poisson": (0.0, 0.5, False),
-    "window": (0.25, 4.0, False),
-    "brightness": (-0.5, 0.5, False),
-    "rotate": (-15.0, 15.0, False),
-    "crop": (0.5, 0.99, False),
-}
-_EXAMPLES = "jpeg:30, lowres:256, noise:0.03, poisson:0.05, window:0.8, brightness:0.1, rotate:5, crop:0.9, flip"
-assert set(_LEVELS) | {"flip"} == set(PERTURBATION_KINDS)
 
 # numpy is imported in the functions that perturb pixels: the variants' names are read when
 # the options are, at every start of the gate and of `medrcube run`, before any image is.
 if TYPE_CHECKING:
     import numpy as np
-
-ROI_GROUNDING = "ROI Grounding"
-SEVERITY_GRADING = "Severity Grading"
-# Words that make an item's answer depend on the side: such an item is never flipped.
-_SIDE_WORDS = re.compile(
-    r"\b(left|right|leftward|rightward|laterality|contralateral|ipsilateral|sinistral|dextral|levo\w*|dextro\w*)\b",
-    re.IGNORECASE,
-)
 
 
 class PerturbationError(ValueError):
@@ -94,19 +56,27 @@ class Perturbation:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.kind not in PERTURBATION_KINDS:
-            raise PerturbationError(f"unknown perturbation {self.kind!r}; choices: {_EXAMPLES}")
-        if self.kind == "flip":
+        kind = kind_of(self.kind)
+        if kind is None:
+            raise PerturbationError(f"unknown perturbation {self.kind!r}; choices: {examples()}")
+        if kind.levels is None:
             if self.level is not None:
-                raise PerturbationError("flip takes no level: write it as 'flip'")
+                raise PerturbationError(f"{self.kind} takes no level: write it as {self.kind!r}")
             return
         if self.level is None or isinstance(self.level, bool) or not math.isfinite(float(self.level)):
-            raise PerturbationError(f"{self.kind} needs a level, e.g. {_example(self.kind)}")
-        lo, hi, integer = _LEVELS[self.kind]
-        if integer and float(self.level) != int(self.level):
+            raise PerturbationError(f"{self.kind} needs a level, e.g. {kind.example}")
+        lo, hi = kind.levels.low, kind.levels.high
+        if kind.levels.integer and float(self.level) != int(self.level):
             raise PerturbationError(f"{self.kind} needs an integer level, got {self.level!r}")
-        if not lo <= float(self.level) <= hi or (self.kind in ("noise", "poisson") and self.level <= 0):
+        if not lo <= float(self.level) <= hi or (kind.levels.above_low and self.level <= lo):
             raise PerturbationError(f"{self.kind} level {_fmt(self.level)} is outside {_fmt(lo)}..{_fmt(hi)}")
+
+    @property
+    def kind_entry(self) -> PerturbationKind:
+        """The registry's entry of this perturbation's kind."""
+        kind = kind_of(self.kind)
+        assert kind is not None  # __post_init__ refused an unknown kind
+        return kind
 
     @property
     def spec(self) -> str:
@@ -118,20 +88,15 @@ class Perturbation:
         return self.spec
 
     def applies_to_task(self, task: str) -> bool:
-        """Whether this kind may be asked on a task at all (module docstring)."""
-        if self.kind == "flip":
-            return task != ROI_GROUNDING
-        if self.kind == "crop":
-            return task != SEVERITY_GRADING
-        return True
+        """Whether this kind may be asked on a task at all (its `skips_tasks`)."""
+        return task not in self.kind_entry.skips_tasks
 
     def applies_to_item(self, task: str, question: str, options: tuple[str, ...]) -> bool:
-        """The task rule, and for a flip: no side named in the question or an option."""
+        """The task rule, and the kind's item rule (a flip: no side named in the question or an option)."""
         if not self.applies_to_task(task):
             return False
-        if self.kind == "flip":
-            return not any(_SIDE_WORDS.search(t) for t in (question, *options))
-        return True
+        skips = self.kind_entry.skips_item
+        return not (skips is not None and skips(question, tuple(options)))
 
 
 def parse_perturbation(token: str) -> Perturbation:
@@ -144,21 +109,25 @@ def parse_perturbation(token: str) -> Perturbation:
         if not seed_text.isdigit():
             raise PerturbationError(f"perturbation {token.strip()!r}: the seed after '@' must be an integer >= 0")
         seed = int(seed_text)
-    if kind == "flip":
+    entry = kind_of(kind)
+    if entry is not None and entry.levels is None:
         if colon:
-            raise PerturbationError(f"perturbation {token.strip()!r}: flip takes no level; write 'flip'")
-        return Perturbation("flip", None, seed)
+            raise PerturbationError(f"perturbation {token.strip()!r}: {kind} takes no level; write {kind!r}")
+        return Perturbation(kind, None, seed)
     if not colon or not level_text.strip():
-        raise PerturbationError(f"perturbation {token.strip()!r} needs a level, e.g. {_example(kind)}")
+        example = entry.example if entry is not None else examples()
+        raise PerturbationError(f"perturbation {token.strip()!r} needs a level, e.g. {example}")
     try:
         level = float(level_text)
     except ValueError:
         raise PerturbationError(f"perturbation {token.strip()!r}: level {level_text!r} is not a number") from None
-    return Perturbation(kind, int(level) if _LEVELS.get(kind, (0, 0, False))[2] and level.is_integer() else level, seed)
+    integer = entry is not None and entry.levels is not None and entry.levels.integer
+    return Perturbation(kind, int(level) if integer and level.is_integer() else level, seed)
 
 
-def _example(kind: str) -> str:
-    return next((e for e in _EXAMPLES.split(", ") if e.startswith(kind + ":")), _EXAMPLES)
+def is_kind(word: str) -> bool:
+    """Whether a variant word ("jpeg:30", "flip@2") names a registered perturbation."""
+    return word.partition(":")[0].partition("@")[0] in names()
 
 
 def _fmt(x: float) -> str:
@@ -186,28 +155,11 @@ def roi_box(meta: Mapping[str, Any] | None) -> tuple[float, float, float, float]
 
 def roi_kept(p: Perturbation, size: tuple[int, int], box: tuple[float, float, float, float] | None,
              task: str = "") -> bool:
-    """Whether a rotation or crop keeps the ROI inside the frame (and, for ROI Grounding,
-    its centre in the same quadrant). Other kinds move nothing."""
-    if box is None or p.kind not in ("rotate", "crop"):
-        return True
-    w, h = size
-    x0, y0, x1, y1 = box
-    cx, cy = w / 2, h / 2
-    if p.kind == "crop":
-        assert p.level is not None
-        mx, my = w * (1 - p.level) / 2, h * (1 - p.level) / 2
-        return x0 >= mx and y0 >= my and x1 <= w - mx and y1 <= h - my  # central: quadrants kept
-    assert p.level is not None
-    t = math.radians(p.level)
-    corners = [(x0, y0), (x1, y0), (x0, y1), (x1, y1)]
-    cos, sin = math.cos(t), math.sin(t)  # PIL rotates counter-clockwise as displayed (y down)
-    moved = [(cx + (x - cx) * cos + (y - cy) * sin, cy - (x - cx) * sin + (y - cy) * cos) for x, y in corners]
-    inside = all(0 <= x <= w and 0 <= y <= h for x, y in moved)
-    if task != ROI_GROUNDING:
-        return inside
-    mxc, myc = sum(x for x, _ in moved) / 4, sum(y for _, y in moved) / 4
-    ox, oy = (x0 + x1) / 2, (y0 + y1) / 2
-    return inside and (mxc < cx) == (ox < cx) and (myc < cy) == (oy < cy)
+    """Whether a kind that moves the image (a rotation, a crop: its `keeps_roi`) keeps the
+    ROI inside the frame (and, for ROI Grounding, its centre in the same quadrant). Other
+    kinds move nothing."""
+    keeps = p.kind_entry.keeps_roi
+    return box is None or keeps is None or keeps(p.level, size, box, task)
 
 
 # -- pixels ----------------------------------------------------------------------------------
@@ -266,60 +218,9 @@ def _rng(p: Perturbation, source_digest: str) -> np.random.Generator:
     return np.random.default_rng(int.from_bytes(hashlib.sha256(material).digest()[:16], "big"))
 
 
-def _resample(pixels: np.ndarray, size: tuple[int, int], method: Any) -> np.ndarray:
-    """Resize float pixels through 8-bit-free float images (mode F per channel)."""
-    import numpy as np
-    from PIL import Image
-
-    planes = [pixels] if pixels.ndim == 2 else [pixels[..., i] for i in range(pixels.shape[2])]
-    out = [np.asarray(Image.fromarray(pl.astype(np.float32), mode="F").resize(size, method), dtype=np.float32)
-           for pl in planes]
-    return out[0] if pixels.ndim == 2 else np.stack(out, axis=-1)
-
-
 def transform(p: Perturbation, pixels: np.ndarray, source_digest: str = "") -> np.ndarray:
     """The perturbation of decoded float pixels (same shape; values may leave [0, 1])."""
-    import numpy as np
-    from PIL import Image
-
-    h, w = pixels.shape[:2]
-    level = float(p.level) if p.level is not None else 0.0
-    if p.kind == "flip":
-        return pixels[:, ::-1].copy()
-    if p.kind == "jpeg":
-        return pixels  # the loss is the encoder's (`perturb_image`)
-    if p.kind == "lowres":
-        scale = min(1.0, level / max(h, w))
-        small = (max(1, round(w * scale)), max(1, round(h * scale)))
-        down = _resample(pixels, small, Image.Resampling.BOX)  # area averaging, like detector binning
-        return _resample(down, (w, h), Image.Resampling.BILINEAR)
-    if p.kind == "noise":
-        return pixels + _rng(p, source_digest).normal(0.0, level, pixels.shape).astype(np.float32)
-    if p.kind == "poisson":
-        photons = 1.0 / (level * level)  # relative std 1/sqrt(photons) = level at full intensity
-        counts = _rng(p, source_digest).poisson(np.clip(pixels, 0.0, 1.0) * photons)
-        return (counts / photons).astype(np.float32)
-    if p.kind == "window":
-        return (pixels - 0.5) / level + 0.5  # width x level around the display centre
-    if p.kind == "brightness":
-        return pixels + level
-    if p.kind == "rotate":
-        return pixels if level == 0 else _rotate(pixels, level)
-    if p.kind == "crop":
-        mx, my = round(w * (1 - level) / 2), round(h * (1 - level) / 2)
-        inner = pixels[my : h - my or h, mx : w - mx or w]
-        return _resample(inner, (w, h), Image.Resampling.BICUBIC)
-    raise PerturbationError(f"no transformation for {p.kind!r}")  # pragma: no cover - __post_init__ refuses
-
-
-def _rotate(pixels: np.ndarray, degrees: float) -> np.ndarray:
-    import numpy as np
-    from PIL import Image
-
-    planes = [pixels] if pixels.ndim == 2 else [pixels[..., i] for i in range(pixels.shape[2])]
-    out = [np.asarray(Image.fromarray(pl.astype(np.float32), mode="F").rotate(
-        degrees, Image.Resampling.BICUBIC, expand=False, fillcolor=0.0), dtype=np.float32) for pl in planes]
-    return out[0] if pixels.ndim == 2 else np.stack(out, axis=-1)
+    return p.kind_entry.transform(pixels, None if p.level is None else float(p.level), lambda: _rng(p, source_digest))
 
 
 def perturb_image(p: Perturbation, data: bytes, *, source_digest: str = "", max_side: int | None = DEFAULT_MAX_SIDE,
@@ -338,7 +239,8 @@ def render(p: Perturbation, data: bytes, source_digest: str, max_side: int | Non
     """The perturbed image's bytes (whatever the ROI) and the source (width, height)."""
     pixels, source = decode(data, max_side)
     out = transform(p, pixels, source_digest)
-    return encode(out, jpeg_quality=int(p.level) if p.kind == "jpeg" and p.level is not None else None), source
+    quality = int(p.level) if p.kind_entry.jpeg_quality and p.level is not None else None
+    return encode(out, jpeg_quality=quality), source
 
 
 class PerturbedImages:

@@ -37,8 +37,10 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from medrcube.records import PERTURBATION_KINDS
-from medrcube.run.perturb import Perturbation, PerturbationError, parse_perturbation
+from medrcube.records import TEXT_VARIANTS
+from medrcube.run.perturb import Perturbation, PerturbationError, is_kind, parse_perturbation
+from medrcube.run.perturbations import names as perturbation_names
+from medrcube.run.perturbations import registered as perturbation_kinds
 from medrcube.taxonomy import did_you_mean
 
 STANDARD = "standard"
@@ -46,13 +48,19 @@ BLIND = "blind"
 SHUFFLED = "shuffled"
 ABSTAIN = "abstain"
 ABSTAIN_OPTION = "Cannot be determined from this image"
-VARIANT_NAMES: tuple[str, ...] = (STANDARD, BLIND, SHUFFLED, ABSTAIN, *PERTURBATION_KINDS)
-_CHOICES_TEXT = (
-    "standard, blind, shuffled:K (K >= 2 cyclic rotations of the options), "
-    "abstain (an added last option: cannot be determined), or an image perturbation: "
-    "jpeg:Q, lowres:PX, noise:SIGMA, poisson:LEVEL, window:WIDTH, brightness:SHIFT, rotate:DEG, crop:FRACTION, "
-    "flip (optionally @SEED)"
-)
+assert TEXT_VARIANTS == (STANDARD, BLIND, SHUFFLED, ABSTAIN)
+
+
+def variant_names() -> tuple[str, ...]:
+    """The text variants, then every registered image perturbation's kind."""
+    return (*TEXT_VARIANTS, *perturbation_names())
+
+
+def choices_text() -> str:
+    """The variants' grammar, for option help and every error."""
+    return ("standard, blind, shuffled:K (K >= 2 cyclic rotations of the options), "
+            "abstain (an added last option: cannot be determined), or an image perturbation: "
+            + ", ".join(k.form for k in perturbation_kinds()) + " (optionally @SEED)")
 _SHUFFLED_RE = re.compile(r"^shuffled(?::(.*))?$")
 
 
@@ -67,17 +75,17 @@ class Variant:
     perturbation: Perturbation | None = None
 
     def __post_init__(self) -> None:
-        if self.name in PERTURBATION_KINDS or self.perturbation is not None:
+        if self.perturbation is not None or self.name in perturbation_names():
             if self.perturbation is None or self.perturbation.kind != self.name or self.k != 1:
                 raise ValueError(
                     f"variant {self.name!r} is an image perturbation: make it with parse_variants, e.g. "
                     "parse_variants('jpeg:30')"
                 )
             return
-        if self.name not in VARIANT_NAMES:
+        if self.name not in variant_names():
             raise ValueError(
-                f"unknown variant {self.name!r}{did_you_mean(self.name, VARIANT_NAMES)}; "
-                f"choices: {_CHOICES_TEXT}"
+                f"unknown variant {self.name!r}{did_you_mean(self.name, variant_names())}; "
+                f"choices: {choices_text()}"
             )
         if self.name == SHUFFLED:
             if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 2:
@@ -131,13 +139,12 @@ def _parse_one(token: str, spec: str) -> Variant:
             got = "nothing" if raw_k is None else repr(raw_k)
             raise ValueError(
                 f"variant {token.strip()!r} in spec {spec!r}: K must be an integer >= 2 "
-                f"(got {got}); write shuffled:K, e.g. shuffled:4; choices: {_CHOICES_TEXT}"
+                f"(got {got}); write shuffled:K, e.g. shuffled:4; choices: {choices_text()}"
             )
         return Variant(SHUFFLED, int(raw_k))
     if word in (STANDARD, BLIND, ABSTAIN):
         return Variant(word)
-    kind = word.partition(":")[0].partition("@")[0]
-    if kind in PERTURBATION_KINDS:
+    if is_kind(word):
         try:
             p = parse_perturbation(word)
         except PerturbationError as exc:
@@ -147,11 +154,11 @@ def _parse_one(token: str, spec: str) -> Variant:
     if head in (STANDARD, BLIND, ABSTAIN):
         raise ValueError(
             f"variant {token.strip()!r} in spec {spec!r}: {head!r} takes no ':K' suffix; "
-            f"choices: {_CHOICES_TEXT}"
+            f"choices: {choices_text()}"
         )
-    hint = did_you_mean(head, VARIANT_NAMES)
+    hint = did_you_mean(head, variant_names())
     raise ValueError(
-        f"unknown variant {token.strip()!r} in spec {spec!r}{hint}; choices: {_CHOICES_TEXT}"
+        f"unknown variant {token.strip()!r} in spec {spec!r}{hint}; choices: {choices_text()}"
     )
 
 
@@ -180,7 +187,7 @@ def parse_variants(spec: str | Variant | Iterable[str | Variant]) -> tuple[Varia
             v = part
         elif not part.strip():
             raise ValueError(
-                f"empty variant in spec {shown!r}; write a comma-separated list of: {_CHOICES_TEXT}"
+                f"empty variant in spec {shown!r}; write a comma-separated list of: {choices_text()}"
             )
         else:
             v = _parse_one(part, shown)
@@ -194,7 +201,7 @@ def parse_variants(spec: str | Variant | Iterable[str | Variant]) -> tuple[Varia
         seen[name] = v.spec
         out.append(v)
     if not out:
-        raise ValueError(f"no variant in spec {shown!r}; choices: {_CHOICES_TEXT}")
+        raise ValueError(f"no variant in spec {shown!r}; choices: {choices_text()}")
     return tuple(out)
 
 

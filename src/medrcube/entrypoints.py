@@ -1,0 +1,108 @@
+"""Extensions found by entry point: check kinds, model providers, image perturbations.
+
+Each registry of the house (gate/kinds.py, models/providers.py, run/perturbations.py)
+fills itself from one entry-point group the first time it is read, never at import:
+
+    group                    an entry point names              read by
+    medrcube.kinds           a KindEntry, a sequence of them,  gate/kinds.py
+                             or a module that registers its
+                             kinds when imported
+    medrcube.providers       a Provider, or a sequence         models/providers.py
+    medrcube.perturbations   a PerturbationKind, or a sequence run/perturbations.py
+
+The product's own kinds, providers and perturbations are declared in pyproject.toml
+under these groups and load through this same path as a site package's. The order is
+fixed whatever order the installed metadata lists them in: medrcube's own first (its
+entry named `core` first, the rest by name), then other distributions by name.
+
+An install made before a group was declared (an editable install of an older tree) lists
+none of medrcube's own entry points for it; `BUILTIN` repeats pyproject.toml's
+declarations for that case (tests/architecture checks that the two agree), and they are
+loaded as the same EntryPoint objects.
+
+A broken entry point (its module does not import, its object is of the wrong type) is an
+error naming the group, the entry point, its distribution and the fix: a qualification
+gate does not run with a site's check or model silently missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from importlib import metadata
+from types import ModuleType
+from typing import TypeVar
+
+T = TypeVar("T")
+
+OWN = "medrcube"
+
+# pyproject.toml's [project.entry-points."GROUP"] tables, in the same order.
+BUILTIN: dict[str, tuple[tuple[str, str], ...]] = {
+    "medrcube.kinds": (
+        ("core", "medrcube.gate.kinds:CORE"),
+        ("subgroups", "medrcube.gate.subgroups"),
+    ),
+    "medrcube.providers": (
+        ("core", "medrcube.models.builtin_providers:BUILTIN"),
+    ),
+    "medrcube.perturbations": (
+        ("core", "medrcube.run.builtin_perturbations:BUILTIN"),
+    ),
+}
+
+
+class ExtensionError(RuntimeError):
+    """An entry point that cannot be loaded, or names an object of the wrong type."""
+
+
+def _dist_name(ep: metadata.EntryPoint) -> str:
+    dist = getattr(ep, "dist", None)
+    return (dist.metadata["Name"] or "") if dist is not None else OWN
+
+
+def entry_points(group: str) -> list[metadata.EntryPoint]:
+    """The group's entry points in the house's fixed order (module docstring)."""
+    found = list(metadata.entry_points(group=group))
+    own = [ep for ep in found if _dist_name(ep).casefold() == OWN]
+    others = [ep for ep in found if _dist_name(ep).casefold() != OWN]
+    if not own:  # an install older than the group's declaration (module docstring)
+        own = [metadata.EntryPoint(name, value, group) for name, value in BUILTIN.get(group, ())]
+    seen: set[tuple[str, str]] = set()
+    unique_own = []
+    for ep in own:
+        if (ep.name, ep.value) not in seen:
+            seen.add((ep.name, ep.value))
+            unique_own.append(ep)
+    unique_own.sort(key=lambda ep: (ep.name != "core", ep.name))
+    others = [ep for ep in others if (ep.name, ep.value) not in seen]
+    others.sort(key=lambda ep: (_dist_name(ep).casefold(), ep.name))
+    return unique_own + others
+
+
+def load(group: str, cls: type[T]) -> Iterator[tuple[metadata.EntryPoint, list[T]]]:
+    """Every entry point of `group` loaded in turn (the next one after the caller has
+    registered what this one names): per entry point, the `cls` objects it names (none
+    for a module, which registered what it holds when imported)."""
+    for ep in entry_points(group):
+        where = f"entry point {ep.name} = {ep.value!r} of group {group!r} (distribution {_dist_name(ep)!r})"
+        try:
+            obj = ep.load()
+        except Exception as exc:  # noqa: BLE001 - whatever a site package raises on import
+            raise ExtensionError(
+                f"{where} cannot be loaded: {type(exc).__name__}: {exc}; fix or uninstall that package"
+            ) from exc
+        yield ep, _objects(obj, cls, where)
+
+
+def _objects(obj: object, cls: type[T], where: str) -> list[T]:
+    if isinstance(obj, ModuleType):
+        return []
+    if isinstance(obj, cls):
+        return [obj]
+    if isinstance(obj, Iterable) and not isinstance(obj, (str, bytes)):
+        items = list(obj)
+        if all(isinstance(i, cls) for i in items):
+            return items
+    raise ExtensionError(
+        f"{where} names a {type(obj).__name__}; it must name a {cls.__name__}, a sequence of them, or a module"
+    )
