@@ -14,27 +14,41 @@ import asyncio
 import io
 import socket
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from PIL import Image, PngImagePlugin
 
+from medrcube.models import providers
 from medrcube.models.anthropic_adapter import AnthropicAdapter
 from medrcube.models.base import ErrorKind, ImageInput, ModelAdapter, Preflight, Request, Response
 from medrcube.models.gemini_adapter import GeminiAdapter
 from medrcube.models.models_file import ModelSpecError
 from medrcube.models.openai_adapter import OpenAIAdapter
-from medrcube.models.registry import API_PROVIDERS, load_adapter
+from medrcube.models.registry import load_adapter
 from medrcube.service import EndpointError, preflight
 from medrcube.testing.server import ScriptedServer
+from medrcube.testing.server.faults import OPENAI as OPENAI_WIRE
+from medrcube.testing.server.wires import ANTHROPIC, GEMINI
 
 KEY_ENV = "MEDRCUBE_TEST_CONTRACT_KEY"
 KEY = "sk-ant-MARKER-2b7e9d04c1f35a68"
 QUESTION = "Which organ is shown?"
 PROMPT = f"Question: {QUESTION}\nOptions:\nA. lung\nB. heart\nC. brain\nAnswer with the option's letter."
-PROVIDERS = ("openai", "anthropic", "gemini")
-CLASSES: dict[str, type[OpenAIAdapter]] = {"openai": OpenAIAdapter, "anthropic": AnthropicAdapter,
-                                           "gemini": GeminiAdapter}
+# Every HTTP API provider the registry holds runs this suite (a new one adds its wire to
+# the scripted server: test_every_api_provider_speaks_a_wire_of_the_scripted_server).
+API = tuple(p for p in providers.registered() if p.api is not None)
+PROVIDERS = tuple(p.name for p in API)
+CLASSES: dict[str, type[OpenAIAdapter]] = {p.name: p.api.adapter_class() for p in API if p.api is not None}
+TRANSPORTS = tuple(f"{p.name}/sdk" for p in API if p.api is not None and p.api.transport)
+
+
+def test_every_api_provider_speaks_a_wire_of_the_scripted_server() -> None:
+    spoken = {wire.name for wire in (OPENAI_WIRE, ANTHROPIC, GEMINI)}
+    assert set(PROVIDERS) <= spoken, f"no wire in testing/server for {sorted(set(PROVIDERS) - spoken)}"
+    assert {CLASSES["openai"], CLASSES["anthropic"], CLASSES["gemini"]} == {OpenAIAdapter, AnthropicAdapter,
+                                                                            GeminiAdapter}
 
 
 def base_url(server: ScriptedServer, provider: str) -> str:
@@ -48,7 +62,7 @@ def server() -> Iterator[ScriptedServer]:
         yield srv
 
 
-@pytest.fixture(params=("openai", "openai/sdk", "anthropic", "gemini"))
+@pytest.fixture(params=sorted((*PROVIDERS, *TRANSPORTS)))
 def provider(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Each provider; "openai" through both of its transports (the light client, its default
     for a base URL, and the `openai` SDK, `transport: sdk`)."""
@@ -317,7 +331,10 @@ def test_specs_name_the_native_adapters(server: ScriptedServer, provider: str, m
     adapter = load_adapter(f"{provider}:m1@{url}")
     assert type(adapter) is CLASSES[provider] and adapter.spec == f"{provider}:m1@{url}"
     assert ask(adapter).text == "B"
-    monkeypatch.setitem(API_PROVIDERS, provider, ("medrcube_no_such_sdk", f"medrcube[{provider}]"))
+    declared = providers.provider_of(provider)
+    assert declared is not None and declared.api is not None
+    missing = replace(declared, api=replace(declared.api, sdk="medrcube_no_such_sdk", package=f"medrcube[{provider}]"))
+    monkeypatch.setitem(providers._PROVIDERS, provider, missing)
     with pytest.raises(ModelSpecError, match=rf"pip install 'medrcube\[{provider}\]'"):
         load_adapter(f"{provider}:m1@{url}")
 
@@ -327,7 +344,7 @@ def test_the_endpoint_and_the_provider_are_in_the_fingerprint(make: Callable[...
     here, there = make(), make(url="http://127.0.0.1:9/v1")
     assert here.fingerprint != there.fingerprint
     others = {CLASSES[p]("m1", base_url=here.base_url, api_key_env=KEY_ENV).fingerprint for p in PROVIDERS}
-    assert len(others) == 3
+    assert len(others) == len(PROVIDERS)
 
 
 def test_a_models_yaml_entry_builds_a_native_adapter_with_its_price(tmp_path: Any, server: ScriptedServer,

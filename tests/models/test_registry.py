@@ -14,7 +14,8 @@ import pytest
 from medrcube.models.base import ModelAdapter, Request
 from medrcube.models.baselines import RandomAdapter
 from medrcube.models.models_file import ModelsFileError, load_models_file, looks_like_secret
-from medrcube.models.registry import PROVIDERS, ModelSpecError, RoundRobinAdapter, load_adapter
+from medrcube.models.providers import names as provider_names
+from medrcube.models.registry import ModelSpecError, RoundRobinAdapter, load_adapter
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -55,7 +56,7 @@ def test_unknown_provider_did_you_mean(spec: str, suggestion: str) -> None:
         load_adapter(spec)
     msg = str(err.value)
     assert f"did you mean {suggestion!r}" in msg
-    for provider in PROVIDERS:
+    for provider in provider_names():
         assert provider in msg
 
 
@@ -351,7 +352,7 @@ SECRET = "sk-proj-" + "Ab3" * 12
         f"provider: openai\n    model: x\n    api_key: {SECRET}\n",
         "provider: openai\n    model: x\n    api_key: ${OPENAI_API_KEY}\n",  # even a placeholder: the key is api_key_env
         f"provider: openai\n    model: x\n    params: {{extra_headers: {{Authorization: Bearer {SECRET}}}}}\n",
-        f"provider: openai\n    model: x\n    params: {{token: abcdEFGH12345678abcd}}\n",
+        "provider: openai\n    model: x\n    params: {token: abcdEFGH12345678abcd}\n",
         f"provider: openai\n    model: x\n    params: {{user: {SECRET}}}\n",
         f"provider: openai\n    model: x\n    api_key_env: {SECRET}\n",
     ],

@@ -87,7 +87,7 @@ class KindEntry:
 
 _ENTRIES: dict[str, KindEntry] = {}
 # Builders and collectors attached by `@builds`/`@collects` before their kind is registered.
-_ATTACHED: dict[str, dict[str, Callable[..., Any]]] = {}
+_ATTACHED: dict[str, dict[str, Any]] = {}
 _DISCOVERED = False
 GROUP = "medrcube.kinds"
 
@@ -141,7 +141,7 @@ def _attach(name: str, field: str, fn: Callable[..., Any]) -> None:
     # discovery (gate/checks.py is imported while the registry may be filling itself).
     _ATTACHED.setdefault(name, {})[field] = fn
     if name in _ENTRIES:
-        _ENTRIES[name] = replace(_ENTRIES[name], **{field: fn})
+        _ENTRIES[name] = replace(_ENTRIES[name], **_ATTACHED[name])
 
 
 def unregister(name: str) -> None:

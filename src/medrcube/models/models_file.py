@@ -26,18 +26,17 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from medrcube.models import providers
 from medrcube.models.ceilings import PARAM_CEILINGS, beyond
 from medrcube.models.light_http import TRANSPORTS
 from medrcube.models.urls import credential_parts, redact_urls, refusal_hint
 from medrcube.models.vllm_engine import ENGINE_KEYS, EngineArgs, engine_args
 from medrcube.taxonomy import did_you_mean
 
-# The HTTP API providers share the keys of _OPENAI_KEYS (their adapters share the transport).
-API_PROVIDERS_IN_FILE: tuple[str, ...] = ("openai", "anthropic", "gemini")
-PROVIDERS_IN_FILE: tuple[str, ...] = (*API_PROVIDERS_IN_FILE, "hf", "vllm")
+# The providers an entry may name, and the spec words a name may not shadow, are the
+# provider registry's (models/providers.py): the HTTP API providers share the keys of
+# _OPENAI_KEYS (their adapters share the transport).
 DTYPES: tuple[str, ...] = ("auto", "float32", "float16", "bfloat16")
-# Spec words the registry reserves; a models.yaml name may not shadow them.
-RESERVED_NAMES: tuple[str, ...] = ("random", "prior", "replay", *API_PROVIDERS_IN_FILE, "hf", "vllm")
 
 _COMMON_KEYS = ("provider", "model", "params", "concurrency", "batch_size", "image_max_side", "price")
 _OPENAI_KEYS = ("base_url", "base_urls", "api_key_env", "api_key_header", "rpm", "timeout", "max_retries",
@@ -51,9 +50,22 @@ ENTRY_KEYS: tuple[str, ...] = _COMMON_KEYS + _OPENAI_KEYS + _HF_KEYS + _VLLM_KEY
 # The OpenAI adapter's keys a vLLM entry takes too (its adapter is that adapter on the engine).
 _VLLM_OPENAI = ("base_url", "timeout", "max_retries", "strict_model", "max_response_mib", "breaker_failures",
                 "breaker_seconds", "transport")
-_ONLY_FOR = {**{k: API_PROVIDERS_IN_FILE + (("vllm",) if k in _VLLM_OPENAI else ()) for k in _OPENAI_KEYS},
-             **{k: ("hf",) for k in _HF_KEYS}, **{k: ("vllm",) for k in _VLLM_KEYS},
-             "dtype": ("hf", "vllm"), "transport": ("openai", "vllm")}  # the native adapters speak through their SDKs only
+
+
+def _only_for(key: str) -> tuple[str, ...]:
+    """The providers a key applies to (empty: every provider)."""
+    apis = providers.registered()
+    if key == "transport":  # the native adapters speak through their SDKs only
+        return (*(p.name for p in apis if p.api is not None and p.api.transport), "vllm")
+    if key == "dtype":
+        return ("hf", "vllm")
+    if key in _OPENAI_KEYS:
+        return (*providers.api_names(), *(("vllm",) if key in _VLLM_OPENAI else ()))
+    if key in _HF_KEYS:
+        return ("hf",)
+    if key in _VLLM_KEYS:
+        return ("vllm",)
+    return ()
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-/]*$")
@@ -171,7 +183,7 @@ def _parse_entry(name: str, raw: Any, source: str) -> ModelEntry:
         raise ModelsFileError(
             f"{where}: invalid name; use letters, digits and . _ - / (no ':' or '@', which spec strings use)"
         )
-    if name in RESERVED_NAMES:
+    if name in providers.names():
         raise ModelsFileError(f"{where}: the name is reserved for a built-in spec; choose another name")
     if not isinstance(raw, Mapping):
         raise ModelsFileError(f"{where}: the entry must be a mapping of keys ({', '.join(ENTRY_KEYS)})")
@@ -183,13 +195,14 @@ def _parse_entry(name: str, raw: Any, source: str) -> ModelEntry:
             )
 
     provider = raw.get("provider")
-    if provider not in PROVIDERS_IN_FILE:
+    in_file = providers.file_names()
+    if provider not in in_file:
         raise ModelsFileError(
-            f"{where}: key 'provider' is {provider!r}{did_you_mean(str(provider), PROVIDERS_IN_FILE)}; "
-            f"choices: {', '.join(PROVIDERS_IN_FILE)}"
+            f"{where}: key 'provider' is {provider!r}{did_you_mean(str(provider), in_file)}; "
+            f"choices: {', '.join(in_file)}"
         )
     for key in raw:
-        needed = _ONLY_FOR.get(key)
+        needed = _only_for(str(key))
         if needed and provider not in needed:
             raise ModelsFileError(f"{where}: key {key!r} applies to provider {' or '.join(map(repr, needed))} only, "
                                   f"this entry is {provider!r}")

@@ -1,12 +1,11 @@
 """Spec string -> ModelAdapter.
 
-The grammar is `SPEC_FORMS` below (first match wins), written once: the `--model` help
-of the pytest plugin and of `medrcube run`, and every error here, read it from there.
-
-Provider modules are imported inside their branch: choosing `random` must not pay for
-the openai client, and nothing but `hf:` may import torch. The SDK of a native adapter
-(`anthropic:`, `gemini:`) is an optional extra: a spec naming it without the SDK
-installed is a ModelSpecError with the install hint.
+The grammar is the providers' spec forms (models/providers.py: the registry, filled by
+entry point) followed by a models.yaml name, first match wins, written once: the
+`--model` help of the pytest plugin and of `medrcube run`, and every error here, read it
+from there. A provider opens its own adapter (`Provider.open`), importing it only then;
+an HTTP API provider (`Provider.api`) is opened here, one adapter per base URL, with the
+install hint when its optional SDK is missing.
 """
 
 from __future__ import annotations
@@ -18,10 +17,11 @@ import importlib.util
 import itertools
 import os
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from medrcube.models import providers
 from medrcube.models.base import ModelAdapter, Preflight, Request, Response
 from medrcube.models.models_file import (
     ModelEntry,
@@ -35,45 +35,26 @@ from medrcube.taxonomy import did_you_mean
 
 if TYPE_CHECKING:
     from medrcube.cube.item import Cube
-    from medrcube.models.openai_adapter import OpenAIAdapter
 
-__all__ = ["PROVIDERS", "SPEC_FORMS", "ModelSpecError", "ModelsFileError", "load_adapter", "spec_help",
-           "RoundRobinAdapter"]
+__all__ = ["ModelSpecError", "ModelsFileError", "load_adapter", "spec_forms", "spec_help", "RoundRobinAdapter"]
 
-# (form, meaning): the model-spec grammar, in the order the forms are tried.
-SPEC_FORMS: tuple[tuple[str, str], ...] = (
-    ("random[:SEED]", "uniform over the item's own options (baselines.py)"),
-    ("prior", "text-only answer prior, leave-one-out (needs the cube)"),
-    ("simulate:accuracy=P[,icc=R,seed=S,grounded=true]",
-     "a SIMULATED model of known accuracy and image correlation (simulate.py)"),
-    ("replay:FILE", "recorded responses: JSON Lines or a reference results.json"),
-    ("openai:NAME[@BASE_URL]", "an OpenAI-compatible chat completions endpoint (OPENAI_API_KEY)"),
-    ("anthropic:NAME[@BASE_URL]", "Anthropic's Messages API (ANTHROPIC_API_KEY; pip install 'medrcube[anthropic]')"),
-    ("gemini:NAME[@BASE_URL]", "Google's Gemini API (GEMINI_API_KEY; pip install 'medrcube[gemini]')"),
-    ("hf:PATH_OR_ID", "an in-process transformers model (pip install 'medrcube[hf]')"),
-    ("vllm:PATH[@BASE_URL]", "a vLLM engine the gate starts on a checkpoint and stops after the run, or one "
-                             "already running at BASE_URL (vLLM in its own environment: scripts/setup-vllm)"),
-    ("NAME", "an entry of models.yaml (./models.yaml or --models-file), else openai:NAME with the "
-             "OPENAI_API_KEY / OPENAI_BASE_URL environment"),
-)
-PROVIDERS: tuple[str, ...] = ("random", "prior", "simulate", "replay", "openai", "anthropic", "gemini", "hf", "vllm")
-# The HTTP API providers: provider -> (the SDK's import name, what to pip install for it).
-API_PROVIDERS: dict[str, tuple[str, str]] = {
-    "openai": ("openai", "openai"),
-    "anthropic": ("anthropic", "medrcube[anthropic]"),
-    "gemini": ("google.genai", "medrcube[gemini]"),
-}
+_NAME_FORM = ("NAME", "an entry of models.yaml (./models.yaml or --models-file), else openai:NAME with the "
+                      "OPENAI_API_KEY / OPENAI_BASE_URL environment")
+
+
+def spec_forms() -> tuple[tuple[str, str], ...]:
+    """(form, meaning): the model-spec grammar, in the order the forms are tried."""
+    return (*((p.form, p.meaning) for p in providers.registered()), _NAME_FORM)
 
 
 def spec_help() -> str:
     """The grammar on one line, for option help and error messages."""
-    return ", ".join(form for form, _ in SPEC_FORMS[:-1]) + ", or a name from models.yaml"
+    return ", ".join(form for form, _ in spec_forms()[:-1]) + ", or a name from models.yaml"
 
-HF_INSTALL_HINT = (
-    "the hf: provider needs torch and transformers: pip install 'medrcube[hf]' "
-    "(on a machine without a GPU, install the CPU build of torch first: "
-    "pip install torch --index-url https://download.pytorch.org/whl/cpu)"
-)
+
+def needs_argument(spec: str) -> ModelSpecError:
+    """The error of a provider's bare word given without the argument it needs."""
+    return ModelSpecError(f"model spec {spec!r} needs an argument: {spec_help()}")
 
 
 def load_adapter(
@@ -96,81 +77,29 @@ def load_adapter(
         raise ModelSpecError(f"concurrency must be a positive integer, got {concurrency!r}")
 
     prefix, sep, rest = spec.partition(":")
+    context = providers.OpenContext(spec=spec, cube=cube, concurrency=concurrency)
+    provider = providers.provider_of(prefix)
     if not sep:
-        if spec == "random":
-            return _random("0", spec, concurrency)
-        if spec == "prior":
-            return _prior(cube, concurrency)
-        if spec in ("replay", "hf", "vllm", *API_PROVIDERS):
-            raise ModelSpecError(f"model spec {spec!r} needs an argument: {spec_help()}")
-        return _named(spec, models_file, concurrency)
-
-    if prefix == "random":
-        return _random(rest, spec, concurrency)
-    if prefix == "prior":
-        raise ModelSpecError("the prior baseline takes no argument: write `prior` (it is built from the cube being run)")
-    if prefix == "simulate":
-        return _simulate(rest, spec, cube, concurrency)
-    if prefix == "replay":
-        from medrcube.models.replay import ReplayAdapter
-
-        if not rest:
-            raise ModelSpecError("replay needs a file: replay:PATH/TO/results.jsonl")
-        return ReplayAdapter(rest, concurrency=concurrency)
-    if prefix in API_PROVIDERS:
-        name, base_url = _split_url(prefix, rest, spec)
-        return _api(prefix, name, spec=spec, base_urls=(base_url,) if base_url else (), concurrency=concurrency)
-    if prefix == "hf":
-        if not rest:
-            raise ModelSpecError("hf needs a model directory or hub id: hf:PATH_OR_ID")
-        return _hf(rest, spec=spec, concurrency=concurrency)
-    if prefix == "vllm":
-        if not rest:
-            raise ModelSpecError("vllm needs a model directory (or a hub id): vllm:PATH, or vllm:NAME@BASE_URL")
-        name, url = _split_url(prefix, rest, spec) if "@" in rest else (rest, None)
-        return _vllm(name, spec=spec, url=url, concurrency=concurrency)
+        if provider is None:
+            return _named(spec, models_file, concurrency)
+        if provider.open is not None:
+            return provider.open(None, context)
+        raise needs_argument(spec)
+    if provider is not None and provider.open is not None:
+        return provider.open(rest, context)
+    if provider is not None:
+        name, base_url = split_url(prefix, rest, spec)
+        return _api(provider, name, spec=spec, base_urls=(base_url,) if base_url else (), concurrency=concurrency)
     # A bare name never contains ':' by models.yaml's rules, so this is a mistyped
     # provider (or a model id with a colon, which must be spelled openai:NAME).
+    names = providers.names()
     raise ModelSpecError(
-        f"unknown model provider {prefix!r} in spec {spec!r}{did_you_mean(prefix, PROVIDERS)}; "
-        f"providers: {', '.join(PROVIDERS)}. A model id that contains ':' is written openai:{spec}"
+        f"unknown model provider {prefix!r} in spec {spec!r}{did_you_mean(prefix, names)}; "
+        f"providers: {', '.join(names)}. A model id that contains ':' is written openai:{spec}"
     )
 
 
-def _random(seed: str, spec: str, concurrency: int | None) -> ModelAdapter:
-    from medrcube.models.baselines import RandomAdapter
-
-    try:
-        value = int(seed)
-    except ValueError:
-        raise ModelSpecError(f"in model spec {spec!r}: the random seed must be an integer, as in random:42") from None
-    return RandomAdapter(value, spec=spec, concurrency=concurrency)
-
-
-def _simulate(rest: str, spec: str, cube: Cube | None, concurrency: int | None) -> ModelAdapter:
-    from medrcube.models.simulate import SimulatedAdapter, SimulationSpecError, parse_simulation
-
-    try:
-        params = parse_simulation(rest)
-    except SimulationSpecError as e:
-        raise ModelSpecError(f"in model spec {spec!r}: {e}") from None
-    if cube is None:
-        raise ModelSpecError("the simulation answers from the cube's answers; pass cube= to load_adapter")
-    return SimulatedAdapter(params, cube, spec=spec, concurrency=concurrency)
-
-
-def _prior(cube: Cube | None, concurrency: int | None) -> ModelAdapter:
-    from medrcube.models.baselines import PriorAdapter
-
-    if cube is None:
-        raise ModelSpecError(
-            "the prior baseline learns answer priors from the cube being run; "
-            "pass cube= to load_adapter (the CLI and the pytest plugin do this for you)"
-        )
-    return PriorAdapter(cube, concurrency=concurrency)
-
-
-def _split_url(provider: str, rest: str, spec: str) -> tuple[str, str | None]:
+def split_url(provider: str, rest: str, spec: str) -> tuple[str, str | None]:
     # The base URL is everything after the first '@' that starts a URL; a model id may
     # itself contain ':' (ollama-style tags), so split on '@' only.
     name, at, url = rest.partition("@")
@@ -203,43 +132,29 @@ def _named(name: str, models_file: str | os.PathLike[str] | None, concurrency: i
             )
     # A near miss of a built-in spec (`randm`, `simulte:...` has a ':' and is caught above)
     # is a typo, not an OpenAI model id: said before asking for a key it would not need.
-    near = difflib.get_close_matches(name.casefold(), BUILT_IN_NAMES, n=1, cutoff=0.75)
+    guarded = [p.name for p in providers.registered() if p.typo_guard]
+    near = difflib.get_close_matches(name.casefold(), guarded, n=1, cutoff=0.75)
     if near:
         raise ModelSpecError(
             f"model spec {name!r} is neither a built-in model nor an entry of models.yaml: did you mean {near[0]!r}? "
             f"(a bare name is otherwise an OpenAI model id: write openai:{name} to ask an endpoint for it; "
             f"specs: {spec_help()})")
     # Not defined anywhere: the standard OpenAI environment, as the openai SDK itself does.
-    return _api("openai", name, spec=name, base_urls=(), concurrency=concurrency)
+    return _api(_provider("openai"), name, spec=name, base_urls=(), concurrency=concurrency)
 
 
-# The spec words a bare name is checked against for a typo (SPEC_FORMS).
-BUILT_IN_NAMES: tuple[str, ...] = ("random", "prior", "simulate", "replay")
+def _provider(name: str) -> providers.Provider:
+    provider = providers.provider_of(name)
+    if provider is None:  # a models.yaml entry is validated against the same registry
+        raise ModelSpecError(f"unknown model provider {name!r}; providers: {', '.join(providers.names())}")
+    return provider
 
 
 def adapter_from_entry(entry: ModelEntry, *, concurrency: int | None = None) -> ModelAdapter:
     """The adapter for a validated models.yaml entry."""
-    if entry.provider == "vllm":
-        given = {key: getattr(entry, key) for key in ("timeout", "max_retries", "image_max_side", "strict_model",
-                                                      "breaker_failures", "breaker_seconds", "transport")}
-        if entry.max_response_mib is not None:
-            given["max_response_bytes"] = int(entry.max_response_mib * 1024 * 1024)
-        return _vllm(entry.model, spec=entry.name, url=entry.base_urls[0] if entry.base_urls else None,
-                     concurrency=concurrency or entry.concurrency, executable=entry.executable, args=entry.engine,
-                     start_timeout=entry.start_timeout, params=dict(entry.params), price=entry.price,
-                     **{k: v for k, v in given.items() if v is not None})
-    if entry.provider == "hf":
-        return _hf(
-            entry.model,
-            spec=entry.name,
-            concurrency=concurrency or entry.concurrency,
-            params=entry.params,
-            batch_size=entry.batch_size,
-            dtype=entry.dtype,
-            device=entry.device,
-            image_max_side=entry.image_max_side,
-            price=entry.price,
-        )
+    provider = _provider(entry.provider)
+    if provider.from_entry is not None:
+        return provider.from_entry(entry, concurrency)
     kwargs: dict[str, Any] = {"params": dict(entry.params), "price": entry.price}
     for key in ("api_key_env", "rpm", "timeout", "max_retries", "image_max_side", "strict_model", "api_key_header",
                 "breaker_failures", "breaker_seconds", "retry_after_max", "retry_wait_max", "transport"):
@@ -255,7 +170,7 @@ def adapter_from_entry(entry: ModelEntry, *, concurrency: int | None = None) -> 
         # for them all (adding a replica changes it; give endpoint_identity to keep it).
         kwargs["endpoint_identity"] = " | ".join(sorted(endpoint_identity(u) for u in entry.base_urls))
     return _api(
-        entry.provider,
+        provider,
         entry.model,
         spec=entry.name,
         base_urls=entry.base_urls,
@@ -265,15 +180,19 @@ def adapter_from_entry(entry: ModelEntry, *, concurrency: int | None = None) -> 
 
 
 def _api(
-    provider: str, model: str, *, spec: str, base_urls: Sequence[str], concurrency: int | None, **kwargs: Any
+    provider: providers.Provider, model: str, *, spec: str, base_urls: Sequence[str], concurrency: int | None,
+    **kwargs: Any
 ) -> ModelAdapter:
-    sdk, package = API_PROVIDERS[provider]
+    api = provider.api
+    if api is None:
+        raise ModelSpecError(f"model {spec!r}: provider {provider.name!r} is not an HTTP API provider")
     try:
-        if importlib.util.find_spec(sdk) is None:
-            raise ImportError(f"no module named {sdk!r}")
-        adapter_class = _api_class(provider)
+        if importlib.util.find_spec(api.sdk) is None:
+            raise ImportError(f"no module named {api.sdk!r}")
+        adapter_class = api.adapter_class()
     except ImportError as e:  # an optional SDK not installed (or a broken install): say how to get it
-        raise ModelSpecError(f"cannot load the {provider} adapter for {spec!r}: {e}; pip install '{package}'") from e
+        raise ModelSpecError(
+            f"cannot load the {provider.name} adapter for {spec!r}: {e}; pip install '{api.package}'") from e
 
     def build(url: str | None, **kw: Any) -> ModelAdapter:
         try:
@@ -297,53 +216,9 @@ def _api(
     return RoundRobinAdapter(children, spec=spec)
 
 
-def _api_class(provider: str) -> type[OpenAIAdapter]:
-    """The adapter class of an API provider, imported only when chosen."""
-    if provider == "anthropic":
-        from medrcube.models.anthropic_adapter import AnthropicAdapter
-
-        return AnthropicAdapter
-    if provider == "gemini":
-        from medrcube.models.gemini_adapter import GeminiAdapter
-
-        return GeminiAdapter
-    from medrcube.models.openai_adapter import OpenAIAdapter
-
-    return OpenAIAdapter
-
-
-def _vllm(model: str, *, spec: str, url: str | None, concurrency: int | None, **kwargs: Any) -> ModelAdapter:
-    """A vLLM engine started on `model` (or attached at `url`): models/vllm_adapter.py."""
-    from medrcube.models.vllm_adapter import EngineError, open_vllm
-
-    if concurrency is not None:
-        kwargs["concurrency"] = concurrency
-    try:
-        return open_vllm(model, spec=spec, url=url, **kwargs)
-    except EngineError as e:  # vLLM missing, or its engine did not start: the message says why
-        raise ModelSpecError(f"model {spec!r}: {e}") from e
-    except ValueError as e:  # a bad limit
-        raise ModelSpecError(f"model {spec!r}: {e}") from e
-
-
 def _split(total: int, k: int) -> list[int]:
     base, extra = divmod(total, k)
     return [max(1, base + (1 if i < extra else 0)) for i in range(k)]
-
-
-def _hf(model: str, *, spec: str, concurrency: int | None, price: Mapping[str, Any] | None = None,
-        **kwargs: Any) -> ModelAdapter:
-    try:
-        import torch  # noqa: F401
-        import transformers  # noqa: F401
-    except ImportError as e:
-        raise ModelSpecError(f"cannot load {spec!r}: {HF_INSTALL_HINT} ({e})") from e
-    from medrcube.models.hf_adapter import HFAdapter
-
-    kwargs = {k: v for k, v in kwargs.items() if v is not None}
-    adapter = HFAdapter(model, spec=spec, concurrency=concurrency, **kwargs)
-    adapter.price = price  # models.yaml's, for the run's cost
-    return adapter
 
 
 class RoundRobinAdapter:

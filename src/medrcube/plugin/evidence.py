@@ -130,10 +130,10 @@ def junit_account(config: pytest.Config, account: Any) -> None:
 def _looks_like_path(value: str) -> bool:
     """A value that is no model spec: no known provider prefix, and a path separator or a
     leading . or ~ (a bare model name has neither)."""
-    from medrcube.models.registry import PROVIDERS
+    from medrcube.models.providers import names as provider_names
 
     prefix, sep, _ = value.partition(":")
-    if sep and prefix in PROVIDERS:
+    if sep and prefix in provider_names():
         return False
     return "/" in value or os.sep in value or value.startswith((".", "~"))
 
