@@ -83,6 +83,17 @@ class KindEntry:
     # `needs_baseline` is also given the baseline's records and why they are missing.
     evidence: Callable[..., Any] | None = None
     needs_baseline: bool = False
+    # How the outputs show the kind's checks (read by plugin/ and report/, which test no
+    # kind by name):
+    # (check) -> (epic, feature, story) in Allure's Behaviors tree; None: (the epic,
+    # "All parts", the check id).
+    grouping: Callable[[Any], tuple[str, str, str]] | None = None
+    # (check, feature, story) -> the Allure case's title; None: "epic: feature".
+    case_title: Callable[[Any, str, str], str] | None = None
+    per_cell: bool = False  # one check per cube cell: drawn on the cube's map
+    per_perturbation: bool = False  # one check per image perturbation asked: the robustness panel
+    per_stratum: bool = False  # one check per stratum of a subgroup attribute: a forest plot per attribute
+    against: str = ""  # the variant its checks compare the standard answers with ("blind")
 
 
 _ENTRIES: dict[str, KindEntry] = {}
@@ -183,9 +194,85 @@ def epic_of(kind: str) -> str:
     return (e.epic or e.title) if e else str(kind)
 
 
+def needs_baseline(kind: str) -> bool:
+    """Whether the kind's checks compare the run with its baseline (an unknown kind: no)."""
+    e = entry_of(kind)
+    return bool(e and e.needs_baseline)
+
+
 def off_reason(kind: str, policy_label: str = "") -> str:
     e = entry_of(kind)
     return e.off if e and e.off else f"the policy {policy_label} gives no {kind} check on this cube"
+
+
+# -- how the outputs group the core kinds' checks (Allure's epic > feature > story) ----------
+
+ALL_PARTS = "All parts"
+
+
+def _scope(check: Any) -> str:
+    return " / ".join(v for v in (check.part, check.modality, check.task) if v) or "All cells"
+
+
+def _slice_axis(check: Any) -> tuple[str, str]:
+    for axis in ("part", "modality", "task"):
+        value = getattr(check, axis)
+        if value is not None:
+            return axis, value
+    return "part", check.id
+
+
+def _by_part(story: str) -> Callable[[Any], tuple[str, str, str]]:
+    def grouping(check: Any) -> tuple[str, str, str]:
+        return epic_of(check.kind), check.part or ALL_PARTS, story
+    return grouping
+
+
+def _cell(check: Any) -> tuple[str, str, str]:
+    return check.part, check.modality, check.task
+
+
+def _slice(check: Any) -> tuple[str, str, str]:
+    axis, value = _slice_axis(check)
+    return epic_of(check.kind), f"By {axis}", value
+
+
+def _regression(check: Any) -> tuple[str, str, str]:
+    where = "Overall" if check.task is None and check.modality is None else f"{check.modality} / {check.task}"
+    return epic_of(check.kind), check.part or ALL_PARTS, where
+
+
+def _perturbed(what: str) -> Callable[[Any], tuple[str, str, str]]:
+    def grouping(check: Any) -> tuple[str, str, str]:
+        variant = str((getattr(check, "params", None) or {}).get("variant", "perturbation"))
+        return epic_of(check.kind), variant, f"{_scope(check)}: {what}"
+    return grouping
+
+
+def _clinical(feature: str, story: Callable[[Any], str]) -> Callable[[Any], tuple[str, str, str]]:
+    def grouping(check: Any) -> tuple[str, str, str]:
+        return epic_of(check.kind), feature, story(check)
+    return grouping
+
+
+def _finding_story(check: Any) -> str:
+    return f"{(getattr(check, 'params', None) or {}).get('finding', check.metric)}: {_scope(check)}"
+
+
+def _site(check: Any) -> tuple[str, str, str]:
+    return epic_of(check.kind), check.part or ALL_PARTS, check.id
+
+
+def _feature_story(check: Any, feature: str, story: str) -> str:
+    return f"{feature}: {story}"
+
+
+def _regression_title(check: Any, feature: str, story: str) -> str:
+    return f"Regression against the baseline: {'overall' if story == 'Overall' else f'{feature} / {story}'}"
+
+
+def _robustness_title(check: Any, feature: str, story: str) -> str:
+    return f"Robustness to {feature}: {story}"
 
 
 # -- the core kinds (their sections, builders and evidence: see the module docstring) --------
@@ -193,54 +280,70 @@ def off_reason(kind: str, policy_label: str = "") -> str:
 _PERTURB = "--variants=standard,jpeg:30"
 CORE: tuple[KindEntry, ...] = (
     KindEntry("overall", "overall accuracy", "test_overall",
-              "Accuracy over the whole cube reaches its bound.", epic="Overall"),
+              "Accuracy over the whole cube reaches its bound.", epic="Overall",
+              grouping=lambda c: (epic_of(c.kind), "Accuracy", "All cells"),
+              case_title=lambda c, feature, story: "Overall accuracy"),
     KindEntry("slice", "slice accuracy", "test_slice",
               "Accuracy over one axis slice (a part, a modality or a task) reaches its bound.",
-              epic="Slices"),
+              epic="Slices", grouping=_slice,
+              case_title=lambda c, feature, story: f"{feature.removeprefix('By ')} {story}: accuracy"),
     KindEntry("cell", "cell accuracy", "test_cell",
-              "Accuracy of one cube cell (part x modality x task) reaches its bound."),
+              "Accuracy of one cube cell (part x modality x task) reaches its bound.", per_cell=True,
+              grouping=_cell, case_title=lambda c, feature, story: f"{c.part} / {c.modality} / {c.task}: accuracy"),
     KindEntry("credibility", "credibility", "test_credibility",
               "A right diagnosis goes with a right perception of the same image (grounding).",
               off="no credibility check: the policy sets none, or no part has both a high-level "
-              "and a lower-level task", epic="Credibility", section="credibility"),
+              "and a lower-level task", epic="Credibility", section="credibility",
+              grouping=_by_part("Rationality and shortcuts")),
     KindEntry("image_dependence", "image dependence", "test_image_dependence",
               "Accuracy drops enough without the image (the blind variant): the model looks at it.",
               off="image-dependence checks need the blind variant: --variants=standard,blind",
-              epic="Image dependence", section="image_dependence"),
+              epic="Image dependence", section="image_dependence", against="blind",
+              grouping=_by_part("Standard vs blind")),
     KindEntry("position", "position robustness", "test_position",
               "Answers survive cyclic rotations of the options (circular accuracy and its gap).",
               off="position-robustness checks need shuffled rotations: --variants=standard,shuffled:3",
-              epic="Position robustness", section="position_robustness"),
+              epic="Position robustness", section="position_robustness",
+              grouping=_by_part("Circular accuracy")),
     KindEntry("regression", "regression against the baseline", "test_regression",
               "The candidate is not worse than the baseline by more than the margin (non-inferiority).",
               off="regression checks need --baseline (a previous run directory or a model spec)",
-              epic="Regression", section="regression", needs_baseline=True),
+              epic="Regression", section="regression", needs_baseline=True, grouping=_regression,
+              case_title=_regression_title),
     KindEntry("robustness", "robustness to image perturbations", "test_robustness",
               "Accuracy under an image perturbation is not worse than standard by more than the margin.",
               off=f"robustness checks need an image perturbation: {_PERTURB},noise:0.03",
               epic="Robustness", summary_line=True, observed="drop", prefix="robustness/",
-              section="robustness"),
+              section="robustness", grouping=_perturbed("accuracy"), case_title=_robustness_title,
+              per_perturbation=True),
     KindEntry("robustness_agreement", "answer agreement under perturbations", "test_robustness_agreement",
               "The answers under an image perturbation name the same option as on the standard image.",
               off=f"agreement checks need an image perturbation: {_PERTURB}", epic="Robustness",
-              summary_line=True, observed="agreement", prefix="agreement/", section="robustness"),
+              summary_line=True, observed="agreement", prefix="agreement/", section="robustness",
+              grouping=_perturbed("answer agreement"), case_title=_robustness_title, per_perturbation=True),
     KindEntry("finding", "per-finding sensitivity", "test_finding",
               "The sensitivity for a named finding reaches its bound (how many of them the model misses).",
               off="per-finding checks need `findings: {min_sensitivity: {FINDING: BOUND}}` in the policy",
               epic="Clinical depth", summary_line=True, observed="sensitivity", prefix="finding/",
-              section="findings"),
+              section="findings", grouping=_clinical("Per-finding sensitivity", _finding_story),
+              case_title=_feature_story),
     KindEntry("calibration", "calibration", "test_calibration",
               "The model's stated confidence matches how often it is right (calibration error at most "
               "the bound).", off="the calibration check needs `calibration: {max_ce: BOUND}` in the policy",
-              epic="Clinical depth", summary_line=True, observed="error", section="calibration"),
+              epic="Clinical depth", summary_line=True, observed="error", section="calibration",
+              grouping=_clinical("Calibration", lambda c: "Calibration error"), case_title=_feature_story),
     KindEntry("selective", "selective prediction", "test_selective",
               "Deferring when unsure pays: the utility under the deferral cost, or accuracy at a coverage, "
               "reaches its bound.",
               off="selective checks need --variants=standard,abstain with `selective: {min_utility: "
               "BOUND}`, or `selective: {accuracy_at_coverage: {C: BOUND}}`",
               epic="Clinical depth", summary_line=True, observed="value", prefix="selective/",
-              section="selective"),
+              section="selective",
+              grouping=_clinical("Selective prediction",
+                                 lambda c: f"{str(c.metric).replace('_', ' ')}: {_scope(c)}"),
+              case_title=_feature_story),
     # A site's own proportion (plugin/site.py): decided by the gate, no suite function.
-    KindEntry("site", "site checks", epic="Site checks"),
+    KindEntry("site", "site checks", epic="Site checks", grouping=_site,
+              case_title=lambda c, feature, story: f"{c.id}: {c.metric}"),
 )
 BUILTIN: tuple[str, ...] = tuple(e.name for e in CORE)

@@ -253,7 +253,7 @@ SUBGROUP = _register(KindEntry(
     off="subgroup checks need `subgroups: {by: [sex, age_band, manufacturer], min_accuracy: BOUND}` in the policy and "
     "a cube whose items carry attributes (docs/clinical.md)",
     epic="Subgroups", summary_line=True, observed="accuracy", prefix="subgroup/", section=SECTION,
-    read_policy=read_policy, build=build, evidence=evidence))
+    read_policy=read_policy, build=build, evidence=evidence, per_stratum=True))
 SUBGROUP_GAP = _register(KindEntry(
     "subgroup_gap", "gap of a subgroup to the rest", "test_subgroup_gap",
     "No stratum of a patient or device attribute falls more than max_gap below the rest of the cube.",

@@ -30,7 +30,6 @@ from medrcube import entrypoints
 if TYPE_CHECKING:
     from medrcube.cube.item import Cube
     from medrcube.models.base import ModelAdapter
-    from medrcube.models.models_file import ModelEntry
 
 GROUP = "medrcube.providers"
 
@@ -72,9 +71,10 @@ class Provider:
     api: Api | None = None
     # A bare name close to this word is a typo, not an OpenAI model id (`randm`).
     typo_guard: bool = False
-    # (a models.yaml entry naming it, the caller's concurrency) -> the adapter: such a
-    # provider may be named in models.yaml (an HTTP API provider may always be).
-    from_entry: Callable[[ModelEntry, int | None], ModelAdapter] | None = None
+    # (a models.yaml entry naming it (models_file.ModelEntry, which reads this registry),
+    # the caller's concurrency) -> the adapter: such a provider may be named in models.yaml
+    # (an HTTP API provider may always be).
+    from_entry: Callable[[Any, int | None], ModelAdapter] | None = None
 
 
 _PROVIDERS: dict[str, Provider] = {}

@@ -1,6 +1,8 @@
 """Allure labels, parameters and attachments of a gate case (allure-pytest's dynamic API).
 
-The Behaviors tree of the report groups cases epic > feature > story:
+The Behaviors tree of the report groups cases epic > feature > story, as each kind's
+registry entry says (gate/kinds.py: `grouping` and `case_title`; a kind without them:
+its epic > "All parts" > the check id, titled "epic: feature"). The core kinds:
 
     cell              part > modality > task                (Chest > X-Ray > Disease Diagnosis)
     slice             "Slices" > "By part|modality|task" > value
@@ -10,11 +12,11 @@ The Behaviors tree of the report groups cases epic > feature > story:
     position          "Position robustness" > "All parts" > "Circular accuracy"
     regression        "Regression" > part (or "All parts") > "modality / task" (or "Overall")
     robustness        "Robustness" > perturbation ("jpeg:30") > "scope: accuracy" or
-                      "scope: answer agreement" (kinds robustness, robustness_agreement;
-                      issue 17: the check's params carry the perturbation as "variant")
+                      "scope: answer agreement" (kinds robustness, robustness_agreement:
+                      the check's params carry the perturbation as "variant")
     clinical depth    "Clinical depth" > "Per-finding sensitivity" > "finding: scope",
                       "Calibration" > "Calibration error", "Selective prediction" >
-                      "metric: scope" (kinds finding, calibration, selective; issue 16)
+                      "metric: scope" (kinds finding, calibration, selective)
 
 Severity comes from the check's labels (gate/checks.py): high-level tasks critical,
 mid-level normal, low-level minor; overall blocker; slices, credibility, image
@@ -41,86 +43,25 @@ from typing import Any
 
 import allure
 
-from medrcube.gate.kinds import epic_of  # each kind's epic is its registry entry's
+from medrcube.gate.kinds import ALL_PARTS, entry_of, epic_of
 
-# Issue 16's kinds: the feature under the "Clinical depth" epic.
-CLINICAL_FEATURES = {"finding": "Per-finding sensitivity", "calibration": "Calibration",
-                     "selective": "Selective prediction"}
-# Image-perturbation checks (metrics/perturbation.py): what each kind's story says it checks.
-ROBUSTNESS_STORIES = {"robustness": "accuracy", "robustness_agreement": "answer agreement"}
-ALL_PARTS = "All parts"
 WORST_COLUMNS = ("item_id", "cell", "variant", "rotation", "expected", "extracted", "outcome", "question", "response", "note")
 
 
 def behaviors(check: Any) -> tuple[str, str, str]:
-    """(epic, feature, story) of a check: a cell's epic is its part, every other kind's its
-    registry entry's (a kind registered beyond the built-in ones: its epic, All parts, the id)."""
-    kind = str(check.kind)
-    epic = epic_of(kind)
-    if kind == "cell":
-        return check.part, check.modality, check.task
-    if kind == "slice":
-        axis, value = _slice_axis(check)
-        return epic, f"By {axis}", value
-    if kind == "overall":
-        return epic, "Accuracy", "All cells"
-    if kind == "credibility":
-        return epic, check.part or ALL_PARTS, "Rationality and shortcuts"
-    if kind == "image_dependence":
-        return epic, check.part or ALL_PARTS, "Standard vs blind"
-    if kind == "position":
-        return epic, check.part or ALL_PARTS, "Circular accuracy"
-    if kind == "site":
-        return epic, check.part or ALL_PARTS, check.id
-    if kind == "regression":
-        if check.task is None and check.modality is None:
-            return epic, check.part or ALL_PARTS, "Overall"
-        return epic, check.part or ALL_PARTS, f"{check.modality} / {check.task}"
-    if kind in ROBUSTNESS_STORIES:
-        scope = " / ".join(v for v in (check.part, check.modality, check.task) if v) or "All cells"
-        variant = str((getattr(check, "params", None) or {}).get("variant", "perturbation"))
-        return epic, variant, f"{scope}: {ROBUSTNESS_STORIES[kind]}"
-    if kind in CLINICAL_FEATURES:
-        scope = " / ".join(v for v in (check.part, check.modality, check.task) if v) or "All cells"
-        params = getattr(check, "params", None) or {}
-        if kind == "finding":
-            story = f"{params.get('finding', check.metric)}: {scope}"
-        elif kind == "calibration":
-            story = "Calibration error"
-        else:
-            story = f"{str(check.metric).replace('_', ' ')}: {scope}"
-        return epic, CLINICAL_FEATURES[kind], story
-    return epic, ALL_PARTS, check.id
-
-
-def _slice_axis(check: Any) -> tuple[str, str]:
-    for axis in ("part", "modality", "task"):
-        value = getattr(check, axis)
-        if value is not None:
-            return axis, value
-    return "part", check.id
+    """(epic, feature, story) of a check, as its kind's registry entry groups it."""
+    entry = entry_of(str(check.kind))
+    if entry is not None and entry.grouping is not None:
+        return entry.grouping(check)
+    return epic_of(str(check.kind)), ALL_PARTS, check.id
 
 
 def title(check: Any) -> str:
-    epic, feature, story = behaviors(check)
-    kind = str(check.kind)
-    epic = epic_of(kind)
-    if kind == "cell":
-        return f"{check.part} / {check.modality} / {check.task}: accuracy"
-    if kind == "slice":
-        return f"{feature.removeprefix('By ')} {story}: accuracy"
-    if kind == "overall":
-        return "Overall accuracy"
-    if kind == "site":
-        return f"{check.id}: {check.metric}"
-    if kind == "regression":
-        scope = "overall" if story == "Overall" else f"{feature} / {story}"
-        return f"Regression against the baseline: {scope}"
-    if kind in ROBUSTNESS_STORIES:
-        return f"Robustness to {feature}: {story}"
-    if kind in CLINICAL_FEATURES:
-        return f"{feature}: {story}"
-    return f"{epic}: {feature}"
+    _epic, feature, story = behaviors(check)
+    entry = entry_of(str(check.kind))
+    if entry is not None and entry.case_title is not None:
+        return entry.case_title(check, feature, story)
+    return f"{epic_of(str(check.kind))}: {feature}"
 
 
 def severity(check: Any) -> allure.severity_level:

@@ -14,13 +14,15 @@ from typing import Any
 
 
 def leak_meta(session: Any, entries: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    from medrcube.gate.kinds import entry_of
     from medrcube.gate.leaking import leaking, scope_of
     from medrcube.plugin.ahead import leak_audit
 
     items = list(session.cube.items_by_content)  # copies of an image are one image
     audit = leak_audit(session)  # the same figures as audit_items, once per cube content
     for e in entries.values():
-        if e.get("kind") != "image_dependence":
+        entry = entry_of(str(e.get("kind")))
+        if entry is None or entry.against != "blind":  # the image-dependence checks: standard against blind
             continue
         scope = [it for it in items if all(e.get(k) in (None, v) for k, v in (("part", it.part), ("modality", it.modality), ("task", it.task)))]
         hits = [audit.prior_by_item[it.id] for it in scope if it.id in audit.prior_by_item]

@@ -242,7 +242,7 @@ class GateSession:
             records = self.records()
             baseline, missing = None, None
             try:
-                baseline = self.baseline_records() if any(c.kind == "regression" for c in self.checks) else None
+                baseline = self.baseline_records() if any(kinds.needs_baseline(c.kind) for c in self.checks) else None
             except GateError as e:  # an unreadable baseline errors the regression checks only
                 missing = str(e)
             self._verdicts = self.decider.verdicts(self.checks, records, baseline, baseline_error=missing)

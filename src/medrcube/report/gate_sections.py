@@ -10,7 +10,7 @@ from typing import Any
 
 from medrcube.gate.account import Account, CheckLine, account_of, short_method
 from medrcube.gate.coverage import coverage_of
-from medrcube.gate.kinds import rank, title_of
+from medrcube.gate.kinds import entry_of, rank, title_of
 from medrcube.gate.verdict import gate_verdict
 from medrcube.report.analysis import Cell
 from medrcube.report.forest import subgroup_figures
@@ -108,10 +108,16 @@ def evidence_lines(gate: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _kind_says(check: Mapping[str, Any], flag: str) -> bool:
+    """Whether the registry entry of the check's kind sets `flag` (gate/kinds.py)."""
+    entry = entry_of(str(check.get("kind")))
+    return bool(entry is not None and getattr(entry, flag))
+
+
 def cell_verdicts(gate: Mapping[str, Any] | None) -> dict[Cell, str]:
     out: dict[Cell, str] = {}
     for c in (gate or {}).get("checks") or []:
-        if c.get("kind") == "cell" and c.get("part") and c.get("modality") and c.get("task"):
+        if _kind_says(c, "per_cell") and c.get("part") and c.get("modality") and c.get("task"):
             out[(c["part"], c["modality"], c["task"])] = c.get("verdict", "")
     return out
 
@@ -119,7 +125,7 @@ def cell_verdicts(gate: Mapping[str, Any] | None) -> dict[Cell, str]:
 def regression_rows(gate: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     rows = []
     for c in (gate or {}).get("checks") or []:
-        if c.get("kind") != "regression":
+        if not _kind_says(c, "needs_baseline"):  # the checks against the baseline
             continue
         d = c.get("details") or {}
         counts = d.get("counts") or {}
@@ -155,7 +161,8 @@ def kind_panels(gate: Mapping[str, Any] | None) -> list[dict[str, Any]]:
         tally: dict[str, int] = {}
         for r in rows:
             tally[str(r["verdict"])] = tally.get(str(r["verdict"]), 0) + 1
-        figures = subgroup_figures(rows) if kind == "subgroup" else []  # a forest plot per attribute
+        entry = entry_of(kind)
+        figures = subgroup_figures(rows) if entry is not None and entry.per_stratum else []  # a forest plot per attribute
         panels.append({"kind": kind, "title": title_of(kind), "checks": rows, "counts": sorted(tally.items()),
                        "figures": figures})
     return panels

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from medrcube.gate.kinds import entry_of
 from medrcube.metrics.perturbation import PerturbationRobustness, perturbation_variants, robustness_table
 from medrcube.records import GradedRecord
 from medrcube.report.readers import RunData
@@ -30,18 +31,23 @@ from medrcube.taxonomy import TASK_NAMES, task_abbrev
 
 STRIP_SIDE = 150
 DETAIL = 48  # source pixels of the centre detail, shown enlarged (noise and JPEG blocks)
-ROBUSTNESS_KINDS = ("robustness", "robustness_agreement")
+
+
+def _per_perturbation(check: Mapping[str, Any], observed: str | None = None) -> bool:
+    """A check of a kind with one check per perturbation asked (gate/kinds.py), and, when
+    `observed` is given, whose number is that (the accuracy "drop" or the "agreement")."""
+    entry = entry_of(str(check.get("kind")))
+    return bool(entry and entry.per_perturbation and (observed is None or entry.observed == observed))
 
 
 def gate_statuses(gate: Mapping[str, Any] | None) -> dict[str, str]:
     """The gate's verdict on each robustness and agreement check of gate.json, by id."""
-    return {str(c.get("id")): str(c.get("verdict")) for c in (gate or {}).get("checks") or []
-            if c.get("kind") in ROBUSTNESS_KINDS}
+    return {str(c.get("id")): str(c.get("verdict")) for c in (gate or {}).get("checks") or [] if _per_perturbation(c)}
 
 
-def _bound_of(gate: Mapping[str, Any] | None, kind: str) -> float | None:
+def _bound_of(gate: Mapping[str, Any] | None, observed: str) -> float | None:
     """The margin (or agreement bound) the gate decided with, as gate.json records it."""
-    return next((c.get("bound") for c in (gate or {}).get("checks") or [] if c.get("kind") == kind), None)
+    return next((c.get("bound") for c in (gate or {}).get("checks") or [] if _per_perturbation(c, observed)), None)
 
 
 def robustness_section(run: RunData, cube: Any = None, plots_dir: Path | None = None) -> dict[str, Any] | None:
@@ -60,8 +66,8 @@ def robustness_section(run: RunData, cube: Any = None, plots_dir: Path | None = 
     return {
         "rows": rows,
         "figure": figure,
-        "margin": _bound_of(run.gate, "robustness"),
-        "bound": _bound_of(run.gate, "robustness_agreement"),
+        "margin": _bound_of(run.gate, "drop"),
+        "bound": _bound_of(run.gate, "agreement"),
         "by_task": by_task(run.records, variants, statuses),
         "strip": strip(run.records, variants, cube),
     }

@@ -99,12 +99,13 @@ class SequentialDecider:
         """The looks' verdicts; a check without a track (nothing answerable in its scope)
         and a regression check whose baseline is missing are decided as in a full run."""
         from medrcube.gate.evaluate import evaluate_gate
+        from medrcube.gate.kinds import needs_baseline
         from medrcube.gate.sequential import sequential_verdicts
 
         if self.run is None:
             raise RuntimeError("SequentialDecider.verdicts before ask")
         out = sequential_verdicts((t.looks for t in self.run.tracks.values()), self.run.notes())
-        rest = [c for c in checks if c.id not in out or (baseline_error and c.kind == "regression")]
+        rest = [c for c in checks if c.id not in out or (baseline_error and needs_baseline(c.kind))]
         if rest:
             result = evaluate_gate(rest, records, baseline, baseline_error=baseline_error)
             self._family = result.evidences

@@ -1,0 +1,1 @@
+"""A site package extending medrcube by entry point (tests/toyplugins/README.md)."""
