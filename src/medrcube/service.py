@@ -455,7 +455,7 @@ def exit_without_final_collection() -> None:
     """At the process's exit, freeze the garbage collector (gc.freeze) so that the
     interpreter's shutdown does not trace every live object once more: measured at
     0.4-0.5 s of the gate's time from its last answer to its exit status on the bundled
-    cube (issue 29, docs/speed.md). Registered once, with atexit, so it runs only when the
+    cube (docs/speed.md). Registered once, with atexit, so it runs only when the
     process really exits (a long-lived process that wrote a run keeps collecting): by then
     every file of the run is written, closed and sealed, and the other atexit handlers
     (logging's flush, pytest's) run as before. Objects still alive are freed by the OS, as

@@ -326,7 +326,7 @@ def write_volumes(root: Path) -> None:
     nib.save(nib.Nifti1Image(vol, tilt), root / "sub-02_FLAIR.nii.gz")
 
 
-# A clinical-size archive (issue 27): radiographs of 2,048 px or more with a name burned in at
+# A clinical-size archive (de-identification at scale): radiographs of 2,048 px or more with a name burned in at
 # the size consoles write, in a folder named after a person who appears in no header.
 LARGE_FOLDER = "VOGONSKY_JELTZINA"
 LARGE_TEXT = (("VOGONSKY, JELTZINA | MRN 73317331", "dejavu-sans", 40), ("DOB 02.11.1957", "dejavu-sans-mono", 28))

@@ -1,4 +1,4 @@
-"""The image checks of a directory cube remembered across runs, per file (issue 29).
+"""The image checks of a directory cube remembered across runs, per file (docs/speed.md).
 
 Loading a directory cube reads every image, hashes it and parses its header: most of the
 load's CPU. A second run on an unchanged cube need not: this user's authenticated cache

@@ -1,4 +1,4 @@
-"""The checked records of one test.json remembered by the file's content (issue 29).
+"""The checked records of one test.json remembered by the file's content (docs/speed.md).
 
 Parsing and checking a release file's records (cube/records.py) is the largest part of a
 load once the image checks come from the cache (cube/image_cache.py): 0.035 s of CPU for

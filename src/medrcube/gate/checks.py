@@ -41,10 +41,10 @@ class CheckKind(StrEnum):
     IMAGE_DEPENDENCE = "image_dependence"
     POSITION = "position"
     REGRESSION = "regression"
-    # Issue 17: per image perturbation and scope, accuracy non-inferiority and answer agreement.
+    # Image perturbations: per perturbation and scope, accuracy non-inferiority and answer agreement.
     ROBUSTNESS = "robustness"
     ROBUSTNESS_AGREEMENT = "robustness_agreement"
-    # Issue 16: per-finding sensitivity, calibration, selective prediction and deferral.
+    # Clinical depth: per-finding sensitivity, calibration, selective prediction and deferral.
     FINDING = "finding"
     CALIBRATION = "calibration"
     SELECTIVE = "selective"
@@ -337,7 +337,7 @@ def _credibility_checks(ctx: BuildContext) -> list[Check]:
     return out
 
 
-# --------------------------------------------------------------------------- issues 16 and 17
+# --------------------------------------------------------------------------- clinical depth and image perturbations
 
 
 def _perturbations(variants: Iterable[Any]) -> list[tuple[str, Any]]:

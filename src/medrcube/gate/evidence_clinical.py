@@ -1,4 +1,4 @@
-"""The evidence of the kinds of issues 16 and 17, as criteria the family decides.
+"""The evidence of the clinical-depth and image-perturbation kinds, as criteria the family decides.
 
 - robustness            drop = standard - perturbed accuracy on paired items <= margin
 - robustness_agreement  share of items answered alike under the perturbation >= bound
@@ -95,7 +95,7 @@ def _facts_ci(check: Check, lo: float, hi: float) -> str:
     return ci_text(check.confidence, (lo, hi))
 
 
-# --------------------------------------------------------------------------- robustness (issue 17)
+# --------------------------------------------------------------------------- robustness (image perturbations)
 
 
 @collects(CheckKind.ROBUSTNESS)
@@ -153,7 +153,7 @@ def _drops(asked: list[GradedRecord], variant: str) -> list[tuple[str, float]]:
             if p.variant == variant and p.graded and (s := std.get(p.item_id)) is not None]
 
 
-# --------------------------------------------------------------------------- findings (issue 16)
+# --------------------------------------------------------------------------- findings (clinical depth)
 
 
 def _in_cells(r: GradedRecord, patterns: Sequence[str]) -> bool:
@@ -201,7 +201,7 @@ def _finding(check: Check, records: list[GradedRecord]) -> Evidence:
     return with_finite(ev, ((image_key(r), float(r.correct)) for r in positives))
 
 
-# --------------------------------------------------------------------------- calibration (issue 16)
+# --------------------------------------------------------------------------- calibration (clinical depth)
 
 
 @collects(CheckKind.CALIBRATION)
@@ -249,7 +249,7 @@ def _calibration(check: Check, records: list[GradedRecord]) -> Evidence:
                     facts, worst, details, method)
 
 
-# --------------------------------------------------------------------------- selective prediction (issue 16)
+# --------------------------------------------------------------------------- selective prediction (clinical depth)
 
 
 def _utility(check: Check, records: list[GradedRecord]) -> Evidence:

@@ -205,7 +205,7 @@ class RegressionPolicy:
 
 @dataclass(frozen=True, slots=True)
 class RobustnessPolicy:
-    """Image perturbations (issue 17): per requested perturbation and scope, accuracy is
+    """Image perturbations: per requested perturbation and scope, accuracy is
     not worse than standard by more than `margin` (paired non-inferiority) and the
     answers agree with the standard ones at least `min_agreement` of the time."""
 
@@ -223,7 +223,7 @@ class RobustnessPolicy:
 
 @dataclass(frozen=True, slots=True)
 class FindingsPolicy:
-    """Per-finding sensitivity (issue 16): in each diagnosis cell matching `cells` (or
+    """Per-finding sensitivity (docs/clinical.md): in each diagnosis cell matching `cells` (or
     pooled over them, scope `overall`), the sensitivity for a named finding is at least
     its bound. `prevalence` is the site's case mix, for PPV/NPV in the outputs."""
 
@@ -242,7 +242,7 @@ class FindingsPolicy:
 
 @dataclass(frozen=True, slots=True)
 class CalibrationPolicy:
-    """Calibration (issue 16): the debiased calibration error (`max_ce`) or the expected
+    """Calibration (docs/clinical.md): the debiased calibration error (`max_ce`) or the expected
     calibration error (`max_ece`) of the records with a confidence is at most a bound."""
 
     enabled: bool = True
@@ -260,7 +260,7 @@ class CalibrationPolicy:
 
 @dataclass(frozen=True, slots=True)
 class SelectivePolicy:
-    """Selective prediction (issue 16). With the `abstain` variant: the utility under
+    """Selective prediction (docs/clinical.md). With the `abstain` variant: the utility under
     the stated cost of a deferral (an error costs 1) is at least `min_utility`. With a
     confidence on the records: accuracy of the most confident fraction c is at least
     `accuracy_at_coverage[c]`, and the largest fraction answered at an error rate of at
@@ -290,7 +290,7 @@ class FeasibilityPolicy:
     fewer than `min_images` images under it, or a model right on every item would not pass
     it. `optional`: reported, not required, and named in every output; `refuse`: the run
     stops before the first request, naming the checks; `required` (a file without this
-    section): left required, as before issue 22, so that the gate cannot qualify."""
+    section): left required, as every check was before `feasibility` existed, so that the gate cannot qualify."""
 
     when_undecidable: str = "required"
     min_images: int = 1

@@ -13,7 +13,7 @@ commented reference. In short:
     position_robustness: max_gap, min_circular_accuracy
     regression:          alpha, margin, cells_required (non-inferiority against a baseline)
     robustness:          margin, min_agreement, scopes (image perturbations, only when one is asked)
-    findings:            min_sensitivity {finding: bound}, cells, scopes, prevalence (issue 16)
+    findings:            min_sensitivity {finding: bound}, cells, scopes, prevalence (docs/clinical.md)
     calibration:         max_ce or max_ece, n_bins, n_boot (needs a confidence on the records)
     selective:           deferral_cost, min_utility (abstain variant), accuracy_at_coverage {c: bound},
                          coverage_at_risk {r: bound}

@@ -33,7 +33,7 @@ from medrcube.gate.validate_clinical import (
 AT_CHANCE = "at_chance"
 REGRESSION_KEYS = ("enabled", "alpha", "margin", "min_n", "max_error_rate", "per_cell", "rule", "required",
                    "cells_required")
-# The sections of issues 16 and 17 are checked in gate/validate_clinical.py.
+# The clinical-depth and image-perturbation sections are checked in gate/validate_clinical.py.
 __all__ = ["CALIBRATION_KEYS", "FINDINGS_KEYS", "REGRESSION_KEYS", "ROBUSTNESS_KEYS", "SELECTIVE_KEYS", "Checker",
            "validate_cells", "validate_doc", "validate_entry"]
 

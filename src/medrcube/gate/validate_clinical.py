@@ -1,4 +1,4 @@
-"""Validation of the policy sections of issues 16 and 17: robustness, findings,
+"""Validation of the clinical-depth and image-perturbation policy sections: robustness, findings,
 calibration, selective, and of the sections of kinds registered beyond the built-in ones
 (gate/kinds.py: each entry's `read_policy`). The same Checker as every other section
 (gate/validate.py), so a misspelt key or a value out of range names the key path and the fix."""

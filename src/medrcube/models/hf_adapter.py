@@ -232,7 +232,7 @@ class HFAdapter(AdapterBase):
         if "pixel_values" in inputs and inputs["pixel_values"].is_floating_point():
             inputs["pixel_values"] = inputs["pixel_values"].to(self.network.dtype)
         with torch.inference_mode():
-            # The raw logits of the first step are the option scores (issue 16): the same
+            # The raw logits of the first step are the option scores (models/confidence.py): the same
             # forward pass that starts the answer, no second one. (transformers keeps every
             # step's logits while generating; they are dropped as soon as this batch is read.)
             scored = dict(output_logits=True, return_dict_in_generate=True) if score else {}

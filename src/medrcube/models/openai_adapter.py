@@ -356,7 +356,7 @@ class OpenAIAdapter:
             else:  # an answer, or a 4xx: the server is up
                 breaker.answered()
             if result.response is not None:
-                # Confidence hook (issue 16): per-option probabilities when logprobs came back.
+                # Confidence hook (models/confidence.py): per-option probabilities when logprobs came back.
                 conf = from_logprobs(result.logprobs, len(request.options)) if result.logprobs else None
                 return replace(result.response, latency_s=elapsed, attempts=attempt, confidence=conf)
             history.append(result.label)

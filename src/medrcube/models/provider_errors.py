@@ -43,7 +43,7 @@ class Attempt:
     message: str = ""
     retry_after: float | None = None
     retryable: bool = False
-    logprobs: Any = None  # the choice's `logprobs` object, read against the request's options (issue 16)
+    logprobs: Any = None  # the choice's `logprobs` object, read against the request's options (models/confidence.py)
     # not retried, yet a failure of the endpoint for its circuit breaker (a reply far past
     # the token limit: a server that sends them keeps sending them)
     breaker_failure: bool = False

@@ -1,5 +1,5 @@
 """What the end of a gate run needs and its answers do not, done while they come in
-(issue 29, docs/speed.md, "The time after the last answer, session 9").
+(docs/speed.md, "The time after the last answer").
 
 With the inference on its own thread (plugin/early.py) the main thread waits for the last
 answer with nothing to do; without this it would do the following between the last answer

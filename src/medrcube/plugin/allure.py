@@ -192,7 +192,7 @@ def write_run_files(alluredir: str | Path, meta: Mapping[str, Any], verdict: str
         "variants": meta.get("variants"),
         "medrcube.version": meta.get("medrcube_version"),
         "run": meta.get("run_id"),
-        # Issue 26: the policy on record and where the answers came from.
+        # The policy on record and where the answers came from.
         "policy.digest": policy.get("digest"),
         "policy.differences": policy.get("summary") or ("none" if policy else None),
         "answers.live": provenance.get("live"),

@@ -1,4 +1,4 @@
-"""The gate's inference started at session start, before collection (issue 29, docs/speed.md).
+"""The gate's inference started at session start, before collection (docs/speed.md).
 
 Without it the first request waits for pytest's collection, the policy's comparison with
 the shipped default and the first test's setup. With it, once the session is built (the

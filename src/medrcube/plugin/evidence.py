@@ -1,4 +1,4 @@
-"""The gate's evidence on record (issue 26), pytest side: the policy on record and its
+"""The gate's evidence on record, pytest side: the policy on record and its
 refusals, the baseline run directory checked before it is read, the run's token shared
 by its xdist workers, `--fresh`, and the lines and properties that show them.
 

@@ -1,4 +1,4 @@
-"""The garbage collector around a gate run (issue 29, docs/speed.md): the heap frozen once
+"""The garbage collector around a gate run (docs/speed.md): the heap frozen once
 inference is done, so pytest's end-of-run collections skip the cube and the records, and
 given back to the collector after pytest's own end."""
 
@@ -14,7 +14,7 @@ def settle_heap() -> None:
     then freeze what is alive (gc.freeze), so that later collections skip the cube, the
     records and the modules. pytest collects the whole heap twice at its end
     (unraisableexception's unconfigure and cleanup): ~0.045 s of CPU each on the bundled
-    cube, after the last answer (issue 29, docs/speed.md); frozen, they look at what was
+    cube, after the last answer (docs/speed.md); frozen, they look at what was
     made since. `thaw_heap_after`'s cleanup, run after pytest's own, gives the heap back to
     the collector: a process running pytest in-process (pytester) keeps collecting all of
     it."""

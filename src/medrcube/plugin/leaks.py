@@ -1,4 +1,4 @@
-"""The leakage audit beside the gate's verdicts (issue 28): gate.json's `leak_flags` (the
+"""The leakage audit beside the gate's verdicts: gate.json's `leak_flags` (the
 cells of the cube the audit flags, with the kinds of leak), and for every image-dependence
 check the options-only prior of its items (`details.options_only_prior`), printed beside
 the blind drop: a small drop means little when the options alone give the answer.

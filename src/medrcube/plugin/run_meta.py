@@ -74,7 +74,7 @@ def run_meta(session: Any, run_id: str, result: Any, handovers: Iterable[Mapping
         "usage": usage,
         # How a --sequential run sampled (every process takes the same decisions: the first says it).
         "sampling": next((h["sampling"] for h in handovers if h.get("sampling")), None),
-        # Issue 26: where the answers came from, whether stored answers were refused, the policy on record.
+        # Where the answers came from, whether stored answers were refused, the policy on record.
         "provenance": result.info.get("provenance") if result is not None else None,
         "fresh": session.fresh,
         "policy": session.policy_record or None,

@@ -1,4 +1,4 @@
-"""The feasibility pass of the gate's start-up, remembered per cube content (issue 29).
+"""The feasibility pass of the gate's start-up, remembered per cube content (docs/speed.md).
 
 `feasibility_memo` gives gate/feasible.py's `assess` a memo (cube/derived_cache.py) whose
 key is the SHA-256 of the items' content, the checks, the policy and the source of the

@@ -1,4 +1,4 @@
-"""The clinical panel of report.html (issue 16): per-finding sensitivity and specificity
+"""The clinical panel of report.html (docs/clinical.md): per-finding sensitivity and specificity
 in the diagnosis cells, calibration (a reliability diagram per task level), selective
 prediction (a risk-coverage plot) and the abstain variant's deferrals and utility.
 

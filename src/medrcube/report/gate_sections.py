@@ -48,7 +48,7 @@ def gate_section(gate: Mapping[str, Any] | None) -> dict[str, Any]:
     # Older gate.json files (and the gate core before its Verdict rewrite) say "skip".
     counts["undecided"] = counts.get("undecided", 0) + counts.pop("skip", 0)
     passed = gate.get("passed")
-    verdict = gate.get("gate") or {}  # the gate core's verdict and its guarantee (gate.json, issue 12)
+    verdict = gate.get("gate") or {}  # the gate core's verdict and its guarantee (gate.json)
     word = verdict.get("verdict") or gate.get("verdict")
     if passed is None or not word:  # an older gate.json: the gate's own rule on its checks, not the report's
         decided = gate_verdict(checks)

@@ -335,7 +335,7 @@ def build_page(run: RunData, *, cube: Any = None, plots_dir: Path | None = None)
         cube = checked_cube(cube, run, notes)
     worst = worst_rows(run, cube, notes)
     from medrcube.report.clinical import clinical_section  # the issue-16 panel
-    from medrcube.report.robustness_panel import robustness_section  # issue 17: image perturbations
+    from medrcube.report.robustness_panel import robustness_section  # image perturbations
     robustness = robustness_section(run, cube, plots_dir)
     clinical = clinical_section(run.records, plots_dir) if graded else None
 

@@ -154,7 +154,7 @@ def leaderboard(
     files["credibility.csv"] = _write(out / "credibility.csv", credibility_csv(cred, order, run_ids))
     files["credibility.md"] = _write(out / "credibility.md", credibility_markdown(cred, order, shortcut, len(points)))
     files["analysis.json"] = _write(out / "analysis.json", analysis_json(correlation, shortcut, points))
-    from medrcube.report.robustness_board import write_robustness  # issue 17: image perturbations
+    from medrcube.report.robustness_board import write_robustness  # image perturbations
 
     by_label = {r.label: r.run for r in rows}
     robust, robust_files = write_robustness(out, [(label, by_label[label]) for label in order], _write)

@@ -13,7 +13,7 @@ writer adds are kept in `extra` (a reader of an older version ignores nothing si
 they are written back as they were).
 
 Versions: gate.json 2 adds the provenance of the answers and the policy on record
-(digest, profile, differences from the shipped default: issue 26); version 1 documents
+(digest, profile, differences from the shipped default); version 1 documents
 are read, without those blocks.
 """
 
@@ -94,10 +94,10 @@ class GateDocument:
     cube: Mapping[str, Any] = field(default_factory=dict)  # source, fingerprint, items
     thresholds: str | None = None  # the policy file given
     profile: str | None = None
-    # Issue 26: answers asked live in this run vs taken from the store, and from which runs
+    # Answers asked live in this run vs taken from the store, and from which runs
     # (run/provenance.py); None when no inference ran.
     provenance: Mapping[str, Any] | None = None
-    # Issue 26: the policy on record: its digest, profile, and how it differs from the
+    # The policy on record: its digest, profile, and how it differs from the
     # shipped default (gate/record.py); None in documents put together by hand.
     policy: Mapping[str, Any] | None = None
     # This run's attempt on its cube, from the ledger of attempts (plugin/ledger.py): its

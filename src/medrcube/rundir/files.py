@@ -11,7 +11,7 @@ and so are errors (the reference would have counted those as wrong).
 When several variants ran, the standard variant fills the top-level layout and every
 other variant has the same layout under `variants.<name>`.
 
-Clinical depth (issue 16), each key present only when it has something to say:
+Clinical depth (docs/clinical.md), each key present only when it has something to say:
 `findings` (per diagnosis cell: confusion matrix, per-finding sensitivity, specificity,
 PPV, NPV, balanced accuracy; metrics/findings.py), `calibration` and
 `selective_prediction` (over the top variant's records that carry a confidence;
@@ -152,7 +152,7 @@ def metrics_summary(
     others = {name: summarize(by_variant.get(name, [])) for name in names if name != top}
     if others:
         doc["variants"] = others
-    # Issue 16: prevalence and costs are the site's (thresholds.yaml, wired by the gate).
+    # Clinical depth: prevalence and costs are the site's (thresholds.yaml, wired by the gate).
     doc.update(clinical_summary(records, by_variant.get(top, []), prevalence, costs))
     return doc
 
@@ -325,7 +325,7 @@ def _land(fh: Any, tmp: str, path: Path) -> None:
 class Landing:
     """Files written whole, then made durable and renamed into place on one worker thread
     while the caller goes on (fsync waits on the disk and releases the GIL: ~5 ms a file
-    here, more on a busy or slow disk, six of them before the gate's exit status; issue 29,
+    here, more on a busy or slow disk, six of them before the gate's exit status;
     docs/speed.md). Each file keeps atomic_write's order (fsync before rename). Used as a
     context manager: leaving it waits for every file, and `wait` raises the first error,
     so a file is read by its name (the seal) only after the block."""

@@ -1,4 +1,4 @@
-"""A simulated scorer whose calibration is known, for tests and benchmarks (issue 16).
+"""A simulated scorer whose calibration is known, for tests and benchmarks (docs/clinical.md).
 
 Each item gets a confidence c drawn uniformly from [low, high]; it is answered correctly
 with probability f(c): f(c) = c for the `calibrated` scorer, f(c) = c - gap for the

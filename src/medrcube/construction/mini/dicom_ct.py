@@ -58,7 +58,7 @@ def _chest() -> list[Picture]:
     hu = frames(ds)[0]
     # The slice's lung fields fill only its upper half (the lower half is spine and back
     # muscle), so on the whole slice every nodule would lie "upper left" or "upper right"
-    # and a model that only sees lungs would be right half the time (issue 28). Cropped to
+    # and a model that only sees lungs would be right half the time (a leak). Cropped to
     # the rows that hold lung, each quadrant of the image holds lung.
     lung_rows = np.flatnonzero((hu < -400).any(axis=1))
     bottom = int(lung_rows.max()) + 1

@@ -84,7 +84,7 @@ def _tibia() -> list[Picture]:
     disp = deid.mask_boxes(disp, [(1120, 1355, 1222, 1500)], value=float(np.median(disp[1355:1500, 1060:1110])))
     # One image of the film: a second crop of the same lesion would be a second Disease
     # Diagnosis item with the same answer, and the one would give the other away to a text
-    # model (issue 28: an options-only prior of 1.0 on the two).
+    # model (a leak: an options-only prior of 1.0 on the two).
     fields = [((470, 0, 1220, 1760), "the exposed field")]
     pics = []
     for n, (box, label) in enumerate(fields):

@@ -43,7 +43,7 @@ PASSES = 2
 LEGIBLE = 4  # letters or digits the recogniser must read in a strip for it to count as text
 # px: a shorter stroke-map candidate is not read by the net. The smallest text screened is
 # 8 px, whose candidates measured 6 px or taller (lowercase without ascenders too); a 4 px
-# streak of CT texture was read as "mmpad" and refused a text-free frame (issue 27, 2026-12-02).
+# streak of CT texture was read as "mmpad" and refused a text-free frame (measured 2026-12-02).
 NET_MIN_HEIGHT = 5
 
 

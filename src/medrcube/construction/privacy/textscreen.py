@@ -86,7 +86,7 @@ def text_regions(reader: ocr.TextReader, pixels: np.ndarray, turned: bool | None
 # outside every mask (5 px or taller, `linemask.NET_MIN_HEIGHT`) are read by the recogniser; one read as text is masked
 # like a detector's region, and a frame where one is still read after that is refused
 # (`linemask.plan`). On: a line the detector missed entirely would otherwise be exported
-# unmasked (issue 27; benchmarks/RESULTS.md section 16 has what it costs and catches).
+# unmasked (benchmarks/RESULTS.md section 16 has what it costs and catches).
 UNCOVERED_NET = True
 
 

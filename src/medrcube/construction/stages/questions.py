@@ -57,7 +57,7 @@ REGION_DISTRACTORS: dict[str, tuple[str, ...]] = {
 # Differentials of a lucent metaphyseal bone lesion, shown beside the mini cube's one real
 # diagnosis (non-ossifying fibroma, 21 characters): one as long as it and two of equal
 # shorter length, so that no option is uniquely the longest or the shortest and length
-# says nothing of the answer (issue 28: a text model learns to avoid either extreme).
+# says nothing of the answer (a leak: a text model learns to avoid either extreme).
 BONE_LESION_DIAGNOSES: tuple[str, ...] = ("Chondromyxoid fibroma", "Osteosarcoma", "Bone infarct")
 YES_NO: tuple[str, ...] = ("Yes", "No")
 # Values of one task's pool that may not be shown together: one would also be right when
@@ -75,7 +75,7 @@ NOT_EXCLUSIVE: frozenset[frozenset[str]] = frozenset(
 Q_MODALITY = "Which imaging modality was used to acquire this image?"
 # View and protocol questions name no modality ("Which MRI sequence...", "Which radiographic
 # projection..." told a text-only reader the answer of the image's modality item), and the
-# lesion questions of one image never presuppose each other's answer (issue 28).
+# lesion questions of one image never presuppose each other's answer (a leak a text-only model would use).
 Q_VIEW = "Which view or imaging plane does this image show?"
 Q_PLANE = Q_VIEW
 Q_PROJECTION = Q_VIEW

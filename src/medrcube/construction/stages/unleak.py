@@ -1,6 +1,6 @@
 """Options and letters drawn for the whole cube at once, so that text alone gives nothing away.
 
-Run after every image's facts are known and before any record is written (issue 28):
+Run after every image's facts are known and before any record is written (so that text alone gives nothing away):
 
 1. `one_perception_item`: one modality, view, protocol or organ question per image (why:
    its docstring). `cap_shares`: within a task, no answer value may be more than `cap` of

@@ -35,7 +35,7 @@ Concurrency: one SQLite connection per thread (and per process), write transacti
 taken with BEGIN IMMEDIATE so that a writer waits (busy_timeout) instead of failing
 on a lock upgrade, and kept short.
 
-Provenance (issue 26): each answer also records the endpoint that answered, the model it
+Provenance: each answer also records the endpoint that answered, the model it
 said served it, the time and the run that asked, bound by a digest (HMAC-SHA256 under
 MEDRCUBE_SIGNING_KEY, else a plain SHA-256 marked unsigned; responses.py). An answer
 whose checksum holds but whose digest does not was edited: StoreTamperedError, never

@@ -23,7 +23,7 @@ log = logging.getLogger("medrcube.run.store")
 DEFAULT_DIRECTORY = ".medrcube"
 DB_NAME = "responses.sqlite3"
 # 2: responses.served_model and responses.truncated; 3: responses.confidence (per-option
-# probabilities, issue 16); 4: provenance (endpoint, run, digest, signed: issue 26). Older
+# probabilities); 4: provenance (endpoint, run, digest, signed). Older
 # files gain the missing columns in place (_check); their rows have no digest and are asked again.
 SCHEMA_VERSION = 4
 # Keys per SQL statement in bulk lookups: well under SQLite's bound-parameter limit.

@@ -4,7 +4,7 @@ A row carries a CRC-32 of what grading reads (key, text, refused flag, usage, an
 truncated flag and the confidence when set): a row whose bytes no longer match it reads as missing and is
 asked again, never graded (package docstring).
 
-And its provenance (issue 26): the endpoint that answered, the model it said served it,
+And its provenance: the endpoint that answered, the model it said served it,
 when, and the run that asked, bound with the answer by a digest (run/signing.py):
 HMAC-SHA256 under the site key when MEDRCUBE_SIGNING_KEY is set, else a plain SHA-256
 marked unsigned. A CRC-32 is damage detection, not a seal: anyone who edits an answer can
