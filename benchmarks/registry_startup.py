@@ -6,6 +6,8 @@ Per round, for OLD_SRC then NEW_SRC (each with PYTHONPATH set to it, the checkou
 root as working directory), three child processes:
 - `import medrcube.plugin.hooks` (the pytest11 entry point) timed inside the child with
   `time.perf_counter` and `time.process_time` (what the plugin costs pytest at every start);
+- the same import and then the three tables the gate reads at every start (the kinds,
+  the `--model` grammar, the variants parsed), CPU time inside the child;
 - `python -X importtime -c "import medrcube.plugin.hooks"`: the cumulative microseconds of
   `medrcube.plugin.hooks` as the interpreter reports them;
 - `pytest --co -q --model=random -p no:cacheprovider --pyargs medrcube.suite` (the gate's
@@ -38,6 +40,22 @@ IMPORT = ("import time; t, c = time.perf_counter(), time.process_time(); import 
 
 def _env(src: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": src}
+
+
+# The plugin's import and the three tables the gate reads at every start (the kinds for the
+# suite's functions, the spec grammar for --model's help, the variants parsed from the
+# options), the same calls in both trees: what the registries' first reads replace.
+TABLES = ("import time; c = time.process_time(); import medrcube.plugin.hooks; "
+          "from medrcube.gate import kinds; kinds.registered(); "
+          "from medrcube.models.registry import spec_help; spec_help(); "
+          "from medrcube.run.variants import parse_variants; parse_variants('standard,jpeg:30'); "
+          "print(time.process_time() - c)")
+
+
+def _tables_cpu_s(src: str) -> float:
+    out = subprocess.run([sys.executable, "-c", TABLES], env=_env(src), cwd=ROOT, capture_output=True, text=True,
+                         check=True)
+    return float(out.stdout.strip())
 
 
 def _import(src: str) -> tuple[float, float]:
@@ -92,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     trees = {"old": str(Path(args.old_src).resolve()), "new": str(Path(args.new_src).resolve())}
     measures = {"import_s": _import_s, "import_cpu_s": _import_cpu_s, "importtime_us": _importtime_us,
+                "tables_cpu_s": _tables_cpu_s,
                 "collect_s": _collect_s, "collect_cpu_s": _collect_cpu_s}
     for src in trees.values():  # bytecode written, untimed
         for fn in measures.values():

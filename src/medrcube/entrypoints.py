@@ -27,6 +27,7 @@ gate does not run with a site's check or model silently missing.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator
 from importlib import metadata
 from types import ModuleType
@@ -60,9 +61,25 @@ def _dist_name(ep: metadata.EntryPoint) -> str:
     return (dist.metadata["Name"] or "") if dist is not None else OWN
 
 
+@functools.cache
+def _installed() -> tuple[metadata.EntryPoint, ...]:
+    """Every installed entry point of the three groups, read once per process (one scan
+    of the installed distributions serves them all; a distribution found twice on the
+    path counts once, the first, as importlib.metadata.entry_points does)."""
+    seen: set[str] = set()
+    out: list[metadata.EntryPoint] = []
+    for dist in metadata.distributions():
+        name = (dist.metadata["Name"] or "").casefold().replace("_", "-")
+        if name in seen:
+            continue
+        seen.add(name)
+        out.extend(ep for ep in dist.entry_points if ep.group in BUILTIN)
+    return tuple(out)
+
+
 def entry_points(group: str) -> list[metadata.EntryPoint]:
     """The group's entry points in the house's fixed order (module docstring)."""
-    found = list(metadata.entry_points(group=group))
+    found = [ep for ep in _installed() if ep.group == group]
     own = [ep for ep in found if _dist_name(ep).casefold() == OWN]
     others = [ep for ep in found if _dist_name(ep).casefold() != OWN]
     if not own:  # an install older than the group's declaration (module docstring)

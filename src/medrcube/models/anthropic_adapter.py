@@ -1,8 +1,8 @@
 """Anthropic's Messages API, natively (`anthropic:NAME[@BASE_URL]`; pip install 'medrcube[anthropic]').
 
-The transport is the OpenAI adapter's, whole (openai_adapter.py: limits, rpm, retries
-with Retry-After, bounded bodies, no redirects, the key cut from every text, the
-endpoint in the fingerprint, served-model checks); this module is only the wire:
+The transport is the API base's, whole (api_base.py: limits, rpm, retries with
+Retry-After, bounded bodies, no redirects, the key cut from every text, the endpoint in
+the fingerprint, served-model checks); this module is only the wire:
 
 - requests go to `POST /v1/messages` through the official `anthropic.AsyncAnthropic`
   client, created with `max_retries=0` on our bounded HTTP client (the SDK's documented
@@ -25,10 +25,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from medrcube.models.api_base import ApiAdapter
 from medrcube.models.base import Request, Response, token_usage
 from medrcube.models.http import BodyTooLargeError, bounded_client
 from medrcube.models.images import ImageError
-from medrcube.models.openai_adapter import OpenAIAdapter
 from medrcube.models.provider_errors import Attempt
 from medrcube.models.strict_json import DuplicateKeyError, NonStandardNumberError, loads_wire
 
@@ -37,7 +37,7 @@ __all__ = ["AnthropicAdapter", "DEFAULT_MAX_TOKENS"]
 DEFAULT_MAX_TOKENS = 1024
 
 
-class AnthropicAdapter(OpenAIAdapter):
+class AnthropicAdapter(ApiAdapter):
     """A Claude model behind the ModelAdapter contract, over the Messages API."""
 
     provider = "anthropic"

@@ -1,8 +1,8 @@
 """Google's Gemini API, natively (`gemini:NAME[@BASE_URL]`; pip install 'medrcube[gemini]').
 
-The transport is the OpenAI adapter's, whole (openai_adapter.py: limits, rpm, retries
-with Retry-After, bounded bodies, no redirects, the key cut from every text, the
-endpoint in the fingerprint, served-model checks); this module is only the wire:
+The transport is the API base's, whole (api_base.py: limits, rpm, retries with
+Retry-After, bounded bodies, no redirects, the key cut from every text, the endpoint in
+the fingerprint, served-model checks); this module is only the wire:
 
 - requests go through the official `google-genai` client (`client.aio.models.
   generate_content`), pointed at the base URL (`HttpOptions.base_url`, the SDK's own;
@@ -38,10 +38,10 @@ from typing import Any
 
 import httpx2 as httpx  # the HTTP library of google-genai (and of openai)
 
+from medrcube.models.api_base import ApiAdapter
 from medrcube.models.base import Request, Response, token_usage
 from medrcube.models.http import BodyTooLargeError, bounded_client
 from medrcube.models.images import ImageError
-from medrcube.models.openai_adapter import OpenAIAdapter
 from medrcube.models.provider_errors import Attempt, status_attempt
 from medrcube.models.retry import parse_retry_after
 
@@ -66,7 +66,7 @@ class _Client:
     http: httpx.AsyncClient
 
 
-class GeminiAdapter(OpenAIAdapter):
+class GeminiAdapter(ApiAdapter):
     """A Gemini model behind the ModelAdapter contract, over generateContent."""
 
     provider = "gemini"
