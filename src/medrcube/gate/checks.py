@@ -301,8 +301,7 @@ def _regression_checks(ctx: BuildContext) -> list[Check]:
 @builds(CheckKind.CREDIBILITY)
 def _credibility_checks(ctx: BuildContext) -> list[Check]:
     cube_cells, parts, policy = ctx.cells, ctx.axis_values["part"], ctx.policy
-    cred = policy.credibility
-    if cred is None or not cred.enabled:
+    if (cred := policy.credibility) is None or not cred.enabled:
         return []
     excluded = set(cred.exclude_low_tasks)
 
@@ -312,9 +311,7 @@ def _credibility_checks(ctx: BuildContext) -> list[Check]:
         low = any(task_level(t) in (Level.LOW, Level.MID) and t not in excluded for t in tasks)
         return high and low
 
-    scopes: list[tuple[str, str | None]] = [("credibility/overall", None)]
-    if cred.by_part:
-        scopes += [(f"credibility/part/{p}", p) for p in parts]
+    scopes = [("credibility/overall", None), *((f"credibility/part/{p}", p) for p in parts if cred.by_part)]
     out = []
     for cid, part in scopes:
         bounds = cred.overall if part is None else cred.for_part(part)
@@ -330,7 +327,9 @@ def _credibility_checks(ctx: BuildContext) -> list[Check]:
             confidence=cred.confidence, min_n=bounds.min_pairs, max_error_rate=cred.max_error_rate,
             source=bounds.source, required=cred.required if part is None else cred.parts_required,
             params={"exclude_low_tasks": list(cred.exclude_low_tasks), "max_luck_rate": bounds.max_luck_rate,
-                    "min_grounding": bounds.min_grounding, "min_odds_ratio": bounds.min_odds_ratio},
+                    "min_grounding": bounds.min_grounding, "min_odds_ratio": bounds.min_odds_ratio,
+                    "odds_ratio_share": cred.odds_ratio_share, "shortcut_odds_ratio": cred.shortcut_odds_ratio,
+                    "shortcut_luck_rate": cred.shortcut_luck_rate, "fail_share": None if part else cred.fail_share},
             labels=_labels(part or ALL_PARTS, "Credibility", "Diagnosis resting on perception", "credibility",
                            "critical", CheckKind.CREDIBILITY),
         ))

@@ -191,15 +191,23 @@ def _credibility(check: Check, records: list[GradedRecord]) -> Evidence:
     min_odds = check.params.get("min_odds_ratio", check.bound if check.metric == "dependence" else None)
     min_grounding = check.params.get("min_grounding", check.bound if check.metric == "grounding" else None)
     # Two routes to a pass (dependence shown, or too few right diagnoses over a wrong
-    # perception to matter): each at half the one-sided level (Bonferroni), so each
-    # route's interval is at that level too; one route alone keeps the check's level.
+    # perception to matter), sharing the one-sided level (Bonferroni with weights: the odds
+    # ratio's route `odds_ratio_share` of it, the luck rate's the rest), so each route's
+    # interval is at its own share; one route alone keeps the check's level. A fail needs
+    # a shortcut shown: the odds ratio below `shortcut_odds_ratio` and the luck rate above
+    # `shortcut_luck_rate` (the pass bounds when not set), each at the full level.
     both = max_luck is not None and min_odds is not None
-    route_conf = 1.0 - (1.0 - check.confidence) / 2.0 if both else check.confidence
+    share = float(check.params.get("odds_ratio_share") or 0.5) if both else 1.0
+    alpha2 = 1.0 - check.confidence  # two-sided
+    or_conf, luck_conf = 1.0 - alpha2 * share, 1.0 - alpha2 * (1.0 - share if both else 1.0)
+    fail_odds = check.params.get("shortcut_odds_ratio") or min_odds
+    fail_luck = check.params.get("shortcut_luck_rate") if check.params.get("shortcut_luck_rate") is not None \
+        else max_luck
     # The luck rate (one unit per right diagnosis), and the paper's shortcut probability
     # with its clustered interval (reported, not gated).
     luck_units = luck_shares(pairs)
-    luck_md = luck_rate(luck_units, route_conf)
-    dep = dependence(((p.image, p.low.correct, p.high.correct) for p in pairs), route_conf)
+    luck_md = luck_rate(luck_units, luck_conf)
+    dep = dependence(((p.image, p.low.correct, p.high.correct) for p in pairs), or_conf)
     sc_ci = clustered_wilson(cluster_counts((p.image, p.high.correct) for p in pairs if not p.low.correct),
                              check.confidence)
     crits: list[Criterion] = []
@@ -211,26 +219,30 @@ def _credibility(check: Check, records: list[GradedRecord]) -> Evidence:
             est = luck_md.estimate
             sd = math.sqrt(max(est * (1.0 - est), 1e-4) * luck_md.deff)
             luck_c = Criterion("luck rate", est, max_luck, False, luck_md.lo, luck_md.hi, luck_md.p_at_least(max_luck),
-                               luck_md.p_at_most(max_luck), sd, route_conf)
-            luck_c, luck_why = finite_criterion(luck_c, luck_units, route_conf)
+                               luck_md.p_at_most(max_luck), sd, luck_conf)
+            luck_c, luck_why = finite_criterion(luck_c, luck_units, luck_conf)
+            if fail_luck != max_luck:  # the fail claim's p at the shortcut bound, by the same method
+                at_fail = replace(luck_c, bound=fail_luck, p_pass=luck_md.p_at_least(fail_luck),
+                                  p_fail=luck_md.p_at_most(fail_luck))
+                luck_c = replace(luck_c, p_fail=finite_criterion(at_fail, luck_units, luck_conf)[0].p_fail)
             routes.append(luck_c)
         elif min_odds is None:
             notes.append("the luck rate needs pairs whose diagnosis is right")
     if min_odds is not None:
-        dep_c = _odds_criterion(dep, min_odds, route_conf)
+        dep_c = _odds_criterion(dep, min_odds, or_conf, fail_odds)
         if dep_c is not None:
             routes.insert(0, dep_c)
         elif max_luck is None:
             notes.append("the odds ratio needs pairs with the perception right and wrong, and diagnoses right and "
                          "wrong")
     if len(routes) == 2:
-        crits.append(_either(routes[0], routes[1]))
+        crits.append(_either(routes[0], routes[1], share))
     elif routes and (not both or routes[0].name == "luck rate"):
-        # One route measurable: alone it decides a pass (at its half level); with the
-        # other route unmeasurable a fail claim needs both, so it cannot fail here.
+        # One route measurable: alone it decides a pass (at its share of the level); with
+        # the other route unmeasurable a fail claim needs both, so it cannot fail here.
         only = routes[0]
-        crits.append(replace(only, p_pass=min(1.0, (2.0 if both else 1.0) * only.p_pass),
-                             p_fail=1.0 if both else only.p_fail))
+        own = (share if only.name == "odds ratio" else 1.0 - share) if both else 1.0
+        crits.append(replace(only, p_pass=min(1.0, only.p_pass / own), p_fail=1.0 if both else only.p_fail))
     elif both:
         notes.append("neither the odds ratio nor the luck rate can be measured on these pairs")
     if min_grounding is not None:
@@ -245,7 +257,8 @@ def _credibility(check: Check, records: list[GradedRecord]) -> Evidence:
     primary = crits[0] if crits else None
     details = {**cred.to_dict(), "grounding": g.to_dict(), "dependence": dep.to_dict(),
                "expected_D_independent": g.expected_D,
-               "luck_rate_interval": [luck_md.lo, luck_md.hi], "luck_rate_confidence": route_conf,
+               "luck_rate_interval": [luck_md.lo, luck_md.hi], "luck_rate_confidence": luck_conf,
+               "odds_ratio_confidence": or_conf, "shortcut_odds_ratio": fail_odds, "shortcut_luck_rate": fail_luck,
                "rationality_interval": [1.0 - luck_md.hi, 1.0 - luck_md.lo], "shortcut_interval": [sc_ci.lo, sc_ci.hi],
                "max_luck_rate": max_luck, "min_odds_ratio": min_odds, "min_grounding": min_grounding,
                "decided_on": primary.name if primary else None,
@@ -261,12 +274,12 @@ def _credibility(check: Check, records: list[GradedRecord]) -> Evidence:
         groups += f" (D expected under independence: {g.expected_D:.1f})"
     if dropped:
         groups += f", {dropped} pairs dropped (an error or unavailable item on one side)"
-    rc = f"{route_conf * 100:g}% CI"
+    rc, lc = f"{or_conf * 100:g}% CI", f"{luck_conf * 100:g}% CI"
     facts = (
         f"odds ratio of a right diagnosis on a right perception = {_f(dep.odds_ratio)}"
         f"{f' ({rc} [{dep.lo:.3f}, {dep.hi:.3f}])' if dep.defined else ''}; "
         f"luck rate P(not L|H) per right diagnosis = {_f(luck_md.estimate)}"
-        f"{f' ({rc} [{luck_lo:.3f}, {luck_hi:.3f}])' if luck_md.estimate is not None else ''}"
+        f"{f' ({lc} [{luck_lo:.3f}, {luck_hi:.3f}])' if luck_md.estimate is not None else ''}"
         f" over {len(luck_units)} right diagnoses{f' ({luck_why})' if luck_why else ''}; "
         f"grounding P(H|L) - P(H|not L) = {_f(g.p_h_given_l)} - {_f(g.p_h_given_not_l)} = {_f(g.difference)}"
         f"{_ci(check.confidence, (g.lo, g.hi))}; paper's numbers: rationality "
@@ -286,8 +299,9 @@ def _credibility(check: Check, records: list[GradedRecord]) -> Evidence:
     if max_luck is not None:
         methods.append(f"luck rate: {few_images_method(luck_why) if luck_why else luck_md.method}")
     if both:
-        methods.append("passes when either route passes at half the one-sided level (Bonferroni), fails when both "
-                       "fail (intersection-union)")
+        methods.append(f"passes when either route passes (the odds ratio at {share:g} of the one-sided level, the "
+                       f"luck rate at {1 - share:g}: Bonferroni), fails when a shortcut is shown: odds ratio below "
+                       f"{fail_odds:g} and luck rate above {fail_luck:g}, each at the full level (intersection-union)")
     if min_grounding is not None:
         methods.append(f"grounding: {g.method}")
     return Evidence(check, cred.pairs, "pairs", tuple(crits), primary.estimate if primary else None,
@@ -295,10 +309,12 @@ def _credibility(check: Check, records: list[GradedRecord]) -> Evidence:
                     facts, tuple(worst), details, "; ".join(methods), note="; ".join(notes))
 
 
-def _odds_criterion(dep: Dependence, bound: float, confidence: float) -> Criterion | None:
-    """The dependence route: the odds ratio must reach `bound` (None: not measurable).
-    Right diagnoses with the perception never right (no pair with L right, some with H
-    right over L wrong) rest on no right perception at all: the route is missed."""
+def _odds_criterion(dep: Dependence, bound: float, confidence: float,
+                    fail_bound: float | None = None) -> Criterion | None:
+    """The dependence route: the odds ratio must reach `bound` (None: not measurable); its
+    p of "met" is taken at `fail_bound` (the shortcut bound) when given. Right diagnoses
+    with the perception never right (no pair with L right, some with H right over L
+    wrong) rest on no right perception at all: the route is missed."""
     if dep.A + dep.B == 0 and dep.D > 0:
         return Criterion("odds ratio", None, bound, True, 0.0, CAP, 1.0, 0.0, 1.0, confidence)
     if not dep.defined or dep.odds_ratio is None:
@@ -309,16 +325,17 @@ def _odds_criterion(dep: Dependence, bound: float, confidence: float) -> Criteri
     se_log = (math.log(dep.hi) - math.log(dep.lo)) / (2.0 * q) if dep.lo > 0 and math.isfinite(q) else 1.0
     sd = dep.odds_ratio * se_log * math.sqrt(max(1, dep.pairs))
     return Criterion("odds ratio", dep.odds_ratio, bound, True, dep.lo, dep.hi, dep.p_at_most(bound),
-                     dep.p_at_least(bound), sd, confidence)
+                     dep.p_at_least(fail_bound if fail_bound is not None else bound), sd, confidence)
 
 
-def _either(first: Criterion, second: Criterion) -> Criterion:
-    """One criterion met when either route is (each at half the level: its p-value
-    doubled) and missed when both are (the larger p-value); it shows the route closer
-    to a pass, with that route's own estimate, interval and bound."""
-    shown = first if first.p_pass <= second.p_pass else second
-    return replace(shown, p_pass=min(1.0, 2.0 * min(first.p_pass, second.p_pass)),
-                   p_fail=max(first.p_fail, second.p_fail))
+def _either(first: Criterion, second: Criterion, share: float = 0.5) -> Criterion:
+    """One criterion met when either route is (the first at `share` of the level, the
+    second at the rest: each p-value divided by its share) and missed when both are (the
+    larger p-value); it shows the route closer to a pass, with that route's own estimate,
+    interval and bound."""
+    p1, p2 = min(1.0, first.p_pass / share), min(1.0, second.p_pass / (1.0 - share))
+    shown = first if p1 <= p2 else second
+    return replace(shown, p_pass=min(p1, p2), p_fail=max(first.p_fail, second.p_fail))
 
 
 # --------------------------------------------------------------------------- image dependence

@@ -8,7 +8,9 @@ any required check's true value is worse than its bound, is at most alpha with n
 multiplicity adjustment (the price is power: many small checks are hard to pass).
 
 Fail claims, Holm (1979, Scand. J. Stat. 6:65): the one-sided p-values of "met" are
-Holm-adjusted over one family, every check with evidence to weigh (required and
+Holm-adjusted over one family (weighted Holm when a check states its share of the
+family-wise level: the shipped policy gives the required overall credibility check half,
+so that a shortcut can be shown at paper scale; the others split the rest), every check with evidence to weigh (required and
 reported-only alike: a decided failure is evidence against the model wherever it is, and
 makes the gate NOT QUALIFIED), so the probability that any check is called failed while
 its true value meets its bound, and with it the probability of a false NOT QUALIFIED, is
@@ -32,19 +34,37 @@ from medrcube.gate.power import DEFAULT_POWER, normal_required_n, score_required
 from medrcube.gate.verdict import NO_GUARANTEE, Status, Verdict
 
 GUARANTEE_PASS = "pass claim at one-sided level {a:.3g} (intersection-union: QUALIFIED is wrong at most {a:.3g})"
-GUARANTEE_FAIL = "fail claim at family-wise level {a:.3g} (Holm over {m} checks)"
+GUARANTEE_FAIL = "fail claim at family-wise level {a:.3g} (Holm over {m} checks{w})"
 
 
-def holm_adjust(p: Sequence[float]) -> list[float]:
-    """Holm's step-down adjusted p-values, in the input's order."""
+def holm_adjust(p: Sequence[float], weights: Sequence[float] | None = None) -> list[float]:
+    """Holm's step-down adjusted p-values, in the input's order; with `weights` (positive),
+    the weighted Holm procedure (Holm 1979, section 5): hypotheses in the order of
+    p / w, each adjusted p = p * (sum of the weights not yet rejected) / w, made
+    monotone. Equal weights give Holm's procedure."""
     m = len(p)
-    order = sorted(range(m), key=lambda i: (p[i], i))
+    w = [1.0] * m if weights is None else [float(x) for x in weights]
+    order = sorted(range(m), key=lambda i: (p[i] / w[i], i))
     out = [1.0] * m
     running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * p[i]))
+    left = sum(w)
+    for i in order:
+        running = max(running, min(1.0, p[i] * left / w[i]))
         out[i] = running
+        left -= w[i]
     return out
+
+
+def fail_weights(shares: Sequence[float | None]) -> list[float]:
+    """Weights of the fail claims' family: a check with a stated share of the family-wise
+    level gets it, the others split the rest equally (all equal when none is stated, or
+    when the stated shares leave nothing to the others)."""
+    stated = [float(s) for s in shares if s is not None]
+    rest = len(shares) - len(stated)
+    if not stated or (rest and sum(stated) >= 1.0):
+        return [1.0] * len(shares)
+    each = (1.0 - sum(stated)) / rest if rest else 0.0
+    return [each if s is None else float(s) for s in shares]
 
 
 def pass_p(e: Evidence) -> float:
@@ -105,7 +125,8 @@ def decide(evidences: Sequence[Evidence]) -> list[Verdict]:
     """The verdicts of a whole family of checks (in the input's order): one Holm family
     over every check with evidence to weigh, required or reported-only."""
     members = [i for i, e in enumerate(evidences) if e.error is None and e.criteria]
-    adj = holm_adjust([fail_p(evidences[i]) for i in members])
+    weights = fail_weights([evidences[i].check.params.get("fail_share") for i in members])
+    adj = holm_adjust([fail_p(evidences[i]) for i in members], weights)
     adjusted = dict(zip(members, adj, strict=True))
     family_size = {i: len(members) for i in members}
     return [_verdict(e, adjusted.get(i), family_size.get(i, 1)) for i, e in enumerate(evidences)]
@@ -142,7 +163,8 @@ def _verdict(e: Evidence, p_adj: float | None, m: int) -> Verdict:
         # Name the criterion that decided (the smallest p of "met").
         worst = min(e.criteria, key=lambda c: c.p_fail)
         heads = _head(worst, check.confidence, "missed")
-        g = GUARANTEE_FAIL.format(a=alpha, m=m)
+        share = check.params.get("fail_share")
+        g = GUARANTEE_FAIL.format(a=alpha, m=m, w=f", weighted: this check's share {share:g}" if share else "")
         msg = (f"{heads}{note}{ref}; decided by the confidence bound (Holm-adjusted p={p_adj:.3g} <= {alpha:.3g} "
                f"over {m} checks)\n  {e.facts}")
         return Verdict(status=Status.FAIL, message=_with_worst(msg, e.worst), worst=e.worst,

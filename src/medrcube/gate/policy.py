@@ -156,6 +156,18 @@ class CredibilityPolicy:
     # part holds a fraction of the pairs, too few to show dependence for most parts, so
     # the shipped policy reports them (a decisive fail still counts) without requiring them.
     parts_required: bool = True
+    # The pass claim's two routes share the one-sided level: the odds ratio's route gets
+    # `odds_ratio_share` of it, the luck rate's the rest (Bonferroni with unequal weights).
+    odds_ratio_share: float = 0.5
+    # The fail claim: a shortcut is shown when the odds ratio is shown below
+    # `shortcut_odds_ratio` and the luck rate above `shortcut_luck_rate` (each at the
+    # full one-sided level: intersection-union). None: the pass bounds. Between the two
+    # sets of bounds lies an indifference zone where a pass and a fail are both true.
+    shortcut_odds_ratio: float | None = None
+    shortcut_luck_rate: float | None = None
+    # The required overall check's share of the family-wise level of the fail claims
+    # (weighted Holm, gate/family.py); None: an equal share with every other check.
+    fail_share: float | None = None
 
     def for_part(self, part: str) -> CredibilityBounds:
         return self.parts.get(part, self.overall)

@@ -312,6 +312,10 @@ def _build_credibility(d: Mapping[str, Any], defaults: Decision, src: Callable[.
         required=d.get("required", defaults.required),
         parts_required=d.get("parts_required", d.get("required", defaults.required)),
         exclude_low_tasks=("View Recognition",) if tasks is None else tuple(canonical_task(t).value for t in tasks),
+        odds_ratio_share=float(d.get("odds_ratio_share", 0.5)),
+        shortcut_odds_ratio=d.get("shortcut_odds_ratio"),
+        shortcut_luck_rate=d.get("shortcut_luck_rate"),
+        fail_share=d.get("fail_share"),
     )
 
 

@@ -166,16 +166,37 @@ def validate_doc(c: Checker, doc: Any, prefix: str, *, top: bool) -> None:
 
 CRED_BOUND_KEYS = ("min_grounding", "max_luck_rate", "min_odds_ratio", "min_pairs")
 CRED_KEYS = (*CRED_BOUND_KEYS, "enabled", "by_part", "parts", "exclude_low_tasks", "rule", "confidence",
-             "max_error_rate", "required", "parts_required")
+             "max_error_rate", "required", "parts_required", "odds_ratio_share", "shortcut_odds_ratio",
+             "shortcut_luck_rate", "fail_share")
 
 
-def _odds_ratio(c: Checker, key: str, d: Mapping[str, Any]) -> None:
-    v = d.get("min_odds_ratio")
+def _odds_ratio(c: Checker, key: str, d: Mapping[str, Any], name: str = "min_odds_ratio") -> None:
+    v = d.get(name)
     if v is None:
         return
     if isinstance(v, bool) or not isinstance(v, int | float) or not 1.0 <= float(v) <= 1e4:
-        c.fail(f"{key}.min_odds_ratio", "an odds ratio bound must be a number from 1 (no dependence) to 10000", v,
+        c.fail(f"{key}.{name}", "an odds ratio bound must be a number from 1 (no dependence) to 10000", v,
                "write e.g. 3: a right perception must multiply the odds of a right diagnosis by at least 3")
+
+
+def _share(c: Checker, key: str, d: Mapping[str, Any], name: str, what: str) -> None:
+    v = d.get(name)
+    if v is None:
+        return
+    if isinstance(v, bool) or not isinstance(v, int | float) or not 0.0 < float(v) < 1.0:
+        c.fail(f"{key}.{name}", f"must be a share strictly between 0 and 1 ({what})", v,
+               "write e.g. 0.5, or delete the key for the default")
+
+
+def _shortcut(c: Checker, key: str, d: Mapping[str, Any]) -> None:
+    """The routes' shares of the levels, and the fail claim's bounds (a shortcut is
+    shown below this odds ratio and above this luck rate)."""
+    _share(c, key, d, "odds_ratio_share", "of the pass level given to the odds ratio's route")
+    _share(c, key, d, "fail_share", "of the family-wise fail level given to the overall credibility check")
+    _odds_ratio(c, key, d, "shortcut_odds_ratio")
+    c.optional_prob(key, d, "shortcut_luck_rate", "a share of right diagnoses")
+
+
 # Keys of the paper's measures, which are reported but no longer bounds (docs/guarantees.md).
 RETIREDCRED_KEYS = ("min_rationality", "max_shortcut_prob")
 
@@ -199,6 +220,7 @@ def validate_credibility(c: Checker, k: str, value: Any) -> None:
     c.optional_prob(k, d, "min_grounding", "a grounding difference")
     c.optional_prob(k, d, "max_luck_rate", "a share of right diagnoses")
     _odds_ratio(c, k, d)
+    _shortcut(c, k, d)
     if "min_pairs" in d:
         c.count(f"{k}.min_pairs", d["min_pairs"])
     c.decision(k, {x: d[x] for x in ("rule", "confidence", "max_error_rate", "required") if x in d})
