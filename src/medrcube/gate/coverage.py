@@ -14,6 +14,9 @@ the part Chest; `overall` lies within none). Per value, from the decided checks 
                    cube, not measurable, no check in the policy) or outside the
                    intended-use scope
 
+Per cell on request (`coverage: {cells: true}`): every cube cell "Part/Modality/Task",
+from the checks that fix all three axes (its accuracy check, its findings).
+
 `coverage: {require: {parts: [...], modalities: [...], tasks: [...]}}` names values the
 verdict must rest on: while one of them is not `decided` (or `failed`), QUALIFIED is
 refused (UNDECIDED, the value named). Pure: reads check entries (gate.json payloads or
@@ -22,13 +25,20 @@ refused (UNDECIDED, the value named). Pure: reads check entries (gate.json paylo
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
 AXES = ("part", "modality", "task")
-AXIS_TITLES = {"part": "parts", "modality": "modalities", "task": "tasks"}
+AXIS_TITLES = {"part": "parts", "modality": "modalities", "task": "tasks", "cell": "cells"}
+# Per cell on request (`coverage: {cells: true}`): a cell "Part/Modality/Task" covers the
+# checks that fix all three axes to its values (its accuracy check, its findings, ...).
+CELL = "cell"
+# The fail power at chance (gate/feasible.py) from which a check is counted able to fail a
+# model guessing blindly on its items.
+FAILS_AT_CHANCE = 0.99
 
 
 class Covered(StrEnum):
@@ -51,15 +61,20 @@ class ValueCoverage:
     failed: tuple[str, ...] = ()
     open: tuple[str, ...] = ()  # required checks within it, undecided or in error
     why: str = ""  # not evaluated / outside: the reason in a few words
+    # A check within it would fail a model at chance there with probability >= FAILS_AT_CHANCE
+    # (computed before the run, gate/feasible.py): a model guessing there is NOT QUALIFIED.
+    fails_at_chance: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {"axis": self.axis, "value": self.value, "state": self.state.value, "passed": list(self.passed),
-                "failed": list(self.failed), "open": list(self.open), "why": self.why}
+                "failed": list(self.failed), "open": list(self.open), "why": self.why,
+                "fails_at_chance": self.fails_at_chance}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ValueCoverage:
         return cls(str(d["axis"]), str(d["value"]), Covered(d["state"]), tuple(d.get("passed") or ()),
-                   tuple(d.get("failed") or ()), tuple(d.get("open") or ()), str(d.get("why") or ""))
+                   tuple(d.get("failed") or ()), tuple(d.get("open") or ()), str(d.get("why") or ""),
+                   bool(d.get("fails_at_chance", False)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +104,7 @@ class Coverage:
         could not be evaluated (and why)."""
         head = "QUALIFIED for" if verdict == "QUALIFIED" else "decided (every check there passed)"
         out = []
-        for axis in AXES:
+        for axis in (*AXES, CELL):
             rows = self.of(axis)
             if not rows:
                 continue
@@ -109,6 +124,11 @@ class Coverage:
                 else:
                     parts.append(f"{word}: {', '.join(v.value for v in mine)}")
             out.append(f"coverage {AXIS_TITLES[axis]}: " + "; ".join(parts))
+        guarded = [f"{AXIS_TITLES[a]} {', '.join(v.value for v in self.of(a) if v.fails_at_chance)}" for a in AXES
+                   if any(v.fails_at_chance for v in self.of(a))]
+        if guarded:
+            out.append(f"coverage at chance (a check there fails blind guessing with probability >= "
+                       f"{FAILS_AT_CHANCE:g}): " + "; ".join(guarded))
         if self.missing:
             out.append("coverage.require not met (QUALIFIED refused): " + "; ".join(self.missing))
         return out
@@ -122,6 +142,9 @@ def _status(e: Mapping[str, Any]) -> str:
 def _why_short(reason: str) -> str:
     """A not-required reason (gate/feasible.py) in a few words."""
     r = reason.lower()
+    if "power at margin" in r:
+        m = re.search(r"power at margin [0-9.]+", r)
+        return f"too few images for {m.group(0) if m else 'power'}"
     if "images under it" in r or "would not pass" in r:
         return "too few images"
     if "not measurable" in r:
@@ -141,7 +164,8 @@ def coverage_of(
     require: Mapping[str, Sequence[str]] | None = None,
 ) -> Coverage:
     """The coverage of a run's checks. `axis_values`: the (scoped) cube's values per axis
-    (None: the values the checks name); `outside`: axis -> the cube's values a scoped run
+    (None: the values the checks name), and under `cell` its cells "Part/Modality/Task"
+    when coverage per cell is asked; `outside`: axis -> the cube's values a scoped run
     left out; `require`: axis -> values the verdict must rest on."""
     entries = list(entries)
     values: dict[str, list[str]] = {a: list((axis_values or {}).get(a) or ()) for a in AXES}
@@ -151,6 +175,7 @@ def coverage_of(
             if v is not None and v not in values[a]:
                 values[a].append(str(v))
     left_out = {a: [v for v in (outside or {}).get(a) or () if v not in values[a]] for a in AXES}
+    cells = list((axis_values or {}).get(CELL) or ())
     for a, named in (require or {}).items():
         values[a] += [v for v in named if v not in values[a] and v not in left_out[a]]
     out: list[ValueCoverage] = []
@@ -158,6 +183,12 @@ def coverage_of(
         for value in values[a]:
             out.append(_value(a, value, [e for e in entries if e.get(a) == value]))
         out += [ValueCoverage(a, v, Covered.OUTSIDE, why="outside the intended-use scope") for v in left_out[a]]
+    if cells:
+        by_cell: dict[str, list[Mapping[str, Any]]] = {}
+        for e in entries:
+            if all(e.get(a) is not None for a in AXES):
+                by_cell.setdefault("/".join(str(e[a]) for a in AXES), []).append(e)
+        out += [_value(CELL, cell, by_cell.get(cell, [])) for cell in [*cells, *(c for c in by_cell if c not in cells)]]
     missing = []
     by_key = {(v.axis, v.value): v for v in out}
     for a, named in (require or {}).items():
@@ -169,6 +200,13 @@ def coverage_of(
 
 
 def _value(axis: str, value: str, within: list[Mapping[str, Any]]) -> ValueCoverage:
+    v = _state(axis, value, within)
+    guarded = any(float((e.get("details") or {}).get("fail_power_at_chance") or 0.0) >= FAILS_AT_CHANCE
+                  for e in within)
+    return replace(v, fails_at_chance=True) if guarded else v
+
+
+def _state(axis: str, value: str, within: list[Mapping[str, Any]]) -> ValueCoverage:
     ids = [str(e.get("id", e.get("check_id"))) for e in within]
     st = [_status(e) for e in within]
     passed = tuple(i for i, s in zip(ids, st, strict=True) if s == "pass")

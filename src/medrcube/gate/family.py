@@ -145,6 +145,8 @@ def _verdict(e: Evidence, p_adj: float | None, m: int) -> Verdict:
     if check.params.get("not_required"):  # made optional before the run (gate/feasible.py): say so everywhere
         common["details"]["not_required"] = check.params["not_required"]
         note += f" [not required: {check.params['not_required']}]"
+    if check.params.get("fail_power_at_chance") is not None:  # gate/feasible.py: can it fail blind guessing?
+        common["details"]["fail_power_at_chance"] = check.params["fail_power_at_chance"]
     if e.error is not None:
         return Verdict(status=Status.ERROR, message=e.error, guarantee="not graded", **common)
     p_pass, p_fail = pass_p(e), fail_p(e)

@@ -25,13 +25,15 @@ left as the policy says.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
 from medrcube.cube.item import Item
 from medrcube.gate.checks import ACCURACY_KINDS, Check, CheckKind
 from medrcube.gate.evidence import collect
-from medrcube.gate.policy import Policy, ThresholdsError
+from medrcube.gate.policy import FeasibilityPolicy, Policy, ThresholdsError
+from medrcube.gate.power import clustered_power
 from medrcube.metrics.clustered import image_key
 from medrcube.records import GradedRecord, Outcome
 
@@ -52,17 +54,18 @@ def perfect_records(items: Iterable[Item]) -> list[GradedRecord]:
     return out
 
 
-def _why_undecidable(check: Check, records: Sequence[GradedRecord], min_images: int) -> str | None:
+def _why_undecidable(check: Check, records: Sequence[GradedRecord], feas: FeasibilityPolicy) -> str | None:
     mine = [r for r in records if check.selects(r)]
-    images = len({image_key(r) for r in mine})
-    if images < min_images:
-        return (f"{images} images under it, fewer than feasibility.min_images={min_images}: too few to require "
+    sizes = Counter(image_key(r) for r in mine)
+    images = len(sizes)
+    if images < feas.min_images:
+        return (f"{images} images under it, fewer than feasibility.min_images={feas.min_images}: too few to require "
                 "a pass on this cube")
     ev = collect(check, mine)
     # Passing needs every criterion decisively met, or under the point rule met on the
     # estimate from min_n units on (gate/family.py).
     if ev.criteria and max(c.p_pass for c in ev.criteria) <= check.alpha:
-        return None
+        return _why_underpowered(check, ev.criteria[0].bound, list(sizes.values()), feas)
     if check.rule == "point" and ev.criteria and ev.n >= check.min_n and all(c.point_ok for c in ev.criteria):
         return None
     if not ev.criteria:
@@ -70,6 +73,45 @@ def _why_undecidable(check: Check, records: Sequence[GradedRecord], min_images: 
     c = ev.criteria[0]
     return (f"a model right on every item would not pass it: {c.name} {c.lo:.3f}..{c.hi:.3f} on {images} images "
             f"cannot clear the bound {c.bound:.3f} at one-sided level {check.alpha:.3g}")
+
+
+def _why_underpowered(check: Check, bound: float, sizes: list[int], feas: FeasibilityPolicy) -> str | None:
+    """Why an accuracy check is not required to pass under the power rule: a model
+    `power_margin` above its applied bound would pass it with probability below `power`
+    (normal approximation of the score test, design effect 1 + (m_w - 1) ICC with m_w the
+    size-weighted items per image); None when it would, or when the rule is off."""
+    if feas.power_margin is None or check.kind not in ACCURACY_KINDS or check.rule != "lower_bound":
+        return None
+    n = sum(sizes)
+    m_w = sum(m * m for m in sizes) / n
+    deff = 1.0 + (m_w - 1.0) * feas.power_icc
+    target = min(0.999, bound + feas.power_margin)
+    power = clustered_power(bound, target, n, check.alpha, deff=deff)
+    if power >= feas.power:
+        return None
+    return (f"too few images for power at margin {feas.power_margin:g}: {len(sizes)} images ({n} items, design effect "
+            f"{deff:.2f} at ICC {feas.power_icc:g}) give a model at {target:.3f} against the applied bound {bound:.3f} "
+            f"a {power:.3f} chance of passing, below feasibility.power={feas.power:g}")
+
+
+CHANCE = "fail power at chance: "  # the memo's key prefix of _fail_power_at_chance's figures
+
+
+def _fail_power_at_chance(check: Check, records: Sequence[GradedRecord], feas: FeasibilityPolicy, m: int) -> float:
+    """How likely an accuracy check fails a model at chance on its items (blind guessing),
+    before the run: the normal approximation of the score test at Holm's first-step level
+    alpha / m over the family's m checks (the least level a fail claim gets), design effect
+    at feasibility.power_icc; 0 when it has no items or its bound is not above chance."""
+    mine = [r for r in records if check.selects(r)]
+    if not mine:
+        return 0.0
+    ev = collect(check, mine)
+    if ev.bound is None or ev.chance is None or ev.bound <= ev.chance:
+        return 0.0
+    sizes = Counter(image_key(r) for r in mine).values()
+    n = len(mine)
+    deff = 1.0 + (sum(k * k for k in sizes) / n - 1.0) * feas.power_icc
+    return clustered_power(float(ev.bound), float(ev.chance), n, check.alpha / max(1, m), deff=deff)
 
 
 # A caller's cache of the undecidable checks (check id -> why): given the computation, it
@@ -88,14 +130,19 @@ def assess(checks: Sequence[Check], items: Iterable[Item], policy: Policy, memo:
 
     def undecidable() -> dict[str, str]:
         perfect = perfect_records(items)
-        whys = {c.id: _why_undecidable(c, perfect, feas.min_images) for c in checks
+        whys = {c.id: _why_undecidable(c, perfect, feas) for c in checks
                 if c.required and c.kind in ASSESSED}
-        return {k: v for k, v in whys.items() if v is not None}
+        out = {k: v for k, v in whys.items() if v is not None}
+        out.update({CHANCE + c.id: f"{_fail_power_at_chance(c, perfect, feas, len(checks)):.4f}" for c in checks
+                    if c.kind in ACCURACY_KINDS})
+        return out
 
     whys = undecidable() if memo is None else memo(undecidable)
     out: list[Check] = []
     refused: list[str] = []
     for c in checks:
+        if CHANCE + c.id in whys:
+            c = replace(c, params={**c.params, "fail_power_at_chance": float(whys[CHANCE + c.id])})
         reason = None
         if c.required and c.kind in ASSESSED:
             why = whys.get(c.id)

@@ -307,6 +307,13 @@ class FeasibilityPolicy:
     when_undecidable: str = "required"
     min_images: int = 1
     source: str = "feasibility"
+    # Power at a margin: an accuracy check is required to pass only when a model
+    # `power_margin` above its applied bound would pass it with probability `power`, given
+    # its items and images (design effect at an intra-image correlation `power_icc`);
+    # None: off. Such a check stays in the family for failing and is reported for passing.
+    power_margin: float | None = None
+    power: float = 0.99
+    power_icc: float = 0.3
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,12 +348,14 @@ class ScopePolicy:
 class CoveragePolicy:
     """`coverage: {require: {parts: [...], modalities: [...], tasks: [...]}}`: values the
     verdict must rest on. QUALIFIED is refused (UNDECIDED, naming them) while a named value
-    holds no decided check (gate/coverage.py)."""
+    holds no decided check (gate/coverage.py). `cells: true` adds every cube cell
+    (part/modality/task) to the coverage every output states."""
 
     parts: tuple[str, ...] = ()
     modalities: tuple[str, ...] = ()
     tasks: tuple[str, ...] = ()
     source: str = "coverage"
+    cells: bool = False
 
     def required(self) -> dict[str, tuple[str, ...]]:
         """Axis -> the values named (axes with none left out)."""

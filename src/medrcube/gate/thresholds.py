@@ -239,13 +239,18 @@ def _build(
 
 
 def _build_feasibility(c: Checker, d: Mapping[str, Any], source: str) -> FeasibilityPolicy:
-    d = c.mapping("feasibility", d, ("when_undecidable", "min_images"))
+    d = c.mapping("feasibility", d, ("when_undecidable", "min_images", "power_margin", "power", "power_icc"))
     action = d.get("when_undecidable", "required")
     if action not in FEASIBILITY_ACTIONS:
         c.fail("feasibility.when_undecidable", "unknown action" + did_you_mean(str(action), FEASIBILITY_ACTIONS),
                action, f"use one of {', '.join(FEASIBILITY_ACTIONS)}")
     min_images = c.count("feasibility.min_images", d.get("min_images", 1))
-    return FeasibilityPolicy(action, min_images, source)
+    margin = c.optional_prob("feasibility", d, "power_margin", "an accuracy margin above the bound")
+    power = c.optional_prob("feasibility", d, "power", "a probability of passing")
+    icc = c.optional_prob("feasibility", d, "power_icc", "an intra-image correlation")
+    return FeasibilityPolicy(action, min_images, source, margin if isinstance(margin, float | int) else None,
+                             float(power) if isinstance(power, float | int) else 0.99,
+                             float(icc) if isinstance(icc, float | int) else 0.3)
 
 
 def _axis_names(c: Checker, where: str, d: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
@@ -265,8 +270,11 @@ def _build_scope(c: Checker, d: Mapping[str, Any], source: str) -> ScopePolicy:
 
 
 def _build_coverage(c: Checker, d: Mapping[str, Any], source: str) -> CoveragePolicy:
-    d = c.mapping("coverage", d, ("require",))
-    return CoveragePolicy(**_axis_names(c, "coverage.require", d.get("require") or {}), source=source)
+    d = c.mapping("coverage", d, ("require", "cells"))
+    if "cells" in d:
+        c.boolean("coverage.cells", d["cells"])
+    return CoveragePolicy(**_axis_names(c, "coverage.require", d.get("require") or {}), source=source,
+                          cells=bool(d.get("cells", False)))
 
 
 def _build_findings(c: Checker, doc: Mapping[str, Any], defaults: Decision, src: Callable[..., str]) -> FindingsPolicy | None:

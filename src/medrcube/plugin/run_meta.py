@@ -40,6 +40,10 @@ def coverage_input(session: Any) -> dict[str, Any]:
     for i, (axis, order) in enumerate(canonical.items()):
         rank = {v: k for k, v in enumerate(order)}
         axes[axis] = sorted({it.cell[i] for it in session.cube.items}, key=lambda v: (rank.get(v, len(rank)), v))
+    if session.policy.coverage.cells:  # per cell on request: every cube cell, in the axes' order
+        pos = [{v: k for k, v in enumerate(axes[a])} for a in ("part", "modality", "task")]
+        cells = sorted({it.cell for it in session.cube.items}, key=lambda c: tuple(pos[i][c[i]] for i in range(3)))
+        axes["cell"] = ["/".join(c) for c in cells]
     return {"axes": axes, "outside": dict(session.outside), "require": session.policy.coverage.required()}
 
 
