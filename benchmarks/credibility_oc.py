@@ -19,10 +19,11 @@ the real `evaluate_gate`. Three parts:
   passes) (the credibility checks alone: a pass claim needs no family adjustment).
 - `bounds`: the one-sided errors at the bounds, one credibility/overall check alone (its
   level 0.025 before any family adjustment): (i) the dependence route, a grounded model
-  whose population odds ratio is the bound (the bound set at the odds ratio of 400 pooled
-  runs; its luck rate far above max_luck_rate), false pass and false fail; (ii) the luck
-  route, a shortcut model whose perception errs at exactly max_luck_rate (its luck rate),
-  false pass and false fail; on both cubes.
+  whose population odds ratio is both the pass and the fail bound (set at the odds ratio
+  of pooled runs; its luck rate far above both luck bounds), false pass and false fail;
+  (ii) the luck route under the shipped bounds: a shortcut whose luck rate is the pass
+  bound 0.09 (false pass), and one whose luck rate is the fail bound 0.06 (false fail);
+  on both cubes.
 """
 
 from __future__ import annotations
@@ -122,18 +123,21 @@ def at_bound(items: Sequence[Item], m: Model, params: dict[str, Any], reps: int,
 
 
 def bounds(cubes: dict[str, list[Item]], reps: int, rng: np.random.Generator) -> list[dict[str, Any]]:
+    """The one-sided errors at the bounds, credibility/overall alone (level 0.025; the pass
+    side's odds-ratio route at its share, the fail side at the full level)."""
     rows = []
     for name, items in cubes.items():
         g = model(0.7, 0.75, True)
         theta = population_odds_ratio(items, g, 400 if name == "mini" else 60, rng)
-        fp, ff = at_bound(items, g, {"min_odds_ratio": theta, "max_luck_rate": 0.01}, reps, rng)
-        rows.append({"cube": name, "route": f"odds ratio at its bound ({theta:.2f}; luck rate ~0.18 > 0.01)",
-                     "false_pass": fp, "false_fail": ff, "reps": reps})
-        luck = 0.09
-        s = model(0.95, 1.0 - luck, False)
-        fp, ff = at_bound(items, s, {"min_odds_ratio": 2.5, "max_luck_rate": luck}, reps, rng)
-        rows.append({"cube": name, "route": f"luck rate at its bound ({luck}; odds ratio 1 < 2.5)",
-                     "false_pass": fp, "false_fail": ff, "reps": reps})
+        at = {"min_odds_ratio": theta, "max_luck_rate": 0.01, "shortcut_odds_ratio": theta, "shortcut_luck_rate": 0.01}
+        fp, ff = at_bound(items, g, at, reps, rng)
+        rows.append({"cube": name, "route": f"odds ratio at its pass and fail bound ({theta:.2f}; luck rate ~0.18, "
+                     "its bounds 0.01)", "false_pass": fp, "false_fail": ff, "reps": reps})
+        shipped = {"min_odds_ratio": 2.0, "max_luck_rate": 0.09, "shortcut_odds_ratio": 3.0, "shortcut_luck_rate": 0.06}
+        fp, _ = at_bound(items, model(0.95, 0.91, False), shipped, reps, rng)
+        _, ff = at_bound(items, model(0.95, 0.94, False), shipped, reps, rng)
+        rows.append({"cube": name, "route": "luck rate at its pass bound 0.09 (false pass) and at its fail bound 0.06 "
+                     "(false fail); odds ratio 1", "false_pass": fp, "false_fail": ff, "reps": reps})
     return rows
 
 

@@ -41,7 +41,7 @@ class Criterion:
     p_fail: float
     unit_sd: float  # sd of one unit, design effect included: var(estimate) ~ unit_sd^2 / n
     # The two-sided level of lo..hi when it is not the check's (a route of a check that
-    # decides on either of two statistics, each at half the one-sided level).
+    # decides on either of two statistics, each at its share of the one-sided level).
     confidence: float | None = None
 
     @property

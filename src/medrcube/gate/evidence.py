@@ -201,8 +201,8 @@ def _credibility(check: Check, records: list[GradedRecord]) -> Evidence:
     alpha2 = 1.0 - check.confidence  # two-sided
     or_conf, luck_conf = 1.0 - alpha2 * share, 1.0 - alpha2 * (1.0 - share if both else 1.0)
     fail_odds = check.params.get("shortcut_odds_ratio") or min_odds
-    fail_luck = check.params.get("shortcut_luck_rate") if check.params.get("shortcut_luck_rate") is not None \
-        else max_luck
+    fail_luck = check.params.get("shortcut_luck_rate")
+    fail_luck = max_luck if fail_luck is None else float(fail_luck)
     # The luck rate (one unit per right diagnosis), and the paper's shortcut probability
     # with its clustered interval (reported, not gated).
     luck_units = luck_shares(pairs)
@@ -221,7 +221,7 @@ def _credibility(check: Check, records: list[GradedRecord]) -> Evidence:
             luck_c = Criterion("luck rate", est, max_luck, False, luck_md.lo, luck_md.hi, luck_md.p_at_least(max_luck),
                                luck_md.p_at_most(max_luck), sd, luck_conf)
             luck_c, luck_why = finite_criterion(luck_c, luck_units, luck_conf)
-            if fail_luck != max_luck:  # the fail claim's p at the shortcut bound, by the same method
+            if fail_luck is not None and fail_luck != max_luck:  # the fail claim's p at the shortcut bound
                 at_fail = replace(luck_c, bound=fail_luck, p_pass=luck_md.p_at_least(fail_luck),
                                   p_fail=luck_md.p_at_most(fail_luck))
                 luck_c = replace(luck_c, p_fail=finite_criterion(at_fail, luck_units, luck_conf)[0].p_fail)
