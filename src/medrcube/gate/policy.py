@@ -137,7 +137,8 @@ class CredibilityBounds:
     # The odds ratio odds(diagnosis right | perception right) / odds(diagnosis right |
     # perception wrong) on the same image must reach this: 1 for a model whose diagnosis
     # ignores its perception (a shortcut). With max_luck_rate beside it, the check passes
-    # when either is shown (each at half the level) and fails when both are missed.
+    # when either is shown (each at its share of the level) and fails when a shortcut is shown
+    # (CredibilityPolicy's shortcut bounds).
     min_odds_ratio: float | None = None
 
 
