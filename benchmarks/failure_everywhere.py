@@ -1,6 +1,6 @@
 """A failure is evidence everywhere: the false NOT QUALIFIED rate over the enlarged family,
 and the gate catching a good model that is bad on one part, modality or task
-(RESULTS.md section 23).
+(RESULTS.md section 23b).
 
     .venv/bin/python -m benchmarks.failure_everywhere [--reps 400] [--seed 0]
 
