@@ -128,7 +128,7 @@ def bounds(cubes: dict[str, list[Item]], reps: int, rng: np.random.Generator) ->
     rows = []
     for name, items in cubes.items():
         g = model(0.7, 0.75, True)
-        theta = population_odds_ratio(items, g, 400 if name == "mini" else 60, rng)
+        theta = population_odds_ratio(items, g, 400 if name == "mini" else 600, rng)
         at = {"min_odds_ratio": theta, "max_luck_rate": 0.01, "shortcut_odds_ratio": theta, "shortcut_luck_rate": 0.01}
         fp, ff = at_bound(items, g, at, reps, rng)
         rows.append({"cube": name, "route": f"odds ratio at its pass and fail bound ({theta:.2f}; luck rate ~0.18, "
