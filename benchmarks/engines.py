@@ -11,7 +11,8 @@
   time to the last answer, and the engine's own prefix-cache counters (/metrics).
 - `compare`: the same model and cube through vLLM (CPU build, managed) and the in-process
   `hf:` adapter (batches of 8), and with `--with-serve` `transformers serve` (its own
-  process; transformers 5.24 answers this BLIP-2 with HTTP 400, no processor template): items per
+  process, one inference thread; with the processor's chat template fixed as for `hf:`,
+  `_SERVE_TEMPLATE_FIX`): items per
   second and CPU seconds per item, the client's and the server's together (the engine's
   whole process group for vLLM).
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import json
 import os
@@ -194,22 +196,48 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _transformers_serve(model: Path) -> tuple[subprocess.Popen[bytes], str]:
+# Run in the `transformers serve` process (a sitecustomize on its path): the same fix as
+# _processor_template_from_tokenizer below, where transformers loads this BLIP-2's chat
+# template into its tokenizer only (Blip2Processor's __init__ does not pass it on) and
+# the server formats the prompt with the processor's. Without it every answer is HTTP 400
+# ("this processor does not have a chat template").
+_SERVE_TEMPLATE_FIX = """\
+from transformers import Blip2Processor
+
+
+def _template(self):
+    return self.__dict__.get("chat_template") or self.tokenizer.chat_template
+
+
+def _keep(self, value):
+    self.__dict__["chat_template"] = value
+
+
+Blip2Processor.chat_template = property(_template, _keep)
+"""
+
+
+def _transformers_serve(model: Path, work: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
     exe = Path(sys.executable).with_name("transformers")
-    proc = subprocess.Popen([str(exe), "serve", "--force-model", str(model), "--port", str(port), "--host", "127.0.0.1"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                            env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+    site = work / "serve-site"
+    site.mkdir(parents=True, exist_ok=True)
+    (site / "sitecustomize.py").write_text(_SERVE_TEMPLATE_FIX, encoding="utf-8")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    proc = subprocess.Popen([str(exe), "serve", str(model), "--port", str(port), "--host", "127.0.0.1", "--device", "cpu"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env)
     base = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and proc.poll() is None:
         try:
             with urllib.request.urlopen(f"{base}/models", timeout=5) as r:
                 if json.load(r).get("data"):
                     return proc, base
         except OSError:
             time.sleep(1)
-    os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
     raise RuntimeError("transformers serve did not come up")
 
 
@@ -240,8 +268,8 @@ def bench_compare(model: Path, reps: int, items: int, log: Any, with_serve: bool
     arms: dict[str, list[dict[str, float]]] = {"vllm": [], "hf": []}
     vllm = _engine_adapter(model)
     serve = ts = None
-    if with_serve:  # transformers 5.24 serves this BLIP-2 with HTTP 400 (RESULTS.md section 20)
-        serve, base = _transformers_serve(model)
+    if with_serve:
+        serve, base = _transformers_serve(model, model.parent)
         arms["transformers_serve"] = []
         os.environ.setdefault("OPENAI_API_KEY", "none")
         from medrcube.models.openai_adapter import OpenAIAdapter
