@@ -94,10 +94,19 @@ class KindEntry:
     per_perturbation: bool = False  # one check per image perturbation asked: the robustness panel
     per_stratum: bool = False  # one check per stratum of a subgroup attribute: a forest plot per attribute
     against: str = ""  # the variant its checks compare the standard answers with ("blind")
+    # The item of the review-board dossier its checks are listed under (report/dossier.py):
+    # "credibility", "calibration", "robustness", "subgroup" (accuracy per stratum),
+    # "subgroup_gap"; "": only in the dossier's list of every check.
+    dossier: str = ""
+    # (this run's gate.json entries of the kind) -> the terminal summary's lines of numbers for
+    # them (gate/numbers.py writes the core kinds', attached by `@describes`); None: the one
+    # generic line of a `summary_line` kind, or none.
+    numbers: Callable[[Sequence[Mapping[str, Any]]], list[str]] | None = None
 
 
 _ENTRIES: dict[str, KindEntry] = {}
-# Builders and collectors attached by `@builds`/`@collects` before their kind is registered.
+# Builders, collectors and number lines attached by `@builds`/`@collects`/`@describes`
+# before their kind is registered.
 _ATTACHED: dict[str, dict[str, Any]] = {}
 _DISCOVERED = False
 GROUP = "medrcube.kinds"
@@ -147,6 +156,14 @@ def collects(name: str) -> Callable[[F], F]:
     return attach
 
 
+def describes(name: str) -> Callable[[F], F]:
+    """Decorator: the function writes the terminal summary's number lines of the kind `name`."""
+    def attach(fn: F) -> F:
+        _attach(name, "numbers", fn)
+        return fn
+    return attach
+
+
 def _attach(name: str, field: str, fn: Callable[..., Any]) -> None:
     # Kept for the kind's registration when it comes later: a decorator never triggers
     # discovery (gate/checks.py is imported while the registry may be filling itself).
@@ -192,6 +209,11 @@ def title_of(kind: str) -> str:
 def epic_of(kind: str) -> str:
     e = entry_of(kind)
     return (e.epic or e.title) if e else str(kind)
+
+
+def kinds_in_dossier(item: str) -> tuple[str, ...]:
+    """The kinds whose checks the dossier lists under `item` (KindEntry.dossier), in rank order."""
+    return tuple(e.name for e in registered() if e.dossier == item)
 
 
 def needs_baseline(kind: str) -> bool:
@@ -294,33 +316,33 @@ CORE: tuple[KindEntry, ...] = (
               "A right diagnosis goes with a right perception of the same image (grounding).",
               off="no credibility check: the policy sets none, or no part has both a high-level "
               "and a lower-level task", epic="Credibility", section="credibility",
-              grouping=_by_part("Rationality and shortcuts")),
+              grouping=_by_part("Rationality and shortcuts"), dossier="credibility"),
     KindEntry("image_dependence", "image dependence", "test_image_dependence",
               "Accuracy drops enough without the image (the blind variant): the model looks at it.",
               off="image-dependence checks need the blind variant: --variants=standard,blind",
               epic="Image dependence", section="image_dependence", against="blind",
-              grouping=_by_part("Standard vs blind")),
+              grouping=_by_part("Standard vs blind"), dossier="robustness"),
     KindEntry("position", "position robustness", "test_position",
               "Answers survive cyclic rotations of the options (circular accuracy and its gap).",
               off="position-robustness checks need shuffled rotations: --variants=standard,shuffled:3",
               epic="Position robustness", section="position_robustness",
-              grouping=_by_part("Circular accuracy")),
+              grouping=_by_part("Circular accuracy"), dossier="robustness"),
     KindEntry("regression", "regression against the baseline", "test_regression",
               "The candidate is not worse than the baseline by more than the margin (non-inferiority).",
               off="regression checks need --baseline (a previous run directory or a model spec)",
               epic="Regression", section="regression", needs_baseline=True, grouping=_regression,
-              case_title=_regression_title),
+              case_title=_regression_title, dossier="robustness"),
     KindEntry("robustness", "robustness to image perturbations", "test_robustness",
               "Accuracy under an image perturbation is not worse than standard by more than the margin.",
               off=f"robustness checks need an image perturbation: {_PERTURB},noise:0.03",
               epic="Robustness", summary_line=True, observed="drop", prefix="robustness/",
               section="robustness", grouping=_perturbed("accuracy"), case_title=_robustness_title,
-              per_perturbation=True),
+              per_perturbation=True, dossier="robustness"),
     KindEntry("robustness_agreement", "answer agreement under perturbations", "test_robustness_agreement",
               "The answers under an image perturbation name the same option as on the standard image.",
               off=f"agreement checks need an image perturbation: {_PERTURB}", epic="Robustness",
               summary_line=True, observed="agreement", prefix="agreement/", section="robustness",
-              grouping=_perturbed("answer agreement"), case_title=_robustness_title, per_perturbation=True),
+              grouping=_perturbed("answer agreement"), case_title=_robustness_title, per_perturbation=True, dossier="robustness"),
     KindEntry("finding", "per-finding sensitivity", "test_finding",
               "The sensitivity for a named finding reaches its bound (how many of them the model misses).",
               off="per-finding checks need `findings: {min_sensitivity: {FINDING: BOUND}}` in the policy",
@@ -331,7 +353,7 @@ CORE: tuple[KindEntry, ...] = (
               "The model's stated confidence matches how often it is right (calibration error at most "
               "the bound).", off="the calibration check needs `calibration: {max_ce: BOUND}` in the policy",
               epic="Clinical depth", summary_line=True, observed="error", section="calibration",
-              grouping=_clinical("Calibration", lambda c: "Calibration error"), case_title=_feature_story),
+              grouping=_clinical("Calibration", lambda c: "Calibration error"), case_title=_feature_story, dossier="calibration"),
     KindEntry("selective", "selective prediction", "test_selective",
               "Deferring when unsure pays: the utility under the deferral cost, or accuracy at a coverage, "
               "reaches its bound.",

@@ -253,11 +253,11 @@ SUBGROUP = _register(KindEntry(
     off="subgroup checks need `subgroups: {by: [sex, age_band, manufacturer], min_accuracy: BOUND}` in the policy and "
     "a cube whose items carry attributes (docs/clinical.md)",
     epic="Subgroups", summary_line=True, observed="accuracy", prefix="subgroup/", section=SECTION,
-    read_policy=read_policy, build=build, evidence=evidence, per_stratum=True))
+    read_policy=read_policy, build=build, evidence=evidence, per_stratum=True, dossier="subgroup"))
 SUBGROUP_GAP = _register(KindEntry(
     "subgroup_gap", "gap of a subgroup to the rest", "test_subgroup_gap",
     "No stratum of a patient or device attribute falls more than max_gap below the rest of the cube.",
     off="subgroup gap checks need `subgroups: {by: [...], max_gap: GAP}` in the policy and a cube whose items carry "
     "attributes with two values or more (docs/clinical.md)",
     epic="Subgroups", summary_line=True, observed="gap", prefix="subgroup_gap/", section=SECTION,
-    read_policy=read_policy, build=None, evidence=gap_evidence))
+    read_policy=read_policy, build=None, evidence=gap_evidence, dossier="subgroup_gap"))

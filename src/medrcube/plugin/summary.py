@@ -20,8 +20,9 @@ from typing import Any
 
 import pytest
 
-from medrcube.gate.account import short_method
-from medrcube.gate.kinds import rank  # the kinds' order is their registration's
+from medrcube.gate.kinds import entry_of, rank, registered  # the kinds' order is their registration's
+from medrcube.gate.numbers import fmt as _fmt
+from medrcube.gate.numbers import labelled
 from medrcube.plugin.evidence import verdict_block_lines
 from medrcube.plugin.handover import merge_handovers
 from medrcube.plugin.summary_kinds import kind_lines
@@ -212,24 +213,9 @@ def run_tally(result: Any, cube: Any, sampling: Mapping[str, Any] | None = None,
 # -- terminal summary ----------------------------------------------------------------------
 
 
-def _fmt(x: Any, digits: int = 3) -> str:
-    return "n/a" if x is None else f"{x:.{digits}f}"
-
-
 def _interval(e: Mapping[str, Any]) -> str:
     iv = e.get("interval")
     return f" [{iv[0]:.3f}, {iv[1]:.3f}]" if iv and None not in iv else ""
-
-
-def labelled(name: Any, value: Any, interval: Any = None, method: Any = None) -> str:
-    """`luck rate 0.054, its 95% interval [0.018, 0.090] (cluster-robust ...)`: a value with its
-    own interval, named, and the interval's method; never an interval beside another value."""
-    out = f"{str(name or 'value').replace('_', ' ')} {_fmt(value)}"
-    if value is not None and interval and len(interval) == 2 and None not in interval:
-        out += f" [{interval[0]:.3f}, {interval[1]:.3f}]"
-        if method:
-            out += f" ({short_method(method)})"
-    return out
 
 
 def _ordered(values: Iterable[str], canonical: Iterable[str]) -> list[str]:
@@ -238,13 +224,18 @@ def _ordered(values: Iterable[str], canonical: Iterable[str]) -> list[str]:
     return sorted(set(values), key=lambda v: (rank.get(v, len(rank)), v))
 
 
+def _per_cell(kind: str) -> bool:
+    entry = entry_of(kind)
+    return bool(entry and entry.per_cell)
+
+
 def cell_tables(entries: Iterable[Mapping[str, Any]]) -> list[str]:
     """Per modality, a part x task table of the cell verdicts, then the legend of the
     task codes and marks shown."""
     from medrcube.plugin.render import STATUSES, view
     from medrcube.taxonomy import MODALITIES, PARTS, TASK_NAMES, task_abbrev
 
-    cells = {(e["part"], e["modality"], e["task"]): e["verdict"] for e in entries if e["kind"] == "cell"}
+    cells = {(e["part"], e["modality"], e["task"]): e["verdict"] for e in entries if _per_cell(e["kind"])}
     if not cells:
         return []
     lines: list[str] = []
@@ -266,7 +257,9 @@ def cell_tables(entries: Iterable[Mapping[str, Any]]) -> list[str]:
 
 
 def number_lines(entries: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Overall accuracy, credibility, image dependence, position, regression and site numbers."""
+    """Overall accuracy, then each kind's own lines of numbers (KindEntry.numbers: credibility,
+    image dependence, position, regression, site checks, ...), then the generic line of
+    the other `summary_line` kinds."""
     by_id = {e["id"]: e for e in entries}
     lines: list[str] = []
     overall = by_id.get("overall")
@@ -275,42 +268,10 @@ def number_lines(entries: Sequence[Mapping[str, Any]]) -> list[str]:
             f"overall {labelled('accuracy', overall['observed'], overall.get('interval'), overall.get('method'))}"
             f" n={overall['n']} (bound {_fmt(overall['bound'], 2)}, {overall['rule']}): {overall['verdict']}"
         )
-    for e in entries:
-        d = e.get("details") or {}
-        if e["kind"] == "credibility":
-            groups = " ".join(f"{g}={d[g]}" for g in "ABCD" if g in d)
-            g = d.get("grounding") or {}
-            g_iv = (g.get("lo"), g.get("hi")) if g.get("lo") is not None and g.get("hi") is not None else None
-            decided = d.get("decided_on") or e.get("metric") or "grounding"  # the value decided on, with its own interval
-            values = [labelled(decided, e.get("observed"), e.get("interval"), e.get("method"))]
-            if decided != "grounding":  # grounding with its own interval, never the decided value's
-                values.append(labelled("grounding", g.get("difference"), g_iv, g.get("method")))
-            lines.append(
-                f"credibility {e['id'].removeprefix('credibility/')}: {'; '.join(values)}; "
-                f"{labelled('rationality', d.get('rationality'), d.get('rationality_interval'))}; "
-                f"{labelled('shortcut probability', d.get('shortcut_prob'), d.get('shortcut_interval'))}; "
-                f"{d.get('pairs', e['n'])} pairs"
-                f"{f' ({groups})' if groups else ''}: {e['verdict']}"
-            )
-        elif e["kind"] == "image_dependence":
-            lines.append(
-                f"image dependence: standard {_fmt(d.get('standard_acc'))}, blind {_fmt(d.get('blind_acc'))}, "
-                f"{labelled('drop', e['observed'], e.get('interval'), e.get('method'))} on {e['n']} items, options-only prior {_fmt(d.get('options_only_prior'))}: {e['verdict']}"
-            )
-        elif e["kind"] == "position":
-            lines.append(
-                f"position: circular accuracy {_fmt(e['observed'])}, standard {_fmt(d.get('standard_acc'))}, "
-                f"gap {_fmt(d.get('gap'))} on {e['n']} items: {e['verdict']}"
-            )
-        elif e["kind"] == "site":
-            lines.append(
-                f"site check {e['id']}: {labelled(e.get('metric'), e['observed'], e.get('interval'), e.get('method'))} n={e['n']} "
-                f"(bound {_fmt(e['bound'], 2)}, {e['rule']}): {e['verdict']}"
-            )
-    regression = [e for e in entries if e["kind"] == "regression"]
-    if regression:
-        worse = sum(e["verdict"] == "fail" for e in regression)
-        lines.append(f"regression against the baseline: {worse} of {len(regression)} checks significantly worse")
+    for k in registered():
+        mine = [e for e in entries if e["kind"] == k.name]
+        if mine and k.numbers is not None:
+            lines += k.numbers(mine)
     return lines + kind_lines(entries)
 
 

@@ -29,12 +29,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from medrcube.gate.kinds import kinds_in_dossier
+
 DOSSIER_DIR = "dossier"
 SCHEMA_VERSION = 1
 TO_FILL = "to_fill"
 ANSWERED = "answered"
 NOT_IN_RUN = "not_in_run"
-ROBUSTNESS_KINDS = ("robustness", "robustness_agreement", "position", "image_dependence", "regression")
 
 
 def _item(id_: str, label: str, value: Any = None, source: str = "", *, fill: str = "") -> dict[str, Any]:
@@ -54,6 +55,12 @@ def _check_row(c: Mapping[str, Any]) -> dict[str, Any]:
 
 def _checks(gate: Mapping[str, Any], kinds: Sequence[str]) -> list[dict[str, Any]]:
     return [_check_row(c) for c in gate.get("checks") or [] if c.get("kind") in kinds]
+
+
+def _of(gate: Mapping[str, Any], item: str) -> list[Mapping[str, Any]]:
+    """gate.json's check entries of the kinds the dossier lists under `item` (gate/kinds.py)."""
+    kinds = kinds_in_dossier(item)
+    return [c for c in gate.get("checks") or [] if c.get("kind") in kinds]
 
 
 def _stat(d: Mapping[str, Any]) -> dict[str, Any]:
@@ -79,7 +86,7 @@ def per_subgroup(records: Sequence[Any], gate: Mapping[str, Any], confidence: fl
     from medrcube.records import ATTRIBUTE_NAMES
 
     std = [r for r in records if r.variant == "standard" and r.attributes is not None]
-    entries = {str(c.get("id")): c for c in gate.get("checks") or [] if str(c.get("kind")).startswith("subgroup")}
+    entries = {str(c.get("id")): c for c in (*_of(gate, "subgroup"), *_of(gate, "subgroup_gap"))}
     verdicts = {k: c.get("verdict") for k, c in entries.items()}
     out = []
     for name in ATTRIBUTE_NAMES:
@@ -135,8 +142,8 @@ def _gap_role(entry: Mapping[str, Any] | None) -> str | None:
 def subgroup_rule(gate: Mapping[str, Any]) -> dict[str, Any] | None:
     """How the run's subgroup checks decided the verdict (the policy's rule, from gate.json's
     check entries): the bounds, which checks QUALIFIED required, and what a failure does."""
-    acc = [c for c in gate.get("checks") or [] if c.get("kind") == "subgroup"]
-    gap = [c for c in gate.get("checks") or [] if c.get("kind") == "subgroup_gap"]
+    acc = _of(gate, "subgroup")
+    gap = _of(gate, "subgroup_gap")
     if not acc and not gap:
         return None
     rules = sorted({str((c.get("params") or {}).get("gap_rule") or "prove") for c in gap})
@@ -259,12 +266,12 @@ def build_dossier(run_dir: str | Path, seal: Any) -> dict[str, Any]:
         _item("per_subgroup_sensitivity", "Sensitivity per finding and subgroup (diagnosis tasks)",
               per_subgroup_sensitivity(records), "results.jsonl (standard answers of the diagnosis cells, clustered by "
               "image; estimates, not checks of the gate)"),
-        _item("calibration", "Calibration", _checks(gate, ("calibration",)) or summary.get("calibration"),
+        _item("calibration", "Calibration", _checks(gate, kinds_in_dossier("calibration")) or summary.get("calibration"),
               "gate.json calibration checks; metrics_summary.json calibration"),
-        _item("credibility", "Credibility (diagnoses resting on perception)", _checks(gate, ("credibility",)),
+        _item("credibility", "Credibility (diagnoses resting on perception)", _checks(gate, kinds_in_dossier("credibility")),
               "gate.json credibility checks"),
         _item("robustness", "Robustness (perturbations, option order, image dependence, regression)",
-              _checks(gate, ROBUSTNESS_KINDS), "gate.json checks of those kinds"),
+              _checks(gate, kinds_in_dossier("robustness")), "gate.json checks of those kinds"),
         _item("all_checks", "Every check of the gate, as decided", [_check_row(c) for c in gate.get("checks") or []],
               "gate.json checks"),
     ]
