@@ -22,6 +22,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -203,10 +204,17 @@ def test_the_bundled_suite_on_a_bare_vllm_spec(pytester: pytest.Pytester, tiny_b
     model = pytester.path / "tiny-vlm"
     shutil.copytree(tiny_blip2, model)
     monkeypatch.setenv(MARK, str(pytester.path))
+    # Where the engine's log directory is made (tempfile): short, since vLLM binds its IPC
+    # sockets under TMPDIR too and a socket path has at most 107 characters.
+    scratch = Path(tempfile.mkdtemp(prefix="mrc-"))
+    monkeypatch.setenv("TMPDIR", str(scratch))
     result = pytester.runpytest_subprocess("--pyargs", "medrcube.suite", "--model=vllm:./tiny-vlm",
                                            "-p", "no:cacheprovider", "-p", "no:hypothesispytest", timeout=900)
     said = "\n".join(result.outlines[-40:] + result.errlines[-40:])
     assert _left(model, pytester.path) == [], "an engine process outlived the run"
+    # The log of an engine the gate stopped goes with it (one that died by itself stays, named).
+    assert not list(scratch.glob("medrcube-vllm-*")), said
+    shutil.rmtree(scratch, ignore_errors=True)
     runs = sorted(p for p in (pytester.path / "reports").iterdir() if p.is_dir())
     assert len(runs) == 1, said
     gate = json.loads((runs[0] / "gate.json").read_text())

@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -297,18 +298,29 @@ class Engine:
                     raise EngineError(f"the vLLM engine at {self.url} serves {names}, not {served_name!r}; "
                                       "drop --served-model-name from engine_flags")
             if time.monotonic() > deadline:
+                said = self.tail()  # read before `stop`, which removes the log of an engine it stops
                 self.stop()
                 raise EngineError(f"the vLLM engine did not answer /health within {self.start_timeout:g}s "
-                                  f"(start_timeout in models.yaml); its last log lines:\n{self.tail()}")
+                                  f"(start_timeout in models.yaml); its last log lines:\n{said}")
             time.sleep(0.5)
 
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
-        """SIGTERM to the engine's process group, SIGKILL after `timeout`; idempotent."""
+        """SIGTERM to the engine's process group, SIGKILL after `timeout`; idempotent. The
+        log of an engine stopped here is removed with its directory; the log of one that
+        had exited by itself stays, since the error that reported it names its path."""
         with _LOCK:
             _RUNNING.discard(self)
         proc = self.proc
         if proc is None:
             return
+        exited_by_itself = proc.poll() is not None
+        try:
+            self._stop_group(proc, timeout)
+        finally:
+            if not exited_by_itself and self.log_path is not None:
+                shutil.rmtree(self.log_path.parent, ignore_errors=True)
+
+    def _stop_group(self, proc: subprocess.Popen[bytes], timeout: float) -> None:
         for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10.0)):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, sig)

@@ -151,7 +151,13 @@ class Pump:
         try:
             await asyncio.wait([done_task, *tasks], return_when=asyncio.FIRST_COMPLETED)
             for t in tasks:
-                if t.done() and not t.cancelled() and (exc := t.exception()) is not None:
+                if t.done() and t.cancelled():
+                    # Nothing here cancels a worker (the breaker withdraws its own cancellation):
+                    # one that ended so would leave its requests unasked and uncounted.
+                    raise RuntimeError(f"{t.get_name()} was cancelled before the run ended, with "
+                                       f"{self.remaining} requests not completed; the answers stored "
+                                       "so far are kept and a rerun resumes from them")
+                if t.done() and (exc := t.exception()) is not None:
                     raise exc
         finally:
             for task in (*tasks, done_task):
