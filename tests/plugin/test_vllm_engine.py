@@ -88,7 +88,9 @@ def _stored(ws_path: Path) -> int:
 # gate's concurrency is 1) the run then waits on that request with exactly STALL_AT - 1
 # answered, whatever the machine's load, until the test kills the engine. At the
 # INTERRUPT_AT-th it sends the gate (the engine's parent) SIGINT: a Ctrl-C mid-run.
+# At the KILL_AT-th it sends the gate SIGKILL: the gate dies without running any cleanup.
 STALL_ENV, INTERRUPT_ENV = "MEDRCUBE_TEST_STALL_AT", "MEDRCUBE_TEST_INTERRUPT_AT"
+KILL_ENV = "MEDRCUBE_TEST_KILL_PARENT_AT"
 STALL = f"""\
 import asyncio, os, pathlib, signal
 
@@ -101,6 +103,8 @@ async def stall(request, call_next):
         _seen += 1
         if _seen == int(os.environ.get("{INTERRUPT_ENV}") or 0):
             os.kill(os.getppid(), signal.SIGINT)
+        if _seen == int(os.environ.get("{KILL_ENV}") or 0):
+            os.kill(os.getppid(), signal.SIGKILL)
         at = int(os.environ.get("{STALL_ENV}") or 0)
         if at and _seen >= at:
             pathlib.Path("stalled").write_text(str(_seen))
@@ -192,6 +196,25 @@ def test_ctrl_c_mid_run_stops_the_engine(gate_ws, tiny_blip2: Path) -> None:
     assert done.returncode == pytest.ExitCode.INTERRUPTED, said
     assert _left(tiny_blip2, gate_ws.path) == [], "an engine process outlived the interrupted run"
     assert _stored(gate_ws.path) < 27, said  # interrupted mid-run, not after it
+
+
+@pytest.mark.slow
+def test_the_gate_killed_mid_run_takes_its_engine_with_it(gate_ws, tiny_blip2: Path) -> None:
+    """The gate SIGKILLed while it asks (at the engine's second request): nothing of the
+    gate's cleanup runs, and the engine, started with a parent-death signal, stops by itself."""
+    _models_yaml(gate_ws.path, tiny_blip2)
+    args = [sys.executable, "-m", "pytest", *gate_ws.args(model="tiny-engine")]
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), KILL_ENV: "2", MARK: str(gate_ws.path)}
+    done = subprocess.run(args, cwd=gate_ws.path, capture_output=True, text=True, env=env, timeout=900)
+    assert done.returncode == -signal.SIGKILL, (done.stdout + done.stderr)[-3000:]
+    deadline = time.monotonic() + 180  # a bound on a hang only: the engine stops on its parent's death
+    while _left(tiny_blip2, gate_ws.path) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    left = _left(tiny_blip2, gate_ws.path)
+    for pid in left:  # never leave them behind for the rest of the suite
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    assert left == [], "an engine process outlived the killed gate"
 
 
 @pytest.mark.slow
