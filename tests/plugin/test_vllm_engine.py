@@ -7,8 +7,9 @@ built at test time.
 - On the pytester workspace's 27-item cube (a models.yaml entry): the engine killed
   mid-run at a fixed request (the breaker stops the run, UNDECIDED, and quotes the
   engine's last log lines), then a rerun on the same store (two xdist workers asking one
-  engine the controller started) asks only what the first did not store; and Ctrl-C
-  mid-run. No run leaves an engine process behind.
+  engine the controller started) asks only what the first did not store; Ctrl-C
+  mid-run; the gate SIGKILLed mid-run (no cleanup of its own runs: the engine's
+  parent-death signal stops it). No run leaves an engine process behind.
 Skipped, saying why, where no vLLM environment is found (pytest run outside ./scripts/test).
 """
 
