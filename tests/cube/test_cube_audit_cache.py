@@ -83,7 +83,7 @@ def test_cache_off_writes_nothing(leaky_items, tmp_path, monkeypatch):
 
 
 def test_stored_audit_reads_and_never_computes(leaky_items, cache_dir, monkeypatch):
-    """What the gate reads while its answers come in (plugin/ahead.py): the cached audit,
+    """What the gate reads while its answers come in (plugin/speed/tail_ahead.py): the cached audit,
     or None, never a computation, and nothing written."""
     from medrcube.cube.audit_cache import stored_audit
 

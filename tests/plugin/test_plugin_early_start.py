@@ -1,4 +1,4 @@
-"""The gate's inference started at session start, before collection (plugin/early.py).
+"""The gate's inference started at session start, before collection (plugin/speed/early_inference.py).
 
 The packaged suite run whole (`--pyargs medrcube.suite`) asks the model before pytest
 collects; an invocation that may deselect the gate's cases, or only collects, asks
@@ -115,7 +115,7 @@ def test_a_policy_that_refuses_undecidable_checks_asks_nothing(gate_ws, gate_ser
 
 def test_the_leakage_audit_read_while_the_answers_come_in_is_the_one_computed_after(gate_ws, gate_server,
                                                                                      tmp_path, monkeypatch) -> None:
-    """plugin/ahead.py: with the inference on its thread, the main thread reads the cached
+    """plugin/speed/tail_ahead.py: with the inference on its thread, the main thread reads the cached
     leakage audit while it waits; gate.json's leak flags are those of a run that computed
     the audit after its last answer (the first, cache empty) and of a late start."""
     monkeypatch.setenv("MEDRCUBE_CACHE_DIR", str(tmp_path / "cache"))

@@ -1,4 +1,4 @@
-"""pytest's assertion rewriting narrowed to what needs it (plugin/rewriting.py).
+"""pytest's assertion rewriting narrowed to what needs it (plugin/speed/assert_rewriting.py).
 
 A real pytest process (this venv's, medrcube from this checkout first on the path, bytecode
 not written as in many CI containers) runs a user's test file: its assertions and its
@@ -68,8 +68,9 @@ def test_only_the_suite_and_the_users_files_are_rewritten(tmp_path: Path) -> Non
     ordinary = {name for name, loader in loaders.items() if loader != "AssertionRewritingHook"}
     assert {"medrcube.run.runner", "medrcube.plugin.session", "medrcube.plugin.hooks", "medrcube.gate.kinds"} <= ordinary
     rewritten = sorted(set(loaders) - ordinary)
-    # the entry point's first two imports and the module that narrows, before it acts; the suite
-    assert rewritten == ["medrcube", "medrcube.plugin", "medrcube.plugin.rewriting", "medrcube.suite",
+    # the entry point's first two imports, the package and module that narrow, before they act; the suite
+    assert rewritten == ["medrcube", "medrcube.plugin", "medrcube.plugin.speed", "medrcube.plugin.speed.assert_rewriting",
+                         "medrcube.suite",
                          "medrcube.suite.test_gate"], rewritten
 
 

@@ -14,7 +14,7 @@ from medrcube.cube.audit_cache import items_digest
 from medrcube.gate.checks import build_checks
 from medrcube.gate.feasible import assess
 from medrcube.gate.thresholds import load_policy
-from medrcube.plugin.startup_cache import feasibility_memo
+from medrcube.plugin.speed.feasibility_memo import feasibility_memo
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -115,7 +115,7 @@ def _fail_power_at_chance(check: Check, records: Sequence[GradedRecord], feas: F
 
 
 # A caller's cache of the undecidable checks (check id -> why): given the computation, it
-# returns its result, computed or remembered (plugin/startup_cache.py keys it on the
+# returns its result, computed or remembered (plugin/speed/feasibility_memo.py keys it on the
 # items' content, the checks, the policy and the decision code; no I/O here).
 Memo = Callable[[Callable[[], dict[str, str]]], dict[str, str]]
 

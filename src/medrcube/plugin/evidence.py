@@ -56,7 +56,7 @@ def served_error(session: Any, result: Any) -> str | None:
 def refuse_at_chance(thresholds: Path, checks: list[Any], cube: Any) -> list[Any]:
     """Raise UsageError for a bound at or below chance that its entry does not allow;
     return the entries that allow one (gate.json's `at_chance`). A usage error of the
-    user's policy: checked before the first request (plugin/early.py)."""
+    user's policy: checked before the first request (plugin/speed/early_inference.py)."""
     from medrcube.gate.record import below_chance, chance_levels
 
     chance = chance_levels(checks, ((it.cell, len(it.options)) for it in cube.items))

@@ -39,16 +39,16 @@ import pytest
 from medrcube.plugin import session as gate
 from medrcube.plugin import summary
 from medrcube.plugin.allure_overview import carry_history
-from medrcube.plugin.heap import thaw_heap_after
 from medrcube.plugin.options import realign_setup
-from medrcube.plugin.rewriting import narrow_installed
+from medrcube.plugin.speed.assert_rewriting import narrow_installed
+from medrcube.plugin.speed.frozen_heap import thaw_heap_after
 
 NOT_REQUESTED = "not-requested"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     # A pytest run inside a process that imported this plugin already (pytester) installs a
-    # rewriting hook of its own, with all of medrcube marked again (plugin/rewriting.py).
+    # rewriting hook of its own, with all of medrcube marked again (plugin/speed/assert_rewriting.py).
     narrow_installed()
     # Every gate option defaults to None, so that "given" can be told from "default"
     # (session.read_options resolves the defaults stated here).
@@ -152,7 +152,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) 
 def pytest_configure(config: pytest.Config) -> None:
     # tryfirst: before allure-pytest's configure reads --clean-alluredir.
     config.stash[gate.OPTIONS_KEY] = gate.read_options(config)
-    # Registered first, so run last: after pytest's own end-of-run collections (plugin/heap.py).
+    # Registered first, so run last: after pytest's own end-of-run collections (plugin/speed/frozen_heap.py).
     thaw_heap_after(config)
     if gate.is_controller(config):
         if getattr(config.option, "allure_report_dir", None) and not config.option.allure_keep:
@@ -171,11 +171,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         return
     gate.check_suite_for_options(config)
     if gate.suite_requested(config):
-        from medrcube.plugin import early
         from medrcube.plugin.evidence import junit_properties
+        from medrcube.plugin.speed import early_inference as early
 
         # Every usage error (cube, policy, model, endpoint) before the first request; then the
-        # inference starts now when nothing can deselect the gate's cases (plugin/early.py),
+        # inference starts now when nothing can deselect the gate's cases (plugin/speed/early_inference.py),
         # and the rest of the session is completed once its first answer is in.
         run = gate.open_session(config, defer=True)
         gate.preflight(run)

@@ -17,9 +17,7 @@ from typing import Any
 import pytest
 
 from medrcube.gate import kinds
-from medrcube.plugin.ahead import prepare_outputs
 from medrcube.plugin.evidence import served_error
-from medrcube.plugin.heap import settle_heap
 from medrcube.plugin.ledger import reserve, with_share
 from medrcube.plugin.options import (  # noqa: F401  (re-exported: the pytest room's one namespace)
     GATE_OPTIONS,
@@ -36,6 +34,8 @@ from medrcube.plugin.options import (  # noqa: F401  (re-exported: the pytest ro
     resolve_cube_spec,
     suite_requested,
 )
+from medrcube.plugin.speed.frozen_heap import settle_heap
+from medrcube.plugin.speed.tail_ahead import prepare_outputs
 from medrcube.records import GradedRecord
 
 OPTIONS_KEY = pytest.StashKey["GateOptions"]()
@@ -106,8 +106,8 @@ class GateSession:
     decider: Any = field(default=None, repr=False)  # medrcube.sequential.Decider: full or --sequential
     _digest: list[str] = field(default_factory=list, repr=False)  # cube/derived_cache.items_digest, once taken
     _finish: Any = field(default=None, repr=False)  # the assessed checks and policy_record (complete)
-    early: Any = field(default=None, repr=False)  # a medrcube.plugin.early.EarlyInference, once started
-    leak_audit: Any = field(default=None, repr=False)  # cube/audit.py's Audit, once taken (plugin/ahead.py)
+    early: Any = field(default=None, repr=False)  # a medrcube.plugin.speed.early_inference.EarlyInference, once started
+    leak_audit: Any = field(default=None, repr=False)  # cube/audit.py's Audit, once taken (plugin/speed/tail_ahead.py)
     attempt: Any = None  # the controller's run/ledger.Attempt on this cube (plugin/ledger.py); its pass
     pass_share: float = 1.0  # claims spend this share of alpha in every process (gate/attempts.py)
     outside: dict[str, tuple[str, ...]] = field(default_factory=dict)  # axis -> the cube's values outside the scope
@@ -156,7 +156,7 @@ class GateSession:
     # -- inference: lazy, once per process ------------------------------------------------
 
     def _infer(self, stop: Any = None) -> None:
-        """Run the candidate (and a baseline) through the one run service; `stop` cancels it (plugin/early.py)."""
+        """Run the candidate (and a baseline) through the one run service; `stop` cancels it (plugin/speed/early_inference.py)."""
         from medrcube.plugin.costs import price_of
         from medrcube.service import infer
 
@@ -203,14 +203,14 @@ class GateSession:
         if self._result is None:
             try:
                 if self.early is not None:  # started before collection: its outcome, waited for
-                    prepare_outputs(self)  # while the answers come in (plugin/ahead.py)
+                    prepare_outputs(self)  # while the answers come in (plugin/speed/tail_ahead.py)
                     self.early.wait()
                 else:
                     self._infer()
             except Exception as e:  # a broken run errors every check and fails none
                 self._failure = f"inference failed (--model={self.options.model}): {type(e).__name__}: {e}"
                 raise GateError(self._failure) from e
-            settle_heap()  # plugin/heap.py
+            settle_heap()  # plugin/speed/frozen_heap.py
         result = self._result
         assert result is not None
         # After an early stop the asks never sent are records too (tally.NOT_ASKED), counted against each
@@ -323,13 +323,13 @@ def _build(options: GateOptions) -> GateSession:
         raise _usage("--thresholds", "(not given)", "no ./thresholds.yaml here and none packaged; pass --thresholds=FILE")
     baseline_dir, baseline_spec = split_baseline(options.baseline, cube)
     cells, offered = sorted({it.cell for it in cube.items}), dict[tuple[str, str, str], set[str]]()
-    digest: list[str] = []  # the start-up cache's key (plugin/startup_cache.py), computed once
+    digest: list[str] = []  # the start-up cache's key (plugin/speed/feasibility_memo.py), computed once
 
     def assessed(built: list[Any], on: Any) -> list[Any]:
         """Checks this cube cannot decide, or outside the scope: reported, not required (or refused)."""
         from medrcube.cube.derived_cache import items_digest
         from medrcube.gate.feasible import assess
-        from medrcube.plugin.startup_cache import feasibility_memo
+        from medrcube.plugin.speed.feasibility_memo import feasibility_memo
 
         if not digest:  # by content: copies of an image under other names are one image
             digest.append(items_digest(cube.items_by_content))
@@ -361,7 +361,7 @@ def _build(options: GateOptions) -> GateSession:
         from the shipped default: the checks the shipped policy (its profile of the same
         name, if any) builds on this run, assessed as the run's own are (so that only the
         policies differ). Not needed to ask the model: completed after the first answer
-        when the inference starts early (plugin/early.py); nothing here refuses a run (the
+        when the inference starts early (plugin/speed/early_inference.py); nothing here refuses a run (the
         refusals are above)."""
 
         def default_checks(profile: str | None) -> list[Any]:

@@ -365,7 +365,7 @@ def summary_lines(entries: Sequence[Mapping[str, Any]], meta: Mapping[str, Any],
         lines.append(f"the run stopped early: {meta['aborted']}")
     if written:
         lines.append(f"written: {written[0].parent}/ (" + ", ".join(p.name for p in written) + ")")
-    from medrcube.plugin.leaks import leak_lines
+    from medrcube.plugin.leakage import leak_lines
 
     lines += leak_lines(meta)  # required checks whose items leak, made reported-only
     lines += verdict_block_lines(meta)  # where the answers came from; the policy's differences
@@ -414,7 +414,7 @@ class GateReport:
 
     def finish(self, session: Any, kinds_off: Mapping[str, str] | None = None) -> None:
         """Write reports/<run-id>/ (controller only, once every process has reported)."""
-        from medrcube.plugin.leaks import leak_meta
+        from medrcube.plugin.leakage import leak_meta
         from medrcube.service import new_run_dir, warn, write_run
 
         if not self.entries:

@@ -47,7 +47,7 @@ class StoppedError(RuntimeError):
 async def until_stopped(work: Awaitable[T], stop: threading.Event, *, poll_s: float = 0.05) -> T:
     """Await `work`; cancel it and raise StoppedError once `stop` is set by another thread
     (the gate's inference started before collection, in a run that ended without its
-    answers: plugin/early.py). Polled, since a threading.Event cannot be awaited."""
+    answers: plugin/speed/early_inference.py). Polled, since a threading.Event cannot be awaited."""
 
     def stopped() -> BaseException | None:
         return StoppedError("the run was stopped before its answers were needed") if stop.is_set() else None

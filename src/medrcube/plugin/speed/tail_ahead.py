@@ -1,7 +1,7 @@
 """What the end of a gate run needs and its answers do not, done while they come in
 (docs/speed.md, "The time after the last answer").
 
-With the inference on its own thread (plugin/early.py) the main thread waits for the last
+With the inference on its own thread (plugin/speed/early_inference.py) the main thread waits for the last
 answer with nothing to do; without this it would do the following between the last answer
 and the exit status: the garbage collection before the heap is frozen (most of the heap,
 the cube and the modules, is alive already), the leakage audit of the cube (gate.json's
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from medrcube.plugin.heap import settle_heap
+from medrcube.plugin.speed.frozen_heap import settle_heap
 
 
 def prepare_outputs(session: Any) -> None:

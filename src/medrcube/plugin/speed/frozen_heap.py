@@ -9,7 +9,7 @@ import pytest
 
 def settle_heap() -> None:
     """Once inference is done (and, with the inference on its thread, once before, while the
-    answers come in: plugin/ahead.py, so that this one looks at what was made since):
+    answers come in: plugin/speed/tail_ahead.py, so that this one looks at what was made since):
     collect the garbage (finalizers run, pytest's unraisable hook sees them as always),
     then freeze what is alive (gc.freeze), so that later collections skip the cube, the
     records and the modules. pytest collects the whole heap twice at its end

@@ -16,7 +16,7 @@ from typing import Any
 def leak_meta(session: Any, entries: dict[str, dict[str, Any]]) -> dict[str, Any]:
     from medrcube.gate.kinds import entry_of
     from medrcube.gate.leaking import leaking, scope_of
-    from medrcube.plugin.ahead import leak_audit
+    from medrcube.plugin.speed.tail_ahead import leak_audit
 
     items = list(session.cube.items_by_content)  # copies of an image are one image
     audit = leak_audit(session)  # the same figures as audit_items, once per cube content
