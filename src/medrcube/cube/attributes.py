@@ -274,6 +274,8 @@ def attach(items: Iterable[Any], mapping: AttributeMapping | None, source: str) 
                                         f"{_choices(name)}; read as unknown (add it to `{name}.values` in "
                                         f"{mapping.source or MAPPING_FILE})", "unknown_attribute", severity="warning"))
             out.append(replace(it, attributes=attrs))
+        elif "attributes" in it.meta:  # `attributes: null`: no attributes stated, as when the key is absent
+            out.append(replace(it, meta={k: v for k, v in it.meta.items() if k != "attributes"}))
         else:
             out.append(it)
     return out, problems

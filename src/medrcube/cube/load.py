@@ -51,7 +51,8 @@ def load_cube(spec: str | os.PathLike[str], *, strict: bool = False, max_pixels:
     from medrcube.cube.fingerprint import cube_fingerprint
 
     return replace(cube, items=tuple(items), problems=(*cube.problems, *problems),
-                   fingerprint=cube_fingerprint(items, cube.digests))
+                   # as cube/assemble.py computes it: images by their content key, not their bytes' digest
+                   fingerprint=cube_fingerprint(items, {k: c.key for k, c in cube.contents.items()}))
 
 
 def _load(spec: str | os.PathLike[str], *, strict: bool, max_pixels: int) -> Cube:
