@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import time
 
-from medrcube.models.concurrency import AdaptiveLimit, LoopLag
+import pytest
+
+from medrcube.models.concurrency import PROBE_S, AdaptiveLimit, LoopLag
 
 
 class Clock:
@@ -22,23 +24,27 @@ class Clock:
 
 
 def test_a_blocked_loop_is_noted_as_the_clients_delay() -> None:
+    """The lateness is read on an injected clock, so the machine's load cannot move it: the
+    real timer only decides when the probe looks, and the clock says what it sees then."""
+    clock = Clock()
+
     async def main() -> tuple[float, float, float]:
-        lag = LoopLag()
-        lag.start()
-        await asyncio.sleep(0.25)  # the loop runs freely: the timer fires on time
-        quiet_from = time.monotonic()
-        await asyncio.sleep(0.25)
-        quiet = lag.delay_since(quiet_from)
-        blocked_from = time.monotonic()
-        time.sleep(0.4)  # the loop kept from running (what a busy machine does to it)
+        lag = LoopLag(clock=clock)
+        start = clock.t
+        lag.start()  # due PROBE_S after `start` on the clock
+        clock.t += PROBE_S
+        await asyncio.sleep(3 * PROBE_S)  # the timer fires (maybe again): the clock says on time
+        quiet = lag.delay_since(start)
+        blocked_from = clock.t
+        clock.t += 0.8  # the loop kept from running for 0.8 s (what a busy machine does to it)
         during = lag.delay_since(blocked_from)  # the pending timer is overdue now
-        await asyncio.sleep(0.15)
-        after = lag.delay_since(blocked_from)  # and noted once it fired
+        await asyncio.sleep(1.5 * PROBE_S)  # it fires, and notes how late it was
+        after = lag.delay_since(blocked_from)
         return quiet, during, after
 
     quiet, during, after = asyncio.run(main())
-    assert during >= 0.25 and after >= 0.25, (during, after)
-    assert quiet < during, (quiet, during)
+    assert quiet == 0.0
+    assert during == after == pytest.approx(0.8 - PROBE_S), (during, after)
 
 
 def test_latency_the_client_caused_shrinks_nothing_the_servers_does() -> None:
