@@ -28,12 +28,20 @@ gate does not run with a site's check or model silently missing.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from importlib import metadata
 from types import ModuleType
-from typing import TypeVar
+from typing import Generic, Protocol, TypeVar
 
 T = TypeVar("T")
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+N = TypeVar("N", bound=_Named)
 
 OWN = "medrcube"
 
@@ -128,3 +136,35 @@ def _objects(obj: object, cls: type[T], where: str) -> list[T]:
     raise ExtensionError(
         f"{where} names a {type(obj).__name__}; it must name a {cls.__name__}, a sequence of them, or a module"
     )
+
+
+class Registry(Generic[N]):
+    """Objects of one class by their `name`, filled from one entry-point group the first time
+    it is read (never at import), in `entry_points`' order. Two entry points naming the same
+    name, or an object `check` refuses (it returns the reason and the fix), is an
+    ExtensionError naming the entry point."""
+
+    def __init__(self, group: str, cls: type[N], what: str, check: Callable[[N], str | None] | None = None) -> None:
+        self.group, self.cls, self.what, self.check = group, cls, what, check
+        self._by_name: dict[str, N] | None = None
+
+    def _filled(self) -> dict[str, N]:
+        if self._by_name is None:
+            self._by_name = found = {}
+            for ep, objs in load(self.group, self.cls):
+                where = f"entry point {ep.name} = {ep.value!r} of group {self.group!r}"
+                for obj in objs:
+                    if obj.name in found:
+                        raise ExtensionError(f"{where} names {self.what} {obj.name!r}, which another entry point "
+                                             "names already; rename one of them")
+                    why = self.check(obj) if self.check is not None else None
+                    if why:
+                        raise ExtensionError(f"{where}: {self.what} {obj.name!r} {why}")
+                    found[obj.name] = obj
+        return self._by_name
+
+    def all(self) -> tuple[N, ...]:
+        return tuple(self._filled().values())
+
+    def get(self, name: str) -> N | None:
+        return self._filled().get(name)

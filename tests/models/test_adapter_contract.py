@@ -334,7 +334,7 @@ def test_specs_name_the_native_adapters(server: ScriptedServer, provider: str, m
     declared = providers.provider_of(provider)
     assert declared is not None and declared.api is not None
     missing = replace(declared, api=replace(declared.api, sdk="medrcube_no_such_sdk", package=f"medrcube[{provider}]"))
-    monkeypatch.setitem(providers._PROVIDERS, provider, missing)
+    monkeypatch.setitem(providers._REGISTRY._filled(), provider, missing)
     with pytest.raises(ModelSpecError, match=rf"pip install 'medrcube\[{provider}\]'"):
         load_adapter(f"{provider}:m1@{url}")
 

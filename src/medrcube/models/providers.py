@@ -77,32 +77,16 @@ class Provider:
     from_entry: Callable[[Any, int | None], ModelAdapter] | None = None
 
 
-_PROVIDERS: dict[str, Provider] = {}
-_DISCOVERED = False
+def _gives_a_way_to_open(p: Provider) -> str | None:
+    return "gives neither `open` nor `api`; give one of them" if p.open is None and p.api is None else None
 
 
-def _discover() -> None:
-    global _DISCOVERED
-    if _DISCOVERED:
-        return
-    _DISCOVERED = True
-    for ep, providers in entrypoints.load(GROUP, Provider):
-        for p in providers:
-            if p.name in _PROVIDERS:
-                raise entrypoints.ExtensionError(
-                    f"entry point {ep.name} = {ep.value!r} of group {GROUP!r} names provider {p.name!r}, "
-                    "which another entry point names already; rename one of them")
-            if p.open is None and p.api is None:
-                raise entrypoints.ExtensionError(
-                    f"entry point {ep.name} = {ep.value!r} of group {GROUP!r}: provider {p.name!r} gives "
-                    "neither `open` nor `api`; give one of them")
-            _PROVIDERS[p.name] = p
+_REGISTRY = entrypoints.Registry(GROUP, Provider, "provider", check=_gives_a_way_to_open)
 
 
 def registered() -> tuple[Provider, ...]:
     """Every provider, in the order the spec forms are tried and listed."""
-    _discover()
-    return tuple(_PROVIDERS.values())
+    return _REGISTRY.all()
 
 
 def names() -> tuple[str, ...]:
@@ -110,8 +94,7 @@ def names() -> tuple[str, ...]:
 
 
 def provider_of(name: str) -> Provider | None:
-    _discover()
-    return _PROVIDERS.get(name)
+    return _REGISTRY.get(name)
 
 
 def api_names() -> tuple[str, ...]:

@@ -59,28 +59,12 @@ class PerturbationKind:
     jpeg_quality: bool = False  # the level is the JPEG quality the result is encoded at
 
 
-_KINDS: dict[str, PerturbationKind] = {}
-_DISCOVERED = False
-
-
-def _discover() -> None:
-    global _DISCOVERED
-    if _DISCOVERED:
-        return
-    _DISCOVERED = True
-    for ep, kinds in entrypoints.load(GROUP, PerturbationKind):
-        for kind in kinds:
-            if kind.name in _KINDS:
-                raise entrypoints.ExtensionError(
-                    f"entry point {ep.name} = {ep.value!r} of group {GROUP!r} names perturbation {kind.name!r}, "
-                    "which another entry point names already; rename one of them")
-            _KINDS[kind.name] = kind
+_REGISTRY = entrypoints.Registry(GROUP, PerturbationKind, "perturbation")
 
 
 def registered() -> tuple[PerturbationKind, ...]:
     """Every kind, in registration order (the robustness board's order)."""
-    _discover()
-    return tuple(_KINDS.values())
+    return _REGISTRY.all()
 
 
 def names() -> tuple[str, ...]:
@@ -88,8 +72,7 @@ def names() -> tuple[str, ...]:
 
 
 def kind_of(name: str) -> PerturbationKind | None:
-    _discover()
-    return _KINDS.get(name)
+    return _REGISTRY.get(name)
 
 
 def examples() -> str:
