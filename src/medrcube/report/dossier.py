@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,24 +83,18 @@ def per_subgroup(records: Sequence[Any], gate: Mapping[str, Any], confidence: fl
     """Accuracy per value of each subgroup attribute (results.jsonl, standard answers, clustered by
     image), with the gate's verdicts of the subgroup checks of that stratum when it has any."""
     from medrcube.metrics.clustered import clustered_accuracy
-    from medrcube.records import ATTRIBUTE_NAMES
 
     std = [r for r in records if r.variant == "standard" and r.attributes is not None]
     entries = {str(c.get("id")): c for c in (*_of(gate, "subgroup"), *_of(gate, "subgroup_gap"))}
     verdicts = {k: c.get("verdict") for k, c in entries.items()}
     out = []
-    for name in ATTRIBUTE_NAMES:
-        values = sorted({r.attributes.get(name) for r in std})
-        if values == ["unknown"]:
-            continue
-        for v in values:
-            mine = [r for r in std if r.attributes.get(name) == v]
-            ci = clustered_accuracy(mine, confidence)
-            out.append({"attribute": name, "value": v, "n": ci.n, "images": ci.clusters, "accuracy": ci.estimate,
-                        "interval": [ci.lo, ci.hi], "check": verdicts.get(f"subgroup/{name}/{v}"),
-                        "gap_check": verdicts.get(f"subgroup_gap/{name}/{v}"),
-                        "gap_role": _gap_role(entries.get(f"subgroup_gap/{name}/{v}")),
-                        "source": "results.jsonl (standard answers, clustered by image)"})
+    for name, v, mine in _strata(std):
+        ci = clustered_accuracy(mine, confidence)
+        out.append({"attribute": name, "value": v, "n": ci.n, "images": ci.clusters, "accuracy": ci.estimate,
+                    "interval": [ci.lo, ci.hi], "check": verdicts.get(f"subgroup/{name}/{v}"),
+                    "gap_check": verdicts.get(f"subgroup_gap/{name}/{v}"),
+                    "gap_role": _gap_role(entries.get(f"subgroup_gap/{name}/{v}")),
+                    "source": "results.jsonl (standard answers, clustered by image)"})
     return out
 
 
@@ -109,23 +103,31 @@ def per_subgroup_sensitivity(records: Sequence[Any], confidence: float = 0.95) -
     there: the sensitivity with its image-clustered interval (metrics/findings.py), as measured
     on results.jsonl's standard answers. Estimates for the board, not checks of the gate."""
     from medrcube.metrics.findings import findings_by_cell, is_diagnosis_task
-    from medrcube.records import ATTRIBUTE_NAMES
 
     std = [r for r in records if r.variant == "standard" and r.attributes is not None and is_diagnosis_task(r.task)]
     out = []
+    for name, v, mine in _strata(std):
+        for cell, cf in findings_by_cell(mine, None, confidence).items():
+            for finding, st in sorted(cf.findings.items()):
+                se = st.sensitivity
+                if se.n:
+                    out.append({"attribute": name, "value": v, "cell": "/".join(cell), "finding": finding,
+                                "sensitivity": se.value, "interval": [se.lo, se.hi], "positives": se.n,
+                                "images": se.clusters})
+    return out
+
+
+def _strata(records: Sequence[Any]) -> Iterator[tuple[str, str, list[Any]]]:
+    """(attribute, value, its records) for every stratum of every subgroup attribute, in
+    ATTRIBUTE_NAMES order and by value; an attribute known for no record is left out."""
+    from medrcube.records import ATTRIBUTE_NAMES
+
     for name in ATTRIBUTE_NAMES:
-        values = sorted({r.attributes.get(name) for r in std})
+        values = sorted({r.attributes.get(name) for r in records})
         if values == ["unknown"]:
             continue
         for v in values:
-            for cell, cf in findings_by_cell([r for r in std if r.attributes.get(name) == v], None, confidence).items():
-                for finding, st in sorted(cf.findings.items()):
-                    se = st.sensitivity
-                    if se.n:
-                        out.append({"attribute": name, "value": v, "cell": "/".join(cell), "finding": finding,
-                                    "sensitivity": se.value, "interval": [se.lo, se.hi], "positives": se.n,
-                                    "images": se.clusters})
-    return out
+            yield name, v, [r for r in records if r.attributes.get(name) == v]
 
 
 def _gap_role(entry: Mapping[str, Any] | None) -> str | None:
