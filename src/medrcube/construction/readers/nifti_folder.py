@@ -19,7 +19,6 @@ import numpy as np
 
 from medrcube.construction import imageio
 from medrcube.construction.observation import Hint, SourceImage, documented
-from medrcube.construction.privacy import coarse
 from medrcube.construction.privacy.safeguards import Manifest
 from medrcube.construction.readers.dicom_folder import pick_positions, source_files
 from medrcube.construction.readers.sources import (
@@ -28,7 +27,7 @@ from medrcube.construction.readers.sources import (
     plane_of_file_axis,
     volume_slice,
 )
-from medrcube.construction.readers.tabular import LabelTable, SourceLog
+from medrcube.construction.readers.tabular import LabelTable, SourceLog, sidecar_attributes
 from medrcube.construction.recipe import PrivacySpec, SourceSpec
 
 SUFFIXES = (".nii", ".nii.gz")
@@ -61,13 +60,7 @@ def read_nifti_folder(spec: SourceSpec, privacy: PrivacySpec, manifest: Manifest
             continue
         rows = table.find(rel) if table is not None else []
         hints, labels = table.hints(rows, log, str(path)) if table is not None and rows else ({}, {})
-        attributes: dict[str, str] = {}
-        if spec.attributes is not None:
-            try:  # the volume's JSON sidecar, if any (privacy/coarse.py)
-                attributes = coarse.from_sidecar(path, spec.attributes, spec.site)
-            except ValueError as exc:
-                log.note("unreadable attributes sidecar", str(exc))
-                attributes = coarse.from_source(spec.attributes, spec.site)
+        attributes = sidecar_attributes(path, spec, log)
         suffix = bids_suffix(path.name)
         if suffix and "protocol" not in hints:
             hints["protocol"] = Hint(suffix, f"BIDS file-name suffix {suffix!r}", "BIDS suffix")

@@ -222,16 +222,22 @@ def read_images_csv(spec: SourceSpec, privacy: PrivacySpec, manifest: Manifest, 
         processing = [f"{'gray' if pixels.ndim == 2 else 'colour'} {pixels.shape[1]}x{pixels.shape[0]} from a {path.suffix.lower()[1:].upper()} file"]
         if screen.action == "mask":
             processing.append(f"masked {len(screen.boxes)} region(s): {screen.reason}")
-        attributes: dict[str, str] = {}
-        if spec.attributes is not None:
-            try:  # the image's JSON sidecar, if any (privacy/coarse.py)
-                attributes = coarse.from_sidecar(path, spec.attributes, spec.site)
-            except ValueError as exc:
-                log.note("unreadable attributes sidecar", str(exc))
-                attributes = coarse.from_source(spec.attributes, spec.site)
+        attributes = sidecar_attributes(path, spec, log)
         yield SourceImage(
             dataset=spec.dataset, ref=f"image {n + 1} (labels row {rows[0].number})", pixels=pixels, origin="image",
             hints=hints, labels=labels, rois=rois_of(table, rows, folder, pixels.shape[:2], log, where),
             processing=processing, attributes=attributes,
         )  # fmt: skip
 
+
+def sidecar_attributes(path: Path, spec: SourceSpec, log: SourceLog) -> dict[str, str]:
+    """The kept subgroup attributes of an image or volume from its JSON sidecar, if any
+    (privacy/coarse.py); an unreadable sidecar is noted on the log and the source's own
+    attributes stand. None kept by the recipe: {}."""
+    if spec.attributes is None:
+        return {}
+    try:
+        return coarse.from_sidecar(path, spec.attributes, spec.site)
+    except ValueError as exc:
+        log.note("unreadable attributes sidecar", str(exc))
+        return coarse.from_source(spec.attributes, spec.site)
