@@ -65,6 +65,17 @@ regression: {alpha: 0.05, margin: 0.05, min_n: 10, per_cell: true}
 """
 
 
+# A policy with the `deployment` profile (the ledger and evidence tests run under it).
+DEPLOYMENT_THRESHOLDS = """\
+version: 1
+defaults: {rule: point, min_n: 10}
+overall: {bound: 0.6}
+profiles:
+  deployment:
+    overall: {bound: 0.6}
+"""
+
+
 def _png(shade: int) -> bytes:
     buf = io.BytesIO()
     Image.new("RGB", (8, 8), (shade, 255 - shade, (shade * 7) % 256)).save(buf, format="PNG")

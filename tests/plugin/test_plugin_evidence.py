@@ -21,6 +21,7 @@ import pytest
 from medrcube.run import signing
 from medrcube.run.store import DB_NAME
 from medrcube.run.store.responses import _checksum, _digest_payload
+from tests.plugin.conftest import DEPLOYMENT_THRESHOLDS as DEPLOYMENT
 
 COLS = ("key, text, refused, usage, latency_s, attempts, checksum, truncated, served_model, confidence, "
         "model, created, endpoint, run, digest, signed")
@@ -308,16 +309,6 @@ def test_a_policy_allowed_at_chance_is_on_record(gate_ws):
     assert (run_dir / "thresholds.yaml").read_bytes() == (gate_ws.path / "t.yaml").read_bytes()  # on record
     seal = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
     assert seal["identity"]["policy_digest"] == policy["digest"] and "thresholds.yaml" in seal["files"]
-
-
-DEPLOYMENT = """\
-version: 1
-defaults: {rule: point, min_n: 10}
-overall: {bound: 0.6}
-profiles:
-  deployment:
-    overall: {bound: 0.6}
-"""
 
 
 def test_the_deployment_profile_asks_every_item_live(gate_ws, gate_server):

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from medrcube.gate.attempts import share
+from tests.plugin.conftest import DEPLOYMENT_THRESHOLDS as DEPLOYMENT
 
 
 def _ledger(gate_ws):
@@ -32,16 +33,6 @@ def test_the_twentieth_run_of_a_series_shows_its_attempt_number(gate_ws):
     assert sum(e["event"] == "attempt" for e in entries) == 20 and entries[-1]["verdict"] == doc["verdict"]
     page = (gate_ws.run_dirs()[-1] / "report.html").read_text(encoding="utf-8")
     assert "attempt 20 on this cube" in page
-
-
-DEPLOYMENT = """\
-version: 1
-defaults: {rule: point, min_n: 10}
-overall: {bound: 0.6}
-profiles:
-  deployment:
-    overall: {bound: 0.6}
-"""
 
 
 def test_the_deployment_profile_refuses_a_run_without_its_ledger(gate_ws):
