@@ -25,6 +25,8 @@ import math
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -39,14 +41,26 @@ from medrcube.gate.thresholds import load_policy
 from medrcube.taxonomy import Level, task_level
 
 MODEL = Model("grounded 0.95", {"*": 0.95}, grounded=True)
+# (the items asked, the run's generator) -> a mask of the items answered wrong on purpose
+Pick = Callable[[list[Item], np.random.Generator], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Rates:
+    n: int  # items asked
+    checks: int
+    required: int
+    qualified: float
+    not_qualified: float
+    undecided: float
+    failed: list[tuple[str, int]]  # the most frequently failed checks (runs)
 
 
 def heart_us(it: Item) -> bool:
     return it.part == "Heart" and it.modality == "US"
 
 
-def run_rates(items: list[Item], policy_file: str, wrong_of: object, reps: int,
-              rng: np.random.Generator) -> dict[str, object]:
+def run_rates(items: list[Item], policy_file: str, wrong_of: Pick, reps: int, rng: np.random.Generator) -> Rates:
     policy = load_policy(policy_file)
     inside, _ = scoped_items(items, policy.scope, policy_file)
     inside = list(inside)
@@ -56,24 +70,23 @@ def run_rates(items: list[Item], policy_file: str, wrong_of: object, reps: int,
     for _ in range(reps):
         recs = simulate(rng, inside, MODEL)
         ok = np.array([r.outcome.value == "correct" for r in recs])
-        wrong = wrong_of(inside, rng)  # type: ignore[operator]
+        wrong = wrong_of(inside, rng)
         ok[wrong] = False
         res = evaluate_gate(checks, records_of(inside, ok))
         counts[res.gate.status.value] += 1
         for cid in res.gate.failed:
             failed[cid] += 1
-    return {"n": len(inside), "required": sum(c.required for c in checks), "checks": len(checks),
-            **{k: counts[k] / reps for k in ("QUALIFIED", "NOT QUALIFIED", "UNDECIDED")},
-            "failed": failed.most_common(3)}
+    return Rates(len(inside), len(checks), sum(c.required for c in checks), counts["QUALIFIED"] / reps,
+                 counts["NOT QUALIFIED"] / reps, counts["UNDECIDED"] / reps, failed.most_common(3))
 
 
-def zero_on(task: str | None):
+def zero_on(task: str | None) -> Pick:
     def pick(items: list[Item], rng: np.random.Generator) -> np.ndarray:
         return np.array([heart_us(it) and (task is None or it.task == task) for it in items])
     return pick
 
 
-def third_wrong(how: str):
+def third_wrong(how: str) -> Pick:
     def pick(items: list[Item], rng: np.random.Generator) -> np.ndarray:
         n = len(items)
         k = round(n * 99 / 311)
@@ -120,11 +133,11 @@ def main(argv: list[str] | None = None) -> int:
         for name, pol, pick in cases:
             t0 = time.process_time()
             r = run_rates(items, pol, pick, a.reps, rng)
-            q = float(r["QUALIFIED"])  # type: ignore[arg-type]
-            failed = ", ".join(f"{c} ({n})" for c, n in r["failed"]) or "-"  # type: ignore[attr-defined]
-            print(f"| {name} | {r['n']} | {r['checks']} ({r['required']}) | {q:.2f} (s.e. "
-                  f"{math.sqrt(max(q * (1 - q), 1 / a.reps) / a.reps):.2f}) | {r['NOT QUALIFIED']:.2f} | "
-                  f"{r['UNDECIDED']:.2f} | {a.reps} | {failed} | <!-- {time.process_time() - t0:.0f} s CPU -->")
+            q = r.qualified
+            failed = ", ".join(f"{c} ({n})" for c, n in r.failed) or "-"
+            print(f"| {name} | {r.n} | {r.checks} ({r.required}) | {q:.2f} (s.e. "
+                  f"{math.sqrt(max(q * (1 - q), 1 / a.reps) / a.reps):.2f}) | {r.not_qualified:.2f} | "
+                  f"{r.undecided:.2f} | {a.reps} | {failed} | <!-- {time.process_time() - t0:.0f} s CPU -->")
     return 0
 
 

@@ -213,11 +213,6 @@ def run_tally(result: Any, cube: Any, sampling: Mapping[str, Any] | None = None,
 # -- terminal summary ----------------------------------------------------------------------
 
 
-def _interval(e: Mapping[str, Any]) -> str:
-    iv = e.get("interval")
-    return f" [{iv[0]:.3f}, {iv[1]:.3f}]" if iv and None not in iv else ""
-
-
 def _ordered(values: Iterable[str], canonical: Iterable[str]) -> list[str]:
     """Values in the taxonomy's order, unknown ones (a site's own part) after, by name."""
     rank = {v: i for i, v in enumerate(canonical)}
