@@ -43,6 +43,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from medrcube.report import after_exit
+
 ROOT = Path(__file__).resolve().parents[1]
 MINI = ROOT / "fixtures" / "mini"
 OUT = ROOT / "benchmarks" / "results" / "failing_servers.json"
@@ -144,6 +146,7 @@ def endless(rep: int) -> dict[str, Any]:
         wall = time.monotonic() - t0
         (run_dir,) = list(Path(tmp, "reports").iterdir())
         outcomes = Counter(json.loads(line)["outcome"] for line in (run_dir / "results.jsonl").read_text().splitlines())
+        after_exit.wait_drawn(run_dir, timeout_s=120)  # the detached page drawer, before the directory goes
         return {"wall_s": round(wall, 1), "cpu_s": round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 1),
                 "exit": done.returncode, "outcomes": dict(outcomes), "requests": srv.stats(log=False)["total"],
                 "verdict": done.stdout.strip().splitlines()[-2][:80] if done.stdout.strip() else ""}

@@ -22,6 +22,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from medrcube.report import after_exit
+
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 MARK = "<!-- main-job-figures -->"
@@ -37,6 +39,8 @@ def run_gate(model: str, work: Path) -> tuple[int, dict[str, Any]]:
            f"--medrcube-report={reports}", f"--response-store={store}"]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1200, check=False)
     docs = sorted(reports.glob("*/gate.json"))
+    for doc in docs:  # report.html is drawn by a detached child after the exit status; let it finish
+        after_exit.wait_drawn(doc.parent, timeout_s=120)  # before the caller removes the directory
     if not docs:
         raise RuntimeError(f"{' '.join(cmd)} wrote no gate.json (exit {proc.returncode}):\n{proc.stdout[-2000:]}")
     return proc.returncode, json.loads(docs[-1].read_text(encoding="utf-8"))
