@@ -342,8 +342,10 @@ def infer(
         # An xdist worker whose controller died stops too.
         return await (until_orphaned(work) if stop_when_orphaned else work)
 
+    from medrcube.run.runner import run_to_result
+
     try:
-        out = asyncio.run(guarded())
+        out = run_to_result(guarded())  # not asyncio.run: its end would format the result (run_to_result)
     finally:
         if store is not None:
             store.close()

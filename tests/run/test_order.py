@@ -39,7 +39,7 @@ def test_next_batch_passes_over_units_nobody_needs() -> None:
     assert batch == [] and pos == len(units)
 
 
-def test_image_runs_put_one_images_asks_together_within_each_variant() -> None:
+def test_image_runs_put_one_images_asks_together_across_variants() -> None:
     from medrcube.run.order import image_runs
 
     asks = [("standard", "a"), ("standard", "b"), ("standard", "a"), ("standard", None), ("standard", "b"),
@@ -47,5 +47,6 @@ def test_image_runs_put_one_images_asks_together_within_each_variant() -> None:
             ("shuffled", "b")]
     order = image_runs(asks)
     assert sorted(order) == list(range(len(asks)))  # a permutation: every ask sent once
-    assert order == [0, 2, 1, 4, 3, 5, 6, 7, 8, 10, 9]  # images by first ask, variants stay in order
+    # images by first ask, each image's asks across the variants in plan order; no image: in place
+    assert order == [0, 2, 9, 1, 4, 8, 10, 3, 5, 6, 7]
     assert image_runs([]) == []

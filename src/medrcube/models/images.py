@@ -66,14 +66,15 @@ IMAGE_FORMATS: tuple[str, ...] = ("auto", "png", "jpeg")
 # Pillow's default 6, for 14% more bytes (docs/speed.md): the encoding was the largest
 # share of a request's CPU.
 PNG_COMPRESS_LEVEL = 1
-# The prepared-image cache's bound. A run asks an image's items one after another (cube
-# order, variant by variant), so a bound well above the images in flight prepares each
-# image once per variant: on the 7,626-item generated cube (3,000 images, 527 MB of data
-# URLs) 8 MB to 256 MB all give 3,000 preparations for the standard variant and 6,000 for
-# two image variants; the gate's peak RSS there was 238 MiB at 8 MB, 250-252 at 16 MB and
-# 270 at 32 MB (526 MiB at 256 MB before: docs/speed.md). The cost: a cube whose data URLs pass the
-# bound (the bundled cube's are 16.3 MB) prepares its images again for each further
-# variant that shows them (MEDRCUBE_IMAGE_CACHE_MB raises it).
+# The prepared-image cache's bound. A run sends an image's asks one after another, across
+# every variant that shows it (run/order.py `image_runs`), so a bound well above the images
+# in flight prepares each image once per run: on the 7,626-item generated cube (3,000
+# images, 527 MB of data URLs) grouped per variant, as before, 8 MB to 256 MB all gave
+# 3,000 preparations for the standard variant and 6,000 for two image variants; the gate's
+# peak RSS there was 238 MiB at 8 MB, 250-252 at 16 MB and 270 at 32 MB (526 MiB at 256 MB
+# before: docs/speed.md). A run in the plan's order (`RunOptions.order = "plan"`) prepares
+# an image again for each further variant that shows it once the cube's data URLs pass the
+# bound (MEDRCUBE_IMAGE_CACHE_MB raises it).
 DEFAULT_CACHE_BYTES = 8 * 1024 * 1024
 
 

@@ -84,8 +84,9 @@ def plan_asks(
     keyed_by_item: bool = False,
     image_max_side: int | None = DEFAULT_MAX_SIDE,
 ) -> list[PlannedAsk]:
-    """Every ask of a run, variant by variant, items in cube order within a variant (so a
-    run killed early has whole variants done first). `fingerprint` is the model's (part
+    """Every ask of a run, variant by variant, items in cube order within a variant (the
+    records' order; the run sends them grouped by image across the variants unless
+    `RunOptions.order` is "plan": run/order.py `image_runs`). `fingerprint` is the model's (part
     of every key); `params` the generation parameters sent with every request;
     `keyed_by_item` puts the item id into every key (ModelAdapter docstring);
     `image_max_side` the largest side of a perturbed image (the model's limit)."""

@@ -46,9 +46,9 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from medrcube.cube.item import Cube
 from medrcube.models.base import ModelAdapter, Request, Response
@@ -112,7 +112,8 @@ class RunOptions:
     run's event loop (the CLI does; a caller that reuses an adapter does not);
     `stall_warn_s`: seconds without an answer before the log says the run is stuck;
     `order`: the order requests are sent in, "image" (the questions of one image back to
-    back within each variant: run/order.py `image_runs`) or "plan" (the plan's order).
+    back across the variants, so that it is prepared once: run/order.py `image_runs`) or
+    "plan" (the plan's order: variant by variant).
     Records come back in plan order either way."""
 
     variants: str | Iterable[Any] = ("standard",)
@@ -181,10 +182,19 @@ async def run_cube_async(
     served: Counter[str] = Counter()  # the model each answer names, as its endpoint said
 
     def done(key: str, response: Response, cached: bool) -> None:
-        n = len(by_key[key])
+        idx = by_key[key]
         if response.served_model:
-            served[response.served_model] += n
-        bar.advance(n, error=not response.ok, cached=cached, stopped=response.not_sent)
+            served[response.served_model] += len(idx)
+        # Graded as it comes in, while the other requests are out, not all after the last
+        # answer (a tail of ~1 s of CPU on 32,606 records: docs/speed.md). Grading (its
+        # answer extraction: a few dozen ms of imports and regexes) is imported at the
+        # first answer, not before the first request; service.warm_after_answers loads
+        # it meanwhile.
+        from medrcube.run.grade import grade
+
+        for i in idx:
+            records[i] = grade(plan[i], response, cached=cached)
+        bar.advance(len(idx), error=not response.ok, cached=cached, stopped=response.not_sent)
 
     pump = Pump(
         adapter,
@@ -212,15 +222,14 @@ async def run_cube_async(
             results = await pump.run(requests)
         except StoreTamperedError as e:  # name the items: the store knows only its keys
             raise StoreTamperedError(e.path, e.keys, e.why, [requests[k].item_id for k in e.keys if k in requests]) from e
-        # Grading (its answer extraction: a few dozen ms of imports and regexes) is
-        # imported once the answers are in, not before the first request (docs/speed.md);
-        # service.warm_after_answers loads it meanwhile.
+        # Every answer was graded as it came in (`done`); whatever was not is graded now.
         from medrcube.run.grade import grade
 
         for key, idx in by_key.items():
-            response, cached = results[key]
-            for i in idx:
-                records[i] = grade(plan[i], response, cached=cached)
+            if records[idx[0]] is None:
+                response, cached = results[key]
+                for i in idx:
+                    records[i] = grade(plan[i], response, cached=cached)
         if judge is not None:
             judge_pump = await _judge_unparsed(
                 plan, records, judge, store, owner, newer_than, claim_ttl_s, concurrency, bar, asked_by, only_run
@@ -344,9 +353,28 @@ def run_cube(cube: Cube, adapter: ModelAdapter, options: RunOptions | None = Non
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coro)
+        return run_to_result(coro)
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
+        return pool.submit(run_to_result, coro).result()
 
 
-__all__ = ["RunOptions", "RunResult", "run_cube", "run_cube_async", "new_owner", "owner_is_dead", "DEFAULT_CLAIM_TTL_S"]
+T = TypeVar("T")
+
+
+def run_to_result(coro: Coroutine[Any, Any, T]) -> T:
+    """`asyncio.run(coro)`, its result handed back beside the loop's main task rather than
+    as that task's result. On the main thread asyncio.run installs a SIGINT handler that
+    holds the main task, and at its end `signal.getsignal` looks that handler up among
+    the `Handlers` enum, whose refusal formats the handler, and so the finished task with
+    its result, into a message nobody reads: a full repr of a run's result (every record;
+    0.3 s of CPU on the 32,606 records of the generated cube, docs/speed.md)."""
+    box: list[T] = []
+
+    async def main() -> None:
+        box.append(await coro)
+
+    asyncio.run(main())
+    return box[0]
+
+
+__all__ = ["RunOptions", "RunResult", "run_cube", "run_cube_async", "run_to_result", "new_owner", "owner_is_dead", "DEFAULT_CLAIM_TTL_S"]
