@@ -41,7 +41,7 @@ from medrcube.plugin import summary
 from medrcube.plugin.allure_overview import carry_history
 from medrcube.plugin.options import realign_setup
 from medrcube.plugin.speed.assert_rewriting import narrow_installed
-from medrcube.plugin.speed.frozen_heap import thaw_heap_after
+from medrcube.plugin.speed.frozen_heap import settle_heap_before_exit, thaw_heap_after
 
 NOT_REQUESTED = "not-requested"
 
@@ -197,7 +197,9 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return [f"medrcube: {summary.NO_MODEL}"]
 
 
+@pytest.hookimpl(tryfirst=True)  # before unraisableexception's collection (plugin/speed/frozen_heap.py)
 def pytest_unconfigure(config: pytest.Config) -> None:
+    settle_heap_before_exit()
     # The model engines this process started (`vllm:PATH`) stop with the run, whatever
     # ended it: the last answer, Ctrl-C, a usage error, a failed check.
     if gate.is_controller(config) and "medrcube.models.vllm_engine" in sys.modules:

@@ -20,8 +20,25 @@ def settle_heap() -> None:
     it."""
     import gc
 
+    global _settled
     gc.collect()
     gc.freeze()
+    _settled = True
+
+
+_settled = False  # settle_heap ran in this process
+
+
+def settle_heap_before_exit() -> None:
+    """Once more at the run's end (pytest_unconfigure, before pytest's own end-of-run
+    collections), if the heap was settled after inference: the verdicts, the cases and
+    the run directory made since are collected once here and frozen, so that pytest's
+    two collections (unraisableexception's unconfigure and cleanup) find nothing new to
+    trace: one full collection of what the tail made instead of two (docs/speed.md).
+    Garbage is still collected while pytest's unraisable hook is installed, so a
+    finalizer's error is reported as before."""
+    if _settled:
+        settle_heap()
 
 
 def thaw_heap_after(config: pytest.Config) -> None:
