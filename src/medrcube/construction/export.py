@@ -27,11 +27,11 @@ class ReleaseInfo:
     items: int = 0
     images: int = 0
     bytes: int = 0
-    per_dataset: Counter = field(default_factory=Counter)
-    letters: Counter = field(default_factory=Counter)  # (task, n options, letter) -> items
+    per_dataset: Counter[str] = field(default_factory=Counter)
+    letters: Counter[tuple[str, int, str]] = field(default_factory=Counter)  # (task, n options, letter) -> items
 
 
-def _order(d: Draft) -> tuple:
+def _order(d: Draft) -> tuple[str, str, str, int, str]:
     return (d.dataset, d.chain, d.image, TASK_NAMES.index(d.fact.task) if d.fact.task in TASK_NAMES else 99, d.id)
 
 
@@ -126,7 +126,7 @@ value met in the sources before the build finished.
 """
 
 
-def release_readme(name: str, per_task: Counter, per_cell: int, items: int, images: int, reviewed: str) -> str:
+def release_readme(name: str, per_task: Counter[str], per_cell: int, items: int, images: int, reviewed: str) -> str:
     """The README.md of an exported cube (deterministic: counts only, no date, no path)."""
     lines = [f"{items} items on {images} images in {per_cell} cells; review: {reviewed}.", "", "| task | items |", "|---|---:|"]
     lines += [f"| {t} | {per_task[t]} |" for t in TASK_NAMES if per_task.get(t)]

@@ -37,15 +37,15 @@ class BuildReport:
     name: str
     sources: list[dict[str, str]] = field(default_factory=list)
     images_read: int = 0
-    source_problems: Counter = field(default_factory=Counter)
+    source_problems: Counter[str] = field(default_factory=Counter)
     mapping: dict[str, Any] = field(default_factory=dict)
-    not_written: Counter = field(default_factory=Counter)  # (task, why)
+    not_written: Counter[tuple[str, str]] = field(default_factory=Counter)  # (task, why)
     # (item id, task, placeholders left out): questions phrased neutrally so as not to name
     # another item's answer on the same image (`production.Producer._neutral`)
     neutral_questions: list[tuple[str, str, tuple[str, ...]]] = field(default_factory=list)
     drafted: int = 0
     cells: dict[tuple[str, str, str], CellRow] = field(default_factory=dict)
-    held_out: Counter = field(default_factory=Counter)  # reason -> items
+    held_out: Counter[str] = field(default_factory=Counter)  # reason -> items
     review: dict[str, Any] | None = None
     reviewer: str | None = None
     agreement: dict[str, Any] | None = None
@@ -55,7 +55,7 @@ class BuildReport:
     exported_images: int = 0
     chains: int = 0
     letters: dict[str, dict[str, int]] = field(default_factory=dict)
-    distractor_strategies: Counter = field(default_factory=Counter)
+    distractor_strategies: Counter[str] = field(default_factory=Counter)
     privacy: dict[str, Any] = field(default_factory=dict)
     outputs: dict[str, str] = field(default_factory=dict)
 

@@ -24,7 +24,7 @@ from urllib.parse import urlparse
 
 from medrcube.cube.assemble import ImageOutcome, build_items, drop_duplicate_ids, finish
 from medrcube.cube.images import DEFAULT_MAX_PIXELS, check_image_bytes
-from medrcube.cube.item import LETTERS, Cube, CubeError
+from medrcube.cube.item import LETTERS, Cube, CubeError, ImageReader
 from medrcube.cube.problems import Collector
 from medrcube.cube.records import Draft, parse_release_record
 
@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 IMAGE_COLUMN = "image"
+# Reads (bytes, path) of `n` rows from `start` of the image column (None, None for an absent image).
+RowReader = Callable[[int, int], list[tuple[bytes | None, str | None]]]
 HUB_TIMEOUT_S = 3.0
 _BATCH = 64
 
@@ -152,7 +154,7 @@ def load_dataset_object(ds: datasets.Dataset, *, source: str, strict: bool = Fal
 # The table -> Cube
 
 
-def _image_column(table: pa.Table, source: str) -> Callable[[int, int], list[tuple[bytes | None, str | None]]]:
+def _image_column(table: pa.Table, source: str) -> RowReader:
     """A reader of (bytes, path) for a range of rows, whatever the column's Arrow type."""
     import pyarrow as pa
 
@@ -259,7 +261,7 @@ def _key_for(d: Draft, digest: str, fmt: str | None, digests: Mapping[str, str])
     return f"{candidates[-1]}#{n}"
 
 
-def _reader(table: pa.Table, read_rows, key_row: dict[str, int], paths_trusted: bool):
+def _reader(table: pa.Table, read_rows: RowReader, key_row: dict[str, int], paths_trusted: bool) -> Callable[[Mapping[str, str]], ImageReader]:
     def make(digests: Mapping[str, str]) -> Callable[[str], bytes]:
         def read_image(key: str) -> bytes:
             if key not in digests:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import string
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from types import MappingProxyType
@@ -216,7 +216,7 @@ class Cube:
     def __len__(self) -> int:
         return len(self.items)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Item]:
         return iter(self.items)
 
     @property

@@ -11,10 +11,11 @@ import functools
 import json
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from medrcube.cube.assemble import ImageOutcome, build_items, drop_duplicate_ids, finish
-from medrcube.cube.dirimages import DirImages
+from medrcube.cube.dirimages import DirImages, FileCheck, Resolved
 from medrcube.cube.images import DEFAULT_MAX_PIXELS
 from medrcube.cube.item import Cube, CubeError
 from medrcube.cube.problems import Collector
@@ -53,7 +54,8 @@ def read_file_bytes(path: str, shown: str, col: Collector) -> bytes | None:
 def parse_json_bytes(data: bytes, shown: str, col: Collector) -> object | None:
     """The JSON value of a file's bytes; on failure report where (line and column) and return None."""
     try:
-        return json.loads(data)
+        value: object = json.loads(data)
+        return value
     except json.JSONDecodeError as exc:
         col.error(shown, None, None, f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}; expected a JSON list of records", "malformed_json")
     except UnicodeDecodeError as exc:
@@ -164,9 +166,10 @@ def _attach_images(drafts: list[Draft], bases: dict[int, str], images: DirImages
     return finish(items, col, source=source, reader=images.reader, digests=digests, root=images.root)
 
 
-def image_outcome(ref: str | None, r, checks, field: str = "image_path") -> ImageOutcome:
-    """Map a resolved path and its file check onto the loader-independent outcome."""
-    if ref is None:
+def image_outcome(ref: str | None, r: Resolved | None, checks: Mapping[str, FileCheck], field: str = "image_path") -> ImageOutcome:
+    """Map a resolved path (None when the record names no image) and its file check onto the
+    loader-independent outcome."""
+    if ref is None or r is None:
         return ImageOutcome(absent=True, message=f"no {field}", field=field)
     if r.key is None:
         return ImageOutcome(reason=r.reason, message=r.message, field=field)

@@ -283,12 +283,13 @@ def findings_by_cell(
     return out
 
 
-def _prevalence_for(cell: tuple[str, str, str], prevalence: Any) -> Mapping[str, float] | None:
+def _prevalence_for(cell: tuple[str, str, str], prevalence: Mapping[str, Mapping[str, float]] | Mapping[str, float] | None,
+                    ) -> Mapping[str, float] | None:  # fmt: skip
     if not prevalence:
         return None
-    per_cell = "|".join(cell)
-    if per_cell in prevalence and isinstance(prevalence[per_cell], Mapping):
-        return prevalence[per_cell]
+    mine = prevalence.get("|".join(cell))
+    if isinstance(mine, Mapping):
+        return mine
     flat = {k: v for k, v in prevalence.items() if not isinstance(v, Mapping)}
     return flat or None
 

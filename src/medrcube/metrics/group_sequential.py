@@ -46,7 +46,7 @@ LOWEST_Z = -8.0  # the grid's lower end (the density below is negligible)
 
 def spent(t: float, alpha: float, rho: float = RHO) -> float:
     """The part of `alpha` spent by information fraction t (0 <= t <= 1)."""
-    return alpha * min(max(t, 0.0), 1.0) ** rho
+    return alpha * math.pow(min(max(t, 0.0), 1.0), rho)
 
 
 def nominal_levels(fractions: Sequence[float], alpha: float, rho: float = RHO) -> tuple[float, ...]:

@@ -67,10 +67,11 @@ from __future__ import annotations
 import decimal
 import math
 from statistics import NormalDist
-from typing import Any
+from typing import TypeVar
 
 _EPS = 2.0**-52
 _TINY = 1e-300  # keeps a Lentz denominator off zero
+Real = TypeVar("Real", float, decimal.Decimal)  # the Lentz loop runs in either
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 _SQRT_HALF = math.sqrt(0.5)
 _STANDARD_NORMAL = NormalDist()
@@ -158,7 +159,7 @@ def _fraction(a: float, b: float, x: float, y: float) -> float:
                             decimal.Decimal(_TINY)))
 
 
-def _lentz(a: Any, b: Any, x: Any, one: Any, zero: Any, tiny: Any) -> Any:
+def _lentz(a: Real, b: Real, x: Real, one: Real, zero: Real, tiny: Real) -> Real:
     """The Lentz loop of `_fraction`, in floats or in decimals (`one`, `zero`, `tiny` of the kind)."""
     s = a + b
     f, c, dd = one, one, zero

@@ -34,8 +34,12 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from medrcube.rundir.seal import PAGE_FAILED, PAGE_PENDING
+
+if TYPE_CHECKING:
+    from medrcube.cube.item import Cube
 
 ENV = "MEDRCUBE_REPORT_HTML"
 MODES = ("after", "now")
@@ -128,7 +132,7 @@ def spawn(run_dir: Path) -> int | None:
     return pid
 
 
-def start(run_dir: Path, *, cube: object = None) -> tuple[Path | None, str | None]:
+def start(run_dir: Path, *, cube: Cube | None = None) -> tuple[Path | None, str | None]:
     """report.html at the end of a run: drawn now (MEDRCUBE_REPORT_HTML=now, or no way to
     spawn), else a pending page and a detached child. Returns (path, warning) as
     report.html's `write_report_after_run` does."""

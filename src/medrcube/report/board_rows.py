@@ -42,8 +42,8 @@ def check_compatible(runs: Sequence[RunData]) -> list[str]:
     """Refuse runs made on different cubes or with different prompt templates (MixedRunsError
     naming both runs and the field); return notes on what could not be verified."""
     notes: list[str] = []
-    for name, get in (("cube fingerprint", lambda r: r.cube_fingerprint), ("prompt template", lambda r: r.template)):
-        known = [(r, get(r)) for r in runs if get(r)]
+    for name, values in (("cube fingerprint", [r.cube_fingerprint for r in runs]), ("prompt template", [r.template for r in runs])):
+        known = [(r, v) for r, v in zip(runs, values, strict=True) if v]
         for r, value in known[1:]:
             first, first_value = known[0]
             if value != first_value:

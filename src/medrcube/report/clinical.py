@@ -28,9 +28,10 @@ FINDING_ROWS = 40  # at most this many finding rows in the table (weakest sensit
 def reliability_figure(levels: Mapping[str, Calibration]) -> Figure:
     """The reliability diagram: accuracy against mean confidence per equal-mass bin, one
     panel per task level, the diagonal being perfect calibration."""
-    from medrcube.report.plots import pyplot_agg
+    from medrcube.report.plots import use_agg
 
-    plt = pyplot_agg()
+    use_agg()
+    import matplotlib.pyplot as plt
     names = [k for k in ("all", "low", "mid", "high") if k in levels]
     fig, axes = plt.subplots(1, len(names), figsize=(2.6 * len(names) + 0.4, 2.8), squeeze=False)
     for ax, name in zip(axes[0], names, strict=True):
@@ -54,9 +55,10 @@ def reliability_figure(levels: Mapping[str, Calibration]) -> Figure:
 def risk_coverage_figure(curve: Mapping[str, Sequence[float]], error_rate: float, label: str = "") -> Figure:
     """Risk (error rate of the answers kept) against coverage, most confident first; the
     dotted line is the overall error rate (a confidence that ranks nothing)."""
-    from medrcube.report.plots import pyplot_agg
+    from medrcube.report.plots import use_agg
 
-    plt = pyplot_agg()
+    use_agg()
+    import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(4.2, 2.8))
     ax.plot(curve["coverage"], curve["risk"], color="#e45756", linewidth=1.2, label=label or None)
     ax.axhline(error_rate, color="#999999", linewidth=0.8, linestyle=":")

@@ -21,7 +21,7 @@ import os
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from medrcube.metrics.worst import worst_records
 from medrcube.records import GradedRecord, Outcome
@@ -37,6 +37,11 @@ from medrcube.report.gate_sections import (
 from medrcube.report.readers import MEDRCUBE, RunData, read_run
 from medrcube.taxonomy import MODALITIES, PARTS, TASK_NAMES
 
+if TYPE_CHECKING:
+    import jinja2
+
+    from medrcube.cube.item import Cube
+
 REPORT_NAME = "report.html"
 WORST_ITEMS = 12
 THUMB_SIDE = 192
@@ -46,7 +51,7 @@ RESPONSE_CHARS = 300
 # -- shared rendering -------------------------------------------------------------------------
 
 
-def environment() -> Any:
+def environment() -> jinja2.Environment:
     """The Jinja2 environment of the report templates (package data under report/templates)."""
     import jinja2
 
@@ -88,7 +93,7 @@ def letter(index: int | None) -> str:
 # -- the cube, for questions and thumbnails ---------------------------------------------------
 
 
-def open_cube(run: RunData, notes: list[str]) -> Any:
+def open_cube(run: RunData, notes: list[str]) -> Cube | None:
     """The run's cube, loaded from the source run.json names, or None with a note saying why.
 
     Never loads an `hf:` cube (that may mean a download); a cube whose fingerprint differs
@@ -120,7 +125,7 @@ def open_cube(run: RunData, notes: list[str]) -> Any:
     return checked_cube(cube, run, notes)
 
 
-def checked_cube(cube: Any, run: RunData, notes: list[str]) -> Any:
+def checked_cube(cube: Cube, run: RunData, notes: list[str]) -> Cube | None:
     want = run.cube_fingerprint
     if want and cube.fingerprint != want:
         notes.append(f"the cube {cube.source} has fingerprint {cube.fingerprint[:12]}, the run was made on "
@@ -163,7 +168,7 @@ def standard_worst(records: Sequence[GradedRecord], limit: int = WORST_ITEMS) ->
     return worst_records([r for r in records if r.variant == "standard"], limit)
 
 
-def worst_rows(run: RunData, cube: Any, notes: list[str]) -> list[dict[str, Any]]:
+def worst_rows(run: RunData, cube: Cube | None, notes: list[str]) -> list[dict[str, Any]]:
     """The worst items as the template shows them."""
     items = {it.id: it for it in cube.items} if cube is not None else {}
     rows = []
@@ -201,10 +206,10 @@ def worst_rows(run: RunData, cube: Any, notes: list[str]) -> list[dict[str, Any]
     return rows
 
 
-def _image_bytes(r: GradedRecord, cube: Any, run: RunData) -> bytes | None:
+def _image_bytes(r: GradedRecord, cube: Cube | None, run: RunData) -> bytes | None:
     try:
         if cube is not None:
-            return cube.read_image(r.image)
+            return cube.read_image(r.image) if r.image is not None else None
         if run.kind != MEDRCUBE and r.image and os.path.isfile(r.image):
             return Path(r.image).read_bytes()  # a reference results.json names image files
     except Exception:
@@ -273,7 +278,7 @@ def _slug(text: str) -> str:
     return "".join(ch if ch.isalnum() else "-" for ch in text).strip("-").lower() or "x"
 
 
-def build_page(run: RunData, *, cube: Any = None, plots_dir: Path | None = None) -> dict[str, Any]:
+def build_page(run: RunData, *, cube: Cube | None = None, plots_dir: Path | None = None) -> dict[str, Any]:
     """Everything report.html shows, as template values (and plots written to `plots_dir`)."""
     from medrcube.report import plots
 
@@ -418,7 +423,7 @@ def render_run_page(page: Mapping[str, Any]) -> str:
     return env.get_template("run.html.j2").render(**page)
 
 
-def write_report_html(run_dir: str | os.PathLike[str], *, cube: Any = None) -> Path:
+def write_report_html(run_dir: str | os.PathLike[str], *, cube: Cube | None = None) -> Path:
     """Write `report.html` (and its figures under `plots/`) into the run directory and return
     its path. `cube` (a loaded Cube) supplies questions and thumbnails; without it the cube
     run.json names is loaded when it is found and unchanged, else the page says why they
@@ -438,7 +443,7 @@ def write_report_html(run_dir: str | os.PathLike[str], *, cube: Any = None) -> P
 __all__ = ["REPORT_NAME", "build_page", "write_report_html", "Stat"]
 
 
-def write_report_after_run(run_dir: str | os.PathLike[str], *, cube: Any = None) -> tuple[Path | None, str | None]:
+def write_report_after_run(run_dir: str | os.PathLike[str], *, cube: Cube | None = None) -> tuple[Path | None, str | None]:
     """`write_report_html` for the end of a run: a report that cannot be drawn never fails
     the run (the results are written already). Returns (path, None), or (None, a warning
     saying how to draw it again) for the caller to show its own way."""

@@ -35,13 +35,12 @@ EMPTY = "#eeeeee"
 INK = "#222222"
 
 
-def pyplot_agg() -> Any:
+def use_agg() -> None:
+    """Select the Agg backend and the house's rcParams; a caller imports matplotlib.pyplot after it."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    plt.rcParams.update(
+    matplotlib.rcParams.update(
         {
             "svg.hashsalt": "medrcube",  # stable element ids in SVG output
             "svg.fonttype": "none",  # text stays text: smaller, faster, searchable SVG
@@ -52,7 +51,6 @@ def pyplot_agg() -> Any:
             "figure.dpi": DPI,
         }
     )
-    return plt
 
 
 @dataclass(frozen=True)
@@ -73,7 +71,8 @@ def save(fig: Figure, name: str, out_dir: Path | None, *, svg: bool = True, tigh
 
     `tight=False` keeps the figure's own layout: one draw less per format, for the
     figures of the single-run report whose layout is set by hand (it runs after every run)."""
-    plt = pyplot_agg()
+    use_agg()
+    import matplotlib.pyplot as plt
     bbox = "tight" if tight else None
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI, bbox_inches=bbox, metadata={"Software": None})
@@ -107,7 +106,8 @@ def _pct(x: float | None, digits: int = 0) -> str:
 def empty_figure(message: str, *, size: tuple[float, float] = (6.0, 1.2)) -> Figure:
     """A figure that only says why there is nothing to draw (no graded answer, say), so
     that a figure asked for with no data is an explanation instead of an exception."""
-    plt = pyplot_agg()
+    use_agg()
+    import matplotlib.pyplot as plt
     fig = plt.figure(figsize=size)
     fig.text(0.5, 0.5, message, ha="center", va="center", color=INK, style="italic", wrap=True)
     return fig
@@ -189,7 +189,8 @@ def cube_heatmaps(
     ? insufficient evidence, ! error). Cells without items are grey."""
     if not modalities or not parts or not tasks:
         return empty_figure("no cell to draw: the run has no records")
-    plt = pyplot_agg()
+    use_agg()
+    import matplotlib.pyplot as plt
     cols = 2 if len(modalities) > 1 else 1
     rows = -(-len(modalities) // cols)
     w, h = 0.75 * len(tasks) + 1.2, 0.55 * len(parts) + 0.7
@@ -207,7 +208,8 @@ def axis_bars(axes: Mapping[str, Mapping[str, Stat]], order: Mapping[str, Sequen
     """Accuracy per axis value with the Wilson 95% interval; a dashed tick marks each bar's
     chance level (the mean of 1/n_options over its items). Values with no graded item
     (every image restricted, say) have no bar: the page's table lists them."""
-    plt = pyplot_agg()
+    use_agg()
+    import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
     shown = {a: [v for v in order.get(a, ()) if a in axes and axes[a][v].n > 0] for a in ("task", "modality", "part")}
@@ -251,7 +253,8 @@ def blind_bars(tasks: Sequence[str], standard: Mapping[str, Stat], blind: Mappin
     """Accuracy with the image (standard) against without it (blind), per task and overall."""
     import numpy as np
 
-    plt = pyplot_agg()
+    use_agg()
+    import matplotlib.pyplot as plt
     labels = [task_abbrev(t) for t in tasks]
     xs = np.arange(len(tasks))
     fig, ax = plt.subplots(figsize=(1.2 + 0.75 * len(tasks), 3.0))
@@ -275,7 +278,8 @@ def blind_bars(tasks: Sequence[str], standard: Mapping[str, Stat], blind: Mappin
 def correlation_heatmap(cc: CellCorrelation, *, clustered: bool) -> Figure:
     """Figure 3: the cell x cell Pearson matrix, in dendrogram order with the dendrogram on
     top (3a) or in anatomical order with part boundaries drawn (3b)."""
-    plt = pyplot_agg()
+    use_agg()
+    import matplotlib.pyplot as plt
     order = cc.clustered if clustered else cc.anatomical
     k = len(order)
     mat = cc.corr.loc[order, order].to_numpy()
@@ -323,7 +327,8 @@ def credibility_quadrant(points: Sequence[tuple[str, float, float]]) -> Figure:
     the medians split the plane into the four quadrants."""
     import numpy as np
 
-    plt = pyplot_agg()
+    use_agg()
+    import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(6.2, 4.6))
     xs = np.array([100 * p[1] for p in points])
     ys = np.array([100 * p[2] for p in points])
@@ -337,11 +342,9 @@ def credibility_quadrant(points: Sequence[tuple[str, float, float]]) -> Figure:
     pad_y = max(2.0, 0.15 * float(np.ptp(ys)))
     ax.set_xlim(xs.min() - pad_x, xs.max() + 2.5 * pad_x)
     ax.set_ylim(ys.min() - pad_y, ys.max() + pad_y)
-    style = {"fontsize": 7, "color": "#777777", "style": "italic"}
-    ax.text(0.99, 0.99, "accurate, grounded", transform=ax.transAxes, ha="right", va="top", **style)
-    ax.text(0.99, 0.01, "accurate, shortcut-prone", transform=ax.transAxes, ha="right", va="bottom", **style)
-    ax.text(0.01, 0.99, "weak, grounded", transform=ax.transAxes, ha="left", va="top", **style)
-    ax.text(0.01, 0.01, "weak, lucky", transform=ax.transAxes, ha="left", va="bottom", **style)
+    for x, y, ha, va, text in ((0.99, 0.99, "right", "top", "accurate, grounded"), (0.99, 0.01, "right", "bottom", "accurate, shortcut-prone"),
+                               (0.01, 0.99, "left", "top", "weak, grounded"), (0.01, 0.01, "left", "bottom", "weak, lucky")):  # fmt: skip
+        ax.text(x, y, text, transform=ax.transAxes, ha=ha, va=va, fontsize=7, color="#777777", style="italic")
     ax.set_xlabel("overall accuracy (%)")
     ax.set_ylabel("rationality = 1 - luck rate (%)")
     ax.set_title("Credibility quadrant (dashed: medians across models)", loc="left")
@@ -354,7 +357,8 @@ def shortcut_scatter(points: Sequence[tuple[str, float, float]], corr: Correlati
     least-squares line and Pearson r, p (Figure 4)."""
     import numpy as np
 
-    plt = pyplot_agg()
+    use_agg()
+    import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(6.2, 4.6))
     xs = np.array([100 * p[1] for p in points])
     ys = np.array([100 * p[2] for p in points])

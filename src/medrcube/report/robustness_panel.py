@@ -21,13 +21,16 @@ import io
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from medrcube.gate.kinds import entry_of
 from medrcube.metrics.perturbation import PerturbationRobustness, perturbation_variants, robustness_table
 from medrcube.records import GradedRecord
 from medrcube.report.readers import RunData
 from medrcube.taxonomy import TASK_NAMES, task_abbrev
+
+if TYPE_CHECKING:
+    from medrcube.cube.item import Cube
 
 STRIP_SIDE = 150
 DETAIL = 48  # source pixels of the centre detail, shown enlarged (noise and JPEG blocks)
@@ -50,7 +53,7 @@ def _bound_of(gate: Mapping[str, Any] | None, observed: str) -> float | None:
     return next((c.get("bound") for c in (gate or {}).get("checks") or [] if _per_perturbation(c, observed)), None)
 
 
-def robustness_section(run: RunData, cube: Any = None, plots_dir: Path | None = None) -> dict[str, Any] | None:
+def robustness_section(run: RunData, cube: Cube | None = None, plots_dir: Path | None = None) -> dict[str, Any] | None:
     """The panel's template values, or None when the run has no perturbation variant."""
     variants = perturbation_variants(run.records)
     if not variants:
@@ -123,9 +126,10 @@ def accuracy_figure(results: Sequence[PerturbationRobustness], statuses: Mapping
     same items as a tick, and the drop's interval as a whisker around the bar's end; red
     where the gate failed the perturbation's overall check."""
     statuses = statuses or {}
-    from medrcube.report.plots import pyplot_agg
+    from medrcube.report.plots import use_agg
 
-    plt = pyplot_agg()
+    use_agg()
+    import matplotlib.pyplot as plt
     shown = [r for r in results if r.drop.n]
     fig, ax = plt.subplots(figsize=(7.2, 0.9 + 0.3 * len(shown)))
     ys = list(range(len(shown)))[::-1]
@@ -178,13 +182,13 @@ def pick_item(records: Sequence[GradedRecord], variants: Sequence[str]) -> str |
     return chosen
 
 
-def strip(records: Sequence[GradedRecord], variants: Sequence[str], cube: Any) -> dict[str, Any] | None:
+def strip(records: Sequence[GradedRecord], variants: Sequence[str], cube: Cube | None) -> dict[str, Any] | None:
     """One item's images under each perturbation, with the answer given to each."""
     item_id = pick_item(records, variants)
     if item_id is None or cube is None:
         return None
     item = next((it for it in cube.items if it.id == item_id), None)
-    if item is None or not cube.image_available(item):
+    if item is None or item.image is None:  # no image: nothing to perturb
         return None
     from medrcube.run.perturb import DEFAULT_MAX_SIDE, parse_perturbation, perturb_image
 

@@ -18,7 +18,7 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from medrcube.models.strict_json import loads_strict
 from medrcube.records import GradedRecord
@@ -32,6 +32,7 @@ from medrcube.rundir.documents import (
 
 RESULTS_SCHEMA_VERSION = 1
 REWRITE = "run the same `medrcube run` command again to rewrite it"
+Doc = TypeVar("Doc", GateDocument, RunDocument)  # the typed documents read strictly
 
 
 class RunDirError(ValueError):
@@ -72,7 +73,7 @@ def read_json_object(path: str | os.PathLike[str]) -> dict[str, Any]:
     return doc
 
 
-def _read_document(path: str | os.PathLike[str], version: int, kind: Any) -> Any:
+def _read_document(path: str | os.PathLike[str], version: int, kind: type[Doc]) -> Doc:
     """A typed document read strictly: its version checked, then its schema, as RunDirError."""
     doc = read_json_object(path)
     _version(doc, version, str(path))

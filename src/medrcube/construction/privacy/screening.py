@@ -25,10 +25,14 @@ import functools
 import json
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+# What a build's counters are keyed by: a reason, or a (task, why) pair.
+CountKey = TypeVar("CountKey", str, tuple[str, str])
 
 REDACTED = "[redacted]"
 MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december")
@@ -235,14 +239,17 @@ class Redactor:
             return type(obj)(self.json(v, where) for v in obj)
         return obj
 
-    def counter(self, c: Mapping[Any, int], where: str) -> Any:
-        """A Counter (or dict) whose keys are strings or tuples of strings, redacted (counts merged)."""
-        from collections import Counter
-
-        out: Counter = Counter()
+    def counter(self, c: Mapping[CountKey, int], where: str) -> Counter[CountKey]:
+        """A Counter (or dict) keyed by a reason or a (task, why) pair, keys redacted (counts merged)."""
+        out: Counter[CountKey] = Counter()
         for k, n in c.items():
-            out[self.json(k, where)] += n
+            out[self._key(k, where)] += n
         return out
+
+    def _key(self, key: CountKey, where: str) -> CountKey:
+        if isinstance(key, str):
+            return self.text(key, where)
+        return self.text(key[0], where), self.text(key[1], where)
 
     def drafts(self, drafts: list[Any], where: str = "item texts") -> list[Any]:
         """Drafts (production.Draft) with their texts redacted; a draft whose answer or an option

@@ -37,7 +37,7 @@ class SourceLog:
     """Problems met while reading sources: counted by reason for the report (no file names),
     and listed with file names for the local console only."""
 
-    counts: Counter = field(default_factory=Counter)
+    counts: Counter[str] = field(default_factory=Counter)
     messages: list[str] = field(default_factory=list)
 
     def note(self, reason: str, detail: str) -> None:

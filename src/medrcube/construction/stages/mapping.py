@@ -60,9 +60,9 @@ class MappingReport:
 
     images: int = 0
     mapped: int = 0
-    unmapped: Counter = field(default_factory=Counter)  # (field, raw value, why) -> images
-    not_derived: Counter = field(default_factory=Counter)  # (task, why) -> images
-    skipped: Counter = field(default_factory=Counter)  # why an image got no item at all -> images
+    unmapped: Counter[tuple[str, str, str]] = field(default_factory=Counter)  # (field, raw value, why) -> images
+    not_derived: Counter[tuple[str, str]] = field(default_factory=Counter)  # (task, why) -> images
+    skipped: Counter[str] = field(default_factory=Counter)  # why an image got no item at all -> images
 
     def to_dict(self) -> dict[str, Any]:
         return {

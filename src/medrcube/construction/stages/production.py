@@ -98,8 +98,8 @@ class Producer:
         self.plan = StrategyPlan(similar_fraction)
         self.seed = seed
         self.max_side = max_side
-        self.numbers: Counter = Counter()
-        self.not_written: Counter = Counter()  # (task, why) -> competencies
+        self.numbers: Counter[str] = Counter()  # dataset -> images numbered
+        self.not_written: Counter[tuple[str, str]] = Counter()  # (task, why) -> competencies
         # Items whose question was phrased neutrally: (item id, task, the placeholders left out)
         # because another item of the same image has what they would name as its answer.
         self.neutral: list[tuple[str, str, tuple[str, ...]]] = []
@@ -125,7 +125,7 @@ class Producer:
         images = [base]
         marked: dict[int, OutImage] = {}
         drafts: list[Draft] = []
-        ids: Counter = Counter()
+        ids: Counter[tuple[str, str]] = Counter()  # (image, task abbreviation) -> items
         source = {"kind": img.origin, "ref": img.ref}
         attributes = self._attributes(m)
         processing = "; ".join([*img.processing, f"resampled to {shape[1]}x{shape[0]}"])
@@ -194,7 +194,7 @@ class Producer:
                 out.add("finding")
         return frozenset(out)
 
-    def _draft(self, comp: Competency, item_id: str, m: Mapped, target: OutImage, chain: str, source: dict, processing: str,
+    def _draft(self, comp: Competency, item_id: str, m: Mapped, target: OutImage, chain: str, source: dict[str, str], processing: str,
                neutral: frozenset[str] = frozenset()) -> Draft | None:  # fmt: skip
         finding = comp.finding
         question = templates.render(self.templates, comp.kind, modality=m.modality, part=m.part, finding=finding, neutral=neutral)

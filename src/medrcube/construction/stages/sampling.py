@@ -32,8 +32,8 @@ Cell = tuple[str, str, str]
 class Selection:
     chosen: list[Draft]
     targets: dict[Cell, float]
-    counts: Counter = field(default_factory=Counter)  # cell -> chosen items
-    chain_extras: Counter = field(default_factory=Counter)  # cell -> items kept past the target to keep a chain
+    counts: Counter[Cell] = field(default_factory=Counter)  # cell -> chosen items
+    chain_extras: Counter[Cell] = field(default_factory=Counter)  # cell -> items kept past the target to keep a chain
     surplus: int = 0  # items left out because their cell was full
 
     def shortfall(self) -> dict[Cell, tuple[int, int]]:
@@ -66,8 +66,8 @@ def select(drafts: Sequence[Draft], *, per_cell: int | None, cell_targets: Mappi
 
     has_partner = {c: any(low_mid(d) for d in ds) for c, ds in by_chain.items()}
     chosen: set[str] = set()
-    counts: Counter = Counter()
-    extras: Counter = Counter()
+    counts: Counter[Cell] = Counter()
+    extras: Counter[Cell] = Counter()
     chains_used: set[str] = set()
 
     def take(d: Draft) -> None:
