@@ -21,12 +21,13 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Callable
 
 from medrcube.commands.numbers import whole_number
 from medrcube.gate.power import DEFAULT_POWER, RULES, clustered_power, power_report, score_required_n
 
 
-def _fraction(name: str, *, open_interval: bool = False):
+def _fraction(name: str, *, open_interval: bool = False) -> Callable[[str], float]:
     def parse(text: str) -> float:
         try:
             value = float(text)
@@ -42,7 +43,7 @@ def _fraction(name: str, *, open_interval: bool = False):
     return parse
 
 
-def _at_least_one(name: str):
+def _at_least_one(name: str) -> Callable[[str], float]:
     def parse(text: str) -> float:
         try:
             value = float(text)
@@ -125,7 +126,7 @@ def _deff(args: argparse.Namespace) -> float:
     if args.deff is not None:
         return max(1.0, float(args.deff))
     if args.icc is not None and args.items_per_image is not None:
-        return 1.0 + (max(1.0, args.items_per_image) - 1.0) * args.icc
+        return 1.0 + (max(1.0, float(args.items_per_image)) - 1.0) * float(args.icc)
     return 1.0
 
 

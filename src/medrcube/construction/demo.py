@@ -27,10 +27,17 @@ from __future__ import annotations
 
 import argparse
 import csv
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from pydicom.dataset import Dataset
+
+    from medrcube.construction.privacy.synthetic import Burned
 
 PATIENTS = (
     {"PatientName": "Beeblebrox^Zaphod", "PatientID": "MRN-48151623", "PatientBirthDate": "19610523", "AccessionNumber": "ACC-27182818"},
@@ -78,7 +85,7 @@ def _blob(img: np.ndarray, cy: float, cx: float, r: float, value: float) -> None
     img[(yy - cy) ** 2 + (xx - cx) ** 2 <= r * r] = value
 
 
-def _dataset(patient: dict, series: int, instance: int, modality: str, rows: int, cols: int):
+def _dataset(patient: Mapping[str, str], series: int, instance: int, modality: str, rows: int, cols: int) -> Dataset:
     from pydicom.dataset import Dataset, FileMetaDataset
     from pydicom.uid import UID, ExplicitVRLittleEndian
 
@@ -110,7 +117,7 @@ def _dataset(patient: dict, series: int, instance: int, modality: str, rows: int
     return ds
 
 
-def _gray(ds, img01: np.ndarray, *, monochrome1: bool = False) -> None:
+def _gray(ds: Dataset, img01: np.ndarray, *, monochrome1: bool = False) -> None:
     data = np.round(np.clip(img01, 0, 1) * 4000).astype(np.uint16)
     if monochrome1:
         data = (4000 - data).astype(np.uint16)
@@ -119,7 +126,7 @@ def _gray(ds, img01: np.ndarray, *, monochrome1: bool = False) -> None:
     ds.PixelData = data.tobytes()
 
 
-def _save(ds, path: Path) -> None:
+def _save(ds: Dataset, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     ds.save_as(path, enforce_file_format=True)
 
@@ -250,7 +257,7 @@ PROTOCOL_WITH_NAME = "t2_tse_tra zaphod BEEBLEBROX"
 PART_WITH_NAME = "ARTHURINA DENT"  # CS: at most 16 characters
 
 
-def burned_lines() -> list:
+def burned_lines() -> list[Burned]:
     """The burned-in lines of series 7 (`synthetic.Burned`: text, tight box, glyph mask)."""
     from medrcube.construction.privacy.synthetic import burn
 

@@ -176,8 +176,8 @@ def build(recipe: Recipe | str | Path, out: str | Path | None = None, **kwargs: 
 
 
 def _run_package(plan: Plan) -> BuildResult:
+    from medrcube.construction.dicom_attributes import SourceError
     from medrcube.construction.mini import cube as mini
-    from medrcube.construction.readers.sources import SourceError
     from medrcube.cube import CubeError, load_cube
 
     r = plan.recipe

@@ -176,8 +176,13 @@ def finite_criterion(crit: Criterion, units: Iterable[tuple[str, float]], confid
     limit = FEW_IMAGES_PAIRED if paired else FEW_IMAGES
     if not few_images(sizes, limit):
         return crit, None
-    to_u = (lambda x: (1.0 + x) / 2.0) if paired else (lambda x: x)
-    back = (lambda u: 2.0 * u - 1.0) if paired else (lambda u: u)
+
+    def to_u(x: float) -> float:  # a paired drop in [-1, 1] to a unit in [0, 1]
+        return (1.0 + x) / 2.0 if paired else x
+
+    def back(u: float) -> float:
+        return 2.0 * u - 1.0 if paired else u
+
     b = to_u(crit.bound)
     n = sum(sizes)
     effective = f"{len(sizes)} images, effective {n * n / sum(m * m for m in sizes):.1f} < {limit}"

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from medrcube.gate.evidence import Criterion, Evidence
+from medrcube.gate.criteria import Criterion, Evidence
 from medrcube.gate.power import DEFAULT_POWER, normal_required_n, score_required_n
 from medrcube.gate.verdict import NO_GUARANTEE, Status, Verdict
 

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from medrcube.models import providers
 from medrcube.models.ceilings import PARAM_CEILINGS, beyond
@@ -342,11 +342,13 @@ def redacted_url(url: str) -> str:
     return redact_urls(url)
 
 
+Num = TypeVar("Num", int, float)  # what a numeric key is read as
+
 _EXAMPLES = {"concurrency": "16", "rpm": "600", "timeout": "60", "max_retries": "6", "image_max_side": "1024",
              "batch_size": "8", "max_response_mib": "8"}
 
 
-def _number(raw: Mapping[str, Any], key: str, where: str, kind: type, *, minimum: float, exclusive: bool = False):
+def _number(raw: Mapping[str, Any], key: str, where: str, kind: type[Num], *, minimum: float, exclusive: bool = False) -> Num | None:
     if raw.get(key) is None:
         return None
     value = raw[key]

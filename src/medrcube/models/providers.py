@@ -53,9 +53,14 @@ class Api:
     adapter: str
     transport: bool = False  # models.yaml's `transport` (the light HTTP client) applies
 
-    def adapter_class(self) -> Any:
+    def adapter_class(self) -> Callable[..., ModelAdapter]:
+        """The adapter class `adapter` names (on the adapter contract: the contract suite runs every one)."""
         module, _, name = self.adapter.partition(":")
-        return getattr(importlib.import_module(module), name)
+        found: Callable[..., ModelAdapter] = getattr(importlib.import_module(module), name)
+        if not isinstance(found, type):
+            raise TypeError(f"provider API {self.adapter!r} names a {type(found).__name__}, not an adapter class; "
+                            "name the adapter class as 'module:Class'")
+        return found
 
 
 @dataclass(frozen=True, slots=True)

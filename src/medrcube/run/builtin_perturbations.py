@@ -84,7 +84,7 @@ def _poisson(pixels: np.ndarray, level: float | None, rng: Rng) -> np.ndarray:
     import numpy as np
 
     photons = 1.0 / (float(level or 0) ** 2)  # relative std 1/sqrt(photons) = level at full intensity
-    counts = rng().poisson(np.clip(pixels, 0.0, 1.0) * photons)
+    counts: np.ndarray = rng().poisson(np.clip(pixels, 0.0, 1.0) * photons)
     return (counts / photons).astype(np.float32)
 
 

@@ -310,7 +310,8 @@ def append_record(test_json: str | os.PathLike[str], record: dict[str, Any]) -> 
 
 
 def image_of(test_json: str | os.PathLike[str], record: dict[str, Any]) -> Path:
-    return Path(test_json).parent / record["image_path"]
+    image: str = record["image_path"]
+    return Path(test_json).parent / image
 
 
 def break_json(test_json: str | os.PathLike[str]) -> tuple[int, int]:

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, TypeGuard
 import numpy as np
 
 from medrcube.construction import imageio
-from medrcube.construction.readers.sources import PackageFile, SourceError, frame_orientation, view_from_iop
+from medrcube.construction.dicom_attributes import SourceError, view_from_iop
+from medrcube.construction.readers.sources import PackageFile, frame_orientation
 from medrcube.construction.stages.questions import Fact, modality_fact, plane_fact
 
 if TYPE_CHECKING:

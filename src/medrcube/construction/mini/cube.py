@@ -30,6 +30,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from medrcube.construction.dicom_attributes import SourceError
 from medrcube.construction.mini import docs as mini_docs
 from medrcube.construction.mini.assembly import BuildReport, read_pictures, write_cube
 from medrcube.construction.mini.common import Picture
@@ -38,7 +39,6 @@ from medrcube.construction.mini.dicom_mr import pydicom_mr
 from medrcube.construction.mini.radiographs import cr_radiographs
 from medrcube.construction.mini.ultrasound import echo_us, pelvis_us
 from medrcube.construction.mini.volumes import dipy_brain, nibabel_brain
-from medrcube.construction.readers.sources import SourceError
 
 __all__ = ["DEFAULT_OUT", "RECIPE", "BuildReport", "build", "main", "mini_docs"]
 

@@ -12,6 +12,7 @@ import numpy as np
 from scipy import ndimage
 
 from medrcube.construction import imageio
+from medrcube.construction.dicom_attributes import SourceError
 from medrcube.construction.mini.common import (
     Picture,
     dicom_modality,
@@ -23,14 +24,7 @@ from medrcube.construction.mini.common import (
     tagref,
 )
 from medrcube.construction.mini.placement import copies
-from medrcube.construction.readers.sources import (
-    SourceError,
-    display_axial,
-    frame_orientation,
-    frame_window,
-    frames,
-    read_dicom,
-)
+from medrcube.construction.readers.sources import display_axial, frame_orientation, frame_window, frames, read_dicom
 from medrcube.construction.stages.questions import CT_PROTOCOLS, Q_CT_PROTOCOL, protocol_fact, region_fact
 
 DATASET = "pydicom-ct"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from medrcube.construction import imageio
+from medrcube.construction.dicom_attributes import SourceError
 from medrcube.construction.mini.common import (
     Picture,
     dicom_modality,
@@ -23,7 +24,7 @@ from medrcube.construction.mini.common import (
 )
 from medrcube.construction.mini.placement import copies
 from medrcube.construction.privacy import deid
-from medrcube.construction.readers.sources import SourceError, frame_window, frames, read_dicom
+from medrcube.construction.readers.sources import frame_window, frames, read_dicom
 from medrcube.construction.stages.questions import MRI_PROTOCOLS, Q_MRI_PROTOCOL, Fact, protocol_fact, region_fact
 
 DATASET = "pydicom-mr"

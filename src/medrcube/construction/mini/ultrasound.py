@@ -13,7 +13,7 @@ import numpy as np
 from scipy import ndimage
 
 from medrcube.construction import imageio
-from medrcube.construction.dicom_attributes import ultrasound_modes, ultrasound_regions
+from medrcube.construction.dicom_attributes import SourceError, ultrasound_modes, ultrasound_regions
 from medrcube.construction.mini.common import (
     Picture,
     dicom_modality,
@@ -24,12 +24,7 @@ from medrcube.construction.mini.common import (
 )
 from medrcube.construction.mini.placement import copies
 from medrcube.construction.privacy import deid
-from medrcube.construction.readers.sources import (
-    PackageFile,
-    SourceError,
-    frames,
-    read_dicom,
-)
+from medrcube.construction.readers.sources import PackageFile, frames, read_dicom
 from medrcube.construction.stages import lesions
 from medrcube.construction.stages.questions import Q_US_MODE, US_MODES, Fact, protocol_fact, region_fact
 

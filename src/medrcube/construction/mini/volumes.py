@@ -11,16 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from medrcube.construction import imageio
+from medrcube.construction.dicom_attributes import OBLIQUE_LIMIT_DEG, SourceError
 from medrcube.construction.mini.common import Picture, dipy_file, fractions, nibabel_file, output_shape
-from medrcube.construction.readers.sources import (
-    OBLIQUE_LIMIT_DEG,
-    PackageFile,
-    SourceError,
-    load_volume,
-    plane_axis,
-    plane_of_file_axis,
-    volume_slice,
-)
+from medrcube.construction.readers.sources import PackageFile, load_volume, plane_axis, plane_of_file_axis, volume_slice
 from medrcube.construction.stages.questions import Q_PROTOCOL, Fact, modality_fact, plane_fact, region_fact
 
 _VOLUME_DOCS: dict[str, str] = {

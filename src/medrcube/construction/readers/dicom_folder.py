@@ -24,17 +24,11 @@ from pathlib import Path
 import numpy as np
 
 from medrcube.construction import imageio
+from medrcube.construction.dicom_attributes import SourceError
 from medrcube.construction.observation import ROI, Hint, SourceImage, documented
 from medrcube.construction.privacy import coarse, deid
 from medrcube.construction.privacy.safeguards import Manifest, screen_dicom
-from medrcube.construction.readers.sources import (
-    SourceError,
-    frame_orientation,
-    frame_window,
-    frames,
-    number_of_frames,
-    read_dicom,
-)
+from medrcube.construction.readers.sources import frame_orientation, frame_window, frames, number_of_frames, read_dicom
 from medrcube.construction.readers.tabular import LabelTable, SourceLog, rois_of
 from medrcube.construction.recipe import PrivacySpec, SourceSpec
 

@@ -278,13 +278,16 @@ class ServerProcess:
     def pid(self) -> int:
         return int(self.proc.pid)
 
-    def _control(self, method: str, path: str) -> Any:
+    def _control(self, method: str, path: str) -> dict[str, Any]:
         import urllib.request
 
         root = self.base_url.rsplit("/v1", 1)[0]
         req = urllib.request.Request(root + path, method=method, data=b"" if method == "POST" else None)
         with urllib.request.urlopen(req, timeout=10) as resp:
-            return json.loads(resp.read())
+            doc = json.loads(resp.read())
+        if not isinstance(doc, dict):
+            raise RuntimeError(f"{root + path}: the scripted server answered {type(doc).__name__}; expected a JSON object")
+        return doc
 
     def stats(self, log: bool = True) -> dict[str, Any]:
         return self._control("GET", "/_stats" if log else "/_stats?log=0")

@@ -18,7 +18,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 ReplyFn = Callable[[str, Mapping[str, Any]], "str | None"]
@@ -158,7 +158,10 @@ def _matches(key: str, question: str, prompt: str) -> bool:
     return key == question or key in prompt
 
 
-def _lookup(table: Mapping[str, Any], question: str, prompt: str) -> tuple[bool, Any]:
+V = TypeVar("V")
+
+
+def _lookup(table: Mapping[str, V], question: str, prompt: str) -> tuple[bool, V | None]:
     """Find a question's entry: an exact hit on the question first (cheap), then substrings."""
     if question in table:
         return True, table[question]
@@ -241,8 +244,8 @@ class Script:
             text = self.reply_fn(prompt, body)
             if text is not None:
                 return text
-        hit, text = _lookup(self.answers, question, prompt)
-        if hit:
+        _, text = _lookup(self.answers, question, prompt)
+        if text is not None:
             return text
         hit, correct = _lookup(self.answer_key, question, prompt)
         if hit:
