@@ -11,8 +11,12 @@ None of them guesses: a value that the attributes do not determine comes back as
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from pydicom.dataset import Dataset
 
 __all__ = ["OBLIQUE_LIMIT_DEG", "SourceError", "slice_normal", "ultrasound_modes", "ultrasound_regions",
            "view_from_iop"]
@@ -32,7 +36,8 @@ def slice_normal(iop: Sequence[float]) -> np.ndarray:
     norm = np.linalg.norm(n)
     if norm == 0:
         raise SourceError(f"ImageOrientationPatient {list(iop)} has parallel row and column vectors")
-    return n / norm
+    unit: np.ndarray = n / norm
+    return unit
 
 
 def view_from_iop(iop: Sequence[float], limit_deg: float = OBLIQUE_LIMIT_DEG) -> str | None:
@@ -70,7 +75,7 @@ def ultrasound_modes(image_type: Sequence[str] | None) -> tuple[str, ...]:
     return tuple(name for bit, name in bits.items() if value & bit)
 
 
-def ultrasound_regions(ds, scale: float = 1.0) -> list[tuple[int, int, int, int]]:
+def ultrasound_regions(ds: Dataset, scale: float = 1.0) -> list[tuple[int, int, int, int]]:
     """Image regions (x0, y0, x1, y1 inclusive) of an ultrasound frame, from SequenceOfUltrasoundRegions.
 
     Only tissue regions (Region Data Type 1 = tissue, 2 = colour flow) are returned:

@@ -53,7 +53,8 @@ def percentile_window(
 
 def to_uint8(img01: np.ndarray) -> np.ndarray:
     """[0, 1] floats -> 8-bit, rounding half up (explicit, so every platform agrees)."""
-    return np.floor(np.clip(img01, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
+    out: np.ndarray = np.floor(np.clip(img01, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
+    return out
 
 
 # -- resampling --------------------------------------------------------------------------
@@ -99,7 +100,8 @@ def resize(img: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
         out = mr @ a @ mc.T
     else:
         out = np.stack([mr @ a[..., c] @ mc.T for c in range(a.shape[2])], axis=-1)
-    return np.clip(out, 0.0, 1.0)
+    clipped: np.ndarray = np.clip(out, 0.0, 1.0)
+    return clipped
 
 
 def fit_shape(height: float, width: float, long_side: int) -> tuple[int, int]:

@@ -36,10 +36,23 @@ from medrcube.construction.recipe import Recipe, load_recipe
 from medrcube.taxonomy import Level, task_level
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from tqdm import tqdm
+
     from medrcube.construction.mini.assembly import BuildReport as MiniBuildReport
+    from medrcube.construction.observation import SourceImage
+    from medrcube.construction.privacy.regions import RegionTable
+    from medrcube.construction.privacy.textscreen import TextScreen
+    from medrcube.construction.readers.tabular import SourceLog
+    from medrcube.construction.recipe import PrivacySpec, SourceSpec
     from medrcube.construction.report import BuildReport
+    from medrcube.construction.stages.production import Draft
     from medrcube.cube.audit import Audit
     from medrcube.models.base import ModelAdapter
+
+    # A source kind's reader: (source, privacy, manifest, identifying values met so far, log) -> images.
+    SourceReader = Callable[[SourceSpec, PrivacySpec, privacy.Manifest, dict[str, str], SourceLog], Iterator[SourceImage]]
 
 MARKER = ".medrcube-build"
 
@@ -60,7 +73,7 @@ class Plan:
     remote: list[str] = field(default_factory=list)  # remote endpoints the reviewer sends to
     local: list[str] = field(default_factory=list)
     store_dir: Path | None = None
-    text_screen: Any = None  # the pixel text screen (privacy.textscreen.TextScreen); None: the recipe's own
+    text_screen: TextScreen | None = None  # the pixel text screen; None: the recipe's own
 
     def notice(self) -> str:
         """What this build sends off the machine (said before it starts)."""
@@ -138,7 +151,7 @@ def prepare(recipe: Recipe | str | Path, out: str | Path | None = None, *, revie
     return plan
 
 
-def _bar(enabled: bool, desc: str, unit: str, total: int | None = None):
+def _bar(enabled: bool, desc: str, unit: str, total: int | None = None) -> tqdm:
     from tqdm import tqdm
 
     return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, disable=not enabled, dynamic_ncols=True, leave=False)
@@ -214,7 +227,7 @@ def _run_package(plan: Plan) -> BuildResult:
 # -- the generic pipeline ------------------------------------------------------------------------
 
 
-def _readers() -> dict[str, Callable]:
+def _readers() -> dict[str, SourceReader]:
     from medrcube.construction.readers.dicom_folder import read_dicom_folder
     from medrcube.construction.readers.nifti_folder import read_nifti_folder
     from medrcube.construction.readers.tabular import read_images_csv
@@ -228,7 +241,7 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
     from medrcube.construction.report import BuildReport
     from medrcube.construction.stages.mapping import Mapper
     from medrcube.construction.stages.ontology import load_ontology
-    from medrcube.construction.stages.production import Draft, OutImage, Producer
+    from medrcube.construction.stages.production import OutImage, Producer
     from medrcube.construction.stages.review import Reviewer, ReviewOutcome, pass_rates
     from medrcube.construction.stages.sampling import select
     from medrcube.construction.stages.templates import check_templates
@@ -458,7 +471,7 @@ def _run_generic(plan: Plan, progress: bool, echo: Callable[[str], None]) -> Bui
     return BuildResult(out, release, hf, report_dir, report, review_errors=errors, audit=run_audit(release, r.audit, report_dir))
 
 
-def _text_screen(r: Recipe):
+def _text_screen(r: Recipe) -> TextScreen:
     """The OCR text screen of a build; a clear BuildError when the OCR model is not installed."""
     from medrcube.construction.privacy.ocr import OcrUnavailable
     from medrcube.construction.privacy.textscreen import TextScreen
@@ -469,7 +482,7 @@ def _text_screen(r: Recipe):
         raise BuildError(f"{r.path}: every frame is read for burned-in text before export, and {exc}") from None
 
 
-def _region_table(r: Recipe):
+def _region_table(r: Recipe) -> RegionTable:
     """The recipe's region-rule table (privacy.region_rules): the default, none, or the site's own file."""
     from medrcube.construction.privacy.regions import NO_RULES, RegionRuleError, load_table
 
@@ -493,8 +506,8 @@ def _reason_key(reason: str) -> str:
     return reason.split(":", 1)[0]
 
 
-def _chains(drafts: list) -> int:
-    levels: dict[str, set] = {}
+def _chains(drafts: list[Draft]) -> int:
+    levels: dict[str, set[Level | None]] = {}
     for d in drafts:
         levels.setdefault(d.chain, set()).add(task_level(d.fact.task))
     return sum(1 for v in levels.values() if Level.HIGH in v and v & {Level.LOW, Level.MID})

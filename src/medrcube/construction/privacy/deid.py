@@ -19,11 +19,15 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from pydicom.dataelem import DataElement
+    from pydicom.dataset import Dataset
 
 PROFILE_NAME = "medrcube basic profile (subset of DICOM PS3.15 Annex E)"
 
@@ -80,7 +84,7 @@ DESCRIPTIVE_KEYWORDS: tuple[str, ...] = (
 
 @dataclass(frozen=True, slots=True)
 class DeidResult:
-    dataset: object  # a pydicom Dataset, cleaned
+    dataset: Dataset  # cleaned
     removed: tuple[str, ...]  # "PatientName", "private tags (12)", "overlay group 6000", ...
     profile: str = PROFILE_NAME
     notes: tuple[str, ...] = field(default_factory=tuple)
@@ -89,7 +93,7 @@ class DeidResult:
     counts: dict[str, int] = field(default_factory=dict)
 
 
-def _walk(ds) -> Iterable:
+def _walk(ds: Dataset) -> Iterator[DataElement]:
     """Every data element of a dataset, descending into sequences."""
     for elem in ds:
         yield elem
@@ -102,7 +106,7 @@ def _walk(ds) -> Iterable:
 _CLASS_UIDS = frozenset({"SOPClassUID", "ReferencedSOPClassUID", "TransferSyntaxUID", "CodingSchemeUID", "ContextGroupExtensionCreatorUID"})
 
 
-def _beyond_the_list(elem) -> bool:
+def _beyond_the_list(elem: DataElement) -> bool:
     """A person name, date, time or instance UID that IDENTIFYING_KEYWORDS does not name."""
     if elem.tag.group in (0x0002,) or elem.tag.is_private:
         return False
@@ -111,7 +115,7 @@ def _beyond_the_list(elem) -> bool:
     return elem.VR == "UI" and not (elem.keyword.endswith("ClassUID") or elem.keyword in _CLASS_UIDS)
 
 
-def deidentify(ds) -> DeidResult:
+def deidentify(ds: Dataset) -> DeidResult:
     """A copy of `ds` without identifying attributes, private tags, overlays or icons.
 
     Sets PatientIdentityRemoved = YES and names the profile in DeidentificationMethod.
@@ -120,7 +124,7 @@ def deidentify(ds) -> DeidResult:
     out = copy.deepcopy(ds)
     removed: dict[str, int] = {}
 
-    def clean(d) -> None:
+    def clean(d: Dataset) -> None:
         for kw in IDENTIFYING_KEYWORDS:
             if kw in d:
                 del d[kw]
@@ -176,7 +180,7 @@ LEAK_KEYWORDS: frozenset[str] = frozenset(IDENTIFYING_KEYWORDS) - {
 }  # fmt: skip
 
 
-def identifying_items(ds, min_length: int = 4, min_digits: int = 5) -> dict[str, str]:
+def identifying_items(ds: Dataset, min_length: int = 4, min_digits: int = 5) -> dict[str, str]:
     """The identifying strings of a dataset, each with the keyword it came from (value -> keyword).
 
     As `identifying_values`; the keyword lets a leak be reported without printing the value.
@@ -198,7 +202,7 @@ def identifying_items(ds, min_length: int = 4, min_digits: int = 5) -> dict[str,
     return items
 
 
-def identifying_values(ds, min_length: int = 4, min_digits: int = 5) -> set[str]:
+def identifying_values(ds: Dataset, min_length: int = 4, min_digits: int = 5) -> set[str]:
     """The identifying strings of a dataset (names, IDs, institutions, dates, UIDs), for leak checks.
 
     A person name is also listed with its '^' separators as spaces ("Doe^John" and
@@ -209,7 +213,7 @@ def identifying_values(ds, min_length: int = 4, min_digits: int = 5) -> set[str]
     return set(identifying_items(ds, min_length, min_digits))
 
 
-def technical_metadata(ds, keywords: Sequence[str] = TECHNICAL_KEYWORDS) -> dict[str, object]:
+def technical_metadata(ds: Dataset, keywords: Sequence[str] = TECHNICAL_KEYWORDS) -> dict[str, object]:
     """The allow-listed technical attributes present in `ds`, as plain JSON values."""
     out: dict[str, object] = {}
     for kw in keywords:
@@ -223,7 +227,7 @@ def technical_metadata(ds, keywords: Sequence[str] = TECHNICAL_KEYWORDS) -> dict
     return out
 
 
-def checked_description(ds, keyword: str, expected: str) -> str:
+def checked_description(ds: Dataset, keyword: str, expected: str) -> str:
     """A descriptive free-text attribute, returned only when it equals `expected` (case- and space-insensitive).
 
     Raises ValueError naming the attribute otherwise, so that a changed source file
@@ -258,7 +262,7 @@ def find_leaks(text: str, values: Iterable[str]) -> list[str]:
     return found
 
 
-def needs_pixel_review(ds) -> bool:
+def needs_pixel_review(ds: Dataset) -> bool:
     """True unless the file states BurnedInAnnotation = NO for a non-ultrasound image.
 
     Ultrasound and secondary-capture frames carry on-screen text so often that a

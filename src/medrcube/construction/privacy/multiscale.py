@@ -81,7 +81,8 @@ def highpass(gray: np.ndarray) -> np.ndarray:
         blur = ndimage.gaussian_filter(g, sigma)
     d = g - blur
     out = 127.5 + d * (127.5 / (8 * float(d.std()) + 1e-6))
-    return np.clip(out, 0, 255).astype(np.uint8)
+    detail: np.ndarray = np.clip(out, 0, 255).astype(np.uint8)
+    return detail
 
 
 def _resized(gray: np.ndarray, scale: float) -> np.ndarray:

@@ -33,10 +33,14 @@ reads a turned line's crop only where one is proposed.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from medrcube.construction.privacy import proposals
+
+if TYPE_CHECKING:  # ocr.py imports this module
+    from medrcube.construction.privacy.ocr import TextReader
 
 Quad = tuple[tuple[float, float], ...]  # 4 corners
 TURNS = (90, 45, 135)  # degrees (counter-clockwise) the stroke map is turned by; 0 is `proposals.candidates`
@@ -152,14 +156,14 @@ def upright(pixels: np.ndarray, line: Line, pad: float = 0.25) -> np.ndarray:
     return cv2.warpAffine(g, cv2.getAffineTransform(src, dst), (out_w, out_h), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
 
 
-def read(reader, pixels: np.ndarray, line: Line) -> str:  # reader: ocr.TextReader (not imported: no cycle)
+def read(reader: TextReader, pixels: np.ndarray, line: Line) -> str:
     """What the recogniser reads along the line, upright, the direction with more letters or digits."""
     row = proposals.stretched(upright(pixels, line))
     texts = [reader.recognise(row), reader.recognise(np.ascontiguousarray(row[::-1, ::-1]))]
     return max(texts, key=lambda t: sum(1 for c in t if c.isalnum()))
 
 
-def legible(reader, pixels: np.ndarray, line: Line) -> bool:
+def legible(reader: TextReader, pixels: np.ndarray, line: Line) -> bool:
     return sum(1 for c in read(reader, pixels, line) if c.isalnum()) >= LEGIBLE
 
 

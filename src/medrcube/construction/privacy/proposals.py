@@ -147,7 +147,8 @@ def _noise(g: np.ndarray) -> np.ndarray:
     d = np.zeros_like(g)
     d[:, :-1] = np.abs(g[:, 1:] - g[:, :-1])
     w = FAINT_NOISE_WINDOW
-    return np.maximum(cv2.boxFilter(d, -1, (w, w), borderType=cv2.BORDER_REFLECT) * np.float32(np.sqrt(np.pi) / 2), 1.0)
+    sigma: np.ndarray = np.maximum(cv2.boxFilter(d, -1, (w, w), borderType=cv2.BORDER_REFLECT) * np.float32(np.sqrt(np.pi) / 2), 1.0)
+    return sigma
 
 
 def faint_contrast(pixels: np.ndarray) -> np.ndarray:
@@ -172,7 +173,8 @@ def faint_contrast(pixels: np.ndarray) -> np.ndarray:
         rows = slice(edge, g.shape[0] - edge)
         band, over, under = mean[rows], mean[edge - off : g.shape[0] - edge - off], mean[edge + off : g.shape[0] - edge + off]
         out[rows] = np.maximum(band - np.maximum(over, under), np.minimum(over, under) - band)
-    return out * np.sqrt(count) / _noise(g)
+    z: np.ndarray = out * np.sqrt(count) / _noise(g)
+    return z
 
 
 def faint_lines(pixels: np.ndarray) -> list[tuple[int, int, int, int]]:
@@ -244,4 +246,5 @@ def stretched(gray: np.ndarray) -> np.ndarray:
         lo, hi = float(gray.min()), float(gray.max())
     if hi <= lo:
         return gray
-    return np.clip((gray.astype(np.float32) - lo) * (255.0 / (hi - lo)), 0, 255).astype(np.uint8)
+    out: np.ndarray = np.clip((gray.astype(np.float32) - lo) * (255.0 / (hi - lo)), 0, 255).astype(np.uint8)
+    return out

@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,6 +36,9 @@ from medrcube.construction.dicom_attributes import ultrasound_regions
 from medrcube.construction.privacy import deid
 from medrcube.construction.privacy.textscreen import TextLog
 from medrcube.construction.recipe import PrivacySpec
+
+if TYPE_CHECKING:
+    from pydicom.dataset import Dataset
 
 MANIFEST_NAME = "deid_manifest.json"
 PROFILE_DOC_NAME = "DEIDENTIFICATION.md"
@@ -175,7 +178,7 @@ def _mask_or_refuse(reason: str, shape: tuple[int, int], spec: PrivacySpec) -> P
     return PixelScreen("refuse", reason)
 
 
-def screen_dicom(ds, shape: tuple[int, int], spec: PrivacySpec) -> PixelScreen:
+def screen_dicom(ds: Dataset, shape: tuple[int, int], spec: PrivacySpec) -> PixelScreen:
     """The pixel action for a (de-identified) DICOM frame of `shape` (rows, cols)."""
     modality = str(ds.get("Modality", "")).upper()
     flag = str(ds.get("BurnedInAnnotation", "")).upper()
@@ -210,18 +213,18 @@ class Manifest:
     """What was removed and done, counted: written as deid_manifest.json into every export."""
 
     dicom_files: int = 0
-    removed: Counter = field(default_factory=Counter)  # attribute keyword (or class) -> elements removed
-    files_with: Counter = field(default_factory=Counter)  # attribute keyword (or class) -> files it was removed from
-    pixels: Counter = field(default_factory=Counter)  # "crop: reason" / "mask: reason" / "refuse: reason" -> images
-    private_columns: Counter = field(default_factory=Counter)  # label column never read -> rows
+    removed: Counter[str] = field(default_factory=Counter)  # attribute keyword (or class) -> elements removed
+    files_with: Counter[str] = field(default_factory=Counter)  # attribute keyword (or class) -> files it was removed from
+    pixels: Counter[str] = field(default_factory=Counter)  # "crop: reason" / "mask: reason" / "refuse: reason" -> images
+    private_columns: Counter[str] = field(default_factory=Counter)  # label column never read -> rows
     values_searched: int = 0
     leaks: int = 0
     text: TextLog | None = None  # what the OCR found on every frame (textscreen), when it ran
-    redactions: Counter = field(default_factory=Counter)  # where free text was redacted -> values
+    redactions: Counter[str] = field(default_factory=Counter)  # where free text was redacted -> values
     pixel_scan: dict[str, int] | None = None  # the OCR read of every exported image (pixelscan), once it ran
     review: dict[str, Any] | None = None  # the review sheet and a person's decision (reviewsheet)
     subgroups: dict[str, Any] | None = None  # the subgroup attributes kept, generalised (coarse.py)
-    refused_files: Counter = field(default_factory=Counter)  # DICOM files left out whole, by why (never by name)
+    refused_files: Counter[str] = field(default_factory=Counter)  # DICOM files left out whole, by why (never by name)
 
     def add_deid(self, result: deid.DeidResult) -> None:
         self.dicom_files += 1

@@ -93,7 +93,8 @@ def _inside(q: np.ndarray, radius: float) -> np.ndarray:
     """How much of each pixel lies inside the ellipse q <= 1 (q its normalised equation, `radius` its
     smaller half-axis in px): a sharp edge, anti-aliased over about 1.5 px as a slight blur of the panel
     would, without filtering the whole frame (near the edge, the distance to it is (1 - q) * radius / 2)."""
-    return np.clip(np.float32(0.5) + (1 - q) * np.float32(radius / 3.0), 0, 1).astype(np.float32, copy=False)
+    share: np.ndarray = np.clip(np.float32(0.5) + (1 - q) * np.float32(radius / 3.0), 0, 1).astype(np.float32, copy=False)
+    return share
 
 
 def _noisy(img: np.ndarray, sd: float, rng: np.random.Generator) -> np.ndarray:

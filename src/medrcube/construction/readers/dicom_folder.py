@@ -20,6 +20,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -32,6 +33,9 @@ from medrcube.construction.readers.sources import frame_orientation, frame_windo
 from medrcube.construction.readers.tabular import LabelTable, SourceLog, rois_of
 from medrcube.construction.recipe import PrivacySpec, SourceSpec
 
+if TYPE_CHECKING:
+    from pydicom.dataset import Dataset
+
 # Technical attributes read into an image's metadata (the allow-list plus the sequence
 # parameters that protocol rules need). Free text is not among them.
 # Manufacturer and model (Annex E: keep) select the region rules of the scanner (privacy/regions.py).
@@ -43,7 +47,7 @@ META_KEYWORDS: tuple[str, ...] = (*deid.TECHNICAL_KEYWORDS, "InversionTime", "Di
 class _Instance:
     path: Path
     rel: str
-    order: tuple
+    order: tuple[int, float, str]  # InstanceNumber, position along the slice normal, path
     frames: int
     attributes: dict[str, str]
 
@@ -56,7 +60,7 @@ def source_files(root: Path) -> list[Path]:
     return out
 
 
-def _order(ds, rel: str) -> tuple:
+def _order(ds: Dataset, rel: str) -> tuple[int, float, str]:
     """Sort key within a series: InstanceNumber, then position along the slice normal, then path."""
     try:
         number = int(ds.get("InstanceNumber", 0) or 0)
@@ -76,7 +80,7 @@ def pick_positions(n: int, k: int) -> list[int]:
     return [int((i + 0.5) * n / k) for i in range(k)]
 
 
-def display(ds, frame: np.ndarray, index: int) -> tuple[np.ndarray, str]:
+def display(ds: Dataset, frame: np.ndarray, index: int) -> tuple[np.ndarray, str]:
     """A frame as [0, 1] display values and how (window, inversion)."""
     if frame.ndim == 3:
         return frame.astype(np.float64) / 255.0, "colour as stored"
@@ -124,37 +128,38 @@ def read_dicom_folder(spec: SourceSpec, privacy: PrivacySpec, manifest: Manifest
     for s, key in enumerate(sorted(series, key=lambda k: first_seen[k])):  # pass 2: the slices used
         instances = sorted(series[key], key=lambda x: x.order)
         slots = [(inst, f) for inst in instances for f in range(inst.frames)]
-        decoded: dict[str, tuple[object, object]] = {}
+        decoded: dict[str, tuple[Dataset, np.ndarray] | None] = {}
         for j in pick_positions(len(slots), spec.slices):
             inst, f = slots[j]
             where = f"{inst.path}" + (f" frame {f + 1}" if inst.frames > 1 else "")
             if inst.rel not in decoded:
                 decoded.clear()  # one file's pixels at a time
                 decoded[inst.rel] = _load(inst, log, where)
-            ds, data = decoded[inst.rel]
-            if ds is None:
+            loaded = decoded[inst.rel]
+            if loaded is None:
                 manifest.refused_files["pixels cannot be decoded (frames)"] += 1
                 continue
+            ds, data = loaded
             image = _image(spec, inst, ds, data, f, s, j, len(slots), privacy, manifest, table, log, where, root)
             if image is not None:
                 yield image
 
 
-def _load(inst: _Instance, log: SourceLog, where: str) -> tuple[object, object]:
-    """(de-identified dataset, decoded frames) of a file, or (None, None) when its pixels cannot be decoded."""
+def _load(inst: _Instance, log: SourceLog, where: str) -> tuple[Dataset, np.ndarray] | None:
+    """(de-identified dataset, decoded frames) of a file, or None when its pixels cannot be decoded."""
     try:
         ds = deid.deidentify(read_dicom(inst.path, package_rules=False)).dataset
         return ds, frames(ds)
     except SourceError as exc:  # read_dicom decoded the pixels and names the file
         log.note("pixels cannot be decoded", str(exc))
-        return None, None
+        return None
     except Exception as exc:  # noqa: BLE001 - pixel decoding fails in many ways (codec missing, truncated data)
         log.note("pixels cannot be decoded", f"{where}: {type(exc).__name__}: {exc}")
-        return None, None
+        return None
 
 
-def _image(spec: SourceSpec, inst: _Instance, ds, data, f: int, s: int, j: int, n: int, privacy: PrivacySpec, manifest: Manifest,
-           table: LabelTable | None, log: SourceLog, where: str, root: Path) -> SourceImage | None:  # fmt: skip
+def _image(spec: SourceSpec, inst: _Instance, ds: Dataset, data: np.ndarray, f: int, s: int, j: int, n: int, privacy: PrivacySpec,
+           manifest: Manifest, table: LabelTable | None, log: SourceLog, where: str, root: Path) -> SourceImage | None:  # fmt: skip
     frame = data[f]
     screen = screen_dicom(ds, frame.shape[:2], privacy)
     manifest.add_pixels(screen)

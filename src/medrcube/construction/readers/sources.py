@@ -17,10 +17,14 @@ import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from medrcube.construction.dicom_attributes import OBLIQUE_LIMIT_DEG, SourceError, view_from_iop
+
+if TYPE_CHECKING:
+    from pydicom.dataset import Dataset, FileDataset
 
 # Transfer syntaxes whose only pure-pip decoder (pylibjpeg-libjpeg) is GPL: never decode them.
 GPL_ONLY_SYNTAXES: dict[str, str] = {
@@ -67,7 +71,7 @@ class PackageFile:
 # -- DICOM -------------------------------------------------------------------------------
 
 
-def read_dicom(path: str | Path, *, stop_before_pixels: bool = False, package_rules: bool = True):
+def read_dicom(path: str | Path, *, stop_before_pixels: bool = False, package_rules: bool = True) -> FileDataset:
     """Read a DICOM file (optionally gzip-compressed), refusing GPL-only codecs and, with
     `package_rules`, the package files excluded from cubes (EXCLUDED_FILE_PREFIXES).
 
@@ -99,7 +103,7 @@ def read_dicom(path: str | Path, *, stop_before_pixels: bool = False, package_ru
     return ds
 
 
-def _functional_item(ds, index: int, sequence: str, attribute: str):
+def _functional_item(ds: Dataset, index: int, sequence: str, attribute: str) -> Any:
     """An attribute from a frame's functional groups: per-frame first, then shared."""
     for groups_kw, i in (("PerFrameFunctionalGroupsSequence", index), ("SharedFunctionalGroupsSequence", 0)):
         groups = ds.get(groups_kw)
@@ -111,27 +115,27 @@ def _functional_item(ds, index: int, sequence: str, attribute: str):
     return None
 
 
-def frame_attribute(ds, index: int, sequence: str, attribute: str):
+def frame_attribute(ds: Dataset, index: int, sequence: str, attribute: str) -> Any:
     """A top-level attribute, else the frame's functional-group value (None when absent)."""
     if attribute in ds:
         return ds[attribute].value
     return _functional_item(ds, index, sequence, attribute)
 
 
-def number_of_frames(ds) -> int:
+def number_of_frames(ds: Dataset) -> int:
     try:
         return max(1, int(ds.get("NumberOfFrames", 1) or 1))
     except (TypeError, ValueError):
         return 1
 
 
-def frames(ds) -> np.ndarray:
+def frames(ds: Dataset) -> np.ndarray:
     """All frames as (n, rows, cols) float64 with the rescale applied, or (n, rows, cols, 3) uint8 RGB.
 
     Palette-colour images are expanded through their lookup table; YBR images arrive as
     RGB (pydicom converts them).
     """
-    from pydicom.pixels import apply_color_lut
+    from pydicom.pixels.processing import apply_color_lut
 
     arr = ds.pixel_array
     n = number_of_frames(ds)
@@ -150,17 +154,21 @@ def frames(ds) -> np.ndarray:
     return out
 
 
-def frame_window(ds, index: int = 0) -> tuple[float, float] | None:
+def frame_window(ds: Dataset, index: int = 0) -> tuple[float, float] | None:
     """The first (centre, width) display window of a frame, or None when the file has none."""
     c = frame_attribute(ds, index, "FrameVOILUTSequence", "WindowCenter")
     w = frame_attribute(ds, index, "FrameVOILUTSequence", "WindowWidth")
     if c is None or w is None:
         return None
-    first = lambda v: float(v[0]) if isinstance(v, Sequence) and not isinstance(v, str) else float(v)  # noqa: E731
-    return first(c), first(w)
+    return _first_number(c), _first_number(w)
 
 
-def frame_orientation(ds, index: int = 0) -> tuple[float, ...] | None:
+def _first_number(value: Any) -> float:
+    """A DICOM element's number, or the first of a multi-valued one (DS/IS values arrive as either)."""
+    return float(value[0]) if isinstance(value, Sequence) and not isinstance(value, str) else float(value)
+
+
+def frame_orientation(ds: Dataset, index: int = 0) -> tuple[float, ...] | None:
     """ImageOrientationPatient of a frame (top level or plane-orientation functional group)."""
     iop = frame_attribute(ds, index, "PlaneOrientationSequence", "ImageOrientationPatient")
     if iop is None or len(iop) != 6:

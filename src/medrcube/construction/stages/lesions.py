@@ -82,7 +82,8 @@ def body_mask(img01: np.ndarray, threshold: float = 0.12, smooth: float = 2.0) -
     """Pixels inside the imaged anatomy: a smoothed image above `threshold`, holes filled."""
     gray = img01 if img01.ndim == 2 else img01.mean(axis=2)
     mask = ndimage.gaussian_filter(gray, smooth) > threshold
-    return ndimage.binary_fill_holes(mask)
+    filled: np.ndarray = ndimage.binary_fill_holes(mask)  # scipy has no type information
+    return filled
 
 
 def textured_mask(img01: np.ndarray, size: int = 5, min_std: float = 0.01) -> np.ndarray:
@@ -92,7 +93,8 @@ def textured_mask(img01: np.ndarray, size: int = 5, min_std: float = 0.01) -> np
     mean = ndimage.uniform_filter(gray, size)
     var = np.maximum(ndimage.uniform_filter(gray * gray, size) - mean * mean, 0.0)
     mask = ndimage.binary_closing(np.sqrt(var) >= min_std, iterations=3)
-    return ndimage.binary_fill_holes(mask)
+    filled: np.ndarray = ndimage.binary_fill_holes(mask)  # scipy has no type information
+    return filled
 
 
 def quadrant_box(shape: tuple[int, int], quadrant: str) -> tuple[slice, slice]:

@@ -22,9 +22,9 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlparse
 
 from medrcube.construction.stages.production import Draft, OutImage
@@ -212,13 +212,22 @@ def is_remote(url: str) -> bool:
 # -- running the review -------------------------------------------------------------------------
 
 
+class ReviewCache(Protocol):
+    """What the reviewer needs of a response store (the run's ResponseStore is one)."""
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, Response]: ...
+
+    def put_many(self, items: Sequence[tuple[str, Response]], *, model: str = "") -> None: ...
+
+
 class Reviewer:
     """Reviews drafts with a model adapter; `review` returns one ReviewOutcome per draft."""
 
-    def __init__(self, adapter: ModelAdapter, *, retries: int = 2, store=None, params: Mapping[str, Any] | None = None):
+    def __init__(self, adapter: ModelAdapter, *, retries: int = 2, store: ReviewCache | None = None,
+                 params: Mapping[str, Any] | None = None):  # fmt: skip
         self.adapter = adapter
         self.retries = retries
-        self.store = store  # a medrcube.run.store.ResponseStore, or None
+        self.store = store
         self.params = dict(params or {})
         self.requests_sent = 0
         self.cache_hits = 0
@@ -261,7 +270,8 @@ class Reviewer:
         """Review every draft; `images` maps (dataset, key) to the image it shows."""
         return asyncio.run(self._review(drafts, images, on_done))
 
-    async def _review(self, drafts: Sequence[Draft], images: Mapping[tuple[str, str], OutImage], on_done) -> dict[str, ReviewOutcome]:
+    async def _review(self, drafts: Sequence[Draft], images: Mapping[tuple[str, str], OutImage],
+                      on_done: Callable[[int], None] | None) -> dict[str, ReviewOutcome]:
         outcomes = {d.id: ReviewOutcome(d.id, "error") for d in drafts}
         pending = list(drafts)
         try:
