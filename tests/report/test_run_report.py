@@ -30,7 +30,7 @@ def _gate_document(cube_dir: Path, run: Path, *, only_passing: bool = False) -> 
     """gate.json as the plugin writes it, from the gate's own checks and verdicts."""
     from medrcube.gate.checks import build_checks
     from medrcube.gate.evaluate import evaluate
-    from medrcube.plugin.session import packaged_thresholds
+    from medrcube.plugin.options import packaged_thresholds
     from medrcube.plugin.summary import gate_document, verdict_payload
     from medrcube.gate.thresholds import load_policy
     from medrcube.run.variants import parse_variants

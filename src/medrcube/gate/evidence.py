@@ -81,11 +81,13 @@ def collect(
     if entry is None or entry.evidence is None:
         raise ValueError(f"unknown check kind {check.kind!r}")
     try:
-        if entry.needs_baseline:
-            return entry.evidence(check, selected, baseline, baseline_error)
-        return entry.evidence(check, selected)
+        found = entry.evidence(check, selected, baseline, baseline_error) if entry.needs_baseline else entry.evidence(check, selected)
     except ValueError as exc:  # inconsistent records (e.g. duplicates): say so, decide nothing
         return Evidence(check, 0, "items", error=f"cannot evaluate: {exc}")
+    if not isinstance(found, Evidence):  # a site's kind: its collector must return the gate's Evidence
+        raise TypeError(f"check {check.id!r}: the evidence collector of kind {check.kind!r} returned "
+                        f"{type(found).__name__}; expected a medrcube.gate.criteria.Evidence")
+    return found
 
 
 # --------------------------------------------------------------------------- accuracy

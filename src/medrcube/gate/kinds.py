@@ -31,13 +31,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from medrcube import entrypoints
-
-if TYPE_CHECKING:
-    from medrcube.gate.checks import Check
-    from medrcube.gate.criteria import Evidence
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -82,10 +78,10 @@ class KindEntry:
     # (checker, key, the section's mapping) -> the parsed section, kept in Policy.sections;
     # it raises through the checker (ThresholdsError naming the key) on a bad value.
     read_policy: Callable[[Any, str, Any], Any] | None = None
-    build: Callable[[BuildContext], list[Check]] | None = None
+    build: Callable[[BuildContext], list[Any]] | None = None  # -> medrcube.gate.checks.Check
     # (check, the run's records in its scope) -> medrcube.gate.criteria.Evidence; a kind that
     # `needs_baseline` is also given the baseline's records and why they are missing.
-    evidence: Callable[..., Evidence] | None = None
+    evidence: Callable[..., Any] | None = None
     needs_baseline: bool = False
     # How the outputs show the kind's checks (read by plugin/ and report/, which test no
     # kind by name):

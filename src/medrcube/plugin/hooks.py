@@ -39,7 +39,7 @@ import pytest
 from medrcube.plugin import session as gate
 from medrcube.plugin import summary
 from medrcube.plugin.allure_overview import carry_history
-from medrcube.plugin.options import realign_setup
+from medrcube.plugin.options import check_suite_for_options, read_options, realign_setup, suite_requested
 from medrcube.plugin.speed.assert_rewriting import narrow_installed
 from medrcube.plugin.speed.frozen_heap import settle_heap_before_exit, thaw_heap_after
 
@@ -51,7 +51,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     # rewriting hook of its own, with all of medrcube marked again (plugin/speed/assert_rewriting.py).
     narrow_installed()
     # Every gate option defaults to None, so that "given" can be told from "default"
-    # (session.read_options resolves the defaults stated here).
+    # (options.read_options resolves the defaults stated here).
     from medrcube.models.registry import spec_help  # the grammar, written once
 
     group = parser.getgroup("medrcube", "medrcube qualification gate")
@@ -151,7 +151,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     # tryfirst: before allure-pytest's configure reads --clean-alluredir.
-    config.stash[gate.OPTIONS_KEY] = gate.read_options(config)
+    config.stash[gate.OPTIONS_KEY] = read_options(config)
     # Registered first, so run last: after pytest's own end-of-run collections (plugin/speed/frozen_heap.py).
     thaw_heap_after(config)
     if gate.is_controller(config):
@@ -166,11 +166,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     # error stops the run once, in the controller.
     config = session.config
     if not gate.is_controller(config):
-        if gate.suite_requested(config):  # a name the endpoint lists in another spelling: as the controller asks it
+        if suite_requested(config):  # a name the endpoint lists in another spelling: as the controller asks it
             gate.preflight(gate.open_session(config), quiet=True)
         return
-    gate.check_suite_for_options(config)
-    if gate.suite_requested(config):
+    check_suite_for_options(config)
+    if suite_requested(config):
         from medrcube.plugin.evidence import junit_properties
         from medrcube.plugin.speed import early_inference as early
 
@@ -192,7 +192,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     options = config.stash.get(gate.OPTIONS_KEY, None)
-    if options is None or options.model_given or not gate.is_controller(config) or not gate.suite_requested(config):
+    if options is None or options.model_given or not gate.is_controller(config) or not suite_requested(config):
         return []
     return [f"medrcube: {summary.NO_MODEL}"]
 
@@ -211,7 +211,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_collection_finish(session: pytest.Session) -> None:
     # Without xdist, conftests below the arguments are loaded now: check again.
     if gate.is_controller(session.config) and session.config.stash.get(gate.SESSION_KEY, None) is None:
-        gate.check_suite_for_options(session.config, collected=True)
+        check_suite_for_options(session.config, collected=True)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -371,7 +371,7 @@ class ControllerHooks:
         from medrcube.plugin.ledger import worker_input
 
         worker_input(self.config.stash.get(gate.SESSION_KEY, None), node)  # this run's attempt on its cube
-        if not progress.wanted(self.config) or not gate.suite_requested(self.config):
+        if not progress.wanted(self.config) or not suite_requested(self.config):
             return
         if self.progress_dir is None:
             self.progress_dir = Path(tempfile.gettempdir()) / f"medrcube-progress-{uuid.uuid4().hex[:12]}"
@@ -398,7 +398,7 @@ class ControllerHooks:
         if session.exitstatus == pytest.ExitCode.INTERRUPTED and not self.report.entries:
             from medrcube.plugin.progress import interrupted_lines  # Ctrl-C before any verdict
 
-            self.interrupted = interrupted_lines(self.config, run) if gate.suite_requested(self.config) else []
+            self.interrupted = interrupted_lines(self.config, run) if suite_requested(self.config) else []
             return
         if run is not None:  # without xdist this process ran the inference itself
             self.report.add_handover(run.handover(live=True))

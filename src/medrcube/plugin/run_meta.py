@@ -9,9 +9,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 
-def served_model(session: Any) -> str | None:
+def served_model(served: Mapping[str, str | None], spec: str) -> str | None:
     """The model name the candidate's endpoint reported in the pre-flight (None for a local baseline)."""
-    return session.served.get(session.adapter.spec)
+    return served.get(spec)
 
 
 def gate_meta(session: Any, entries: Mapping[str, Any]) -> dict[str, Any]:
@@ -60,7 +60,7 @@ def run_meta(session: Any, run_id: str, result: Any, handovers: Iterable[Mapping
         "model": redact_spec(opts.model),
         "model_given": opts.model_given,  # False: no --model, the random baseline ran
         "model_fingerprint": session.adapter.fingerprint,
-        "served_model": served_model(session),
+        "served_model": served_model(session.served, session.adapter.spec),
         "model_engine": dict(session.adapter.engine) if session.adapter.engine else None,
         # The model each answer names, as its endpoint said, and those naming another model than asked.
         "requested_model": session.adapter.model,

@@ -12,36 +12,25 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from medrcube.gate import kinds
 from medrcube.plugin.evidence import served_error
 from medrcube.plugin.ledger import reserve, with_share
-from medrcube.plugin.options import (  # noqa: F401  (re-exported: the pytest room's one namespace)
-    GATE_OPTIONS,
-    HOW_TO_RUN,
-    SUITE_FLAG,
-    SUITE_MODULE,
-    GateOptions,
-    _parse_variants,
-    _usage,
-    check_suite_for_options,
-    gate_options_given,
-    packaged_thresholds,
-    read_options,
-    resolve_cube_spec,
-    suite_requested,
-)
+from medrcube.plugin.options import GateOptions, _parse_variants, _usage, packaged_thresholds, resolve_cube_spec
 from medrcube.plugin.speed.frozen_heap import settle_heap
 from medrcube.plugin.speed.tail_ahead import prepare_outputs
 from medrcube.records import GradedRecord
 
+if TYPE_CHECKING:
+    from medrcube.run.runner import RunResult
+
 OPTIONS_KEY = pytest.StashKey["GateOptions"]()
 SESSION_KEY = pytest.StashKey["GateSession"]()
 # On an item: the JSON-ready verdict payload its test produced (see summary.py).
-VERDICT_KEY = pytest.StashKey[dict]()
+VERDICT_KEY = pytest.StashKey[dict[str, Any]]()
 
 
 class GateError(Exception):
@@ -94,7 +83,7 @@ class GateSession:
     baseline_dir: Path | None = None
     worker: tuple[int, int] = (0, 1)
     _by_id: dict[str, Any] = field(default_factory=dict, repr=False)
-    _result: Any = field(default=None, repr=False)
+    _result: RunResult | None = field(default=None, repr=False)
     _baseline_records: list[GradedRecord] | None = field(default=None, repr=False)
     _failure: str | None = field(default=None, repr=False)
     _verdicts: dict[str, Any] = field(default_factory=dict, repr=False)

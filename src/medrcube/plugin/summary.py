@@ -51,6 +51,11 @@ def _clean(value: Any) -> Any:
     return str(value)
 
 
+def _clean_entry(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """`_clean` of a gate.json entry (its keys are strings already)."""
+    return {str(k): _clean(v) for k, v in entry.items()}
+
+
 def _base_payload(check: Any) -> dict[str, Any]:
     return {
         "id": check.id,
@@ -87,7 +92,7 @@ def verdict_payload(check: Any, verdict: Any, questions: Mapping[str, str] | Non
     payload.update({k: v for k, v in doc.items() if k not in ("check_id", "status")})
     payload["verdict"] = canonical(doc.get("status", verdict.status))
     payload["worst"] = worst
-    return _clean(payload)
+    return _clean_entry(payload)
 
 
 def error_payload(check: Any, message: str) -> dict[str, Any]:
@@ -107,7 +112,7 @@ def error_payload(check: Any, message: str) -> dict[str, Any]:
             "details": {},
         }
     )
-    return _clean(payload)
+    return _clean_entry(payload)
 
 
 def report_properties(payload: Mapping[str, Any]) -> list[tuple[str, str]]:
