@@ -61,7 +61,6 @@ from medrcube.models.concurrency import AdaptiveLimit
 from medrcube.models.confidence import from_logprobs
 from medrcube.models.images import IMAGE_FORMATS, ImageCache, ImageError, shared_image_cache
 from medrcube.models.light_http import pick
-from medrcube.models.openai_wire import too_large
 from medrcube.models.provider_errors import Attempt, Redactor, provider_says, status_attempt
 from medrcube.models.retry import RetryPolicy, TokenBucket, parse_retry_after
 from medrcube.models.transport import AdapterStats, LoopState
@@ -399,7 +398,18 @@ class ApiAdapter(ABC):
                        message=f"the response from {self._where()} is not a {what}: {why}")
 
     def _too_large(self, exc: BodyTooLargeError) -> Attempt:
-        return too_large(self._where(), exc, self.max_response_bytes)
+        """A body refused at its cap: not retried (a bomb stays a bomb), and a failure of the
+        endpoint for its circuit breaker. Below max_response_mib the cap was the request's
+        token limit's (openai_wire.reply_cap): an oversized reply."""
+        where = self._where()
+        if exc.limit < self.max_response_bytes:
+            return Attempt(kind=ErrorKind.MALFORMED, label="oversized", breaker_failure=True, message=(
+                f"oversized reply from {where}: its body went past the cap of {exc.limit:,} bytes, more than a reply "
+                f"within the request's token limit can be; recorded as an error, not stored in full, not graded (check "
+                f"the server: it ignores the limit; a larger limit in models.yaml params raises the cap)"))
+        return Attempt(kind=ErrorKind.MALFORMED, label="too_large", breaker_failure=True, message=(
+            f"the response from {where} was refused unread: {exc}; raise max_response_mib in models.yaml if the "
+            f"endpoint's answers are really this large"))
 
     def _where(self) -> str:
         # Messages built with it are stored (results.jsonl, the store's errors table).

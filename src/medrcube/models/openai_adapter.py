@@ -42,136 +42,42 @@ adapter returns: error messages, provider error bodies and model answers alike (
 gateway may echo it). A base URL with credentials in it (userinfo, `?api-key=`) is
 refused (models/urls.py).
 
-This module is the wire: the transport above (limits, rpm, the breaker, retries, bounded
-bodies, served-model checks, the key cut from every text) is the API base's
-(models/api_base.py), which the native adapters (anthropic_adapter.py, gemini_adapter.py)
-stand on too.
+This module is the provider: its environment (OPENAI_API_KEY, OPENAI_BASE_URL), its default
+endpoint and token limit. The wire (`/chat/completions`, either client, the message, the
+body) is openai_wire.py's `ChatCompletionsAdapter`, which vllm_adapter.py stands on beside
+this one; the transport above it (limits, rpm, the breaker, retries, bounded bodies,
+served-model checks, the key cut from every text) is the API base's (models/api_base.py),
+which the native adapters (anthropic_adapter.py, gemini_adapter.py) stand on too.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from medrcube.models.api_base import PLACEHOLDER_KEY, ApiAdapter, APIKeyMissingError
-from medrcube.models.base import Request
-from medrcube.models.bounded_body import BodyTooLargeError
-from medrcube.models.images import ImageError
-from medrcube.models.light_http import LightClient, LightConnectionError, StatusError, light_headers
-from medrcube.models.openai_wire import read_chat_completion, reply_cap
-from medrcube.models.provider_errors import Attempt
+from medrcube.models.api_base import PLACEHOLDER_KEY, APIKeyMissingError
+from medrcube.models.openai_wire import TOKEN_LIMIT_PARAMS, ChatCompletionsAdapter
 from medrcube.models.retry import RetryPolicy, TokenBucket, parse_retry_after
 
 __all__ = ["APIKeyMissingError", "OpenAIAdapter", "PLACEHOLDER_KEY", "RetryPolicy", "TokenBucket",
            "parse_retry_after"]
 
-# The completion-token limit sent when models.yaml sets none. A letter answer ("B", "B. MRI",
-# "The answer is B.") takes a few tokens; 32 leaves room for a sentence around it, and a
-# local server whose model never stops then spends 32 tokens per item, not its own 1,024.
-# At api.openai.com the flagship models reason before they answer, so they get room for it.
-# A reasoning model behind another URL needs max_tokens set in models.yaml (README).
-DEFAULT_MAX_TOKENS = 32
+# At api.openai.com the flagship models reason before they answer, so they get room for it
+# (elsewhere the wire's DEFAULT_MAX_TOKENS: a letter and a sentence around it).
 DEFAULT_MAX_COMPLETION_TOKENS_OPENAI = 4096
-_TOKEN_LIMITS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
 
 
-class OpenAIAdapter(ApiAdapter):
-    """An OpenAI-compatible chat model on the API base (models/api_base.py)."""
+class OpenAIAdapter(ChatCompletionsAdapter):
+    """OpenAI, or any OpenAI-compatible server, on the chat-completions wire (models/openai_wire.py)."""
 
     provider = "openai"
     default_key_env = "OPENAI_API_KEY"
     base_url_env = "OPENAI_BASE_URL"
     default_endpoint = "https://api.openai.com/v1"
     base_url_hint = "an OpenAI-compatible base URL usually ends in /v1"
-    light_wire = True  # its wire is plain chat completions, which the light client speaks
 
     def _default_params(self, given: Mapping[str, Any]) -> dict[str, Any]:
-        if any(k in given for k in _TOKEN_LIMITS):  # null in models.yaml: no limit sent
-            return {}
         # OpenAI's reasoning models take only max_completion_tokens; local servers all read max_tokens.
-        if self.base_url is None:
+        if self.base_url is None and not any(k in given for k in TOKEN_LIMIT_PARAMS):
             return {"max_completion_tokens": DEFAULT_MAX_COMPLETION_TOKENS_OPENAI}
-        return {"max_tokens": DEFAULT_MAX_TOKENS}
-
-    def _new_client(self) -> Any:
-        """The provider's client (a wire hook): the light client, or the SDK on our bounded HTTP client, never retrying."""
-        if self.transport == "light":
-            assert self.base_url is not None
-            return LightClient(self.base_url, headers=light_headers(self._api_key, self.api_key_header),
-                               connect_timeout=min(self.timeout, 10.0), max_body_bytes=self.max_response_bytes)
-        from openai import AsyncOpenAI
-
-        from medrcube.models.http import bounded_client
-
-        headers = {self.api_key_header: self._api_key} if self.api_key_header else None
-        return AsyncOpenAI(api_key=self._api_key, base_url=self.base_url, timeout=self.timeout,
-                           max_retries=0, default_headers=headers,
-                           http_client=bounded_client(self.timeout, self.max_response_bytes))
-
-    async def _listed_models(self, client: Any) -> list[str]:
-        """The model ids the endpoint lists (a wire hook): GET /models."""
-        if isinstance(client, LightClient):
-            return await client.model_ids()
-        listing = await client.models.list()
-        return [str(m.id) for m in listing.data]
-
-    async def _messages(self, request: Request) -> list[dict[str, Any]]:
-        if not request.images:
-            return [{"role": "user", "content": request.prompt}]
-        # The reference evaluator's order: the text, then the image(s).
-        content: list[dict[str, Any]] = [{"type": "text", "text": request.prompt}]
-        for image in request.images:
-            try:
-                prepared = await self.images.get(image, max_side=self.image_max_side, fmt=self.image_format)
-            except ImageError as exc:
-                raise ImageError(f"image {image.digest[:12]} could not be prepared: {exc}") from exc
-            except OSError as exc:  # the reader could not read the file
-                raise ImageError(f"image {image.digest[:12]} could not be read: {exc}") from exc
-            content.append({"type": "image_url", "image_url": {"url": prepared.data_url}})
-        return [{"role": "user", "content": content}]
-
-    async def _attempt(self, client: Any, messages: list[dict[str, Any]], params: Mapping[str, Any]) -> Attempt:
-        try:
-            # The documented route for raw calls (`client.post`): the same auth, timeouts and
-            # typed errors as `chat.completions.create`, without the per-request transform of
-            # the message TypedDicts (about 1 ms of CPU for an image message) and without
-            # model validation, since we read the body ourselves (`_completion`). Every
-            # parameter goes in the body as given, so a provider-specific one needs no code.
-            # The whole attempt runs under one deadline: httpx's timeout bounds each read,
-            # and a body dripped a byte per second would otherwise never time out.
-            body, cap = {**params, "model": self.model, "messages": messages}, reply_cap(params, self.max_response_bytes)
-            async with asyncio.timeout(self.timeout):
-                if isinstance(client, LightClient):  # stops reading at the cap, the rest unread
-                    content = await client.post_json("chat/completions", body, max_body=cap)
-                else:
-                    content = await client.post("/chat/completions", cast_to=bytes, body=body)
-        except Exception as exc:
-            return self._failed(exc)
-        if len(content) > cap:  # the SDK's transport reads up to max_response_mib
-            return self._too_large(BodyTooLargeError(cap, "identity", inflated=False))
-        return self._completion(content)
-
-    def _failed(self, exc: Exception) -> Attempt:
-        """The Attempt for an exception of the client (a wire hook); anything else re-raised."""
-        if isinstance(exc, BodyTooLargeError):  # a bomb stays a bomb: not retried
-            return self._too_large(exc)
-        if isinstance(exc, TimeoutError):
-            return self._timed_out()
-        if isinstance(exc, LightConnectionError):
-            return self._unreachable(exc)
-        if isinstance(exc, StatusError):
-            return self._status_error(exc)
-        import openai
-
-        if isinstance(exc, openai.APITimeoutError):  # before its base class below
-            return self._timed_out()
-        if isinstance(exc, openai.APIConnectionError):
-            return self._unreachable(exc)
-        if isinstance(exc, openai.APIStatusError):
-            return self._status_error(exc)
-        raise exc
-
-    def _completion(self, content: bytes) -> Attempt:
-        """Read a chat completion body (models/openai_wire.py); anything else is MALFORMED (retried)."""
-        return read_chat_completion(content, malformed=self._malformed, redactor=self._redactor, foreign=self._foreign)
+        return super()._default_params(given)

@@ -2,11 +2,12 @@
 
 `open_vllm` starts `vllm serve` on the checkpoint as a child process (models/vllm_engine.py),
 waits until it answers /health and lists the model, and returns a `VLLMAdapter`: the
-OpenAI-compatible adapter (retries, breaker, bounded bodies, the pre-flight) pointed at
-it. `vllm:PATH@URL` attaches to a vLLM server already running there instead. A process
+chat-completions wire vLLM serves (models/openai_wire.py, with the API base's retries,
+breaker, bounded bodies and pre-flight) pointed at it, a sibling of the OpenAI adapter.
+`vllm:PATH@URL` attaches to a vLLM server already running there instead. A process
 started later by the one that started the engine (an xdist worker) attaches to it too.
 
-What the adapter adds to the OpenAI one:
+What the adapter adds to the wire:
 
 - identity: the engine's name and version and every engine argument (`engine`, recorded
   in run.json, gate.json, the seal and the summary), and a digest of the checkpoint's
@@ -29,7 +30,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from medrcube.models.openai_adapter import OpenAIAdapter
+from medrcube.models.base import Request
+from medrcube.models.openai_wire import ChatCompletionsAdapter
 from medrcube.models.provider_errors import Attempt
 from medrcube.models.vllm_engine import (
     DEFAULT_MAX_NUM_SEQS,
@@ -50,8 +52,8 @@ _CHECKPOINT_FILES = (".json", ".jinja", ".model", ".safetensors", ".bin", ".pt",
 _SAMPLES, _SAMPLE_BYTES = 64, 16 * 1024
 
 
-class VLLMAdapter(OpenAIAdapter):
-    """The OpenAI-compatible adapter on a vLLM engine (module docstring)."""
+class VLLMAdapter(ChatCompletionsAdapter):
+    """The chat-completions wire (models/openai_wire.py) on a vLLM engine (module docstring)."""
 
     provider = "vllm"
     default_key_env = "VLLM_API_KEY"  # vLLM's own variable for its --api-key; unset: no key is sent
@@ -72,7 +74,7 @@ class VLLMAdapter(OpenAIAdapter):
         digest = hashlib.sha256(f"{base}\0image-first".encode()).hexdigest()[:16]
         return f"vllm:{self.model}:{digest}"
 
-    async def _messages(self, request: Any) -> list[dict[str, Any]]:
+    async def _messages(self, request: Request) -> list[dict[str, Any]]:
         messages = await super()._messages(request)
         content = messages[0]["content"]
         if isinstance(content, list):  # images first, then the text: a prefix shared by one image's questions
