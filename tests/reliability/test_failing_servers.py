@@ -19,9 +19,10 @@ from reliability_kit import MODEL, make_cube, openai_adapter, replies, wait_for
 from medrcube.cube.item import Cube
 from medrcube.models.base import ErrorKind
 from medrcube.records import GRADED, Outcome
+from medrcube.run.metering import error_cause
 from medrcube.run.runner import run_cube
 from medrcube.run.store import ResponseStore
-from medrcube.service import EndpointError, error_cause, preflight
+from medrcube.service import EndpointError, preflight
 
 
 @pytest.fixture(scope="module")

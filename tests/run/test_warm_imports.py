@@ -1,6 +1,6 @@
-"""The verdict's imports are warmed on a thread once the first answer is in (service.py,
-issue 29): never before a request was answered, once per process, and a module that
-fails to import there raises nothing (the main thread's own import reports it)."""
+"""The verdict's imports are warmed on a thread once the first answer is in (run/metering.py):
+never before a request was answered, once per process, and a module that fails to import
+there raises nothing (the main thread's own import reports it)."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ from typing import Any
 
 import pytest
 
-from medrcube import service
 from medrcube.models.base import Request
 from medrcube.models.openai_adapter import OpenAIAdapter
+from medrcube.run import metering
 from medrcube.run.prompts import render_prompt
 
 
 @pytest.fixture
 def started(monkeypatch: pytest.MonkeyPatch) -> list[threading.Thread]:
-    """Threads started during the test (the service's and the in-process server's), recorded;
+    """Threads started during the test (the metering's and the in-process server's), recorded;
     the once-per-process flag reset for the test."""
     seen: list[threading.Thread] = []
     real = threading.Thread
@@ -28,14 +28,14 @@ def started(monkeypatch: pytest.MonkeyPatch) -> list[threading.Thread]:
         seen.append(t)
         return t
 
-    monkeypatch.setattr(service.threading, "Thread", recording)
-    monkeypatch.setattr(service, "_warm_started", set())
+    monkeypatch.setattr(metering.threading, "Thread", recording)
+    monkeypatch.setattr(metering, "_warm_started", set())
     return seen
 
 
 def _ask(server: Any, n: int, monkeypatch: pytest.MonkeyPatch, params: dict[str, Any] | None = None) -> list[Any]:
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-    metered = service.Metered(OpenAIAdapter("scripted", base_url=server.base_url, concurrency=4, timeout=10.0))
+    metered = metering.Metered(OpenAIAdapter("scripted", base_url=server.base_url, concurrency=4, timeout=10.0))
     requests = [Request(key=f"k{i}", item_id=f"i{i}", prompt=render_prompt(f"question {i}", ["yes", "no"]),
                         options=("yes", "no"), params=params or {}) for i in range(n)]
 
@@ -54,12 +54,12 @@ def _ask(server: Any, n: int, monkeypatch: pytest.MonkeyPatch, params: dict[str,
 def test_warmed_once_after_the_first_answer_and_a_failed_import_raises_nothing(
     scripted_server: Any, monkeypatch: pytest.MonkeyPatch, started: list[threading.Thread]
 ) -> None:
-    monkeypatch.setattr(service, "AFTER_ANSWERS", ("medrcube._no_such_module_", "json"))
+    monkeypatch.setattr(metering, "AFTER_ANSWERS", ("medrcube._no_such_module_", "json"))
     hooked: list[Any] = []
     monkeypatch.setattr(threading, "excepthook", hooked.append)
     scripted_server.set_script({"default": "A"})
     scripted_server.reset_stats()
-    metered_before = service.Metered(OpenAIAdapter("scripted", base_url=scripted_server.base_url))
+    metered_before = metering.Metered(OpenAIAdapter("scripted", base_url=scripted_server.base_url))
     assert metered_before is not None and started == []  # building the adapter starts nothing
     out = _ask(scripted_server, 5, monkeypatch)
     assert [r.ok for r in out] == [True] * 5
@@ -75,7 +75,7 @@ def test_warmed_once_after_the_first_answer_and_a_failed_import_raises_nothing(
 def test_failed_requests_warm_too_and_are_still_counted_as_errors(
     scripted_server: Any, monkeypatch: pytest.MonkeyPatch, started: list[threading.Thread]
 ) -> None:
-    monkeypatch.setattr(service, "AFTER_ANSWERS", ("json",))
+    monkeypatch.setattr(metering, "AFTER_ANSWERS", ("json",))
     scripted_server.set_script({"default": "A", "faults": [{"fault": "status", "status": 400, "message": "bad"}]})
     scripted_server.reset_stats()
     out = _ask(scripted_server, 2, monkeypatch)
@@ -88,9 +88,9 @@ def test_failed_requests_warm_too_and_are_still_counted_as_errors(
 def test_numpy_is_warmed_only_once_an_answer_carries_a_confidence(
     scripted_server: Any, monkeypatch: pytest.MonkeyPatch, started: list[threading.Thread]
 ) -> None:
-    # numpy is needed only by the calibration and selective metrics (service.WITH_CONFIDENCE)
-    monkeypatch.setattr(service, "AFTER_ANSWERS", ("json",))
-    monkeypatch.setattr(service, "WITH_CONFIDENCE", ("decimal",))
+    # numpy is needed only by the calibration and selective metrics (metering.WITH_CONFIDENCE)
+    monkeypatch.setattr(metering, "AFTER_ANSWERS", ("json",))
+    monkeypatch.setattr(metering, "WITH_CONFIDENCE", ("decimal",))
     scripted_server.set_script({"default": "A", "logprobs": {"question 0": {"A": 0.7, "B": 0.3},
                                                              "question 1": {"A": 0.6, "B": 0.4}}})
     out = _ask(scripted_server, 2, monkeypatch)

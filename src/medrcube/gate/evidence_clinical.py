@@ -213,7 +213,7 @@ def _calibration(check: Check, records: list[GradedRecord]) -> Evidence:
     bound = float(check.bound or 0.0)
     statistic = str(check.params.get("statistic", "ce"))
     rows, missing = confident_rows(std)
-    if not rows:  # decided without numpy: most runs send no log-probabilities (service.AFTER_ANSWERS)
+    if not rows:  # decided without numpy: most runs send no log-probabilities (run/metering.AFTER_ANSWERS)
         return Evidence(check, 0, "graded items with a confidence", bound=bound, error_rate=rate,
                         details={"missing": missing, "statistic": statistic}, note=NO_CONFIDENCE,
                         facts=f"{missing} graded items, none with a confidence")

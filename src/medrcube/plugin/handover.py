@@ -63,7 +63,7 @@ def _key(d: GradedRecord | Mapping[str, Any]) -> tuple[str, str, bool]:
 
 def merged_usage(handovers: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """Usage per model role, summed over the processes of the run."""
-    from medrcube.service import Usage
+    from medrcube.run.metering import Usage
 
     out: dict[str, Usage] = {}
     for h in handovers:

@@ -36,8 +36,8 @@ from typing import Any
 
 import pytest
 
+from medrcube.plugin import outcome, summary
 from medrcube.plugin import session as gate
-from medrcube.plugin import summary
 from medrcube.plugin.allure_overview import carry_history
 from medrcube.plugin.options import check_suite_for_options, read_options, realign_setup, suite_requested
 from medrcube.plugin.speed.assert_rewriting import narrow_installed
@@ -257,10 +257,10 @@ def check(request: pytest.FixtureRequest, medrcube_session: gate.GateSession) ->
 
 
 @pytest.fixture
-def verdict(request: pytest.FixtureRequest, check: Any, medrcube_session: gate.GateSession) -> gate.Decided:
+def verdict(request: pytest.FixtureRequest, check: Any, medrcube_session: gate.GateSession) -> outcome.Decided:
     """The check's verdict. Runs inference on first use; an error verdict raises
     GateError here, in setup, so that pytest reports an error and not a failure."""
-    return gate.verdict_for(request.node, check, medrcube_session, model=medrcube_session.options.model)
+    return outcome.verdict_for(request.node, check, medrcube_session, model=medrcube_session.options.model)
 
 
 @pytest.fixture(scope="session")

@@ -83,7 +83,7 @@ class SiteVerdict:
         metric: str = "proportion",
         required: bool = True,
     ) -> Any:
-        from medrcube.plugin import session as gate
+        from medrcube.plugin import outcome
 
         if rule not in ("lower_bound", "point"):
             raise pytest.UsageError(f"medrcube_verdict({check_id!r}): rule={rule!r}; choices: lower_bound, point")
@@ -97,6 +97,6 @@ class SiteVerdict:
 
         verdict = self.session.site_verdict(gate_check(check), list(records), hit)
         payload = verdict_payload(check, verdict, self.session.questions)
-        decided = gate.publish(self.node, check, verdict, payload, model=self.session.options.model)
-        gate.enforce(decided)
+        decided = outcome.publish(self.node, check, verdict, payload, model=self.session.options.model)
+        outcome.enforce(decided)
         return decided

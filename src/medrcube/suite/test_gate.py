@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from medrcube.gate.kinds import KindEntry, registered
-from medrcube.plugin.session import enforce
+from medrcube.plugin.outcome import enforce
 
 
 def _gate_test(entry: KindEntry) -> Callable[[Any, Any], None]:
