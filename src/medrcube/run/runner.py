@@ -188,7 +188,7 @@ async def run_cube_async(
         # Graded as it comes in, while the other requests are out, not all after the last
         # answer (a tail of ~1 s of CPU on 32,606 records: docs/speed.md). Grading (its
         # answer extraction: a few dozen ms of imports and regexes) is imported at the
-        # first answer, not before the first request; service.warm_after_answers loads
+        # first answer, not before the first request; run/metering.warm_after_answers loads
         # it meanwhile.
         from medrcube.run.grade import grade
 
