@@ -1,7 +1,8 @@
-"""Does the credibility rule catch shortcuts? Operating characteristics (RESULTS.md section 19).
+"""Does the credibility rule catch shortcuts? Operating characteristics (RESULTS.md sections 21, 25, 28).
 
     .venv/bin/python -m benchmarks.credibility_oc [--reps 100] [--sweep-reps 60] [--bound-reps 400]
-                                                  [--seed 0] [--only gate,sweep,bounds]
+                                                  [--table-reps 2000] [--seed 0]
+                                                  [--only gate,sweep,bounds,pvalue]
 
 Reuses benchmarks.paper_oc: the shipped thresholds.yaml assessed on the cube as a pytest
 run does (gate/feasible.py), its `simulate:`-equivalent models (latent image effects,
@@ -24,6 +25,12 @@ the real `evaluate_gate`. Three parts:
   (ii) the luck route under the shipped bounds: a shortcut whose luck rate is the pass
   bound 0.09 (false pass), and one whose luck rate is the fail bound 0.06 (false fail);
   on both cubes.
+- `pvalue`: the odds ratio's p-value against its bound (metrics/dependence.py), the
+  composite-null one the gate decides with beside the point-null one it replaced: on
+  random clustered tables of 2 to 40 images, how often and by how much each is not
+  monotone in the bound, and how often and by how much the composite one is larger at
+  the shipped bounds (2 and 3); and on the `gate` part's models (pairs of
+  credibility/overall), how often the two differ at those bounds.
 """
 
 from __future__ import annotations
@@ -44,7 +51,8 @@ from medrcube.gate.evaluate import evaluate_gate
 from medrcube.gate.feasible import assess
 from medrcube.gate.thresholds import load_policy
 from medrcube.metrics.credibility import chain_pairs
-from medrcube.metrics.dependence import dependence
+from medrcube.metrics.clustered import t_sf
+from medrcube.metrics.dependence import Dependence, dependence
 
 OVERALL = "credibility/overall"
 
@@ -141,13 +149,81 @@ def bounds(cubes: dict[str, list[Item]], reps: int, rng: np.random.Generator) ->
     return rows
 
 
+def random_table(rng: np.random.Generator, images: int) -> list[tuple[str, bool, bool]]:
+    """Pairs on `images` images (1 to 8 each), each image with its own perception and
+    diagnosis rates (uniform on [0.05, 0.95] and [0, 1]): clustered, any dependence."""
+    rows: list[tuple[str, bool, bool]] = []
+    for j in range(images):
+        size = int(rng.integers(1, 9))
+        low = rng.random(size) < rng.uniform(0.05, 0.95)
+        high = rng.random(size) < rng.uniform(0.0, 1.0)
+        rows += [(f"i{j}", bool(lo), bool(hi)) for lo, hi in zip(low, high, strict=True)]
+    return rows
+
+
+def _point(dep: Dependence, bound: float, at_most: bool) -> float:
+    """The point-null p-value at the bound alone (what the gate decided with before)."""
+    z = dep.z(bound)
+    return t_sf(z if at_most else -z, dep.images - 1.0)
+
+
+def p_values(rng: np.random.Generator, reps: int) -> list[dict[str, Any]]:
+    """Monotonicity in the bound and the composite's cost, on random clustered tables."""
+    rows = []
+    grid = (0.5, 1.0, 2.0, 4.0)
+    for images in (2, 3, 5, 10, 20, 30, 40):
+        defined = 0
+        turns = {"point": 0, "composite": 0}
+        worst = {"point": 0.0, "composite": 0.0}
+        moved = 0
+        moved_by = 0.0
+        for _ in range(reps):
+            dep = dependence(random_table(rng, images))
+            if not dep.defined:
+                continue
+            defined += 1
+            for name, ps in (("point", [_point(dep, b, True) for b in grid]),
+                             ("composite", [dep.p_at_most(b) for b in grid])):
+                drop = max(x - y for x, y in zip(ps, ps[1:], strict=False))
+                turns[name] += drop > 1e-12
+                worst[name] = max(worst[name], drop)
+            gap = max(dep.p_at_most(2.0) - _point(dep, 2.0, True), dep.p_at_least(3.0) - _point(dep, 3.0, False))
+            moved += gap > 1e-9
+            moved_by = max(moved_by, gap)
+        rows.append({"images": images, "tables": defined, "point_turns": turns["point"] / defined,
+                     "point_worst": worst["point"], "composite_turns": turns["composite"] / defined,
+                     "composite_worst": worst["composite"], "moved": moved / defined, "moved_by": moved_by})
+    return rows
+
+
+def p_values_in_runs(cubes: dict[str, list[Item]], reps: int, rng: np.random.Generator) -> list[dict[str, Any]]:
+    """On credibility/overall's pairs of the `gate` part's models: how often the composite
+    p-value differs from the point one at the shipped bounds (2: a pass, 3: a fail)."""
+    rows = []
+    for name, items in cubes.items():
+        for m in (model(0.95, 0.9, False), model(0.95, 0.75, False), model(0.95, 0.95, True), model(0.7, 0.75, True)):
+            moved = 0
+            moved_by = 0.0
+            for _ in range(reps):
+                pairs, _ = chain_pairs(simulate(rng, items, m))
+                dep = dependence((p.image, p.low.correct, p.high.correct) for p in pairs)
+                if not dep.defined:
+                    continue
+                gap = max(dep.p_at_most(2.0) - _point(dep, 2.0, True), dep.p_at_least(3.0) - _point(dep, 3.0, False))
+                moved += gap > 1e-9
+                moved_by = max(moved_by, gap)
+            rows.append({"cube": name, "model": m.name, "moved": moved / reps, "moved_by": moved_by, "reps": reps})
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.credibility_oc", description=__doc__.split("\n")[0])
     ap.add_argument("--reps", type=int, default=100)
     ap.add_argument("--sweep-reps", type=int, default=60)
     ap.add_argument("--bound-reps", type=int, default=400)
+    ap.add_argument("--table-reps", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--only", default="gate,sweep,bounds")
+    ap.add_argument("--only", default="gate,sweep,bounds,pvalue")
     ap.add_argument("--cubes", default="mini,paper")
     a = ap.parse_args(argv)
     from medrcube.cube import load_cube
@@ -180,6 +256,18 @@ def main(argv: list[str] | None = None) -> int:
             worst = max(r["false_pass"], r["false_fail"])
             print(f"| {r['cube']} | {r['route']} | {r['false_pass']:.3f} | {r['false_fail']:.3f} | "
                   f"{mc(worst, r['reps']):.3f} | {r['reps']} |", flush=True)
+    if "pvalue" in parts:
+        print("\n| images | tables | point p not monotone | worst drop | composite p not monotone | worst drop | "
+              "composite > point at 2 or 3 | by at most |")
+        print("|--:|--:|--:|--:|--:|--:|--:|--:|")
+        for r in p_values(rng, a.table_reps):
+            print(f"| {r['images']} | {r['tables']} | {r['point_turns']:.3f} | {r['point_worst']:.3f} | "
+                  f"{r['composite_turns']:.3f} | {r['composite_worst']:.3f} | {r['moved']:.3f} | "
+                  f"{r['moved_by']:.3f} |", flush=True)
+        print("\n| cube | model | composite differs from point at 2 or 3 | by at most | reps |")
+        print("|---|---|--:|--:|--:|")
+        for r in p_values_in_runs(cubes, a.reps, rng):
+            print(f"| {r['cube']} | {r['model']} | {r['moved']:.2f} | {r['moved_by']:.2g} | {r['reps']} |", flush=True)
     return 0
 
 

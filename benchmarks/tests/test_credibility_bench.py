@@ -31,3 +31,11 @@ def test_paper_power_bounds_of_a_task_own_checks_are_at_most_those_of_every_chec
     every, own = paper_power.task_bounds(items, checks), paper_power.task_bounds(items, checks, own=True)
     assert set(own) <= set(every) and all(own[t] <= every[t] for t in own)
     assert every["DD"] >= 0.5  # the overall bound holds every task's items
+
+
+def test_the_odds_ratio_p_value_is_monotone_where_the_point_null_one_was_not() -> None:
+    rows = credibility_oc.p_values(np.random.default_rng(3), 30)
+    assert [r["images"] for r in rows] == [2, 3, 5, 10, 20, 30, 40]
+    assert all(r["composite_turns"] == 0.0 and r["composite_worst"] <= 1e-12 for r in rows)
+    assert rows[0]["point_turns"] > 0.0  # the defect the composite p-value removes, on 2 images
+    assert all(r["moved_by"] >= 0.0 for r in rows)
