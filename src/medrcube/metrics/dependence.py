@@ -28,9 +28,8 @@ diagnoses over a wrong perception (a model right on most diagnoses) it stays dec
 where Woolf's interval (1/A + 1/B + 1/C + 1/D) is not.
 
 The claims are one-sided and composite ("OR <= b", "OR >= b"), and their p-values are
-the largest point-null p-value over the null side of the bound (Berger & Boos 1994, JASA
-89:1012, without the confidence-set step; Lehmann & Romano, Testing Statistical
-Hypotheses, sec. 3.3):
+the largest point-null p-value over the null side of the bound (the p-value of a
+composite null; Lehmann & Romano, Testing Statistical Hypotheses, 3rd ed., sec. 3.3):
 
     p_at_most(b)  = max over theta <= b of P(T > Z(theta)),
     p_at_least(b) = max over theta >= b of P(T < Z(theta)),   T ~ t(K - 1).
@@ -38,11 +37,13 @@ Hypotheses, sec. 3.3):
 The sandwich is re-estimated at each theta, so Z(theta) is not monotone (its numerator
 falls with theta, its variance moves; far from the data it tends to a finite limit, as
 a sandwich-studentised sum is bounded by sqrt(K - 1)), and the point-null p-value at b
-alone is not monotone in b: on random tables of 2 images it rose above the p at a larger
-bound in 28% of them, by up to 0.027. The maximum over the null side is monotone by
-construction and no smaller than the point p-value at any theta of the null, so each
-claim keeps the point test's level at every theta on its null side; it differs from the
-point p-value only where Z is not monotone between the data and the bound. The set of
+alone is not monotone in b: on random clustered tables of 2 images it fell as b rose in
+36% of them, by up to 0.023 (benchmarks/RESULTS.md section 28). The maximum over the
+null side is monotone by construction and no smaller than the point p-value at any theta
+of the null, so each claim keeps the point test's level at every theta on its null side;
+it differs from the point p-value only where Z somewhere on the null side comes below
+(for "OR >= b": above) its value at the bound, which happens on tables of a few images,
+where Z turns back far from the data. The set of
 bounds neither claim rejects at level alpha/2 each is then an interval, and it is the
 interval reported, so interval and decisions never disagree.
 
@@ -50,8 +51,9 @@ The parameter space is [1/CAP, CAP] (1e-4 to 1e4), where the interval is searche
 the estimate clamped: a bound outside it is read as its end. The maximum is taken over a
 grid of log(theta) (step GRID_STEP) refined by golden-section search at each of Z's grid
 local extrema, with the point itself: exact to rounding when Z has at most one turn per
-two grid steps (Z is a ratio of smooth functions of theta, a few units wide in
-log(theta) whatever the number of pairs, with one kink where the floor takes over).
+two grid steps (Z is a ratio of smooth functions of theta whose shape in log(theta) is
+set by the table's proportions more than by its size, with one kink where the floor
+takes over).
 The estimate is the sample odds ratio, with 0.5 added to every group when one is empty
 (Haldane).
 """
