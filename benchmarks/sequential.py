@@ -72,6 +72,7 @@ SHIPPED = Path(__file__).resolve().parents[1] / "thresholds.yaml"
 # under its bound too, as the accuracies sit d above theirs (measured: RESULTS section 12).
 PERCEPTION_LEAD = 0.2
 PERCEPTION = ("MR", "VR", "IPR", "OR", "RG")
+LEAD = [PERCEPTION_LEAD]  # --lead sets it (0: the perception tasks at the diagnosis tasks' accuracy)
 
 
 def shipped_doc(credibility: bool = True) -> dict[str, Any]:
@@ -88,6 +89,8 @@ def cube_at(path: Path | None) -> Any:
     from medrcube.cube import load_cube
     from medrcube.testing.gencube import generate_release_cube
 
+    if path is not None and str(path) == "uniform":
+        return uniform_cube()
     if path is not None:  # a cube given (fixtures/mini): read as it is, never generated over
         return load_cube(path)
     path = Path(tempfile.gettempdir()) / "medrcube-bench-sequential-cube"
@@ -95,6 +98,48 @@ def cube_at(path: Path | None) -> Any:
         generate_release_cube(path)
         (path / ".complete").write_text("ok\n")
     return load_cube(path)
+
+
+# The cube where every cell is required: 10 (part, modality) pairs x the 8 tasks, 75 items
+# per cell (6,000 items), every image carrying one diagnosis-level item (DD, AD or SG)
+# and, on 5 of every 3 images, a perception-level one (MR, OR, RG, IPR, VR) on top: 2,250 images.
+UNIFORM_PAIRS = (("Chest", "X-Ray"), ("Lungs", "CT"), ("Brain", "MRI"), ("Brain", "CT"), ("Breast", "US"),
+                 ("Breast", "X-Ray"), ("Breast", "MRI"), ("Heart", "US"), ("Heart", "MRI"), ("Chest", "CT"))
+UNIFORM_PER_CELL = 75
+
+
+def uniform_cube(per_cell: int = UNIFORM_PER_CELL, seed: int = 0) -> Any:
+    """An in-memory cube whose cells all hold `per_cell` items (no restricted images), so
+    that the shipped policy's feasibility section keeps every cell it requires required
+    (at 75 items a cell is passable with power 0.99 by a model 0.15 above its bound)."""
+    import random
+
+    from medrcube.cube.item import Cube, Item
+    from medrcube.testing.gencube import _question
+
+    rng = random.Random(seed)
+    high = ("Disease Diagnosis", "Abnormality Diagnosis", "Severity Grading")
+    low = ("Modality Recognition", "Organ Recognition", "ROI Grounding", "Imaging Protocol Recognition",
+           "View Recognition")
+    spelled = {"Abnormality Diagnosis": "Abnormity Diagnosis"}  # the generator's (the release's) spelling
+    words = {"X-Ray": "X-ray", "US": "Ultrasound", "Lungs": "Lung"}
+    items: list[Item] = []
+    for part, modality in UNIFORM_PAIRS:
+        images = [f"{part}-{modality}/{k:04d}.png" for k in range(len(high) * per_cell)]
+        on_image: list[tuple[str, str]] = [(img, t) for t, k in zip(high, range(len(high)), strict=True)
+                                           for img in images[k * per_cell:(k + 1) * per_cell]]
+        for t in low:  # each perception task on per_cell distinct images
+            on_image += [(img, t) for img in rng.sample(images, per_cell)]
+        for n, (img, task) in enumerate(sorted(on_image)):
+            q, options, answer = _question(spelled.get(task, task), words.get(part, part),
+                                           words.get(modality, modality), rng)
+            if task == "Modality Recognition":
+                options = [modality if o == words.get(modality, modality) else o for o in options]
+            items.append(Item(id=f"U-{part}-{modality}-{n:05d}", dataset=f"U_{part}_{modality}", image=img,
+                              question=q, options=tuple(options), answer=answer, task=task, modality=modality,
+                              part=part))
+    return Cube(tuple(items), "benchmarks/sequential.py uniform_cube", f"uniform-{per_cell}-{seed}",
+                read_image=lambda key: b"")
 
 
 def checks_of(cube: Any, policy: str = "accuracy") -> list[Any]:
@@ -110,12 +155,16 @@ def checks_of(cube: Any, policy: str = "accuracy") -> list[Any]:
     if policy in ("strict", "slices"):
         doc = POLICY if policy == "strict" else SLICES_POLICY
         return build_checks(cells, policy_from_dict(doc, source="benchmarks/sequential.py"))
-    if policy not in ("default", "accuracy"):
-        raise ValueError(f"unknown policy {policy!r}: use default, accuracy, strict or slices")
+    if policy not in ("default", "accuracy", "cells", "cells-accuracy"):
+        raise ValueError(f"unknown policy {policy!r}: use default, accuracy, cells, cells-accuracy, strict or slices")
     offered: dict[tuple[str, str, str], set[str]] = {}
     for it in cube.items:
         offered.setdefault(it.cell, set()).update(it.options)
-    shipped = policy_from_dict(shipped_doc(credibility=policy == "default"), source=str(SHIPPED))
+    doc = shipped_doc(credibility=policy in ("default", "cells"))
+    if policy.startswith("cells"):  # every cell required: none optional, none released by the power rule
+        doc["cells"] = [{k: v for k, v in entry.items() if k != "optional"} for entry in doc["cells"]]
+        doc["feasibility"] = {**doc["feasibility"], "power_margin": None}
+    shipped = policy_from_dict(doc, source=str(SHIPPED))
     return assess(build_checks(cells, shipped, cell_options=offered), cube.items, shipped)
 
 
@@ -149,7 +198,9 @@ def model_spec(policy: str, bounds: tuple[float, float], distance: float, side: 
         return f"simulate:accuracy={clip(0.5 + side * distance):.4f},icc=0.3,seed={seed}"
     if side < 0:
         return f"simulate:accuracy={clip(bounds[0] - distance):.4f},icc=0.3,seed={seed}"
-    lead = ",".join(f"{t}={clip(bounds[1] + distance + PERCEPTION_LEAD):.4f}" for t in PERCEPTION)
+    if not LEAD[0]:  # every task at the same accuracy
+        return f"simulate:accuracy={clip(bounds[1] + distance):.4f},icc=0.3,seed={seed},grounded=true"
+    lead = ",".join(f"{t}={clip(bounds[1] + distance + LEAD[0]):.4f}" for t in PERCEPTION)
     return f"simulate:accuracy={clip(bounds[1] + distance):.4f},icc=0.3,seed={seed},grounded=true,{lead}"
 
 
@@ -175,15 +226,25 @@ def answers(cube: Any, spec: str) -> dict[str, Any]:
     return out
 
 
+FUTILITY: list[float | None] = []  # --futility: the plan's futility threshold (empty: the shipped default)
+
+
+def plan_for(seed: int) -> Any:
+    """The sequential plan of a replicate: the shipped one, or with --futility's threshold."""
+    from medrcube.sequential import SequentialPlan
+
+    return SequentialPlan(seed=seed, futility=FUTILITY[0]) if FUTILITY else SequentialPlan(seed=seed)
+
+
 def one(cube: Any, checks: Sequence[Any], spec: str, seed: int) -> dict[str, Any]:
     from medrcube.gate.evaluate import evaluate_gate
     from medrcube.gate.verdict import gate_verdict
-    from medrcube.sequential import SequentialDecider, SequentialPlan
+    from medrcube.sequential import SequentialDecider
 
     recs = answers(cube, spec)
     asked_by_full = sum(r.outcome.value != "unavailable" for r in recs.values())
     full = evaluate_gate(checks, recs.values())
-    decider = SequentialDecider(SequentialPlan(seed=seed))
+    decider = SequentialDecider(plan_for(seed))
 
     async def ask(part: Any) -> list[Any]:
         return [recs[it.id] for it in part.items]
@@ -219,10 +280,10 @@ def decisions_only() -> Iterator[None]:
 def last_to_end(cube: Any, checks: Sequence[Any], spec: str, seed: int, k: int = 8) -> list[dict[str, Any]]:
     """Where a sequential run's requests go: its `k` required checks that ended last in the
     order (real driver), with their images, the look that ended them and how."""
-    from medrcube.sequential import SequentialDecider, SequentialPlan
+    from medrcube.sequential import SequentialDecider
 
     recs = answers(cube, spec)
-    decider = SequentialDecider(SequentialPlan(seed=seed))
+    decider = SequentialDecider(plan_for(seed))
 
     async def ask(part: Any) -> list[Any]:
         return [recs[it.id] for it in part.items]
@@ -255,6 +316,8 @@ def replicates(cube: Any, checks: Sequence[Any], policy: str, distance: float, s
     bounds = bound_range(cube, checks)
     specs = [(model_spec(policy, bounds, distance, side, seed), seed) for seed in seeds]
     if engine == "driver":
+        plan = plan_for(0)
+        engine = "driver" + (", no futility" if plan.futility is None else f", futility {plan.futility:g}")
         with decisions_only():
             res = [one(cube, checks, spec, seed) for spec, seed in specs]
     else:
@@ -373,13 +436,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--done", type=Path, nargs="*", default=[], help="driver: skip the replicates in these files")
     ap.add_argument("--validate", type=int, default=0, help="seeds of the twin-against-driver table (0: none)")
     ap.add_argument("--why", type=int, default=0, help="list the required checks that ended last (first seed)")
-    ap.add_argument("--cube", type=Path, default=None)
+    ap.add_argument("--cube", type=Path, default=None, help="a cube directory, or `uniform` (uniform_cube)")
+    ap.add_argument("--futility", default=None,
+                    help="driver: the plan's futility threshold (a conditional power, or none); default: the shipped one")
+    ap.add_argument("--lead", type=float, default=PERCEPTION_LEAD,
+                    help="how much better the perception tasks are answered by a model above (0: alike)")
     args = ap.parse_args(argv)
     if args.table is not None:
         lines = [json.loads(x) for f in args.table for x in f.read_text(encoding="utf-8").splitlines() if x.strip()]
         print(markdown(summarise(lines)))
         return 0
     t0 = time.process_time()
+    LEAD[0] = args.lead
+    if args.futility is not None:
+        FUTILITY[:] = [None if args.futility == "none" else float(args.futility)]
     cube = cube_at(args.cube)
     if args.validate:
         print(validation(cube, args.validate), flush=True)
@@ -401,6 +471,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     checks_by = {policy: checks_of(cube, policy) for policy in args.policies.split(",")}
     cases = [(policy, float(d), 1 if int(x) > 0 else -1) for policy in checks_by
              for d in args.distances.split(",") for x in args.sides.split(",")]
+    engine_of = {"driver": "driver" + (", no futility" if plan_for(0).futility is None
+                                       else f", futility {plan_for(0).futility:g}"), "twin": "twin"}
     done = {(r["policy"], r["engine"], r["distance"], r["side"], r["seed"])
             for f in args.done for x in f.read_text(encoding="utf-8").splitlines() if x.strip()
             for r in (json.loads(x),)}
@@ -409,7 +481,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # at a time (its shapes are built once per case).
     if args.engine == "driver":
         jobs = [(case, [seed]) for seed in range(a, b + 1) for case in cases
-                if (case[0], "driver", case[1], case[2], seed) not in done]
+                if (case[0], engine_of["driver"], case[1], case[2], seed) not in done]
     else:
         jobs = [(case, list(range(a, b + 1))) for case in cases]
     lines = []

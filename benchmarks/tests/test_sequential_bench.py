@@ -85,3 +85,29 @@ def test_the_default_policy_is_assessed_on_the_cube_as_the_session_does(small_cu
     dropped = [c for c in checks if "not_required" in c.params]
     assert dropped and not any(c.required for c in dropped)
     assert any(c.required for c in checks)
+
+
+def test_the_uniform_cube_holds_every_cell_at_its_size_and_the_cells_policy_requires_them_all() -> None:
+    cube = sequential.cube_at(Path("uniform"))
+    cells: dict[tuple[str, str, str], int] = {}
+    for it in cube.items:
+        cells[it.cell] = cells.get(it.cell, 0) + 1
+    assert len(cube.items) == 6000 and len(cells) == 80 and set(cells.values()) == {75}
+    assert len({it.image for it in cube.items}) == 2250
+    # One item of a cell per image: a cell's 75 items are 75 images.
+    assert all(len({it.image for it in cube.items if it.cell == cell}) == 75 for cell in cells)
+    required = {c.id for c in sequential.checks_of(cube, "cells") if c.required and c.kind.value == "cell"}
+    assert len(required) == 80
+    # The shipped policy as it is releases them (the power rule: 75 images are too few).
+    shipped = sequential.checks_of(cube, "default")
+    assert not any(c.required for c in shipped if c.kind.value == "cell")
+    assert all("power" in c.params["not_required"] for c in shipped if c.kind.value == "cell" and "not_required" in c.params)
+
+
+def test_a_sequential_run_on_the_uniform_cube_agrees_and_saves() -> None:
+    cube = sequential.uniform_cube(per_cell=40)
+    checks = sequential.checks_of(cube, "cells")
+    spec = sequential.model_spec("cells", sequential.bound_range(cube, checks), 0.35, +1, 1)
+    with sequential.decisions_only():
+        above = sequential.one(cube, checks, spec, seed=1)
+    assert above["full"] == above["sequential"] == "QUALIFIED" and above["fraction"] < 0.8

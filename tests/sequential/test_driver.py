@@ -21,6 +21,7 @@ from medrcube.gate.thresholds import policy_from_dict
 from medrcube.models.registry import load_adapter
 from medrcube.run.runner import run_cube_async
 from medrcube.sequential import SequentialDecider, SequentialPlan
+from medrcube.sequential.plan import DEFAULT_FUTILITY
 
 IMAGES = 240
 
@@ -52,8 +53,8 @@ def _checks(cube: Cube, doc: dict[str, Any]) -> list[Any]:
     return build_checks({(it.part, it.modality, it.task) for it in cube.items}, policy)
 
 
-def _run(cube: Cube, checks: list[Any], spec: str, seed: int = 1, baseline: Any = None,
-         ) -> tuple[SequentialDecider, list[str], dict[str, Any]]:
+def _run(cube: Cube, checks: list[Any], spec: str, seed: int = 1, baseline: Any = None, *,
+         futility: float | None = DEFAULT_FUTILITY) -> tuple[SequentialDecider, list[str], dict[str, Any]]:
     """A sequential run through the decider; the items asked and every check's verdict."""
     adapter = load_adapter(spec, cube=cube)
     asked: list[str] = []
@@ -64,7 +65,7 @@ def _run(cube: Cube, checks: list[Any], spec: str, seed: int = 1, baseline: Any 
         records.extend((await run_cube_async(part, adapter)).records)
         return records[-len(part.items):]
 
-    decider = SequentialDecider(SequentialPlan(seed=seed))
+    decider = SequentialDecider(SequentialPlan(seed=seed, futility=futility))
     asyncio.run(decider.ask(cube, checks, ask, baseline_records=baseline))
     return decider, asked, decider.verdicts(checks, records, baseline)
 
@@ -101,11 +102,12 @@ def test_only_the_items_a_holding_required_check_reads_are_asked() -> None:
     assert "stream ended" in verdicts[DD].message
 
 
-def test_a_check_near_its_bound_runs_to_its_final_analysis_and_keeps_the_full_runs_verdict() -> None:
+def test_without_futility_a_check_near_its_bound_runs_to_its_final_analysis_and_keeps_the_full_runs_verdict(
+        ) -> None:
     cube = _cube()
     checks = _checks(cube, CELL_ONLY)
     for spec in ("simulate:accuracy=0.5,seed=3", "simulate:accuracy=0.58,seed=5"):
-        decider, asked, verdicts = _run(cube, checks, spec)
+        decider, asked, verdicts = _run(cube, checks, spec, futility=None)
         assert decider.run is not None
         mr = decider.run.tracks[MR]
         full = _full(cube, checks, spec)
@@ -114,6 +116,40 @@ def test_a_check_near_its_bound_runs_to_its_final_analysis_and_keeps_the_full_ru
             assert verdicts[MR].status == full[MR].status, (spec, verdicts[MR].message)
             assert verdicts[MR].observed == full[MR].observed
     assert verdicts[MR].status.value == full[MR].status.value
+
+
+def test_a_check_at_its_bound_stops_for_futility_undecided_and_never_passes() -> None:
+    cube = _cube()
+    checks = _checks(cube, CELL_ONLY)
+    stopped = 0
+    for seed in range(1, 7):
+        spec = f"simulate:accuracy=0.5,seed={seed}"
+        decider, asked, verdicts = _run(cube, checks, spec, seed=seed)
+        assert decider.run is not None
+        mr = decider.run.tracks[MR]
+        if mr.looks.futile_at is None:
+            continue
+        stopped += 1
+        # It stopped asking before its final analysis, claimed nothing, and says why.
+        assert not mr.looks.final and mr.looks.status is None
+        assert len([i for i in asked if i.startswith("mr")]) < IMAGES
+        verdict = verdicts[MR]
+        assert verdict.status.value == "undecided" and "futility stop at look" in verdict.message
+        assert "never a pass" in verdict.message
+        p_pass, p_fail = mr.looks.power_left or (1.0, 1.0)
+        assert p_fail < DEFAULT_FUTILITY and p_pass < 1.0
+        summary = decider.run.check_summary(MR)
+        assert summary["futile_at_look"] == mr.looks.futile_at + 1 and summary["decision"] is None
+    assert stopped >= 2, "a model at its bound should often be stopped for futility"
+
+
+def test_futility_never_stops_a_check_far_from_its_bound() -> None:
+    cube = _cube()
+    checks = _checks(cube, CELL_ONLY)
+    for spec, status in (("simulate:accuracy=0.8,seed=1", "pass"), ("simulate:accuracy=0.2,seed=1", "fail")):
+        decider, _, verdicts = _run(cube, checks, spec)
+        assert decider.run is not None and decider.run.tracks[MR].looks.futile_at is None
+        assert verdicts[MR].status.value == status
 
 
 def test_one_failed_required_check_ends_the_run_not_qualified() -> None:

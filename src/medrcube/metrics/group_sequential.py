@@ -98,3 +98,20 @@ def _excess(c: float, mass: np.ndarray, shifted: np.ndarray, s: float, increment
     """The probability of crossing c at this look without an earlier crossing, less what
     the look may spend (the grid's mass carried to this look by the Brownian increment)."""
     return float(np.sum(mass * (1.0 - ndtr((c - shifted) / s)))) - increment
+
+
+def conditional_power(p: float, fraction: float, final_level: float) -> float:
+    """The probability that the final analysis crosses `final_level` (one-sided), given a
+    look at information fraction `fraction` whose p-value is `p`, if the drift goes on at
+    its current estimate (the canonical Brownian law: Z(1) ~ N(z / sqrt(t), 1 - t) given
+    Z(t) = z). For a futility stop: it decides nothing, it only says a claim has become
+    unlikely on the images left."""
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"a look's fraction must lie in (0, 1): {fraction}")
+    if not 0.0 < final_level < 1.0:
+        raise ValueError(f"the final level must lie in (0, 1): {final_level}")
+    p = min(max(p, 1e-300), 1.0 - 1e-16)
+    z = float(ndtri(1.0 - p))
+    c = float(ndtri(1.0 - final_level))
+    return float(ndtr((z / math.sqrt(fraction) - c) / math.sqrt(1.0 - fraction)))
+

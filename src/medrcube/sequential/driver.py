@@ -61,9 +61,14 @@ class SequentialRun:
             "decision": t.looks.status.value if t.looks.status else None, "images_used": t.used_units,
             "images_available": t.available_units, "looks_taken": len(t.looks.looks),
             "looks_planned": list(t.looks.fractions), "stop": t.stop,
+            "futile_at_look": None if t.looks.futile_at is None else t.looks.futile_at + 1,
         }
 
 
+FUTILE = ("futility stop at look {look} ({images} images): were its drift to go on, its final analysis would "
+          "pass it with probability {p:.2g} and fail it with {f:.2g} (futility threshold {g:g}; a pass no longer "
+          "able to make the gate QUALIFIED counts for nothing); it stopped asking for images: no claim made, "
+          "undecided, never a pass")
 AskFn = Callable[["Cube"], Awaitable[list[GradedRecord]]]
 SpendFn = Callable[[], tuple[float, int]]  # (cost so far, candidate requests sent so far), metered
 
@@ -172,7 +177,11 @@ def _note_unfinished(run: SequentialRun) -> None:
     for t in run.tracks.values():
         if t.looks.status is not None or t.looks.final or t.stop:
             continue
-        if final is not None:
+        if t.looks.futile_at is not None and t.looks.power_left is not None:
+            at = t.looks.looks[t.looks.futile_at]
+            t.stop = FUTILE.format(look=t.looks.futile_at + 1, images=at.images, p=t.looks.power_left[0],
+                                   f=t.looks.power_left[1], g=t.looks.futility)
+        elif final is not None:
             t.stop = final
         elif run.stop.startswith("budget"):
             t.stop = f"not asked in full: {run.stop}"

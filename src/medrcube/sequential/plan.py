@@ -11,6 +11,9 @@ DEFAULT_BATCH_UNITS = 16
 # Planned information fractions of every check's looks: interim looks early (where only
 # overwhelming evidence stops a check), then the final analysis on all its images.
 DEFAULT_LOOKS = (0.1, 0.2, 0.3, 0.4, 0.5, 1.0)
+# A check stops asking for images (futility, non-binding: gate/sequential.py) when both its
+# claims' conditional power at its latest look is under this; None: never.
+DEFAULT_FUTILITY = 0.01
 MIN_LOOK_IMAGES = 10  # an interim look on fewer images is skipped (its normal law is too rough)
 
 
@@ -23,6 +26,7 @@ class SequentialPlan:
     max_requests: int | None = None
     max_cost: float | None = None  # in the price table's currency
     looks: tuple[float, ...] = DEFAULT_LOOKS
+    futility: float | None = DEFAULT_FUTILITY
 
     def fractions_for(self, images: int) -> tuple[float, ...]:
         """The looks of a check with `images` images: the planned interim looks that see
@@ -32,7 +36,8 @@ class SequentialPlan:
 
     def to_dict(self) -> dict[str, Any]:
         return {"seed": self.seed, "batch_units": self.batch_units, "max_requests": self.max_requests,
-                "max_cost": self.max_cost, "looks": list(self.looks)}
+                "max_cost": self.max_cost, "looks": list(self.looks),
+                "futility": self.futility}
 
 
 def look_images(fraction: float, images: int) -> int:

@@ -38,8 +38,10 @@ class Track:
 
     @property
     def holding(self) -> bool:
-        """Still asking for its images: undecided, before its final analysis, stream whole."""
-        return self.looks.status is None and not self.looks.final and not self.broken
+        """Still asking for its images: undecided, before its final analysis, not stopped for
+        futility, stream whole."""
+        return (self.looks.status is None and not self.looks.final and not self.broken
+                and self.looks.futile_at is None)
 
     def due(self) -> int | None:
         """The images its next look needs (None once every look is taken)."""
@@ -83,7 +85,7 @@ def build_tracks(cube: Cube, checks: Sequence[Check], units: Sequence[Unit], pla
         if not in_scope:
             continue
         n_units = len({unit_of[it.id] for it in in_scope})
-        looks = CheckLooks(c, plan.fractions_for(n_units))
+        looks = CheckLooks(c, plan.fractions_for(n_units), futility=plan.futility)
         tracks[c.id] = Track(c, frozenset(it.id for it in in_scope), n_units, looks)
     return tracks
 
