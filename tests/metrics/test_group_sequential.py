@@ -42,3 +42,25 @@ def test_looks_must_increase_to_at_most_one() -> None:
         nominal_levels((0.5, 0.3, 1.0), 0.025)
     with pytest.raises(ValueError, match="alpha"):
         nominal_levels((1.0,), 0.0)
+
+
+def test_predictive_power_is_a_half_on_the_boundary_and_moves_with_the_evidence() -> None:
+    import math
+
+    from scipy.special import ndtr, ndtri
+
+    from medrcube.metrics.group_sequential import predictive_power
+
+    final = 0.025
+    c = float(ndtri(1 - final))
+    # A look whose z, projected to the end (z / sqrt(t)), sits on the final boundary.
+    for t in (0.2, 0.5, 0.8):
+        p = float(ndtr(-c * math.sqrt(t)))
+        assert abs(predictive_power(p, t, final) - 0.5) < 1e-9
+    # Stronger evidence, more power; the same z later in the run, a surer projection.
+    assert predictive_power(0.001, 0.5, final) > predictive_power(0.01, 0.5, final) > predictive_power(0.3, 0.5, final)
+    assert predictive_power(0.7, 0.8, final) < predictive_power(0.7, 0.2, final) < 0.5
+    # Its spread is (1 - t) / t: at t = 0.5 and z = 0 the final statistic is N(0, 1).
+    assert abs(predictive_power(0.5, 0.5, final) - final) < 1e-9
+    with pytest.raises(ValueError, match="fraction"):
+        predictive_power(0.1, 1.0, final)

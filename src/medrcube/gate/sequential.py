@@ -19,9 +19,9 @@ function (metrics/group_sequential.py):
   frees its share for the others, whose earlier looks are tested again at the larger level;
 - the point rule (`screening`) decides only at the final look, on the estimate, as the
   full run does (no guarantee);
-- futility, non-binding (`_futility`): a check whose fail claim has a conditional power
+- futility, non-binding (`_futility`): a check whose fail claim has a predictive power
   under `futility` at its latest look (the chance that its final analysis would decide
-  it, if the drift goes on at its current estimate) stops asking for images when its
+  it, the drift as uncertain as the look leaves it) stops asking for images when its
   pass claim's is under `futility` too, or when QUALIFIED is out of reach anyway (a
   required check undecided at its final analysis, or with its pass claim's power under
   `futility`) (`CheckLooks.futile_at`). It decides nothing: the check stays undecided
@@ -44,7 +44,7 @@ from medrcube.gate.checks import Check
 from medrcube.gate.criteria import Evidence
 from medrcube.gate.family import decide, fail_p, pass_p
 from medrcube.gate.verdict import NO_GUARANTEE, Status, Verdict
-from medrcube.metrics.group_sequential import RHO, conditional_power, nominal_levels, spent
+from medrcube.metrics.group_sequential import RHO, nominal_levels, predictive_power, spent
 
 GUARANTEE = ("group-sequential: pass claim at one-sided {a:.3g} and fail claims at family-wise {a:.3g} (Holm over "
              "{m} checks) over every look, alpha spent as alpha * t^{rho:g} by information fraction t")
@@ -82,9 +82,9 @@ class CheckLooks:
     decided_at: int | None = None  # index of the deciding look
     fail_alpha: float = 0.0  # the level its family gave its fail claim when last tested
     by_point: bool = False  # decided by the point rule at the final look (no guarantee)
-    futility: float | None = None  # stop asking when both claims' conditional power is under this
+    futility: float | None = None  # stop asking when its claims' predictive power is under this (_futility)
     futile_at: int | None = None  # index of the look at which it stopped asking (futility)
-    power_left: tuple[float, float] | None = None  # (pass, fail) conditional power at that look
+    power_left: tuple[float, float] | None = None  # (pass, fail) predictive power at that look
 
     @property
     def final(self) -> bool:
@@ -150,10 +150,11 @@ def _futility(members: Sequence[CheckLooks]) -> None:
     """Mark the undecided checks whose images can no longer change the gate's verdict
     (futile: they stop asking for images; nothing is decided).
 
-    At each check's latest usable look (both p-values inside (0, 1)) the conditional power
-    of its pass claim (at its final pass level) and of its fail claim (at the most its
-    fail claim can get: the whole alpha, should every other claim be rejected) is taken
-    under the drift's current estimate. QUALIFIED is out of reach once a required check
+    At each check's latest usable look (both p-values inside (0, 1)) the predictive power
+    of its pass claim (at its final pass level) and of its fail claim (at its final
+    level for its present Holm share, alpha / (m - r): the first rejection makes NOT
+    QUALIFIED final, so a share that only later rejections would enlarge cannot change
+    the gate's verdict) is taken (metrics/group_sequential.py). QUALIFIED is out of reach once a required check
     has had its final analysis undecided or its pass claim's power is under `futility`;
     then a check whose fail claim's power is under `futility` stops (its pass could not
     make the gate QUALIFIED, and its fail is unlikely), and so does one whose both
@@ -165,8 +166,8 @@ def _futility(members: Sequence[CheckLooks]) -> None:
         lk = m.looks[-1]
         if lk.error is not None or not (0.0 < lk.p_pass < 1.0 and 0.0 < lk.p_fail < 1.0) or not 0.0 < lk.fraction < 1.0:
             continue
-        power[id(m)] = (conditional_power(lk.p_pass, lk.fraction, m.pass_levels()[-1]),
-                        conditional_power(lk.p_fail, lk.fraction, m.fail_levels(m.check.alpha)[-1]))
+        power[id(m)] = (predictive_power(lk.p_pass, lk.fraction, m.pass_levels()[-1]),
+                        predictive_power(lk.p_fail, lk.fraction, m.fail_levels(m.fail_alpha or m.check.alpha)[-1]))
     out_of_reach = any(m.check.required and m.status is None and (
         (m.final and m.futile_at is None) or m.futile_at is not None
         or (id(m) in power and m.futility is not None and power[id(m)][0] < m.futility)) for m in members)

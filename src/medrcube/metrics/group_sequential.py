@@ -100,12 +100,15 @@ def _excess(c: float, mass: np.ndarray, shifted: np.ndarray, s: float, increment
     return float(np.sum(mass * (1.0 - ndtr((c - shifted) / s)))) - increment
 
 
-def conditional_power(p: float, fraction: float, final_level: float) -> float:
+def predictive_power(p: float, fraction: float, final_level: float) -> float:
     """The probability that the final analysis crosses `final_level` (one-sided), given a
-    look at information fraction `fraction` whose p-value is `p`, if the drift goes on at
-    its current estimate (the canonical Brownian law: Z(1) ~ N(z / sqrt(t), 1 - t) given
-    Z(t) = z). For a futility stop: it decides nothing, it only says a claim has become
-    unlikely on the images left."""
+    look at information fraction `fraction` whose p-value is `p`, averaged over the drift
+    as the look leaves it uncertain (flat prior; Spiegelhalter, Freedman & Blackburn 1986,
+    Controlled Clin. Trials 7:8): on the canonical Brownian law, Z(1) given Z(t) = z is
+    normal with mean z / sqrt(t) and variance (1 - t) / t. Conditional power at the
+    drift's point estimate (variance 1 - t) is far more confident at early looks, where
+    the estimate is noisy: it abandoned checks that the full run then passed. For a
+    futility stop: it decides nothing, it only says a claim has become unlikely."""
     if not 0.0 < fraction < 1.0:
         raise ValueError(f"a look's fraction must lie in (0, 1): {fraction}")
     if not 0.0 < final_level < 1.0:
@@ -113,5 +116,4 @@ def conditional_power(p: float, fraction: float, final_level: float) -> float:
     p = min(max(p, 1e-300), 1.0 - 1e-16)
     z = float(ndtri(1.0 - p))
     c = float(ndtri(1.0 - final_level))
-    return float(ndtr((z / math.sqrt(fraction) - c) / math.sqrt(1.0 - fraction)))
-
+    return float(ndtr((z / math.sqrt(fraction) - c) / math.sqrt((1.0 - fraction) / fraction)))

@@ -12,7 +12,7 @@ from medrcube.gate.sequential import decide_looks, verdict_is_final
 from medrcube.records import GradedRecord
 from medrcube.run.order import next_batch, unit_order
 from medrcube.sequential.plan import SequentialPlan
-from medrcube.sequential.tracks import Track, build_tracks, feed_unit, tracks_by_item
+from medrcube.sequential.tracks import Track, build_tracks, feed_unit, futility_note, tracks_by_item
 
 if TYPE_CHECKING:
     from medrcube.cube.item import Cube
@@ -65,10 +65,6 @@ class SequentialRun:
         }
 
 
-FUTILE = ("futility stop at look {look} ({images} images): were its drift to go on, its final analysis would "
-          "pass it with probability {p:.2g} and fail it with {f:.2g} (futility threshold {g:g}; a pass no longer "
-          "able to make the gate QUALIFIED counts for nothing); it stopped asking for images: no claim made, "
-          "undecided, never a pass")
 AskFn = Callable[["Cube"], Awaitable[list[GradedRecord]]]
 SpendFn = Callable[[], tuple[float, int]]  # (cost so far, candidate requests sent so far), metered
 
@@ -177,10 +173,8 @@ def _note_unfinished(run: SequentialRun) -> None:
     for t in run.tracks.values():
         if t.looks.status is not None or t.looks.final or t.stop:
             continue
-        if t.looks.futile_at is not None and t.looks.power_left is not None:
-            at = t.looks.looks[t.looks.futile_at]
-            t.stop = FUTILE.format(look=t.looks.futile_at + 1, images=at.images, p=t.looks.power_left[0],
-                                   f=t.looks.power_left[1], g=t.looks.futility)
+        if t.looks.futile_at is not None:
+            t.stop = futility_note(t)
         elif final is not None:
             t.stop = final
         elif run.stop.startswith("budget"):

@@ -11,9 +11,9 @@ DEFAULT_BATCH_UNITS = 16
 # Planned information fractions of every check's looks: interim looks early (where only
 # overwhelming evidence stops a check), then the final analysis on all its images.
 DEFAULT_LOOKS = (0.1, 0.2, 0.3, 0.4, 0.5, 1.0)
-# A check stops asking for images (futility, non-binding: gate/sequential.py) when both its
-# claims' conditional power at its latest look is under this; None: never.
-DEFAULT_FUTILITY = 0.01
+# A check stops asking for images (futility, non-binding: gate/sequential.py) when its
+# claims' predictive power at its latest look is under this; None: never.
+DEFAULT_FUTILITY = 0.001
 MIN_LOOK_IMAGES = 10  # an interim look on fewer images is skipped (its normal law is too rough)
 
 

@@ -123,4 +123,15 @@ def feed_unit(by_item: dict[str, list[Track]], unit: Unit, asked: frozenset[str]
             t.fed.append([r for r in records if r.item_id in t.scope])
         else:
             t.broken = True
-            t.stop = t.stop or STREAM_ENDED
+            t.stop = t.stop or (futility_note(t) if t.looks.futile_at is not None else STREAM_ENDED)
+
+
+def futility_note(t: Track) -> str:
+    """Why a check stopped for futility (gate/sequential.py `_futility`), for its verdict."""
+    lk = t.looks
+    at = lk.looks[lk.futile_at] if lk.futile_at is not None else None
+    p_pass, p_fail = lk.power_left or (float("nan"), float("nan"))
+    return (f"futility stop at look {(lk.futile_at or 0) + 1} ({at.images if at else 0} images): its final analysis "
+            f"would, as far as its images so far tell, pass it with probability {p_pass:.2g} and fail it with "
+            f"{p_fail:.2g} (futility threshold {lk.futility:g}; a pass that can no longer make the gate QUALIFIED "
+            "counts for nothing); it stopped asking for images: no claim made, undecided, never a pass")
