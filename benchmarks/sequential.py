@@ -1,7 +1,8 @@
 """Sequential qualification against the full run on the same answers, by repeated simulated runs.
 
     python -m benchmarks.sequential [--policies accuracy,default] [--distances 0.25,0.1] [--sides +1,-1]
-                                    [--seeds 1-20] [--engine driver|twin] [--out RUNS.jsonl] [--cube DIR]
+                                    [--seeds 1-20] [--engine driver|twin] [--out RUNS.jsonl] [--cube DIR|uniform]
+                                    [--futility X|none] [--lead L]
     python -m benchmarks.sequential --table RUNS.jsonl ...   # summarise replicate lines
 
 On the generated full-size cube (7,626 items, 3,000 images; `medrcube.testing.gencube`), a
@@ -23,7 +24,14 @@ Policies:
 - `accuracy`: the same without its credibility section (cells, slices, overall);
 - `strict`: one bound 0.5 on every check, every one required, no feasibility section: the
   generated cube's small cells (5 to 30 answerable items) cannot be passed by any run;
-- `slices`: `strict` with the cells reported, not required.
+- `slices`: `strict` with the cells reported, not required;
+- `cells`: the shipped thresholds.yaml with every cell required (none optional, the power
+  rule off), for `--cube uniform` (`uniform_cube`: 80 cells of 75 items, 6,000 items on
+  2,250 images), where every one of them is then required; `cells-accuracy` the same
+  without credibility (for the twin).
+`--futility X` runs the driver with another futility threshold than the shipped one
+(`none`: no futility stop); `--lead` sets how much better a model above answers the
+perception tasks (PERCEPTION_LEAD).
 A model "d above" (model_spec) sits at least d above every required bound, credibility
 included; "d below" at least d under every required accuracy bound.
 

@@ -15,8 +15,9 @@ How a run goes:
 3. Batch after batch (`driver.py`), the next units holding an item some holding required
    check reads are asked, each cut down to those items (all requested variants, through
    the caller's `ask`, which goes through the response store).
-4. A required check holds images until it is decided or has had its final analysis; a
-   check is never released undecided. An optional check is fed while its stream is
+4. A required check holds images until it is decided, has had its final analysis, or is
+   stopped for futility (gate/sequential.py: its images can no longer change the gate's
+   verdict; it stays undecided, never a pass). An optional check is fed while its stream is
    whole (an image of its scope left unasked ends it: its stream would no longer be a
    random sample).
 5. The run stops when the gate's verdict is final (a required check failed: NOT
