@@ -25,8 +25,7 @@ Policies:
 - `strict`: one bound 0.5 on every check, every one required, no feasibility section: the
   generated cube's small cells (5 to 30 answerable items) cannot be passed by any run;
 - `slices`: `strict` with the cells reported, not required;
-- `cells`: the shipped thresholds.yaml with every cell required (none optional, the power
-  rule off), for `--cube uniform` (`uniform_cube`: 80 cells of 75 items, 6,000 items on
+- `cells`: the shipped thresholds.yaml with feasibility's power rule off, for `--cube uniform` (`uniform_cube`: 80 cells of 75 items, 6,000 items on
   2,250 images), where every one of them is then required; `cells-accuracy` the same
   without credibility (for the twin).
 `--futility X` runs the driver with another futility threshold than the shipped one
@@ -169,8 +168,7 @@ def checks_of(cube: Any, policy: str = "accuracy") -> list[Any]:
     for it in cube.items:
         offered.setdefault(it.cell, set()).update(it.options)
     doc = shipped_doc(credibility=policy in ("default", "cells"))
-    if policy.startswith("cells"):  # every cell required: none optional, none released by the power rule
-        doc["cells"] = [{k: v for k, v in entry.items() if k != "optional"} for entry in doc["cells"]]
+    if policy.startswith("cells"):  # every cell required: none released by the power rule
         doc["feasibility"] = {**doc["feasibility"], "power_margin": None}
     shipped = policy_from_dict(doc, source=str(SHIPPED))
     return assess(build_checks(cells, shipped, cell_options=offered), cube.items, shipped)
