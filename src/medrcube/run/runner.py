@@ -96,6 +96,9 @@ class RunResult:
         return len(self.records) - self.unavailable
 
 
+GRADE_BATCH = 64  # answers graded together while the requests are out (run_cube_async's `done`)
+
+
 @dataclass(frozen=True, slots=True)
 class RunOptions:
     """How a run asks, one value for `run_cube` and `run_cube_async`.
@@ -181,20 +184,30 @@ async def run_cube_async(
 
     served: Counter[str] = Counter()  # the model each answer names, as its endpoint said
 
-    def done(key: str, response: Response, cached: bool) -> None:
-        idx = by_key[key]
-        if response.served_model:
-            served[response.served_model] += len(idx)
-        # Graded as it comes in, while the other requests are out, not all after the last
-        # answer (a tail of ~1 s of CPU on 32,606 records: docs/speed.md). Grading (its
-        # answer extraction: a few dozen ms of imports and regexes) is imported at the
-        # first answer, not before the first request; run/metering.warm_after_answers loads
-        # it meanwhile.
+    # Answers are graded while the other requests are out, not all after the last (a tail
+    # of ~1 s of CPU on 32,606 records), GRADE_BATCH at a time: one answer graded after
+    # each idle wait cost five times the CPU of the same grading done in a row (caches gone
+    # cold between answers; docs/speed.md). Grading (its answer extraction: a few dozen ms
+    # of imports and regexes) is imported at the first batch, not before the first
+    # request; run/metering.warm_after_answers loads it meanwhile.
+    ungraded: list[tuple[str, Response, bool]] = []
+
+    def grade_ungraded() -> None:
         from medrcube.run.grade import grade
 
-        for i in idx:
-            records[i] = grade(plan[i], response, cached=cached)
-        bar.advance(len(idx), error=not response.ok, cached=cached, stopped=response.not_sent)
+        for key, response, cached in ungraded:
+            for i in by_key[key]:
+                records[i] = grade(plan[i], response, cached=cached)
+        ungraded.clear()
+
+    def done(key: str, response: Response, cached: bool) -> None:
+        n = len(by_key[key])
+        if response.served_model:
+            served[response.served_model] += n
+        ungraded.append((key, response, cached))
+        if len(ungraded) >= GRADE_BATCH:
+            grade_ungraded()
+        bar.advance(n, error=not response.ok, cached=cached, stopped=response.not_sent)
 
     pump = Pump(
         adapter,
@@ -222,7 +235,8 @@ async def run_cube_async(
             results = await pump.run(requests)
         except StoreTamperedError as e:  # name the items: the store knows only its keys
             raise StoreTamperedError(e.path, e.keys, e.why, [requests[k].item_id for k in e.keys if k in requests]) from e
-        # Every answer was graded as it came in (`done`); whatever was not is graded now.
+        # The last batch, and whatever `done` did not see, graded now.
+        grade_ungraded()
         from medrcube.run.grade import grade
 
         for key, idx in by_key.items():
