@@ -1,5 +1,5 @@
 """Fast versions of benchmarks.credibility_oc and benchmarks.paper_power (the figures of
-RESULTS.md section 25 come from the full runs): the harnesses run on the real gate and
+RESULTS.md sections 25 and 28 come from the full runs): the harnesses run on the real gate and
 separate a shortcut from a grounded model in a few runs."""
 
 from __future__ import annotations
