@@ -199,11 +199,19 @@ def test_the_hugging_face_export_holds_the_same_items(demo_build) -> None:
 
 
 def test_a_rebuild_writes_the_same_bytes_and_replaces_only_its_own_output(demo_root: Path, demo_build, tmp_path: Path, site_recipe) -> None:
+    import shutil
+
     write_recipe = site_recipe
-    again = build(write_recipe(demo_root, "site-plain"), tmp_path / "again")
     files = lambda root: {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    # One rebuild shows both: written over a copy of the first build (a previous build, with
+    # a file of its own added), it replaces all of it and writes the first build's bytes.
+    previous = tmp_path / "again"
+    shutil.copytree(demo_build.out, previous)
+    stale = previous / demo_build.release.relative_to(demo_build.out) / "stale-from-the-last-build.txt"
+    stale.write_text("old", encoding="utf-8")
+    again = build(write_recipe(demo_root, "site-plain"), previous)
+    assert not stale.exists()
     assert files(again.release) == files(demo_build.release)
-    build(write_recipe(demo_root, "site-plain"), tmp_path / "again")  # a previous build is replaced
     foreign = tmp_path / "foreign"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("mine", encoding="utf-8")

@@ -18,12 +18,24 @@ def _ledger(gate_ws):
 
 
 def test_the_twentieth_run_of_a_series_shows_its_attempt_number(gate_ws):
+    from medrcube.run.ledger import begin, conclude, read_ledger
+
     model = gate_ws.replay("good.jsonl")
-    for k in range(1, 21):
+    for k in (1, 2):
         gate_ws.run(model=model)
-        attempt = gate_ws.gate_json()["attempt"]
-        assert attempt["number"] == k
+        assert gate_ws.gate_json()["attempt"]["number"] == k
+    verdict = gate_ws.gate_json()["verdict"]
+    # Attempts 3 to 19 written by the ledger's own code, entry for entry what a run of the
+    # gate writes (the two above), in this workspace's account; the 20th is a run again.
+    ledger = _ledger(gate_ws)
+    cube = read_ledger(ledger)[0]["cube"]
+    for k in range(3, 20):
+        attempt = begin(ledger.parent, cube, run=f"run-{k}", identity={"model": model})
+        assert attempt.number == k
+        conclude(attempt, run=f"run-{k}", verdict=verdict, run_id=f"run-{k}")
+    gate_ws.run(model=model)
     doc = gate_ws.gate_json()
+    assert doc["attempt"]["number"] == 20
     attempt = doc["attempt"]
     assert attempt["pass_level"] == pytest.approx(0.025 * share(20)) and attempt["share"] == pytest.approx(1 / 760)
     assert attempt["across"] == pytest.approx(0.025 * (1.5 - 1 / 40))
