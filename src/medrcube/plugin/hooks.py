@@ -32,16 +32,19 @@ import tempfile
 import uuid
 from collections.abc import Generator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from medrcube.plugin import outcome, summary
 from medrcube.plugin import session as gate
+from medrcube.plugin import summary
 from medrcube.plugin.allure_overview import carry_history
 from medrcube.plugin.options import check_suite_for_options, read_options, realign_setup, suite_requested
 from medrcube.plugin.speed.assert_rewriting import narrow_installed
 from medrcube.plugin.speed.frozen_heap import settle_heap_before_exit, thaw_heap_after
+
+if TYPE_CHECKING:
+    from medrcube.plugin import outcome
 
 NOT_REQUESTED = "not-requested"
 
@@ -260,6 +263,8 @@ def check(request: pytest.FixtureRequest, medrcube_session: gate.GateSession) ->
 def verdict(request: pytest.FixtureRequest, check: Any, medrcube_session: gate.GateSession) -> outcome.Decided:
     """The check's verdict. Runs inference on first use; an error verdict raises
     GateError here, in setup, so that pytest reports an error and not a failure."""
+    from medrcube.plugin import outcome  # a case's first verdict: not needed before
+
     return outcome.verdict_for(request.node, check, medrcube_session, model=medrcube_session.options.model)
 
 
