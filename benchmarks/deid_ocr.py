@@ -211,7 +211,7 @@ def run(n: int, seed: int, no_text: int | None = None, sides: tuple[int, ...] = 
             fig["views"].append(len(multiscale.views(img)))
             if not with_text:
                 fig["frames_without_text"] += 1
-                fig["false_mask_frames"] += bool(plan.boxes)
+                fig["false_mask_frames"] += bool(plan.boxes or plan.quads)  # a turned mask (a quad) is a mask too
                 fig["refused_without_text"] += plan.readable
                 fig["netted_without_text"] += bool(plan.netted)
                 fig["false_area"].append(float(mask.mean()))
@@ -359,6 +359,17 @@ def _lower(k: int, n: int) -> float | None:
     return float(beta.ppf(0.05, k, n - k + 1))
 
 
+def _upper(k: int, n: int) -> float | None:
+    """One-sided 95% Clopper-Pearson upper bound of a proportion k / n."""
+    if n == 0:
+        return None
+    if k == n:
+        return 1.0
+    from scipy.stats import beta
+
+    return float(beta.ppf(0.95, k + 1, n - k))
+
+
 def markdown(r: dict[str, Any]) -> str:
     pct = lambda x: "n/a" if x is None else f"{100 * x:.1f}%"  # noqa: E731
     out = [f"Engine: {r['engine']}; ONNX intra-op threads {r['threads']}. Seed {r['seed']}: {r['frames_with_text']} frames with "
@@ -366,18 +377,19 @@ def markdown(r: dict[str, Any]) -> str:
            "| long side | views (median) | frames with text | lines | masked (every glyph pixel) | 95% lower bound | "
            "masked (every visible glyph pixel) | 95% lower bound | masked (90%) | "
            "frames refused (still legible) | masked or in a refused frame | frames with a line masked by the net | "
-           "readable after masking (of readable before) | false masks (frames without text) | CPU s per frame, median (max) |",
-           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+           "readable after masking (of readable before) | false masks (frames without text) | 95% upper bound | CPU s per frame, median (max) |",
+           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
     for side, v in r["by_side"].items():
         out.append(f"| {side} | {v['views_median']:.0f} | {v['frames_with_text']} | {v['lines']} | {pct(v['recall'])} ({v['masked']}) | "
                    f"{pct(v['recall_lower_95'])} | {pct(v['recall_visible'])} ({v['masked_visible']}) | {pct(v['recall_visible_lower_95'])} | "
                    f"{pct(v['recall_coverage_90'])} | {v['refused_frames']} | {pct(v['protected_rate'])} ({v['protected']}) | "
                    f"{v['netted_frames']} | {v['readable_after']} (of {v['readable_before']}) | "
                    f"{pct(v['false_mask_rate'])} ({v['false_mask_frames']} of {v['frames_without_text']}) | "
+                   f"{pct(_upper(v['false_mask_frames'], v['frames_without_text']))} | "
                    f"{v['cpu_seconds_median']:.2f} ({v['cpu_seconds_max']:.2f}) |")  # fmt: skip
     out.append(f"| all | | {r['frames_with_text']} | {r['lines']} | {pct(r['recall'])} ({r['masked']}) | | "
                f"{pct(r['recall_visible'])} ({r['masked_visible']}) | | | {r['refused_frames']} | "
-               f"{pct(r['protected'] / r['lines'] if r['lines'] else None)} ({r['protected']}) | {r['netted_frames']} | {r['readable_after']} | {pct(r['false_mask_rate'])} ({r['false_mask_frames']}) | |")  # fmt: skip
+               f"{pct(r['protected'] / r['lines'] if r['lines'] else None)} ({r['protected']}) | {r['netted_frames']} | {r['readable_after']} | {pct(r['false_mask_rate'])} ({r['false_mask_frames']}) | {pct(_upper(r['false_mask_frames'], r['frames_without_text']))} | |")  # fmt: skip
     out.append("")
     cells = r["by"].get("lines by cell", {})
     if cells:

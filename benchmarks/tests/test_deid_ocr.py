@@ -68,3 +68,25 @@ def test_runs_pooled_add_up_their_frames_lines_and_per_frame_times() -> None:
     assert pooled["seed"] == [3, 4] and v["frames_with_text"] == 1 and v["frames_without_text"] == 1
     assert v["lines"] == a["lines"] and v["masked"] == a["masked"] and v["raw"]["cpu"] == a["by_side"]["512"]["raw"]["cpu"] + b["by_side"]["512"]["raw"]["cpu"]
     assert v["false_mask_rate"] == b["false_mask_rate"] and sum(c["lines"] for c in pooled["by"]["font"].values()) == a["lines"]
+
+
+def test_texture_read_as_letters_with_little_confidence_is_not_masked(monkeypatch) -> None:
+    """A text-free MR-like frame of the generator (seed 1289, 512 px: the 4th frame without text after 4 with text per
+    angle cell) whose texture the recogniser reads as letters at a low confidence: without the net's floor it got a mask."""
+    from medrcube.construction.privacy import linemask, ocr
+    from medrcube.construction.privacy.textscreen import mask_plan
+
+    rng = np.random.default_rng(1289)
+    for angle in deid_ocr.ANGLES:
+        for _ in range(4):
+            deid_ocr.make_frame(rng, True, 512, angle)
+    for _ in range(3):
+        deid_ocr.make_frame(rng, False, 512)
+    img, lines, info = deid_ocr.make_frame(rng, False, 512)
+    assert lines == [] and info["background"] == "mr"
+    reader = ocr.shared_reader()
+    plan, _ = mask_plan(reader, img)
+    assert not plan.boxes and not plan.quads and plan.netted == 0
+    monkeypatch.setattr(linemask, "NET_CONFIDENT", 0.0)
+    plan, _ = mask_plan(reader, img)
+    assert plan.netted == 1 and plan.boxes

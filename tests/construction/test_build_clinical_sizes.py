@@ -43,9 +43,9 @@ def _covered(shape: tuple[int, ...], boxes: list[tuple[int, int, int, int]]) -> 
 def test_a_small_low_contrast_line_is_read_in_an_enlarged_crop_and_masked_whole(side: int) -> None:
     rng = np.random.default_rng(side)
     plain = synthetic.background("xray", side, side, rng)
-    assert [v.kind for v in multiscale.views(plain)] == ["whole"]  # the anatomy and the panel noise are no line
-    whole = multiscale.views(plain)[0]
-    assert whole.box == (0, 0, side, side) and side * whole.scale == pytest.approx(min(multiscale.WHOLE_SIDE, 2 * side), abs=1)
+    assert [v.kind for v in multiscale.views(plain)] == ["coarse"]  # the anatomy and the panel noise are no line
+    coarse = multiscale.views(plain)[0]  # the whole frame once, small (large text); never enlarged
+    assert coarse.box == (0, 0, side, side) and side * coarse.scale == pytest.approx(min(multiscale.COARSE_SIDE, side), abs=1)
     x, y = side // 3, side // 2
     level = float(plain[y : y + 12, x : x + 200].mean())
     img, line = synthetic.burn(plain, "MRN 48151623", (x, y), "dejavu-sans", 8, level + 0.15)  # 8 px, 0.15 of full scale
@@ -57,7 +57,7 @@ def test_a_small_low_contrast_line_is_read_in_an_enlarged_crop_and_masked_whole(
 
 
 def test_small_text_on_a_4096_frame_is_found_and_masked_whole() -> None:
-    """A 12 px line on a 4,096 px frame: the whole view (scale 0.23) shrinks it to 3 px; its crop reads it enlarged."""
+    """A 12 px line on a 4,096 px frame: the coarse whole view (scale 0.12) shrinks it to 1.4 px; its crop reads it enlarged."""
     rng = np.random.default_rng(5)
     img = synthetic.background("noise", 4096, 4096, rng)
     img, line = synthetic.burn(img, "OBRIEN, SEAN 12.03.1961", (2000, 2100), "dejavu-sans", 12, 1.0)

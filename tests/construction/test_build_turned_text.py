@@ -18,7 +18,7 @@ import pytest
 from PIL import Image
 
 from medrcube.construction import demo
-from medrcube.construction.privacy import oriented, pixelscan, synthetic
+from medrcube.construction.privacy import linemask, ocr, oriented, pixelscan, synthetic
 from medrcube.construction.privacy import safeguards as privacy
 from medrcube.construction.privacy.ocr import shared_reader
 from medrcube.construction.privacy.textscreen import TextScreen, mask_plan
@@ -83,3 +83,48 @@ def test_a_weakened_masker_is_stopped_by_the_independent_scan_naming_the_file_no
     assert "large-cr/images/001.png (pixels: legible text in region (" in message
     assert not any(w in message.lower() for w in WORDS) and "Vogonsky" not in message
     assert not (tmp_path / "out").exists()
+
+
+def _letters(line: synthetic.Burned) -> list[tuple[int, int, int, int]]:
+    """The tight box of each letter of a stacked line (its runs of glyph rows), as a detector finding letters one by one."""
+    rows = line.glyphs.any(axis=1)
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], rows.astype(np.int8), [0]])))
+    out = []
+    for y0, y1 in zip(edges[::2], edges[1::2], strict=True):
+        xs = np.flatnonzero(line.glyphs[y0:y1].any(axis=0))
+        out.append((int(xs[0]), int(y0), int(xs[-1]) + 1, int(y1)))
+    return out
+
+
+def test_a_stack_found_letter_by_letter_with_letters_missed_is_masked_as_one_column() -> None:
+    """Some letters of a stack found, the others (the last among them) not: each letter grown alone leaves the
+    missed ones out; the found ones form a column, masked whole and grown along it."""
+    rng = np.random.default_rng(7)
+    img = synthetic.background("mr", 512, 512, rng)
+    img, line = synthetic.burn(img, "STUDY5534", (240, 20), "dejavu-sans", 16, 1.0, 0.0, True)
+    letters = _letters(line)
+    assert len(letters) == 9
+    found = [ocr.TextRegion(b, 0.7) for k, b in enumerate(letters) if k not in (2, 5, 8)]
+    alone = np.zeros(img.shape, dtype=bool)
+    for x0, y0, x1, y1 in (linemask.grown(r.box, img.shape) for r in found):
+        alone[y0:y1, x0:x1] = True
+    assert synthetic.coverage(line, alone) < 0.9
+    assert len(linemask.columns(found, img.shape)) == 1
+    plan = linemask.plan(shared_reader(), img, found)
+    assert synthetic.coverage(line, plan.covered(img.shape)) == 1.0 and plan.covered(img.shape).mean() < 0.05
+
+
+def test_a_turned_line_found_in_part_is_masked_whole_where_its_strokes_go_on() -> None:
+    """The detector's quad holds only the first third of a line at 90 degrees: the turned stroke map's line it lies
+    on is masked whole (no reading needed: it touches text), so the rest of the name is not left out."""
+    rng = np.random.default_rng(8)
+    img = synthetic.background("xray", 768, 640, rng)
+    img, line = synthetic.burn(img, "OBRIEN, SEAN 12.03.1961", (80, 120), "dejavu-sans", 16, 1.0, 90.0)
+    x0, y0, x1, y1 = line.box
+    third = y1 - (y1 - y0) // 3  # a line at 90 degrees reads upwards: its first third is at the bottom
+    part = ocr.TextRegion((x0, third, x1, y1), 0.7, quad=((x0, y1), (x0, third), (x1, third), (x1, y1)))
+    reader = shared_reader()
+    alone = linemask.plan(reader, img, [part])
+    assert synthetic.coverage(line, alone.covered(img.shape)) < 0.9
+    plan = linemask.plan(reader, img, [part], [], oriented.candidates(img))
+    assert synthetic.coverage(line, plan.covered(img.shape)) == 1.0 and plan.covered(img.shape).mean() < 0.05

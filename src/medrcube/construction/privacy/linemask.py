@@ -45,6 +45,12 @@ LEGIBLE = 4  # letters or digits the recogniser must read in a strip for it to c
 # 8 px, whose candidates measured 6 px or taller (lowercase without ascenders too); a 4 px
 # streak of CT texture was read as "mmpad" and refused a text-free frame (measured 2026-12-02).
 NET_MIN_HEIGHT = 5
+# The recogniser's confidence (the lowest of its pieces) a net candidate's reading must reach to be
+# masked. Texture read as letters comes with a low one: on 173 stroke-map lines of 512-1,024 px
+# frames that lay off any text, 5 were read as 4 or more letters or digits ("2520", "HEAO", katakana),
+# at 0.19-0.39; 133 of the 138 lines on text read so had 0.5 or more (measured 2026-12-05, seed 555).
+# The strips beside a mask keep no such floor: text is known to be there.
+NET_CONFIDENT = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,11 +130,12 @@ def _strips(box: Box, shape: tuple[int, ...]) -> list[Box]:
     return [s for s in ((max(0, x0 - reach), y0, x0, y1), (x1, y0, min(w, x1 + reach), y1)) if s[2] - s[0] >= 4]
 
 
-def _legible(reader: ocr.TextReader, masked: np.ndarray, strip: Box) -> bool:
-    """Whether the recogniser reads LEGIBLE letters or digits in the strip, its contrast stretched (as a reader could)."""
+def _legible(reader: ocr.TextReader, masked: np.ndarray, strip: Box, confident: float = 0.0) -> bool:
+    """Whether the recogniser reads LEGIBLE letters or digits in the strip, its contrast stretched (as a reader could),
+    with a confidence of at least `confident`."""
     x0, y0, x1, y1 = strip
-    text = reader.recognise(proposals.stretched(proposals.gray8(masked[y0:y1, x0:x1])))
-    return sum(1 for c in text if c.isalnum()) >= LEGIBLE
+    text, score = reader.recognise_scored(proposals.stretched(proposals.gray8(masked[y0:y1, x0:x1])))
+    return sum(1 for c in text if c.isalnum()) >= LEGIBLE and score >= confident
 
 
 def _candidate_crop(box: Box, shape: tuple[int, ...]) -> Box:
@@ -142,10 +149,10 @@ def _candidate_crop(box: Box, shape: tuple[int, ...]) -> Box:
 
 def uncovered_legible(reader: ocr.TextReader, masked: np.ndarray, candidates: list[Box], boxes: list[Box]) -> list[Box]:
     """The stroke-map candidates NET_MIN_HEIGHT px or taller that no mask box contains and that are read as
-    LEGIBLE letters or digits on the masked frame."""
+    LEGIBLE letters or digits, with a confidence of NET_CONFIDENT or more, on the masked frame."""
     shape = np.shape(masked)
     uncovered = [c for c in candidates if c[3] - c[1] >= NET_MIN_HEIGHT and not any(_inside(c, b) for b in boxes)]
-    return [c for c in uncovered if _legible(reader, masked, _candidate_crop(c, shape))]
+    return [c for c in uncovered if _legible(reader, masked, _candidate_crop(c, shape), NET_CONFIDENT)]
 
 
 def _rechecked(reader: ocr.TextReader, pixels: np.ndarray, boxes: list[Box]) -> tuple[list[Box], int, bool, np.ndarray]:
@@ -164,9 +171,41 @@ def _rechecked(reader: ocr.TextReader, pixels: np.ndarray, boxes: list[Box]) -> 
     return boxes, extended, any(_legible(reader, masked, s) for b in boxes for s in _strips(b, shape)), masked
 
 
+# A stroke-map line (row or turned) partly under a mask is masked whole: the detector found part of a line,
+# or some letters of a stack, and the stroke map shows where the line's strokes go on (measured: the last
+# letters of stacks and of faint turned lines left out, the part left too short for the net to read as text).
+CHAIN = 0.2  # of the line's pixels under a mask, at least, for the line to be masked whole
+CHAIN_PASSES = 3  # a line masked whole (and grown) may reach the next one
+
+
+def _share(covered: np.ndarray, line: oriented.Line) -> float:
+    """The share of a turned line's own pixels (its quad) that the masks cover."""
+    x0, y0, x1, y1 = line.box(covered.shape)
+    own = oriented.coverage_mask((y1 - y0, x1 - x0), [tuple((x - x0, y - y0) for x, y in line.quad)])
+    n = float(own.sum())
+    return float((covered[y0:y1, x0:x1] & own).sum()) / n if n else 1.0
+
+
+def chained(shape: tuple[int, ...], boxes: list[Box], quads: list[oriented.Quad], candidates: list[Box],
+            turned: list[oriented.Line]) -> tuple[list[Box], list[oriented.Quad]]:  # fmt: skip
+    """The mask boxes and quads with every stroke-map line that lies CHAIN or more, but not all, under them
+    added whole (grown as a region is), for up to CHAIN_PASSES passes. No reading: the line touches text."""
+    quads = list(quads)
+    for _ in range(CHAIN_PASSES):
+        covered = MaskPlan(boxes, 0, False, 0, tuple(quads)).covered(shape)
+        rows = [c for c in candidates if c[2] > c[0] and c[3] > c[1] and CHAIN <= float(covered[c[1] : c[3], c[0] : c[2]].mean()) < 1.0]
+        lines = [t for t in turned if CHAIN <= _share(covered, t) < 1.0]
+        if not rows and not lines:
+            break
+        boxes = joined(boxes + [grown(c, shape) for c in rows])
+        quads += [oriented.grown(t) for t in lines]
+    return boxes, quads
+
+
 def _uncovered_turned(reader: ocr.TextReader, masked: np.ndarray, lines: list[oriented.Line], covered: np.ndarray) -> list[oriented.Line]:
     """The turned stroke-map lines NET_MIN_HEIGHT px or thicker, less than 90% inside the masks, that the
-    recogniser reads (upright, either way) as LEGIBLE letters or digits on the masked frame."""
+    recogniser reads (upright, either way) as LEGIBLE letters or digits, with a confidence of NET_CONFIDENT
+    or more, on the masked frame."""
     out = []
     for line in lines:
         if line.thickness < NET_MIN_HEIGHT:
@@ -175,9 +214,67 @@ def _uncovered_turned(reader: ocr.TextReader, masked: np.ndarray, lines: list[or
         own = oriented.coverage_mask((y1 - y0, x1 - x0), [tuple((x - x0, y - y0) for x, y in line.quad)])
         if own.any() and float((covered[y0:y1, x0:x1] & own).sum()) >= 0.9 * float(own.sum()):
             continue
-        if oriented.legible(reader, masked, line):
+        if oriented.legible(reader, masked, line, NET_CONFIDENT):
             out.append(line)
     return out
+
+
+# A stack of upright letters (a label written one letter under another) comes back from the detector as
+# letters found one by one, some missed, and as pieces of a vertical line; each grown alone leaves the
+# letters between and beyond them uncovered (measured: 56 of 66 stacked lines masked whole at 512-2,048 px,
+# the misses mostly a letter or two between or after found ones). So the detector's regions that lie one
+# under another form a column (`columns`), masked whole and grown along it.
+LETTER = 1.6  # a row region at most this many times as wide as tall is a letter (or two) that may belong to a stack
+COLUMN_OFF = 15.0  # degrees from the vertical within which a turned region may belong to a column
+COLUMN_GAP = 2.0  # of the smaller piece's size (its longer side, a letter's height): the most rows between two pieces
+# of one column (a letter missed between two found ones leaves about 1.3-1.5 letter heights)
+COLUMN_SHIFT = 0.35  # of the wider piece: the most the centres of two pieces of a column are apart along the row
+# (the letters of a line at 45 degrees, found one by one, are a letter's width apart: not a column)
+COLUMN_ALONG = 4.0  # of the column's width, up and down: a stack's letters are about as tall as they are wide
+
+
+def columns(regions: list[ocr.TextRegion], shape: tuple[int, ...]) -> list[Box]:
+    """Boxes of the columns the detector's regions form: letter-sized row regions and near-vertical turned ones,
+    one under another (centres apart along the row by at most COLUMN_SHIFT of the wider piece, apart up and down by
+    at most COLUMN_GAP of the smaller piece's size), two pieces or more; each grown by COLUMN_ALONG x its width up and down and by MARGIN
+    of it (at least 2 px) to the sides."""
+    pieces: list[Box] = []
+    for r in regions:
+        x0, y0, x1, y1 = r.box
+        if oriented.is_oriented(r.quad):
+            if abs(oriented.geometry(r.quad)[2] - 90.0) <= COLUMN_OFF:
+                pieces.append(r.box)
+        elif 0 < x1 - x0 <= LETTER * (y1 - y0):
+            pieces.append(r.box)
+    pieces.sort(key=lambda b: b[1])
+    groups: list[list[Box]] = []
+    for b in pieces:
+        for g in groups:
+            last = max(g, key=lambda c: c[3])
+            size = min(max(b[2] - b[0], b[3] - b[1]), max(last[2] - last[0], last[3] - last[1]))  # a letter's height
+            wide = max(b[2] - b[0], last[2] - last[0])
+            shift = abs((b[0] + b[2]) - (last[0] + last[2])) / 2  # between the centres, along the row
+            if shift <= COLUMN_SHIFT * wide and b[1] - last[3] <= COLUMN_GAP * max(size, 1):
+                g.append(b)
+                break
+        else:
+            groups.append([b])
+    h, w = shape[:2]
+    out = []
+    for g in groups:
+        if len(g) < 2:
+            continue
+        x0, y0 = min(b[0] for b in g), min(b[1] for b in g)
+        x1, y1 = max(b[2] for b in g), max(b[3] for b in g)
+        width = x1 - x0
+        px, py = max(2, int(np.ceil(MARGIN * width))), int(np.ceil(COLUMN_ALONG * width))
+        out.append((max(0, x0 - px), max(0, y0 - py), min(w, x1 + px), min(h, y1 + py)))
+    return out
+
+
+def _rect(box: Box) -> oriented.Quad:
+    x0, y0, x1, y1 = box
+    return ((float(x0), float(y0)), (float(x1 - 1), float(y0)), (float(x1 - 1), float(y1 - 1)), (float(x0), float(y1 - 1)))
 
 
 def plan(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.TextRegion], candidates: list[Box] | None = None,
@@ -189,9 +286,11 @@ def plan(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.TextRegio
     netted the same way, read upright."""
     shape = np.shape(pixels)
     quads = [oriented.grown(oriented.line_of(r.quad)) for r in regions if oriented.is_oriented(r.quad)]
+    quads += [_rect(c) for c in columns(regions, shape)]
     rows = [r for r in regions if not oriented.is_oriented(r.quad)]
+    boxes, quads = chained(shape, joined([grown(r.box, shape) for r in rows]), quads, candidates or [], turned or [])
     base = oriented.paint(pixels, quads) if quads else pixels
-    boxes, extended, readable, masked = _rechecked(reader, base, joined([grown(r.box, shape) for r in rows]))
+    boxes, extended, readable, masked = _rechecked(reader, base, boxes)
     netted = 0
     if not readable and candidates:
         hits = uncovered_legible(reader, masked, candidates, boxes)

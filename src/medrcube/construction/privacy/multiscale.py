@@ -1,20 +1,28 @@
-"""Text detection at every frame size: one frame read as a pyramid of views.
+"""Text detection at every frame size: candidates found cheaply first, the detector only where they are.
 
 PP-OCR's detector was trained on images of about 736-960 pixels on the long side. Text
 far smaller or far larger than that, relative to the frame, is missed: measured on a
 2,048 px radiograph, 28-56 px text the detector found every time at 736 px went unseen
 at full size, and a 12 px line found in a 512 px crop was lost in a 1,088 px tile of the
-same frame. So a frame is read as several views, and the regions of all views united:
+same frame. And the detector is what costs: one pass over a frame brought to 960 px is
+about 0.3 s of CPU, a crop around one line a few hundredths. So a frame is read as a few
+views, and the regions of all views united:
 
-- the whole frame brought to WHOLE_SIDE on its long side (enlarged at most MAX_UPSCALE
-  times), as displayed and as its local contrast (`highpass`): the detector's native
-  scale, which finds large text on a large frame and text beside bright structures;
 - crops where the frame's strokes form something shaped like a line (`proposals`: a
-  stroke map that costs milliseconds per megapixel), each enlarged so that its line is
-  about 24 detector pixels high and its own contrast stretched: small and low-contrast
-  text at any frame size, read closely only where it can be. A flat or text-free part of
-  a 4,096 px frame costs the detector nothing, which is what brings such a frame within
-  its CPU budget (measured in benchmarks/deid_ocr.py; docs/construction.md).
+  stroke map that costs milliseconds per megapixel), along rows and, turned, at the angles
+  of `oriented.TURNS`, each enlarged so that its line is about 24 detector pixels high and
+  its own contrast stretched: small and low-contrast text at any frame size and angle,
+  read closely only where it can be;
+- the whole frame once, small (COARSE_SIDE px on its long side, as shown): text too large
+  for a stroke-map line (taller than `proposals.MAX_LINE`) at any angle, for a fraction of
+  a full-size pass.
+
+A text-free frame whose strokes form no line costs one small detector pass. Until
+2026-12-05 the whole frame was also read at WHOLE_SIDE as shown and as its local contrast
+(`highpass`); on the benchmark's frames those two passes found nothing the crops did not
+and took 80-90% of the screen's CPU (benchmarks/RESULTS.md section 23a). `WHOLE_VIEWS`
+brings them back. The final pixel scan (`pixelscan`) still reads whole views, of turned
+and inverted images: a second reading by a different route.
 """
 
 from __future__ import annotations
@@ -28,13 +36,15 @@ from medrcube.construction.privacy import ocr, oriented, proposals
 
 WHOLE_SIDE = 960
 MAX_UPSCALE = 2.0
+COARSE_SIDE = 480  # px: the masking's one whole view (large text: a 96 px line of a 4,096 px frame is 11 px here)
+WHOLE_VIEWS = False  # True: also the whole frame at WHOLE_SIDE, as shown and as local contrast (the reading before candidates came first)
 
 
 @dataclass(frozen=True, slots=True)
 class View:
     """A part of the frame (x0, y0, x1, y1 in frame pixels, end-exclusive) read at `scale`."""
 
-    kind: str  # "whole" or "crop"
+    kind: str  # "whole" (at WHOLE_SIDE, two passes), "coarse" (at COARSE_SIDE, as shown) or "crop"
     scale: float
     box: tuple[int, int, int, int]
 
@@ -56,7 +66,9 @@ def views(pixels: np.ndarray, turned: bool | None = None) -> list[View]:
     crops = proposals.crops(pixels)
     if TURNED if turned is None else turned:
         crops += oriented.crops(pixels, oriented.candidates(pixels))
-    return [View("whole", whole_scale(h, w), (0, 0, w, h))] + [View("crop", c.scale, c.box) for c in crops]
+    whole = [View("whole", whole_scale(h, w), (0, 0, w, h))] if WHOLE_VIEWS else []
+    coarse = [View("coarse", min(1.0, COARSE_SIDE / max(h, w, 1)), (0, 0, w, h))]
+    return whole + coarse + [View("crop", c.scale, c.box) for c in crops]
 
 
 def highpass(gray: np.ndarray) -> np.ndarray:
@@ -115,12 +127,12 @@ def _regions(reader: ocr.TextReader, img: np.ndarray, view: View, shape: tuple[i
 def detect(reader: ocr.TextReader, pixels: np.ndarray, turned: bool | None = None) -> list[ocr.TextRegion]:
     """The text regions of a frame over every view (frame pixels; duplicates dropped).
 
-    The whole view is read as shown and as its local contrast (`highpass`); each crop as
-    its own contrast stretched (`proposals.stretched`).
+    The coarse view is read as shown; each crop as its own contrast stretched
+    (`proposals.stretched`); the whole view (with WHOLE_VIEWS) as shown and as its local contrast (`highpass`).
     """
     gray = proposals.gray8(pixels)
     turned = TURNED if turned is None else turned
-    key = hashlib.sha256(gray.tobytes() + repr((gray.shape, turned)).encode()).digest()
+    key = hashlib.sha256(gray.tobytes() + repr((gray.shape, turned, WHOLE_VIEWS, COARSE_SIDE)).encode()).digest()
     cached = reader.memo_get(key)
     if cached is not None:
         return cached
@@ -132,17 +144,37 @@ def detect(reader: ocr.TextReader, pixels: np.ndarray, turned: bool | None = Non
             if r.box not in found or found[r.box].score < r.score:
                 found[r.box] = r
 
+    coarse: list[ocr.TextRegion] = []
     for v in views(gray, turned):
         x0, y0, x1, y1 = v.box
         if v.kind == "whole":
             shown = _resized(gray, v.scale)
             for img in (shown, highpass(shown)):
                 add(_regions(reader, img, v, (h, w)))
+        elif v.kind == "coarse":
+            coarse = _regions(reader, _resized(gray, v.scale), v, (h, w))
         else:
             add(_regions(reader, proposals.stretched(_resized(gray[y0:y1, x0:x1], v.scale)), v, (h, w)))
+    # The coarse view's box of a line is loose (a 28 px line at 45 degrees came back 62 px thick, and a mask grows
+    # with the thickness): where a closer view found text, its regions are the ones kept.
+    add([r for r in coarse if _closer_share(r.box, list(found)) < COARSE_KEEP])
     regions = sorted(found.values(), key=lambda r: r.box)
     reader.memo_put(key, regions)
     return regions
+
+
+COARSE_KEEP = 0.5  # a coarse region is kept when less than this share of its box lies in closer views' regions
+
+
+def _closer_share(box: tuple[int, int, int, int], others: list[tuple[int, int, int, int]]) -> float:
+    """The share of `box` that lies inside any of the other boxes."""
+    x0, y0, x1, y1 = box
+    if x1 <= x0 or y1 <= y0 or not others:
+        return 0.0
+    m = np.zeros((y1 - y0, x1 - x0), dtype=bool)
+    for a0, b0, a1, b1 in others:
+        m[max(0, b0 - y0) : max(0, min(y1, b1) - y0), max(0, a0 - x0) : max(0, min(x1, a1) - x0)] = True
+    return float(m.mean())
 
 
 def detect_whole(reader: ocr.TextReader, pixels: np.ndarray, side: int = WHOLE_SIDE) -> list[ocr.TextRegion]:

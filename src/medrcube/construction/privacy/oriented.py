@@ -158,13 +158,20 @@ def upright(pixels: np.ndarray, line: Line, pad: float = 0.25) -> np.ndarray:
 
 def read(reader: TextReader, pixels: np.ndarray, line: Line) -> str:
     """What the recogniser reads along the line, upright, the direction with more letters or digits."""
+    return read_scored(reader, pixels, line)[0]
+
+
+def read_scored(reader: TextReader, pixels: np.ndarray, line: Line) -> tuple[str, float]:
+    """`read`, with the recogniser's confidence of that direction's reading."""
     row = proposals.stretched(upright(pixels, line))
-    texts = [reader.recognise(row), reader.recognise(np.ascontiguousarray(row[::-1, ::-1]))]
-    return max(texts, key=lambda t: sum(1 for c in t if c.isalnum()))
+    reads = [reader.recognise_scored(row), reader.recognise_scored(np.ascontiguousarray(row[::-1, ::-1]))]
+    return max(reads, key=lambda r: (sum(1 for c in r[0] if c.isalnum()), r[1]))
 
 
-def legible(reader: TextReader, pixels: np.ndarray, line: Line) -> bool:
-    return sum(1 for c in read(reader, pixels, line) if c.isalnum()) >= LEGIBLE
+def legible(reader: TextReader, pixels: np.ndarray, line: Line, confident: float = 0.0) -> bool:
+    """LEGIBLE letters or digits read along the line, with the recogniser's confidence at least `confident`."""
+    text, score = read_scored(reader, pixels, line)
+    return sum(1 for c in text if c.isalnum()) >= LEGIBLE and score >= confident
 
 
 def _turned(binary: np.ndarray, turn: int) -> tuple[np.ndarray, np.ndarray]:
