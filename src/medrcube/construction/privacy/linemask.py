@@ -23,7 +23,12 @@ LEGIBLE letters or digits are read is masked like a detector's region (grown alo
 the strips beside it re-read), and the frame is `readable`, so refused, if a candidate
 outside every mask is still read after that. The stroke map's box of a faint line may hold
 only part of it; the growth along the line and the strips' re-reading are what cover the
-rest, exactly as for a detector's box that clipped a line's first letters.
+rest, exactly as for a detector's box that clipped a line's first letters. A net reading counts only
+at the recogniser's confidence NET_CONFIDENT or more (texture read as letters comes with a low one).
+
+Two rules cover what the detector found only in part, without reading: regions one under another
+(a stack of upright letters found letter by letter) are masked as one column (`columns`), and a
+stroke-map line partly under a mask is masked whole (`chained`).
 """
 
 from __future__ import annotations

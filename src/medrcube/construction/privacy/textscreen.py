@@ -132,9 +132,10 @@ class TextLog:
             row["with_text"] += 1 if f["regions"] else 0
         out: dict[str, Any] = {
             "engine": self.engine,
-            "views": "the whole frame at the detector's scale (as shown and as local contrast), and crops where strokes form lines, enlarged and contrast-stretched",
-            "masking": "regions grown along the line, lines joined, the strips beside each mask read by the recogniser and masked when legible; "
-                       "the stroke map's candidate lines (and, on frames up to 2,048 px, the faint-line map's) outside every mask read by the recogniser and masked the same way when legible; a frame still legible is refused",
+            "views": "crops where strokes form lines (along rows and turned), enlarged and contrast-stretched, and the whole frame once at 480 px (large text)",
+            "masking": "regions grown along the line, lines joined, regions one under another masked as one column, a stroke-map line partly under a mask masked whole, "
+                       "the strips beside each mask read by the recogniser and masked when legible; "
+                       "the stroke map's candidate lines (and, on frames up to 2,048 px, the faint-line map's) outside every mask read by the recogniser and masked the same way when legible at a confidence of 0.5 or more; a frame still legible is refused",
             "action": self.action,
             "region_rules": self.region_rules,
             "frames_blanked_by_rules": sum(1 for f in self.frames if f.get("rule_zones")),
