@@ -128,3 +128,21 @@ def test_a_turned_line_found_in_part_is_masked_whole_where_its_strokes_go_on() -
     assert synthetic.coverage(line, alone.covered(img.shape)) < 0.9
     plan = linemask.plan(reader, img, [part], [], oriented.candidates(img))
     assert synthetic.coverage(line, plan.covered(img.shape)) == 1.0 and plan.covered(img.shape).mean() < 0.05
+
+
+def test_masks_of_one_turned_line_are_joined_across_the_gap_and_parallel_lines_are_not() -> None:
+    """The detector finds a faint line at 45 degrees as its two ends: their masks on one axis, near each other along
+    it, become one rectangle that covers the middle; a parallel line beside it stays apart."""
+
+    def piece(cx: float, cy: float, half: float = 40.0, thick: float = 10.0) -> oriented.Quad:
+        along, across = np.array([1.0, -1.0]) / np.sqrt(2), np.array([1.0, 1.0]) / np.sqrt(2)
+        c = np.array([cx, cy])
+        return tuple((float(x), float(y)) for x, y in (c - half * along - thick * across, c + half * along - thick * across,
+                                                        c + half * along + thick * across, c - half * along + thick * across))  # fmt: skip
+
+    a, b = piece(200, 300), piece(270, 230)  # 99 px apart along the line: a gap of 19 px, about one thickness (20)
+    one = oriented.joined([a, b])
+    assert len(one) == 1
+    assert oriented.coverage_mask((512, 512), one)[265, 235] and not oriented.coverage_mask((512, 512), [a, b])[265, 235]
+    assert len(oriented.joined([a, piece(340, 160)])) == 2  # further along (a gap of 118 px): not one line's pieces
+    assert len(oriented.joined([a, piece(260, 340)])) == 2  # beside it, 56 px off its axis: another line

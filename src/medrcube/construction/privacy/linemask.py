@@ -204,7 +204,7 @@ def chained(shape: tuple[int, ...], boxes: list[Box], quads: list[oriented.Quad]
             break
         boxes = joined(boxes + [grown(c, shape) for c in rows])
         quads += [oriented.grown(t) for t in lines]
-    return boxes, quads
+    return boxes, oriented.joined(quads)
 
 
 def _uncovered_turned(reader: ocr.TextReader, masked: np.ndarray, lines: list[oriented.Line], covered: np.ndarray) -> list[oriented.Line]:
@@ -312,4 +312,4 @@ def plan(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.TextRegio
             result = MaskPlan(boxes, extended, False, netted, tuple(quads))
             masked = result.paint(pixels)
             readable = bool(_uncovered_turned(reader, masked, turned, result.covered(shape)))
-    return MaskPlan(boxes, extended, readable, netted, tuple(quads))
+    return MaskPlan(boxes, extended, readable, netted, tuple(oriented.joined(quads)))
