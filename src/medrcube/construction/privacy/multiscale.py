@@ -156,14 +156,18 @@ def detect(reader: ocr.TextReader, pixels: np.ndarray, turned: bool | None = Non
         else:
             add(_regions(reader, proposals.stretched(_resized(gray[y0:y1, x0:x1], v.scale)), v, (h, w)))
     # The coarse view's box of a line is loose (a 28 px line at 45 degrees came back 62 px thick, and a mask grows
-    # with the thickness): where a closer view found text, its regions are the ones kept.
-    add([r for r in coarse if _closer_share(r.box, list(found)) < COARSE_KEEP])
+    # with the thickness): where a closer view found text, its regions are the ones kept. And at its scale an organ
+    # is the size of a letter: its other regions count only when the recogniser reads COARSE_LEGIBLE letters or
+    # digits there (large text is legible; 4 of 30 text-free 1,024 px CT and MR frames lost a disc of anatomy else).
+    alone = [r for r in coarse if _closer_share(r.box, list(found)) < COARSE_KEEP]
+    add([r for r in alone if sum(1 for c in text_of(reader, gray, r) if c.isalnum()) >= COARSE_LEGIBLE])
     regions = sorted(found.values(), key=lambda r: r.box)
     reader.memo_put(key, regions)
     return regions
 
 
 COARSE_KEEP = 0.5  # a coarse region is kept when less than this share of its box lies in closer views' regions
+COARSE_LEGIBLE = 3  # and when the recogniser reads this many letters or digits in it (as a blob: `textscreen`)
 
 
 def _closer_share(box: tuple[int, int, int, int], others: list[tuple[int, int, int, int]]) -> float:
