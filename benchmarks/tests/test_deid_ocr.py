@@ -90,3 +90,23 @@ def test_texture_read_as_letters_with_little_confidence_is_not_masked(monkeypatc
     monkeypatch.setattr(linemask, "NET_CONFIDENT", 0.0)
     plan, _ = mask_plan(reader, img)
     assert plan.netted == 1 and plan.boxes
+
+
+def test_a_band_of_anatomy_taller_than_any_line_is_read_before_it_is_masked() -> None:
+    """A text-free MR-like frame of the generator (seed 4343, 512 px: the 3rd frame without text after 40 with text per
+    angle cell) where the detector returns a region 126 px tall and 2.3 times as wide, read as one letter: a blob."""
+    from medrcube.construction.privacy import ocr, proposals, textscreen
+
+    rng = np.random.default_rng(4343)
+    for angle in deid_ocr.ANGLES:
+        for _ in range(40):
+            deid_ocr.make_frame(rng, True, 512, angle)
+    for _ in range(2):
+        deid_ocr.make_frame(rng, False, 512)
+    img, lines, info = deid_ocr.make_frame(rng, False, 512)
+    assert lines == [] and info["background"] == "mr"
+    reader = ocr.shared_reader()
+    tall = [r for r in textscreen.multiscale.detect(reader, img) if r.box[3] - r.box[1] > proposals.MAX_LINE]
+    assert tall and all(textscreen._blob(r, img.shape) for r in tall)
+    plan, _ = textscreen.mask_plan(reader, img)
+    assert not plan.boxes and not plan.quads

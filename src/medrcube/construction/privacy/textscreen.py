@@ -37,8 +37,11 @@ from medrcube.construction.privacy.regions import NO_RULES, RegionTable
 # A detected region shaped like a blob, not a line, is taken for text only when the
 # recogniser reads at least 3 letters or digits in it: the detector is scale-sensitive,
 # and a body outline or a pectoral muscle can come back as one giant "O". A blob is taller
-# than TALL of the frame's height, or taller than BLOB of it and less than twice as wide
-# as tall (a line of 3 characters or more is wider than that).
+# than TALL of the frame's height, or taller than BLOB of it and either less than twice as
+# wide as tall (a line of 3 characters or more is wider than that) or taller than a stroke-map
+# line (`proposals.MAX_LINE`, 96 px: text that large is legible): wide bands of anatomy and
+# a CT table came back as regions 112-240 px tall, read as one character or none, and masked
+# 8 of 200 text-free 512 and 1,024 px frames (measured 2026-12-05, seeds 4343 and 4345).
 TALL = 0.35
 BLOB = 0.1
 
@@ -56,7 +59,7 @@ def _blob(region: ocr.TextRegion, shape: tuple[int, ...]) -> bool:
         return thickness > BLOB * min(shape[:2]) or length < 2 * thickness
     frame_height = shape[0]
     w, h = region.box[2] - region.box[0], region.box[3] - region.box[1]
-    return h > TALL * frame_height or (h > BLOB * frame_height and w < 2 * h)
+    return h > TALL * frame_height or (h > BLOB * frame_height and (w < 2 * h or h > proposals.MAX_LINE))
 
 
 def text_regions(reader: ocr.TextReader, pixels: np.ndarray, turned: bool | None = None) -> tuple[list[ocr.TextRegion], int]:
