@@ -37,3 +37,15 @@ def test_the_heap_is_frozen_after_inference_and_thawed_after_the_run(gate_ws, ga
     assert doc["checks"] and all(f'"{c["id"]}"' in json.dumps(doc) for c in doc["checks"])
     assert junit.count('name="medrcube_verdict"') == len(doc["checks"])
     assert 'name="test_the_heap_is_frozen_once_the_records_are_in"' in junit
+
+
+def test_an_in_process_run_stopped_in_its_configure_leaves_the_heap_unfrozen(gate_ws, gate_server):
+    """A process running the gate in-process again and again (pytester, a notebook): after a
+    run that froze and gave back its heap, a run stopped by a usage error while it is
+    configured (before it could register the thaw) must not freeze the heap at its end."""
+    gate_server.set_script({"answer_key": gate_ws.answer_key()})
+    gate_ws.run(model=gate_ws.openai(gate_server))
+    assert gc.get_freeze_count() == 0
+    refused = gate_ws.run("--max-requests=5", model=gate_ws.openai(gate_server))  # budgets need --sequential
+    assert refused.ret == 4 and "only apply to a sequential run" in refused.stderr.str()
+    assert gc.get_freeze_count() == 0

@@ -202,7 +202,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 @pytest.hookimpl(tryfirst=True)  # before unraisableexception's collection (plugin/speed/frozen_heap.py)
 def pytest_unconfigure(config: pytest.Config) -> None:
-    settle_heap_before_exit()
+    settle_heap_before_exit(config)
     # The model engines this process started (`vllm:PATH`) stop with the run, whatever
     # ended it: the last answer, Ctrl-C, a usage error, a failed check.
     if gate.is_controller(config) and "medrcube.models.vllm_engine" in sys.modules:

@@ -29,16 +29,24 @@ def settle_heap() -> None:
 _settled = False  # settle_heap ran in this process
 
 
-def settle_heap_before_exit() -> None:
+def settle_heap_before_exit(config: pytest.Config) -> None:
     """Once more at the run's end (pytest_unconfigure, before pytest's own end-of-run
-    collections), if the heap was settled after inference: the verdicts, the cases and
-    the run directory made since are collected once here and frozen, so that pytest's
-    two collections (unraisableexception's unconfigure and cleanup) find nothing new to
-    trace: one full collection of what the tail made instead of two (docs/speed.md).
-    Garbage is still collected while pytest's unraisable hook is installed, so a
-    finalizer's error is reported as before."""
-    if _settled:
+    collections), if the heap was settled after inference in this run and this run gives
+    the heap back at its end (`thaw_heap_after`): the verdicts, the cases and the run
+    directory made since are collected once here and frozen, so that pytest's two
+    collections (unraisableexception's unconfigure and cleanup) find nothing new to trace:
+    one full collection of what the tail made instead of two (docs/speed.md). Garbage is
+    still collected while pytest's unraisable hook is installed, so a finalizer's error is
+    reported as before. A run that never reached `thaw_heap_after` (a usage error in its
+    configure) freezes nothing here: a process running pytest in-process again and again
+    (pytester) would otherwise keep a heap frozen by an earlier run's flag."""
+    global _settled
+    if _settled and config.stash.get(_THAWS_AFTER, False):
         settle_heap()
+    _settled = False
+
+
+_THAWS_AFTER = pytest.StashKey[bool]()  # this run registered gc.unfreeze as its cleanup
 
 
 def thaw_heap_after(config: pytest.Config) -> None:
@@ -47,5 +55,8 @@ def thaw_heap_after(config: pytest.Config) -> None:
     the run began: unfreezing is all or nothing, and a process's own freeze is its own."""
     import gc
 
+    global _settled
+    _settled = False  # nothing settled in this run yet (a process may run pytest more than once)
     if gc.get_freeze_count() == 0:
         config.add_cleanup(gc.unfreeze)
+        config.stash[_THAWS_AFTER] = True
