@@ -8,7 +8,6 @@ in flight. `LoopLag` notes how late the loop runs; the limit takes it off the la
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
@@ -70,13 +69,17 @@ def test_a_timeout_cuts_whatever_the_clients_delay() -> None:
 
 
 def test_the_limit_starts_its_probe_on_the_loop_that_asks() -> None:
-    limit = AdaptiveLimit(4)
+    """Taking a slot arms the probe on the running loop; a client busy while it holds the
+    slot is read as late (on the limit's injected clock: the machine's load moves nothing)."""
+    clock = Clock()
+    limit = AdaptiveLimit(4, clock=clock)
 
     async def ask() -> float:
-        t0 = time.monotonic()
+        t0 = clock.t
         async with limit.slot():
-            time.sleep(0.3)  # the client busy while holding a slot
-        await asyncio.sleep(0.15)
+            clock.t += 0.3  # the client busy while holding a slot
+        await asyncio.sleep(1.5 * PROBE_S)  # the probe fires (or is still pending, overdue)
         return limit.lag.delay_since(t0)
 
-    assert asyncio.run(ask()) >= 0.15
+    assert asyncio.run(ask()) == pytest.approx(0.3 - PROBE_S)
+    assert LoopLag(clock).delay_since(clock.t) == 0.0  # a probe never started notes nothing

@@ -104,7 +104,7 @@ class AdaptiveLimit:
         self._good = 0
         self._last_cut = -math.inf
         self.lowest = self.limit  # for logs and benchmarks
-        self.lag = LoopLag()
+        self.lag = LoopLag(clock)  # one clock for the latency and the client's own delay
 
     @asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
@@ -139,9 +139,9 @@ class AdaptiveLimit:
             self.limit += 1  # the next release wakes the extra waiter
 
     def observe_sent(self, sent: float, *, timed_out: bool = False) -> None:
-        """`observe` of an attempt sent at `sent` (time.monotonic) and ended now, the client's
-        own delay since then (`LoopLag`) taken off."""
-        self.observe(time.monotonic() - sent, timed_out=timed_out, client_delay_s=self.lag.delay_since(sent))
+        """`observe` of an attempt sent at `sent` (on the limit's clock: time.monotonic unless
+        one is given) and ended now, the client's own delay since then (`LoopLag`) taken off."""
+        self.observe(self._clock() - sent, timed_out=timed_out, client_delay_s=self.lag.delay_since(sent))
 
     def _cut(self, to: int, why: str) -> None:
         now = self._clock()
