@@ -70,20 +70,27 @@ def test_runs_pooled_add_up_their_frames_lines_and_per_frame_times() -> None:
     assert v["false_mask_rate"] == b["false_mask_rate"] and sum(c["lines"] for c in pooled["by"]["font"].values()) == a["lines"]
 
 
+def _text_free_mr_frame(*, seed: int, per_angle: int, nth: int) -> np.ndarray:
+    """The benchmark generator's `nth` 512 px frame without text (an MR-like one), drawn as
+    a run of seed `seed` draws it: after `per_angle` frames with text in every angle cell."""
+    rng = np.random.default_rng(seed)
+    for angle in deid_ocr.ANGLES:
+        for _ in range(per_angle):
+            deid_ocr.make_frame(rng, True, 512, angle)
+    for _ in range(nth - 1):
+        deid_ocr.make_frame(rng, False, 512)
+    img, lines, info = deid_ocr.make_frame(rng, False, 512)
+    assert lines == [] and info["background"] == "mr"
+    return img
+
+
 def test_texture_read_as_letters_with_little_confidence_is_not_masked(monkeypatch) -> None:
     """A text-free MR-like frame of the generator (seed 1289, 512 px: the 4th frame without text after 4 with text per
     angle cell) whose texture the recogniser reads as letters at a low confidence: without the net's floor it got a mask."""
     from medrcube.construction.privacy import linemask, ocr
     from medrcube.construction.privacy.textscreen import mask_plan
 
-    rng = np.random.default_rng(1289)
-    for angle in deid_ocr.ANGLES:
-        for _ in range(4):
-            deid_ocr.make_frame(rng, True, 512, angle)
-    for _ in range(3):
-        deid_ocr.make_frame(rng, False, 512)
-    img, lines, info = deid_ocr.make_frame(rng, False, 512)
-    assert lines == [] and info["background"] == "mr"
+    img = _text_free_mr_frame(seed=1289, per_angle=4, nth=4)
     reader = ocr.shared_reader()
     plan, _ = mask_plan(reader, img)
     assert not plan.boxes and not plan.quads and plan.netted == 0
@@ -97,14 +104,7 @@ def test_a_band_of_anatomy_taller_than_any_line_is_read_before_it_is_masked() ->
     angle cell) where the detector returns a region 126 px tall and 2.3 times as wide, read as one letter: a blob."""
     from medrcube.construction.privacy import ocr, proposals, textscreen
 
-    rng = np.random.default_rng(4343)
-    for angle in deid_ocr.ANGLES:
-        for _ in range(40):
-            deid_ocr.make_frame(rng, True, 512, angle)
-    for _ in range(2):
-        deid_ocr.make_frame(rng, False, 512)
-    img, lines, info = deid_ocr.make_frame(rng, False, 512)
-    assert lines == [] and info["background"] == "mr"
+    img = _text_free_mr_frame(seed=4343, per_angle=40, nth=3)
     reader = ocr.shared_reader()
     tall = [r for r in textscreen.multiscale.detect(reader, img) if r.box[3] - r.box[1] > proposals.MAX_LINE]
     assert tall and all(textscreen._blob(r, img.shape) for r in tall)
