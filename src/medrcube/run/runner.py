@@ -235,15 +235,10 @@ async def run_cube_async(
             results = await pump.run(requests)
         except StoreTamperedError as e:  # name the items: the store knows only its keys
             raise StoreTamperedError(e.path, e.keys, e.why, [requests[k].item_id for k in e.keys if k in requests]) from e
-        # The last batch, and whatever `done` did not see, graded now.
+        # The last batch, then whatever `done` did not see, graded by the same step.
         grade_ungraded()
-        from medrcube.run.grade import grade
-
-        for key, idx in by_key.items():
-            if records[idx[0]] is None:
-                response, cached = results[key]
-                for i in idx:
-                    records[i] = grade(plan[i], response, cached=cached)
+        ungraded.extend((key, *results[key]) for key, idx in by_key.items() if records[idx[0]] is None)
+        grade_ungraded()
         if judge is not None:
             judge_pump = await _judge_unparsed(
                 plan, records, judge, store, owner, newer_than, claim_ttl_s, concurrency, bar, asked_by, only_run
