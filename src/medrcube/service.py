@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from medrcube.models.base import ModelAdapter, Preflight
 from medrcube.run.metering import Metered, Usage
-from medrcube.rundir.files import Landing, atomic_write, default_run_id, write_run_dir
+from medrcube.rundir.files import Landing, ResultRows, atomic_write, default_run_id, write_run_dir
 
 if TYPE_CHECKING:
     from medrcube.cube.item import Cube
@@ -100,6 +100,7 @@ class Inference:
     result: RunResult
     baseline: RunResult | None = None
     usage: dict[str, Usage] = field(default_factory=dict)  # candidate / judge / baseline
+    rows: ResultRows | None = None  # results.jsonl's lines of the candidate's records, made as they were graded
 
 
 def stable_shard(item_id: str, count: int) -> int:
@@ -157,8 +158,12 @@ def infer(
         metered["baseline"] = Metered(baseline)
     index, count = shard
 
+    # Not in a sharded worker: its records reach the controller as JSON, written from themselves.
+    rows = ResultRows() if count == 1 else None
+
     async def run(model: Metered, names: Sequence[Any], part: Cube = cube) -> RunResult:
         kwargs: dict[str, Any] = dict(
+            on_graded=rows.add if rows is not None and model is metered["candidate"] else None,
             variants=tuple(names),
             store=store,
             judge=metered.get("judge"),
@@ -207,7 +212,7 @@ def infer(
             await (decider or FixedDecider()).ask(
                 cube, checks, ask, ask_baseline=ask_baseline if baseline is not None else None,
                 baseline_records=baseline_records, spend=spend)
-            return Inference(_merged(batches), _merged(base_batches) if baseline is not None else None)
+            return Inference(_merged(batches), _merged(base_batches) if baseline is not None else None, rows=rows)
         finally:
             for m in metered.values():
                 await m.aclose()
@@ -294,11 +299,13 @@ def write_run(
     cube: Cube | None = None,
     gate: GateDocument | None = None,
     policy_file: Path | None = None,
+    rows: ResultRows | None = None,
 ) -> tuple[list[Path], str | None]:
     """Write the run directory and its report, then seal it (rundir/seal.py: manifest.json,
     signed with MEDRCUBE_SIGNING_KEY when set); return (paths written, a warning or None).
     A report that cannot be drawn is a warning: the run's data files are what matter.
-    `policy_file` (the gate's thresholds) is copied in, so that the policy is on record."""
+    `policy_file` (the gate's thresholds) is copied in, so that the policy is on record;
+    `rows`, results.jsonl's lines made as the records were graded (Inference.rows)."""
     import shutil
 
     from medrcube.report.after_exit import start as start_report
@@ -309,7 +316,7 @@ def write_run(
     # one is in place when the block ends, before the seal reads them (rundir/files.Landing).
     with Landing() as landing:
         if result is not None:
-            write_run_dir(run_dir, result, meta, landing=landing)
+            write_run_dir(run_dir, result, meta, landing=landing, rows=rows)
             written += [run_dir / "results.jsonl", run_dir / "metrics_summary.json", run_dir / "run.json"]
         if gate is not None:
             doc = gate.to_json(where=str(run_dir / "gate.json"))  # checked against its schema

@@ -180,6 +180,11 @@ class GateSession:
             self._baseline_records = list(self._inference.baseline.records)
 
     @property
+    def result_rows(self) -> Any:
+        """results.jsonl's lines this process made as it graded (service.Inference.rows), or None."""
+        return self._inference.rows if self._inference is not None else None
+
+    @property
     def items_digest(self) -> str | None:  # the cube's items digest if taken (the audit's cache key reuses it)
         return self._digest[0] if self._digest else None
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Generic, TypeVar
 
 from medrcube.models.base import ErrorKind, ModelAdapter, Request, Response
@@ -65,8 +65,12 @@ class Lookahead:
     key put back in the queue later (another process gave it up) is not handed again."""
 
     def __init__(self, order: Sequence[Request], hook: Callable[[Sequence[Request]], None] | None, window: int) -> None:
-        self.order, self.hook, self.window = order, hook, max(1, window)
+        self.order, self.hook, self.window = list(order), hook, max(1, window)
         self.taken = self.handed = 0
+
+    def extend(self, more: Sequence[Request]) -> None:
+        """Requests queued after the first (a plan fed in chunks: Pump.run's `more`)."""
+        self.order.extend(more)
 
     def took(self, n: int) -> None:
         self.taken += n
@@ -113,12 +117,19 @@ class Pump:
         self.watchdog = Watchdog(getattr(adapter, "spec", "the model"), lambda: self.remaining, stall_s=stall_warn_s,
                                  say=on_stall)
 
-    async def run(self, requests: Mapping[str, Request]) -> dict[str, tuple[Response, bool]]:
+    async def run(self, requests: Mapping[str, Request],
+                  more: Iterator[Mapping[str, Request]] | None = None) -> dict[str, tuple[Response, bool]]:
+        """A response for every key of `requests`, and of each mapping `more` yields: the
+        rest of a plan made while the first requests are out (run/plan.py `plan_in_chunks`).
+        `more` is advanced on the event loop, one chunk between two turns of the loop, so a
+        chunk is planned while the requests before it are in flight."""
         self.requests = dict(requests)
         self.results: dict[str, tuple[Response, bool]] = {}
-        if not self.requests:
+        if not self.requests and more is None:
             return self.results
-        self.remaining = len(self.requests)
+        # While `more` can still yield, the run is not done: one hold, released by the feeder.
+        self.remaining = len(self.requests) + (more is not None)
+        self.feeding = more is not None
         self.all_done = asyncio.Event()
         if self.store is not None:
             self._take_stored(self.requests)
@@ -141,29 +152,63 @@ class Pump:
             self._commit: PerIteration[tuple[str, Response | None], set[str]] = PerIteration(self._put_and_claim)
         # No more workers than batches to ask: `concurrency` is a ceiling on the work in
         # flight, not a number of tasks to start (a huge setting costs nothing).
-        workers = min(self.concurrency, -(-len(pending) // self.batch_size))
+        workers = self.concurrency if more is not None else min(self.concurrency, -(-len(pending) // self.batch_size))
         tasks = [asyncio.create_task(self._worker(), name=f"medrcube-worker-{i}") for i in range(workers)]
+        if more is not None:
+            self._low_water = 2 * self.concurrency * self.batch_size
+            self._ran_low = asyncio.Event()
+            tasks.append(asyncio.create_task(self._feed(more), name="medrcube-feeder"))
         tasks.append(asyncio.create_task(self.watchdog.watch(), name="medrcube-watchdog"))
         if self.store is not None:
             tasks.append(asyncio.create_task(self._waiter(), name="medrcube-waiter"))
             tasks.append(asyncio.create_task(self._heartbeat(), name="medrcube-heartbeat"))
         done_task = asyncio.create_task(self.all_done.wait())
+        # Every task runs until the run is done, but the feeder, which ends once it has queued the plan.
+        watched = {done_task, *tasks}
         try:
-            await asyncio.wait([done_task, *tasks], return_when=asyncio.FIRST_COMPLETED)
-            for t in tasks:
-                if t.done() and t.cancelled():
-                    # Nothing here cancels a worker (the breaker withdraws its own cancellation):
-                    # one that ended so would leave its requests unasked and uncounted.
-                    raise RuntimeError(f"{t.get_name()} was cancelled before the run ended, with "
-                                       f"{self.remaining} requests not completed; the answers stored "
-                                       "so far are kept and a rerun resumes from them")
-                if t.done() and (exc := t.exception()) is not None:
-                    raise exc
+            while True:
+                finished, _ = await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
+                for t in tasks:
+                    if t.done() and t.cancelled():
+                        # Nothing here cancels a worker (the breaker withdraws its own cancellation):
+                        # one that ended so would leave its requests unasked and uncounted.
+                        raise RuntimeError(f"{t.get_name()} was cancelled before the run ended, with "
+                                           f"{self.remaining} requests not completed; the answers stored "
+                                           "so far are kept and a rerun resumes from them")
+                    if t.done() and (exc := t.exception()) is not None:
+                        raise exc
+                if done_task in finished or self.all_done.is_set():
+                    break
+                watched -= finished
         finally:
             for task in (*tasks, done_task):
                 task.cancel()
             await asyncio.gather(*tasks, done_task, return_exceptions=True)
         return self.results
+
+    async def _feed(self, more: Iterator[Mapping[str, Request]]) -> None:
+        """Queue each further chunk as it is made; then release the run's hold."""
+        for chunk in more:
+            new = {k: r for k, r in chunk.items() if k not in self.requests}
+            self.requests.update(new)
+            self.remaining += len(new)
+            if self.store is not None and new:
+                self._take_stored(new)
+            pending = [k for k in new if k not in self.results]
+            for key in pending:
+                self.queue.put_nowait(key)
+            self.lookahead.extend([new[k] for k in pending])
+            self.lookahead.took(0)  # hand the prefetch the new requests if it ran dry
+            # The next chunk is planned once the queue runs low, not at every turn of the loop:
+            # a request takes several turns to go out (claim, image, connect, write), and a
+            # chunk planned at each of them held the first requests back by a third of a second.
+            while self.queue.qsize() >= self._low_water and self.aborted is None:
+                self._ran_low.clear()
+                await self._ran_low.wait()
+            await asyncio.sleep(0)
+        self.remaining -= 1
+        if self.remaining == 0:
+            self.all_done.set()
 
     def _take_stored(self, keys: Iterable[str]) -> set[str]:
         """Complete the keys whose answer is stored (and verifies); return them."""
@@ -214,6 +259,8 @@ class Pump:
             except asyncio.QueueEmpty:
                 break
         self.lookahead.took(len(batch))
+        if self.feeding and self.queue.qsize() < self._low_water:
+            self._ran_low.set()
         return batch
 
     async def _worker(self) -> None:

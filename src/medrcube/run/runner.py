@@ -46,7 +46,7 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -54,7 +54,7 @@ from medrcube.cube.item import Cube
 from medrcube.models.base import ModelAdapter, Request, Response
 from medrcube.records import GradedRecord, Outcome
 from medrcube.run.order import image_runs
-from medrcube.run.plan import PlannedAsk, as_variants, plan_asks, variant_specs
+from medrcube.run.plan import PlannedAsk, Position, as_variants, plan_asks, plan_in_chunks, planned_count, variant_specs
 from medrcube.run.progress import Progress
 from medrcube.run.provenance import new_run_token, provenance_counts, served_mismatches
 from medrcube.run.pump import Pump
@@ -116,7 +116,8 @@ class RunOptions:
     `stall_warn_s`: seconds without an answer before the log says the run is stuck;
     `order`: the order requests are sent in, "image" (the questions of one image back to
     back across the variants, so that it is prepared once: run/order.py `image_runs`) or
-    "plan" (the plan's order: variant by variant).
+    "plan" (the plan's order: variant by variant). `on_graded`: called with each batch of
+    records as it is graded, on the run's event loop (rundir/files.ResultRows.add).
     Records come back in plan order either way."""
 
     variants: str | Iterable[Any] = ("standard",)
@@ -134,6 +135,7 @@ class RunOptions:
     endpoint: str | None = None
     fresh: bool = False
     order: str = "image"
+    on_graded: Callable[[Sequence[GradedRecord]], None] | None = None
 
     @classmethod
     def of(cls, options: RunOptions | None, fields: Mapping[str, Any]) -> RunOptions:
@@ -153,34 +155,76 @@ async def run_cube_async(
     claim_ttl_s, close_adapters = opts.claim_ttl_s, opts.close_adapters
     started, t0 = time.time(), time.perf_counter()
     variant_objs = as_variants(variants)
-    plan = plan_asks(
-        cube,
-        variant_objs,
-        fingerprint=adapter.fingerprint,
-        params=params,
-        template=template,
-        keyed_by_item=adapter.keyed_by_item,
-        # Perturbed images are made no larger than the model is sent (hf: image_max_side).
-        image_max_side=adapter.image_max_side or None,
-    )
+    # Planned a chunk at a time while the first requests are out, unless the order is the
+    # plan's own or a perturbed image must first be made for the whole plan.
+    chunked = opts.order == "image" and not any(v.perturbation is not None for v in variant_objs)
+    if opts.order not in ("image", "plan"):
+        raise ValueError(f"RunOptions.order is {opts.order!r}; choices: image, plan")
+    chunks: Iterator[list[tuple[Position, PlannedAsk]]]
+    if chunked:
+        # The first chunk fills the workers twice over; the next ones are small (a few ms each).
+        first_items = max(32, 2 * (concurrency or adapter.concurrency or 1))
+        chunks = plan_in_chunks(cube, variant_objs, fingerprint=adapter.fingerprint, params=params, template=template,
+                                keyed_by_item=adapter.keyed_by_item, first=first_items, size=64)
+        total = planned_count(cube, variant_objs)
+    else:
+        whole = plan_asks(
+            cube,
+            variant_objs,
+            fingerprint=adapter.fingerprint,
+            params=params,
+            template=template,
+            keyed_by_item=adapter.keyed_by_item,
+            # Perturbed images are made no larger than the model is sent (hf: image_max_side).
+            image_max_side=adapter.image_max_side or None,
+        )
+        chunks = iter([[((0, i, 0), ask) for i, ask in enumerate(whole)]])
+        total = len(whole)
     owner = new_owner()
     newer_than = started if refresh else None
     token = opts.run_token or new_run_token()
     asked_by, only_run = AskedBy(token, opts.endpoint), token if opts.fresh else None
-    bar = progress if isinstance(progress, Progress) else Progress(total=len(plan), enabled=progress, desc=adapter.spec)
-    bar.begin(len(plan))  # a caller's Progress (the gate's live line) learns this pass's size
+    bar = progress if isinstance(progress, Progress) else Progress(total=total, enabled=progress, desc=adapter.spec)
+    bar.begin(total)  # a caller's Progress (the gate's live line) learns this pass's size
 
+    # The asks in the order they were planned (chunks); `positions` sorts them into plan order at the end.
+    plan: list[PlannedAsk] = []
+    positions: list[Position] = []
     by_key: dict[str, list[int]] = {}
-    records: list[GradedRecord | None] = [None] * len(plan)
-    for i, ask in enumerate(plan):
-        if ask.available:
-            by_key.setdefault(ask.key, []).append(i)
-        else:
-            from medrcube.run.grade import unavailable
+    records: list[GradedRecord | None] = []
+    asked: dict[str, Request] = {}  # every request handed to the pump, by key
 
-            records[i] = unavailable(ask)
-    n_unavailable = len(plan) - sum(len(v) for v in by_key.values())
-    bar.advance(n_unavailable, unavailable=True)
+    def take(chunk: list[tuple[Position, PlannedAsk]]) -> dict[str, Request]:
+        """A chunk's asks recorded; its new requests, in the order they are sent."""
+        from medrcube.run.grade import unavailable
+
+        new: dict[str, Request] = {}
+        n_unavailable = 0
+        for position, ask in chunk:
+            i = len(plan)
+            plan.append(ask)
+            positions.append(position)
+            records.append(None)
+            if not ask.available:
+                records[i] = record = unavailable(ask)
+                n_unavailable += 1
+                if opts.on_graded is not None:
+                    opts.on_graded((record,))
+            elif ask.key in by_key:
+                by_key[ask.key].append(i)
+                if ask.key in answered:  # asked for an earlier item: counted now, graded after the run
+                    response, cached = answered[ask.key]
+                    bar.advance(1, error=not response.ok, cached=cached, stopped=response.not_sent)
+            else:
+                by_key[ask.key] = [i]
+                new[ask.key] = ask.request()
+        bar.advance(n_unavailable, unavailable=True)
+        if opts.order == "image":
+            keys = list(new)
+            sent = [(plan[by_key[k][0]].variant, new[k].images[0].digest if new[k].images else None) for k in keys]
+            new = {keys[i]: new[keys[i]] for i in image_runs(sent)}
+        asked.update(new)
+        return new
 
     served: Counter[str] = Counter()  # the model each answer names, as its endpoint said
 
@@ -195,12 +239,19 @@ async def run_cube_async(
     def grade_ungraded() -> None:
         from medrcube.run.grade import grade
 
+        graded = []
         for key, response, cached in ungraded:
             for i in by_key[key]:
-                records[i] = grade(plan[i], response, cached=cached)
+                records[i] = record = grade(plan[i], response, cached=cached)
+                graded.append(record)
         ungraded.clear()
+        if opts.on_graded is not None and graded:
+            opts.on_graded(graded)
+
+    answered: dict[str, tuple[Response, bool]] = {}
 
     def done(key: str, response: Response, cached: bool) -> None:
+        answered[key] = (response, cached)
         n = len(by_key[key])
         if response.served_model:
             served[response.served_model] += n
@@ -223,22 +274,21 @@ async def run_cube_async(
         only_run=only_run,
     )
     judge_pump: Pump | None = None
-    requests = {key: plan[idx[0]].request() for key, idx in by_key.items()}
-    if opts.order == "image":
-        keys = list(requests)
-        sent = [(plan[by_key[k][0]].variant, requests[k].images[0].digest if requests[k].images else None) for k in keys]
-        requests = {keys[i]: requests[keys[i]] for i in image_runs(sent)}
-    elif opts.order != "plan":
-        raise ValueError(f"RunOptions.order is {opts.order!r}; choices: image, plan")
     try:
         try:
-            results = await pump.run(requests)
+            first = take(next(chunks, []))
+            results = await pump.run(first, (take(c) for c in chunks) if chunked else None)
         except StoreTamperedError as e:  # name the items: the store knows only its keys
-            raise StoreTamperedError(e.path, e.keys, e.why, [requests[k].item_id for k in e.keys if k in requests]) from e
-        # The last batch, then whatever `done` did not see, graded by the same step.
+            raise StoreTamperedError(e.path, e.keys, e.why, [asked[k].item_id for k in e.keys if k in asked]) from e
+        # The last batch, then whatever `done` did not see (an ask planned after its key was
+        # answered), graded by the same step.
         grade_ungraded()
-        ungraded.extend((key, *results[key]) for key, idx in by_key.items() if records[idx[0]] is None)
+        ungraded.extend((key, *results[key]) for key in {plan[i].key for i, r in enumerate(records) if r is None})
         grade_ungraded()
+        if chunked:  # into plan order: variant by variant, items in cube order
+            order = sorted(range(len(plan)), key=positions.__getitem__)
+            plan[:] = [plan[i] for i in order]
+            records[:] = [records[i] for i in order]
         if judge is not None:
             judge_pump = await _judge_unparsed(
                 plan, records, judge, store, owner, newer_than, claim_ttl_s, concurrency, bar, asked_by, only_run
@@ -263,7 +313,7 @@ async def run_cube_async(
         requests_sent=pump.requests_sent,
         cache_hits=sum(1 for r in final if r.cached),
         errors=sum(1 for r in final if r.outcome is Outcome.ERROR),
-        unavailable=n_unavailable,
+        unavailable=sum(1 for r in final if r.outcome is Outcome.UNAVAILABLE),
         wall_s=time.perf_counter() - t0,
         judge_requests=judge_pump.requests_sent if judge_pump else 0,
         judge_cache_hits=judge_pump.cache_hits if judge_pump else 0,

@@ -39,7 +39,7 @@ from typing import Any
 from medrcube.metrics.accuracy import accuracy
 from medrcube.metrics.calibration import calibration_summary
 from medrcube.metrics.clustered import METHOD as CLUSTERED_METHOD
-from medrcube.metrics.clustered import clustered_accuracy
+from medrcube.metrics.clustered import cluster_counts, clustered_wilson, image_key
 from medrcube.metrics.findings import findings_by_cell, findings_summary
 from medrcube.metrics.selective import DeferralCosts, abstention_summary, selective_summary
 from medrcube.records import GradedRecord, is_perturbation
@@ -64,9 +64,28 @@ _SLICES: tuple[tuple[str, Callable[[GradedRecord], str], str], ...] = (
 
 def group_stats(records: Iterable[GradedRecord]) -> dict[str, Any]:
     """One group's numbers: the reference's n/correct/acc plus interval and side counts."""
-    records = list(records)
-    a = accuracy(records)
-    ci = clustered_accuracy(records)
+    return _group_stats([_Unit.of(r) for r in records])
+
+
+class _Unit:
+    """A record with its image cluster and grading read once: a variant's records fall in
+    six groupings (global, four slices, cells), and each read its cluster key again (an
+    f-string per record per grouping: most of metrics_summary's time at paper scale)."""
+
+    __slots__ = ("record", "unit")
+
+    def __init__(self, record: GradedRecord, unit: tuple[str, bool] | None) -> None:
+        self.record, self.unit = record, unit
+
+    @classmethod
+    def of(cls, r: GradedRecord) -> _Unit:
+        return cls(r, (image_key(r), r.correct) if r.graded else None)
+
+
+def _group_stats(units: Sequence[_Unit]) -> dict[str, Any]:
+    a = accuracy(u.record for u in units)
+    # clustered_accuracy(records), from the cluster keys read once
+    ci = clustered_wilson(cluster_counts(u.unit for u in units if u.unit is not None), 0.95)
     return {
         "n": a.n,
         "correct": a.correct,
@@ -84,11 +103,11 @@ def group_stats(records: Iterable[GradedRecord]) -> dict[str, Any]:
     }
 
 
-def _grouped(records: Sequence[GradedRecord], key: Callable[[GradedRecord], str]) -> dict[str, Any]:
-    groups: dict[str, list[GradedRecord]] = defaultdict(list)
-    for r in records:
-        groups[key(r)].append(r)
-    return {k: group_stats(groups[k]) for k in sorted(groups)}
+def _grouped(units: Sequence[_Unit], key: Callable[[GradedRecord], str]) -> dict[str, Any]:
+    groups: dict[str, list[_Unit]] = defaultdict(list)
+    for u in units:
+        groups[key(u.record)].append(u)
+    return {k: _group_stats(groups[k]) for k in sorted(groups)}
 
 
 def _labelled(field: Callable[[GradedRecord], str], label: str) -> Callable[[GradedRecord], str]:
@@ -98,12 +117,13 @@ def _labelled(field: Callable[[GradedRecord], str], label: str) -> Callable[[Gra
 
 def summarize(records: Sequence[GradedRecord]) -> dict[str, Any]:
     """global / slice_results / voxel_results for one variant's records."""
+    units = [_Unit.of(r) for r in records]
     slices = {
-        name: _grouped(records, _labelled(field, label)) for name, field, label in _SLICES
+        name: _grouped(units, _labelled(field, label)) for name, field, label in _SLICES
     }
-    voxels = _grouped(records, lambda r: f"task={r.task}|modality={r.modality}|parts={r.part}")
+    voxels = _grouped(units, lambda r: f"task={r.task}|modality={r.modality}|parts={r.part}")
     return {
-        "global": group_stats(records),
+        "global": _group_stats(units),
         "slice_results": slices,
         "voxel_results": {"by_task_modality_parts": voxels},
     }
@@ -169,6 +189,30 @@ def result_row(r: GradedRecord) -> dict[str, Any]:
     row["extracted_letter"] = LETTERS[r.extracted] if r.extracted is not None else None
     row["answer_letter"] = LETTERS[r.answer]
     return row
+
+
+def result_line(r: GradedRecord) -> str:
+    """One line of results.jsonl, without its newline."""
+    return json.dumps(result_row(r), ensure_ascii=False, sort_keys=True)
+
+
+class ResultRows:
+    """results.jsonl's lines made while the requests are out, as each batch of records is
+    graded (`add`: run/runner.py RunOptions.on_graded), not all after the last answer (at
+    paper scale 32,606 lines, about 0.4 s of the tail). A line made early is used only for
+    the very record it was made from (`line`: records are frozen); any other record, a
+    judge's reading or a record read back from a worker, is written from itself."""
+
+    def __init__(self) -> None:
+        self._lines: dict[int, tuple[GradedRecord, str]] = {}
+
+    def add(self, records: Iterable[GradedRecord]) -> None:
+        for r in records:
+            self._lines[id(r)] = (r, result_line(r))
+
+    def line(self, r: GradedRecord) -> str:
+        made = self._lines.get(id(r))
+        return made[1] if made is not None and made[0] is r else result_line(r)
 
 
 def read_results(path: str | os.PathLike[str]) -> list[GradedRecord]:
@@ -358,18 +402,19 @@ class Landing:
 
 
 def write_run_dir(run_dir: str | os.PathLike[str], result: RunResult, meta: Mapping[str, Any] | None = None,
-                  *, landing: Landing | None = None) -> Path:
+                  *, landing: Landing | None = None, rows: ResultRows | None = None) -> Path:
     """Write results.jsonl, metrics_summary.json and run.json into `run_dir` (created if
     needed) and return it. `meta` adds to run.json (run id, command line, ...); it must
     never hold a secret, and nothing here adds one. With `landing`, the files are in
-    place once it is waited for (atomic_write)."""
+    place once it is waited for (atomic_write); `rows`, the lines made as the run graded."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    line = rows.line if rows is not None else result_line
 
     def results(fh: Any) -> None:
-        for r in result.records:
-            fh.write(json.dumps(result_row(r), ensure_ascii=False, sort_keys=True))
-            fh.write("\n")
+        records = result.records
+        for start in range(0, len(records), 2048):  # a few writes, never the whole file in one string
+            fh.write("".join(f"{line(r)}\n" for r in records[start:start + 2048]))
 
     # The site's prevalence and deferral cost, when the gate's policy states them (plugin/run_meta.gate_meta).
     site = dict((meta or {}).get("site_policy") or {})

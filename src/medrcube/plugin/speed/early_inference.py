@@ -132,7 +132,7 @@ class _Counting(GateProgress):
     def advance(self, n: int = 1, *, error: bool = False, cached: bool = False, stopped: bool = False,
                 unavailable: bool = False) -> None:
         super().advance(n, error=error, cached=cached, stopped=stopped, unavailable=unavailable)
-        if self.done:
+        if self.done and not unavailable:  # an ask without its image is counted when planned: not an answer
             self.answered.set()
 
 

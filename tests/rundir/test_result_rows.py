@@ -1,0 +1,75 @@
+"""results.jsonl's lines made while the run grades (rundir/files.ResultRows, fed by
+RunOptions.on_graded) are the lines written from the records themselves, byte for byte;
+a record made after them (a judge's reading, a merge) is written from itself."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from medrcube.cube import load_cube
+from medrcube.models.openai_adapter import OpenAIAdapter
+from medrcube.records import GradedRecord, Outcome
+from medrcube.run.runner import RunResult, run_cube
+from medrcube.run.store import ResponseStore
+from medrcube.rundir.files import ResultRows, result_line, write_run_dir
+from medrcube.testing.gencube import generate_release_cube
+
+
+def test_lines_made_while_grading_are_the_lines_written_after(tmp_path: Path, scripted_server,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    cube = load_cube(str(generate_release_cube(tmp_path / "cube", n_items=70, n_datasets=2, n_images=20,
+                                               image_size=32, restricted_fraction=0.2, seed=3)))
+    scripted_server.set_script({"default": "C"})
+    rows = ResultRows()
+    seen: list[GradedRecord] = []
+
+    def graded(batch: Sequence[GradedRecord]) -> None:
+        seen.extend(batch)
+        rows.add(batch)
+
+    adapter = OpenAIAdapter("scripted", base_url=scripted_server.base_url, concurrency=4, timeout=10.0)
+    result = run_cube(cube, adapter, variants="standard,blind,shuffled:2", store=ResponseStore(tmp_path / "s.sqlite"),
+                      concurrency=4, on_graded=graded)
+    # every record of the run was handed over once, as it was graded (the restricted ones as planned)
+    assert sorted(map(id, seen)) == sorted(map(id, result.records))
+    assert any(r.outcome is Outcome.UNAVAILABLE for r in result.records)
+    early = write_run_dir(tmp_path / "early", result, rows=rows) / "results.jsonl"
+    late = write_run_dir(tmp_path / "late", result) / "results.jsonl"
+    assert early.read_bytes() == late.read_bytes()
+    assert early.read_text(encoding="utf-8").count("\n") == len(result.records)
+
+    # A record replaced after grading (as a judge's reading replaces one): its own line, not the one made early.
+    first = result.records[0]
+    changed = dataclasses.replace(first, response="(judged) B", extracted=1)
+    again = RunResult(records=[changed, *result.records[1:]], info=result.info)
+    written = (write_run_dir(tmp_path / "judged", again, rows=rows) / "results.jsonl").read_text(encoding="utf-8")
+    assert written.splitlines()[0] == result_line(changed) != rows.line(first)
+
+
+def test_the_summary_reads_each_records_cluster_once_with_the_same_numbers(tmp_path: Path) -> None:
+    # Every group of metrics_summary.json against accuracy and clustered_accuracy of its records, computed apart.
+    from medrcube.metrics.accuracy import accuracy
+    from medrcube.metrics.clustered import clustered_accuracy
+    from medrcube.models.baselines import RandomAdapter
+    from medrcube.rundir.files import summarize
+
+    cube = load_cube(str(generate_release_cube(tmp_path / "cube", n_items=120, n_datasets=3, n_images=30,
+                                               image_size=32, restricted_fraction=0.1, seed=5)))
+    records = [r for r in run_cube(cube, RandomAdapter(seed=2)).records]
+    doc = summarize(records)
+    groups = {"global": records}
+    for r in records:
+        groups.setdefault(f"task={r.task}", []).append(r)
+        groups.setdefault(f"task={r.task}|modality={r.modality}|parts={r.part}", []).append(r)
+    shown = {"global": doc["global"], **doc["slice_results"]["by_task"], **doc["voxel_results"]["by_task_modality_parts"]}
+    assert len(shown) == len(groups) > 3
+    for name, members in groups.items():
+        a, ci = accuracy(members), clustered_accuracy(members)
+        assert (shown[name]["n"], shown[name]["correct"], shown[name]["ci95"]) == (a.n, a.correct, [a.lo, a.hi])
+        assert (shown[name]["ci95_clustered"], shown[name]["images"], shown[name]["design_effect"]) == \
+            ([ci.lo, ci.hi], ci.clusters, ci.deff)
