@@ -212,9 +212,8 @@ async def run_cube_async(
                     opts.on_graded((record,))
             elif ask.key in by_key:
                 by_key[ask.key].append(i)
-                if ask.key in answered:  # asked for an earlier item: counted now, graded after the run
-                    response, cached = answered[ask.key]
-                    bar.advance(1, error=not response.ok, cached=cached, stopped=response.not_sent)
+                if ask.key in answered:  # the same request for an earlier item, already answered
+                    answer((i,), *answered[ask.key])
             else:
                 by_key[ask.key] = [i]
                 new[ask.key] = ask.request()
@@ -234,31 +233,33 @@ async def run_cube_async(
     # cold between answers; docs/speed.md). Grading (its answer extraction: a few dozen ms
     # of imports and regexes) is imported at the first batch, not before the first
     # request; run/metering.warm_after_answers loads it meanwhile.
-    ungraded: list[tuple[str, Response, bool]] = []
+    ungraded: list[tuple[int, Response, bool]] = []  # (the ask's index, its answer, from the store)
 
     def grade_ungraded() -> None:
         from medrcube.run.grade import grade
 
         graded = []
-        for key, response, cached in ungraded:
-            for i in by_key[key]:
-                records[i] = record = grade(plan[i], response, cached=cached)
-                graded.append(record)
+        for i, response, cached in ungraded:
+            records[i] = record = grade(plan[i], response, cached=cached)
+            graded.append(record)
         ungraded.clear()
         if opts.on_graded is not None and graded:
             opts.on_graded(graded)
 
     answered: dict[str, tuple[Response, bool]] = {}
 
-    def done(key: str, response: Response, cached: bool) -> None:
-        answered[key] = (response, cached)
-        n = len(by_key[key])
+    def answer(indices: Sequence[int], response: Response, cached: bool) -> None:
+        """Asks answered (their key's answer came in, or it had when they were planned): graded in the next batch."""
         if response.served_model:
-            served[response.served_model] += n
-        ungraded.append((key, response, cached))
+            served[response.served_model] += len(indices)
+        ungraded.extend((i, response, cached) for i in indices)
         if len(ungraded) >= GRADE_BATCH:
             grade_ungraded()
-        bar.advance(n, error=not response.ok, cached=cached, stopped=response.not_sent)
+        bar.advance(len(indices), error=not response.ok, cached=cached, stopped=response.not_sent)
+
+    def done(key: str, response: Response, cached: bool) -> None:
+        answered[key] = (response, cached)
+        answer(by_key[key], response, cached)
 
     pump = Pump(
         adapter,
@@ -280,10 +281,10 @@ async def run_cube_async(
             results = await pump.run(first, (take(c) for c in chunks) if chunked else None)
         except StoreTamperedError as e:  # name the items: the store knows only its keys
             raise StoreTamperedError(e.path, e.keys, e.why, [asked[k].item_id for k in e.keys if k in asked]) from e
-        # The last batch, then whatever `done` did not see (an ask planned after its key was
-        # answered), graded by the same step.
+        # The last batch; then, by the same step, any ask whose answer reached neither `done`
+        # nor `take` (none is expected: a safety net, as every record must be graded).
         grade_ungraded()
-        ungraded.extend((key, *results[key]) for key in {plan[i].key for i, r in enumerate(records) if r is None})
+        ungraded.extend((i, *results[plan[i].key]) for i, r in enumerate(records) if r is None)
         grade_ungraded()
         if chunked:  # into plan order: variant by variant, items in cube order
             order = sorted(range(len(plan)), key=positions.__getitem__)
