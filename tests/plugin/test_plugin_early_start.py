@@ -126,3 +126,19 @@ def test_the_leakage_audit_read_while_the_answers_come_in_is_the_one_computed_af
         flags.append(gate_ws.gate_json()["leak_flags"])
     assert flags[0] and flags[0] == flags[1] == flags[2]
     assert list((tmp_path / "cache" / "leak-audit").glob("*.json"))  # stored by the first run, read by the next
+
+
+def test_the_first_answer_wait_is_not_ended_by_asks_counted_unavailable() -> None:
+    # The main thread leaves the interpreter to the first requests until an answer is in; an
+    # ask whose image is restricted is counted when it is planned, before any request is out.
+    import threading
+
+    from medrcube.plugin.speed.early_inference import _Counting, _HeldSink
+
+    answered = threading.Event()
+    progress = _Counting(_HeldSink(None), answered)
+    progress.begin(10)
+    progress.advance(3, unavailable=True)
+    assert not answered.is_set() and progress.done == 3
+    progress.advance(1, error=True)  # a failed request is an outcome: the wait ends
+    assert answered.is_set()
