@@ -317,6 +317,8 @@ def write_run(
     with Landing() as landing:
         if result is not None:
             write_run_dir(run_dir, result, meta, landing=landing, rows=rows)
+            if rows is not None:
+                rows.close()  # its lines are in results.jsonl now
             written += [run_dir / "results.jsonl", run_dir / "metrics_summary.json", run_dir / "run.json"]
         if gate is not None:
             doc = gate.to_json(where=str(run_dir / "gate.json"))  # checked against its schema

@@ -199,20 +199,44 @@ def result_line(r: GradedRecord) -> str:
 class ResultRows:
     """results.jsonl's lines made while the requests are out, as each batch of records is
     graded (`add`: run/runner.py RunOptions.on_graded), not all after the last answer (at
-    paper scale 32,606 lines, about 0.4 s of the tail). A line made early is used only for
-    the very record it was made from (`line`: records are frozen); any other record, a
-    judge's reading or a record read back from a worker, is written from itself."""
+    paper scale 32,606 lines, about 0.4 s of the tail). The lines wait in an unnamed
+    temporary file, not in memory (held as strings they added about 50 MiB to the peak
+    RSS at that scale). A line made early is used only for the very record it was made
+    from (`line`: records are frozen); any other record, a judge's reading or a record
+    read back from a worker, is written from itself. `close` drops the file."""
 
     def __init__(self) -> None:
-        self._lines: dict[int, tuple[GradedRecord, str]] = {}
+        self._spool: Any = None
+        self._end = 0
+        self._flushed = True
+        self._where: dict[int, tuple[GradedRecord, int, int]] = {}
 
     def add(self, records: Iterable[GradedRecord]) -> None:
-        for r in records:
-            self._lines[id(r)] = (r, result_line(r))
+        lines = [(r, result_line(r).encode("utf-8")) for r in records]
+        if not lines:
+            return
+        if self._spool is None:
+            self._spool = tempfile.TemporaryFile(prefix="medrcube-results-")
+        for r, data in lines:
+            self._where[id(r)] = (r, self._end, len(data))
+            self._end += len(data)
+        self._spool.write(b"".join(data for _, data in lines))
+        self._flushed = False
 
     def line(self, r: GradedRecord) -> str:
-        made = self._lines.get(id(r))
-        return made[1] if made is not None and made[0] is r else result_line(r)
+        made = self._where.get(id(r))
+        if made is None or made[0] is not r or self._spool is None:
+            return result_line(r)
+        if not self._flushed:
+            self._spool.flush()
+            self._flushed = True
+        return os.pread(self._spool.fileno(), made[2], made[1]).decode("utf-8")
+
+    def close(self) -> None:
+        if self._spool is not None:
+            self._spool.close()
+            self._spool = None
+        self._where.clear()
 
 
 def read_results(path: str | os.PathLike[str]) -> list[GradedRecord]:
