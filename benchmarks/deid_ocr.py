@@ -154,18 +154,32 @@ def legible(line: str, read: str) -> bool:
     return any(a[i : i + 4] in b for i in range(max(0, len(a) - 3))) if len(a) >= 4 else a in b and bool(a)
 
 
-def read_line(reader: ocr.TextReader, img: np.ndarray, box: tuple[int, int, int, int], angle: str = "0") -> str:
+def read_line(reader: ocr.TextReader, img: np.ndarray, box: tuple[int, int, int, int], angle: str = "0", glyphs: np.ndarray | None = None) -> str:
     """The recogniser alone (no detector) on the line's own box, padded: what a reader of that spot would see.
-    A turned line's box is turned upright first (both ways for 90 and 270 degrees, which look alike to a box);
-    a stacked line is read turned a quarter (its letters then lie on their side: a weaker reader than for rows)."""
+    A turned line is turned upright first, both ways (text at 90 and 270 degrees look alike to a box); with its
+    `glyphs` (the frame's bool map of them) the turned crop is cut to the line itself, padded by a quarter of its
+    height (the recogniser reads a row: a diagonal line left in its square box came back as one letter); a stacked
+    line is read turned a quarter (its letters then lie on their side: a weaker reader than for rows)."""
     part = multiscale.crop(img, box, pad=0.5)
     if angle == "0":
         return reader.recognise(part)
     from PIL import Image
 
     turn = 90.0 if angle == "stack" else float(angle)
+    x0, y0, x1, y1 = box
+    p = max(2, int(np.ceil(0.5 * (y1 - y0))))
+    h, w = np.shape(img)[:2]
+    ink = None if glyphs is None else glyphs[max(0, y0 - p) : min(h, y1 + p), max(0, x0 - p) : min(w, x1 + p)]
     g = Image.fromarray(np.clip(np.asarray(part) * 255 + 0.5, 0, 255).astype(np.uint8))
-    texts = [reader.recognise(np.asarray(g.rotate(-t, expand=True, fillcolor=int(np.median(g))), dtype=np.float64) / 255.0) for t in (turn, turn + 180)]
+    texts = []
+    for t in (turn, turn + 180):
+        up = np.asarray(g.rotate(-t, expand=True, fillcolor=int(np.median(g))), dtype=np.float64) / 255.0
+        if ink is not None and ink.any():
+            m = np.asarray(Image.fromarray(ink.astype(np.uint8) * 255).rotate(-t, expand=True, fillcolor=0)) > 0
+            rows, cols = np.flatnonzero(m.any(axis=1)), np.flatnonzero(m.any(axis=0))
+            q = max(2, int(np.ceil(0.25 * (rows[-1] - rows[0] + 1))))
+            up = up[max(0, rows[0] - q) : rows[-1] + 1 + q, max(0, cols[0] - q) : cols[-1] + 1 + q]
+        texts.append(reader.recognise(up))
     return max(texts, key=lambda t: sum(1 for c in t if c.isalnum()))
 
 
@@ -237,9 +251,9 @@ def run(n: int, seed: int, no_text: int | None = None, sides: tuple[int, ...] = 
                 fig["masked_visible"] += synthetic.coverage(b, mask, visible_only=True) >= 1.0
                 fig["lines_in_refused_frames"] += plan.readable
                 fig["protected"] += cov >= 1.0 or plan.readable  # masked, or in a frame the build does not export
-                fig["readable_before"] += legible(b.text, read_line(reader, img, b.box, facets["angle"]))
+                fig["readable_before"] += legible(b.text, read_line(reader, img, b.box, facets["angle"], b.glyphs))
                 # Detector-free: the recogniser on the line's own spot of the exported (masked) frame; a refused frame is not exported.
-                fig["readable_after"] += (not plan.readable) and cov < 1.0 and legible(b.text, read_line(reader, masked_img, b.box, facets["angle"]))
+                fig["readable_after"] += (not plan.readable) and cov < 1.0 and legible(b.text, read_line(reader, masked_img, b.box, facets["angle"], b.glyphs))
                 if cov < 1.0:  # what a miss looks like, to look at it again (the frame: its index at this size and the seed)
                     fig["misses"].append({"seed": seed, "frame": i, "coverage": round(cov, 3), "box": list(b.box), "refused": plan.readable, **facets})
                 for facet, value in [*facets.items(), ("lines by cell", f"{side} px, {angle}")]:

@@ -110,12 +110,12 @@ def _frame(line: Line) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float
     return centre, along, across, float(np.abs(rel @ along).max()), float(np.abs(rel @ across).max())
 
 
-def grown(line: Line) -> Quad:
-    """The line's quad grown along its direction by ALONG x its thickness at each end and across by MARGIN x."""
-    centre, along, across, half_len, half_thick = _frame(line)
-    half_len += ALONG * line.thickness
+def grown(line: Line, along: float = ALONG) -> Quad:
+    """The line's quad grown along its direction by `along` x its thickness at each end and across by MARGIN x."""
+    centre, direction, across, half_len, half_thick = _frame(line)
+    half_len += along * line.thickness
     half_thick += max(2.0, MARGIN * line.thickness)
-    corners = [centre + sa * half_len * along + sc * half_thick * across for sa, sc in ((-1, -1), (1, -1), (1, 1), (-1, 1))]
+    corners = [centre + sa * half_len * direction + sc * half_thick * across for sa, sc in ((-1, -1), (1, -1), (1, 1), (-1, 1))]
     return tuple((float(x), float(y)) for x, y in corners)
 
 
@@ -276,3 +276,66 @@ def crops(pixels: np.ndarray, lines: list[Line]) -> list[proposals.Crop]:
         box = (max(0, x0 - pad), max(0, y0 - pad), min(w, x1 + pad), min(h, y1 + pad))
         by_scale.setdefault(proposals.scale_for(t), []).append(box)
     return [proposals.Crop(b, s) for s, boxes in sorted(by_scale.items()) for b in proposals.merge(boxes)]
+
+
+# The faint-line map (`proposals.band_contrast`) turned as the stroke maps are, and at coarser scales.
+# A low-contrast line (0.15 of full scale) at 45 or 135 degrees was the screen's commonest miss: its strokes
+# stood above the frame's noise only in pieces, so the detector found part of it (or none) and no stroke-map
+# line proposed the rest. Its mean over a band along the line stands out all the same. The map's band is
+# FAINT_BAND px, the glyphs of 8 px text; larger text is seen on the frame reduced by FAINT_SCALES (a 48 px
+# line's glyphs are about 5 px at 1/8), where anatomy's noise averages out too.
+FAINT_SCALES = (1, 2, 4, 8)
+FAINT_TURNS = (0, 90, 45, 135)  # degrees; the row at full scale is `proposals.faint_lines` (the row net)
+FAINT_SIDE = proposals.FAINT_MAX_SIDE  # px: a scale whose reduced frame is longer than this is not searched
+FAINT_THICK = 2  # px of the reduced map added to a band line's thickness (the glyphs reach past the band's centres)
+
+
+def faint_candidates(pixels: np.ndarray) -> list[Line]:
+    """Faint lines at the angles of FAINT_TURNS and the scales of FAINT_SCALES (frame pixels), but the row at full
+    scale: the band map of `proposals` on the frame reduced and turned (its noise measured before turning, pixels off
+    the frame ignored), its lines' corners turned back. For the recogniser's net and the chain rule (`linemask.plan`)."""
+    import cv2
+
+    g = proposals.gray8(pixels)
+    h, w = g.shape
+    out: list[Line] = []
+    for k in FAINT_SCALES:
+        if max(h, w) / k > FAINT_SIDE or min(h, w) / k < 3 * proposals.FAINT_BAND:
+            continue
+        small = g if k == 1 else cv2.resize(g, (max(1, w // k), max(1, h // k)), interpolation=cv2.INTER_AREA)
+        gf = small.astype(np.float32)
+        noise = proposals._noise(gf)
+        inside = np.ones_like(gf)
+        for turn in FAINT_TURNS:
+            if turn == 0 and k == 1:
+                continue
+            if turn == 0:
+                tg, tn, ti, back = gf, noise, None, np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+            elif turn == 90:
+                tg, tn, ti = (np.ascontiguousarray(np.rot90(a)) for a in (gf, noise, inside))
+                back = np.array([[0.0, -1.0, gf.shape[1]], [1.0, 0.0, 0.0]])
+            else:
+                m, size, back = _turn_matrix(gf.shape, turn)
+                tg, tn = (cv2.warpAffine(a, m, size, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE) for a in (gf, noise))
+                ti = cv2.warpAffine(inside, m, size, flags=cv2.INTER_NEAREST, borderMode=cv2.BORDER_CONSTANT, borderValue=0)
+            for corners in proposals.band_quads(proposals.band_contrast(tg, ti, tn)):
+                line = line_of(corners)
+                centre, along, across, half_len, half_thick = _frame(line)
+                half_thick += FAINT_THICK / 2
+                ends = [centre + sa * half_len * along + sc * half_thick * across for sa, sc in ((-1, -1), (1, -1), (1, 1), (-1, 1))]
+                out.append(line_of(k * (np.column_stack([np.asarray(ends), np.ones(4)]) @ back.T)))
+    return out
+
+
+def _turn_matrix(shape: tuple[int, ...], turn: int) -> tuple[np.ndarray, tuple[int, int], np.ndarray]:
+    """The 2 x 3 affine map turning an image of `shape` counter-clockwise by `turn` degrees onto a canvas that holds
+    all of it, the canvas's size (w, h), and the map back."""
+    import cv2
+
+    h, w = shape[:2]
+    m = cv2.getRotationMatrix2D((w / 2.0, h / 2.0), float(turn), 1.0)
+    cos, sin = abs(m[0, 0]), abs(m[0, 1])
+    nw, nh = int(np.ceil(h * sin + w * cos)), int(np.ceil(h * cos + w * sin))
+    m[0, 2] += nw / 2.0 - w / 2.0
+    m[1, 2] += nh / 2.0 - h / 2.0
+    return m, (nw, nh), cv2.invertAffineTransform(m)

@@ -161,20 +161,72 @@ def faint_contrast(pixels: np.ndarray) -> np.ndarray:
     replicated edge pixel, tried first, gave pure noise 9 units there against 6 inside. Rows
     whose band over or under is not inside the frame give 0: compared with one neighbour only,
     the frame's top and bottom rows of two mammograms were taken for lines and read as digits."""
+    g = gray8(pixels).astype(np.float32)
+    return band_contrast(g, None, _noise(g))
+
+
+def band_contrast(g: np.ndarray, inside: np.ndarray | None, noise: np.ndarray) -> np.ndarray:
+    """`faint_contrast` of a float32 gray image whose pixels `inside` (0/1 float32, None: all) are the frame's
+    (a frame turned onto a larger canvas: `oriented.faint_candidates`), with the ground's noise given per pixel.
+    A band, or the band over or under it, with less than half its pixels inside gives 0."""
     import cv2
 
-    g = gray8(pixels).astype(np.float32)
     k, zero = (FAINT_ALONG, FAINT_BAND), cv2.BORDER_CONSTANT
-    count = cv2.boxFilter(np.ones_like(g), -1, k, normalize=False, borderType=zero)
-    mean = cv2.boxFilter(g, -1, k, normalize=False, borderType=zero) / np.maximum(count, 1.0)
+    inside = np.ones_like(g) if inside is None else inside
+    count = cv2.boxFilter(inside, -1, k, normalize=False, borderType=zero)
+    mean = cv2.boxFilter(g * inside, -1, k, normalize=False, borderType=zero) / np.maximum(count, 1.0)
     off, edge = FAINT_BAND + FAINT_GAP, FAINT_BAND + FAINT_GAP + FAINT_BAND // 2
     out = np.zeros_like(g)
     if g.shape[0] > 2 * edge:
         rows = slice(edge, g.shape[0] - edge)
-        band, over, under = mean[rows], mean[edge - off : g.shape[0] - edge - off], mean[edge + off : g.shape[0] - edge + off]
-        out[rows] = np.maximum(band - np.maximum(over, under), np.minimum(over, under) - band)
-    z: np.ndarray = out * np.sqrt(count) / _noise(g)
+        n = g.shape[0] - 2 * edge
+        band, over, under = mean[rows], mean[edge - off : edge - off + n], mean[edge + off : edge + off + n]
+        diff = np.maximum(band - np.maximum(over, under), np.minimum(over, under) - band)
+        half = 0.5 * FAINT_ALONG * FAINT_BAND
+        full = (count[rows] >= half) & (count[edge - off : edge - off + n] >= half) & (count[edge + off : edge + off + n] >= half)
+        out[rows] = np.where(full, diff, 0.0)
+    z: np.ndarray = out * np.sqrt(count) / noise
     return z
+
+
+def band_boxes(z: np.ndarray) -> list[tuple[int, int, int, int]]:
+    """Boxes (z's pixels, end-exclusive) of the lines of a `band_contrast` map: where it exceeds FAINT_Z, no taller
+    than the band, over FAINT_ALONG px of centres or more, grown by half a band on every side (the line reaches there)."""
+    import cv2
+
+    h, w = z.shape
+    n, _, stats, _ = cv2.connectedComponentsWithStats((z > FAINT_Z).astype(np.uint8), connectivity=8)
+    boxes = []
+    for k in range(1, n):
+        x, y, cw, ch, _ = (int(v) for v in stats[k])
+        if ch <= FAINT_BAND and cw >= FAINT_ALONG:
+            boxes.append((max(0, x - FAINT_ALONG // 2), max(0, y - FAINT_BAND // 2), min(w, x + cw + FAINT_ALONG // 2), min(h, y + ch + FAINT_BAND // 2)))
+    return boxes
+
+
+FAINT_TILT = 2  # px: a rotated rectangle around a tilted component's pixels is this much thicker (measured 6.3 px, an 8 px line at 47 degrees)
+
+
+def band_quads(z: np.ndarray) -> list[np.ndarray]:
+    """As `band_boxes`, for lines that may run a few degrees off the map's rows (a turned frame's lines are seldom
+    exactly square to it): each component's smallest rotated rectangle (4 corners, z's pixels), no thicker than
+    the band and FAINT_TILT px and FAINT_ALONG or more long, grown by half a band across and along."""
+    import cv2
+
+    n, labels, stats, _ = cv2.connectedComponentsWithStats((z > FAINT_Z).astype(np.uint8), connectivity=8)
+    out = []
+    for k in range(1, n):
+        x, y, cw, ch, area = (int(v) for v in stats[k])
+        if cw < FAINT_ALONG or area < FAINT_ALONG:
+            continue
+        ys, xs = np.nonzero(labels[y : y + ch, x : x + cw] == k)
+        (cx, cy), (a, b), deg = cv2.minAreaRect(np.column_stack([xs + x, ys + y]).astype(np.float32))
+        long, thick = max(a, b) + 1, min(a, b) + 1
+        if thick > FAINT_BAND + FAINT_TILT or long < FAINT_ALONG:
+            continue
+        grown = ((cx, cy), (long + FAINT_ALONG - 1, thick + FAINT_BAND - 1) if a >= b else (thick + FAINT_BAND - 1, long + FAINT_ALONG - 1), deg)
+        out.append(cv2.boxPoints(grown).astype(np.float64))
+    return out
 
 
 def faint_lines(pixels: np.ndarray) -> list[tuple[int, int, int, int]]:
@@ -187,20 +239,10 @@ def faint_lines(pixels: np.ndarray) -> list[tuple[int, int, int, int]]:
     For the recogniser's net (`linemask.plan`), not the detector's crops: the line this was made
     for is read by the recogniser from its own box, and a candidate costs the net one
     recogniser call on a small crop."""
-    import cv2
-
     h, w = np.asarray(pixels).shape[:2]
     if max(h, w) > FAINT_MAX_SIDE or min(h, w) < 3 * FAINT_BAND:
         return []
-    out = (faint_contrast(pixels) > FAINT_Z).astype(np.uint8)
-    n, _, stats, _ = cv2.connectedComponentsWithStats(out, connectivity=8)
-    boxes = []
-    for k in range(1, n):
-        x, y, cw, ch, _ = (int(v) for v in stats[k])
-        if ch <= FAINT_BAND and cw >= FAINT_ALONG:
-            # The band's centres: the line reaches half a band beyond them on every side.
-            boxes.append((max(0, x - FAINT_ALONG // 2), max(0, y - FAINT_BAND // 2), min(w, x + cw + FAINT_ALONG // 2), min(h, y + ch + FAINT_BAND // 2)))
-    return boxes
+    return band_boxes(faint_contrast(pixels))
 
 
 def scale_for(height: int) -> float:
