@@ -62,8 +62,8 @@ def gray8(pixels: np.ndarray) -> np.ndarray:
     return np.clip(a * 255.0 + 0.5, 0, 255).astype(np.uint8)
 
 
-def line_boxes(strokes: np.ndarray) -> list[tuple[int, int, int, int]]:
-    """Boxes of the stroke clusters (a 0/1 map) shaped like a line of text."""
+def line_boxes(strokes: np.ndarray, density: float = 0.0) -> list[tuple[int, int, int, int]]:
+    """Boxes of the stroke clusters (a 0/1 map) shaped like a line of text, with at least `density` of their box stroke pixels."""
     import cv2
 
     joined = cv2.morphologyEx(strokes, cv2.MORPH_CLOSE, np.ones((3, 9), np.uint8))
@@ -73,7 +73,7 @@ def line_boxes(strokes: np.ndarray) -> list[tuple[int, int, int, int]]:
     out = []
     for k in range(1, n):
         x, y, w, h, _ = (int(v) for v in stats[k])
-        if 3 <= h <= MAX_LINE and w >= max(MIN_WIDTH, 1.2 * h) and strong[k] >= MIN_STROKES:
+        if 3 <= h <= MAX_LINE and w >= max(MIN_WIDTH, 1.2 * h) and strong[k] >= max(MIN_STROKES, density * w * h):
             out.append((x, y, x + w, y + h))
     return out
 

@@ -129,7 +129,8 @@ def mask_plan(reader: ocr.TextReader, pixels: np.ndarray, net: bool | None = Non
     found, ignored = text_regions(reader, pixels, turned)
     if not (UNCOVERED_NET if net is None else net):
         return (linemask.plan(reader, pixels, found) if found else linemask.MaskPlan([], 0, False)), ignored
-    lines, faint = (oriented.candidates(pixels), oriented.faint_candidates(pixels)) if turned else ([], [])
+    # The band map's lines only go on along lines the detector found (`linemask.chained`): none found, none looked for.
+    lines, faint = (oriented.candidates(pixels), oriented.faint_candidates(pixels) if found else []) if turned else ([], [])
     return linemask.plan(reader, pixels, found, proposals.candidates(pixels) + proposals.faint_lines(pixels), lines, faint), ignored
 
 
