@@ -28,7 +28,8 @@ at the recogniser's confidence NET_CONFIDENT or more (texture read as letters co
 
 Two rules cover what the detector found only in part, without reading: regions one under another
 (a stack of upright letters found letter by letter) are masked as one column (`columns`), and a
-stroke-map line partly under a mask is masked whole (`chained`).
+stroke-map line partly under a mask is masked whole (`chained`), as is a faint line of the band map
+(`oriented.faint_candidates`) that goes on along a line the detector found (`_goes_on`).
 """
 
 from __future__ import annotations

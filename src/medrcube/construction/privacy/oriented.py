@@ -23,7 +23,13 @@ map that joins strokes along rows only. So here:
   and across it (MARGIN x), painted as a polygon (`paint`);
 - `legible`: the recogniser on the line turned upright (its quad warped to a row), in both
   directions (text at 90 and at 270 degrees look alike to a box): LEGIBLE letters or digits
-  in either count.
+  in either count;
+- `faint_candidates`: the faint-line (band) map of `proposals` turned as the stroke maps are
+  and on the frame reduced 2, 4 and 8 times (larger faint text): where the detector found part
+  of a faint line, the band map shows where it goes on (`linemask.chained` masks that part whole).
+
+A turned stroke-map line needs DENSITY of its box in stroke pixels: texture joins into sparse
+lines at every angle, and each line costs a detector crop and a net reading.
 
 Costs (benchmarks/deid_ocr.py, docs/construction.md): the turned stroke maps are binary
 images turned with nearest-neighbour sampling (milliseconds per megapixel); the detector
@@ -223,14 +229,8 @@ def _turned(binary: np.ndarray, turn: int) -> tuple[np.ndarray, np.ndarray]:
     the 2 x 3 affine map from the turned canvas back to the frame."""
     import cv2
 
-    h, w = binary.shape
-    m = cv2.getRotationMatrix2D((w / 2.0, h / 2.0), float(turn), 1.0)
-    cos, sin = abs(m[0, 0]), abs(m[0, 1])
-    nw, nh = int(np.ceil(h * sin + w * cos)), int(np.ceil(h * cos + w * sin))
-    m[0, 2] += nw / 2.0 - w / 2.0
-    m[1, 2] += nh / 2.0 - h / 2.0
-    out = cv2.warpAffine(binary, m, (nw, nh), flags=cv2.INTER_NEAREST, borderMode=cv2.BORDER_CONSTANT, borderValue=0)
-    return out, cv2.invertAffineTransform(m)
+    m, size, back = _turn_matrix(binary.shape, turn)
+    return cv2.warpAffine(binary, m, size, flags=cv2.INTER_NEAREST, borderMode=cv2.BORDER_CONSTANT, borderValue=0), back
 
 
 def candidates(pixels: np.ndarray) -> list[Line]:
