@@ -320,6 +320,9 @@ def faint_candidates(pixels: np.ndarray) -> list[Line]:
         gf = small.astype(np.float32)
         noise = proposals._noise(gf)
         inside = np.ones_like(gf)
+        tg: np.ndarray
+        tn: np.ndarray
+        ti: np.ndarray | None
         for turn in FAINT_TURNS:
             if turn == 0 and k == 1:
                 continue
