@@ -55,55 +55,18 @@ def make_key(
     changes the answer (model fingerprint, prompt, images, generation parameters) plus
     the variant instance, so that two variants never share a response by accident.
     `item_id` is part of the key only for adapters that answer per item (`keyed_by_item`)."""
-    return hashlib.sha256(canonical_request(fingerprint, prompt, image_digests, params, variant, rotation,
-                                            item_id).encode("utf-8")).hexdigest()
-
-
-def canonical_request(
-    fingerprint: str,
-    prompt: str,
-    image_digests: Sequence[str] = (),
-    params: Mapping[str, Any] | None = None,
-    variant: str = "standard",
-    rotation: int = 0,
-    item_id: str | None = None,
-) -> str:
-    """The canonical JSON a store key hashes: `json.dumps` of the key's fields with sorted
-    keys, compact separators and UTF-8 text. Spelled out field by field when every field
-    has its usual type, as the same bytes at a third of the cost (a plan at paper scale
-    keys 32,606 asks before its first request); through `json.dumps` otherwise."""
-    digests = list(image_digests)
-    if (type(fingerprint) is str and type(prompt) is str and type(variant) is str
-            and (item_id is None or type(item_id) is str) and all(type(d) is str for d in digests)):
-        text = _JSON_STRING
-        return "".join((
-            '{"images":[', ",".join(map(text, digests)), "]",
-            "" if item_id is None else ',"item":' + text(item_id),
-            ',"model":', text(fingerprint),
-            ',"params":', _canonical_json(dict(params or {})),
-            ',"prompt":', text(prompt),
-            ',"rotation":', str(int(rotation)),
-            ',"variant":', text(variant), "}",
-        ))
     payload: dict[str, Any] = {
         "model": fingerprint,
         "prompt": prompt,
-        "images": digests,
+        "images": list(image_digests),
         "params": dict(params or {}),
         "variant": variant,
         "rotation": int(rotation),
     }
     if item_id is not None:
         payload["item"] = item_id
-    return _canonical_json(payload)
-
-
-def _canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-# A JSON string as json.dumps(ensure_ascii=False) writes it (the C encoder when built).
-_JSON_STRING: Any = json.encoder.encode_basestring
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
