@@ -91,7 +91,7 @@ def test_the_pump_answers_every_chunk_once_even_empty_or_repeated() -> None:
         yield _requests(["k1", "k4"])  # k1 came in the first chunk: not asked again
 
     done: list[str] = []
-    results = asyncio.run(_pump(done).run(_requests(["k0", "k1"]), more()))
+    results = asyncio.run(_pump(done).run(_requests(["k0", "k1"]), more(), at_most=6))
     assert sorted(results) == ["k0", "k1", "k2", "k3", "k4"] and sorted(done) == sorted(results)
 
 
@@ -101,8 +101,14 @@ def test_a_chunk_that_fails_to_plan_stops_the_run_with_its_error() -> None:
         raise OSError("cube.jsonl: unreadable")
 
     with pytest.raises(OSError, match="unreadable"):
-        asyncio.run(_pump([]).run(_requests(["k0", "k1"]), more()))
+        asyncio.run(_pump([]).run(_requests(["k0", "k1"]), more(), at_most=3))
 
 
 def test_nothing_first_and_nothing_after_is_a_finished_run() -> None:
-    assert asyncio.run(_pump([]).run({}, iter([{}]))) == {}
+    assert asyncio.run(_pump([]).run({}, iter([{}]), at_most=0)) == {}
+
+
+def test_a_fed_run_must_say_how_many_requests_it_can_hold() -> None:
+    # the workers started are bounded by it (a concurrency of a billion starts a handful)
+    with pytest.raises(ValueError, match="at_most"):
+        asyncio.run(_pump([]).run(_requests(["k0", "k1"]), iter([{}])))

@@ -117,12 +117,16 @@ class Pump:
         self.watchdog = Watchdog(getattr(adapter, "spec", "the model"), lambda: self.remaining, stall_s=stall_warn_s,
                                  say=on_stall)
 
-    async def run(self, requests: Mapping[str, Request],
-                  more: Iterator[Mapping[str, Request]] | None = None) -> dict[str, tuple[Response, bool]]:
+    async def run(self, requests: Mapping[str, Request], more: Iterator[Mapping[str, Request]] | None = None,
+                  at_most: int = 0) -> dict[str, tuple[Response, bool]]:
         """A response for every key of `requests`, and of each mapping `more` yields: the
         rest of a plan made while the first requests are out (run/plan.py `plan_in_chunks`).
         `more` is advanced on the event loop, one chunk between two turns of the loop, so a
-        chunk is planned while the requests before it are in flight."""
+        chunk is planned while the requests before it are in flight; `at_most`, how many
+        requests the chunks can hold in all (the plan's asks), bounds the workers started."""
+        if more is not None and at_most < len(requests):
+            raise ValueError(f"Pump.run: `at_most` ({at_most}) must count every request of the plan, "
+                             f"at least the {len(requests)} given first, when `more` feeds the rest")
         self.requests = dict(requests)
         self.results: dict[str, tuple[Response, bool]] = {}
         if not self.requests and more is None:
@@ -152,10 +156,10 @@ class Pump:
             self._commit: PerIteration[tuple[str, Response | None], set[str]] = PerIteration(self._put_and_claim)
         # No more workers than batches to ask: `concurrency` is a ceiling on the work in
         # flight, not a number of tasks to start (a huge setting costs nothing).
-        workers = self.concurrency if more is not None else min(self.concurrency, -(-len(pending) // self.batch_size))
+        workers = max(1, min(self.concurrency, -(-(at_most if more is not None else len(pending)) // self.batch_size)))
         tasks = [asyncio.create_task(self._worker(), name=f"medrcube-worker-{i}") for i in range(workers)]
         if more is not None:
-            self._low_water = 2 * self.concurrency * self.batch_size
+            self._low_water = 2 * workers * self.batch_size
             self._ran_low = asyncio.Event()
             tasks.append(asyncio.create_task(self._feed(more), name="medrcube-feeder"))
         tasks.append(asyncio.create_task(self.watchdog.watch(), name="medrcube-watchdog"))

@@ -163,7 +163,7 @@ async def run_cube_async(
     chunks: Iterator[list[tuple[Position, PlannedAsk]]]
     if chunked:
         # The first chunk fills the workers twice over; the next ones are small (a few ms each).
-        first_items = max(32, 2 * (concurrency or adapter.concurrency or 1))
+        first_items = max(32, 2 * min(concurrency or adapter.concurrency or 1, len(cube.items)))
         chunks = plan_in_chunks(cube, variant_objs, fingerprint=adapter.fingerprint, params=params, template=template,
                                 keyed_by_item=adapter.keyed_by_item, first=first_items, size=64)
         total = planned_count(cube, variant_objs)
@@ -278,7 +278,7 @@ async def run_cube_async(
     try:
         try:
             first = take(next(chunks, []))
-            results = await pump.run(first, (take(c) for c in chunks) if chunked else None)
+            results = await pump.run(first, (take(c) for c in chunks) if chunked else None, at_most=total)
         except StoreTamperedError as e:  # name the items: the store knows only its keys
             raise StoreTamperedError(e.path, e.keys, e.why, [asked[k].item_id for k in e.keys if k in asked]) from e
         # The last batch; then, by the same step, any ask whose answer reached neither `done`
