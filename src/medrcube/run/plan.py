@@ -74,6 +74,10 @@ def as_variants(variants: str | Variant | Iterable[str | Variant]) -> tuple[Vari
     return parse_variants(variants)
 
 
+# A planned ask's place in `plan_asks`' list: (variant, item, instance), each by its index.
+Position = tuple[int, int, int]
+
+
 def plan_asks(
     cube: Cube,
     variants: str | Variant | Iterable[str | Variant] = ("standard",),
@@ -90,24 +94,33 @@ def plan_asks(
     of every key); `params` the generation parameters sent with every request;
     `keyed_by_item` puts the item id into every key (ModelAdapter docstring);
     `image_max_side` the largest side of a perturbed image (the model's limit)."""
-    params = dict(params or {})
-    plan: list[PlannedAsk] = []
     variant_objs = as_variants(variants)
     perturbed = PerturbedImages(max_side=image_max_side or DEFAULT_MAX_SIDE)
     _prepare_perturbed(cube, variant_objs, perturbed)
-    for variant in variant_objs:
-        for item in cube.items:
-            for name, rotation in variant.instances(len(item.options)):
-                ask = _plan_one(
-                    cube, item, variant, name, rotation, fingerprint, params, template, keyed_by_item, perturbed
-                )
+    return [ask for _, ask in _plan_items(cube, variant_objs, range(len(cube.items)), fingerprint, dict(params or {}),
+                                          template, keyed_by_item, perturbed)]
+
+
+def _plan_items(
+    cube: Cube,
+    variants: Sequence[Variant],
+    indices: range,
+    fingerprint: str,
+    params: Mapping[str, Any],
+    template: str,
+    keyed_by_item: bool,
+    perturbed: PerturbedImages | None = None,
+) -> Iterator[tuple[Position, PlannedAsk]]:
+    """The asks of the items at `indices`, variant by variant, each with its position (an
+    ask a perturbation drops is left out)."""
+    for v_index, variant in enumerate(variants):
+        for i_index in indices:
+            item = cube.items[i_index]
+            for n, (name, rotation) in enumerate(variant.instances(len(item.options))):
+                ask = _plan_one(cube, item, variant, name, rotation, fingerprint, params, template, keyed_by_item,
+                                perturbed)
                 if ask is not None:
-                    plan.append(ask)
-    return plan
-
-
-# A planned ask's place in `plan_asks`' list: (variant, item, instance), each by its index.
-Position = tuple[int, int, int]
+                    yield (v_index, i_index, n), ask
 
 
 def plan_in_chunks(
@@ -131,18 +144,11 @@ def plan_in_chunks(
     if any(v.perturbation is not None for v in variants):
         raise ValueError("plan_in_chunks plans variants without a perturbation; plan_asks plans the others")
     params = dict(params or {})
-    items = cube.items
+    n_items = len(cube.items)
     start, step = 0, max(1, first)
-    while start < len(items):
-        chunk: list[tuple[Position, PlannedAsk]] = []
-        for v_index, variant in enumerate(variants):
-            for i_index in range(start, min(start + step, len(items))):
-                item = items[i_index]
-                for n, (name, rotation) in enumerate(variant.instances(len(item.options))):
-                    ask = _plan_one(cube, item, variant, name, rotation, fingerprint, params, template, keyed_by_item)
-                    assert ask is not None  # only a perturbation drops an ask
-                    chunk.append(((v_index, i_index, n), ask))
-        yield chunk
+    while start < n_items:
+        yield list(_plan_items(cube, variants, range(start, min(start + step, n_items)), fingerprint, params,
+                               template, keyed_by_item))
         start, step = start + step, max(1, size)
 
 

@@ -192,7 +192,6 @@ async def run_cube_async(
     positions: list[Position] = []
     by_key: dict[str, list[int]] = {}
     records: list[GradedRecord | None] = []
-    asked: dict[str, Request] = {}  # every request handed to the pump, by key
 
     def take(chunk: list[tuple[Position, PlannedAsk]]) -> dict[str, Request]:
         """A chunk's asks recorded; its new requests, in the order they are sent."""
@@ -222,7 +221,6 @@ async def run_cube_async(
             keys = list(new)
             sent = [(plan[by_key[k][0]].variant, new[k].images[0].digest if new[k].images else None) for k in keys]
             new = {keys[i]: new[keys[i]] for i in image_runs(sent)}
-        asked.update(new)
         return new
 
     served: Counter[str] = Counter()  # the model each answer names, as its endpoint said
@@ -280,6 +278,7 @@ async def run_cube_async(
             first = take(next(chunks, []))
             results = await pump.run(first, (take(c) for c in chunks) if chunked else None, at_most=total)
         except StoreTamperedError as e:  # name the items: the store knows only its keys
+            asked = pump.requests  # every request handed to the pump, by key
             raise StoreTamperedError(e.path, e.keys, e.why, [asked[k].item_id for k in e.keys if k in asked]) from e
         # The last batch; then, by the same step, any ask whose answer reached neither `done`
         # nor `take` (none is expected: a safety net, as every record must be graded).
