@@ -208,7 +208,6 @@ class ResultRows:
     def __init__(self) -> None:
         self._spool: Any = None
         self._end = 0
-        self._flushed = True
         self._where: dict[int, tuple[GradedRecord, int, int]] = {}
 
     def add(self, records: Iterable[GradedRecord]) -> None:
@@ -221,15 +220,12 @@ class ResultRows:
             self._where[id(r)] = (r, self._end, len(data))
             self._end += len(data)
         self._spool.write(b"".join(data for _, data in lines))
-        self._flushed = False
+        self._spool.flush()  # in the file, for `line`'s reads by position
 
     def line(self, r: GradedRecord) -> str:
         made = self._where.get(id(r))
         if made is None or made[0] is not r or self._spool is None:
             return result_line(r)
-        if not self._flushed:
-            self._spool.flush()
-            self._flushed = True
         return os.pread(self._spool.fileno(), made[2], made[1]).decode("utf-8")
 
     def close(self) -> None:
