@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from medrcube.models.base import ModelAdapter, Preflight
 from medrcube.run.metering import Metered, Usage
-from medrcube.rundir.files import Landing, ResultRows, atomic_write, default_run_id, write_run_dir
+from medrcube.rundir.files import GradedAhead, Landing, atomic_write, default_run_id, write_run_dir
 
 if TYPE_CHECKING:
     from medrcube.cube.item import Cube
@@ -100,7 +100,7 @@ class Inference:
     result: RunResult
     baseline: RunResult | None = None
     usage: dict[str, Usage] = field(default_factory=dict)  # candidate / judge / baseline
-    rows: ResultRows | None = None  # results.jsonl's lines of the candidate's records, made as they were graded
+    ahead: GradedAhead | None = None  # the run directory's lines and sums of the candidate's records, made as graded
 
 
 def stable_shard(item_id: str, count: int) -> int:
@@ -159,11 +159,11 @@ def infer(
     index, count = shard
 
     # Not in a sharded worker: its records reach the controller as JSON, written from themselves.
-    rows = ResultRows() if count == 1 else None
+    ahead = GradedAhead() if count == 1 else None
 
     async def run(model: Metered, names: Sequence[Any], part: Cube = cube) -> RunResult:
         kwargs: dict[str, Any] = dict(
-            on_graded=rows.add if rows is not None and model is metered["candidate"] else None,
+            on_graded=ahead.add if ahead is not None and model is metered["candidate"] else None,
             variants=tuple(names),
             store=store,
             judge=metered.get("judge"),
@@ -212,7 +212,7 @@ def infer(
             await (decider or FixedDecider()).ask(
                 cube, checks, ask, ask_baseline=ask_baseline if baseline is not None else None,
                 baseline_records=baseline_records, spend=spend)
-            return Inference(_merged(batches), _merged(base_batches) if baseline is not None else None, rows=rows)
+            return Inference(_merged(batches), _merged(base_batches) if baseline is not None else None, ahead=ahead)
         finally:
             for m in metered.values():
                 await m.aclose()
@@ -299,13 +299,13 @@ def write_run(
     cube: Cube | None = None,
     gate: GateDocument | None = None,
     policy_file: Path | None = None,
-    rows: ResultRows | None = None,
+    ahead: GradedAhead | None = None,
 ) -> tuple[list[Path], str | None]:
     """Write the run directory and its report, then seal it (rundir/seal.py: manifest.json,
     signed with MEDRCUBE_SIGNING_KEY when set); return (paths written, a warning or None).
     A report that cannot be drawn is a warning: the run's data files are what matter.
     `policy_file` (the gate's thresholds) is copied in, so that the policy is on record;
-    `rows`, results.jsonl's lines made as the records were graded (Inference.rows)."""
+    `ahead`, results.jsonl's lines and the summary's sums made as the records were graded (Inference.ahead)."""
     import shutil
 
     from medrcube.report.after_exit import start as start_report
@@ -316,9 +316,9 @@ def write_run(
     # one is in place when the block ends, before the seal reads them (rundir/files.Landing).
     with Landing() as landing:
         if result is not None:
-            write_run_dir(run_dir, result, meta, landing=landing, rows=rows)
-            if rows is not None:
-                rows.close()  # its lines are in results.jsonl now
+            write_run_dir(run_dir, result, meta, landing=landing, ahead=ahead)
+            if ahead is not None:
+                ahead.close()  # its lines are in results.jsonl now
             written += [run_dir / "results.jsonl", run_dir / "metrics_summary.json", run_dir / "run.json"]
         if gate is not None:
             doc = gate.to_json(where=str(run_dir / "gate.json"))  # checked against its schema

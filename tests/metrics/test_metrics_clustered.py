@@ -102,7 +102,7 @@ def test_clustered_interval_contains_estimate_and_is_never_narrower(clusters):
 
 
 def test_metrics_summary_carries_the_gates_clustered_interval(rec):
-    from medrcube.rundir.files import group_stats
+    from medrcube.rundir.summary import group_stats
 
     records = [rec(f"a{k}", "correct" if k % 3 else "wrong", image=f"i{k // 4}") for k in range(40)]
     stats = group_stats(records)

@@ -1,6 +1,7 @@
-"""results.jsonl's lines made while the run grades (rundir/files.ResultRows, fed by
-RunOptions.on_graded) are the lines written from the records themselves, byte for byte;
-a record made after them (a judge's reading, a merge) is written from itself."""
+"""results.jsonl's lines and metrics_summary.json's sums made while the run grades
+(rundir/files.GradedAhead, fed by RunOptions.on_graded) give the files written from the
+records themselves, byte for byte; a record made after them (a judge's reading, a merge)
+is written from itself."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from medrcube.models.openai_adapter import OpenAIAdapter
 from medrcube.records import GradedRecord, Outcome
 from medrcube.run.runner import RunResult, run_cube
 from medrcube.run.store import ResponseStore
-from medrcube.rundir.files import ResultRows, result_line, write_run_dir
+from medrcube.rundir.files import GradedAhead, result_line, write_run_dir
 from medrcube.testing.gencube import generate_release_cube
 
 
@@ -25,12 +26,12 @@ def test_lines_made_while_grading_are_the_lines_written_after(tmp_path: Path, sc
     cube = load_cube(str(generate_release_cube(tmp_path / "cube", n_items=70, n_datasets=2, n_images=20,
                                                image_size=32, restricted_fraction=0.2, seed=3)))
     scripted_server.set_script({"default": "C"})
-    rows = ResultRows()
+    ahead = GradedAhead()
     seen: list[GradedRecord] = []
 
     def graded(batch: Sequence[GradedRecord]) -> None:
         seen.extend(batch)
-        rows.add(batch)
+        ahead.add(batch)
 
     adapter = OpenAIAdapter("scripted", base_url=scripted_server.base_url, concurrency=4, timeout=10.0)
     result = run_cube(cube, adapter, variants="standard,blind,shuffled:2", store=ResponseStore(tmp_path / "s.sqlite"),
@@ -38,17 +39,26 @@ def test_lines_made_while_grading_are_the_lines_written_after(tmp_path: Path, sc
     # every record of the run was handed over once, as it was graded (the restricted ones as planned)
     assert sorted(map(id, seen)) == sorted(map(id, result.records))
     assert any(r.outcome is Outcome.UNAVAILABLE for r in result.records)
-    early = write_run_dir(tmp_path / "early", result, rows=rows) / "results.jsonl"
-    late = write_run_dir(tmp_path / "late", result) / "results.jsonl"
-    assert early.read_bytes() == late.read_bytes()
-    assert early.read_text(encoding="utf-8").count("\n") == len(result.records)
+    early = write_run_dir(tmp_path / "early", result, ahead=ahead)
+    late = write_run_dir(tmp_path / "late", result)
+    for name in ("results.jsonl", "metrics_summary.json"):
+        assert (early / name).read_bytes() == (late / name).read_bytes(), name
+    assert (early / "results.jsonl").read_text(encoding="utf-8").count("\n") == len(result.records)
+    assert ahead.tally.counted(result.records)
 
     # A record replaced after grading (as a judge's reading replaces one): its own line, not the one made early.
-    first = result.records[0]
-    changed = dataclasses.replace(first, response="(judged) B", extracted=1)
-    again = RunResult(records=[changed, *result.records[1:]], info=result.info)
-    written = (write_run_dir(tmp_path / "judged", again, rows=rows) / "results.jsonl").read_text(encoding="utf-8")
-    assert written.splitlines()[0] == result_line(changed) != rows.line(first)
+    at, first = next((i, r) for i, r in enumerate(result.records) if r.graded)
+    changed = dataclasses.replace(first, response="(judged) B", extracted=1,
+                                  outcome=Outcome.WRONG if first.correct else Outcome.CORRECT)
+    again = RunResult(records=[*result.records[:at], changed, *result.records[at + 1:]], info=result.info)
+    judged = write_run_dir(tmp_path / "judged", again, ahead=ahead)
+    written = (judged / "results.jsonl").read_text(encoding="utf-8")
+    assert written.splitlines()[at] == result_line(changed) != ahead.rows.line(first)
+    # and the summary counted afresh: the judged record's outcome, not the one the tally saw
+    assert not ahead.tally.counted(again.records)
+    assert (judged / "metrics_summary.json").read_bytes() == \
+        (write_run_dir(tmp_path / "judged_late", again) / "metrics_summary.json").read_bytes() != \
+        (early / "metrics_summary.json").read_bytes()
 
 
 def test_the_summary_reads_each_records_cluster_once_with_the_same_numbers(tmp_path: Path) -> None:
@@ -56,7 +66,7 @@ def test_the_summary_reads_each_records_cluster_once_with_the_same_numbers(tmp_p
     from medrcube.metrics.accuracy import accuracy
     from medrcube.metrics.clustered import clustered_accuracy
     from medrcube.models.baselines import RandomAdapter
-    from medrcube.rundir.files import summarize
+    from medrcube.rundir.summary import summarize
 
     cube = load_cube(str(generate_release_cube(tmp_path / "cube", n_items=120, n_datasets=3, n_images=30,
                                                image_size=32, restricted_fraction=0.1, seed=5)))

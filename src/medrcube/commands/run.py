@@ -141,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
             "usage": {name: u.to_dict() for name, u in inference.usage.items()},
             "tally": counters.to_dict(),
         }
-        _, warning = write_run(run_dir, result, meta, cube=cube, rows=inference.rows)
+        _, warning = write_run(run_dir, result, meta, cube=cube, ahead=inference.ahead)
     except OSError as exc:
         return _err(
             f"cannot write the run directory under {args.out}: {exc}. The responses are safe in the store; "

@@ -180,9 +180,9 @@ class GateSession:
             self._baseline_records = list(self._inference.baseline.records)
 
     @property
-    def result_rows(self) -> Any:
-        """results.jsonl's lines this process made as it graded (service.Inference.rows), or None."""
-        return self._inference.rows if self._inference is not None else None
+    def graded_ahead(self) -> Any:
+        """The run directory's lines and sums this process made as it graded (service.Inference.ahead), or None."""
+        return self._inference.ahead if self._inference is not None else None
 
     @property
     def items_digest(self) -> str | None:  # the cube's items digest if taken (the audit's cache key reuses it)

@@ -447,7 +447,7 @@ class GateReport:
         self.meta.pop(COVERAGE_INPUT, None)  # stated in the account's coverage, not again in run.json
         doc = gate_typed(self.entries.values(), self.meta, self.decided)
         self.written, warning = write_run(run_dir, result, self.meta, cube=session.cube, gate=doc,
-                                          policy_file=session.thresholds_path, rows=session.result_rows)
+                                          policy_file=session.thresholds_path, ahead=session.graded_ahead)
         warn(conclude(session, doc.verdict, run_dir.name))
         # gate.json as written (checked against its schema once, by write_run): what the Allure overview states.
         self.gate = json.loads((run_dir / "gate.json").read_text(encoding="utf-8"))

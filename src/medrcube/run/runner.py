@@ -117,7 +117,7 @@ class RunOptions:
     `order`: the order requests are sent in, "image" (the questions of one image back to
     back across the variants, so that it is prepared once: run/order.py `image_runs`) or
     "plan" (the plan's order: variant by variant). `on_graded`: called with each batch of
-    records as it is graded, on the run's event loop (rundir/files.ResultRows.add).
+    records as it is graded, on the run's event loop (rundir/files.GradedAhead.add).
     Records come back in plan order either way."""
 
     variants: str | Iterable[Any] = ("standard",)

@@ -1,22 +1,8 @@
 """A run directory: results.jsonl, metrics_summary.json and run.json, written atomically.
 
-`metrics_summary.json` is a superset of the MedRCube reference evaluator's summary: the
-same `global` / `slice_results` (`by_task`, `by_modality`, `by_parts`, `by_dataset`) /
-`voxel_results` (`by_task_modality_parts`) layout with the same group keys
-(`task=Disease Diagnosis`, `task=...|modality=...|parts=...`), and each group extended
-with a Wilson 95% interval and the unparsed, refused, error and unavailable counts.
-As in the reference, `n` counts graded answers only: unavailable images are left out,
-and so are errors (the reference would have counted those as wrong).
-
-When several variants ran, the standard variant fills the top-level layout and every
-other variant has the same layout under `variants.<name>`.
-
-Clinical depth (docs/clinical.md), each key present only when it has something to say:
-`findings` (per diagnosis cell: confusion matrix, per-finding sensitivity, specificity,
-PPV, NPV, balanced accuracy; metrics/findings.py), `calibration` and
-`selective_prediction` (over the top variant's records that carry a confidence;
-metrics/calibration.py, metrics/selective.py) and `abstention` (the abstain variant's
-deferrals and utility per cell; metrics/selective.py).
+metrics_summary.json's numbers are rundir/summary.py's; results.jsonl's lines and those
+numbers can be made as the run grades its records (`GradedAhead`), not all after the
+last answer.
 """
 
 from __future__ import annotations
@@ -36,146 +22,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from medrcube.metrics.accuracy import accuracy
-from medrcube.metrics.calibration import calibration_summary
-from medrcube.metrics.clustered import METHOD as CLUSTERED_METHOD
-from medrcube.metrics.clustered import cluster_counts, clustered_wilson, image_key
-from medrcube.metrics.findings import findings_by_cell, findings_summary
-from medrcube.metrics.selective import DeferralCosts, abstention_summary, selective_summary
-from medrcube.records import GradedRecord, is_perturbation
+from medrcube.metrics.selective import DeferralCosts
+from medrcube.records import GradedRecord
 from medrcube.run.runner import RunResult
 from medrcube.rundir.documents import RUN_SCHEMA_VERSION, RunDocument
 from medrcube.rundir.reading import RESULTS_SCHEMA_VERSION
+from medrcube.rundir.summary import SummaryTally, metrics_summary
 
-SUMMARY_SCHEMA_VERSION = 1
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-
-# Reference evaluator field names: its summary groups by these record keys.
-_SLICES: tuple[tuple[str, Callable[[GradedRecord], str], str], ...] = (
-    ("by_task", lambda r: r.task, "task"),
-    ("by_modality", lambda r: r.modality, "modality"),
-    ("by_parts", lambda r: r.part, "parts"),
-    ("by_dataset", lambda r: r.dataset, "dataset"),
-)
-
-
-# -- summary -----------------------------------------------------------------------------
-
-
-def group_stats(records: Iterable[GradedRecord]) -> dict[str, Any]:
-    """One group's numbers: the reference's n/correct/acc plus interval and side counts."""
-    return _group_stats([_Unit.of(r) for r in records])
-
-
-class _Unit:
-    """A record with its image cluster and grading read once: a variant's records fall in
-    six groupings (global, four slices, cells), and each read its cluster key again (an
-    f-string per record per grouping: most of metrics_summary's time at paper scale)."""
-
-    __slots__ = ("record", "unit")
-
-    def __init__(self, record: GradedRecord, unit: tuple[str, bool] | None) -> None:
-        self.record, self.unit = record, unit
-
-    @classmethod
-    def of(cls, r: GradedRecord) -> _Unit:
-        return cls(r, (image_key(r), r.correct) if r.graded else None)
-
-
-def _group_stats(units: Sequence[_Unit]) -> dict[str, Any]:
-    a = accuracy(u.record for u in units)
-    # clustered_accuracy(records), from the cluster keys read once
-    ci = clustered_wilson(cluster_counts(u.unit for u in units if u.unit is not None), 0.95)
-    return {
-        "n": a.n,
-        "correct": a.correct,
-        "acc": a.acc,
-        "ci95": [a.lo, a.hi],  # plain Wilson (the reference layout's key)
-        # The interval the gate decides with: clustered by image (metrics.clustered).
-        "ci95_clustered": [ci.lo, ci.hi],
-        "ci_method": CLUSTERED_METHOD,
-        "images": ci.clusters,
-        "design_effect": ci.deff,
-        "unparsed": a.unparsed,
-        "refused": a.refused,
-        "error": a.errors,
-        "unavailable": a.unavailable,
-    }
-
-
-def _grouped(units: Sequence[_Unit], key: Callable[[GradedRecord], str]) -> dict[str, Any]:
-    groups: dict[str, list[_Unit]] = defaultdict(list)
-    for u in units:
-        groups[key(u.record)].append(u)
-    return {k: _group_stats(groups[k]) for k in sorted(groups)}
-
-
-def _labelled(field: Callable[[GradedRecord], str], label: str) -> Callable[[GradedRecord], str]:
-    """The group key `label=value` of a record (a function, so each slice keeps its own field)."""
-    return lambda r: f"{label}={field(r)}"
-
-
-def summarize(records: Sequence[GradedRecord]) -> dict[str, Any]:
-    """global / slice_results / voxel_results for one variant's records."""
-    units = [_Unit.of(r) for r in records]
-    slices = {
-        name: _grouped(units, _labelled(field, label)) for name, field, label in _SLICES
-    }
-    voxels = _grouped(units, lambda r: f"task={r.task}|modality={r.modality}|parts={r.part}")
-    return {
-        "global": _group_stats(units),
-        "slice_results": slices,
-        "voxel_results": {"by_task_modality_parts": voxels},
-    }
-
-
-def clinical_summary(
-    records: Sequence[GradedRecord],
-    top: Sequence[GradedRecord],
-    prevalence: Mapping[str, Any] | None = None,
-    costs: DeferralCosts | None = None,
-) -> dict[str, Any]:
-    """The issue-16 keys of metrics_summary.json (module docstring): `top` is the top
-    variant's records, `records` all of them (the abstain variant is read from there)."""
-    doc: dict[str, Any] = {}
-    findings = findings_summary(findings_by_cell(top, prevalence))
-    if findings:
-        doc["findings"] = findings
-    for key, block in (("calibration", calibration_summary(top)), ("selective_prediction", selective_summary(top)),
-                       ("abstention", abstention_summary(records, costs or DeferralCosts()))):
-        if block is not None:
-            doc[key] = block
-    return doc
-
-
-def metrics_summary(
-    records: Sequence[GradedRecord],
-    variants: Sequence[str] | None = None,
-    *,
-    prevalence: Mapping[str, Any] | None = None,
-    costs: DeferralCosts | None = None,
-) -> dict[str, Any]:
-    """The whole metrics_summary.json document.
-
-    `variants` (names, in run order) decides which variant fills the top level: standard
-    if it ran, else the first one. Records of a shuffled variant are pooled over their
-    rotations (n counts every rotation asked)."""
-    by_variant: dict[str, list[GradedRecord]] = defaultdict(list)
-    for r in records:
-        by_variant[r.variant].append(r)
-    # "shuffled:3" records are named "shuffled"; a perturbation's records keep its spec ("jpeg:30").
-    names = [v if is_perturbation(v) else v.split(":", 1)[0] for v in variants] if variants else list(by_variant)
-    names = list(dict.fromkeys(names + [v for v in by_variant if v not in names]))
-    top = "standard" if "standard" in names else (names[0] if names else "standard")
-    doc: dict[str, Any] = {"schema_version": SUMMARY_SCHEMA_VERSION, "variant": top}
-    doc.update(summarize(by_variant.get(top, [])))
-    others = {name: summarize(by_variant.get(name, [])) for name in names if name != top}
-    if others:
-        doc["variants"] = others
-    # Clinical depth: prevalence and costs are the site's (thresholds.yaml, wired by the gate).
-    doc.update(clinical_summary(records, by_variant.get(top, []), prevalence, costs))
-    return doc
-
 
 # -- results -----------------------------------------------------------------------------
 
@@ -233,6 +87,25 @@ class ResultRows:
             self._spool.close()
             self._spool = None
         self._where.clear()
+
+
+class GradedAhead:
+    """What the run directory takes from the candidate's records, made as each batch is
+    graded (`add`: run/runner.py RunOptions.on_graded) while the requests are out:
+    results.jsonl's lines (`rows`) and metrics_summary.json's sums (`tally`). Either is
+    used only for the very records it was made from (`write_run_dir`). `close` drops the
+    lines' file."""
+
+    def __init__(self) -> None:
+        self.rows = ResultRows()
+        self.tally = SummaryTally()
+
+    def add(self, records: Sequence[GradedRecord]) -> None:
+        self.rows.add(records)
+        self.tally.add(records)
+
+    def close(self) -> None:
+        self.rows.close()
 
 
 def read_results(path: str | os.PathLike[str]) -> list[GradedRecord]:
@@ -422,14 +295,15 @@ class Landing:
 
 
 def write_run_dir(run_dir: str | os.PathLike[str], result: RunResult, meta: Mapping[str, Any] | None = None,
-                  *, landing: Landing | None = None, rows: ResultRows | None = None) -> Path:
+                  *, landing: Landing | None = None, ahead: GradedAhead | None = None) -> Path:
     """Write results.jsonl, metrics_summary.json and run.json into `run_dir` (created if
     needed) and return it. `meta` adds to run.json (run id, command line, ...); it must
     never hold a secret, and nothing here adds one. With `landing`, the files are in
-    place once it is waited for (atomic_write); `rows`, the lines made as the run graded."""
+    place once it is waited for (atomic_write); `ahead`, the lines and the summary's sums
+    made as the run graded."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    line = rows.line if rows is not None else result_line
+    line = ahead.rows.line if ahead is not None else result_line
 
     def results(fh: Any) -> None:
         records = result.records
@@ -439,8 +313,10 @@ def write_run_dir(run_dir: str | os.PathLike[str], result: RunResult, meta: Mapp
     # The site's prevalence and deferral cost, when the gate's policy states them (plugin/run_meta.gate_meta).
     site = dict((meta or {}).get("site_policy") or {})
     costs = DeferralCosts(deferral=float(site["deferral_cost"])) if site.get("deferral_cost") is not None else None
-    summary = metrics_summary(result.records, result.info.get("variants"), prevalence=site.get("prevalence") or None,
-                              costs=costs)
+    prevalence, variants = site.get("prevalence") or None, result.info.get("variants")
+    summary = ahead.tally.document(result.records, variants, prevalence=prevalence, costs=costs) if ahead else None
+    if summary is None:  # counted afresh: no tally, or records other than those it counted (a judge's reading)
+        summary = metrics_summary(result.records, variants, prevalence=prevalence, costs=costs)
 
     atomic_write(run_dir / "results.jsonl", results, landing=landing)
     atomic_write(run_dir / "metrics_summary.json", lambda fh: fh.write(json.dumps(summary, indent=2, ensure_ascii=False)),
