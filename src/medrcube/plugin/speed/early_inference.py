@@ -50,7 +50,7 @@ KNOWN = ("_pytest.", "medrcube.plugin.hooks", "allure_pytest.plugin", "_hypothes
 # How long the main thread leaves the interpreter to the first requests before it goes on.
 FIRST_ANSWER_WAIT_S = 1.0
 # How often the main thread, waiting for the last answer, settles the heap (join_settling).
-SETTLE_EVERY_S = 1.0
+SETTLE_EVERY_S = 0.25
 
 
 def blocker(config: pytest.Config, session: Any) -> str | None:
