@@ -35,6 +35,7 @@ The same score statistic gives the one-sided p-values the gate decides with
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -55,10 +56,12 @@ FEW_METHOD = (f"Wilson score on the Kish effective n, ICC raised by {FEW_IMAGES_
               "(few images), t(n/m_w - 1) quantile; ICC=1 when not estimable")
 
 
+@functools.lru_cache(maxsize=4096)
 def t_quantile(level: float, df: float) -> float:
     """The `level` quantile of Student's t with df degrees of freedom (normal when df is
     infinite); inf when df < 1 (no evidence of the spread at all). metrics/special.py:
-    scipy.special's functions, without the cost of importing scipy."""
+    scipy.special's functions, without the cost of importing scipy. Remembered: a run's
+    verdicts and its metrics_summary.json ask it of the same groups (a root search each)."""
     if math.isinf(df):
         return float(ndtri(level))
     if df < 1:
