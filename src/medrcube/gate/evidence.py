@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
+from itertools import islice
 from dataclasses import replace
 
 import medrcube.gate.evidence_clinical  # noqa: F401  (its kinds register their evidence)
@@ -362,8 +363,9 @@ def _image_dependence(check: Check, records: list[GradedRecord]) -> Evidence:
         f"standard {_f(counts.first_acc)}, blind {_f(counts.second_acc)} on {counts.n} shared items: drop "
         f"{_f(md.estimate)}{_ci(check.confidence, (md.lo, md.hi))}; blind chance level {_f(chance)}"
     )
+    # The first MAX_WORST in item order, made only for those (every pair right without the image would be thousands).
     worst = tuple(WorstItem.of(b, note="answered right without the image") for _, b in
-                  sorted(pairs, key=lambda sb: sb[0].item_id) if b.correct)[:MAX_WORST]
+                  islice((sb for sb in sorted(pairs, key=lambda sb: sb[0].item_id) if sb[1].correct), MAX_WORST))
     crits = () if md.estimate is None else (_diff_criterion("standard - blind accuracy", md, bound, True),)
     ev = Evidence(check, md.n, "items graded in both variants", crits, md.estimate, (md.lo, md.hi), bound, chance,
                   rate, facts, worst, details, md.method, note="" if crits else "no item graded in both variants")
