@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from itertools import islice
 from dataclasses import replace
+from itertools import islice
 
 import medrcube.gate.evidence_clinical  # noqa: F401  (its kinds register their evidence)
 from medrcube.gate.checks import Check, CheckKind

@@ -3,6 +3,7 @@ report's "worst items" table, chosen by one rule."""
 
 from __future__ import annotations
 
+import heapq
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -26,8 +27,10 @@ def worst_records(records: Iterable[GradedRecord], limit: int = 5) -> list[Grade
             tally[r.cell][0] += 1
         else:
             by_cell[r.cell].append(r)
+    # At most `limit` from any cell are shown: each cell's first `limit` in its order (heapq.nsmallest
+    # is sorted(...)[:limit], ties kept in record order), not the whole cell sorted.
     queues = [
-        sorted(rs, key=lambda r: (_RANK.get(r.outcome, 3), r.item_id))
+        heapq.nsmallest(limit, rs, key=lambda r: (_RANK.get(r.outcome, 3), r.item_id))
         for _, rs in sorted(by_cell.items(), key=lambda kv: (tally[kv[0]][0] / tally[kv[0]][1], kv[0]))
     ]
     out: list[GradedRecord] = []
