@@ -146,3 +146,57 @@ def test_masks_of_one_turned_line_are_joined_across_the_gap_and_parallel_lines_a
     assert oriented.coverage_mask((512, 512), one)[265, 235] and not oriented.coverage_mask((512, 512), [a, b])[265, 235]
     assert len(oriented.joined([a, piece(340, 160)])) == 2  # further along (a gap of 118 px): not one line's pieces
     assert len(oriented.joined([a, piece(260, 340)])) == 2  # beside it, 56 px off its axis: another line
+
+
+def _glyph_quad(line: synthetic.Burned, start: float, stop: float, pad: float = 3.0) -> oriented.Quad:
+    """The quad of a turned line's glyphs from `start` to `stop` (shares of its length, in its reading direction
+    from the glyphs' own rotated rectangle), padded by `pad` px across: what the detector returns of part of a line."""
+    import cv2
+
+    ys, xs = np.nonzero(line.glyphs)
+    pts = np.column_stack([xs, ys]).astype(np.float32)
+    (cx, cy), (a, b), deg = cv2.minAreaRect(pts)
+    rad = np.radians(deg if a >= b else deg + 90.0)
+    along, across = np.array([np.cos(rad), np.sin(rad)]), np.array([-np.sin(rad), np.cos(rad)])
+    half_len, half_thick = max(a, b) / 2, min(a, b) / 2 + pad
+    c = np.array([cx, cy])
+    s0, s1 = -half_len + start * 2 * half_len, -half_len + stop * 2 * half_len
+    return tuple((float(x), float(y)) for x, y in (c + s0 * along - half_thick * across, c + s1 * along - half_thick * across,
+                                                    c + s1 * along + half_thick * across, c + s0 * along + half_thick * across))  # fmt: skip
+
+
+def test_a_faint_name_at_135_degrees_found_in_part_is_followed_along_its_axis_and_masked_whole() -> None:
+    """A name at 0.15 of full scale at 135 degrees across the edge of a CT body: brighter than the dark ground where it
+    starts, darker than the body it runs into. The detector's quad holds its first quarter; the quad grown alone leaves
+    most of the name, and no stroke-map line shows the rest; followed along its axis (the strip's mean against both
+    flanks), the whole name is masked, and the mask stays near the line."""
+    rng = np.random.default_rng(26)
+    img = synthetic.background("ct", 512, 512, rng)
+    img, line = synthetic.burn(img, "M. NGUYEN  08-APR-1972", (14, 110), "dejavu-sans", 14, 0.32, 135.0)
+    part = _glyph_quad(line, 0.0, 0.25)
+    piece = oriented.line_of(part)
+    assert synthetic.coverage(line, oriented.coverage_mask(img.shape, [oriented.grown(piece)])) < 0.7
+    whole = oriented.followed(img, piece)
+    assert oriented.geometry(whole.quad)[0] > 2.5 * oriented.geometry(piece.quad)[0]
+    region = ocr.TextRegion(piece.box(img.shape), 0.7, quad=part)
+    plan = linemask.plan(shared_reader(), img, [region])
+    covered = plan.covered(img.shape)
+    assert synthetic.coverage(line, covered) == 1.0
+    assert covered.mean() < 0.08
+
+
+def test_a_line_on_a_text_free_frame_is_not_followed_and_the_frame_keeps_every_pixel() -> None:
+    """A quad where no text is, on MR- and mammogram-like texture: nothing goes on along it (it is not extended);
+    the screen masks nothing on those frames."""
+    for kind, seed in (("mr", 31), ("mammo", 32), ("ct", 33)):
+        img = synthetic.background(kind, 768, 640, np.random.default_rng(seed))
+        for angle in (45.0, 90.0, 135.0):
+            rad = np.radians(angle)
+            along, across = np.array([np.cos(rad), -np.sin(rad)]), np.array([np.sin(rad), np.cos(rad)])
+            c = np.array([320.0, 384.0])
+            quad = tuple((float(x), float(y)) for x, y in (c - 30 * along - 9 * across, c + 30 * along - 9 * across,
+                                                            c + 30 * along + 9 * across, c - 30 * along + 9 * across))  # fmt: skip
+            piece = oriented.line_of(quad)
+            assert oriented.geometry(oriented.followed(img, piece).quad)[0] < 1.5 * oriented.geometry(quad)[0], (kind, angle)
+        plan, _ = mask_plan(shared_reader(), img)
+        assert not plan.boxes and not plan.quads, kind

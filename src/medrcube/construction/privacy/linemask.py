@@ -312,6 +312,11 @@ def _rect(box: Box) -> oriented.Quad:
     return ((float(x0), float(y0)), (float(x1 - 1), float(y0)), (float(x1 - 1), float(y1 - 1)), (float(x0), float(y1 - 1)))
 
 
+# Lines that run off the row, and columns, followed along their axis before they are grown (`oriented.followed`):
+# the detector often finds a faint turned line in part.
+FOLLOW = True
+
+
 def plan(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.TextRegion], candidates: list[Box] | None = None,
          turned: list[oriented.Line] | None = None, faint: list[oriented.Line] | None = None) -> MaskPlan:  # fmt: skip
     """The mask boxes of a frame's text regions, extended where the recogniser still reads text beside them;
@@ -321,8 +326,9 @@ def plan(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.TextRegio
     netted the same way, read upright. `faint` lines (the band map's, turned and coarse: `oriented.faint_candidates`)
     are masked whole where they go on along a mask (`chained`); the net does not read them (it found no more, at twice the CPU)."""
     shape = np.shape(pixels)
-    quads = [oriented.grown(oriented.line_of(r.quad)) for r in regions if oriented.is_oriented(r.quad)]
-    quads += [_rect(c) for c in columns(regions, shape)]
+    follow = oriented.followed if FOLLOW else (lambda _p, line: line)
+    quads = [oriented.grown(follow(pixels, oriented.line_of(r.quad))) for r in regions if oriented.is_oriented(r.quad)]
+    quads += [follow(pixels, oriented.line_of(_rect(c))).quad for c in columns(regions, shape)]
     rows = [r for r in regions if not oriented.is_oriented(r.quad)]
     found = [oriented.line_of(r.quad if oriented.is_oriented(r.quad) else _rect(r.box)) for r in regions]
     found += [oriented.line_of(_rect(c)) for c in columns(regions, shape)]

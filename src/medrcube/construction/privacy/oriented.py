@@ -356,3 +356,92 @@ def _turn_matrix(shape: tuple[int, ...], turn: int) -> tuple[np.ndarray, tuple[i
     m[0, 2] += nw / 2.0 - w / 2.0
     m[1, 2] += nh / 2.0 - h / 2.0
     return m, (nw, nh), cv2.invertAffineTransform(m)
+
+
+# A line the detector found followed along its own axis (`followed`). A faint turned line (0.15 of full scale) often
+# comes back from the detector in part: the letters that stood clearest, over the darker or the smoother part of the
+# ground; the rest of the line went unmasked and no stroke or band map showed it (their windows are fixed, 3 x 3 px to
+# 5 x 15 px at a few scales, where the line's own is its thickness, known once a piece is found). So the frame is read
+# as a strip along the piece's axis, the piece's thickness high, with a flank of half a thickness over and under it:
+# per step along the axis, the strip's mean against each flank's (brighter than both, or darker than both: a faint
+# line's grey is set against the ground where it starts, so it may be brighter than one part of the ground it crosses
+# and darker than the next), the smaller of the two (an edge of the anatomy along the line differs from one flank only,
+# one across it moves strip and flanks together), averaged over one thickness along the axis and put in units of its
+# noise (the ground's, from neighbouring pixels along the strip). The piece is extended over the steps that stand
+# FOLLOW_Z units or more clear, across gaps of FOLLOW_GAP thicknesses at most (between words), FOLLOW_REACH
+# thicknesses at most at each end.
+FOLLOW_PX = 24.0  # px: the strip is sampled so that the line's thickness is at most this many (a wide line averaged)
+FOLLOW_BAND = 0.3  # of the thickness, each side of the axis: the band (a detector's quad is about twice the glyphs' height)
+FOLLOW_FLANK = 0.4  # of the thickness: each flank's width
+FOLLOW_SKIP = 0.15  # of the thickness: between the band and each flank (the glyphs' ascenders and descenders)
+FOLLOW_Z = 4.0
+FOLLOW_GAP = 1.5
+FOLLOW_REACH = 30.0
+
+
+def followed(pixels: np.ndarray, line: Line) -> Line:
+    """The line extended along its axis over the part of the frame where the text it holds goes on (see above);
+    the line itself when nothing goes on (or the strip leaves the frame at once)."""
+    found = _along(pixels, line)
+    if found is None:
+        return line
+    z, valid, lo, hi, s, reach = found
+    centre, along, across, half_len, half_thick = _frame(line)
+    t = max(3.0, 2 * half_thick)
+    text = (z >= FOLLOW_Z) & valid
+    gap = FOLLOW_GAP * t * s
+    a0, a1 = lo, hi - 1
+    for step, stop in ((-1, -1), (1, len(z))):
+        miss = 0
+        for x in range(lo - 1 if step < 0 else hi, stop, step):
+            if not valid[x]:
+                break
+            miss = 0 if text[x] else miss + 1
+            if miss > gap:
+                break
+            if text[x]:
+                a0, a1 = (x, a1) if step < 0 else (a0, x)
+    if a0 >= lo and a1 <= hi - 1:
+        return line
+    start, end = min(a0 / s - reach - half_len, -half_len), max(a1 / s - reach - half_len, half_len)
+    corners = [centre + sa * along + sc * half_thick * across for sa, sc in ((start, -1), (end, -1), (end, 1), (start, 1))]
+    return Line(tuple((float(px), float(py)) for px, py in corners), line.angle, line.thickness)
+
+
+def _along(pixels: np.ndarray, line: Line) -> tuple[np.ndarray, np.ndarray, int, int, float, float] | None:
+    """The strip along the line's axis (`followed`): per step, how many noise units its mean stands clear of both
+    flanks' (the larger of brighter and darker, averaged over one thickness), whether the step's strip lies inside
+    the frame, the steps of the line itself (lo to hi, end-exclusive), the strip's scale and reach (frame pixels
+    before and after the line). None when the strip holds no band or flank."""
+    import cv2
+
+    g = np.asarray(proposals.gray8(pixels), dtype=np.float32)
+    h, w = g.shape
+    centre, along, across, half_len, half_thick = _frame(line)
+    t = max(3.0, 2 * half_thick)
+    s = min(1.0, FOLLOW_PX / t)
+    reach = FOLLOW_REACH * t
+    side = t * (FOLLOW_BAND + FOLLOW_SKIP + FOLLOW_FLANK)  # from the axis to a flank's outer edge
+    out_w, out_h = int(np.ceil(2 * (half_len + reach) * s)) + 1, max(5, int(np.ceil(2 * side * s)) + 1)
+    # out (x', y') -> frame: centre + (x' / s - half_len - reach) along + (y' / s - side) across
+    m = np.array([[along[0] / s, across[0] / s, centre[0] - (half_len + reach) * along[0] - side * across[0]],
+                  [along[1] / s, across[1] / s, centre[1] - (half_len + reach) * along[1] - side * across[1]]])  # fmt: skip
+    strip = cv2.warpAffine(g, m, (out_w, out_h), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP, borderMode=cv2.BORDER_CONSTANT, borderValue=0)
+    inside = cv2.warpAffine(np.ones((h, w), np.float32), m, (out_w, out_h), flags=cv2.INTER_NEAREST | cv2.WARP_INVERSE_MAP,
+                            borderMode=cv2.BORDER_CONSTANT, borderValue=0) > 0.5  # fmt: skip
+    y = (np.arange(out_h) / s - side) / t  # rows in thicknesses from the axis
+    band, over, under = np.abs(y) <= FOLLOW_BAND, y < -(FOLLOW_BAND + FOLLOW_SKIP), y > FOLLOW_BAND + FOLLOW_SKIP
+    valid = inside.all(axis=0)
+    lo, hi = max(0, int(np.floor(reach * s))), min(out_w, int(np.ceil((reach + 2 * half_len) * s)) + 1)  # the line's own steps
+    if not (band.any() and over.any() and under.any()) or not valid[lo:hi].any() or int(valid.sum()) < 3:
+        return None
+    b, o, u = strip[band].mean(axis=0), strip[over].mean(axis=0), strip[under].mean(axis=0)
+    flank = strip[over | under][:, valid]
+    sigma = max(1.0, float(np.mean(np.abs(np.diff(flank, axis=1)))) * float(np.sqrt(np.pi) / 2))  # the ground's noise
+    k = max(1, int(round(t * s)))  # one thickness along the axis
+    unit = sigma * float(np.sqrt(1.0 / int(band.sum()) + 1.0 / int(min(over.sum(), under.sum())))) / np.sqrt(k)
+    z = np.zeros(out_w, dtype=np.float32)
+    for d in (np.minimum(b - o, b - u), np.minimum(o - b, u - b)):  # brighter than both flanks, or darker
+        mean = cv2.blur(np.where(valid, d, 0.0).astype(np.float32).reshape(1, -1), (k, 1), borderType=cv2.BORDER_CONSTANT).ravel()
+        z = np.maximum(z, mean / unit)
+    return z, valid, lo, hi, s, reach
