@@ -114,9 +114,10 @@ def test_a_stack_found_letter_by_letter_with_letters_missed_is_masked_as_one_col
     assert synthetic.coverage(line, plan.covered(img.shape)) == 1.0 and plan.covered(img.shape).mean() < 0.05
 
 
-def test_a_turned_line_found_in_part_is_masked_whole_where_its_strokes_go_on() -> None:
+def test_a_turned_line_found_in_part_is_masked_whole_where_its_strokes_go_on(monkeypatch: pytest.MonkeyPatch) -> None:
     """The detector's quad holds only the first third of a line at 90 degrees: the turned stroke map's line it lies
-    on is masked whole (no reading needed: it touches text), so the rest of the name is not left out."""
+    on is masked whole (no reading needed: it touches text), so the rest of the name is not left out. Each of the two
+    rules does it alone: the chain rule (following along the axis off), and the part followed along its axis."""
     rng = np.random.default_rng(8)
     img = synthetic.background("xray", 768, 640, rng)
     img, line = synthetic.burn(img, "OBRIEN, SEAN 12.03.1961", (80, 120), "dejavu-sans", 16, 1.0, 90.0)
@@ -124,6 +125,9 @@ def test_a_turned_line_found_in_part_is_masked_whole_where_its_strokes_go_on() -
     third = y1 - (y1 - y0) // 3  # a line at 90 degrees reads upwards: its first third is at the bottom
     part = ocr.TextRegion((x0, third, x1, y1), 0.7, quad=((x0, y1), (x0, third), (x1, third), (x1, y1)))
     reader = shared_reader()
+    followed = linemask.plan(reader, img, [part])
+    assert synthetic.coverage(line, followed.covered(img.shape)) == 1.0 and followed.covered(img.shape).mean() < 0.05
+    monkeypatch.setattr(linemask, "FOLLOW", False)
     alone = linemask.plan(reader, img, [part])
     assert synthetic.coverage(line, alone.covered(img.shape)) < 0.9
     plan = linemask.plan(reader, img, [part], [], oriented.candidates(img))

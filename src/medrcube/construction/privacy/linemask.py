@@ -326,9 +326,12 @@ def plan(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.TextRegio
     netted the same way, read upright. `faint` lines (the band map's, turned and coarse: `oriented.faint_candidates`)
     are masked whole where they go on along a mask (`chained`); the net does not read them (it found no more, at twice the CPU)."""
     shape = np.shape(pixels)
-    follow = oriented.followed if FOLLOW else (lambda _p, line: line)
-    quads = [oriented.grown(follow(pixels, oriented.line_of(r.quad))) for r in regions if oriented.is_oriented(r.quad)]
-    quads += [follow(pixels, oriented.line_of(_rect(c))).quad for c in columns(regions, shape)]
+    turned_found = [oriented.line_of(r.quad) for r in regions if oriented.is_oriented(r.quad)]
+    stacks = [oriented.line_of(_rect(c)) for c in columns(regions, shape)]
+    if FOLLOW and (turned_found or stacks):
+        gray = proposals.gray8(pixels)  # once: each line's strip is read from it
+        turned_found, stacks = ([oriented.followed(gray, line) for line in lines] for lines in (turned_found, stacks))
+    quads = [oriented.grown(line) for line in turned_found] + [line.quad for line in stacks]
     rows = [r for r in regions if not oriented.is_oriented(r.quad)]
     found = [oriented.line_of(r.quad if oriented.is_oriented(r.quad) else _rect(r.box)) for r in regions]
     found += [oriented.line_of(_rect(c)) for c in columns(regions, shape)]

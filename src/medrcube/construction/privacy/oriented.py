@@ -375,6 +375,7 @@ FOLLOW_BAND = 0.3  # of the thickness, each side of the axis: the band (a detect
 FOLLOW_FLANK = 0.4  # of the thickness: each flank's width
 FOLLOW_SKIP = 0.15  # of the thickness: between the band and each flank (the glyphs' ascenders and descenders)
 FOLLOW_Z = 4.0
+FOLLOW_STROKES = 2.0
 FOLLOW_GAP = 1.5
 FOLLOW_REACH = 30.0
 
@@ -385,10 +386,10 @@ def followed(pixels: np.ndarray, line: Line) -> Line:
     found = _along(pixels, line)
     if found is None:
         return line
-    z, valid, lo, hi, s, reach = found
+    z, strokes, valid, lo, hi, s, reach = found
     centre, along, across, half_len, half_thick = _frame(line)
     t = max(3.0, 2 * half_thick)
-    text = (z >= FOLLOW_Z) & valid
+    text = (z >= FOLLOW_Z) & (strokes >= FOLLOW_STROKES) & valid
     gap = FOLLOW_GAP * t * s
     a0, a1 = lo, hi - 1
     for step, stop in ((-1, -1), (1, len(z))):
@@ -408,14 +409,14 @@ def followed(pixels: np.ndarray, line: Line) -> Line:
     return Line(tuple((float(px), float(py)) for px, py in corners), line.angle, line.thickness)
 
 
-def _along(pixels: np.ndarray, line: Line) -> tuple[np.ndarray, np.ndarray, int, int, float, float] | None:
+def _along(pixels: np.ndarray, line: Line) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int, float, float] | None:
     """The strip along the line's axis (`followed`): per step, how many noise units its mean stands clear of both
     flanks' (the larger of brighter and darker, averaged over one thickness), whether the step's strip lies inside
     the frame, the steps of the line itself (lo to hi, end-exclusive), the strip's scale and reach (frame pixels
     before and after the line). None when the strip holds no band or flank."""
     import cv2
 
-    g = np.asarray(proposals.gray8(pixels), dtype=np.float32)
+    g = proposals.gray8(pixels)  # 8-bit: a 4,096 px frame is not copied to floats for each line
     h, w = g.shape
     centre, along, across, half_len, half_thick = _frame(line)
     t = max(3.0, 2 * half_thick)
@@ -426,12 +427,15 @@ def _along(pixels: np.ndarray, line: Line) -> tuple[np.ndarray, np.ndarray, int,
     # out (x', y') -> frame: centre + (x' / s - half_len - reach) along + (y' / s - side) across
     m = np.array([[along[0] / s, across[0] / s, centre[0] - (half_len + reach) * along[0] - side * across[0]],
                   [along[1] / s, across[1] / s, centre[1] - (half_len + reach) * along[1] - side * across[1]]])  # fmt: skip
-    strip = cv2.warpAffine(g, m, (out_w, out_h), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP, borderMode=cv2.BORDER_CONSTANT, borderValue=0)
-    inside = cv2.warpAffine(np.ones((h, w), np.float32), m, (out_w, out_h), flags=cv2.INTER_NEAREST | cv2.WARP_INVERSE_MAP,
-                            borderMode=cv2.BORDER_CONSTANT, borderValue=0) > 0.5  # fmt: skip
+    strip = cv2.warpAffine(g, m, (out_w, out_h), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP, borderMode=cv2.BORDER_REPLICATE).astype(np.float32)
     y = (np.arange(out_h) / s - side) / t  # rows in thicknesses from the axis
     band, over, under = np.abs(y) <= FOLLOW_BAND, y < -(FOLLOW_BAND + FOLLOW_SKIP), y > FOLLOW_BAND + FOLLOW_SKIP
-    valid = inside.all(axis=0)
+    # A step counts where its whole column of the strip lies inside the frame (both ends: the column is a segment).
+    x = np.arange(out_w, dtype=np.float64)
+    valid = np.ones(out_w, dtype=bool)
+    for row in (0.0, out_h - 1.0):
+        fx, fy = m[0, 0] * x + m[0, 1] * row + m[0, 2], m[1, 0] * x + m[1, 1] * row + m[1, 2]
+        valid &= (fx >= 0) & (fx <= w - 1) & (fy >= 0) & (fy <= h - 1)
     lo, hi = max(0, int(np.floor(reach * s))), min(out_w, int(np.ceil((reach + 2 * half_len) * s)) + 1)  # the line's own steps
     if not (band.any() and over.any() and under.any()) or not valid[lo:hi].any() or int(valid.sum()) < 3:
         return None
@@ -440,8 +444,17 @@ def _along(pixels: np.ndarray, line: Line) -> tuple[np.ndarray, np.ndarray, int,
     sigma = max(1.0, float(np.mean(np.abs(np.diff(flank, axis=1)))) * float(np.sqrt(np.pi) / 2))  # the ground's noise
     k = max(1, int(round(t * s)))  # one thickness along the axis
     unit = sigma * float(np.sqrt(1.0 / int(band.sum()) + 1.0 / int(min(over.sum(), under.sum())))) / np.sqrt(k)
+    def along_mean(v: np.ndarray, n: int) -> np.ndarray:
+        out: np.ndarray = cv2.blur(np.where(valid, v, 0.0).astype(np.float32).reshape(1, -1), (n, 1), borderType=cv2.BORDER_CONSTANT).ravel()
+        return out
+
     z = np.zeros(out_w, dtype=np.float32)
     for d in (np.minimum(b - o, b - u), np.minimum(o - b, u - b)):  # brighter than both flanks, or darker
-        mean = cv2.blur(np.where(valid, d, 0.0).astype(np.float32).reshape(1, -1), (k, 1), borderType=cv2.BORDER_CONSTANT).ravel()
-        z = np.maximum(z, mean / unit)
-    return z, valid, lo, hi, s, reach
+        z = np.maximum(z, along_mean(d, k) / unit)
+    # Strokes: glyphs make the band's mean go up and down along the axis (stroke, gap, stroke), a ridge of the anatomy
+    # along the line does not; the band's variation at the scale of a stroke against the larger of its flanks'.
+    half = max(2, k // 3)
+    energy = [along_mean((v - along_mean(v, half)) ** 2, k) for v in (b, o, u)]
+    floor = (sigma**2) * (1.0 / int(band.sum()))
+    strokes = energy[0] / np.maximum(np.maximum(energy[1], energy[2]), floor)
+    return z, strokes, valid, lo, hi, s, reach
