@@ -26,7 +26,9 @@ only part of it; the growth along the line and the strips' re-reading are what c
 rest, exactly as for a detector's box that clipped a line's first letters. A net reading counts only
 at the recogniser's confidence NET_CONFIDENT or more (texture read as letters comes with a low one).
 
-Two rules cover what the detector found only in part, without reading: regions one under another
+A turned region and a column are first followed along their own axis (`oriented.followed`: a faint
+line found in part goes on where a strip of its thickness stands clear of both flanks). Two rules
+cover what the detector found only in part, without reading: regions one under another
 (a stack of upright letters found letter by letter) are masked as one column (`columns`), and a
 stroke-map line partly under a mask is masked whole (`chained`), as is a faint line of the band map
 (`oriented.faint_candidates`) that goes on along a line the detector found (`_goes_on`).

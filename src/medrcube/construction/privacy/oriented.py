@@ -26,7 +26,10 @@ map that joins strokes along rows only. So here:
   in either count;
 - `faint_candidates`: the faint-line (band) map of `proposals` turned as the stroke maps are
   and on the frame reduced 2, 4 and 8 times (larger faint text): where the detector found part
-  of a faint line, the band map shows where it goes on (`linemask.chained` masks that part whole).
+  of a faint line, the band map shows where it goes on (`linemask.chained` masks that part whole);
+- `followed`: a line the detector found in part (a faint turned line, a column of stacked letters)
+  extended along its own axis over the steps where a strip of its own thickness stands clear of
+  both flanks and varies along the axis as strokes do (`linemask.plan`, before it is grown).
 
 A turned stroke-map line needs DENSITY of its box in stroke pixels: texture joins into sparse
 lines at every angle, and each line costs a detector crop and a net reading.
