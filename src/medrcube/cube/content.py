@@ -26,8 +26,12 @@ import hashlib
 import io
 from collections import defaultdict
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from medrcube.cube.item import Content
+
+if TYPE_CHECKING:
+    from medrcube.cube.derived_cache import Slot
 
 KIND = "image-content"
 VERSION = "medrcube-pixels-v1"
@@ -78,15 +82,20 @@ def _decode_entry(value: object) -> dict[str, tuple[str, int]]:
     return out
 
 
-def contents(source: str, digests: Mapping[str, str], read: Callable[[str], bytes]) -> dict[str, Content]:
-    """Image key -> its Content, each distinct byte digest decoded once (or taken from
-    this user's cache, keyed by the digest). An image that cannot be decoded keeps a key
-    made of its byte digest: it is still one image, and the run reports its read."""
+def entry_slot(source: str) -> Slot | None:
+    """The entry of the content keys of the cube at `source` (None when caching is off)."""
     import PIL
 
     from medrcube.cube.derived_cache import Slot, source_digest
 
-    slot = Slot.open(KIND, {"source": source, "pillow": PIL.__version__, "code": source_digest([__file__])})
+    return Slot.open(KIND, {"source": source, "pillow": PIL.__version__, "code": source_digest([__file__])})
+
+
+def contents(source: str, digests: Mapping[str, str], read: Callable[[str], bytes]) -> dict[str, Content]:
+    """Image key -> its Content, each distinct byte digest decoded once (or taken from
+    this user's cache, keyed by the digest). An image that cannot be decoded keeps a key
+    made of its byte digest: it is still one image, and the run reports its read."""
+    slot = entry_slot(source)
     hit = None if slot is None else slot.read(_decode_entry)
     known = {} if hit is None else hit[0]
     by_digest: dict[str, Content] = {}

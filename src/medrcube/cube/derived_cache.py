@@ -184,11 +184,41 @@ class Slot:
     def write(self, value: Any) -> None:
         _write(self.path, self.secret, self.key, value)
 
+    def mac(self, *, verify: bool) -> str | None:
+        """The MAC of the entry as it lies in its file, if good (`verify`: the whole entry
+        read and checked), else None. What names the value the entry holds: another value
+        under this key has another MAC (cube/snapshot.py records it)."""
+        if not verify:
+            return entry_mac(self.path)
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+        laid = _LAYOUT.fullmatch(text)
+        if laid is None or laid[1] != self.key or not hmac.compare_digest(laid[2], _mac(self.secret, self.key, laid[3])):
+            return None
+        return laid[2]
+
+
+def entry_mac(path: Path) -> str | None:
+    """The MAC at the head of the entry file `path` (in `_write`'s layout, under the key its
+    name gives), not verified: only its head is read. For a caller that recorded a verified
+    MAC and asks whether the entry still holds the same value."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_HEAD)
+    except OSError:
+        return None
+    m = _HEAD_LAYOUT.match(head)
+    return m[2].decode() if m is not None and path.name == m[1].decode() + ".json" else None
+
 
 # How `_write` lays an entry out (json.dumps of {"key", "mac", "value"} with sorted keys).
 # `_read` takes the value's text from between these and checks the MAC over that very
 # text: one parse of the value and no second serialisation (the cost of a large entry).
 _LAYOUT = re.compile(r'\{"key": "([0-9a-f]{64})", "mac": "([0-9a-f]{64})", "value": (.*)\}', re.DOTALL)
+_HEAD_LAYOUT = re.compile(rb'\{"key": "([0-9a-f]{64})", "mac": "([0-9a-f]{64})", "value": ')
+_HEAD = 160  # bytes: the layout's head, up to the value
 
 
 def _read(path: Path, secret: bytes, key: str, decode: Callable[[Any], T]) -> tuple[T] | None:

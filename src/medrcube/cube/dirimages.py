@@ -131,6 +131,7 @@ class DirImages:
         self.remember = remember
         self.settle_ns = settle_ns
         self.remembered = 0  # images whose check came from the cache in the last check_all
+        self.checks_cache: ImageChecks | None = None  # the cache of the last check_all (cube/snapshot.py reads it)
         self._prefix = self.root.rstrip(os.sep) + os.sep
         self._memo: dict[tuple[str, str], Resolved] = {}
         self._real: dict[str, str] = {}  # key -> the real path checked inside the root at resolve
@@ -230,6 +231,7 @@ class DirImages:
         unique = list(dict.fromkeys(keys))
         cache = ImageChecks(self.root, max_pixels=self.max_pixels, max_bytes=MAX_IMAGE_BYTES,
                             settle_ns=self.settle_ns) if self.remember else None
+        self.checks_cache = cache
         done = {} if cache is None else self._remembered(unique, cache)
         self.remembered = len(done)
         todo = [k for k in unique if k not in done]

@@ -30,9 +30,12 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from medrcube.cube.images import ImageCheck
+
+if TYPE_CHECKING:
+    from medrcube.cube.derived_cache import Slot
 
 # A file changed less than this before it is read is not remembered (module docstring).
 SETTLE_NS = 2_000_000_000
@@ -98,6 +101,16 @@ class ImageChecks:
         if check.reason is None and check.format is not None and check.size is not None \
                 and st.st_ctime_ns <= self.started - self.settle_ns:
             self._now[key] = (identity(st), check.digest, check.format, check.size[0], check.size[1])
+
+    @property
+    def slot(self) -> Slot | None:
+        """The entry these checks are read from and saved to (None when caching is off)."""
+        return self._slot
+
+    def identities(self) -> dict[str, list[int]]:
+        """The file identity of each image this load took from the entry or will save in it
+        (a settled file whose check passed); an image not here was read unsettled or failed."""
+        return {k: v[0] for k, v in self._now.items()}
 
     def save(self) -> None:
         """Write the checks of this load (only the images it saw), if they differ."""

@@ -18,11 +18,14 @@ from __future__ import annotations
 import hashlib
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from medrcube.cube.item import Problem
 from medrcube.cube.problems import REASONS, Collector
 from medrcube.cube.records import Draft
+
+if TYPE_CHECKING:
+    from medrcube.cube.derived_cache import Slot
 
 KIND = "release-records"
 
@@ -59,19 +62,24 @@ def _decode(value: Any, digest: str) -> Parsed:
     return drafts, found
 
 
+def entry_slot(source: str, default_dataset: str) -> Slot | None:
+    """The entry of the release file named `source` (None when caching is off)."""
+    from medrcube.cube.derived_cache import Slot
+
+    # One entry per file name (rewritten when the file changes, so that editing a cube
+    # does not leave an entry per version); the bytes' digest is in the value.
+    parts = {"source": source, "default_dataset": default_dataset,
+             "limits": [sys.get_int_max_str_digits(), sys.getrecursionlimit()], "code": _code()}
+    return Slot.open(KIND, parts)
+
+
 def checked_records(data: bytes, *, source: str, default_dataset: str, col: Collector,
                     parse: Callable[[Collector], list[Draft] | None]) -> list[Draft] | None:
     """The drafts of one release file whose bytes are `data`: remembered, or `parse(private)`
     (which reports to a private collector, and returns None for a file that is not a list
     of records: not remembered). Its problems are reported to `col` either way."""
-    from medrcube.cube.derived_cache import Slot
-
-    # One entry per file name (rewritten when the file changes, so that editing a cube
-    # does not leave an entry per version); the bytes' digest is in the value.
     digest = hashlib.sha256(data).hexdigest()
-    parts = {"source": source, "default_dataset": default_dataset,
-             "limits": [sys.get_int_max_str_digits(), sys.getrecursionlimit()], "code": _code()}
-    slot = Slot.open(KIND, parts)
+    slot = entry_slot(source, default_dataset)
     hit = None if slot is None else slot.read(lambda v: _decode(v, digest))
     if hit is not None:
         drafts, found = hit[0]

@@ -8,6 +8,7 @@ unlike it, this loader checks every record and every image and says what is wron
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import sys
@@ -21,6 +22,7 @@ from medrcube.cube.item import Cube, CubeError
 from medrcube.cube.problems import Collector
 from medrcube.cube.records import Draft, parse_release_record, text_may_hold_surrogates
 from medrcube.cube.records_cache import checked_records
+from medrcube.cube.snapshot import Seen, Snapshot
 
 RELEASE_FILE = "test.json"
 
@@ -108,10 +110,15 @@ def load_release(root: str | os.PathLike[str], *, strict: bool = False, max_pixe
             f"{shown_root}: no {RELEASE_FILE} found anywhere below it; expected the release layout "
             f"<dataset>/{RELEASE_FILE} (a JSON list of records per dataset folder)"
         )
+    snapshot = Snapshot.open(shown_root, max_pixels)  # the whole load remembered (cube/snapshot.py)
+    if snapshot is not None and (cube := snapshot.take(files)) is not None:
+        return cube
     col = Collector(strict=strict)
     images = DirImages(root, max_pixels=max_pixels)
     drafts: list[Draft] = []
     bases: dict[int, str] = {}  # id(draft) -> absolute folder its image_path is relative to
+    folders: dict[int, str] = {}  # id(draft) -> that folder relative to the root (for the snapshot)
+    seen: list[tuple[str, str, str, str]] = []  # each file read: rel, sha256, shown, default dataset
     for rel in files:
         shown = str(Path(shown_root) / rel)
         if not _utf8(rel):
@@ -131,11 +138,18 @@ def load_release(root: str | os.PathLike[str], *, strict: bool = False, max_pixe
         here = checked_records(data, source=shown, default_dataset=default_dataset, col=col,
                                parse=functools.partial(_parse_file, data, shown, default_dataset))
         base = os.path.join(images.root, folder_rel)
+        seen.append((rel, hashlib.sha256(data).hexdigest(), shown, default_dataset))
         for d in here or ():
             drafts.append(d)
             bases[id(d)] = base
+            folders[id(d)] = folder_rel
     drafts = drop_duplicate_ids(drafts, col)
-    return _attach_images(drafts, bases, images, col, source=shown_root)
+    cube, checks = _attach_images(drafts, bases, images, col, source=shown_root)
+    if snapshot is not None:
+        refs = {(folders[id(d)], d.image_ref): "" for d in drafts if d.image_ref is not None}
+        snapshot.keep(cube, Seen(seen, [(folder, ref, images.resolve(os.path.join(images.root, folder), ref).key or "")
+                                        for folder, ref in refs]), images, checks)
+    return cube
 
 
 def _parse_file(data: bytes, shown: str, default_dataset: str, col: Collector) -> list[Draft] | None:
@@ -157,13 +171,15 @@ def _parse_file(data: bytes, shown: str, default_dataset: str, col: Collector) -
     return drafts
 
 
-def _attach_images(drafts: list[Draft], bases: dict[int, str], images: DirImages, col: Collector, *, source: str) -> Cube:
+def _attach_images(drafts: list[Draft], bases: dict[int, str], images: DirImages, col: Collector, *,
+                   source: str) -> tuple[Cube, dict[str, FileCheck]]:
+    """The cube, and the check of each image file it read."""
     resolved = [None if d.image_ref is None else images.resolve(bases[id(d)], d.image_ref) for d in drafts]
     checks = images.check_all(r.key for r in resolved if r is not None and r.key is not None)
     outcomes = [image_outcome(d.image_ref, r, checks) for d, r in zip(drafts, resolved, strict=True)]
     items = build_items(drafts, outcomes, col)
     digests = {k: c.check.digest for k, c in checks.items() if c.check is not None and c.check.reason is None}
-    return finish(items, col, source=source, reader=images.reader, digests=digests, root=images.root)
+    return finish(items, col, source=source, reader=images.reader, digests=digests, root=images.root), checks
 
 
 def image_outcome(ref: str | None, r: Resolved | None, checks: Mapping[str, FileCheck], field: str = "image_path") -> ImageOutcome:
