@@ -243,7 +243,8 @@ def _same_entries(snap: _Value) -> bool:
 def _cube(snap: _Value, source: str, images: DirImages) -> Cube:
     from medrcube.records import Attributes
 
-    items = tuple(Item(*row[:-1], None if row[-1] is None else Attributes.from_dict(row[-1])) for row in snap.items)
+    items = tuple(Item(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11],
+                       None if r[12] is None else Attributes.from_dict(r[12])) for r in snap.items)  # _FIELDS
     return Cube(
         items=items,
         source=source,
