@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import Counter
+from itertools import chain
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -96,17 +97,26 @@ def chance_levels(checks: Iterable[Check], items: Iterable[tuple[tuple[str, str,
     """Chance accuracy (mean of 1/options) of each accuracy check over the cube's items,
     given as (cell, number of options)."""
     items = list(items)
-    cells = {cell for cell, _ in items}
+    inverse = [1.0 / n if n else 0.0 for _, n in items]
+    at: dict[tuple[str, str, str], list[int]] = {}  # cell -> the positions of its items with options
+    for i, (cell, n) in enumerate(items):
+        if n:
+            at.setdefault(cell, []).append(i)
+    by_selector: dict[tuple[str | None, ...], float | None] = {}  # the checks of a scope share it
     out: dict[str, float] = {}
     for c in checks:
         if c.kind not in ACCURACY_KINDS:
             continue
-        # The check's cells first (a few dozen), then the items in their order: the same sum
-        # as matching every item against the selector, at a fraction of the cost.
-        mine = {cell for cell in cells if all(s is None or s == v for s, v in zip(c.selector, cell, strict=True))}
-        scope = [n for cell, n in items if n and cell in mine]
-        if scope:
-            out[c.id] = sum(1.0 / n for n in scope) / len(scope)
+        key = tuple(c.selector)
+        if key not in by_selector:
+            # The check's cells first (a few hundred), then their items' positions back in the
+            # items' order: the same terms summed in the same order as matching every item
+            # against the selector (so the same float), without a pass over the items per check.
+            mine = [at[cell] for cell in at if all(s is None or s == v for s, v in zip(key, cell, strict=True))]
+            scope = mine[0] if len(mine) == 1 else sorted(chain.from_iterable(mine))
+            by_selector[key] = sum(map(inverse.__getitem__, scope)) / len(scope) if scope else None
+        if (level := by_selector[key]) is not None:
+            out[c.id] = level
     return out
 
 
