@@ -595,3 +595,23 @@ def test_a_store_failing_mid_run_stops_the_run_with_its_error(unique_cube: Cube,
     assert calls < len(unique_cube)  # it stopped instead of asking on without storing
     with ResponseStore(tmp_path) as again:
         assert again.stats()["responses"] == 4  # what was stored before the failure is kept
+
+
+def test_records_of_asks_without_their_image_come_after_the_first_request(small_cube: Cube, tmp_path: Path) -> None:
+    # Nothing is graded before the first request (grading's import and the results' lines
+    # would hold it back), not even the asks that are never sent; every record is still
+    # handed to on_graded exactly once.
+    graded: list[object] = []
+    at_first_request: list[int] = []
+
+    def answer(r: Request) -> Response:
+        if not at_first_request:
+            at_first_request.append(len(graded))
+        return Response(text="A")
+
+    variants = ("standard", "shuffled:2")
+    result = run_cube(small_cube, Scripted(answer), variants=variants, store=ResponseStore(tmp_path / "store"),
+                      on_graded=graded.extend)
+    assert result.unavailable > 0 and at_first_request == [0]
+    assert sorted(map(id, graded)) == sorted(map(id, result.records))
+    assert [r.outcome for r in result.records].count(Outcome.UNAVAILABLE) == result.unavailable

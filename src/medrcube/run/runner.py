@@ -195,8 +195,6 @@ async def run_cube_async(
 
     def take(chunk: list[tuple[Position, PlannedAsk]]) -> dict[str, Request]:
         """A chunk's asks recorded; its new requests, in the order they are sent."""
-        from medrcube.run.grade import unavailable
-
         new: dict[str, Request] = {}
         n_unavailable = 0
         for position, ask in chunk:
@@ -204,11 +202,9 @@ async def run_cube_async(
             plan.append(ask)
             positions.append(position)
             records.append(None)
-            if not ask.available:
-                records[i] = record = unavailable(ask)
+            if not ask.available:  # its record is made with the next batch graded (grade_ungraded)
+                unasked.append(i)
                 n_unavailable += 1
-                if opts.on_graded is not None:
-                    opts.on_graded((record,))
             elif ask.key in by_key:
                 by_key[ask.key].append(i)
                 if ask.key in answered:  # the same request for an earlier item, already answered
@@ -232,11 +228,18 @@ async def run_cube_async(
     # of imports and regexes) is imported at the first batch, not before the first
     # request; run/metering.warm_after_answers loads it meanwhile.
     ungraded: list[tuple[int, Response, bool]] = []  # (the ask's index, its answer, from the store)
+    # Asks without their image (never sent): their records too are made with the next batch,
+    # so that neither grading's import nor the results' lines come before the first request.
+    unasked: list[int] = []
 
     def grade_ungraded() -> None:
-        from medrcube.run.grade import grade
+        from medrcube.run.grade import grade, unavailable
 
         graded = []
+        for i in unasked:
+            records[i] = record = unavailable(plan[i])
+            graded.append(record)
+        unasked.clear()
         for i, response, cached in ungraded:
             records[i] = record = grade(plan[i], response, cached=cached)
             graded.append(record)
