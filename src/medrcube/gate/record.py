@@ -23,8 +23,8 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import Counter
-from itertools import chain
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import chain
 from pathlib import Path
 from typing import Any
 

@@ -176,12 +176,14 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if suite_requested(config):
         from medrcube.plugin.evidence import junit_properties
         from medrcube.plugin.speed import early_inference as early
+        from medrcube.plugin.speed.startup_heap import collector_paused
 
         # Every usage error (cube, policy, model, endpoint) before the first request; then the
         # inference starts now when nothing can deselect the gate's cases (plugin/speed/early_inference.py),
         # and the rest of the session is completed once its first answer is in.
-        run = gate.open_session(config, defer=True)
-        gate.preflight(run)
+        with collector_paused():  # no full collection while the session is built (plugin/speed/startup_heap.py)
+            run = gate.open_session(config, defer=True)
+            gate.preflight(run)
         if early.start_if_allowed(config, run, _progress_for(config)):
             run.early.wait_first_answer()
         try:

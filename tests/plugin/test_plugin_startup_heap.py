@@ -1,0 +1,105 @@
+"""The collector paused while the gate's session is built (plugin/speed/startup_heap.py):
+no collection inside, the young garbage collected and the heap frozen at the end (only
+when the run will give it back), the collector resumed as it was found, nothing frozen
+after a failed build; in a real run, collection sees the collector running and the heap
+frozen, and an in-process run leaves the heap as it found it."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Iterator
+
+import pytest
+
+from medrcube.plugin.speed.startup_heap import collector_paused
+
+
+@pytest.fixture
+def heap() -> Iterator[None]:
+    """Whatever a test freezes is given back; the collector's state restored."""
+    running = gc.isenabled()
+    assert gc.get_freeze_count() == 0
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        gc.enable() if running else gc.disable()
+
+
+class _Node:
+    def __init__(self, done: list[str]) -> None:
+        self.other: _Node | None = None
+        self.done = done
+
+    def __del__(self) -> None:
+        self.done.append("finalized")
+
+
+def test_paused_inside_then_the_young_garbage_collected_and_the_heap_frozen(heap: None) -> None:
+    done: list[str] = []
+    with collector_paused():
+        assert not gc.isenabled()
+        a, b = _Node(done), _Node(done)
+        a.other, b.other = b, a  # a cycle with finalizers: only the collector frees it
+        del a, b
+        kept = _Node([])
+        alive = weakref.ref(kept)
+        assert done == []
+    assert done == ["finalized", "finalized"]  # collected before the freeze, not frozen with it
+    assert gc.isenabled() and gc.get_freeze_count() > 0 and alive() is kept
+
+
+def test_nothing_more_is_frozen_when_something_was_frozen_before(heap: None) -> None:
+    gc.freeze()
+    before = gc.get_freeze_count()
+    with collector_paused():
+        made = [{"x": i} for i in range(1000)]
+    assert gc.get_freeze_count() == before and gc.isenabled() and made
+
+
+def test_a_failed_build_resumes_the_collector_and_freezes_nothing(heap: None) -> None:
+    with pytest.raises(pytest.UsageError), collector_paused():
+        raise pytest.UsageError("--cube=nowhere: no such file")
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+
+
+def test_a_collector_off_before_stays_off(heap: None) -> None:
+    gc.disable()
+    with collector_paused():
+        pass
+    assert not gc.isenabled()
+
+
+CONFTEST = '''
+import gc
+
+
+def pytest_collection_finish(session):
+    session.config.heap_at_collection = (gc.isenabled(), gc.get_freeze_count())
+'''
+
+SITE_TEST = '''
+def test_the_heap_at_collection(request):
+    running, frozen = request.config.heap_at_collection
+    assert running and frozen > 0
+'''
+
+
+def test_a_run_collects_with_the_collector_running_and_the_session_frozen(gate_ws, gate_server):
+    gate_server.set_script({"answer_key": gate_ws.answer_key()})
+    conftest = gate_ws.path / "tests_benchmark" / "conftest.py"
+    conftest.write_text(conftest.read_text(encoding="utf-8") + CONFTEST, encoding="utf-8")
+    (gate_ws.path / "tests_benchmark" / "test_heap_at_collection.py").write_text(SITE_TEST, encoding="utf-8")
+    assert gc.get_freeze_count() == 0 and gc.isenabled()
+    result = gate_ws.run("-rA", model=gate_ws.openai(gate_server))
+    assert "PASSED tests_benchmark/test_heap_at_collection.py::test_the_heap_at_collection" in result.stdout.str()
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("failed", 0) == 0 and outcomes.get("errors", 0) == 0, result.stdout.str()[-3000:]
+    assert gc.get_freeze_count() == 0 and gc.isenabled()  # given back after the in-process run
+
+
+def test_an_in_process_run_refused_while_its_session_is_built_leaves_the_collector_running(gate_ws, gate_server):
+    refused = gate_ws.run("--cube=does/not/exist", model=gate_ws.openai(gate_server))
+    assert refused.ret == 4 and "does/not/exist" in refused.stderr.str()
+    assert gc.get_freeze_count() == 0 and gc.isenabled()
