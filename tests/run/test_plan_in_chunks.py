@@ -13,7 +13,7 @@ import pytest
 
 from medrcube.cube import load_cube
 from medrcube.cube.item import Cube
-from medrcube.models.base import Request
+from medrcube.models.base import AdapterBase, Request, Response
 from medrcube.models.baselines import RandomAdapter
 from medrcube.models.openai_adapter import OpenAIAdapter
 from medrcube.run.plan import as_variants, plan_asks, plan_in_chunks, planned_count
@@ -112,3 +112,41 @@ def test_a_fed_run_must_say_how_many_requests_it_can_hold() -> None:
     # the workers started are bounded by it (a concurrency of a billion starts a handful)
     with pytest.raises(ValueError, match="at_most"):
         asyncio.run(_pump([]).run(_requests(["k0", "k1"]), iter([{}])))
+
+
+class _Answering(AdapterBase):
+    """A model answering every request after a short wait (as a server does), counting what it was sent."""
+
+    spec = fingerprint = "answering:1"
+    concurrency = 4
+
+    def __init__(self) -> None:
+        self.sent = 0
+
+    async def generate(self, requests):
+        self.sent += len(requests)
+        await asyncio.sleep(0.01)
+        return [Response(text="A") for _ in requests]
+
+
+@pytest.mark.parametrize("first, workers", [(12, 4), (2, 4)])
+def test_a_further_chunk_is_made_once_an_answer_is_in_unless_the_queue_is_empty(first: int, workers: int) -> None:
+    # A first chunk that keeps the workers busy: nothing more is planned before an answer
+    # came back (so never before the first requests were out). One smaller than the
+    # workers: planned at once, since a worker would wait for it.
+    adapter, done = _Answering(), []
+    seen: list[tuple[int, int]] = []  # (requests sent, answers in) when each further chunk was asked for
+
+    def more() -> Iterator[Mapping[str, Request]]:
+        for c in range(3):
+            seen.append((adapter.sent, len(done)))
+            yield _requests([f"m{c}-{i}" for i in range(8)])
+
+    pump = Pump(adapter, None, owner="t", concurrency=workers, newer_than=None, claim_ttl_s=60.0,
+                on_done=lambda key, response, cached: done.append(key), asked_by=AskedBy(run="r"))
+    results = asyncio.run(pump.run(_requests([f"k{i}" for i in range(first)]), more(), at_most=first + 24))
+    assert len(results) == first + 24 and len(done) == len(results)
+    if first > workers:
+        assert seen[0][0] >= workers and seen[0][1] > 0  # the workers' first requests out, an answer in
+    else:
+        assert seen[0][1] == 0  # the queue ran dry: planned before any answer came back

@@ -21,6 +21,7 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import os
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -154,16 +155,8 @@ def plan_in_chunks(
 
 def planned_count(cube: Cube, variants: Sequence[Variant]) -> int:
     """How many asks `plan_in_chunks` plans: one per item, variant and instance."""
-    counts: dict[int, int] = {}
-    total = 0
-    for variant in variants:
-        counts.clear()
-        for item in cube.items:
-            n = len(item.options)
-            if n not in counts:
-                counts[n] = len(variant.instances(n))
-            total += counts[n]
-    return total
+    by_options = Counter(len(item.options) for item in cube.items)
+    return sum(k * len(variant.instances(n)) for variant in variants for n, k in by_options.items())
 
 
 def _perturbed_jobs(cube: Cube, variants: Sequence[Variant]) -> list[tuple[Variant, Item, str]]:

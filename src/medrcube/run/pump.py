@@ -134,6 +134,7 @@ class Pump:
         # While `more` can still yield, the run is not done: one hold, released by the feeder.
         self.remaining = len(self.requests) + (more is not None)
         self.feeding = more is not None
+        self._ran_low = asyncio.Event()
         self.all_done = asyncio.Event()
         if self.store is not None:
             self._take_stored(self.requests)
@@ -160,7 +161,6 @@ class Pump:
         tasks = [asyncio.create_task(self._worker(), name=f"medrcube-worker-{i}") for i in range(workers)]
         if more is not None:
             self._low_water = 2 * workers * self.batch_size
-            self._ran_low = asyncio.Event()
             tasks.append(asyncio.create_task(self._feed(more), name="medrcube-feeder"))
         tasks.append(asyncio.create_task(self.watchdog.watch(), name="medrcube-watchdog"))
         if self.store is not None:
@@ -191,8 +191,23 @@ class Pump:
         return self.results
 
     async def _feed(self, more: Iterator[Mapping[str, Request]]) -> None:
-        """Queue each further chunk as it is made; then release the run's hold."""
-        for chunk in more:
+        """Queue each further chunk as it is made; then release the run's hold.
+
+        A chunk is made once the queue runs low and an answer is in, or at once when the
+        queue is empty (a worker would wait for it). A request takes several turns of the
+        loop to go out (claim, image, connect, write), and a chunk planned at each of them
+        held the first requests back by a third of a second; one planned before any answer
+        came back (the queue below the low-water mark as soon as the workers took their
+        first batches) was still planned before the first request was out."""
+        while True:
+            while self.aborted is None and self.queue.qsize() and (
+                    self.queue.qsize() >= self._low_water or not self.results):
+                self._ran_low.clear()
+                await self._ran_low.wait()
+            await asyncio.sleep(0)
+            chunk = next(more, None)
+            if chunk is None:
+                break
             new = {k: r for k, r in chunk.items() if k not in self.requests}
             self.requests.update(new)
             self.remaining += len(new)
@@ -203,13 +218,6 @@ class Pump:
                 self.queue.put_nowait(key)
             self.lookahead.extend([new[k] for k in pending])
             self.lookahead.took(0)  # hand the prefetch the new requests if it ran dry
-            # The next chunk is planned once the queue runs low, not at every turn of the loop:
-            # a request takes several turns to go out (claim, image, connect, write), and a
-            # chunk planned at each of them held the first requests back by a third of a second.
-            while self.queue.qsize() >= self._low_water and self.aborted is None:
-                self._ran_low.clear()
-                await self._ran_low.wait()
-            await asyncio.sleep(0)
         self.remaining -= 1
         if self.remaining == 0:
             self.all_done.set()
@@ -229,6 +237,8 @@ class Pump:
         if response.ok:  # an answer's origin: a failed or unasked request came from no run
             self.origins.setdefault(key, (self.asked_by.run, self.store.signer.who if self.store is not None else NONE))
         self.results[key] = (response, cached)
+        if len(self.results) == 1 and self.feeding:
+            self._ran_low.set()  # the feeder waits for a first answer (_feed)
         if cached:
             self.cache_hits += 1
         self.remaining -= 1

@@ -162,11 +162,13 @@ async def run_cube_async(
         raise ValueError(f"RunOptions.order is {opts.order!r}; choices: image, plan")
     chunks: Iterator[list[tuple[Position, PlannedAsk]]]
     if chunked:
-        # The first chunk fills the workers twice over; the next ones are small (a few ms each).
-        first_items = max(32, 2 * min(concurrency or adapter.concurrency or 1, len(cube.items)))
+        # The first chunk fills the workers twice over (in asks: the variants multiply an item's
+        # asks); the next ones are small (a few ms each), made once the first answers are in.
+        total = planned_count(cube, variant_objs)
+        asks = 2 * min(concurrency or adapter.concurrency or 1, total)
+        first_items = max(32, -(-asks * len(cube.items) // max(total, 1)))
         chunks = plan_in_chunks(cube, variant_objs, fingerprint=adapter.fingerprint, params=params, template=template,
                                 keyed_by_item=adapter.keyed_by_item, first=first_items, size=64)
-        total = planned_count(cube, variant_objs)
     else:
         whole = plan_asks(
             cube,
