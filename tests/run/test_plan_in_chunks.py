@@ -1,7 +1,8 @@
 """A plan made a chunk at a time while the first requests are out (run/plan.py
 `plan_in_chunks`, run/pump.py `Pump.run(..., more)`): the same asks as the whole plan,
 records in plan order, each key asked once even when two chunks share it, and a chunk
-that fails to plan stops the run with its own error."""
+that fails to plan stops the run with its own error; a further chunk is made once an
+answer is in (never before the first requests are out) unless the queue ran dry."""
 
 from __future__ import annotations
 
