@@ -21,11 +21,11 @@ from medrcube.cube import CubeError, load_cube
 from medrcube.cube.derived_cache import Slot
 from medrcube.cube.image_cache import SETTLE_NS
 from medrcube.cube.images import DEFAULT_MAX_PIXELS
-from medrcube.cube.snapshot import KIND, _parts
+from medrcube.cube.snapshot import ITEMS_PER_PART, KIND, PART_KIND, _parts
 from medrcube.testing.gencube import edit_record, find_record, image_of
 
 MARK = "taken from the snapshot"
-N_COPIES = 21
+N_COPIES = 26
 
 
 @pytest.fixture(scope="module")
@@ -64,14 +64,25 @@ def _long_way(root: Path, monkeypatch, **kw):
         return load_cube(root, **kw)
 
 
+def _part(root: Path, name: str) -> Slot:
+    slot = Slot.open(PART_KIND, {"snapshot": _slot(root).key, "part": name})
+    assert slot is not None
+    return slot
+
+
 def _plant_mark(root: Path) -> str:
-    """Rewrite the snapshot, with this user's secret, so that a hit shows: the first item's question."""
-    slot = _slot(root)
-    value = slot.read(lambda v: v)
-    assert value is not None, "no snapshot was written"
-    value[0]["items"][0][3] = MARK
-    slot.write(value[0])
-    return value[0]["items"][0][0]
+    """Rewrite the snapshot, with this user's secret, so that a hit shows: the first item's
+    question, in its part, and the part's new MAC in the head."""
+    head = _slot(root).read(lambda v: v)
+    assert head is not None, "no snapshot was written"
+    part = _part(root, "items-0")
+    rows = part.read(lambda v: v)
+    assert rows is not None
+    rows[0][0][3] = MARK
+    part.write(rows[0])
+    head[0]["parts"] = [[name, part.mac(verify=True) if name == "items-0" else mac] for name, mac in head[0]["parts"]]
+    _slot(root).write(head[0])
+    return rows[0][0][0]
 
 
 def _question(root: Path, item_id: str) -> str:
@@ -264,19 +275,55 @@ def test_a_snapshot_this_user_did_not_write_or_cannot_read_is_ignored(settled, c
     load_cube(root)
     slot = _slot(root)
     doc = json.loads(slot.path.read_text(encoding="utf-8"))
-    if how == "planted":  # another question, with a MAC made without the secret
-        doc["value"]["items"][0][3] = MARK
+    if how == "planted":  # another fingerprint, with a MAC made without the secret
+        doc["value"]["fingerprint"] = "0" * 64
         doc["mac"] = "0" * 64
         slot.path.write_text(json.dumps(doc, sort_keys=True), encoding="utf-8")
     elif how == "corrupt":
         slot.path.write_text("{not json", encoding="utf-8")
     else:  # MAC'd by this user's cache but not the shape of a snapshot
-        doc["value"]["items"][0] = ["too", "short"]
+        doc["value"]["parts"][0] = ["too", "short", "!"]
         slot.write(doc["value"])
+    got = load_cube(root)
+    assert got.fingerprint != "0" * 64
+    assert _fields(got) == _fields(_long_way(root, monkeypatch))
+    assert slot.read(lambda v: v) is not None  # written again by the long way
+
+
+@pytest.mark.parametrize("how", ["rewritten", "missing", "corrupt"])
+def test_a_part_not_the_one_the_head_names_is_a_miss(settled, cache, monkeypatch, how):
+    # A part rewritten since the head was (even with this user's secret), gone or corrupt:
+    # never mixed into a snapshot; the long way loads.
+    root = next(settled)
+    load_cube(root)
+    part = _part(root, "items-0")
+    rows = part.read(lambda v: v)
+    assert rows is not None
+    if how == "rewritten":
+        rows[0][0][3] = MARK
+        part.write(rows[0])
+    elif how == "missing":
+        part.path.unlink()
+    else:
+        part.path.write_text("{not json", encoding="utf-8")
     got = load_cube(root)
     assert MARK not in {it.question for it in got}
     assert _fields(got) == _fields(_long_way(root, monkeypatch))
-    assert slot.read(lambda v: v) is not None  # written again by the long way
+
+
+def test_the_items_are_kept_in_parts_of_a_thousand(settled, cache, monkeypatch):
+    root = next(settled)
+    cube = load_cube(root)
+    head = _slot(root).read(lambda v: v)
+    assert head is not None
+    names = [name for name, _ in head[0]["parts"]]
+    n_parts = -(-len(cube.items) // ITEMS_PER_PART)
+    assert names == ["refs", "images", "problems", "digests", "contents", *(f"items-{n}" for n in range(n_parts))]
+    monkeypatch.setattr("medrcube.cube.snapshot.ITEMS_PER_PART", 7)  # several parts, read back in order
+    _slot(root).path.unlink()
+    load_cube(root)
+    assert len([n for n, _ in _slot(root).read(lambda v: v)[0]["parts"] if n.startswith("items-")]) == -(-len(cube.items) // 7)
+    assert _fields(load_cube(root)) == _fields(cube)
 
 
 def test_a_cube_with_an_error_is_never_remembered(settled, cache, monkeypatch):

@@ -181,6 +181,19 @@ class Slot:
         """(the value,) when this user's cache wrote it under this key, else None."""
         return _read(self.path, self.secret, self.key, decode)
 
+    def read_as(self, decode: Callable[[Any], T], mac: str) -> tuple[T] | None:
+        """`read`, only if the entry's MAC is `mac` (what a caller recorded when it wrote the
+        entry: so that the value read is that very one, not one written since)."""
+        try:
+            text = self.path.read_text(encoding="utf-8")
+            laid = _LAYOUT.fullmatch(text)
+            if laid is None or laid[1] != self.key or laid[2] != mac or not hmac.compare_digest(
+                    laid[2], _mac(self.secret, self.key, laid[3])):
+                return None
+            return (decode(json.loads(laid[3])),)
+        except Exception:  # noqa: BLE001 - a corrupt entry of any shape is simply absent
+            return None
+
     def write(self, value: Any) -> None:
         _write(self.path, self.secret, self.key, value)
 
