@@ -204,3 +204,20 @@ def test_a_line_on_a_text_free_frame_is_not_followed_and_the_frame_keeps_every_p
             assert oriented.geometry(oriented.followed(img, piece).quad)[0] < 1.5 * oriented.geometry(quad)[0], (kind, angle)
         plan, _ = mask_plan(shared_reader(), img)
         assert not plan.boxes and not plan.quads, kind
+
+
+def test_a_ridge_that_goes_on_along_a_line_is_not_followed_past_the_text() -> None:
+    """A smooth bright ridge as wide as the glyphs continues the axis of a line at 90 degrees after a gap of one
+    line height: it stands clear of both flanks as the text does, but its mean does not go up and down along the axis
+    as strokes do, so the line found in part is followed to its last letter and not along the ridge."""
+    rng = np.random.default_rng(11)
+    img = synthetic.background("noise", 768, 640, rng)
+    img, line = synthetic.burn(img, "KOWALSKA^MAGDA", (300, 360), "dejavu-sans", 20, 0.9, 90.0)
+    x0, y0, x1, y1 = line.box
+    img = np.array(img, copy=True)
+    img[40 : y0 - (x1 - x0), x0 + 3 : x1 - 3] = 0.9  # the ridge, above the line (a line at 90 degrees reads upwards)
+    part = _glyph_quad(line, 0.0, 0.4)
+    whole = oriented.followed(img, oriented.line_of(part))
+    reach = oriented.coverage_mask(img.shape, [whole.quad])
+    assert synthetic.coverage(line, oriented.coverage_mask(img.shape, [oriented.grown(whole)])) == 1.0
+    assert not reach[40 : y0 - 3 * (x1 - x0), x0:x1].any()  # nothing of the ridge beyond a few widths of the text
