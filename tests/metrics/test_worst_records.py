@@ -22,12 +22,9 @@ def _sorted_whole(records: list[GradedRecord], limit: int) -> list[GradedRecord]
     order = sorted(cells, key=lambda c: (sum(r.correct for r in cells[c]) / len(cells[c]), c))
     queues = [sorted((r for r in cells[c] if not r.correct), key=lambda r: (_RANK.get(r.outcome, 3), r.item_id))
               for c in order]
-    out: list[GradedRecord] = []
-    while len(out) < limit and any(queues):
-        for q in queues:
-            if q and len(out) < limit:
-                out.append(q.pop(0))
-    return out
+    # Round robin, written as rounds: every cell's first, then every cell's second, ...
+    rounds = max((len(q) for q in queues), default=0)
+    return [q[i] for i in range(rounds) for q in queues if i < len(q)][:limit]
 
 
 @settings(max_examples=60, deadline=None)

@@ -44,7 +44,7 @@ def test_lines_made_while_grading_are_the_lines_written_after(tmp_path: Path, sc
     for name in ("results.jsonl", "metrics_summary.json"):
         assert (early / name).read_bytes() == (late / name).read_bytes(), name
     assert (early / "results.jsonl").read_text(encoding="utf-8").count("\n") == len(result.records)
-    assert ahead.tally.counted(result.records)
+    assert ahead.summary(result.records) is not None
 
     # A record replaced after grading (as a judge's reading replaces one): its own line, not the one made early.
     at, first = next((i, r) for i, r in enumerate(result.records) if r.graded)
@@ -55,7 +55,7 @@ def test_lines_made_while_grading_are_the_lines_written_after(tmp_path: Path, sc
     written = (judged / "results.jsonl").read_text(encoding="utf-8")
     assert written.splitlines()[at] == result_line(changed) != ahead.rows.line(first)
     # and the summary counted afresh: the judged record's outcome, not the one the tally saw
-    assert not ahead.tally.counted(again.records)
+    assert ahead.summary(again.records) is None
     assert (judged / "metrics_summary.json").read_bytes() == \
         (write_run_dir(tmp_path / "judged_late", again) / "metrics_summary.json").read_bytes() != \
         (early / "metrics_summary.json").read_bytes()

@@ -1,6 +1,6 @@
 """metrics_summary.json from sums fed as the records come (rundir/summary.SummaryTally):
 the same document, byte for byte, in whatever order and batches the records were fed;
-never from sums of other records."""
+never from sums of other records (rundir/files.GradedAhead.summary)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from medrcube.cube import load_cube
 from medrcube.models.baselines import RandomAdapter
 from medrcube.records import GradedRecord, Outcome
 from medrcube.run.runner import run_cube
+from medrcube.rundir.files import GradedAhead
 from medrcube.rundir.summary import SummaryTally, metrics_summary
 from medrcube.testing.gencube import generate_release_cube
 
@@ -50,16 +51,19 @@ def test_fed_in_any_order_and_batches_the_document_is_the_counted_one(records: l
 
 
 def test_sums_of_other_records_are_never_used(records: list[GradedRecord]) -> None:
-    tally = SummaryTally()
-    tally.add(records)
-    assert tally.document(records) is not None
+    ahead = GradedAhead()
+    ahead.add(records)
+    assert _text(ahead.summary(records)) == _text(metrics_summary(records))
     # a record replaced after grading (a judge's reading): another object, so not these sums
     at = next(i for i, r in enumerate(records) if r.graded)
     judged = [*records[:at], dataclasses.replace(records[at], outcome=Outcome.WRONG), *records[at + 1:]]
-    assert tally.document(judged) is None
-    assert tally.document(records[1:]) is None  # one record fewer
-    twice = SummaryTally()
+    assert ahead.summary(judged) is None
+    assert ahead.summary(records[1:]) is None  # one record fewer
+    assert ahead.summary([*records[1:], records[-1]]) is None  # as many, one of them twice
+    twice = GradedAhead()
     twice.add(records)
     twice.add(records[:1])  # one record fed twice: its sums counted it twice
-    assert twice.document(records) is None
+    assert twice.summary(records) is None
+    ahead.close()
+    twice.close()
     assert _text(SummaryTally().document([])) == _text(metrics_summary([]))

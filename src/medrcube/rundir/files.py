@@ -62,7 +62,8 @@ class ResultRows:
     def __init__(self) -> None:
         self._spool: Any = None
         self._end = 0
-        self._where: dict[int, tuple[GradedRecord, int, int]] = {}
+        self._where: dict[int, tuple[GradedRecord, int, int]] = {}  # by id: the record (held), offset, length
+        self._adds = 0
 
     def add(self, records: Iterable[GradedRecord]) -> None:
         lines = [(r, result_line(r).encode("utf-8")) for r in records]
@@ -73,6 +74,7 @@ class ResultRows:
         for r, data in lines:
             self._where[id(r)] = (r, self._end, len(data))
             self._end += len(data)
+        self._adds += len(lines)
         self._spool.write(b"".join(data for _, data in lines))
         self._spool.flush()  # in the file, for `line`'s reads by position
 
@@ -81,6 +83,13 @@ class ResultRows:
         if made is None or made[0] is not r or self._spool is None:
             return result_line(r)
         return os.pread(self._spool.fileno(), made[2], made[1]).decode("utf-8")
+
+    def made_from(self, records: Sequence[GradedRecord]) -> bool:
+        """Whether the lines were made from exactly `records`: the same objects, each once."""
+        where = self._where
+        return (self._adds == len(where) == len(records)
+                and all((made := where.get(id(r))) is not None and made[0] is r for r in records)
+                and len({id(r) for r in records}) == len(records))
 
     def close(self) -> None:
         if self._spool is not None:
@@ -93,8 +102,9 @@ class GradedAhead:
     """What the run directory takes from the candidate's records, made as each batch is
     graded (`add`: run/runner.py RunOptions.on_graded) while the requests are out:
     results.jsonl's lines (`rows`) and metrics_summary.json's sums (`tally`). Either is
-    used only for the very records it was made from (`write_run_dir`). `close` drops the
-    lines' file."""
+    used only for the very records it was made from (`write_run_dir`): a line checks its
+    own record; the sums, the lines' index of every record fed (`summary`). `close` drops
+    the lines' file."""
 
     def __init__(self) -> None:
         self.rows = ResultRows()
@@ -103,6 +113,16 @@ class GradedAhead:
     def add(self, records: Sequence[GradedRecord]) -> None:
         self.rows.add(records)
         self.tally.add(records)
+
+    def summary(self, records: Sequence[GradedRecord], variants: Sequence[str] | None = None, *,
+                prevalence: Mapping[str, Any] | None = None,
+                costs: DeferralCosts | None = None) -> dict[str, Any] | None:
+        """metrics_summary.json from the sums, if they were made from exactly `records` (the
+        same objects, each once: records are frozen, so a record replaced after grading, as
+        a judge's reading replaces one, is another object); otherwise None."""
+        if not self.rows.made_from(records):
+            return None
+        return self.tally.document(records, variants, prevalence=prevalence, costs=costs)
 
     def close(self) -> None:
         self.rows.close()
@@ -314,7 +334,7 @@ def write_run_dir(run_dir: str | os.PathLike[str], result: RunResult, meta: Mapp
     site = dict((meta or {}).get("site_policy") or {})
     costs = DeferralCosts(deferral=float(site["deferral_cost"])) if site.get("deferral_cost") is not None else None
     prevalence, variants = site.get("prevalence") or None, result.info.get("variants")
-    summary = ahead.tally.document(result.records, variants, prevalence=prevalence, costs=costs) if ahead else None
+    summary = ahead.summary(result.records, variants, prevalence=prevalence, costs=costs) if ahead else None
     if summary is None:  # counted afresh: no tally, or records other than those it counted (a judge's reading)
         summary = metrics_summary(result.records, variants, prevalence=prevalence, costs=costs)
 

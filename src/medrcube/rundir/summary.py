@@ -75,7 +75,7 @@ class _Group:
         n = sum(count(o, 0) for o in GRADED)
         lo, hi = wilson_interval(correct, n, 0.95)
         # clustered_accuracy of these records: (right, graded) per image, in the order of the images' keys.
-        ci = clustered_wilson([(k, m) for key in sorted(self.clusters) for k, m in (self.clusters[key],)], 0.95)
+        ci = clustered_wilson([(k, m) for _, (k, m) in sorted(self.clusters.items())], 0.95)
         return {
             "n": n,
             "correct": correct,
@@ -135,32 +135,22 @@ class _Variant:
 class SummaryTally:
     """metrics_summary's sums, fed records as they come (`add`, each record once).
 
-    `document(records, ...)` is the whole metrics_summary.json of `records`, from these
-    sums, when they were made from exactly those records (the same objects, each once:
-    records are frozen, so a record replaced after grading, as a judge's reading replaces
-    one, is another object); otherwise None, and the caller counts `records` afresh
-    (`metrics_summary`)."""
+    `document(records, ...)` is the whole metrics_summary.json from these sums, `records`
+    being the records they counted (read for the order of the variants and for the
+    clinical keys). The tally does not check that they are: whoever feeds it does
+    (`metrics_summary`, or rundir/files `GradedAhead.summary`, which knows the very
+    records it was fed)."""
 
     def __init__(self) -> None:
         self._variants: dict[str, _Variant] = {}
-        self._fed: dict[int, GradedRecord] = {}  # each record fed, by id (held, so that no id is reused)
-        self._adds = 0
 
     def add(self, records: Iterable[GradedRecord]) -> None:
-        variants, fed = self._variants, self._fed
+        variants = self._variants
         for r in records:
-            fed[id(r)] = r
-            self._adds += 1
             v = variants.get(r.variant)
             if v is None:
                 v = variants[r.variant] = _Variant()
             v.add(r)
-
-    def counted(self, records: Sequence[GradedRecord]) -> bool:
-        """Whether this tally's sums are those of `records`: the same objects, each once."""
-        fed = self._fed
-        return (self._adds == len(fed) == len(records) and all(fed.get(id(r)) is r for r in records)
-                and len({id(r) for r in records}) == len(fed))
 
     def document(
         self,
@@ -169,9 +159,7 @@ class SummaryTally:
         *,
         prevalence: Mapping[str, Any] | None = None,
         costs: DeferralCosts | None = None,
-    ) -> dict[str, Any] | None:
-        if not self.counted(records):
-            return None
+    ) -> dict[str, Any]:
         return _document(self._variants, records, variants, prevalence, costs)
 
 
@@ -189,7 +177,7 @@ def metrics_summary(
     rotations (n counts every rotation asked)."""
     tally = SummaryTally()
     tally.add(records)
-    return _document(tally._variants, records, variants, prevalence, costs)
+    return tally.document(records, variants, prevalence=prevalence, costs=costs)
 
 
 def _document(
