@@ -173,6 +173,14 @@ def finite_criterion(crit: Criterion, units: Iterable[tuple[str, float]], confid
     if paired:
         units = [(k, (1.0 + d) / 2.0) for k, d in units]
     sums, sizes = image_units(units)
+    binary = not paired and all(v in (0.0, 1.0) for _, v in units)
+    return finite_criterion_of_images(crit, sums, sizes, confidence, paired=paired, binary=binary)
+
+
+def finite_criterion_of_images(crit: Criterion, sums: Sequence[float], sizes: Sequence[int], confidence: float, *,
+                               paired: bool = False, binary: bool = False) -> tuple[Criterion, str | None]:
+    """`finite_criterion` of units already summed per image (image_units: in the order of
+    the images' keys), `binary` when every unit is 0 or 1 (right/wrong)."""
     limit = FEW_IMAGES_PAIRED if paired else FEW_IMAGES
     if not few_images(sizes, limit):
         return crit, None
@@ -186,7 +194,7 @@ def finite_criterion(crit: Criterion, units: Iterable[tuple[str, float]], confid
     b = to_u(crit.bound)
     n = sum(sizes)
     effective = f"{len(sizes)} images, effective {n * n / sum(m * m for m in sizes):.1f} < {limit}"
-    if not paired and all(v in (0.0, 1.0) for _, v in units):
+    if binary:
         ci = clustered_wilson([(round(s), m) for s, m in zip(sums, sizes, strict=True)], confidence,
                               icc_margin=FEW_IMAGES_ICC_MARGIN)
         up, down, lo_u, hi_u, method = ci.p_at_most(b), ci.p_at_least(b), ci.lo, ci.hi, FEW_METHOD
@@ -210,8 +218,21 @@ def with_finite(ev: Evidence, units: Iterable[tuple[str, float]], *, paired: boo
     units (see few_images and finite_criterion); unchanged otherwise."""
     if not ev.criteria or ev.error is not None:
         return ev
+    return _with_finite(ev, finite_criterion(ev.criteria[0], units, ev.check.confidence, paired=paired))
+
+
+def with_finite_images(ev: Evidence, clusters: Sequence[tuple[int, int]]) -> Evidence:
+    """`with_finite` of right/wrong units already counted per image: (right, graded) per
+    image in the order of the images' keys (cluster_counts)."""
+    if not ev.criteria or ev.error is not None:
+        return ev
+    sums, sizes = [float(k) for k, _ in clusters], [m for _, m in clusters]
+    return _with_finite(ev, finite_criterion_of_images(ev.criteria[0], sums, sizes, ev.check.confidence, binary=True))
+
+
+def _with_finite(ev: Evidence, decided: tuple[Criterion, str | None]) -> Evidence:
+    new, why = decided
     crit = ev.criteria[0]
-    new, why = finite_criterion(crit, units, ev.check.confidence, paired=paired)
     if why is None:
         return ev
     method = few_images_method(why)

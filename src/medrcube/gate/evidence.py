@@ -20,7 +20,15 @@ from itertools import islice
 
 import medrcube.gate.evidence_clinical  # noqa: F401  (its kinds register their evidence)
 from medrcube.gate.checks import Check, CheckKind
-from medrcube.gate.criteria import MAX_WORST, Criterion, Evidence, few_images_method, finite_criterion, with_finite
+from medrcube.gate.criteria import (
+    MAX_WORST,
+    Criterion,
+    Evidence,
+    few_images_method,
+    finite_criterion,
+    with_finite,
+    with_finite_images,
+)
 from medrcube.gate.criteria import api_errors as _errors
 from medrcube.gate.criteria import ci_text as _ci
 from medrcube.gate.criteria import diff_criterion as _diff_criterion
@@ -28,11 +36,10 @@ from medrcube.gate.criteria import fmt as _f
 from medrcube.gate.criteria import prop_criterion as _prop_criterion
 from medrcube.gate.kinds import collects, entry_of
 from medrcube.gate.verdict import WorstItem
-from medrcube.metrics.accuracy import accuracy, chance_level
+from medrcube.metrics.accuracy import accuracy_of_counts, chance_level, chance_level_of_counts
 from medrcube.metrics.clustered import METHOD as PROPORTION_METHOD
 from medrcube.metrics.clustered import (
     cluster_counts,
-    clustered_accuracy,
     clustered_wilson,
     image_key,
     t_quantile,
@@ -43,7 +50,7 @@ from medrcube.metrics.dependence import CAP, Dependence, dependence
 from medrcube.metrics.paired import clustered_mean_difference
 from medrcube.metrics.robustness import rotated_items
 from medrcube.metrics.worst import worst_records
-from medrcube.records import GradedRecord, Outcome
+from medrcube.records import GRADED, GradedRecord, Outcome
 
 
 class ByScope:
@@ -112,13 +119,37 @@ def effective_bound(check: Check, chance: float | None) -> tuple[float, str]:
 @collects(CheckKind.SLICE)
 @collects(CheckKind.CELL)
 def _accuracy(check: Check, records: list[GradedRecord]) -> Evidence:
-    std = [r for r in records if r.variant == "standard"]
-    rate, err = _errors(check, std)
-    if err:
-        return err
-    a = accuracy(std, check.confidence)
-    ci = clustered_accuracy(std, check.confidence)
-    chance = chance_level(std)
+    # One pass over the standard records counts everything the check decides on (outcomes,
+    # right and graded per image, options of the graded): the same numbers as accuracy(),
+    # clustered_accuracy() and chance_level() of those records, read from one count.
+    std: list[GradedRecord] = []
+    counts = dict.fromkeys(Outcome, 0)
+    per_image: dict[str, list[int]] = {}
+    options: dict[int, int] = {}
+    for r in records:
+        if r.variant != "standard":
+            continue
+        std.append(r)
+        outcome = r.outcome
+        counts[outcome] += 1
+        if outcome in GRADED:
+            key = image_key(r)
+            image = per_image.get(key)
+            if image is None:
+                image = per_image[key] = [0, 0]
+            if outcome is Outcome.CORRECT:
+                image[0] += 1
+            image[1] += 1
+            options[r.n_options] = options.get(r.n_options, 0) + 1
+    rate = 0.0
+    if counts[Outcome.ERROR] or counts[Outcome.TRUNCATED]:
+        rate, err = _errors(check, std)
+        if err:
+            return err
+    a = accuracy_of_counts(counts, check.confidence)
+    clusters = [(k, m) for _, (k, m) in sorted(per_image.items())]  # by image key, as cluster_counts
+    ci = clustered_wilson(clusters, check.confidence)
+    chance = chance_level_of_counts(options)
     bound, raised = effective_bound(check, chance)
     details = {
         "correct": a.correct, "unparsed": a.unparsed, "refused": a.refused, "errors": a.errors,
@@ -144,7 +175,7 @@ def _accuracy(check: Check, records: list[GradedRecord]) -> Evidence:
     worst = tuple(WorstItem.of(r) for r in worst_records(std, MAX_WORST))
     ev = Evidence(check, a.n, "graded items", (_prop_criterion("accuracy", ci, bound),), a.acc, (ci.lo, ci.hi),
                   bound, chance, rate, facts, worst, details, PROPORTION_METHOD, note=raised)
-    return with_finite(ev, ((image_key(r), float(r.correct)) for r in std if r.graded))
+    return with_finite_images(ev, clusters)
 
 
 # --------------------------------------------------------------------------- a site's own check

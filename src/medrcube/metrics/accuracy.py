@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from statistics import NormalDist
 from typing import Any
@@ -93,6 +93,11 @@ def accuracy(records: Iterable[GradedRecord], confidence: float = 0.95) -> Accur
     counts = {o: 0 for o in Outcome}
     for r in records:
         counts[r.outcome] += 1
+    return accuracy_of_counts(counts, confidence)
+
+
+def accuracy_of_counts(counts: Mapping[Outcome, int], confidence: float = 0.95) -> Accuracy:
+    """`accuracy` of records counted by outcome (every outcome a key)."""
     correct = counts[Outcome.CORRECT]
     n = correct + counts[Outcome.WRONG] + counts[Outcome.UNPARSED] + counts[Outcome.REFUSED]
     lo, hi = wilson_interval(correct, n, confidence)
@@ -120,7 +125,12 @@ def chance_level(records: Iterable[GradedRecord], power: int = 1) -> float | Non
 def chance_level_of_options(option_counts: Iterable[int], power: int = 1) -> float | None:
     """The same mean over option counts (items not yet asked), summed by option count so
     that order cannot change it; None when there is none."""
-    counts = Counter(k for k in option_counts if k > 0)
+    return chance_level_of_counts(Counter(option_counts), power)
+
+
+def chance_level_of_counts(counts: Mapping[int, int], power: int = 1) -> float | None:
+    """The same mean over items counted by their number of options (options -> items)."""
+    counts = {k: c for k, c in counts.items() if k > 0 and c > 0}
     total = sum(counts.values())
     if not total:
         return None
