@@ -7,7 +7,7 @@ import heapq
 from collections import defaultdict
 from collections.abc import Iterable
 
-from medrcube.records import GradedRecord, Outcome
+from medrcube.records import GRADED, GradedRecord, Outcome
 
 # A wrong answer is the clearest evidence, then an unreadable one, then a refusal.
 _RANK = {Outcome.WRONG: 0, Outcome.UNPARSED: 1, Outcome.REFUSED: 2}
@@ -18,15 +18,20 @@ def worst_records(records: Iterable[GradedRecord], limit: int = 5) -> list[Grade
     robin) so that the list shows where a model fails rather than many items of one cell.
     Deterministic: ties break on the cell and the item id, never on record order."""
     by_cell: dict[tuple[str, str, str], list[GradedRecord]] = defaultdict(list)
-    tally: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0])
+    tally: dict[tuple[str, str, str], list[int]] = {}
     for r in records:
-        if not r.graded:
+        outcome = r.outcome
+        if outcome not in GRADED:
             continue
-        tally[r.cell][1] += 1
-        if r.correct:
-            tally[r.cell][0] += 1
+        cell = r.cell
+        counts = tally.get(cell)
+        if counts is None:
+            counts = tally[cell] = [0, 0]
+        counts[1] += 1
+        if outcome is Outcome.CORRECT:
+            counts[0] += 1
         else:
-            by_cell[r.cell].append(r)
+            by_cell[cell].append(r)
     # At most `limit` from any cell are shown: each cell's first `limit` in its order (heapq.nsmallest
     # is sorted(...)[:limit], ties kept in record order), not the whole cell sorted.
     queues = [
