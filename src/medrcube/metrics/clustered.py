@@ -150,20 +150,25 @@ def icc_anova(clusters: Sequence[tuple[int, int]]) -> float | None:
     than one unit, or no variation at all (every unit has the same outcome).
     """
     sizes = [m for _, m in clusters]
-    if any(m < 1 for m in sizes):
+    return _icc_anova(clusters, sizes, sum(sizes), sum([m * m for m in sizes]))
+
+
+def _icc_anova(clusters: Sequence[tuple[int, int]], sizes: Sequence[int], n: int, squares: int) -> float | None:
+    """icc_anova with the clusters' sizes, their sum and the sum of their squares (exact
+    integers) already taken, as clustered_wilson has them."""
+    if sizes and min(sizes) < 1:
         raise ValueError("every cluster needs at least one unit")
     if any(not 0 <= k <= m for k, m in clusters):
         raise ValueError("need 0 <= k_i <= m_i in every cluster")
     big_k = len(clusters)
-    n = sum(sizes)
     if big_k < 2 or n == big_k:
         return None
-    total = sum(k for k, _ in clusters)
-    ssb = sum(k * k / m for k, m in clusters) - total * total / n
-    ssw = sum(k - k * k / m for k, m in clusters)
+    total = sum([k for k, _ in clusters])
+    ssb = sum([k * k / m for k, m in clusters]) - total * total / n
+    ssw = sum([k - k * k / m for k, m in clusters])
     msb = ssb / (big_k - 1)
     msw = ssw / (n - big_k)
-    m0 = (n - sum(m * m for m in sizes) / n) / (big_k - 1)
+    m0 = (n - squares / n) / (big_k - 1)
     denom = msb + (m0 - 1.0) * msw
     if denom <= 1e-15:
         return None
@@ -188,16 +193,18 @@ def clustered_wilson(clusters: Sequence[tuple[int, int]], confidence: float = 0.
     """The cluster-aware interval for (k_j, m_j) clusters (see the module doc); with
     `icc_margin`, the estimated ICC raised by that many of its standard errors (icc_se)."""
     clusters = [c for c in clusters if c[1] > 0]
-    n = sum(m for _, m in clusters)
-    k = sum(c for c, _ in clusters)
+    sizes = [m for _, m in clusters]
+    n = sum(sizes)
+    k = sum([c for c, _ in clusters])
     big_k = len(clusters)
     if n == 0:
         return ClusteredInterval(0, 0, 0, 0.0, 1.0, 0.0, 0.0, 1.0, confidence, math.inf, False, 1.0)
-    m_w = sum(m * m for _, m in clusters) / n
+    squares = sum([m * m for m in sizes])  # integers: exact in any order
+    m_w = squares / n
     if m_w <= 1.0:  # every cluster is one item: nothing to correlate
         rho, estimated = 0.0, True
     else:
-        raw = icc_anova(clusters)
+        raw = _icc_anova(clusters, sizes, n, squares)
         estimated = raw is not None
         rho = 1.0 if raw is None else min(1.0, max(0.0, raw))
         if icc_margin and estimated:

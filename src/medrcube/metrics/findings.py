@@ -46,6 +46,7 @@ Estimates and intervals only: the per-finding check is decided by the gate
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -65,6 +66,7 @@ _NORMAL_SPELLINGS = frozenset({
 })
 
 
+@functools.lru_cache(maxsize=4096)  # a cube's option texts are few; each record names two of them
 def label_of(text: str) -> str:
     """The finding a text names: collapsed, case-folded, trailing dot dropped; the usual
     spellings of no finding are `normal`."""
