@@ -83,3 +83,21 @@ def test_the_summary_reads_each_records_cluster_once_with_the_same_numbers(tmp_p
         assert (shown[name]["n"], shown[name]["correct"], shown[name]["ci95"]) == (a.n, a.correct, [a.lo, a.hi])
         assert (shown[name]["ci95_clustered"], shown[name]["images"], shown[name]["design_effect"]) == \
             ([ci.lo, ci.hi], ci.clusters, ci.deff)
+
+
+def test_lines_copied_from_the_spool_are_the_records_lines_in_the_records_order(rec, tmp_path: Path) -> None:
+    """The copy works on bytes: a line with text beyond ASCII, lines fed in another order and
+    in several batches, a record never fed and one replaced after feeding are each written
+    as result_line writes it, in the order of the records handed over."""
+    records = [dataclasses.replace(rec(f"q{i:02d}", Outcome.WRONG if i % 3 else Outcome.CORRECT),
+                                   response=f"Réponse {i}: « B » — ✓ 肺")
+               for i in range(40)]
+    ahead = GradedAhead()
+    fed = records[:35]
+    for batch in (fed[20:], fed[:7], fed[7:20]):  # not in the records' order
+        ahead.add(batch)
+    written = list(records)
+    written[3] = dataclasses.replace(records[3], response="read again")  # another object: written from itself
+    write_run_dir(tmp_path / "run", RunResult(records=written), ahead=ahead)
+    lines = (tmp_path / "run" / "results.jsonl").read_text(encoding="utf-8").split("\n")
+    assert lines[-1] == "" and lines[:-1] == [result_line(r) for r in written]
