@@ -29,9 +29,11 @@ def merge_handovers(handovers: Iterable[Mapping[str, Any]]) -> Any:
     # sent is not cached for the run, although the other workers read it from the store.
     # A handover's records are dicts (an xdist worker's, through JSON) or, from this process
     # itself, the records (GateSession.handover(live=True)).
-    fresh = {(item, variant) for h in handovers for item, variant, cached in map(_key, h["records"]) if not cached}
-    records = [rec if not rec.cached or (rec.item_id, rec.variant) not in fresh else dataclasses.replace(rec, cached=False)
-               for rec in (d if isinstance(d, GradedRecord) else GradedRecord.from_dict(d) for d in first["records"])]
+    records = [d if isinstance(d, GradedRecord) else GradedRecord.from_dict(d) for d in first["records"]]
+    if any(rec.cached for rec in records):  # else nothing to correct (a run on a new store)
+        fresh = {(item, variant) for h in handovers for item, variant, cached in map(_key, h["records"]) if not cached}
+        records = [rec if not rec.cached or (rec.item_id, rec.variant) not in fresh
+                   else dataclasses.replace(rec, cached=False) for rec in records]
     requests = sum(int(h["requests_sent"]) for h in handovers)
     unavailable = sum(r.outcome is Outcome.UNAVAILABLE for r in records)
     return RunResult(
