@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from medrcube.gate.checks import Check, CheckKind
 from medrcube.gate.criteria import api_errors, prop_criterion, with_finite
-from medrcube.gate.evidence import collect
+from medrcube.gate.evidence import ByScope, collect
 from medrcube.metrics.accuracy import accuracy, chance_level
 from medrcube.metrics.clustered import METHOD as PROPORTION_METHOD
 from medrcube.metrics.clustered import clustered_accuracy, image_key
@@ -60,3 +60,28 @@ def test_one_pass_evidence_is_the_metrics_of_the_standard_records(rec, rows, max
     assert again.criteria == ev.criteria
     assert again.interval == ev.interval
     assert again.method == ev.method
+
+
+_CELLS = [("Chest", "X-Ray", "Disease Diagnosis"), ("Chest", "X-Ray", "Modality Recognition"),
+          ("Chest", "CT", "Disease Diagnosis"), ("Brain", "MRI", "Disease Diagnosis")]
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.lists(st.tuples(st.sampled_from(_OUTCOMES), st.sampled_from(_CELLS), st.integers(0, 8),
+                               st.sampled_from([2, 4]), st.sampled_from(["standard", "standard", "blind"])),
+                     max_size=90),
+       max_error_rate=st.sampled_from([0.0, 1.0]))
+def test_the_familys_counts_per_cell_give_each_checks_own_evidence(rec, rows, max_error_rate) -> None:
+    """Grouped by scope (ByScope), a family's accuracy checks read their counts summed from
+    each cell's; each check's evidence is the one it collects from its own records alone,
+    for the whole cube, a part, a task and a cell, whatever the errors."""
+    records = [rec(f"q{i:03d}", outcome, part=cell[0], modality=cell[1], task=cell[2], image=f"img/{image}.png",
+                   n_options=n, variant=variant)
+               for i, (outcome, cell, image, n, variant) in enumerate(rows)]
+    scoped = ByScope(records)
+    for kind, part, modality, task in [(CheckKind.OVERALL, None, None, None), (CheckKind.SLICE, "Chest", None, None),
+                                       (CheckKind.SLICE, None, None, "Disease Diagnosis"),
+                                       (CheckKind.CELL, "Chest", "X-Ray", "Disease Diagnosis")]:
+        check = replace(_check(max_error_rate, 0.0), id=f"{kind}/{part}/{task}", kind=kind, part=part,
+                        modality=modality, task=task)
+        assert collect(check, scoped) == collect(check, records)

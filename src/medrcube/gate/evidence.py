@@ -35,6 +35,7 @@ from medrcube.gate.criteria import diff_criterion as _diff_criterion
 from medrcube.gate.criteria import fmt as _f
 from medrcube.gate.criteria import prop_criterion as _prop_criterion
 from medrcube.gate.kinds import collects, entry_of
+from medrcube.gate.standard_counts import StandardCounts
 from medrcube.gate.verdict import WorstItem
 from medrcube.metrics.accuracy import accuracy_of_counts, chance_level, chance_level_of_counts
 from medrcube.metrics.clustered import METHOD as PROPORTION_METHOD
@@ -49,8 +50,8 @@ from medrcube.metrics.credibility import chain_pairs, credibility_of_pairs, grou
 from medrcube.metrics.dependence import CAP, Dependence, dependence
 from medrcube.metrics.paired import clustered_mean_difference
 from medrcube.metrics.robustness import rotated_items
-from medrcube.metrics.worst import worst_records
-from medrcube.records import GRADED, GradedRecord, Outcome
+from medrcube.metrics.worst import worst_of_cells
+from medrcube.records import GradedRecord, Outcome
 
 
 class ByScope:
@@ -64,6 +65,15 @@ class ByScope:
         for i, r in enumerate(self.records):
             self._groups.setdefault((r.part, r.modality, r.task), []).append(i)
         self._selected: dict[tuple[str | None, str | None, str | None], list[GradedRecord]] = {}
+        self._counts: dict[tuple[str, str, str], StandardCounts] | None = None
+
+    def standard_counts(self, check: Check) -> StandardCounts:
+        """The standard records' counts of the check's scope: the sum of its cells' counts,
+        each cell counted once for the family."""
+        if self._counts is None:
+            self._counts = {cell: StandardCounts.of(self.records[i] for i in at) for cell, at in self._groups.items()}
+        return StandardCounts.merged(self._counts[cell] for cell, at in self._groups.items()
+                                     if check.selects(self.records[at[0]]))
 
     def select(self, check: Check) -> list[GradedRecord]:
         scope = (check.part, check.modality, check.task)
@@ -84,10 +94,15 @@ def collect(
 ) -> Evidence:
     """The evidence of `check` on the run's records (all variants; the check selects its
     own), given as they are or grouped by scope (`ByScope`, for a family of checks)."""
-    selected = records.select(check) if isinstance(records, ByScope) else [r for r in records if check.selects(r)]
     entry = entry_of(check.kind)  # each kind collects its own (gate/kinds.py; the built-in ones below)
     if entry is None or entry.evidence is None:
         raise ValueError(f"unknown check kind {check.kind!r}")
+    if isinstance(records, ByScope) and entry.evidence is _accuracy:
+        # The family's accuracy checks: each cell's standard records counted once, a scope's
+        # counts summed from its cells' (the same evidence as from the scope's records).
+        counted = records.standard_counts(check)
+        return _accuracy_of_counts(check, counted, records.select(check) if counted.unanswered else ())
+    selected = records.select(check) if isinstance(records, ByScope) else [r for r in records if check.selects(r)]
     try:
         found = entry.evidence(check, selected, baseline, baseline_error) if entry.needs_baseline else entry.evidence(check, selected)
     except ValueError as exc:  # inconsistent records (e.g. duplicates): say so, decide nothing
@@ -119,37 +134,26 @@ def effective_bound(check: Check, chance: float | None) -> tuple[float, str]:
 @collects(CheckKind.SLICE)
 @collects(CheckKind.CELL)
 def _accuracy(check: Check, records: list[GradedRecord]) -> Evidence:
-    # One pass over the standard records counts everything the check decides on (outcomes,
-    # right and graded per image, options of the graded): the same numbers as accuracy(),
-    # clustered_accuracy() and chance_level() of those records, read from one count.
-    std: list[GradedRecord] = []
-    counts = dict.fromkeys(Outcome, 0)
-    per_image: dict[str, list[int]] = {}
-    options: dict[int, int] = {}
-    for r in records:
-        if r.variant != "standard":
-            continue
-        std.append(r)
-        outcome = r.outcome
-        counts[outcome] += 1
-        if outcome in GRADED:
-            key = image_key(r)
-            image = per_image.get(key)
-            if image is None:
-                image = per_image[key] = [0, 0]
-            if outcome is Outcome.CORRECT:
-                image[0] += 1
-            image[1] += 1
-            options[r.n_options] = options.get(r.n_options, 0) + 1
+    # One pass over the standard records counts everything the check decides on: the same
+    # numbers as accuracy(), clustered_accuracy(), chance_level() and worst_records() of those
+    # records, read from one count (gate/standard_counts.py). Grouped by scope, the counts are
+    # summed from each cell's (ByScope.standard_counts).
+    return _accuracy_of_counts(check, StandardCounts.of(records), records)
+
+
+def _accuracy_of_counts(check: Check, counted: StandardCounts, records: Iterable[GradedRecord]) -> Evidence:
+    """An accuracy check's evidence from its standard records' counts; `records` (the scope's)
+    are read only to describe API errors, when there are some."""
     rate = 0.0
-    if counts[Outcome.ERROR] or counts[Outcome.TRUNCATED]:
-        rate, err = _errors(check, std)
+    if counted.unanswered:
+        rate, err = _errors(check, [r for r in records if r.variant == "standard"])
         if err:
             return err
+    counts, per_image = counted.outcomes, counted.images
     a = accuracy_of_counts(counts, check.confidence)
     clusters = [(k, m) for _, (k, m) in sorted(per_image.items())]  # by image key, as cluster_counts
     ci = clustered_wilson(clusters, check.confidence)
-    chance = chance_level_of_counts(options)
+    chance = chance_level_of_counts(counted.options)
     bound, raised = effective_bound(check, chance)
     details = {
         "correct": a.correct, "unparsed": a.unparsed, "refused": a.refused, "errors": a.errors,
@@ -172,7 +176,8 @@ def _accuracy(check: Check, records: list[GradedRecord]) -> Evidence:
         f"level {_f(chance)}; not correct: {a.n - a.correct - a.unparsed - a.refused} wrong, {a.unparsed} unparsed, "
         f"{a.refused} refused; {a.errors} errors and {a.unavailable} unavailable excluded"
     )
-    worst = tuple(WorstItem.of(r) for r in worst_records(std, MAX_WORST))
+    cells = {cell: (t.right, t.graded, t.missed) for cell, t in counted.cells.items()}
+    worst = tuple(WorstItem.of(r) for r in worst_of_cells(cells, MAX_WORST))
     ev = Evidence(check, a.n, "graded items", (_prop_criterion("accuracy", ci, bound),), a.acc, (ci.lo, ci.hi),
                   bound, chance, rate, facts, worst, details, PROPORTION_METHOD, note=raised)
     return with_finite_images(ev, clusters)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import heapq
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
 from medrcube.records import GRADED, GradedRecord, Outcome
 
@@ -32,11 +32,22 @@ def worst_records(records: Iterable[GradedRecord], limit: int = 5) -> list[Grade
             counts[0] += 1
         else:
             by_cell[cell].append(r)
+    return worst_of_cells({cell: (right, graded, by_cell.get(cell, ())) for cell, (right, graded) in tally.items()},
+                          limit)
+
+
+Cell = tuple[str, str, str]
+
+
+def worst_of_cells(cells: Mapping[Cell, tuple[int, int, Sequence[GradedRecord]]], limit: int = 5) -> list[GradedRecord]:
+    """`worst_records` of records already counted per cell: (right, graded, the graded
+    records not right in their order) per cell."""
     # At most `limit` from any cell are shown: each cell's first `limit` in its order (heapq.nsmallest
     # is sorted(...)[:limit], ties kept in record order), not the whole cell sorted.
     queues = [
-        heapq.nsmallest(limit, rs, key=lambda r: (_RANK.get(r.outcome, 3), r.item_id))
-        for _, rs in sorted(by_cell.items(), key=lambda kv: (tally[kv[0]][0] / tally[kv[0]][1], kv[0]))
+        heapq.nsmallest(limit, missed, key=lambda r: (_RANK.get(r.outcome, 3), r.item_id))
+        for _, (_, _, missed) in sorted(((cell, v) for cell, v in cells.items() if v[2]),
+                                        key=lambda kv: (kv[1][0] / kv[1][1], kv[0]))
     ]
     out: list[GradedRecord] = []
     while len(out) < limit and any(queues):
