@@ -221,3 +221,47 @@ def test_a_ridge_that_goes_on_along_a_line_is_not_followed_past_the_text() -> No
     reach = oriented.coverage_mask(img.shape, [whole.quad])
     assert synthetic.coverage(line, oriented.coverage_mask(img.shape, [oriented.grown(whole)])) == 1.0
     assert not reach[40 : y0 - 3 * (x1 - x0), x0:x1].any()  # nothing of the ridge beyond a few widths of the text
+
+
+
+def _faint_and_found(kind: str, seed: int) -> tuple[np.ndarray, synthetic.Burned, synthetic.Burned | None]:
+    """A frame with a name the detector finds (white, 20 px, at 45 degrees) and, on `kind`'s texture, a record number
+    and date in the same direction, 8 px, 0.15 of full scale brighter than its ground (none when seed < 0)."""
+    img = synthetic.background(kind, 512, 512, np.random.default_rng(abs(seed)))
+    img, found = synthetic.burn(img, "VOGONSKY, JELTZINA", (250, 20), "dejavu-sans", 20, 1.0, 45.0)
+    if seed < 0:
+        return img, found, None
+    ground = float(img[380:460, 40:120].mean())
+    img, faint = synthetic.burn(img, "PID 74640328  DOB 1969-08-04", (40, 380), "dejavu-sans", 8, ground + 0.15, 45.0)
+    return img, found, faint
+
+
+def test_a_faint_small_line_at_45_degrees_found_nowhere_is_read_on_the_band_map_and_masked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """8 px glyphs at 0.15 of full scale, 1 px strokes: no stroke map joins them and the detector finds no part of
+    the line, but the band map lies along it; read upright by the recogniser (the net, in the direction of the name
+    found), it is masked whole. Without the band map's lines in the net, it is exported unmasked."""
+    img, found, faint = _faint_and_found("noise", 24)
+    assert faint is not None
+    plan, _ = mask_plan(shared_reader(), img)
+    covered = plan.covered(img.shape)
+    assert synthetic.coverage(faint, covered) == 1.0 and synthetic.coverage(found, covered) == 1.0
+    assert covered.mean() < 0.12
+    monkeypatch.setattr(linemask, "FAINT_NET", False)
+    without, _ = mask_plan(shared_reader(), img)
+    assert synthetic.coverage(faint, without.covered(img.shape)) < 0.5
+
+
+def test_the_band_map_read_by_the_net_masks_nothing_off_the_text_of_a_frame(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On CT-, MR-, radiograph- and mammogram-like frames whose only text is the turned name the detector finds, the
+    band map's lines in its direction are read (text was found) and add no mask: the frame is masked exactly as
+    without them."""
+    for kind in ("ct", "mr", "mammo", "xray"):
+        img, found, _ = _faint_and_found(kind, -41)
+        assert linemask.faint_read(oriented.faint_candidates(img), [45.0]), kind  # the net had band lines to read
+        plan, _ = mask_plan(shared_reader(), img)
+        covered = plan.covered(img.shape)
+        assert synthetic.coverage(found, covered) == 1.0, kind
+        monkeypatch.setattr(linemask, "FAINT_NET", False)
+        without, _ = mask_plan(shared_reader(), img)
+        monkeypatch.setattr(linemask, "FAINT_NET", True)
+        assert np.array_equal(covered, without.covered(img.shape)) and plan.netted == without.netted, kind

@@ -314,9 +314,30 @@ def _rect(box: Box) -> oriented.Quad:
     return ((float(x0), float(y0)), (float(x1 - 1), float(y0)), (float(x1 - 1), float(y1 - 1)), (float(x0), float(y1 - 1)))
 
 
+# The band map's lines (`oriented.faint_candidates`, computed only on a frame where the detector found text) FAINT_NET_THICK px
+# thick or thinner that run within FAINT_TURN degrees of a turned line or a column the detector found, read by the net as the
+# turned stroke-map lines are (`faint_read`). A faint small line at 45 or 135 degrees or stacked, whose 1 px strokes no stroke
+# map joins and the detector does not see, was the screen's commonest miss; the band map lies on most of them and the
+# recogniser reads them upright. Only in the direction of text found: the lines of a frame's annotation run one way (a
+# console writes its block so, a film is turned whole), and each line read costs two recogniser calls (about 0.04 s).
+FAINT_NET = True
+FAINT_NET_THICK = 24.0
+
+
+def faint_read(faint: list[oriented.Line], directions: list[float]) -> list[oriented.Line]:
+    """The band map's lines the net reads: FAINT_NET_THICK px thick or thinner, within FAINT_TURN degrees of one of
+    `directions` (degrees, the turned lines and columns found)."""
+
+    def near(angle: float) -> bool:
+        return any(min(abs(angle - d) % 180.0, 180.0 - abs(angle - d) % 180.0) <= FAINT_TURN for d in directions)
+
+    return [f for f in faint if f.thickness <= FAINT_NET_THICK and near(f.angle)]
+
+
 # Lines that run off the row, and columns, followed along their axis before they are grown (`oriented.followed`):
 # the detector often finds a faint turned line in part.
 FOLLOW = True
+TURNED_ALONG = oriented.ALONG  # of its thickness: a turned line found (and followed) is grown this much at each end
 
 
 def plan(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.TextRegion], candidates: list[Box] | None = None,
@@ -333,7 +354,7 @@ def plan(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.TextRegio
     if FOLLOW and (turned_found or stacks):
         gray = proposals.gray8(pixels)  # once: each line's strip is read from it
         turned_found, stacks = ([oriented.followed(gray, line) for line in lines] for lines in (turned_found, stacks))
-    quads = [oriented.grown(line) for line in turned_found] + [line.quad for line in stacks]
+    quads = [oriented.grown(line, along=TURNED_ALONG) for line in turned_found] + [line.quad for line in stacks]
     rows = [r for r in regions if not oriented.is_oriented(r.quad)]
     found = [oriented.line_of(r.quad if oriented.is_oriented(r.quad) else _rect(r.box)) for r in regions]
     found += [oriented.line_of(_rect(c)) for c in columns(regions, shape)]
@@ -348,12 +369,16 @@ def plan(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.TextRegio
             boxes, more, readable, masked = _rechecked(reader, base, joined(boxes + [grown(c, shape) for c in hits]))
             extended += more
             readable = readable or bool(uncovered_legible(reader, masked, candidates, boxes))
-    if not readable and turned:
-        hits_t = _uncovered_turned(reader, masked, turned, MaskPlan(boxes, 0, False, 0, tuple(quads)).covered(shape))
+    # The turned stroke maps' lines, then the band map's thin ones (`faint_read`), read by the net the same way.
+    directions = [line.angle for line in turned_found + stacks]
+    for net_lines in (turned or [], faint_read(faint or [], directions) if FAINT_NET else []):
+        if readable or not net_lines:
+            continue
+        hits_t = _uncovered_turned(reader, masked, net_lines, MaskPlan(boxes, 0, False, 0, tuple(quads)).covered(shape))
         if hits_t:
             netted += len(hits_t)
             quads += [oriented.grown(line) for line in hits_t]
             result = MaskPlan(boxes, extended, False, netted, tuple(quads))
             masked = result.paint(pixels)
-            readable = bool(_uncovered_turned(reader, masked, turned, result.covered(shape)))
+            readable = bool(_uncovered_turned(reader, masked, net_lines, result.covered(shape)))
     return MaskPlan(boxes, extended, readable, netted, tuple(oriented.joined(quads)))
