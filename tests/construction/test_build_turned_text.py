@@ -265,3 +265,42 @@ def test_the_band_map_read_by_the_net_masks_nothing_off_the_text_of_a_frame(monk
         without, _ = mask_plan(shared_reader(), img)
         monkeypatch.setattr(linemask, "FAINT_NET", True)
         assert np.array_equal(covered, without.covered(img.shape)) and plan.netted == without.netted, kind
+
+
+def test_a_turned_line_whose_rest_has_the_grounds_grey_is_masked_to_its_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A faint line at 45 degrees runs from a dark corner onto ground of its own grey: its last 40% cannot be seen
+    (nothing to follow), only its first 60% is found. Grown 3 thicknesses along, the mask leaves glyphs of the rest
+    out; grown TURNED_ALONG (6) thicknesses, the whole line is masked, and only along it."""
+    rng = np.random.default_rng(5)
+    img = np.clip(0.1 + 0.03 * rng.standard_normal((512, 512)), 0, 1).astype(np.float32)
+    img, line = synthetic.burn(img, "MRN 34229411  DOB 09/22/1990", (60, 120), "dejavu-sans", 16, 0.3, 45.0)
+    rest = oriented.coverage_mask(img.shape, [_glyph_quad(line, 0.6, 1.0, pad=6.0)])
+    img = np.where(rest, np.clip(0.3 + 0.03 * rng.standard_normal(img.shape), 0, 1), img).astype(np.float32)
+    part = _glyph_quad(line, 0.0, 0.6)
+    region = ocr.TextRegion(oriented.bbox(part, img.shape), 0.7, quad=part)
+    reader = shared_reader()
+    plan = linemask.plan(reader, img, [region])
+    covered = plan.covered(img.shape)
+    assert synthetic.coverage(line, covered) == 1.0 and covered.mean() < 0.06
+    monkeypatch.setattr(linemask, "TURNED_ALONG", 3.0)
+    short = linemask.plan(reader, img, [region])
+    assert synthetic.coverage(line, short.covered(img.shape)) < 1.0
+
+
+def test_a_stack_whose_last_letters_have_the_grounds_grey_is_masked_to_its_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A faint stack whose first five letters are found one by one and whose last four lie on ground of their own
+    grey (nothing to follow): grown 4 widths down, the column leaves them out; grown COLUMN_ALONG (8), it does not."""
+    rng = np.random.default_rng(9)
+    img = np.clip(0.1 + 0.03 * rng.standard_normal((512, 512)), 0, 1).astype(np.float32)
+    img, line = synthetic.burn(img, "STUDY5534", (240, 20), "dejavu-sans", 16, 0.3, 0.0, True)
+    letters = _letters(line)
+    assert len(letters) == 9
+    y = letters[5][1] - 2
+    img[y:, 220:290] = np.clip(0.3 + 0.03 * rng.standard_normal((512 - y, 70)), 0, 1)
+    found = [ocr.TextRegion(b, 0.7) for b in letters[:5]]
+    reader = shared_reader()
+    plan = linemask.plan(reader, img, found)
+    assert synthetic.coverage(line, plan.covered(img.shape)) == 1.0 and plan.covered(img.shape).mean() < 0.05
+    monkeypatch.setattr(linemask, "COLUMN_ALONG", 4.0)
+    short = linemask.plan(reader, img, found)
+    assert synthetic.coverage(line, short.covered(img.shape)) < 1.0

@@ -59,6 +59,10 @@ NET_MIN_HEIGHT = 5
 # at 0.19-0.39; 133 of the 138 lines on text read so had 0.5 or more (measured 2026-12-05, seed 555).
 # The strips beside a mask keep no such floor: text is known to be there.
 NET_CONFIDENT = 0.5
+# Of its thickness: a turned line masked (found, followed, chained or netted) is grown this much along it at each end.
+# A faint line's grey is fixed where it starts; where it runs onto ground of that grey its glyphs cannot be seen, nothing
+# is there to follow, and the glyphs are still the line's: 3 thicknesses (`oriented.ALONG`) left such ends out.
+TURNED_ALONG = 6.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,7 +214,7 @@ def chained(shape: tuple[int, ...], boxes: list[Box], quads: list[oriented.Quad]
         if not rows and not lines and not bands:
             break
         boxes = joined(boxes + [grown(c, shape) for c in rows])
-        quads += [oriented.grown(t) for t in lines] + [oriented.grown(t, along=FAINT_ALONG) for t in bands]
+        quads += [oriented.grown(t, along=TURNED_ALONG) for t in lines] + [oriented.grown(t, along=FAINT_ALONG) for t in bands]
     return boxes, oriented.joined(quads)
 
 
@@ -267,7 +271,8 @@ COLUMN_GAP = 2.0  # of the smaller piece's size (its longer side, a letter's hei
 # of one column (a letter missed between two found ones leaves about 1.3-1.5 letter heights)
 COLUMN_SHIFT = 0.35  # of the wider piece: the most the centres of two pieces of a column are apart along the row
 # (the letters of a line at 45 degrees, found one by one, are a letter's width apart: not a column)
-COLUMN_ALONG = 4.0  # of the column's width, up and down: a stack's letters are about as tall as they are wide
+COLUMN_ALONG = 8.0  # of the column's width, up and down (a stack's letters are about as tall as they are wide): 4 left a
+# stack's last letters out where they ran onto ground of their own grey
 
 
 def columns(regions: list[ocr.TextRegion], shape: tuple[int, ...]) -> list[Box]:
@@ -337,7 +342,6 @@ def faint_read(faint: list[oriented.Line], directions: list[float]) -> list[orie
 # Lines that run off the row, and columns, followed along their axis before they are grown (`oriented.followed`):
 # the detector often finds a faint turned line in part.
 FOLLOW = True
-TURNED_ALONG = oriented.ALONG  # of its thickness: a turned line found (and followed) is grown this much at each end
 
 
 def plan(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.TextRegion], candidates: list[Box] | None = None,
@@ -377,7 +381,7 @@ def plan(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.TextRegio
         hits_t = _uncovered_turned(reader, masked, net_lines, MaskPlan(boxes, 0, False, 0, tuple(quads)).covered(shape))
         if hits_t:
             netted += len(hits_t)
-            quads += [oriented.grown(line) for line in hits_t]
+            quads += [oriented.grown(line, along=TURNED_ALONG) for line in hits_t]
             result = MaskPlan(boxes, extended, False, netted, tuple(quads))
             masked = result.paint(pixels)
             readable = bool(_uncovered_turned(reader, masked, net_lines, result.covered(shape)))
