@@ -46,7 +46,7 @@ def test_text_at_an_angle_is_masked_whole_and_rows_only_would_not(angle: float, 
     plan, _ = mask_plan(shared_reader(), img)
     covered = plan.covered(img.shape)
     assert synthetic.coverage(line, covered) == 1.0 and not plan.readable
-    assert covered.mean() < 0.12  # masked along the line, not as a block of the frame
+    assert covered.mean() < 0.15  # masked along the line (grown 6 thicknesses at each end), not as a block of the frame
     rows, _ = mask_plan(shared_reader(), img, turned=False)
     assert synthetic.coverage(line, rows.covered(img.shape)) < 1.0 or rows.covered(img.shape).mean() > 0.3
 
@@ -245,7 +245,7 @@ def test_a_faint_small_line_at_45_degrees_found_nowhere_is_read_on_the_band_map_
     plan, _ = mask_plan(shared_reader(), img)
     covered = plan.covered(img.shape)
     assert synthetic.coverage(faint, covered) == 1.0 and synthetic.coverage(found, covered) == 1.0
-    assert covered.mean() < 0.12
+    assert covered.mean() < 0.15
     monkeypatch.setattr(linemask, "FAINT_NET", False)
     without, _ = mask_plan(shared_reader(), img)
     assert synthetic.coverage(faint, without.covered(img.shape)) < 0.5
