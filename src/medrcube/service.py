@@ -318,7 +318,7 @@ def write_run(
         if result is not None:
             write_run_dir(run_dir, result, meta, landing=landing, ahead=ahead)
             if ahead is not None:
-                ahead.close()  # its lines are in results.jsonl now
+                landing.call(ahead.close)  # its lines are in results.jsonl now; its file freed beside the next files
             written += [run_dir / "results.jsonl", run_dir / "metrics_summary.json", run_dir / "run.json"]
         if gate is not None:
             doc = gate.to_json(where=str(run_dir / "gate.json"))  # checked against its schema
@@ -330,7 +330,7 @@ def write_run(
             written.append(run_dir / POLICY_COPY)
     # Sealed before the report is drawn: report.html is a view of the sealed files (not
     # sealed itself, rundir/seal.py), drawn after the exit status (report/after_exit.py).
-    written.append(seal_run_dir(run_dir, seal_identity(result, meta)))
+    written.append(seal_run_dir(run_dir, seal_identity(result, meta), landed=landing.landed))
     path, warning = start_report(run_dir, cube=cube)
     if path is not None:
         written.insert(-1, path)

@@ -43,3 +43,26 @@ def test_a_writer_that_fails_leaves_nothing_and_the_block_error_is_the_one_seen(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json"]
     atomic_write(tmp_path / "c.json", lambda fh: fh.write("[]"))  # without a landing, as before
     assert (tmp_path / "c.json").read_text(encoding="utf-8") == "[]"
+
+
+def test_the_seal_takes_a_landed_digest_only_for_a_file_unchanged_since(tmp_path: Path) -> None:
+    """The landing reads each file back for its SHA-256 as it puts it in place; the seal
+    uses that digest for a file still as it landed, and reads again one changed since
+    (here rewritten with bytes of the same length): the manifest always holds what is on
+    disk when it is sealed."""
+    import json
+
+    from medrcube.rundir.files import file_sha256
+    from medrcube.rundir.seal import MANIFEST, seal_run_dir
+
+    with Landing() as landing:
+        for name in ("results.jsonl", "notes.txt"):
+            atomic_write(tmp_path / name, lambda fh, n=name: fh.write(n * 1000), landing=landing)
+    assert {p.name: d.sha256 for p, d in landing.landed.items()} == \
+        {name: file_sha256(tmp_path / name) for name in ("results.jsonl", "notes.txt")}
+    (tmp_path / "notes.txt").write_text("G" * len("notes.txt" * 1000), encoding="utf-8")  # changed after landing
+    seal_run_dir(tmp_path, {"run_id": "t"}, landed=landing.landed)
+    files = json.loads((tmp_path / MANIFEST).read_text(encoding="utf-8"))["files"]
+    assert files == {"results.jsonl": file_sha256(tmp_path / "results.jsonl"),
+                     "notes.txt": file_sha256(tmp_path / "notes.txt")}
+    assert files["notes.txt"] != landing.landed[tmp_path / "notes.txt"].sha256

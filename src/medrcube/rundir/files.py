@@ -8,6 +8,7 @@ last answer.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import json
@@ -302,15 +303,46 @@ def _discard(tmp: str) -> None:
         os.unlink(tmp)
 
 
-def _land(fh: Any, tmp: str, path: Path) -> None:
-    """fsync, close, rename into place: the file is on disk before it has its name."""
+def _land(fh: Any, tmp: str, path: Path, landed: dict[Path, Landed] | None = None) -> None:
+    """fsync, close, rename into place: the file is on disk before it has its name. With
+    `landed`, the file's SHA-256 (read back before the rename) and its identity after it
+    are kept there under its path."""
     try:
         with fh:
             os.fsync(fh.fileno())
+        digest = file_sha256(Path(tmp)) if landed is not None else None
         os.replace(tmp, path)
     except BaseException:
         _discard(tmp)
         raise
+    if landed is not None and digest is not None:
+        landed[path] = Landed(digest, file_identity(path))
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file's bytes, read a MiB at a time (hashlib lets other threads run
+    while it hashes a block)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def file_identity(path: Path) -> tuple[int, int, int, int, int]:
+    """What changes whenever a file's bytes can have: device, inode, size, mtime and ctime
+    (ns; a write or a utime sets ctime, which no caller can set back)."""
+    st = os.stat(path)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Landed:
+    """A file put in place by a Landing: its SHA-256 and its identity once in place. The
+    seal takes the digest for a file whose identity is still this one (rundir/seal.py)."""
+
+    sha256: str
+    identity: tuple[int, int, int, int, int]
 
 
 class Landing:
@@ -326,9 +358,18 @@ class Landing:
 
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="medrcube-landing")
         self._pending: list[Any] = []
+        # Each file's digest, read back on the landing's thread while the caller encodes the
+        # next file: the seal then need not read the run's files again (about 30 MiB at paper
+        # scale) on the caller's thread.
+        self.landed: dict[Path, Landed] = {}
 
     def add(self, fh: Any, tmp: str, path: Path) -> None:
-        self._pending.append(self._pool.submit(_land, fh, tmp, path))
+        self._pending.append(self._pool.submit(_land, fh, tmp, path, self.landed))
+
+    def call(self, fn: Callable[[], Any]) -> None:
+        """Run `fn` on the landing's thread after the files added so far (its error is raised
+        by `wait` as theirs are)."""
+        self._pending.append(self._pool.submit(fn))
 
     def wait(self) -> None:
         pending, self._pending = self._pending, []

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from medrcube.run import signing
-from medrcube.rundir.files import atomic_write
+from medrcube.rundir.files import Landed, atomic_write, file_identity, file_sha256
 
 MANIFEST = "manifest.json"
 MANIFEST_SCHEMA_VERSION = 1
@@ -56,18 +56,15 @@ VERDICT_WORDS = ("NOT QUALIFIED", "QUALIFIED", "UNDECIDED", "NO GATE RUN")
 _SHOWN = re.compile(r'<div class="word">\s*([^<]*?)\s*</div>')
 
 
-def file_digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+file_digest = file_sha256
 
 
-def _sealed_files(run_dir: Path, *, page: bool = False) -> dict[str, str]:
+def _sealed_files(run_dir: Path, *, page: bool = False, landed: Mapping[Path, Landed] | None = None) -> dict[str, str]:
     """{path relative to run_dir (POSIX): sha256} of every file the run's seal covers, or
-    (`page`) of the page's files (report.html, plots/)."""
+    (`page`) of the page's files (report.html, plots/). `landed`: digests taken as files were
+    put in place (rundir/files.Landing), used for a file whose identity has not changed since."""
     out: dict[str, str] = {}
+    landed = landed or {}
     for path in sorted(run_dir.rglob("*")):
         rel = path.relative_to(run_dir).as_posix()
         # atomic_write's temporary files (".name.xxx.tmp") are in flight, never part of a run.
@@ -75,7 +72,8 @@ def _sealed_files(run_dir: Path, *, page: bool = False) -> dict[str, str]:
             continue
         in_page = rel == PAGE or rel.startswith(UNSEALED_DIRS)
         if (in_page if page else rel not in UNSEALED and not in_page) and path.is_file():
-            out[rel] = file_digest(path)
+            known = landed.get(path)
+            out[rel] = known.sha256 if known is not None and known.identity == file_identity(path) else file_digest(path)
     return out
 
 
@@ -120,15 +118,17 @@ def _body_digest(body: Mapping[str, Any], key: bytes | None) -> str:
     return signing.digest(signing.canonical(body), key)
 
 
-def seal_run_dir(run_dir: str | os.PathLike[str], identity: Mapping[str, Any]) -> Path:
-    """Write manifest.json over every file now in `run_dir` (module docstring)."""
+def seal_run_dir(run_dir: str | os.PathLike[str], identity: Mapping[str, Any], *,
+                 landed: Mapping[Path, Landed] | None = None) -> Path:
+    """Write manifest.json over every file now in `run_dir` (module docstring); `landed`, the
+    digests its Landing took of the files it put in place (read again if changed since)."""
     run_dir = Path(run_dir)
     key = signing.signing_key()
     body = {
         "schema_version": MANIFEST_SCHEMA_VERSION,
         "sealed_at": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
         "identity": dict(identity),
-        "files": _sealed_files(run_dir),
+        "files": _sealed_files(run_dir, landed=landed),
     }
     doc = {**body, "signature": {"method": signing.method(key), "digest": _body_digest(body, key)}}
     path = run_dir / MANIFEST
