@@ -105,19 +105,31 @@ def leak_reason(scope: Scope, items: Sequence[Item], audit: Audit, *, by_cell: _
     return None
 
 
-def leaking(checks: Iterable[tuple[str, str, Scope, bool]], items: Sequence[Item], audit: Audit) -> dict[str, str]:
+def leaking(checks: Iterable[tuple[str, str, Scope, bool]], items: Sequence[Item], audit: Audit, *,
+            reasons: dict[Scope, str | None] | None = None) -> dict[str, str]:
     """Check id -> why it leaks, for the required checks of an assessed kind
-    (`checks`: (id, kind, scope, required))."""
+    (`checks`: (id, kind, scope, required)). `reasons`: each scope's `leak_reason` on these
+    items and this audit, taken before (`leak_reasons`); a scope not in it is assessed now."""
     out: dict[str, str] = {}
     by_cell: _ByCell | None = None
     for cid, kind, scope, required in checks:
         if not required or kind not in ASSESSED_KINDS:
             continue
-        by_cell = by_cell or _ByCell(items, audit)
-        why = leak_reason(scope, items, audit, by_cell=by_cell)
+        if reasons is not None and scope in reasons:
+            why = reasons[scope]
+        else:
+            by_cell = by_cell or _ByCell(items, audit)
+            why = leak_reason(scope, items, audit, by_cell=by_cell)
         if why is not None:
             out[cid] = why
     return out
+
+
+def leak_reasons(scopes: Iterable[Scope], items: Sequence[Item], audit: Audit) -> dict[Scope, str | None]:
+    """`leak_reason` of each scope (None: it does not leak), the items grouped once: what
+    `leaking` needs of a run's checks, known before their verdicts."""
+    by_cell = _ByCell(items, audit)
+    return {scope: leak_reason(scope, items, audit, by_cell=by_cell) for scope in dict.fromkeys(scopes)}
 
 
 def scope_of(entry: Mapping[str, object]) -> Scope:

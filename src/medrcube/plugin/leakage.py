@@ -28,8 +28,9 @@ def leak_meta(session: Any, entries: dict[str, dict[str, Any]]) -> dict[str, Any
         hits = [audit.prior_by_item[it.id] for it in scope if it.id in audit.prior_by_item]
         if hits:
             e.setdefault("details", {})["options_only_prior"] = sum(hits) / len(hits)
+    ahead = session.leak_reasons  # (the audit, each scope's reason) taken while the answers came in
     leaks = leaking(((cid, str(e.get("kind")), scope_of(e), bool(e.get("required", True))) for cid, e in entries.items()),
-                    items, audit)
+                    items, audit, reasons=ahead[1] if ahead is not None and ahead[0] is audit else None)
     for cid, why in leaks.items():  # not counted toward QUALIFIED, and said so in its entry
         e = entries[cid]
         e["required"] = False

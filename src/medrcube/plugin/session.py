@@ -95,6 +95,8 @@ class GateSession:
     _finish: Any = field(default=None, repr=False)  # the assessed checks and policy_record (complete)
     early: Any = field(default=None, repr=False)  # a medrcube.plugin.speed.early_inference.EarlyInference, once started
     leak_audit: Any = field(default=None, repr=False)  # cube/audit.py's Audit, once taken (plugin/speed/tail_ahead.py)
+    # (that Audit, gate/leaking.leak_reasons of the checks' scopes), taken while the answers come in (tail_ahead.py)
+    leak_reasons: tuple[Any, dict[Any, str | None]] | None = field(default=None, repr=False)
     attempt: Any = None  # the controller's run/ledger.Attempt on this cube (plugin/ledger.py); its pass
     pass_share: float = 1.0  # claims spend this share of alpha in every process (gate/attempts.py)
     outside: dict[str, tuple[str, ...]] = field(default_factory=dict)  # axis -> the cube's values outside the scope

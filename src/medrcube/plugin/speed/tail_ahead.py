@@ -32,7 +32,12 @@ def prepare_outputs(session: Any) -> None:
     from medrcube.rundir.files import versions
 
     versions()
-    leak_audit(session, compute=False)  # computed now, it could delay the end of a run whose server died
+    audit = leak_audit(session, compute=False)  # computed now, it could delay the end of a run whose server died
+    if audit is not None:  # each assessed check's scope judged against it now: gate.json's `leaking` reads them
+        from medrcube.gate.leaking import ASSESSED_KINDS, Scope, leak_reasons
+
+        scopes = (Scope(c.part, c.modality, c.task) for c in session.checks if str(c.kind) in ASSESSED_KINDS)
+        session.leak_reasons = (audit, leak_reasons(scopes, list(session.cube.items_by_content), audit))
 
 
 def leak_audit(session: Any, *, compute: bool = True) -> Any:
