@@ -6,6 +6,7 @@ is written from itself."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from medrcube.models.openai_adapter import OpenAIAdapter
 from medrcube.records import GradedRecord, Outcome
 from medrcube.run.runner import RunResult, run_cube
 from medrcube.run.store import ResponseStore
-from medrcube.rundir.files import GradedAhead, result_line, write_run_dir
+from medrcube.rundir.files import GradedAhead, records_digest, result_line, write_run_dir
 from medrcube.testing.gencube import generate_release_cube
 
 
@@ -45,6 +46,13 @@ def test_lines_made_while_grading_are_the_lines_written_after(tmp_path: Path, sc
         assert (early / name).read_bytes() == (late / name).read_bytes(), name
     assert (early / "results.jsonl").read_text(encoding="utf-8").count("\n") == len(result.records)
     assert ahead.summary(result.records) is not None
+    digest = json.loads((early / "run.json").read_text(encoding="utf-8"))["records_digest"]
+    assert digest == json.loads((late / "run.json").read_text(encoding="utf-8"))["records_digest"] \
+        == records_digest(result.records) == ahead.rows.records_digest()
+    # A record dropped after grading: the digest is the records', not the one of the records fed.
+    fewer = write_run_dir(tmp_path / "fewer", RunResult(records=result.records[1:], info=result.info), ahead=ahead)
+    assert json.loads((fewer / "run.json").read_text(encoding="utf-8"))["records_digest"] == \
+        records_digest(result.records[1:]) != digest
 
     # A record replaced after grading (as a judge's reading replaces one): its own line, not the one made early.
     at, first = next((i, r) for i, r in enumerate(result.records) if r.graded)

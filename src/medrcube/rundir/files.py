@@ -66,6 +66,7 @@ class ResultRows:
         self._end = 0
         self._where: dict[int, tuple[GradedRecord, int, int]] = {}  # by id: the record (held), offset, length
         self._adds = 0
+        self._identities: list[str] = []  # records_digest's lines of the records fed
 
     def add(self, records: Iterable[GradedRecord]) -> None:
         lines = [(r, f"{result_line(r)}\n".encode()) for r in records]
@@ -77,6 +78,7 @@ class ResultRows:
             self._where[id(r)] = (r, self._end, len(data))  # the line with its newline
             self._end += len(data)
         self._adds += len(lines)
+        self._identities.extend(record_identity(r) for r, _ in lines)
         self._spool.write(b"".join(data for _, data in lines))
         self._spool.flush()  # in the file, for the reads by position
 
@@ -126,19 +128,25 @@ class ResultRows:
                 and all((made := where.get(id(r))) is not None and made[0] is r for r in records)
                 and len({id(r) for r in records}) == len(records))
 
+    def records_digest(self) -> str:
+        """records_digest of the records fed (the caller checks they are the run's: `made_from`)."""
+        return _digest_of_identities(self._identities)
+
     def close(self) -> None:
         if self._spool is not None:
             self._spool.close()
             self._spool = None
         self._where.clear()
+        self._identities.clear()
 
 
 class GradedAhead:
     """What the run directory takes from the candidate's records, made as each batch is
     graded (`add`: run/runner.py RunOptions.on_graded) while the requests are out:
-    results.jsonl's lines (`rows`) and metrics_summary.json's sums (`tally`). Either is
-    used only for the very records it was made from (`write_run_dir`): a line checks its
-    own record; the sums, the lines' index of every record fed (`summary`). `close` drops
+    results.jsonl's lines and run.json's records_digest lines (`rows`) and
+    metrics_summary.json's sums (`tally`). Each is used only for the very records it was
+    made from (`write_run_dir`): a line checks its own record; the sums and the digest, the
+    lines' index of every record fed (`ResultRows.made_from`, as `summary`). `close` drops
     the lines' file."""
 
     def __init__(self) -> None:
@@ -175,8 +183,16 @@ def records_digest(records: Sequence[GradedRecord]) -> str:
     """sha256 over the sorted identities of the records (item, variant, rotation, prompt,
     image): run.json keeps it, so that `medrcube report` refuses a results.jsonl that is
     not the one of its run.json (another cube, another run, records added or dropped)."""
-    rows = sorted(f"{r.item_id}\t{r.variant}\t{r.rotation}\t{r.prompt_hash}\t{r.image_digest}" for r in records)
-    return hashlib.sha256("\n".join(rows).encode("utf-8")).hexdigest()
+    return _digest_of_identities(map(record_identity, records))
+
+
+def record_identity(r: GradedRecord) -> str:
+    """A record's line in records_digest."""
+    return f"{r.item_id}\t{r.variant}\t{r.rotation}\t{r.prompt_hash}\t{r.image_digest}"
+
+
+def _digest_of_identities(rows: Iterable[str]) -> str:
+    return hashlib.sha256("\n".join(sorted(rows)).encode("utf-8")).hexdigest()
 
 
 # -- run.json ----------------------------------------------------------------------------
@@ -224,9 +240,10 @@ def redact_spec(spec: str | None) -> str | None:
     return None if spec is None else redact_urls(spec)
 
 
-def run_document(result: RunResult, meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def run_document(result: RunResult, meta: Mapping[str, Any] | None = None, *,
+                 digest: str | None = None) -> dict[str, Any]:
     """run.json: what ran (model spec, never a key; fingerprints; variants), when, how long,
-    with which versions, and the counts."""
+    with which versions, and the counts. `digest`: the records' records_digest, when known."""
     outcomes: dict[str, int] = defaultdict(int)
     for r in result.records:
         outcomes[r.outcome.value] += 1
@@ -254,7 +271,7 @@ def run_document(result: RunResult, meta: Mapping[str, Any] | None = None) -> di
         "outcomes": dict(sorted(outcomes.items())),
     }
     doc["aborted"] = result.aborted
-    doc["records_digest"] = records_digest(result.records)
+    doc["records_digest"] = digest if digest is not None else records_digest(result.records)
     # The name this run's own answers carry in the response store (their provenance).
     doc["run_token"] = (result.info.get("provenance") or {}).get("run")
     return doc
@@ -410,9 +427,15 @@ def write_run_dir(run_dir: str | os.PathLike[str], result: RunResult, meta: Mapp
     site = dict((meta or {}).get("site_policy") or {})
     costs = DeferralCosts(deferral=float(site["deferral_cost"])) if site.get("deferral_cost") is not None else None
     prevalence, variants = site.get("prevalence") or None, result.info.get("variants")
-    summary = ahead.summary(result.records, variants, prevalence=prevalence, costs=costs) if ahead else None
-    if summary is None:  # counted afresh: no tally, or records other than those it counted (a judge's reading)
+    # What was made as the run graded is used only for the very records it was made from (the
+    # same objects, each once: a judge's reading is another object); otherwise made afresh.
+    fed = ahead is not None and ahead.rows.made_from(result.records)
+    if ahead is not None and fed:
+        summary = ahead.tally.document(result.records, variants, prevalence=prevalence, costs=costs)
+        digest: str | None = ahead.rows.records_digest()
+    else:
         summary = metrics_summary(result.records, variants, prevalence=prevalence, costs=costs)
+        digest = None
 
     atomic_write(run_dir / "results.jsonl", results, landing=landing)
     atomic_write(run_dir / "metrics_summary.json", lambda fh: fh.write(json.dumps(summary, indent=2, ensure_ascii=False)),
@@ -421,7 +444,7 @@ def write_run_dir(run_dir: str | os.PathLike[str], result: RunResult, meta: Mapp
         run_dir / "run.json",
         # Through RunDocument: checked against the shipped schema before it is written.
         lambda fh: fh.write(json.dumps(
-            RunDocument.from_mapping(run_document(result, meta)).to_json(where=str(run_dir / "run.json")),
+            RunDocument.from_mapping(run_document(result, meta, digest=digest)).to_json(where=str(run_dir / "run.json")),
             indent=2, ensure_ascii=False, sort_keys=False)),
         landing=landing,
     )
