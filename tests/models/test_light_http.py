@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from medrcube.models.anthropic_adapter import AnthropicAdapter
+from medrcube.models.base import Request
 from medrcube.models.bounded_body import BodyTooLargeError
 from medrcube.models.gemini_adapter import GeminiAdapter
 from medrcube.models.images import prepare_image
@@ -232,3 +233,62 @@ def _png() -> bytes:
     Image.new("RGB", (300, 200), (10, 200, 30)).save(buf, format="PNG")
     return buf.getvalue()
 
+
+
+def test_written_is_set_once_a_request_is_out_before_its_answer() -> None:
+    async def go() -> None:
+        got, answer = asyncio.Event(), asyncio.Event()
+
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                          if line.lower().startswith(b"content-length:"))
+            await reader.readexactly(length)
+            got.set()
+            await answer.wait()
+            writer.write(_ok(b"{}"))
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        client = _client(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1")
+        try:
+            assert not client.written.is_set()
+            post = asyncio.create_task(client.post("chat/completions", b"{" + b" " * 300_000 + b"}"))
+            await got.wait()  # the server read the whole body; no answer yet
+            assert client.written.is_set() and not post.done()
+            answer.set()
+            assert await post == b"{}"
+        finally:
+            await client.close()
+            server.close()
+            await server.wait_closed()
+
+    asyncio.run(asyncio.wait_for(go(), 30))
+
+
+def test_the_adapter_says_written_after_its_first_request_on_the_light_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0123456789")
+
+    async def go() -> None:
+        conns, url, stop = await _serve(lambda n: _ok(json.dumps(
+            {"choices": [{"message": {"content": "A"}, "finish_reason": "stop"}], "model": "m"}).encode()), 1)
+        adapter = OpenAIAdapter("m", base_url=url)
+        sdk = OpenAIAdapter("m", base_url=url, transport="sdk")
+        try:
+            await asyncio.wait_for(sdk.request_written(), 10)  # the SDK cannot tell: at once
+            assert adapter.transport == "light"
+            waiting = asyncio.create_task(adapter.request_written())
+            await asyncio.sleep(0.05)
+            assert not waiting.done()
+            [response] = await adapter.generate([Request(key="k", item_id="i", prompt="?", options=("a", "b"))])
+            assert response.text == "A"
+            await asyncio.wait_for(waiting, 10)
+        finally:
+            await adapter.aclose()
+            await sdk.aclose()
+            await stop()
+
+    asyncio.run(go())

@@ -291,6 +291,13 @@ class ApiAdapter(ABC):
             return [await self._generate_one(requests[0])]
         return list(await asyncio.gather(*(self._generate_one(r) for r in requests)))
 
+    async def request_written(self) -> None:
+        """Return once a request has been written on the running loop's connection (run/pump.py,
+        the first wave); a client that cannot tell (the SDK's) returns at once."""
+        written = getattr(self._loop_state().client, "written", None)
+        if written is not None:
+            await written.wait()
+
     def prefetch(self, requests: Sequence[Request]) -> None:
         """Prepare the images of requests that come next, in one job (run/pump.py `Lookahead`)."""
         self.images.prefetch([im for r in requests for im in r.images], max_side=self.image_max_side, fmt=self.image_format)

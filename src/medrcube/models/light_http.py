@@ -215,6 +215,8 @@ class LightClient:
         self._ssl: ssl.SSLContext | None = _tls_context() if self.tls else None
         self.connections_opened = 0
         self._token = f"medrcube-splice-{secrets.token_hex(16)}"  # unguessable: never in a prompt
+        # Set once a request's bytes are all handed to the kernel (the pump's first wave: run/pump.py).
+        self.written = asyncio.Event()
 
     async def post(self, path: str, body: bytes, *, max_body: int | None = None) -> bytes:
         """POST `body` (JSON) to prefix + path; the response body, decoded (or StatusError).
@@ -291,6 +293,7 @@ class LightClient:
             if body is not None:  # apart: a body of hundreds of KB is not copied to join the head
                 conn.writer.write(body)
             await conn.writer.drain()
+            self.written.set()
             return await self._response(conn.reader, cap)
         except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, UnicodeError) as exc:
             raise LightConnectionError(f"HTTP exchange with {self.host}:{self.port} failed: "

@@ -44,10 +44,10 @@ def with_share(checks: list[Any], pass_share: float) -> list[Any]:
 def _begin(session: Any) -> Any:
     from medrcube.gate.record import policy_digest
     from medrcube.run.ledger import LedgerError, begin
-    from medrcube.rundir.files import redact_spec
+    from medrcube.models.urls import redact_urls  # the one rule (rundir.files.redact_spec), not the run directory's imports
 
     opts = session.options
-    identity = {"model": redact_spec(opts.model), "model_fingerprint": session.adapter.fingerprint,
+    identity = {"model": None if opts.model is None else redact_urls(opts.model), "model_fingerprint": session.adapter.fingerprint,
                 "policy_digest": policy_digest(session.thresholds_path) if session.thresholds_path else None,
                 "profile": opts.profile}
     try:

@@ -132,6 +132,11 @@ class Metered:
     async def preflight(self) -> Preflight:
         return await self.inner.preflight()
 
+    async def request_written(self) -> None:
+        written = getattr(self.inner, "request_written", None)  # optional (run/pump.py, the first wave)
+        if written is not None:
+            await written()
+
     def prefetch(self, requests: Sequence[Request]) -> None:
         hook = getattr(self.inner, "prefetch", None)  # optional (run/pump.py `Lookahead`)
         if hook is not None:

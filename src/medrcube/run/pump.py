@@ -20,6 +20,11 @@ from medrcube.run.watchdog import STALL_WARN_S, Watchdog
 _STOPS_THE_RUN = (ErrorKind.AUTH, ErrorKind.CIRCUIT_OPEN)
 log = logging.getLogger("medrcube.run")
 LOOKAHEAD = 32  # requests: about a dozen images of the bundled cube
+# Workers started before the others when the adapter can tell that a request is written
+# (`request_written`): the first requests are not written a part at a time among 64 others
+# (claims, images, connections, ~170 KB bodies), nor read so by the server (Pump._second_wave).
+FIRST_WAVE = 4
+FIRST_WAVE_WAIT_S = 0.5  # the others start after this at the latest, written or not
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -135,6 +140,7 @@ class Pump:
         self.remaining = len(self.requests) + (more is not None)
         self.feeding = more is not None
         self._ran_low = asyncio.Event()
+        self._first_result = asyncio.Event()
         self.all_done = asyncio.Event()
         if self.store is not None:
             self._take_stored(self.requests)
@@ -158,7 +164,10 @@ class Pump:
         # No more workers than batches to ask: `concurrency` is a ceiling on the work in
         # flight, not a number of tasks to start (a huge setting costs nothing).
         workers = max(1, min(self.concurrency, -(-(at_most if more is not None else len(pending)) // self.batch_size)))
-        tasks = [asyncio.create_task(self._worker(), name=f"medrcube-worker-{i}") for i in range(workers)]
+        first = workers if getattr(self.adapter, "request_written", None) is None else min(workers, FIRST_WAVE)
+        tasks = [asyncio.create_task(self._worker(), name=f"medrcube-worker-{i}") for i in range(first)]
+        if first < workers:
+            tasks.append(asyncio.create_task(self._second_wave(first, workers), name="medrcube-second-wave"))
         if more is not None:
             self._low_water = 2 * workers * self.batch_size
             tasks.append(asyncio.create_task(self._feed(more), name="medrcube-feeder"))
@@ -222,6 +231,30 @@ class Pump:
         if self.remaining == 0:
             self.all_done.set()
 
+    async def _second_wave(self, start: int, workers: int) -> None:
+        """Start workers `start` to `workers` once the adapter has written a request of the
+        first wave, a response is in (stored, answered or failed) or FIRST_WAVE_WAIT_S has
+        passed; then run them until the run is done (an exception of one is this task's)."""
+
+        async def written() -> None:
+            try:
+                await self.adapter.request_written()  # type: ignore[attr-defined]  # checked by run
+            except Exception:  # noqa: BLE001, S110 - a response or the wait starts the others
+                await asyncio.Event().wait()
+
+        waits = [asyncio.create_task(written()), asyncio.create_task(self._first_result.wait())]
+        try:
+            await asyncio.wait(waits, timeout=FIRST_WAVE_WAIT_S, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+        rest = [asyncio.create_task(self._worker(), name=f"medrcube-worker-{i}") for i in range(start, workers)]
+        try:
+            await asyncio.gather(*rest)
+        finally:
+            for t in rest:
+                t.cancel()
+
     def _take_stored(self, keys: Iterable[str]) -> set[str]:
         """Complete the keys whose answer is stored (and verifies); return them."""
         assert self.store is not None
@@ -237,6 +270,7 @@ class Pump:
         if response.ok:  # an answer's origin: a failed or unasked request came from no run
             self.origins.setdefault(key, (self.asked_by.run, self.store.signer.who if self.store is not None else NONE))
         self.results[key] = (response, cached)
+        self._first_result.set()
         if len(self.results) == 1 and self.feeding:
             self._ran_low.set()  # the feeder waits for a first answer (_feed)
         if cached:
