@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Generator
 from pathlib import Path
@@ -37,14 +38,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from medrcube.plugin import session as gate
-from medrcube.plugin import summary
 from medrcube.plugin.allure_overview import carry_history
 from medrcube.plugin.options import check_suite_for_options, read_options, realign_setup, suite_requested
 from medrcube.plugin.speed.assert_rewriting import narrow_installed
 from medrcube.plugin.speed.frozen_heap import settle_heap_before_exit, thaw_heap_after
 
 if TYPE_CHECKING:
-    from medrcube.plugin import outcome
+    from medrcube.plugin import outcome, summary
 
 NOT_REQUESTED = "not-requested"
 
@@ -199,7 +199,9 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     options = config.stash.get(gate.OPTIONS_KEY, None)
     if options is None or options.model_given or not gate.is_controller(config) or not suite_requested(config):
         return []
-    return [f"medrcube: {summary.NO_MODEL}"]
+    from medrcube.plugin.summary import NO_MODEL
+
+    return [f"medrcube: {NO_MODEL}"]
 
 
 @pytest.hookimpl(tryfirst=True)  # before unraisableexception's collection (plugin/speed/frozen_heap.py)
@@ -339,9 +341,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if run is not None and run.early is not None:
         run.early.stop()
     if run is not None and not gate.is_controller(config):
+        from medrcube.plugin.summary import HANDOVER
+
         # A worker hands its records over; the controller writes (ControllerHooks).
         # `workeroutput` is set on a worker's config by pytest-xdist, which pytest's Config type does not declare.
-        config.workeroutput[summary.HANDOVER] = run.handover()  # type: ignore[attr-defined]
+        config.workeroutput[HANDOVER] = run.handover()  # type: ignore[attr-defined]
 
 
 def set_exit_status(session: pytest.Session, report: summary.GateReport) -> None:
@@ -349,8 +353,9 @@ def set_exit_status(session: pytest.Session, report: summary.GateReport) -> None
     is 10 and UNDECIDED 11, replacing pytest's 0 (all passed or skipped) or 1 (tests
     failed) only; interrupted (2), internal error (3), usage error (4) and no tests (5)
     stay. So CI cannot go green on skipped checks."""
-    outcome = report.decided[0] if report.decided is not None else summary.run_account(
-        report.entries.values(), report.meta)[0]
+    from medrcube.plugin.summary import run_account
+
+    outcome = report.decided[0] if report.decided is not None else run_account(report.entries.values(), report.meta)[0]
     if outcome.exit_code and int(session.exitstatus) in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
         session.exitstatus = outcome.exit_code
 
@@ -361,7 +366,8 @@ class ControllerHooks:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.report = summary.GateReport()
+        self.started = time.time()  # the controller's wall clock at configure: run.json's start
+        self._report: summary.GateReport | None = None
         alluredir = getattr(config.option, "allure_report_dir", None)
         # The trend of earlier runs into this results directory, read before allure-pytest cleans it.
         self.allure_trend = carry_history(alluredir, cleaned=not config.option.allure_keep) if alluredir else []
@@ -387,12 +393,24 @@ class ControllerHooks:
             self.progress_line.start()
         node.workerinput[progress.WORKERINPUT_KEY] = str(self.progress_dir)
 
+    @property
+    def report(self) -> summary.GateReport:
+        """What the controller gathers, made on first use: plugin/summary.py and the gate's
+        account and numbers it imports are not needed before the first request (docs/speed.md)."""
+        if self._report is None:
+            from medrcube.plugin.summary import GateReport
+
+            self._report = GateReport(started=self.started)
+        return self._report
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.report.add_report(report)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:  # pytest-xdist
-        self.report.add_handover(getattr(node, "workeroutput", {}).get(summary.HANDOVER))
+        from medrcube.plugin.summary import HANDOVER
+
+        self.report.add_handover(getattr(node, "workeroutput", {}).get(HANDOVER))
 
     @pytest.hookimpl(tryfirst=True)  # before --junitxml writes its file: the account's properties go in it
     def pytest_sessionfinish(self, session: pytest.Session) -> None:

@@ -43,8 +43,8 @@ def with_share(checks: list[Any], pass_share: float) -> list[Any]:
 
 def _begin(session: Any) -> Any:
     from medrcube.gate.record import policy_digest
+    from medrcube.models.urls import redact_urls  # the one rule (rundir.files.redact_spec), without rundir's imports
     from medrcube.run.ledger import LedgerError, begin
-    from medrcube.models.urls import redact_urls  # the one rule (rundir.files.redact_spec), not the run directory's imports
 
     opts = session.options
     identity = {"model": None if opts.model is None else redact_urls(opts.model), "model_fingerprint": session.adapter.fingerprint,
