@@ -395,13 +395,22 @@ class ControllerHooks:
 
     @property
     def report(self) -> summary.GateReport:
-        """What the controller gathers, made on first use: plugin/summary.py and the gate's
-        account and numbers it imports are not needed before the first request (docs/speed.md)."""
+        """What the controller gathers, made once the cases are collected (or on first use):
+        plugin/summary.py and the gate's account and numbers it imports are not needed before
+        the first request, and collection runs while the answers come in (docs/speed.md)."""
+        self.make_report()
+        assert self._report is not None
+        return self._report
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if suite_requested(self.config):  # now, not after the last answer (a run without the suite: never)
+            self.make_report()
+
+    def make_report(self) -> None:
         if self._report is None:
             from medrcube.plugin.summary import GateReport
 
             self._report = GateReport(started=self.started)
-        return self._report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.report.add_report(report)

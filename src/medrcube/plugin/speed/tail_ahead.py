@@ -26,7 +26,6 @@ def prepare_outputs(session: Any) -> None:
     import medrcube.plugin.allure  # noqa: F401  (the cases' labels and attachments)
     import medrcube.plugin.render  # noqa: F401
     import medrcube.plugin.run_meta  # noqa: F401  (gate.json and run.json)
-    import medrcube.plugin.summary  # noqa: F401  (the controller's report, made on first use: plugin/hooks.py)
     import medrcube.report.after_exit  # noqa: F401
     import medrcube.rundir.conforms  # noqa: F401
     import medrcube.rundir.seal  # noqa: F401
