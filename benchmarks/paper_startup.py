@@ -104,7 +104,9 @@ def main(argv: list[str] | None = None) -> int:
 
     cube = str(full_cube(log=lambda m: print(m, file=sys.stderr)))
     trees = [("this", str(ROOT / "src"))] + ([("old", str(Path(args.old_src).resolve()))] if args.old_src else [])
-    scratch = OUT / "paper_startup"
+    # Each run's folder named anew: the ledger of attempts remembers a store's path in the user's
+    # cache, and a store deleted and made again at the same path is a lost ledger (a usage error).
+    scratch = OUT / "paper_startup" / time.strftime("%Y%m%dT%H%M%S")
     runs: list[dict[str, Any]] = []
     with ScriptedServer({"default": "A"}) as srv:
         order = [("warmup", t) for t in trees] if args.warmup else []
@@ -117,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{rnd} {name}: start-up {r['startup_s']:.3f} s, CPU at the first request "
                   f"{r['cpu_at_first_request_s']} s, wall {r['wall_s']} s, tail {r['tail_s']} s, "
                   f"CPU {r['cpu_s']} s, RSS {r['maxrss_mib']} MiB, load {load0[0]}", file=sys.stderr, flush=True)
+            shutil.rmtree(scratch / f"{n}-{name}", ignore_errors=True)
             if rnd != "warmup":
                 runs.append(r)
     summary = {}
