@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 
 from medrcube.models.base import ModelAdapter, Preflight
 from medrcube.run.metering import Metered, Usage
-from medrcube.rundir.files import GradedAhead, Landing, atomic_write, default_run_id, write_run_dir
 
 if TYPE_CHECKING:
     from medrcube.cube.item import Cube
@@ -37,6 +36,7 @@ if TYPE_CHECKING:
     from medrcube.run.progress import Progress
     from medrcube.run.runner import RunResult
     from medrcube.rundir.documents import GateDocument
+    from medrcube.rundir.files import GradedAhead
     from medrcube.sequential import Decider
 
 # The pre-flight (the endpoint's model list): one attempt (the adapter's client never
@@ -108,6 +108,21 @@ def stable_shard(item_id: str, count: int) -> int:
     return int.from_bytes(hashlib.sha256(item_id.encode("utf-8")).digest()[:8], "big") % count
 
 
+
+class _AheadAtFirstBatch:
+    """The run's GradedAhead, made (and the run directory's writer imported) at the first
+    graded batch rather than before the first request."""
+
+    def __init__(self) -> None:
+        self.made: GradedAhead | None = None
+
+    def add(self, records: Sequence[GradedRecord]) -> None:
+        if self.made is None:
+            from medrcube.rundir.files import GradedAhead
+
+            self.made = GradedAhead()
+        self.made.add(records)
+
 def infer(
     cube: Cube,
     adapter: ModelAdapter,
@@ -159,7 +174,7 @@ def infer(
     index, count = shard
 
     # Not in a sharded worker: its records reach the controller as JSON, written from themselves.
-    ahead = GradedAhead() if count == 1 else None
+    ahead = _AheadAtFirstBatch() if count == 1 else None
 
     async def run(model: Metered, names: Sequence[Any], part: Cube = cube) -> RunResult:
         kwargs: dict[str, Any] = dict(
@@ -212,7 +227,8 @@ def infer(
             await (decider or FixedDecider()).ask(
                 cube, checks, ask, ask_baseline=ask_baseline if baseline is not None else None,
                 baseline_records=baseline_records, spend=spend)
-            return Inference(_merged(batches), _merged(base_batches) if baseline is not None else None, ahead=ahead)
+            return Inference(_merged(batches), _merged(base_batches) if baseline is not None else None,
+                             ahead=ahead.made if ahead is not None else None)
         finally:
             for m in metered.values():
                 await m.aclose()
@@ -281,6 +297,8 @@ def new_run_dir(out: Path, model_spec: str, run_id: str | None = None) -> Path:
         path = out / run_id
         path.mkdir(parents=True, exist_ok=True)
         return path
+    from medrcube.rundir.files import default_run_id
+
     base = default_run_id(model_spec, datetime.now(UTC))
     path, i = out / base, 2
     while True:
@@ -309,6 +327,7 @@ def write_run(
     import shutil
 
     from medrcube.report.after_exit import start as start_report
+    from medrcube.rundir.files import Landing, atomic_write, write_run_dir
     from medrcube.rundir.seal import seal_run_dir
 
     written: list[Path] = []
