@@ -108,7 +108,6 @@ def stable_shard(item_id: str, count: int) -> int:
     return int.from_bytes(hashlib.sha256(item_id.encode("utf-8")).digest()[:8], "big") % count
 
 
-
 class _AheadAtFirstBatch:
     """The run's GradedAhead, made (and the run directory's writer imported) at the first
     graded batch rather than before the first request."""
@@ -122,6 +121,7 @@ class _AheadAtFirstBatch:
 
             self.made = GradedAhead()
         self.made.add(records)
+
 
 def infer(
     cube: Cube,

@@ -84,42 +84,35 @@ class ResultRows:
 
     def line(self, r: GradedRecord) -> str:
         """results.jsonl's line of `r`, without its newline."""
-        return self._line_bytes(r).decode("utf-8")[:-1]
+        made = self._where.get(id(r))
+        if made is None or made[0] is not r or self._spool is None:
+            return result_line(r)
+        return os.pread(self._spool.fileno(), made[2], made[1]).decode("utf-8")[:-1]
 
     def write(self, fh: Any, records: Sequence[GradedRecord]) -> None:
         """results.jsonl's lines of `records`, in their order, into the text file `fh`: the
         bytes made early are copied as they are (not decoded and encoded again), read
         through a map of the spool (a slice each, where a read by position is a system
-        call each: 0.13 -> 0.06 s at paper scale)."""
+        call each: 0.13 -> 0.06 s at paper scale); a record not fed is written from itself."""
         fh.flush()
-        out = fh.buffer
-        if self._spool is None or not self._end:
-            for start in range(0, len(records), 2048):
-                out.write(b"".join(f"{result_line(r)}\n".encode() for r in records[start:start + 2048]))
-            out.flush()
-            return
-        where = self._where
-        with mmap.mmap(self._spool.fileno(), self._end, access=mmap.ACCESS_READ) as spool:
+        out, where = fh.buffer, self._where
+        spool = mmap.mmap(self._spool.fileno(), self._end, access=mmap.ACCESS_READ) \
+            if self._spool is not None and self._end else None
+        with spool if spool is not None else contextlib.nullcontext():
             for start in range(0, len(records), 2048):  # a few writes, never the whole file at once
                 lines = []
                 for r in records[start:start + 2048]:
                     made = where.get(id(r))
-                    if made is None or made[0] is not r:
+                    if spool is None or made is None or made[0] is not r:
                         lines.append(f"{result_line(r)}\n".encode())
                     else:
                         lines.append(spool[made[1]:made[1] + made[2]])
                 out.write(b"".join(lines))
                 # The pages read leave the process's memory (they stay in the page cache): the
                 # spool is never resident whole (its lines are about 26 MiB at paper scale).
-                if hasattr(mmap, "MADV_DONTNEED"):
+                if spool is not None and hasattr(mmap, "MADV_DONTNEED"):
                     spool.madvise(mmap.MADV_DONTNEED)
         out.flush()
-
-    def _line_bytes(self, r: GradedRecord) -> bytes:
-        made = self._where.get(id(r))
-        if made is None or made[0] is not r or self._spool is None:
-            return f"{result_line(r)}\n".encode()
-        return os.pread(self._spool.fileno(), made[2], made[1])
 
     def made_from(self, records: Sequence[GradedRecord]) -> bool:
         """Whether the lines were made from exactly `records`: the same objects, each once."""
@@ -429,13 +422,10 @@ def write_run_dir(run_dir: str | os.PathLike[str], result: RunResult, meta: Mapp
     prevalence, variants = site.get("prevalence") or None, result.info.get("variants")
     # What was made as the run graded is used only for the very records it was made from (the
     # same objects, each once: a judge's reading is another object); otherwise made afresh.
-    fed = ahead is not None and ahead.rows.made_from(result.records)
-    if ahead is not None and fed:
-        summary = ahead.tally.document(result.records, variants, prevalence=prevalence, costs=costs)
-        digest: str | None = ahead.rows.records_digest()
-    else:
+    summary = ahead.summary(result.records, variants, prevalence=prevalence, costs=costs) if ahead else None
+    digest = ahead.rows.records_digest() if ahead is not None and summary is not None else None
+    if summary is None:
         summary = metrics_summary(result.records, variants, prevalence=prevalence, costs=costs)
-        digest = None
 
     atomic_write(run_dir / "results.jsonl", results, landing=landing)
     atomic_write(run_dir / "metrics_summary.json", lambda fh: fh.write(json.dumps(summary, indent=2, ensure_ascii=False)),
