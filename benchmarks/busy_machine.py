@@ -16,7 +16,9 @@ exit, CPU of the whole process and its reaped children, peak RSS). One untimed g
 first fills the start-up cache, as on a user's second run. Figures: medians over the
 rounds of the gate's wall over the bare client's of the same round, and of the gate's CPU
 per request (whole process, start-up and tail included), with the load average at each
-run's end.
+run's end; beside it, each client's CPU split at its first and last request as the server
+reads them (`throughput_harnesses.HotPath`): CPU to the first request, the hot path's CPU
+per request (all threads, first request to last), CPU from the last request to the exit.
 """
 
 from __future__ import annotations
@@ -33,11 +35,19 @@ from typing import Any
 
 from benchmarks.harness import OUT, ROOT, python
 from benchmarks.machine import load_average
-from benchmarks.throughput_harnesses import one_run, write_jobs
+from benchmarks.throughput_harnesses import med_or_none, one_run, write_jobs
 from medrcube.testing.server import ScriptedServer
 
 RESULT = ROOT / "benchmarks" / "results" / "busy_machine.json"
 SPIN = "while True:\n    pass\n"
+
+
+def _ms(x: float | None) -> str:
+    return "" if x is None else f"{x:.2f} ms"
+
+
+def _s(x: float | None) -> str:
+    return "" if x is None else f"{x:.2f} s"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,12 +90,13 @@ def main(argv: list[str] | None = None) -> int:
                     for h in harnesses:
                         name = f"{int(delay * 1000)}ms-c{conc}-{h}-{rnd}"
                         r = one_run(srv, h, delay=delay, conc=conc, cube=args.cube, n_items=n_items, jobs=jobs,
-                                    scratch=scratch, name=name, marginal=False)
+                                    scratch=scratch, name=name, marginal=False, hot_path=True)
                         r.update(round=rnd, load=load_average())
                         runs.append(r)
                         print(f"{name}: wall {r['wall_s']:.2f} s, start-up {r['startup_s']:.2f} s, requests "
                               f"{r['requests_s']:.2f} s, tail {r['tail_s']:.2f} s, CPU {r['cpu_s']:.2f} s "
-                              f"({r['cpu_ms_per_request']:.2f} ms/request), load {r['load'][0]}",
+                              f"({r['cpu_ms_per_request']:.2f} ms/request; hot path "
+                              f"{_ms(r['hot_cpu_ms_per_request'])}), load {r['load'][0]}",
                               file=sys.stderr, flush=True)
     finally:
         if spinner is not None:
@@ -106,19 +117,23 @@ def main(argv: list[str] | None = None) -> int:
                          "x_bare": float(statistics.median(ratios)) if ratios else None, "x_bare_each": ratios,
                          **{k: med(k) for k in ("wall_s", "startup_s", "requests_s", "tail_s", "cpu_s",
                                                 "cpu_ms_per_request")},
+                         **{k: med_or_none(k, mine) for k in ("cpu_at_first_request_s", "hot_cpu_s",
+                                                              "cpu_from_last_request_s", "hot_cpu_ms_per_request")},
                          "maxrss_mib": max(r["maxrss_mib"] for r in mine)})
     doc = {"busy": not args.no_busy, "bytecode_written": args.bytecode, "compiled_first": not args.no_compile, "load_average_start": load0,
            "load_average_end": load_average(), "cpu_count": os.cpu_count(), "rows": rows, "runs": runs}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     print("| delay, in flight | harness | wall | x bare (median; each round) | start-up | requests | tail | "
-          "CPU | CPU/request |\n|---|---|---|---|---|---|---|---|---|")
+          "CPU | CPU/request | CPU to the first request | hot-path CPU/request | CPU from the last request |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         xb = "" if r["x_bare"] is None else (f"{r['x_bare']:.2f}x (" + ", ".join(f"{x:.2f}" for x in r["x_bare_each"])
                                             + ")")
         print(f"| {r['delay_s'] * 1000:.0f} ms, {r['concurrency']} | {r['harness']} | {r['wall_s']:.2f} s | {xb} | "
               f"{r['startup_s']:.2f} s | {r['requests_s']:.2f} s | {r['tail_s']:.2f} s | {r['cpu_s']:.2f} s | "
-              f"{r['cpu_ms_per_request']:.2f} ms |")
+              f"{r['cpu_ms_per_request']:.2f} ms | {_s(r['cpu_at_first_request_s'])} | "
+              f"{_ms(r['hot_cpu_ms_per_request'])} | {_s(r['cpu_from_last_request_s'])} |")
     print(f"load average at start {load0}, at end {doc['load_average_end']}")
     return 0
 

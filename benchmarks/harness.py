@@ -79,9 +79,11 @@ def run_proc(
     timeout: float = 300.0,
     check: bool = True,
     ok_codes: Sequence[int] = (0,),
+    on_start: Callable[[int], None] | None = None,
 ) -> Proc:
     """Run `cmd` to completion and measure it (module docstring). Output goes to
-    `log_dir/name.out|.err`; a non-zero code outside `ok_codes` raises BenchError."""
+    `log_dir/name.out|.err`; a non-zero code outside `ok_codes` raises BenchError.
+    `on_start` is called with the child's pid once it is spawned."""
     log_dir.mkdir(parents=True, exist_ok=True)
     out_path, err_path = log_dir / f"{name}.out", log_dir / f"{name}.err"
     full_env = {**os.environ, **(env or {})}
@@ -89,6 +91,8 @@ def run_proc(
         t0 = time.perf_counter()
         proc = subprocess.Popen(list(cmd), cwd=cwd, env=full_env, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
+        if on_start is not None:
+            on_start(proc.pid)
         timer = threading.Timer(timeout, _kill_group, args=(proc.pid,))
         timer.start()
         try:
@@ -111,6 +115,17 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+def pid_cpu_s(pid: int) -> float | None:
+    """CPU seconds (user + system, all threads) of process `pid` so far, from /proc
+    (clock ticks, 10 ms); None where /proc cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def self_cpu_s() -> float:

@@ -43,7 +43,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import OUT, ROOT, BenchError, bin_path, python, run_proc
+from benchmarks.harness import OUT, ROOT, BenchError, bin_path, pid_cpu_s, python, run_proc
 from benchmarks.machine import load_average
 from medrcube.report.after_exit import wait_drawn
 from medrcube.testing.server import ScriptedServer
@@ -90,19 +90,25 @@ def command(harness: str, *, url: str, cube: str, conc: int, work: Path, jobs: P
 
 def one_run(srv: ScriptedServer, harness: str, *, delay: float, conc: int, cube: str, n_items: int,
             jobs: Path, scratch: Path, name: str, strict: bool = True, marginal: bool = True,
-            extra: Sequence[str] = ()) -> dict[str, Any]:
+            extra: Sequence[str] = (), hot_path: bool = False) -> dict[str, Any]:
+    """One run of `harness`, measured (module docstring). `hot_path`: the client process's
+    CPU is read from /proc each time the server reads one of its requests, for the CPU
+    between its first request and its last (`HotPath`)."""
     work = scratch / name
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    srv.set_script({"default": "A", "latency": delay})
+    hot = HotPath() if hot_path else None
+    srv.set_script({"default": "A", "latency": delay}, reply=None if hot is None else hot.reply)
     srv.reset_stats()
     cmd = command(harness, url=srv.base_url, cube=cube, conc=conc, work=work, jobs=jobs, extra=extra)
     t_spawn = time.monotonic()
     env = {"OPENAI_API_KEY": "bench", "MEDRCUBE_CACHE_DIR": str(scratch / "cache"),
            # the bare client is this checkout's module, run from the scratch directory
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    proc = run_proc(cmd, log_dir=work, name=harness, cwd=work, env=env, timeout=1800, ok_codes=(0, 10, 11))
+    proc = run_proc(cmd, log_dir=work, name=harness, cwd=work, env=env, timeout=1800, ok_codes=(0, 10, 11),
+                    on_start=None if hot is None else hot.started)
     t_exit = time.monotonic()
+    srv.set_script({"default": "A", "latency": delay})  # no more reads of a finished process
     st = srv.stats(log=True)
     chat = [r for r in st["requests"] if r.get("t_end") is not None]
     # On the bundled cube every item is one distinct request; the generated cube has
@@ -123,11 +129,49 @@ def one_run(srv: ScriptedServer, harness: str, *, delay: float, conc: int, cube:
            "tail_s": t_exit - last, "cpu_s": proc.cpu_s, "cpu_ms_per_request": 1000.0 * proc.cpu_s / len(chat),
            "maxrss_mib": proc.maxrss_mib, "exit": proc.returncode,
            "limit_s": len(chat) * delay / conc, "replay_cpu_s": None, "marginal_cpu_ms_per_request": None}
+    if hot is not None:
+        out.update(hot.figures(proc.cpu_s))
     if harness != "bare" and marginal:
         out.update(replay(srv, harness, url=srv.base_url, cube=cube, conc=conc, jobs=jobs, env=env,
                           store=work / "store", work=scratch / f"{name}-replay", requests=len(chat),
                           cpu_s=proc.cpu_s))
     return out
+
+
+class HotPath:
+    """The client's CPU on its hot path: user + system CPU of the whole process (every
+    thread), read from /proc/PID/stat by the server each time it reads one of the
+    client's requests; the CPU between the first read and the last, over the requests
+    read in between, is the CPU per request with the start-up (spawn to the first
+    request) and the tail (from the last request read: its answer, the verdicts, the
+    outputs) left out. /proc counts in clock ticks (10 ms), so a run of about a second
+    or more of hot-path CPU gives it to about 1%."""
+
+    def __init__(self) -> None:
+        self.pid: int | None = None
+        self.first: float | None = None
+        self.last: float | None = None
+        self.reads = 0
+
+    def started(self, pid: int) -> None:
+        self.pid = pid
+
+    def reply(self, prompt: str, body: Any) -> None:
+        if self.pid is None:
+            return None
+        cpu = pid_cpu_s(self.pid)
+        if cpu is not None:
+            if self.first is None:
+                self.first = cpu
+            self.last, self.reads = cpu, self.reads + 1
+        return None  # the script answers
+
+    def figures(self, cpu_s: float) -> dict[str, Any]:
+        if self.first is None or self.last is None or self.reads < 2:
+            return {"cpu_at_first_request_s": None, "hot_cpu_s": None, "hot_cpu_ms_per_request": None}
+        return {"cpu_at_first_request_s": self.first, "hot_cpu_s": self.last - self.first,
+                "cpu_from_last_request_s": cpu_s - self.last,
+                "hot_cpu_ms_per_request": 1000.0 * (self.last - self.first) / (self.reads - 1)}
 
 
 def replay(srv: ScriptedServer, harness: str, *, url: str, cube: str, conc: int, jobs: Path, env: dict[str, str],

@@ -195,3 +195,64 @@ def test_an_interlaced_png_is_decoded():  # built by hand: Pillow does not write
     png = assemble([(b"IHDR", ihdr), (b"IDAT", zlib.compress(b"".join(rows))), (b"IEND", b"")])
     p = prepare_image(png, max_side=64)
     assert not p.repacked and (p.width, p.height) == (8, 8)
+
+
+# -- the stream check remembered across runs ---------------------------------------------
+
+
+def repacked_digest(ihdr: bytes, stream: bytes) -> str:
+    """The SHA-256 of the PNG a repack of this header and stream makes."""
+    import hashlib
+
+    return hashlib.sha256(assemble([(b"IHDR", ihdr), (b"IDAT", stream), (b"IEND", b"")])).hexdigest()
+
+
+def stream_entries(root) -> list:  # noqa: ANN001 - a Path
+    return sorted((root / "png-stream-checked").glob("*.json")) if (root / "png-stream-checked").exists() else []
+
+
+def test_a_passed_stream_check_is_remembered_and_the_same_png_is_sent(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEDRCUBE_CACHE_DIR", str(tmp_path))
+    png = with_chunks(encode(picture("RGB", (21, 13))), [(b"tEXt", b"Comment\0" + SECRET.encode())])
+    first = prepare_image(png, max_side=64)
+    assert first.repacked and len(stream_entries(tmp_path)) == 1
+    again = prepare_image(png, max_side=64)  # the remembered pass: the same bytes, nothing new written
+    assert again.repacked and sent(again) == sent(first) and again.sha256 == first.sha256
+    assert len(stream_entries(tmp_path)) == 1 and SECRET.encode() not in sent(again)
+
+
+def test_only_an_entry_this_users_cache_wrote_vouches_for_a_stream(tmp_path, monkeypatch):
+    """A stream that fails the check (a bad filter type) is repacked only if this user's
+    cache says it passed: an entry planted without the cache's secret is ignored, and the
+    image is decoded as before; one written through the cache is believed (which is how a
+    later run skips inflating a stream that passed)."""
+    from medrcube.cube.derived_cache import Slot
+    from medrcube.models.images import _STREAM_CHECKED_KIND, _STREAM_RULES
+
+    monkeypatch.setenv("MEDRCUBE_CACHE_DIR", str(tmp_path))
+    plain = encode(picture("RGB", (20, 12)))
+    parts = chunks(plain)
+    ihdr, stream = parts[0][1], zlib.compress(bytes([9]) + zlib.decompress(b"".join(b for k, b in parts if k == b"IDAT"))[1:])
+    damaged = assemble([(b"IHDR", ihdr), (b"IDAT", stream), (b"IEND", b"")])
+    parts_key = {"repacked_sha256": repacked_digest(ihdr, stream), "rules": _STREAM_RULES}
+    with pytest.raises(ImageError):
+        prepare_image(damaged, max_side=64)  # checked: never repacked
+    assert stream_entries(tmp_path) == []  # a failed check is not remembered
+
+    slot = Slot.open(_STREAM_CHECKED_KIND, parts_key)
+    assert slot is not None
+    planted = Slot(slot.path, bytes(32), slot.key)  # the same entry under another secret
+    planted.write(True)
+    with pytest.raises(ImageError):
+        prepare_image(damaged, max_side=64)
+
+    slot.write(True)  # as this user's cache writes a pass
+    p = prepare_image(damaged, max_side=64)
+    assert p.repacked and sent(p) == damaged
+
+
+def test_with_the_cache_off_every_stream_is_checked(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEDRCUBE_CACHE_DIR", "off")
+    png = encode(picture("L", (9, 9)))
+    assert prepare_image(png, max_side=64).repacked
+    assert not list(tmp_path.iterdir())
