@@ -29,15 +29,27 @@ N_COPIES = 26
 
 
 @pytest.fixture(scope="module")
-def settled(small_cube_template, tmp_path_factory):
+def copies(small_cube_template, tmp_path_factory) -> list[Path]:
     """Copies of the small cube whose files were last changed more than SETTLE_NS ago (only
-    settled images are remembered, hence snapshots): made at once, waited for once."""
+    settled images are remembered, hence snapshots): made at once, waited for once. The
+    last has one image file swapped for a symlink to a copy inside the root."""
     base = tmp_path_factory.mktemp("snapshot")
-    copies = [Path(shutil.copytree(small_cube_template, base / f"cube{i}", symlinks=True)) for i in range(N_COPIES)]
-    newest = max(os.stat(p).st_ctime_ns for c in copies for p in c.rglob("*"))
+    made = [Path(shutil.copytree(small_cube_template, base / f"cube{i}", symlinks=True)) for i in range(N_COPIES + 1)]
+    _symlink_image_in(made[-1])
+    newest = max(os.lstat(p).st_ctime_ns for c in made for p in c.rglob("*"))
     while time.time_ns() <= newest + SETTLE_NS:
         time.sleep(0.05)
-    return iter(copies)
+    return made
+
+
+@pytest.fixture(scope="module")
+def settled(copies):
+    return iter(copies[:-1])
+
+
+@pytest.fixture(scope="module")
+def linked(copies) -> Path:
+    return copies[-1]
 
 
 @pytest.fixture
@@ -345,3 +357,47 @@ def test_a_freshly_written_cube_and_a_cache_off_are_never_remembered(small_cube,
     monkeypatch.setenv("MEDRCUBE_CACHE_DIR", "off")
     load_cube(small_cube)
     assert not (cache / KIND).exists()
+
+
+def test_a_cube_with_an_image_linked_inside_the_root_is_found_again_the_long_way(linked, cache, monkeypatch):
+    """An image file that is a symlink (inside the root, which the load allows) sends the
+    check of the paths the long way (`_same_images_the_long_way`): the snapshot is still
+    taken when nothing changed, and a change behind the link is still a miss."""
+    root = linked
+    first = load_cube(root)
+    assert _fields(first) == _fields(_long_way(root, monkeypatch))
+    item_id = _plant_mark(root)
+    assert _question(root, item_id) == MARK  # remembered, and found again through the link
+    f, rec = find_record(root)
+    target = image_of(f, rec).with_name("elsewhere.png")
+    _same_bytes_new_file_at(target)
+    got = load_cube(root)
+    assert MARK not in {it.question for it in got}
+    assert _fields(got) == _fields(_long_way(root, monkeypatch))
+
+
+def _same_bytes_new_file_at(path: Path) -> None:
+    tmp = path.with_suffix(".new")
+    shutil.copy2(path, tmp)  # the same bytes and mtime, another inode
+    os.replace(tmp, path)
+
+
+def test_a_plain_path_and_its_resolution_give_the_same_key(tmp_path):
+    """`DirImages.plain_key` is `resolve` from the text: the same key for a plain path, and
+    None (resolve it) for every path it cannot read from the text alone."""
+    from medrcube.cube.dirimages import DirImages
+
+    root = tmp_path / "root"
+    (root / "a" / "images").mkdir(parents=True)
+    (root / "a" / "images" / "x.png").write_bytes(b"x")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (root / "a" / "out").symlink_to(outside, target_is_directory=True)
+    (root / "a" / "in").symlink_to(root / "a" / "images", target_is_directory=True)
+    images = DirImages(root)
+    plain = [("a", "images/x.png"), ("", "a/images/x.png"), ("a", "in/x.png"), ("a", "images/missing.png")]
+    for folder, ref in plain:
+        assert images.plain_key(folder, ref) == images.resolve(os.path.join(images.root, folder), ref).key is not None
+    for folder, ref in [("a", "../a/images/x.png"), ("a", "./images/x.png"), ("a", "images//x.png"), ("a", "/etc/x.png"),
+                        ("a", "C:x.png"), ("a", "out/x.png"), ("a", "images/x.png\x00"), ("a", "")]:
+        assert images.plain_key(folder, ref) is None

@@ -86,10 +86,11 @@ def _regular_stat(fd: int, max_bytes: int) -> os.stat_result:
     return st
 
 
-def open_regular_stat(path: str, *, max_bytes: int = MAX_IMAGE_BYTES) -> os.stat_result:
+def open_regular_stat(path: str, *, nofollow: bool = False, max_bytes: int = MAX_IMAGE_BYTES) -> os.stat_result:
     """The checks of `read_regular_stat` without the read: the file opens for reading as
-    this process, is a regular file within the limit; its fstat. Raises as it does."""
-    fd = os.open(path, os.O_RDONLY | _NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    this process, is a regular file within the limit; its fstat. Raises as it does;
+    `nofollow`: a last component that is a symlink raises OSError (ELOOP) instead."""
+    fd = os.open(path, os.O_RDONLY | _NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (_NOFOLLOW if nofollow else 0))
     try:
         return _regular_stat(fd, max_bytes)
     finally:
@@ -195,7 +196,31 @@ class DirImages:
         self._real.setdefault(key, real)
         return Resolved(key)
 
+    def plain_key(self, folder: str, ref: str) -> str | None:
+        """The key `resolve(join(root, folder), ref)` gives, found from the text alone when
+        it can be: `folder` (relative to the root) and `ref` relative, no component of
+        either empty, "." or "..", no NUL, this system's separator "/", and the real path of
+        the image's folder inside the root. Else None: resolve it. Whether the image file
+        itself is a symlink is not looked at (`resolve` would follow it): the caller knows
+        that by opening it without following (cube/snapshot.py)."""
+        if os.sep != "/" or not ref or "\x00" in ref or "\x00" in folder or ref[0] in "/\\" or ref[1:2] == ":":
+            return None
+        rel = f"{folder}/{ref}" if folder else ref
+        head, _, _ = rel.rpartition("/")
+        if any(part in ("", ".", "..") for part in rel.split("/")):
+            return None
+        lexical_head = self._prefix + head if head else self.root
+        real_head = self._dirs.get(lexical_head)
+        if real_head is None:
+            real_head = self._dirs[lexical_head] = os.path.realpath(lexical_head)
+        if not self._inside(real_head):
+            return None
+        self._real.setdefault(rel, os.path.join(real_head, rel[len(head) + 1:] if head else rel))  # as resolve keeps it
+        return rel
+
     def path(self, key: str) -> str:
+        if os.sep == "/":
+            return self._prefix + key  # a key is a normalised posix path inside the root
         return os.path.join(self.root, *key.split("/"))
 
     def _read(self, key: str) -> tuple[str, FileCheck | None, bytes | None, str | None, os.stat_result | None]:

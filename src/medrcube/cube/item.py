@@ -25,11 +25,16 @@ def _freeze(meta: Mapping[str, Any] | None) -> Mapping[str, Any]:
     # gives the same copy without the text for the values JSON itself is made of (what
     # every loader yields), at a third of the CPU; anything else takes the round trip,
     # which also raises what it raised.
-    top = dict(meta or {})
+    if not meta:
+        return _NO_META  # most items carry none: one shared empty view instead of a copy each
+    top = dict(meta)
     try:
         return MappingProxyType(_plain(top))
     except (_NotPlain, RecursionError):
         return MappingProxyType(json.loads(json.dumps(top, sort_keys=True)))
+
+
+_NO_META: Mapping[str, Any] = MappingProxyType({})  # never written through: no one holds the dict
 
 
 class _NotPlain(Exception):

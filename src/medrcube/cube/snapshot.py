@@ -14,8 +14,10 @@ would check it:
 - the list of release files (an added or removed test.json is a miss), each one's
   realpath inside the cube root, and the SHA-256 of its bytes, read whole (one byte
   changed is a miss);
-- every image path resolved again through `DirImages.resolve` (a path that now goes
-  through a symlink, out of the root or not, leads elsewhere: a miss), and every image
+- every image path resolved again as `DirImages.resolve` does (a path that now goes
+  through a symlink, out of the root or not, leads elsewhere: a miss; a plain path, when
+  no image file is a symlink, from its text and its folder's real path,
+  `DirImages.plain_key`), and every image
   file opened and fstat'd as the image checks' cache does: its identity (device, inode,
   size, mtime, ctime) must be the one recorded (any write, chmod or replacement changes
   the ctime or the inode: a miss), and an image recorded missing (a restricted item's)
@@ -48,6 +50,7 @@ stay in the heap: in one piece (3.6 MB at paper scale) the gate's peak RSS rose 
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import sys
@@ -280,7 +283,36 @@ def _row_value(it: Item, name: str) -> Any:
 
 
 def _same_images(refs: list[tuple[str, str, str]], idents: Mapping[str, list[int] | None], images: DirImages) -> bool:
-    """Every image path leads where it led, and every image file is the one checked."""
+    """Every image path leads where it led, and every image file is the one checked.
+
+    The files first, each opened without following a symlink at its last component: when
+    none is one, a path whose text is plain leads where the text says as long as its folder
+    does (`DirImages.plain_key`: no lstat per image, a realpath per folder), and only the
+    others are resolved the long way. A cube with a symlinked image file (or a dangling
+    link where an image is recorded missing) is checked the long way throughout."""
+    for key, ident in idents.items():
+        try:
+            st = open_regular_stat(images.path(key), nofollow=True)
+        except FileNotFoundError:
+            if ident is not None:
+                return False
+            continue
+        except OSError as exc:
+            return exc.errno == errno.ELOOP and _same_images_the_long_way(refs, idents, images)
+        if ident is None or identity(st) != ident:
+            return False
+    for folder, ref, key in refs:
+        got = images.plain_key(folder, ref)
+        if got is None:
+            got = images.resolve(os.path.join(images.root, folder), ref).key
+        if got != key:
+            return False
+    return True
+
+
+def _same_images_the_long_way(refs: list[tuple[str, str, str]], idents: Mapping[str, list[int] | None],
+                              images: DirImages) -> bool:
+    """`_same_images` as the load checks, every path resolved and every file followed."""
     for folder, ref, key in refs:
         if images.resolve(os.path.join(images.root, folder), ref).key != key:
             return False
