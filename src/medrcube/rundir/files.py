@@ -115,11 +115,12 @@ class ResultRows:
         out.flush()
 
     def made_from(self, records: Sequence[GradedRecord]) -> bool:
-        """Whether the lines were made from exactly `records`: the same objects, each once."""
+        """Whether the lines were made from exactly `records`: the same objects, each once.
+        By identity alone: the index holds every record fed, so while it lives no other
+        object can have one of their ids, and the same ids, as many as the records, are the
+        same records, each once."""
         where = self._where
-        return (self._adds == len(where) == len(records)
-                and all((made := where.get(id(r))) is not None and made[0] is r for r in records)
-                and len({id(r) for r in records}) == len(records))
+        return self._adds == len(where) == len(records) and where.keys() == {id(r) for r in records}
 
     def records_digest(self) -> str:
         """records_digest of the records fed (the caller checks they are the run's: `made_from`)."""
