@@ -40,3 +40,25 @@ def test_copies_are_one_image_and_near_duplicates_are_listed(tmp_path, capsys) -
     out = capsys.readouterr().out
     assert "a.png = a_copy.png" in out
     assert "NEAR DUPLICATE" in out and "a.png ~ a_bright.png" in out
+
+
+def test_the_content_keys_are_remembered_for_the_cube_however_its_path_is_spelled(tmp_path, monkeypatch) -> None:
+    """The decoded pixels' keys are kept under the cube's real path: a load through a
+    relative path or a symlink to the same cube takes them from the cache (no new entry,
+    the entry's bytes unchanged), where each spelling used to decode every image again."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("MEDRCUBE_CACHE_DIR", str(cache))
+    root = tmp_path / "cube"
+    root.mkdir()
+    _cube(root, {"a.png": _picture(1), "b.png": _picture(2)})
+    first = load_cube(root / "cube.jsonl")
+    entries = sorted((cache / "image-content").glob("*.json"))
+    assert len(entries) == 1
+    written = entries[0].read_bytes(), entries[0].stat().st_mtime_ns
+    (tmp_path / "link").symlink_to(root, target_is_directory=True)
+    monkeypatch.chdir(tmp_path)
+    for spelling in ("cube/cube.jsonl", "link/cube.jsonl", "./cube/../cube/cube.jsonl"):
+        again = load_cube(spelling)
+        assert {it.image: again.image_of(it) for it in again.items} == {it.image: first.image_of(it) for it in first.items}
+    assert sorted((cache / "image-content").glob("*.json")) == entries
+    assert (entries[0].read_bytes(), entries[0].stat().st_mtime_ns) == written

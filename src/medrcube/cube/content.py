@@ -83,7 +83,8 @@ def _decode_entry(value: object) -> dict[str, tuple[str, int]]:
 
 
 def entry_slot(source: str) -> Slot | None:
-    """The entry of the content keys of the cube at `source` (None when caching is off)."""
+    """The entry of the content keys of the cube at `source`, its real root for a directory
+    cube (None when caching is off)."""
     import PIL
 
     from medrcube.cube.derived_cache import Slot, source_digest

@@ -236,7 +236,7 @@ class Snapshot:
             else:
                 return  # read unsettled (or failed): not remembered
         slots = [records_slot(shown, dataset) for _, _, shown, dataset in seen.files]
-        slots += [images.checks_cache.slot, content_slot(self.shown_root)]
+        slots += [images.checks_cache.slot, content_slot(os.path.realpath(self.shown_root))]  # as assemble.finish keys it
         root = cache_root()
         entries = []
         for slot in slots:
