@@ -103,6 +103,46 @@ def test_a_stopped_inference_ends_at_once_and_raises() -> None:
     assert cancelled == [True]
 
 
+@pytest.mark.timeout(60)  # a loop that polled at the hour asked would hang: a failure, not a wait
+def test_a_stop_event_wakes_the_loop_without_polling() -> None:
+    """`until_stopped` with a `StopEvent` (what the gate's early inference uses) is woken
+    by the event itself: with a poll of an hour, setting it from another thread still
+    cancels the work at once (a poll would hang here until the test's timeout); set
+    before the work starts, nothing of the work runs past its first step; and a work that
+    ends by itself returns its value, its subscription gone."""
+    import asyncio
+    import threading
+
+    from medrcube.run.orphan import StopEvent, StoppedError, until_stopped
+
+    stop = StopEvent()
+    cancelled: list[bool] = []
+
+    async def forever() -> None:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+
+    threading.Timer(0.1, stop.set).start()
+    with pytest.raises(StoppedError):
+        asyncio.run(until_stopped(forever(), stop, poll_s=3600))
+    assert cancelled == [True]
+    with pytest.raises(StoppedError):  # already set
+        asyncio.run(until_stopped(forever(), stop, poll_s=3600))
+
+    other = StopEvent()
+
+    async def answer() -> int:
+        await asyncio.sleep(0)
+        return 42
+
+    assert asyncio.run(until_stopped(answer(), other, poll_s=3600)) == 42
+    assert other._callbacks == []
+    other.set()  # after the loop closed: no callback left to call into it
+
+
 def test_a_policy_that_refuses_undecidable_checks_asks_nothing(gate_ws, gate_server) -> None:
     """`when_undecidable: refuse`: the feasibility pass runs before the first request."""
     text = THRESHOLDS + "feasibility: {when_undecidable: refuse, min_images: 1000}\n"

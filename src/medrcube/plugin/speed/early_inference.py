@@ -33,6 +33,7 @@ import pytest
 from medrcube.plugin.options import SUITE_MODULE
 from medrcube.plugin.progress import GateProgress
 from medrcube.plugin.speed.frozen_heap import settle_heap
+from medrcube.run.orphan import StopEvent
 
 # Options that select or deselect test cases, or run none of them (pytest's and Allure's dests).
 SELECTING = ("keyword", "markexpr", "deselect", "ignore", "ignore_glob", "lf", "stepwise", "stepwise_skip",
@@ -147,7 +148,7 @@ class EarlyInference:
     def __init__(self, session: Any, progress: GateProgress | None) -> None:
         self.session = session
         self.answered = threading.Event()
-        self.stopped = threading.Event()
+        self.stopped = StopEvent()  # wakes the inference's loop when set (run/orphan.py): no polling
         self.sink = _HeldSink(progress.sink if progress is not None else None)
         session.progress = _Counting(self.sink, self.answered)
         self.error: BaseException | None = None
