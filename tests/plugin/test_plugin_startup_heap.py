@@ -103,3 +103,46 @@ def test_an_in_process_run_refused_while_its_session_is_built_leaves_the_collect
     refused = gate_ws.run("--cube=does/not/exist", model=gate_ws.openai(gate_server))
     assert refused.ret == 4 and "does/not/exist" in refused.stderr.str()
     assert gc.get_freeze_count() == 0 and gc.isenabled()
+
+
+@pytest.mark.parametrize("where", ["gc callback", "finalizer"])
+def test_ctrl_c_during_a_collection_is_not_lost(heap: None, where: str) -> None:
+    """Ctrl-C that comes while the gate collects (the heap settled as the answers come in,
+    or before the first request) stops the run: without the guard, Python handles the
+    signal inside a gc callback or a finalizer, whose KeyboardInterrupt is only "ignored",
+    and the run went on (tests/plugin/test_plugin_errors.py's Ctrl-C test failed so under
+    load, the run ending at its requests' timeouts with a verdict)."""
+    import os
+    import signal
+
+    from medrcube.plugin.speed.frozen_heap import collect_keeping_interrupts, settle_heap
+
+    def interrupt(phase: str, info: dict) -> None:
+        if phase == "start":
+            os.kill(os.getpid(), signal.SIGINT)
+
+    class Finalized:
+        def __init__(self) -> None:
+            self.cycle = self
+
+        def __del__(self) -> None:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    def arm() -> None:
+        if where == "gc callback":
+            gc.callbacks.append(interrupt)
+        else:
+            Finalized()  # garbage only a collection frees, with a finalizer
+
+    try:
+        for collect in (lambda: collect_keeping_interrupts(gc.collect), settle_heap,
+                        lambda: collect_keeping_interrupts(lambda: gc.collect(0))):
+            arm()
+            with pytest.raises(KeyboardInterrupt):
+                collect()
+            if where == "gc callback":
+                gc.callbacks.remove(interrupt)
+            gc.unfreeze()
+    finally:
+        if interrupt in gc.callbacks:
+            gc.callbacks.remove(interrupt)

@@ -4,6 +4,8 @@ given back to the collector after pytest's own end."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 
@@ -21,9 +23,37 @@ def settle_heap() -> None:
     import gc
 
     global _settled
-    gc.collect()
+    collect_keeping_interrupts(gc.collect)
     gc.freeze()
     _settled = True
+
+
+def collect_keeping_interrupts(collect: Callable[[], object]) -> None:
+    """`collect()` (a garbage collection) with Ctrl-C kept for after it. A signal that comes
+    while the collector runs is handled at the next line of Python, which is a gc callback
+    (hypothesis registers one) or a finalizer: a KeyboardInterrupt raised there is
+    "ignored" as unraisable, and the run went on as if never interrupted (until its
+    requests timed out, then gave a verdict). So, on the main thread, SIGINT only notes
+    itself during the collection, and the handler it replaced is called after it, where
+    its KeyboardInterrupt stops the run as Ctrl-C does anywhere else."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        collect()  # signal handlers run on the main thread only
+        return
+    noted: list[int] = []
+    try:
+        before = signal.signal(signal.SIGINT, lambda signum, frame: noted.append(signum))
+    except ValueError:  # not the main interpreter's main thread
+        collect()
+        return
+    try:
+        collect()
+    finally:
+        signal.signal(signal.SIGINT, before)
+    if noted:
+        signal.raise_signal(signal.SIGINT)  # to the handler it was meant for: Python's raises KeyboardInterrupt here
 
 
 _settled = False  # settle_heap ran in this process

@@ -23,6 +23,8 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from medrcube.plugin.speed.frozen_heap import collect_keeping_interrupts
+
 
 @contextmanager
 def collector_paused() -> Iterator[None]:
@@ -37,7 +39,7 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
         raise
     if gc.get_freeze_count() == 0:  # this run thaws the heap at its end (frozen_heap.thaw_heap_after)
-        gc.collect(0)
+        collect_keeping_interrupts(lambda: gc.collect(0))
         gc.freeze()
     if running:
         gc.enable()
