@@ -63,6 +63,14 @@ NET_CONFIDENT = 0.5
 # A faint line's grey is fixed where it starts; where it runs onto ground of that grey its glyphs cannot be seen, nothing
 # is there to follow, and the glyphs are still the line's: 3 thicknesses (`oriented.ALONG`) left such ends out.
 TURNED_ALONG = 6.0
+# px: and at least this far. A turned line the net found on a stroke-map line is as thick as its glyphs (6 px for 8 px
+# text: 6 thicknesses are 36 px, 6 letters), and read in the middle of a long line it left the first and last letters out.
+TURNED_REACH = 60.0
+
+
+def _grown_turned(line: oriented.Line) -> oriented.Quad:
+    """A turned line's mask: grown TURNED_ALONG thicknesses along it at each end, and TURNED_REACH px at least."""
+    return oriented.grown(line, along=max(TURNED_ALONG, TURNED_REACH / max(line.thickness, 1.0)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,7 +222,7 @@ def chained(shape: tuple[int, ...], boxes: list[Box], quads: list[oriented.Quad]
         if not rows and not lines and not bands:
             break
         boxes = joined(boxes + [grown(c, shape) for c in rows])
-        quads += [oriented.grown(t, along=TURNED_ALONG) for t in lines] + [oriented.grown(t, along=FAINT_ALONG) for t in bands]
+        quads += [_grown_turned(t) for t in lines] + [oriented.grown(t, along=FAINT_ALONG) for t in bands]
     return boxes, oriented.joined(quads)
 
 
@@ -243,7 +251,7 @@ def _goes_on(line: oriented.Line, pieces: list[oriented.Line]) -> bool:
     return False
 
 
-def _uncovered_turned(reader: ocr.TextReader, masked: np.ndarray, lines: list[oriented.Line], covered: np.ndarray) -> list[oriented.Line]:
+def _uncovered_turned(reader: ocr.TextReader, masked: np.ndarray, lines: list[oriented.Line], covered: np.ndarray, confident: float = NET_CONFIDENT) -> list[oriented.Line]:
     """The turned stroke-map lines NET_MIN_HEIGHT px or thicker, less than 90% inside the masks, that the
     recogniser reads (upright, either way) as LEGIBLE letters or digits, with a confidence of NET_CONFIDENT
     or more, on the masked frame."""
@@ -255,7 +263,7 @@ def _uncovered_turned(reader: ocr.TextReader, masked: np.ndarray, lines: list[or
         own = oriented.coverage_mask((y1 - y0, x1 - x0), [tuple((x - x0, y - y0) for x, y in line.quad)])
         if own.any() and float((covered[y0:y1, x0:x1] & own).sum()) >= 0.9 * float(own.sum()):
             continue
-        if oriented.legible(reader, masked, line, NET_CONFIDENT):
+        if oriented.legible(reader, masked, line, confident):
             out.append(line)
     return out
 
@@ -327,6 +335,13 @@ def _rect(box: Box) -> oriented.Quad:
 # console writes its block so, a film is turned whole), and each line read costs two recogniser calls (about 0.04 s).
 FAINT_NET = True
 FAINT_NET_THICK = 24.0
+# The band map's lines FAINT_LOW_THICK px thick or thinner (the full-size and half-size maps: 8-12 px text) count at the
+# recogniser's confidence FAINT_CONFIDENT or more, not NET_CONFIDENT. An 8 px line of 1 px strokes at 0.15 of full scale is
+# read with every character but at 0.34-0.45 ("to pactor" for "MRN 84405154 ...", "116v42409" for "MRN 24053334": tuning
+# seeds 8001, 8003); the band lines read so off text, on 70 text-free 512-1,024 px frames read whole, came at 0.1-0.44
+# (8 of 4,000), and these are read only in the direction of text found, on frames where text was found.
+FAINT_LOW_THICK = 12.0
+FAINT_CONFIDENT = 0.3
 
 
 def faint_read(faint: list[oriented.Line], directions: list[float]) -> list[oriented.Line]:
@@ -358,7 +373,7 @@ def plan(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.TextRegio
     if FOLLOW and (turned_found or stacks):
         gray = proposals.gray8(pixels)  # once: each line's strip is read from it
         turned_found, stacks = ([oriented.followed(gray, line) for line in lines] for lines in (turned_found, stacks))
-    quads = [oriented.grown(line, along=TURNED_ALONG) for line in turned_found] + [line.quad for line in stacks]
+    quads = [_grown_turned(line) for line in turned_found] + [line.quad for line in stacks]
     rows = [r for r in regions if not oriented.is_oriented(r.quad)]
     found = [oriented.line_of(r.quad if oriented.is_oriented(r.quad) else _rect(r.box)) for r in regions]
     found += [oriented.line_of(_rect(c)) for c in columns(regions, shape)]
@@ -375,14 +390,17 @@ def plan(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.TextRegio
             readable = readable or bool(uncovered_legible(reader, masked, candidates, boxes))
     # The turned stroke maps' lines, then the band map's thin ones (`faint_read`), read by the net the same way.
     directions = [line.angle for line in turned_found + stacks]
-    for net_lines in (turned or [], faint_read(faint or [], directions) if FAINT_NET else []):
+    read = faint_read(faint or [], directions) if FAINT_NET else []
+    thin = [f for f in read if f.thickness <= FAINT_LOW_THICK]
+    thick = [f for f in read if f.thickness > FAINT_LOW_THICK]
+    for net_lines, floor in ((turned or [], NET_CONFIDENT), (thin, FAINT_CONFIDENT), (thick, NET_CONFIDENT)):
         if readable or not net_lines:
             continue
-        hits_t = _uncovered_turned(reader, masked, net_lines, MaskPlan(boxes, 0, False, 0, tuple(quads)).covered(shape))
+        hits_t = _uncovered_turned(reader, masked, net_lines, MaskPlan(boxes, 0, False, 0, tuple(quads)).covered(shape), floor)
         if hits_t:
             netted += len(hits_t)
-            quads += [oriented.grown(line, along=TURNED_ALONG) for line in hits_t]
+            quads += [_grown_turned(line) for line in hits_t]
             result = MaskPlan(boxes, extended, False, netted, tuple(quads))
             masked = result.paint(pixels)
-            readable = bool(_uncovered_turned(reader, masked, net_lines, result.covered(shape)))
+            readable = bool(_uncovered_turned(reader, masked, net_lines, result.covered(shape), floor))
     return MaskPlan(boxes, extended, readable, netted, tuple(oriented.joined(quads)))
