@@ -251,19 +251,21 @@ def _goes_on(line: oriented.Line, pieces: list[oriented.Line]) -> bool:
     return False
 
 
-def _uncovered_turned(reader: ocr.TextReader, masked: np.ndarray, lines: list[oriented.Line], covered: np.ndarray, confident: float = NET_CONFIDENT) -> list[oriented.Line]:
+def _uncovered_turned(reader: ocr.TextReader, masked: np.ndarray, lines: list[oriented.Line], covered: np.ndarray,
+                      confident: float = NET_CONFIDENT, whole: np.ndarray | None = None) -> list[oriented.Line]:  # fmt: skip
     """The turned stroke-map lines NET_MIN_HEIGHT px or thicker, less than 90% inside the masks, that the
-    recogniser reads (upright, either way) as LEGIBLE letters or digits, with a confidence of NET_CONFIDENT
-    or more, on the masked frame."""
+    recogniser reads (upright, either way) as LEGIBLE letters or digits, with a confidence of `confident` or more,
+    on the masked frame; with `whole` (the frame unmasked), a line partly under a mask is read there instead."""
     out = []
     for line in lines:
         if line.thickness < NET_MIN_HEIGHT:
             continue
         x0, y0, x1, y1 = line.box(covered.shape)
         own = oriented.coverage_mask((y1 - y0, x1 - x0), [tuple((x - x0, y - y0) for x, y in line.quad)])
-        if own.any() and float((covered[y0:y1, x0:x1] & own).sum()) >= 0.9 * float(own.sum()):
+        under = float((covered[y0:y1, x0:x1] & own).sum())
+        if own.any() and under >= 0.9 * float(own.sum()):
             continue
-        if oriented.legible(reader, masked, line, confident):
+        if oriented.legible(reader, whole if whole is not None and under > 0 else masked, line, confident):
             out.append(line)
     return out
 
@@ -338,9 +340,13 @@ FAINT_NET_THICK = 24.0
 # The band map's lines FAINT_LOW_THICK px thick or thinner (the full-size and half-size maps: 8-12 px text) count at the
 # recogniser's confidence FAINT_CONFIDENT or more, not NET_CONFIDENT. An 8 px line of 1 px strokes at 0.15 of full scale is
 # read with every character but at 0.34-0.45 ("to pactor" for "MRN 84405154 ...", "116v42409" for "MRN 24053334": tuning
-# seeds 8001, 8003); the band lines read so off text, on 70 text-free 512-1,024 px frames read whole, came at 0.1-0.44
-# (8 of 4,000), and these are read only in the direction of text found, on frames where text was found.
+# seeds 8001, 8003). Of the 1,614 band lines of 70 text-free 512-1,024 px frames, all read, those read as 4 or more
+# letters or digits came at 0.10-0.44; here they are read only in the direction of text found, on frames with text found.
 FAINT_LOW_THICK = 12.0
+# A net line partly under a mask is read on the frame unmasked (the check of the exported frame after masking reads the
+# masked one): a turned mask grown along one line of a block covered three quarters of the band line of the next, which
+# then read as nothing and kept its last letters (tuning seed 8002, an 8 px line at 135 degrees at 1,024 px).
+NET_WHOLE = True
 FAINT_CONFIDENT = 0.3
 
 
@@ -396,7 +402,8 @@ def plan(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.TextRegio
     for net_lines, floor in ((turned or [], NET_CONFIDENT), (thin, FAINT_CONFIDENT), (thick, NET_CONFIDENT)):
         if readable or not net_lines:
             continue
-        hits_t = _uncovered_turned(reader, masked, net_lines, MaskPlan(boxes, 0, False, 0, tuple(quads)).covered(shape), floor)
+        hits_t = _uncovered_turned(reader, masked, net_lines, MaskPlan(boxes, 0, False, 0, tuple(quads)).covered(shape), floor,
+                                   pixels if NET_WHOLE else None)  # fmt: skip
         if hits_t:
             netted += len(hits_t)
             quads += [_grown_turned(line) for line in hits_t]
