@@ -30,7 +30,7 @@ from medrcube.models import providers
 from medrcube.models.ceilings import PARAM_CEILINGS, beyond
 from medrcube.models.light_http import TRANSPORTS
 from medrcube.models.urls import credential_parts, redact_urls, refusal_hint
-from medrcube.models.vllm_engine import ENGINE_KEYS, EngineArgs, engine_args
+from medrcube.models.vllm_args import ENGINE_KEYS, EngineArgs, engine_args
 from medrcube.taxonomy import did_you_mean
 
 # The providers an entry may name, and the spec words a name may not shadow, are the
