@@ -30,7 +30,6 @@ from typing import Any
 
 from medrcube.gate.checks import ACCURACY_KINDS, Check
 from medrcube.gate.validate import AT_CHANCE
-from medrcube.yamlconf import YamlFileError, read_yaml_file
 
 # Compared between this run's checks and the default's, in this order.
 _FIELDS = ("bound", "rule", "confidence", "above_chance", "required")
@@ -141,6 +140,9 @@ def below_chance(checks: Sequence[Check], chance: Mapping[str, float], policy_fi
            and c.bound <= chance[c.id]]
     if not low:
         return [], []
+    # only for a bound at chance: PyYAML is left unloaded otherwise (plugin/speed/policy_memo.py)
+    from medrcube.yamlconf import YamlFileError, read_yaml_file
+
     try:
         doc = read_yaml_file(Path(policy_file), missing_fix="pass --thresholds PATH")
     except YamlFileError:

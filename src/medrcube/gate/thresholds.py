@@ -87,18 +87,20 @@ from medrcube.gate.validate_clinical import (
     validate_scopes,
 )
 from medrcube.taxonomy import MODALITIES, PARTS, TASK_NAMES, canonical_task, did_you_mean
-from medrcube.yamlconf import YamlFileError, read_yaml_file
 
 __all__ = [
     "ACCURACY_KEYS", "AXES", "DECISION_KEYS", "SCHEMA_VERSION", "Bound", "CellRule", "CredibilityBounds",
     "CredibilityPolicy", "Decision", "ImageDependencePolicy", "Policy", "PositionPolicy", "RegressionPolicy",
-    "SlicePolicy", "ThresholdsError", "load_policy", "policy_from_dict", "validate_against_cells",
+    "SlicePolicy", "ThresholdsError", "load_policy", "policy_from_dict", "read_policy_doc", "validate_against_cells",
 ]
 
 # --------------------------------------------------------------------------- YAML loading
 
 
 def _read(path: Path) -> Any:
+    # imported here: a run whose policy's parse is remembered (plugin/speed/policy_memo.py) does not load PyYAML
+    from medrcube.yamlconf import YamlFileError, read_yaml_file
+
     try:
         return read_yaml_file(path, missing_fix="pass --thresholds PATH, or copy the repository's thresholds.yaml here")
     except YamlFileError as exc:
@@ -329,11 +331,17 @@ def _build_credibility(d: Mapping[str, Any], defaults: Decision, src: Callable[.
 
 def load_policy(path: str | os.PathLike[str], profile: str | None = None) -> Policy:
     """Read and strictly validate a thresholds file, applying `profile` if given."""
+    return policy_from_dict(read_policy_doc(path), profile, source=str(path))
+
+
+def read_policy_doc(path: str | os.PathLike[str]) -> Any:
+    """The parsed document of a thresholds file, not yet validated (`policy_from_dict`
+    validates it); ThresholdsError for a file that is missing, unreadable, not YAML or empty."""
     doc = _read(Path(path))
     if doc is None:
         raise ThresholdsError(str(path), "", "the file is empty", show_value=False,
                               fix=f"start with `version: {SCHEMA_VERSION}`")
-    return policy_from_dict(doc, profile, source=str(path))
+    return doc
 
 
 def policy_from_dict(doc: Any, profile: str | None = None, *, source: str = "<thresholds>") -> Policy:

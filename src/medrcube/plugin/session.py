@@ -299,9 +299,10 @@ def _build(options: GateOptions) -> GateSession:
     from medrcube.cube.item import CubeError
     from medrcube.gate.checks import build_checks
     from medrcube.gate.scope import scoped_items
-    from medrcube.gate.thresholds import ThresholdsError, load_policy, validate_against_cells
+    from medrcube.gate.thresholds import ThresholdsError, validate_against_cells
     from medrcube.models.registry import ModelSpecError, load_adapter
     from medrcube.plugin.evidence import fresh_wanted, policy_record, refuse_at_chance, split_baseline
+    from medrcube.plugin.speed.policy_memo import remembered_policy
 
     variants = _parse_variants(options.variants)
     cube_spec = resolve_cube_spec(options)
@@ -330,7 +331,7 @@ def _build(options: GateOptions) -> GateSession:
         return list(assess(built, cube.items_by_content, on, feasibility_memo(built, digest[0], on)))
 
     try:
-        policy = load_policy(thresholds, profile=options.profile)
+        policy = remembered_policy(thresholds, profile=options.profile)  # load_policy, its parse remembered
         validate_against_cells(policy, cells)  # names of the scope too: the whole cube's and the taxonomy's
         inside, outside = scoped_items(cube.items, policy.scope, str(thresholds))  # only the scope is asked
         cube, cells = replace(cube, items=tuple(inside)), sorted({it.cell for it in inside})
@@ -359,9 +360,9 @@ def _build(options: GateOptions) -> GateSession:
         refusals are above)."""
 
         def default_checks(profile: str | None) -> list[Any]:
-            shipped = load_policy(packaged_thresholds() or thresholds)
+            shipped = remembered_policy(packaged_thresholds() or thresholds)
             if profile in shipped.profiles:
-                shipped = load_policy(packaged_thresholds() or thresholds, profile=profile)
+                shipped = remembered_policy(packaged_thresholds() or thresholds, profile=profile)
             built = build_checks(cells, shipped, variants=variants, has_baseline=bool(baseline_dir or baseline_spec),
                                  cell_options=offered, strata=item_strata(cube.items))
             return assessed(built, shipped)
