@@ -18,7 +18,8 @@ rounds of the gate's wall over the bare client's of the same round, and of the g
 per request (whole process, start-up and tail included), with the load average at each
 run's end; beside it, each client's CPU split at its first and last request as the server
 reads them (`throughput_harnesses.HotPath`): CPU to the first request, the hot path's CPU
-per request (all threads, first request to last), CPU from the last request to the exit.
+per request (all threads, first request to last; steady: from the request a quarter of the
+way in, past the one-off work after the first answer), CPU from the last request to the exit.
 """
 
 from __future__ import annotations
@@ -96,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
                         print(f"{name}: wall {r['wall_s']:.2f} s, start-up {r['startup_s']:.2f} s, requests "
                               f"{r['requests_s']:.2f} s, tail {r['tail_s']:.2f} s, CPU {r['cpu_s']:.2f} s "
                               f"({r['cpu_ms_per_request']:.2f} ms/request; hot path "
-                              f"{_ms(r['hot_cpu_ms_per_request'])}), load {r['load'][0]}",
+                              f"{_ms(r['hot_cpu_ms_per_request'])}, steady {_ms(r['steady_cpu_ms_per_request'])}), "
+                              f"load {r['load'][0]}",
                               file=sys.stderr, flush=True)
     finally:
         if spinner is not None:
@@ -118,22 +120,24 @@ def main(argv: list[str] | None = None) -> int:
                          **{k: med(k) for k in ("wall_s", "startup_s", "requests_s", "tail_s", "cpu_s",
                                                 "cpu_ms_per_request")},
                          **{k: med_or_none(k, mine) for k in ("cpu_at_first_request_s", "hot_cpu_s",
-                                                              "cpu_from_last_request_s", "hot_cpu_ms_per_request")},
+                                                              "cpu_from_last_request_s", "hot_cpu_ms_per_request",
+                                                              "steady_cpu_ms_per_request")},
                          "maxrss_mib": max(r["maxrss_mib"] for r in mine)})
     doc = {"busy": not args.no_busy, "bytecode_written": args.bytecode, "compiled_first": not args.no_compile, "load_average_start": load0,
            "load_average_end": load_average(), "cpu_count": os.cpu_count(), "rows": rows, "runs": runs}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     print("| delay, in flight | harness | wall | x bare (median; each round) | start-up | requests | tail | "
-          "CPU | CPU/request | CPU to the first request | hot-path CPU/request | CPU from the last request |\n"
-          "|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "CPU | CPU/request | CPU to the first request | hot-path CPU/request | steady | CPU from the last request |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         xb = "" if r["x_bare"] is None else (f"{r['x_bare']:.2f}x (" + ", ".join(f"{x:.2f}" for x in r["x_bare_each"])
                                             + ")")
         print(f"| {r['delay_s'] * 1000:.0f} ms, {r['concurrency']} | {r['harness']} | {r['wall_s']:.2f} s | {xb} | "
               f"{r['startup_s']:.2f} s | {r['requests_s']:.2f} s | {r['tail_s']:.2f} s | {r['cpu_s']:.2f} s | "
               f"{r['cpu_ms_per_request']:.2f} ms | {_s(r['cpu_at_first_request_s'])} | "
-              f"{_ms(r['hot_cpu_ms_per_request'])} | {_s(r['cpu_from_last_request_s'])} |")
+              f"{_ms(r['hot_cpu_ms_per_request'])} | {_ms(r['steady_cpu_ms_per_request'])} | "
+              f"{_s(r['cpu_from_last_request_s'])} |")
     print(f"load average at start {load0}, at end {doc['load_average_end']}")
     return 0
 

@@ -187,3 +187,22 @@ def _written_documents_validate(request: pytest.FixtureRequest) -> Iterator[None
                 path = manifest.parent / name
                 if name in files and path.is_file() and file_digest(path) == files[name]:
                     validate(json.loads(path.read_text(encoding="utf-8")), schema, str(path))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _ctrl_c_as_a_terminal_sends_it() -> Iterator[None]:
+    """SIGINT handled as Python's default in the test processes, even when the suite was
+    started as a background job of a shell without job control, which starts it with
+    SIGINT ignored: every process the tests spawn would inherit that, and the tests of
+    Ctrl-C (a gate interrupted mid-run; a collection interrupted) would see no interrupt."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)

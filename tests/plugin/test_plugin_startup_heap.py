@@ -138,11 +138,13 @@ def test_ctrl_c_during_a_collection_is_not_lost(heap: None, where: str) -> None:
         for collect in (lambda: collect_keeping_interrupts(gc.collect), settle_heap,
                         lambda: collect_keeping_interrupts(lambda: gc.collect(0))):
             arm()
-            with pytest.raises(KeyboardInterrupt):
-                collect()
-            if where == "gc callback":
-                gc.callbacks.remove(interrupt)
-            gc.unfreeze()
+            try:
+                with pytest.raises(KeyboardInterrupt):
+                    collect()
+            finally:
+                if interrupt in gc.callbacks:
+                    gc.callbacks.remove(interrupt)
+                gc.unfreeze()
     finally:
         if interrupt in gc.callbacks:
             gc.callbacks.remove(interrupt)
