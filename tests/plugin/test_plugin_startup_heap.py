@@ -110,8 +110,7 @@ def test_ctrl_c_during_a_collection_is_not_lost(heap: None, where: str) -> None:
     """Ctrl-C that comes while the gate collects (the heap settled as the answers come in,
     or before the first request) stops the run: without the guard, Python handles the
     signal inside a gc callback or a finalizer, whose KeyboardInterrupt is only "ignored",
-    and the run went on (tests/plugin/test_plugin_errors.py's Ctrl-C test failed so under
-    load, the run ending at its requests' timeouts with a verdict)."""
+    and the run would go on to its requests' timeouts and a verdict."""
     import os
     import signal
 

@@ -30,12 +30,12 @@ def settle_heap() -> None:
 
 def collect_keeping_interrupts(collect: Callable[[], object]) -> None:
     """`collect()` (a garbage collection) with Ctrl-C kept for after it. A signal that comes
-    while the collector runs is handled at the next line of Python, which is a gc callback
-    (hypothesis registers one) or a finalizer: a KeyboardInterrupt raised there is
-    "ignored" as unraisable, and the run went on as if never interrupted (until its
-    requests timed out, then gave a verdict). So, on the main thread, SIGINT only notes
-    itself during the collection, and the handler it replaced is called after it, where
-    its KeyboardInterrupt stops the run as Ctrl-C does anywhere else."""
+    while the collector runs is handled at the next line of Python, which can be a gc
+    callback (a library's) or a finalizer of the garbage: a KeyboardInterrupt raised there
+    is only reported as "ignored", and the run would go on as if never interrupted (until
+    its requests timed out, then give a verdict). So, on the main thread, SIGINT only notes
+    itself during the collection and is raised again after it, to the handler it was meant
+    for, where its KeyboardInterrupt stops the run as Ctrl-C does anywhere else."""
     import signal
     import threading
 
