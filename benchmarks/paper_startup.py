@@ -32,22 +32,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import OUT, ROOT
+from benchmarks.harness import OUT, ROOT, pid_cpu_s
 from benchmarks.machine import load_average
 from benchmarks.throughput_harnesses import command
 from medrcube.testing.server import ScriptedServer
 
 RESULT = ROOT / "benchmarks" / "results" / "paper_startup.json"
-
-
-def _cpu_s(pid: int) -> float | None:
-    """User + system CPU of process `pid` (all its threads) so far, from /proc."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def one_gate(srv: ScriptedServer, *, src: str, cube: str, variants: str, delay: float, conc: int,
@@ -60,7 +50,7 @@ def one_gate(srv: ScriptedServer, *, src: str, cube: str, variants: str, delay: 
 
     def reply(prompt: str, body: Any) -> None:
         if "cpu" not in seen and "pid" in child:
-            cpu = _cpu_s(child["pid"])
+            cpu = pid_cpu_s(child["pid"])
             if cpu is not None:
                 seen["cpu"], seen["at"] = cpu, time.monotonic()
         return None  # the script answers

@@ -152,9 +152,6 @@ class HotPath:
 
     def __init__(self) -> None:
         self.pid: int | None = None
-        self.first: float | None = None
-        self.last: float | None = None
-        self.reads = 0
         self.cpu: list[float] = []  # at each request read
 
     def started(self, pid: int) -> None:
@@ -165,23 +162,18 @@ class HotPath:
             return None
         cpu = pid_cpu_s(self.pid)
         if cpu is not None:
-            if self.first is None:
-                self.first = cpu
-            self.last, self.reads = cpu, self.reads + 1
             self.cpu.append(cpu)
         return None  # the script answers
 
     def figures(self, cpu_s: float) -> dict[str, Any]:
-        if self.first is None or self.last is None or self.reads < 2:
+        cpu = self.cpu
+        if len(cpu) < 2:
             return {"cpu_at_first_request_s": None, "hot_cpu_s": None, "hot_cpu_ms_per_request": None,
                     "steady_cpu_ms_per_request": None}
-        quarter = len(self.cpu) // 4
-        steady = (1000.0 * (self.cpu[-1] - self.cpu[quarter]) / (len(self.cpu) - 1 - quarter)
-                  if len(self.cpu) - 1 > quarter else None)
-        return {"cpu_at_first_request_s": self.first, "hot_cpu_s": self.last - self.first,
-                "cpu_from_last_request_s": cpu_s - self.last,
-                "hot_cpu_ms_per_request": 1000.0 * (self.last - self.first) / (self.reads - 1),
-                "steady_cpu_ms_per_request": steady}
+        quarter = len(cpu) // 4
+        steady = 1000.0 * (cpu[-1] - cpu[quarter]) / (len(cpu) - 1 - quarter) if len(cpu) - 1 > quarter else None
+        return {"cpu_at_first_request_s": cpu[0], "hot_cpu_s": cpu[-1] - cpu[0], "cpu_from_last_request_s": cpu_s - cpu[-1],
+                "hot_cpu_ms_per_request": 1000.0 * (cpu[-1] - cpu[0]) / (len(cpu) - 1), "steady_cpu_ms_per_request": steady}
 
 
 def replay(srv: ScriptedServer, harness: str, *, url: str, cube: str, conc: int, jobs: Path, env: dict[str, str],
