@@ -80,6 +80,17 @@ def test_a_policy_refused_at_chance_asks_nothing(gate_ws, gate_server) -> None:
     assert gate_server.stats(log=False)["total"] == 0
 
 
+async def _forever(cancelled: list[bool]) -> None:
+    """A work that never ends by itself; notes its cancellation."""
+    import asyncio
+
+    try:
+        await asyncio.sleep(3600)
+    except asyncio.CancelledError:
+        cancelled.append(True)
+        raise
+
+
 def test_a_stopped_inference_ends_at_once_and_raises() -> None:
     """`until_stopped`: the event set from another thread cancels the work (run/orphan.py)."""
     import asyncio
@@ -89,17 +100,9 @@ def test_a_stopped_inference_ends_at_once_and_raises() -> None:
 
     stop = threading.Event()
     cancelled: list[bool] = []
-
-    async def forever() -> None:
-        try:
-            await asyncio.sleep(60)
-        except asyncio.CancelledError:
-            cancelled.append(True)
-            raise
-
     threading.Timer(0.1, stop.set).start()
     with pytest.raises(StoppedError):
-        asyncio.run(until_stopped(forever(), stop))
+        asyncio.run(until_stopped(_forever(cancelled), stop))
     assert cancelled == [True]
 
 
@@ -117,20 +120,12 @@ def test_a_stop_event_wakes_the_loop_without_polling() -> None:
 
     stop = StopEvent()
     cancelled: list[bool] = []
-
-    async def forever() -> None:
-        try:
-            await asyncio.sleep(3600)
-        except asyncio.CancelledError:
-            cancelled.append(True)
-            raise
-
     threading.Timer(0.1, stop.set).start()
     with pytest.raises(StoppedError):
-        asyncio.run(until_stopped(forever(), stop, poll_s=3600))
+        asyncio.run(until_stopped(_forever(cancelled), stop, poll_s=3600))
     assert cancelled == [True]
     with pytest.raises(StoppedError):  # already set
-        asyncio.run(until_stopped(forever(), stop, poll_s=3600))
+        asyncio.run(until_stopped(_forever(cancelled), stop, poll_s=3600))
 
     other = StopEvent()
 

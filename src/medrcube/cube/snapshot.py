@@ -290,17 +290,11 @@ def _same_images(refs: list[tuple[str, str, str]], idents: Mapping[str, list[int
     does (`DirImages.plain_key`: no lstat per image, a realpath per folder), and only the
     others are resolved the long way. A cube with a symlinked image file (or a dangling
     link where an image is recorded missing) is checked the long way throughout."""
-    for key, ident in idents.items():
-        try:
-            st = open_regular_stat(images.path(key), nofollow=True)
-        except FileNotFoundError:
-            if ident is not None:
-                return False
-            continue
-        except OSError as exc:
-            return exc.errno == errno.ELOOP and _same_images_the_long_way(refs, idents, images)
-        if ident is None or identity(st) != ident:
-            return False
+    same = _same_identities(idents, images, nofollow=True)
+    if same is None:  # an image file is a symlink
+        return _same_images_the_long_way(refs, idents, images)
+    if not same:
+        return False
     for folder, ref, key in refs:
         got = images.plain_key(folder, ref)
         if got is None:
@@ -316,15 +310,21 @@ def _same_images_the_long_way(refs: list[tuple[str, str, str]], idents: Mapping[
     for folder, ref, key in refs:
         if images.resolve(os.path.join(images.root, folder), ref).key != key:
             return False
+    return _same_identities(idents, images, nofollow=False) is True
+
+
+def _same_identities(idents: Mapping[str, list[int] | None], images: DirImages, *, nofollow: bool) -> bool | None:
+    """Every image file opens with the identity recorded (one recorded missing is missing);
+    with `nofollow`, None as soon as one is a symlink at its last component."""
     for key, ident in idents.items():
         try:
-            st = open_regular_stat(images.path(key))
+            st = open_regular_stat(images.path(key), nofollow=nofollow)
         except FileNotFoundError:
             if ident is not None:
                 return False
             continue
-        except OSError:
-            return False
+        except OSError as exc:
+            return None if nofollow and exc.errno == errno.ELOOP else False
         if ident is None or identity(st) != ident:
             return False
     return True
