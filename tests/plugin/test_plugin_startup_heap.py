@@ -54,8 +54,10 @@ def test_nothing_more_is_frozen_when_something_was_frozen_before(heap: None) -> 
     gc.freeze()
     before = gc.get_freeze_count()
     with collector_paused():
-        made = [{"x": i} for i in range(1000)]
-    assert gc.get_freeze_count() == before and gc.isenabled() and made
+        made = [[i] for i in range(1000)]  # lists: tracked by the collector, so freezable
+    # Frozen objects can still die by reference count (the count then falls, as it did on
+    # CI), so "nothing more frozen" is "not above"; freezing would add the thousand lists.
+    assert gc.get_freeze_count() <= before and gc.isenabled() and made
 
 
 def test_a_failed_build_resumes_the_collector_and_freezes_nothing(heap: None) -> None:
