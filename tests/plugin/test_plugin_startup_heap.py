@@ -2,7 +2,9 @@
 no collection inside, the young garbage collected and the heap frozen at the end (only
 when the run will give it back), the collector resumed as it was found, nothing frozen
 after a failed build; in a real run, collection sees the collector running and the heap
-frozen, and an in-process run leaves the heap as it found it."""
+frozen, and an in-process run leaves the heap as it found it. Also the pause of the verdicts
+and the run directory (plugin/speed/frozen_heap.collection_paused): no automatic collection
+inside, the collector resumed after as it was found."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from medrcube.plugin.speed.frozen_heap import collection_paused
 from medrcube.plugin.speed.startup_heap import collector_paused
 
 
@@ -149,3 +152,38 @@ def test_ctrl_c_during_a_collection_is_not_lost(heap: None, where: str) -> None:
     finally:
         if interrupt in gc.callbacks:
             gc.callbacks.remove(interrupt)
+
+
+# -- the collector paused for the verdicts and the run directory (frozen_heap.collection_paused)
+
+
+def test_no_automatic_collection_inside_and_the_collector_resumed_after(heap: None) -> None:
+    young: list[int] = []
+
+    def noted(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and info["generation"] < 2:
+            young.append(info["generation"])
+
+    gc.callbacks.append(noted)
+    try:
+        with collection_paused():
+            assert not gc.isenabled()
+            made = [[i] for i in range(50_000)]  # many tracked objects: collections would start
+            during = len(young)
+        assert gc.isenabled() and during == 0 and made
+        more = [[i] for i in range(5_000)]
+        assert young and more  # the collector runs again after the block
+    finally:
+        gc.callbacks.remove(noted)
+    assert gc.get_freeze_count() == 0  # nothing frozen: the block only pauses
+
+
+def test_a_collector_off_before_the_pause_stays_off_and_an_error_resumes_it(heap: None) -> None:
+    gc.disable()
+    with collection_paused():
+        pass
+    assert not gc.isenabled()
+    gc.enable()
+    with pytest.raises(ValueError), collection_paused():
+        raise ValueError("a failed verdict")
+    assert gc.isenabled()

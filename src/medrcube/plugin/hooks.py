@@ -41,7 +41,7 @@ from medrcube.plugin import session as gate
 from medrcube.plugin.allure_overview import carry_history
 from medrcube.plugin.options import check_suite_for_options, read_options, realign_setup, suite_requested
 from medrcube.plugin.speed.assert_rewriting import narrow_installed
-from medrcube.plugin.speed.frozen_heap import settle_heap_before_exit, thaw_heap_after
+from medrcube.plugin.speed.frozen_heap import collection_paused, settle_heap_before_exit, thaw_heap_after
 
 if TYPE_CHECKING:
     from medrcube.plugin import outcome, summary
@@ -438,7 +438,8 @@ class ControllerHooks:
             self.report.add_handover(run.handover(live=True))
         if self.report.entries:
             run = gate.open_session(self.config)
-            self.report.finish(run, kinds_off=run.kinds_off())
+            with collection_paused():  # the run directory (plugin/speed/frozen_heap.py)
+                self.report.finish(run, kinds_off=run.kinds_off())
             set_exit_status(session, self.report)
             if self.report.decided is not None:
                 from medrcube.plugin.evidence import junit_account

@@ -20,7 +20,7 @@ from medrcube.gate import kinds
 from medrcube.plugin.evidence import served_error
 from medrcube.plugin.ledger import reserve, with_share
 from medrcube.plugin.options import GateOptions, _parse_variants, _usage, packaged_thresholds, resolve_cube_spec
-from medrcube.plugin.speed.frozen_heap import settle_heap
+from medrcube.plugin.speed.frozen_heap import collection_paused, settle_heap
 from medrcube.plugin.speed.tail_ahead import prepare_outputs
 from medrcube.records import GradedRecord
 
@@ -239,7 +239,8 @@ class GateSession:
                 baseline = self.baseline_records() if any(kinds.needs_baseline(c.kind) for c in self.checks) else None
             except GateError as e:  # an unreadable baseline errors the regression checks only
                 missing = str(e)
-            self._verdicts = self.decider.verdicts(self.checks, records, baseline, baseline_error=missing)
+            with collection_paused():  # plugin/speed/frozen_heap.py
+                self._verdicts = self.decider.verdicts(self.checks, records, baseline, baseline_error=missing)
             self._family = self.decider.family()
         return self._verdicts[check.id]
 

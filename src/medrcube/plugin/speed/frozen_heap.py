@@ -4,7 +4,8 @@ given back to the collector after pytest's own end."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -54,6 +55,25 @@ def collect_keeping_interrupts(collect: Callable[[], object]) -> None:
         signal.signal(signal.SIGINT, before)
     if noted:
         signal.raise_signal(signal.SIGINT)  # to the handler it was meant for: Python's raises KeyboardInterrupt here
+
+
+@contextmanager
+def collection_paused() -> Iterator[None]:
+    """No automatic collection inside: for the verdicts and the run directory after the
+    last answer. They read the frozen heap and make many short-lived objects, which their
+    reference counts free; the collections their allocations set off found next to
+    nothing to free and cost 30-50 ms of the verdicts' 250-275 at paper scale (144 young,
+    13 middle and one full collection: docs/speed.md, "Seventh pass"). What survives is
+    looked at by the next collection after the block; the collector is left as found."""
+    import gc
+
+    running = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if running:
+            gc.enable()
 
 
 _settled = False  # settle_heap ran in this process
