@@ -18,7 +18,7 @@ import pytest
 from PIL import Image
 
 from medrcube.construction import demo
-from medrcube.construction.privacy import linemask, ocr, oriented, pixelscan, synthetic
+from medrcube.construction.privacy import linemask, multiscale, ocr, oriented, pixelscan, synthetic
 from medrcube.construction.privacy import safeguards as privacy
 from medrcube.construction.privacy.ocr import shared_reader
 from medrcube.construction.privacy.textscreen import TextScreen, mask_plan
@@ -384,3 +384,41 @@ def test_a_net_line_partly_under_a_mask_is_read_on_the_frame_unmasked() -> None:
         assert not linemask._uncovered_turned(reader, masked, [band], covered), seed
         assert linemask._uncovered_turned(reader, masked, [band], covered, linemask.NET_CONFIDENT, img) == [band], seed
 
+
+
+def _alone_faint(kind: str, seed: int) -> tuple[np.ndarray, synthetic.Burned]:
+    """A frame whose only text is a record number and date at 45 degrees, 8 px, 0.15 of full scale brighter than its ground."""
+    img = synthetic.background(kind, 512, 512, np.random.default_rng(seed))
+    ground = float(img[380:460, 40:120].mean())
+    img, faint = synthetic.burn(img, "PID 74640328  DOB 1969-08-04", (40, 380), "dejavu-sans", 8, min(1.0, ground + 0.15), 45.0)
+    return img, faint
+
+
+def test_a_faint_small_turned_line_on_a_frame_where_the_detector_finds_nothing_is_read_on_the_band_map_and_masked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The detector finds nothing on the frame (so no band map was made, nothing followed or netted along the line);
+    the band map's thin lines at full scale, the most stroke-like read first, confirm it: masked whole. Without the
+    rule the frame is exported with the line unmasked."""
+    img, faint = _alone_faint("noise", 24)
+    reader = shared_reader()
+    assert not multiscale.detect(reader, img)  # the detector alone finds nothing
+    plan, _ = mask_plan(reader, img)
+    covered = plan.covered(img.shape)
+    assert synthetic.coverage(faint, covered) == 1.0 and covered.mean() < 0.15
+    monkeypatch.setattr(oriented, "LONE", False)
+    without, _ = mask_plan(reader, img)
+    assert synthetic.coverage(faint, without.covered(img.shape)) < 0.5
+
+
+def test_the_band_lines_read_on_a_frame_where_the_detector_finds_nothing_mask_nothing_without_text() -> None:
+    """Frames without text (five grounds, two sizes): the detector finds nothing, the rule reads their thin band lines
+    (texture), and no pixel is masked."""
+    reader = shared_reader()
+    read = 0
+    for kind in ("ct", "mr", "mammo", "xray", "noise"):
+        for side, seed in ((512, 61), (1024, 62)):
+            free = synthetic.background(kind, side, side, np.random.default_rng(seed))
+            read += len([line for line in oriented.faint_candidates(free, scales=(1,)) if line.thickness <= oriented.LONE_THICK])
+            assert not oriented.lone_lines(reader, free), (kind, side)
+            plan, _ = mask_plan(reader, free)
+            assert not plan.boxes and not plan.quads, (kind, side)
+    assert read >= 10  # the rule had lines to read

@@ -307,16 +307,16 @@ FAINT_SIDE = 1024  # px: a scale whose reduced frame is longer than this is not 
 FAINT_THICK = 2  # px of the reduced map added to a band line's thickness (the glyphs reach past the band's centres)
 
 
-def faint_candidates(pixels: np.ndarray) -> list[Line]:
-    """Faint lines at the angles of FAINT_TURNS and the scales of FAINT_SCALES (frame pixels), but the row at full
-    scale: the band map of `proposals` on the frame reduced and turned (its noise measured before turning, pixels off
-    the frame ignored), its lines' corners turned back. For the recogniser's net and the chain rule (`linemask.plan`)."""
+def faint_candidates(pixels: np.ndarray, scales: tuple[int, ...] = FAINT_SCALES) -> list[Line]:
+    """Faint lines at the angles of FAINT_TURNS and the `scales` (frame pixels), but the row at full scale: the band
+    map of `proposals` on the frame reduced and turned (its noise measured before turning, pixels off the frame
+    ignored), its lines' corners turned back. For the recogniser's net and the chain rule (`linemask.plan`)."""
     import cv2
 
     g = proposals.gray8(pixels)
     h, w = g.shape
     out: list[Line] = []
-    for k in FAINT_SCALES:
+    for k in scales:
         if max(h, w) / k > FAINT_SIDE or min(h, w) / k < 3 * proposals.FAINT_BAND:
             continue
         small = g if k == 1 else cv2.resize(g, (max(1, w // k), max(1, h // k)), interpolation=cv2.INTER_AREA)
@@ -345,6 +345,41 @@ def faint_candidates(pixels: np.ndarray) -> list[Line]:
                 ends = [centre + sa * half_len * along + sc * half_thick * across for sa, sc in ((-1, -1), (1, -1), (1, 1), (-1, 1))]
                 out.append(line_of(k * (np.column_stack([np.asarray(ends), np.ones(4)]) @ back.T)))
     return out
+
+
+# A frame where the detector found nothing (`lone_lines`, for `textscreen.text_regions`). Everything after the detector
+# (the band map, lines followed, grown and netted) starts from what it found: a faint small turned line whose strokes no
+# stroke map joins and the detector does not see was exported whole, a quarter of the misses on the tuning seeds of
+# 2026-12-06 (benchmarks/RESULTS.md section 23a). The band map at full scale lies along most of them, and read upright
+# the recogniser reads them with a confidence of 0.5-0.92. So on such a frame the band map's lines at full scale
+# (LONE_THICK px thick or thinner: 8-12 px text) are ranked by how their band varies along them as strokes do (`_along`)
+# and the first LONE_READS are read (upright, both ways); one read as LEGIBLE letters or digits at LONE_CONFIDENT or more
+# is taken for a line the detector found. Measured 2026-12-06 (tuning seeds 9001-9004, the 195 frames of 512 and 1,024
+# px where the detector found nothing, 160 of them without text): band lines off the text read as 4 or more letters or
+# digits came at 0.37 at most (0.40 for 3), the text's at 0.5-1.0; the text's line was first or second of its frame
+# by that ranking (4 thin lines a frame, median; 21 at most). Frames larger than FAINT_SIDE have no full-scale map (an
+# 8 px line there is left to the crops, as before).
+LONE = True
+LONE_THICK = 12.0
+LONE_READS = 6
+LONE_CONFIDENT = 0.5
+
+
+def lone_lines(reader: TextReader, pixels: np.ndarray) -> list[Line]:
+    """The band map's thin lines at full scale read as text (for a frame where the detector found nothing; see above)."""
+    g = proposals.gray8(pixels)
+    if max(g.shape) > FAINT_SIDE:
+        return []
+    ranked: list[tuple[float, Line]] = []
+    for line in faint_candidates(g, scales=(1,)):
+        if line.thickness > LONE_THICK:
+            continue
+        found = _along(g, line)
+        if found is not None:
+            strokes, lo, hi = found[1], found[3], found[4]
+            ranked.append((float(np.mean(strokes[lo:hi])), line))
+    ranked.sort(key=lambda p: -p[0])
+    return [line for _, line in ranked[:LONE_READS] if legible(reader, g, line, LONE_CONFIDENT)]
 
 
 def _turn_matrix(shape: tuple[int, ...], turn: int) -> tuple[np.ndarray, tuple[int, int], np.ndarray]:

@@ -71,6 +71,8 @@ def text_regions(reader: ocr.TextReader, pixels: np.ndarray, turned: bool | None
     """
     turned = multiscale.TURNED if turned is None else turned
     found = multiscale.detect(reader, pixels, turned)
+    if not found and turned and oriented.LONE:  # nothing found: the band map's thin lines, read (`oriented.lone_lines`)
+        found = [ocr.TextRegion(line.box(pixels.shape), 1.0, quad=line.quad) for line in oriented.lone_lines(reader, pixels)]
     if not turned:  # rows only (as before turned lines were screened): every region judged and masked by its box
         found = [ocr.TextRegion(r.box, r.score) for r in found]
     shape = pixels.shape
