@@ -27,6 +27,9 @@ map that joins strokes along rows only. So here:
 - `faint_candidates`: the faint-line (band) map of `proposals` turned as the stroke maps are
   and on the frame reduced 2, 4 and 8 times (larger faint text): where the detector found part
   of a faint line, the band map shows where it goes on (`linemask.chained` masks that part whole);
+- `lone_lines`: on a frame where the detector found nothing, the band map's thin lines at full scale,
+  the most stroke-like first, read upright: one read as text is taken for a line found
+  (`textscreen.text_regions`);
 - `followed`: a line the detector found in part (a faint turned line, a column of stacked letters)
   extended along its own axis over the steps where a strip of its own thickness stands clear of
   both flanks and varies along the axis as strokes do (`linemask.plan`, before it is grown).

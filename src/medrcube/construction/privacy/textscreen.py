@@ -166,7 +166,8 @@ class TextLog:
             row["with_text"] += 1 if f["regions"] else 0
         out: dict[str, Any] = {
             "engine": self.engine,
-            "views": "crops where strokes form lines (along rows and turned), enlarged and contrast-stretched, and the whole frame once at 480 px (large text)",
+            "views": "crops where strokes form lines (along rows and turned), enlarged and contrast-stretched, and the whole frame once at 480 px (large text); "
+                     "on a frame up to 1,024 px where they find nothing, the faint-line map's thin turned lines at full scale, the 6 most stroke-like read upright",
             "masking": "regions grown along the line, lines joined, regions one under another masked as one column, a stroke-map line partly under a mask masked whole, "
                        "a faint line (the band map, turned and coarse) that goes on along a detected line and partly under its mask masked whole, "
                        "the strips beside each mask read by the recogniser and masked when legible; "
