@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+import zlib
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -173,6 +174,35 @@ def test_errors_are_recorded_never_graded_and_retried_on_rerun(unique_cube: Cube
     expected = {a.key for a in plan_asks(unique_cube, "blind", fingerprint="scripted:1") if a.item.id in bad}
     assert set(healed.seen) == expected
     assert again.errors == 0
+    store.close()
+
+
+def test_the_provenance_counts_each_graded_ask_by_the_run_that_asked_its_answer(small_cube: Cube,
+                                                                              tmp_path: Path) -> None:
+    """Asks that share one request count once each; a failed answer comes from no run; a
+    rerun's stored answers count as stored, from the first run, and its new ones as live."""
+    variants = ("standard", "blind")
+    plan = [a for a in plan_asks(small_cube, variants, fingerprint="scripted:1") if a.available]
+    per_key = Counter(a.key for a in plan)
+    assert max(per_key.values()) > 1, "the fixture needs asks that share a request"
+    failing = {k for k in per_key if zlib.crc32(k.encode()) % 3 == 0}
+    failed_asks = sum(per_key[k] for k in failing)
+    assert 0 < failed_asks < len(plan)
+
+    def first_answer(r: Request) -> Response:
+        if r.key in failing:
+            return Response(text=None, error="HTTP 503 after 6 attempts", error_kind=ErrorKind.SERVER, attempts=6)
+        return Response(text="A")
+
+    store = ResponseStore(tmp_path / "store")
+    first = run_cube(small_cube, Scripted(first_answer), variants=variants, store=store).info["provenance"]
+    assert (first["live"], first["stored"]) == (len(plan) - failed_asks, 0)
+    assert sum(first["signers"].values()) == first["live"]
+    again = run_cube(small_cube, Scripted(lambda r: Response(text="A")), variants=variants, store=store)
+    second = again.info["provenance"]
+    assert (second["live"], second["stored"]) == (failed_asks, len(plan) - failed_asks)
+    assert second["from_runs"] == {first["run"]: len(plan) - failed_asks}
+    assert sum(second["signers"].values()) == len(plan)
     store.close()
 
 

@@ -24,25 +24,28 @@ def new_run_token() -> str:
     return f"{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}-{uuid.uuid4().hex[:8]}"
 
 
-def provenance_counts(run: str, origins: Iterable[tuple[str | None, str]], *, signer: Signer | None,
+Origin = tuple[str | None, str]  # the run that asked an answer, who signed it (run/signing.SITE, USER or NONE)
+
+
+def provenance_counts(run: str, origins: Mapping[Origin, int], *, signer: Signer | None,
                       unsigned_asked_again: int = 0) -> dict[str, Any]:
-    """The provenance block of run.json and gate.json, one origin (the run that asked the
-    answer, who signed it: run/signing.SITE, USER or NONE) per graded ask: `live` were asked
-    by this run (by any of its processes), `stored` came from the store, written by the runs
-    in `from_runs`; `signers` counts the graded answers by who signed them; `signer` says
-    whom this run signs with, `signed` whether that is the site key (MEDRCUBE_SIGNING_KEY);
+    """The provenance block of run.json and gate.json from the number of graded asks each
+    origin answered (the runner counts them as the answers come in): `live` were asked by
+    this run (by any of its processes), `stored` came from the store, written by the runs in
+    `from_runs`; `signers` counts the graded answers by who signed them; `signer` says whom
+    this run signs with, `signed` whether that is the site key (MEDRCUBE_SIGNING_KEY);
     `unsigned_asked_again` counts stored answers bound by a plain digest only, asked again."""
     by_run: Counter[str] = Counter()
     signers: Counter[str] = Counter()
     live = stored = unsigned = 0
-    for origin_run, who in origins:
-        signers[who] += 1
+    for (origin_run, who), n in origins.items():
+        signers[who] += n
         if origin_run == run:
-            live += 1
+            live += n
             continue
-        stored += 1
-        unsigned += 1 if who == NONE else 0
-        by_run[origin_run or "(unknown)"] += 1
+        stored += n
+        unsigned += n if who == NONE else 0
+        by_run[origin_run or "(unknown)"] += n
     me = signer or Signer(NONE, None)
     return {"run": run, "signed": me.who == SITE, "signer": me.who, "key_id": me.key_id, "live": live,
             "stored": stored, "stored_unsigned": unsigned, "unsigned_asked_again": unsigned_asked_again,
