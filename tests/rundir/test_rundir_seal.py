@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from medrcube.cli import main
+from medrcube.report.after_exit import wait_drawn
 from medrcube.run import signing
 from medrcube.rundir.seal import MANIFEST, PAGE_SEAL, seal_page, seal_run_dir, verify_run_dir
 from medrcube.testing.gencube import generate_release_cube
@@ -24,6 +25,10 @@ def sealed(tmp_path_factory: pytest.TempPathFactory) -> Path:
                  "--run-id", "r", "--response-store", str(root / "store"), "--no-progress"])
     assert code == 0
     run = root / "reports" / "r"
+    # The page drawn after the run's exit by its own process (report/after_exit.py), before the
+    # run is sealed again: else each test's copy would carry the placeholder, and `verify`
+    # waits for a page no process is drawing any more (60 s).
+    assert wait_drawn(run) == "drawn"
     (run / "thresholds.yaml").write_text("version: 1\noverall: 0.5\n", encoding="utf-8")  # a policy on record
     seal_run_dir(run, json.loads((run / MANIFEST).read_text(encoding="utf-8"))["identity"])
     seal_page(run)  # the page belongs to the run's seal, so it is sealed again after it (as a redraw does)
