@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 from medrcube.cube import load_cube
-from medrcube.report.after_exit import ENV, pending_page, spawn, state, wait_drawn
+from medrcube.report.after_exit import ENV, drawer_alive, drawing_lock_path, pending_page, spawn, state, wait_drawn
 from medrcube.report.html import write_report_html
 from medrcube.rundir.seal import MANIFEST, verify_run_dir
 
@@ -48,6 +48,35 @@ def test_the_page_is_drawn_after_the_exit_and_is_the_page_the_run_would_draw(gat
     assert pid is not None and pid != os.getpid()
     assert wait_drawn(run_dir) == "drawn"
     assert (run_dir / "report.html").read_bytes() == drawn and any((run_dir / "plots").iterdir())
+
+
+def test_a_pending_page_is_waited_for_only_while_its_drawer_runs(gate_ws, gate_server, monkeypatch, tmp_path):
+    """The drawer holds its lock from the run's exit to its own (taken before it is spawned),
+    and removes its file when done; a copy of the directory taken while the page was pending
+    has no drawer, and neither has a directory whose drawer died."""
+    monkeypatch.delenv(ENV, raising=False)
+    gate_server.set_script({"answer_key": gate_ws.answer_key()})
+    assert gate_ws.run(model=gate_ws.openai(gate_server)).ret == 11
+    run_dir = gate_ws.run_dirs()[-1]
+    assert wait_drawn(run_dir) == "drawn" and not drawer_alive(run_dir)
+    lock = drawing_lock_path(run_dir)
+    assert lock is not None and not lock.exists()  # removed by the drawer when done
+
+    # A copy made while the page was pending: nobody draws it, so nobody waits for it.
+    copy = Path(shutil.copytree(run_dir, tmp_path / "archived"))
+    (copy / "report.html").write_text(pending_page(copy), encoding="utf-8")
+    assert not drawer_alive(copy) and wait_drawn(copy) == "pending"
+
+    # The original pending again, with a drawer spawned: held from the spawn, before the child runs.
+    (run_dir / "report.html").write_text(pending_page(run_dir), encoding="utf-8")
+    assert spawn(run_dir) is not None
+    assert drawer_alive(run_dir) or state(run_dir) == "drawn"  # (a child that already finished)
+    assert wait_drawn(run_dir) == "drawn" and not drawer_alive(run_dir)
+
+    # A drawer that died leaves its file, unlocked: not waited for.
+    lock.write_text("", encoding="utf-8")
+    (run_dir / "report.html").write_text(pending_page(run_dir), encoding="utf-8")
+    assert not drawer_alive(run_dir) and wait_drawn(run_dir) == "pending"
 
 
 def test_now_draws_the_page_before_the_exit_and_a_bad_mode_says_so(gate_ws, gate_server, monkeypatch):

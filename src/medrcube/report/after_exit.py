@@ -17,7 +17,10 @@ At the end of a run (`start`):
    a CI log or a benchmark, does not wait for it), and the run exits.
 The child verifies nothing new: it draws from the sealed files as `medrcube report`
 does, and replaces the placeholder atomically (a reader never sees half a page); if
-drawing fails, the page it leaves says why and how to retry.
+drawing fails, the page it leaves says why and how to retry. While it draws it holds a
+lock that the run took before spawning it (`drawer_alive`), so that `medrcube verify`
+waits for the page only while someone is drawing it: a copy of the directory taken at the
+run's exit keeps the placeholder, and was waited for a minute in vain.
 
 `MEDRCUBE_REPORT_HTML=now` draws the page before the exit status (a CI job that archives
 the directory the moment the run exits and wants the page in the archive); `after`
@@ -31,6 +34,7 @@ import html
 import json
 import os
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -90,11 +94,73 @@ def state(run_dir: str | os.PathLike[str]) -> str:
 
 
 def wait_drawn(run_dir: str | os.PathLike[str], timeout_s: float = 300.0) -> str:
-    """Wait (bounded) until report.html is no longer pending; return its state."""
+    """Wait (bounded) until report.html is no longer pending, as long as a process is
+    drawing it (`drawer_alive`); return its state. A copy of a run directory taken while
+    its page was pending (an archive made the moment the run exited) is not waited for."""
     deadline = time.monotonic() + timeout_s
-    while (now := state(run_dir)) == "pending" and time.monotonic() < deadline:
+    while (now := state(run_dir)) == "pending" and time.monotonic() < deadline and drawer_alive(run_dir):
         time.sleep(0.05)
-    return now
+    return state(run_dir) if now == "pending" else now
+
+
+# Who is drawing a page: the drawer holds an exclusive lock on a file named by its run
+# directory's identity on this machine (device and inode, so a copy of the directory has
+# another name), taken by the run before it spawns the drawer and inherited by the drawer,
+# so that it is held from the run's exit to the drawer's. The drawer removes the file when
+# done; a drawer that died leaves it unlocked.
+def drawing_lock_path(run_dir: str | os.PathLike[str]) -> Path | None:
+    try:
+        st = os.stat(run_dir)
+    except OSError:
+        return None
+    return Path(tempfile.gettempdir()) / f"medrcube-drawing-{st.st_dev}-{st.st_ino}.lock"
+
+
+def drawer_alive(run_dir: str | os.PathLike[str]) -> bool:
+    """Whether a process drawing this very directory's page still runs; True where that
+    cannot be told (no file locks here, a lock file another user owns)."""
+    try:
+        import fcntl
+    except ImportError:
+        return True
+    path = drawing_lock_path(run_dir)
+    if path is None:
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False  # nobody holds it: its drawer ended without removing it
+    except OSError:  # held (BlockingIOError), or a lock this file system cannot take
+        return True
+    finally:
+        os.close(fd)
+
+
+def _drawing_lock(run_dir: Path) -> int | None:
+    """The lock of `run_dir`'s drawer, held, on an inheritable descriptor; None when it cannot be taken."""
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    path = drawing_lock_path(run_dir)
+    if path is None:
+        return None
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.set_inheritable(fd, True)
+    except OSError:  # another drawer of this directory holds it, or no locks here
+        os.close(fd)
+        return None
+    return fd
 
 
 def _write(path: Path, text: str) -> None:
@@ -124,10 +190,14 @@ def spawn(run_dir: Path) -> int | None:
             "raise SystemExit(main(sys.argv[2:]))")
     argv = [sys.executable, "-c", code, package_root, str(run_dir.resolve()), json.dumps(_kinds())]
     devnull = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)]
+    lock = _drawing_lock(run_dir)  # inherited: the child holds it until it exits (drawer_alive)
     try:
         pid = os.posix_spawn(sys.executable, argv, dict(os.environ), file_actions=devnull, setsid=True)
     except OSError:
         return None
+    finally:
+        if lock is not None:
+            os.close(lock)
     threading.Thread(target=_reap, args=(pid,), name="medrcube-report-reaper", daemon=True).start()
     return pid
 
@@ -185,6 +255,10 @@ def main(argv: list[str]) -> int:
     except Exception as exc:  # noqa: BLE001 - any failure is written into the page
         _write(run_dir / REPORT_NAME, failed_page(run_dir, f"{type(exc).__name__}: {exc}"))
         return 1
+    finally:  # the page drawn or failed: the lock file goes (its lock with this process)
+        lock = drawing_lock_path(run_dir)
+        if lock is not None:
+            lock.unlink(missing_ok=True)
 
 
 if __name__ == "__main__":
