@@ -19,6 +19,14 @@ from typing import Any
 
 import pytest
 
+# PyYAML imported by the test session itself, before any in-process gate run (pytester's
+# inline runs): the gate imports it only when it reads a YAML file, and a module first
+# imported inside an inline run is dropped from sys.modules after it. Imported again, PyYAML's
+# Python modules are new but its C loader keeps the first import's node classes, so a later
+# CSafeLoader resolves no tag ("could not determine a constructor for the tag None": the OCR's
+# OmegaConf config in tests/plugin/test_plugin_subgroups.py, run after a gate in the same process).
+import yaml  # noqa: F401
+
 from medrcube.records import GradedRecord, Outcome
 from medrcube.testing.server import ScriptedServer, ServerProcess
 
