@@ -23,23 +23,16 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from medrcube.plugin.speed.frozen_heap import collect_keeping_interrupts
+from medrcube.plugin.speed.frozen_heap import collect_keeping_interrupts, collection_paused
 
 
 @contextmanager
 def collector_paused() -> Iterator[None]:
-    """No automatic collection inside; on a normal exit, the young garbage collected and
-    the heap frozen (module docstring), and the collector resumed if it was running."""
-    running = gc.isenabled()
-    gc.disable()
-    try:
+    """No automatic collection inside (`frozen_heap.collection_paused`); on a normal exit,
+    the young garbage collected and the heap frozen (module docstring) before the collector
+    resumes as it was found."""
+    with collection_paused():
         yield
-    except BaseException:
-        if running:
-            gc.enable()
-        raise
-    if gc.get_freeze_count() == 0:  # this run thaws the heap at its end (frozen_heap.thaw_heap_after)
-        collect_keeping_interrupts(lambda: gc.collect(0))
-        gc.freeze()
-    if running:
-        gc.enable()
+        if gc.get_freeze_count() == 0:  # this run thaws the heap at its end (frozen_heap.thaw_heap_after)
+            collect_keeping_interrupts(lambda: gc.collect(0))
+            gc.freeze()
