@@ -56,7 +56,7 @@ from medrcube.records import GradedRecord, Outcome
 from medrcube.run.order import image_runs
 from medrcube.run.plan import PlannedAsk, Position, as_variants, plan_asks, plan_in_chunks, planned_count, variant_specs
 from medrcube.run.progress import Progress
-from medrcube.run.provenance import new_run_token, provenance_counts, served_mismatches
+from medrcube.run.provenance import Origin, new_run_token, provenance_counts, served_mismatches
 from medrcube.run.pump import Pump
 from medrcube.run.store import (
     AskedBy,
@@ -254,7 +254,7 @@ async def run_cube_async(
     # The provenance block's counts, per graded ask of an answer with an origin (the pump notes
     # an answer's origin before it hands the answer over), counted as they come in: walking
     # every key after the last answer took 36 ms at paper scale (docs/speed.md, "Seventh pass").
-    origin_counts: Counter[tuple[str | None, str]] = Counter()
+    origin_counts: Counter[Origin] = Counter()
 
     def count_origin(key: str, asks: int) -> None:
         origin = pump.origins.get(key)
@@ -299,9 +299,10 @@ async def run_cube_async(
         # The last batch; then, by the same step, any ask whose answer reached neither `done`
         # nor `take` (none is expected: a safety net, as every record must be graded).
         grade_ungraded()
-        for i in [i for i, r in enumerate(records) if r is None]:
-            count_origin(plan[i].key, 1)
-            ungraded.append((i, *results[plan[i].key]))
+        for i, r in enumerate(records):
+            if r is None:
+                count_origin(plan[i].key, 1)
+                ungraded.append((i, *results[plan[i].key]))
         grade_ungraded()
         if chunked:  # into plan order: variant by variant, items in cube order
             order = sorted(range(len(plan)), key=positions.__getitem__)
