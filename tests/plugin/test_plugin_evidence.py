@@ -359,3 +359,28 @@ def test_another_model_answering_is_on_record_and_an_error_under_deployment(gate
     assert all("another model answered" in c["message"] for c in doc["checks"])
     strict.stdout.fnmatch_lines(["ANOTHER MODEL ANSWERED: *; the deployment profile treats this as an error: no check "
                                  "is graded"])
+
+
+def test_the_shipped_policy_is_not_built_again_to_compare_with_itself(tmp_path: Path) -> None:
+    """gate.json's policy block: a run on the shipped file (or a byte-for-byte copy of it
+    elsewhere) differs from the shipped default in nothing, so the default's checks are not
+    built a second time to find that out; a file one byte apart is built and compared."""
+    from medrcube.plugin.evidence import policy_record
+    from medrcube.plugin.options import packaged_thresholds
+
+    shipped = packaged_thresholds()
+    assert shipped is not None
+    copy = tmp_path / "thresholds.yaml"
+    copy.write_bytes(Path(shipped).read_bytes())
+    built: list[str | None] = []
+
+    def build_default(profile: str | None) -> list:
+        built.append(profile)
+        return []
+
+    record = policy_record(copy, "screening", [], build_default, [])
+    assert built == [] and record["differs"] is False and record["differences"] == []
+    assert record["digest"] == record["default_digest"] and record["file"] == str(copy)
+    copy.write_bytes(copy.read_bytes() + b"# edited\n")
+    record = policy_record(copy, "screening", [], build_default, [])
+    assert built == ["screening"] and record["digest"] != record["default_digest"]
