@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import shutil
+import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +40,7 @@ import medrcube.models.openai_adapter  # noqa: F401
 import medrcube.plugin.hooks  # noqa: F401
 import medrcube.rundir.files  # noqa: F401
 import medrcube.run.runner  # noqa: F401
+from medrcube.models.vllm_engine import EngineError, find_python
 from medrcube.testing.server import ScriptedServer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -276,3 +279,26 @@ def gate_server() -> Iterator[ScriptedServer]:
     """A scripted server (in this process; the runs under test reach it over HTTP)."""
     with ScriptedServer() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def vllm_python() -> Path:
+    """The interpreter of vLLM's environment (scripts/setup-vllm); the test skips, saying
+    why, where there is none."""
+    try:
+        return find_python()
+    except EngineError as e:
+        pytest.skip(f"no vLLM environment: {e}")
+
+
+@pytest.fixture(scope="session")
+def tiny_blip2(vllm_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny BLIP-2 vLLM serves, built once per worker by the engine's own interpreter
+    (its transformers reads it): test_vllm_engine.py and test_ray_serve.py share it. Read
+    only; a test that needs the checkpoint under a path of its own (the engine processes
+    are found by the model path on their command line) copies it."""
+    out = tmp_path_factory.mktemp("engine") / "tiny-vlm"
+    code = "import sys; from medrcube.testing.tiny_vlm import build_tiny_blip2; build_tiny_blip2(sys.argv[1])"
+    subprocess.run([str(vllm_python), "-c", code, str(out)], check=True, capture_output=True, timeout=600,
+                   env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -18,18 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from medrcube.models.vllm_engine import EngineError, find_python
 from medrcube.testing.processes import command_lines
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def ray_python() -> Path:
-    try:
-        python = find_python()
-    except EngineError as e:
-        pytest.skip(f"no vLLM environment: {e}")
+def ray_python(vllm_python: Path) -> Path:
+    python = vllm_python
     if subprocess.run([str(python), "-c", "import ray.serve"], capture_output=True).returncode != 0:
         pytest.skip(f"Ray Serve is not installed in {python.parent.parent} (scripts/setup-vllm installs it)")
     return python
@@ -48,11 +45,10 @@ def _engines(model: Path) -> list[int]:
 
 
 @pytest.mark.slow
-def test_the_gate_on_vllm_replicas_behind_ray_serve(gate_ws, ray_python: Path, tmp_path: Path) -> None:
+def test_the_gate_on_vllm_replicas_behind_ray_serve(gate_ws, ray_python: Path, tiny_blip2: Path, tmp_path: Path) -> None:
+    # The shared checkpoint under a path of this test's own: its replicas are found by it.
     model = tmp_path / "tiny-vlm"
-    code = "import sys; from medrcube.testing.tiny_vlm import build_tiny_blip2; build_tiny_blip2(sys.argv[1])"
-    subprocess.run([str(ray_python), "-c", code, str(model)], check=True, capture_output=True, timeout=600,
-                   env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    shutil.copytree(tiny_blip2, model)
     port = _free_port()
     log = tmp_path / "serve.log"
     argv = [str(ray_python), str(REPO / "scripts" / "ray_serve_vllm.py"), "--model", str(model), "--replicas", "2",

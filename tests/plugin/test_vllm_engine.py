@@ -29,29 +29,10 @@ from pathlib import Path
 
 import pytest
 
-from medrcube.models.vllm_engine import EngineError, find_python
 from medrcube.testing.processes import carrying, command_lines
 
 REPO = Path(__file__).resolve().parents[2]
 API_SERVER = "vllm.entrypoints.openai.api_server"
-
-
-@pytest.fixture(scope="module")
-def vllm_python() -> Path:
-    try:
-        return find_python()
-    except EngineError as e:
-        pytest.skip(f"no vLLM environment: {e}")
-
-
-@pytest.fixture(scope="module")
-def tiny_blip2(vllm_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Built once per module, by the engine's own interpreter (its transformers reads it)."""
-    out = tmp_path_factory.mktemp("engine") / "tiny-vlm"
-    code = "import sys; from medrcube.testing.tiny_vlm import build_tiny_blip2; build_tiny_blip2(sys.argv[1])"
-    subprocess.run([str(vllm_python), "-c", code, str(out)], check=True, capture_output=True, timeout=600,
-                   env={**os.environ, "PYTHONPATH": str(REPO / "src")})
-    return out
 
 
 # Every run of the gate in these tests carries this variable (its value: the test's
