@@ -422,3 +422,35 @@ def test_the_band_lines_read_on_a_frame_where_the_detector_finds_nothing_mask_no
             plan, _ = mask_plan(reader, free)
             assert not plan.boxes and not plan.quads, (kind, side)
     assert read >= 10  # the rule had lines to read
+
+
+@pytest.mark.parametrize("seed", [2, 7, 8])
+def test_a_long_low_contrast_turned_line_found_in_part_is_masked_to_its_far_end(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 32 px "ID: ... DOB ..." line at 43 degrees, 0.6 grey over an MR-like body of about that grey (a line the
+    benchmark's generator drew and the screen left in part, tuning seed 10006): the detector finds part of it, and a
+    mask grown TURNED_ALONG (8) thicknesses along the line at each end covers all of it; grown 6, the far end stays."""
+    img = synthetic.background("mr", 512, 512, np.random.default_rng(seed))
+    img, line = synthetic.burn(img, "ID: 709785  DOB 19740518", (83, 66), "dejavu-sans", 32, 0.604, 42.85)
+    reader = shared_reader()
+    plan, _ = mask_plan(reader, img)
+    covered = plan.covered(img.shape)
+    assert synthetic.coverage(line, covered) == 1.0 and covered.mean() < 0.4
+    monkeypatch.setattr(linemask, "TURNED_ALONG", 6.0)
+    before, _ = mask_plan(reader, img)
+    assert synthetic.coverage(line, before.covered(img.shape)) < 1.0
+
+
+@pytest.mark.parametrize("seed", [4, 8])
+def test_a_low_contrast_stack_found_in_part_is_masked_to_its_first_letter(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 12-letter stack of 16 px letters at 0.62 grey over an MR-like body (as the generator drew it, tuning seed
+    10006): found as a column of some of its letters, masked COLUMN_ALONG (12) widths up and down covers it; 8 left
+    its end letters."""
+    img = synthetic.background("mr", 512, 512, np.random.default_rng(seed))
+    img, line = synthetic.burn(img, "BEEBLEBROX^Z", (249, 8), "dejavu-sans-mono", 16, 0.624, 0.0, True)
+    reader = shared_reader()
+    plan, _ = mask_plan(reader, img)
+    covered = plan.covered(img.shape)
+    assert synthetic.coverage(line, covered) == 1.0 and covered.mean() < 0.2
+    monkeypatch.setattr(linemask, "COLUMN_ALONG", 8.0)
+    before, _ = mask_plan(reader, img)
+    assert synthetic.coverage(line, before.covered(img.shape)) < 1.0
