@@ -436,6 +436,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--angles", default="0", help=f"angle cells, comma-separated, of {','.join(ANGLES)} (or 'all'); --n frames with text in each, at each size (default %(default)s)")
     ap.add_argument("--turned", action=argparse.BooleanOptionalAction, default=None,
                     help="find and mask lines that run off the row (default: multiscale.TURNED); --no-turned: rows only, as before")
+    ap.add_argument("--turned-along", type=float, default=None, metavar="THICKNESSES",
+                    help="a turned mask's growth along its line at each end (default: linemask.TURNED_ALONG; 6 before 2026-12-06)")
+    ap.add_argument("--column-along", type=float, default=None, metavar="WIDTHS",
+                    help="a column's growth up and down (default: linemask.COLUMN_ALONG; 8 before 2026-12-06)")
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument("--merge", nargs="+", default=None, metavar="JSON", help="pool the figures of these runs (print, and write --json)")
     ap.add_argument("--keep", default=None, metavar="SIDES",
@@ -445,6 +449,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     global NET, TURNED
     NET, TURNED = args.net, args.turned
+    if args.turned_along is not None:
+        linemask.TURNED_ALONG = args.turned_along
+    if args.column_along is not None:
+        linemask.COLUMN_ALONG = args.column_along
     angles = ANGLES if args.angles == "all" else tuple(a.strip() for a in args.angles.split(","))
     if any(a not in ANGLES for a in angles):
         ap.error(f"--angles {args.angles!r}: choose among {', '.join(ANGLES)} or 'all'")

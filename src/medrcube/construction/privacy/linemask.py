@@ -61,8 +61,11 @@ NET_MIN_HEIGHT = 5
 NET_CONFIDENT = 0.5
 # Of its thickness: a turned line masked (found, followed, chained or netted) is grown this much along it at each end.
 # A faint line's grey is fixed where it starts; where it runs onto ground of that grey its glyphs cannot be seen, nothing
-# is there to follow, and the glyphs are still the line's: 3 thicknesses (`oriented.ALONG`) left such ends out.
-TURNED_ALONG = 6.0
+# is there to follow, and the glyphs are still the line's: 3 thicknesses (`oriented.ALONG`) left such ends out, and 6 still
+# left the far end of a long low-contrast line found only at its other end (a 32 px "ID: ... DOB ..." at 45 degrees found
+# as its last 9 characters, a 16 px line at 135 degrees whose mask ended 2 letters short: tuning seeds 10001-10006, 2026-12-06).
+# An identifying line of 26 characters is about 10 thicknesses long; 8 at each end cover one found in its last third.
+TURNED_ALONG = 8.0
 # px: and at least this far. A turned line the net found on a stroke-map line is as thick as its glyphs (6 px for 8 px
 # text: 6 thicknesses are 36 px, 6 letters), and read in the middle of a long line it left the first and last letters out.
 TURNED_REACH = 60.0
@@ -281,8 +284,9 @@ COLUMN_GAP = 2.0  # of the smaller piece's size (its longer side, a letter's hei
 # of one column (a letter missed between two found ones leaves about 1.3-1.5 letter heights)
 COLUMN_SHIFT = 0.35  # of the wider piece: the most the centres of two pieces of a column are apart along the row
 # (the letters of a line at 45 degrees, found one by one, are a letter's width apart: not a column)
-COLUMN_ALONG = 8.0  # of the column's width, up and down (a stack's letters are about as tall as they are wide): 4 left a
-# stack's last letters out where they ran onto ground of their own grey
+COLUMN_ALONG = 12.0  # of the column's width, up and down (a stack's letters are about as tall as they are wide): 4 left a
+# stack's last letters out where they ran onto ground of their own grey, 8 the first 2 letters of a 12-letter low-contrast
+# stack found as its last 8 (tuning seed 10006, 2026-12-06)
 
 
 def columns(regions: list[ocr.TextRegion], shape: tuple[int, ...]) -> list[Box]:
