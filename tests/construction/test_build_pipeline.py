@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from medrcube.construction.pipeline import BuildError, build
 from medrcube.construction.privacy import deid
 from medrcube.construction.privacy import safeguards as privacy
+from medrcube.construction.readers.sources import read_dicom
 from medrcube.construction.stages.distractors import exclusivity_problems
 from medrcube.construction.stages.ontology import load_ontology
-from medrcube.construction.pipeline import BuildError, build
-from medrcube.construction.readers.sources import read_dicom
 from medrcube.cube import load_cube
 from medrcube.cube.item import LETTERS
 from medrcube.taxonomy import TASK_NAMES, Level, task_level
@@ -202,7 +202,8 @@ def test_a_rebuild_writes_the_same_bytes_and_replaces_only_its_own_output(demo_r
     import shutil
 
     write_recipe = site_recipe
-    files = lambda root: {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    def files(root: Path) -> dict[str, bytes]:
+        return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
     # One rebuild shows both: written over a copy of the first build (a previous build, with
     # a file of its own added), it replaces all of it and writes the first build's bytes.
     previous = tmp_path / "again"

@@ -12,8 +12,8 @@ from pydicom.dataset import Dataset
 
 from medrcube.construction.privacy import deid
 from medrcube.construction.privacy import safeguards as privacy
-from medrcube.construction.recipe import PrivacySpec
 from medrcube.construction.readers.sources import PackageFile, read_dicom
+from medrcube.construction.recipe import PrivacySpec
 
 MASK = PrivacySpec(burned_in="mask", mask=((0.0, 0.0, 1.0, 0.1), (0.9, 0.9, 1.0, 1.0)))
 REFUSE = PrivacySpec()

@@ -10,7 +10,7 @@ import sys
 from medrcube.cli import main
 from medrcube.cube import load_cube
 from medrcube.cube.stats import cube_stats
-from medrcube.testing.gencube import edit_record, find_record, write_not_image, image_of
+from medrcube.testing.gencube import edit_record, find_record, image_of, write_not_image
 
 
 def test_validate_clean_cube_with_warnings_only_exits_0(small_cube_template, capsys):

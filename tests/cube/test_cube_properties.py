@@ -20,8 +20,8 @@ from PIL import Image
 
 from medrcube import taxonomy
 from medrcube.cube import Item, cube_fingerprint, load_cube, to_hf_dataset, write_jsonl
-from medrcube.cube.hf import IMAGE_COLUMN, load_dataset_object
 from medrcube.cube.content import decode_content
+from medrcube.cube.hf import IMAGE_COLUMN, load_dataset_object
 from medrcube.cube.images import sha256
 
 N_IMAGES = 4

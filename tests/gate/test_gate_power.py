@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from medrcube.metrics.accuracy import wilson_interval
 from medrcube.gate.power import min_successes, pass_probability, passes, power_report, required_n
+from medrcube.metrics.accuracy import wilson_interval
 
 
 def test_point_rule_hand_computed():

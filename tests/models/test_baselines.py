@@ -34,7 +34,7 @@ OPTIONS = st.lists(st.text(min_size=1, max_size=12), min_size=2, max_size=6).map
 def test_random_is_independent_of_order_and_batching(seed: int, ids: list[str], options: tuple[str, ...]) -> None:
     reqs = [_req(i, options) for i in ids]
     whole = _answers(RandomAdapter(seed), reqs)
-    shuffled = list(zip(ids, whole))
+    shuffled = list(zip(ids, whole, strict=True))
     random.Random(0).shuffle(shuffled)
     # A fresh adapter (another worker), another order, one request per call.
     again = {i: _answers(RandomAdapter(seed), [_req(i, options)])[0] for i, _ in shuffled}
@@ -49,7 +49,7 @@ def test_random_is_roughly_uniform_and_seed_dependent() -> None:
     # Binomial(4000, 1/4) has sd ~27; 5 sd either side.
     assert all(865 < n < 1135 for n in counts.values()), counts
     other = _answers(RandomAdapter(2), reqs)
-    agree = sum(a == b for a, b in zip(other, _answers(RandomAdapter(1), reqs)))
+    agree = sum(a == b for a, b in zip(other, _answers(RandomAdapter(1), reqs), strict=True))
     assert 865 < agree < 1135  # independent seeds agree ~1/4 of the time
 
 

@@ -103,8 +103,8 @@ def test_a_run_replays_to_the_same_records(tmp_path: Path) -> None:
     file format and the runner's variant labels ("shuffled:2") are checked to agree.
     """
     from medrcube.cube import load_cube
-    from medrcube.rundir.files import write_run_dir
     from medrcube.run.runner import run_cube
+    from medrcube.rundir.files import write_run_dir
     from medrcube.testing.gencube import generate_release_cube
 
     root = generate_release_cube(tmp_path / "cube", n_items=40, n_datasets=4, n_images=12, image_size=32, n_base_images=4, seed=3)

@@ -24,22 +24,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
-from PIL import Image
-
 # Imported here so that pytester's in-process runs find them loaded already: its
 # sys.modules snapshot drops whatever a run imported, and numpy cannot be imported twice
 # in one process (scipy is also slow to import, once per run would cost seconds).
 import hypothesis  # noqa: F401  (its pytest plugin imports it in every run's terminal summary)
 import numpy  # noqa: F401
 import openai  # noqa: F401
+import pytest
 import scipy.stats  # noqa: F401
+from PIL import Image
 
 import medrcube.gate.evaluate  # noqa: F401
 import medrcube.models.openai_adapter  # noqa: F401
 import medrcube.plugin.hooks  # noqa: F401
-import medrcube.rundir.files  # noqa: F401
 import medrcube.run.runner  # noqa: F401
+import medrcube.rundir.files  # noqa: F401
 from medrcube.models.vllm_engine import EngineError, find_python
 from medrcube.testing.server import ScriptedServer
 

@@ -63,7 +63,6 @@ def test_copies_under_other_names_are_one_image(gate_ws, gate_server):
 
 def test_a_re_encoded_cube_has_the_same_fingerprint(tmp_path):
     from medrcube.cube import load_cube, write_jsonl
-
     from medrcube.cube.item import Item
 
     im = Image.new("L", (16, 16), 90)

@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from tests.plugin.conftest import THRESHOLDS
 
 from medrcube.testing.server import ScriptedServer
-from tests.plugin.conftest import THRESHOLDS
 
 
 class CountAtCollection:

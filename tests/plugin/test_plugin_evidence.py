@@ -17,11 +17,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.plugin.conftest import DEPLOYMENT_THRESHOLDS as DEPLOYMENT
 
 from medrcube.run import signing
 from medrcube.run.store import DB_NAME
 from medrcube.run.store.responses import _checksum, _digest_payload
-from tests.plugin.conftest import DEPLOYMENT_THRESHOLDS as DEPLOYMENT
 
 COLS = ("key, text, refused, usage, latency_s, attempts, checksum, truncated, served_model, confidence, "
         "model, created, endpoint, run, digest, signed")

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from tests.plugin.conftest import DEPLOYMENT_THRESHOLDS as DEPLOYMENT
 
 from medrcube.gate.attempts import share
-from tests.plugin.conftest import DEPLOYMENT_THRESHOLDS as DEPLOYMENT
 
 
 def _ledger(gate_ws):

@@ -143,8 +143,8 @@ def test_allure_labels_parameters_and_attachments(gate_ws):
 def test_errored_case_keeps_its_labels(gate_ws, gate_server):
     gate_server.set_script({"faults": [{"fault": "status", "status": 500}]})
     (gate_ws.path / "models.yaml").write_text(
-        "version: 1\nmodels:\n  flaky: {provider: openai, model: test-model, base_url: '%s', max_retries: 0}\n"
-        % gate_server.base_url,
+        "version: 1\nmodels:\n  flaky: {provider: openai, model: test-model, base_url: '"
+        + gate_server.base_url + "', max_retries: 0}\n",
         encoding="utf-8",
     )
     gate_ws.run("--alluredir=allure", "--models-file=models.yaml", model="flaky")

@@ -25,8 +25,8 @@ from typing import Any
 
 from medrcube.cube import load_cube
 from medrcube.cube.item import Cube
-from medrcube.run.plan import PlannedAsk, plan_asks
 from medrcube.records import GRADED, GradedRecord, Outcome
+from medrcube.run.plan import PlannedAsk, plan_asks
 from medrcube.run.runner import RunResult
 from medrcube.run.store import ResponseStore
 from medrcube.testing.gencube import generate_release_cube
@@ -130,7 +130,7 @@ def audit(
     keys = [p.key for p in plan if p.available]
     stored = store.get_many(keys) if store is not None else {}
     error_keys = {e.key for e in store.errors(keys)} if store is not None else set()
-    for ask, rec in zip(plan, result.records):
+    for ask, rec in zip(plan, result.records, strict=True):
         if (rec.item_id, rec.variant, rec.rotation) != (ask.item.id, ask.variant, ask.rotation):
             a.problems.append(f"record {rec.item_id}/{rec.variant} out of plan order")
         if not ask.available:

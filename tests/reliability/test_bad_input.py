@@ -27,18 +27,17 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
+from reliability_kit import MARKER_KEY, TRACEBACK, env_with_key, no_traceback, openai_adapter
 
 from medrcube.cube import CubeError, load_cube
 from medrcube.cube.images import DEFAULT_MAX_PIXELS
 from medrcube.gate.thresholds import ThresholdsError, load_policy, validate_against_cells
 from medrcube.models.baselines import RandomAdapter
 from medrcube.models.models_file import ModelsFileError, ModelSpecError, load_models_file
-from medrcube.rundir.files import write_run_dir
 from medrcube.records import Outcome
 from medrcube.run.runner import run_cube
+from medrcube.rundir.files import write_run_dir
 from medrcube.testing.gencube import write_bomb_png
-
-from reliability_kit import MARKER_KEY, TRACEBACK, env_with_key, no_traceback, openai_adapter
 
 REPO = Path(__file__).resolve().parents[2]
 FUZZ = settings(max_examples=80, deadline=None, derandomize=True, database=None,

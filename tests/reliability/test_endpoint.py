@@ -21,13 +21,12 @@ from pathlib import Path
 
 import pytest
 from PIL import Image, PngImagePlugin
+from reliability_kit import MARKER_KEY, MODEL, asked_items, cli_run, env_with_key, make_cube, openai_adapter, replies
 
 from medrcube.cube import load_cube
 from medrcube.records import GRADED, Outcome
 from medrcube.run.runner import run_cube
 from medrcube.run.store import ResponseStore, StoreError
-
-from reliability_kit import MARKER_KEY, MODEL, asked_items, cli_run, env_with_key, make_cube, openai_adapter, replies
 
 REPO = Path(__file__).resolve().parents[2]
 

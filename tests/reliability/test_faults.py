@@ -28,14 +28,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from medrcube.cube.item import Cube
-from medrcube.rundir.files import read_results
-from medrcube.run.plan import plan_asks
-from medrcube.records import Outcome
-from medrcube.run.runner import run_cube
-from medrcube.run.store import DB_NAME, ResponseStore, StoreError
-
 from reliability_kit import (
     MARKER_KEY,
     asked_items,
@@ -54,6 +46,13 @@ from reliability_kit import (
     tiny_filesystem,
     wait_for,
 )
+
+from medrcube.cube.item import Cube
+from medrcube.records import Outcome
+from medrcube.run.plan import plan_asks
+from medrcube.run.runner import run_cube
+from medrcube.run.store import DB_NAME, ResponseStore, StoreError
+from medrcube.rundir.files import read_results
 
 VARIANTS = ("standard", "blind")
 REPO = Path(__file__).resolve().parents[2]
@@ -154,7 +153,7 @@ def test_faults_beyond_the_retry_budget_are_recorded_never_graded_and_reasked_al
     victims = [it for it in rel_cube.items][:10:2]  # five items, each its own fault kind
     kinds = [{"fault": "status", "status": 503}, {"fault": "malformed"}, {"fault": "drop"},
              {"fault": "status", "status": 429, "retry_after": 0}, {"fault": "hang", "seconds": 60}]
-    rules = [{**k, "match": it.question} for it, k in zip(victims, kinds)]
+    rules = [{**k, "match": it.question} for it, k in zip(victims, kinds, strict=True)]
     scripted_server.set_script({"answers": answers, "faults": rules})
     adapter = openai_adapter(scripted_server.base_url, max_retries=2, timeout=2.0)  # no load times out a good answer
     store = ResponseStore(tmp_path / "store")
@@ -224,7 +223,7 @@ def test_refusals_and_content_filters_are_refused_outcomes_not_errors(
     kinds = [{"fault": "refusal"}, {"fault": "content_filter"}, {"fault": "content_filter", "text": "B"},
              {"fault": "status", "status": 400, "code": "content_filter", "message": "filtered"}]
     scripted_server.set_script({"answers": answers,
-                                "faults": [{**k, "match": it.question} for it, k in zip(victims, kinds)]})
+                                "faults": [{**k, "match": it.question} for it, k in zip(victims, kinds, strict=True)]})
     adapter = openai_adapter(scripted_server.base_url, max_retries=1)
     store = ResponseStore(tmp_path / "store")
     plan = plan_asks(rel_cube, VARIANTS, fingerprint=adapter.fingerprint)
@@ -392,7 +391,7 @@ def test_two_runs_at_once_on_one_store_send_each_request_once(
     t.lost += sum(n_asks - sum(1 for o, _ in r.values() if o in (Outcome.CORRECT, Outcome.WRONG)) for r in results)
     t.lost += 2 - len(results)
 
-    for p, (o, e) in zip(procs, outputs):
+    for p, (_, e) in zip(procs, outputs, strict=True):
         assert p.returncode == 0, e
     assert server_duplicates(stats) == 0
     assert sum(stats["answered"].values()) == n_asks  # each request answered once across both runs
@@ -518,7 +517,7 @@ def test_a_damaged_store_is_detected_reported_and_never_trusted(
     assert result is not None, messages
     assert a is not None and a.ok(), a.problems[:5]
     # Never graded from damage: a first-run text only where the damaged store still vouched for it.
-    for ask, rec in zip(plan, result.records):
+    for ask, rec in zip(plan, result.records, strict=True):
         if ask.available and rec.response == first[ask.item.question]:
             assert trusted.get(ask.key) == rec.response
     # Nothing it vouched for was asked again; everything else was.

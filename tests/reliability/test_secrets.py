@@ -25,6 +25,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
+from reliability_kit import MODEL, make_cube, openai_adapter, replies
 
 from medrcube.cube import CubeError, load_cube
 from medrcube.gate.thresholds import ThresholdsError, load_policy
@@ -32,8 +33,6 @@ from medrcube.models.models_file import ModelsFileError, load_models_file
 from medrcube.run.plan import plan_asks
 from medrcube.run.runner import run_cube
 from medrcube.run.store import ResponseStore
-
-from reliability_kit import MODEL, make_cube, openai_adapter, replies
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "src" / "medrcube"
@@ -104,7 +103,7 @@ def _fault_script(cube, key: str, transient: bool = False) -> dict[str, Any]:
         {"fault": "status", "status": 400, "message": quoted},
         {"fault": "status", "status": 404, "message": quoted},
     ]
-    rules = [{**k, "match": it.question} for it, k in zip(items, kinds)]
+    rules = [{**k, "match": it.question} for it, k in zip(items, kinds, strict=False)]
     if transient:
         rules = [{**r, "first": 1, "seconds": 0.5} if r["fault"] == "hang" else {**r, "first": 1} for r in rules]
     return {"answers": replies(cube), "faults": rules}
@@ -245,7 +244,7 @@ def test_keys_quoted_by_the_provider_are_redacted_before_anything_keeps_them(
             quoted = f"Incorrect API key provided: {key}. You can find your API key at https://example.invalid"
             kinds = [{"fault": "status", "status": s, "message": quoted} for s in statuses]
             scripted_server.set_script({"answers": replies(cube), "faults": [
-                {**k, "match": it.question} for it, k in zip(cube.items, kinds)]})
+                {**k, "match": it.question} for it, k in zip(cube.items, kinds, strict=False)]})
             result = run_cube(cube, openai_adapter(scripted_server.base_url, api_key_env=env, max_retries=0),
                               variants=("standard",), store=store, refresh=True)
             messages = [r.error or "" for r in result.records] + [e.message or "" for e in store.errors()]

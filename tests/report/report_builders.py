@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from medrcube.rundir.files import write_run_dir
 from medrcube.records import GradedRecord, Outcome
 from medrcube.run.runner import RunResult
+from medrcube.rundir.files import write_run_dir
 
 
 def rec(

@@ -13,15 +13,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from report_builders import counts_records, rec, write_run
 from scipy import stats
 
 from medrcube.cli import main
 from medrcube.metrics.accuracy import accuracy
+from medrcube.records import Outcome
 from medrcube.report.leaderboard import MixedRunsError, leaderboard
 from medrcube.report.readers import read_run
-from medrcube.records import Outcome
-
-from report_builders import counts_records, rec, write_run
 
 # Two groups of cells. Models' skills on group 1 and group 2 follow two orthogonal
 # +/-1 patterns (zero mean, zero correlation), so cells correlate within a group only.

@@ -7,12 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
+from report_builders import rec, write_run
 
+from medrcube.records import Outcome
 from medrcube.report.leaderboard import MixedRunsError, leaderboard
 from medrcube.report.readers import REFERENCE, REFERENCE_SUMMARY, RunReadError, read_run
-from medrcube.records import Outcome
-
-from report_builders import rec, write_run
 
 # (perception right, diagnosis right) per image: A=6, B=3, C=5, D=8.
 OUTCOMES = [(True, True)] * 6 + [(True, False)] * 3 + [(False, False)] * 5 + [(False, True)] * 8

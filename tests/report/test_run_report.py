@@ -30,9 +30,9 @@ def _gate_document(cube_dir: Path, run: Path, *, only_passing: bool = False) -> 
     """gate.json as the plugin writes it, from the gate's own checks and verdicts."""
     from medrcube.gate.checks import build_checks
     from medrcube.gate.evaluate import evaluate
+    from medrcube.gate.thresholds import load_policy
     from medrcube.plugin.options import packaged_thresholds
     from medrcube.plugin.summary import gate_document, verdict_payload
-    from medrcube.gate.thresholds import load_policy
     from medrcube.run.variants import parse_variants
 
     cube = load_cube(cube_dir)
@@ -186,8 +186,8 @@ def test_a_run_where_every_request_failed_gets_a_page_saying_so(tmp_path: Path) 
 
     from report_builders import rec, write_run
 
-    from medrcube.report.plots import axis_bars, cube_heatmaps, save
     from medrcube.records import Outcome
+    from medrcube.report.plots import axis_bars, cube_heatmaps, save
 
     cells = [("Chest", "X-Ray", "Disease Diagnosis"), ("Brain", "MRI", "Modality Recognition")]
     messages = ["HTTP 400 from http://127.0.0.1/v1: bad request", "connection refused"]

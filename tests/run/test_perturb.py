@@ -13,8 +13,8 @@ from PIL import Image
 from medrcube.cube import load_cube
 from medrcube.cube.item import Item
 from medrcube.run.perturb import (
-    PerturbationError,
     Perturbation,
+    PerturbationError,
     decode,
     parse_perturbation,
     perturb_image,

@@ -21,9 +21,9 @@ from medrcube.gate.checks import build_checks
 from medrcube.gate.evaluate import evaluate_gate
 from medrcube.gate.thresholds import load_policy
 from medrcube.metrics.perturbation import robustness_table
-from medrcube.testing.pixel_model import NoiseBlindModel
 from medrcube.run.runner import run_cube
 from medrcube.run.store import ResponseStore
+from medrcube.testing.pixel_model import NoiseBlindModel
 
 MINI = Path(__file__).resolve().parents[2] / "fixtures" / "mini"
 MARGIN, BOUND = 0.05, 0.9

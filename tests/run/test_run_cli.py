@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from medrcube.cli import main
-from medrcube.rundir.files import default_run_id, read_results
 from medrcube.records import Outcome
 from medrcube.run.store import DB_NAME
+from medrcube.rundir.files import default_run_id, read_results
 from medrcube.testing.gencube import generate_release_cube
 
 REPO = Path(__file__).resolve().parents[2]

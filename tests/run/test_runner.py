@@ -27,11 +27,11 @@ from medrcube.cube import load_cube
 from medrcube.cube.item import Cube
 from medrcube.models.base import AdapterBase, ErrorKind, Request, Response
 from medrcube.models.baselines import RandomAdapter
-from medrcube.rundir.files import read_results
-from medrcube.run.plan import plan_asks
 from medrcube.records import GRADED, Outcome
+from medrcube.run.plan import plan_asks
 from medrcube.run.runner import owner_is_dead, run_cube
 from medrcube.run.store import ResponseStore
+from medrcube.rundir.files import read_results
 from medrcube.testing.gencube import generate_release_cube
 
 LETTERS = "ABCDEFGH"
@@ -120,7 +120,7 @@ def test_random_run_grades_every_ask_in_plan_order(small_cube: Cube, tmp_path: P
     assert result.requests_sent == len(first_of_key)
     assert result.cache_hits == 0 and result.errors == 0
     # The grade is exactly the baseline's choice compared with the answer as shown.
-    for ask, rec in zip(plan, result.records):
+    for ask, rec in zip(plan, result.records, strict=True):
         if not ask.available:
             continue
         choice = adapter.choose(first_of_key[ask.key].request())
