@@ -426,6 +426,18 @@ def test_the_band_lines_read_on_a_frame_where_the_detector_finds_nothing_mask_no
     assert read >= 10  # the rule had lines to read
 
 
+def _masked_whole_and_not_with_the_old_growth(img: np.ndarray, line: synthetic.Burned, most_masked: float,
+                                              monkeypatch: pytest.MonkeyPatch, growth: str, old: float) -> None:
+    """`line` masked whole on `img` with less than `most_masked` of the frame masked; with the
+    linemask growth `growth` set back to `old`, some of its glyphs left out."""
+    reader = shared_reader()
+    plan, _ = mask_plan(reader, img)
+    covered = plan.covered(img.shape)
+    assert synthetic.coverage(line, covered) == 1.0 and covered.mean() < most_masked
+    monkeypatch.setattr(linemask, growth, old)
+    before, _ = mask_plan(reader, img)
+    assert synthetic.coverage(line, before.covered(img.shape)) < 1.0
+
 @pytest.mark.parametrize("seed", [2, 7, 8])
 def test_a_long_low_contrast_turned_line_found_in_part_is_masked_to_its_far_end(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """A 32 px "ID: ... DOB ..." line at 43 degrees, 0.6 grey over an MR-like body of about that grey (a line the
@@ -433,13 +445,7 @@ def test_a_long_low_contrast_turned_line_found_in_part_is_masked_to_its_far_end(
     mask grown TURNED_ALONG (8) thicknesses along the line at each end covers all of it; grown 6, the far end stays."""
     img = synthetic.background("mr", 512, 512, np.random.default_rng(seed))
     img, line = synthetic.burn(img, "ID: 709785  DOB 19740518", (83, 66), "dejavu-sans", 32, 0.604, 42.85)
-    reader = shared_reader()
-    plan, _ = mask_plan(reader, img)
-    covered = plan.covered(img.shape)
-    assert synthetic.coverage(line, covered) == 1.0 and covered.mean() < 0.4
-    monkeypatch.setattr(linemask, "TURNED_ALONG", 6.0)
-    before, _ = mask_plan(reader, img)
-    assert synthetic.coverage(line, before.covered(img.shape)) < 1.0
+    _masked_whole_and_not_with_the_old_growth(img, line, 0.4, monkeypatch, "TURNED_ALONG", 6.0)
 
 
 @pytest.mark.parametrize("seed", [4, 8])
@@ -449,10 +455,4 @@ def test_a_low_contrast_stack_found_in_part_is_masked_to_its_first_letter(seed: 
     its end letters."""
     img = synthetic.background("mr", 512, 512, np.random.default_rng(seed))
     img, line = synthetic.burn(img, "BEEBLEBROX^Z", (249, 8), "dejavu-sans-mono", 16, 0.624, 0.0, True)
-    reader = shared_reader()
-    plan, _ = mask_plan(reader, img)
-    covered = plan.covered(img.shape)
-    assert synthetic.coverage(line, covered) == 1.0 and covered.mean() < 0.2
-    monkeypatch.setattr(linemask, "COLUMN_ALONG", 8.0)
-    before, _ = mask_plan(reader, img)
-    assert synthetic.coverage(line, before.covered(img.shape)) < 1.0
+    _masked_whole_and_not_with_the_old_growth(img, line, 0.2, monkeypatch, "COLUMN_ALONG", 8.0)

@@ -26,10 +26,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def ray_python(vllm_python: Path) -> Path:
-    python = vllm_python
-    if subprocess.run([str(python), "-c", "import ray.serve"], capture_output=True).returncode != 0:
-        pytest.skip(f"Ray Serve is not installed in {python.parent.parent} (scripts/setup-vllm installs it)")
-    return python
+    if subprocess.run([str(vllm_python), "-c", "import ray.serve"], capture_output=True).returncode != 0:
+        pytest.skip(f"Ray Serve is not installed in {vllm_python.parent.parent} (scripts/setup-vllm installs it)")
+    return vllm_python
 
 
 def _free_port() -> int:
