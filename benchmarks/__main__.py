@@ -111,7 +111,7 @@ def _document(scenarios: list[dict[str, Any]], profile: str, load_start: Any, el
               cube_s: float) -> dict[str, Any]:
     return {
         "schema_version": 1,
-        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "profile": profile,
         "elapsed_s": round(elapsed, 1),
         "cube_setup_s": round(cube_s, 1),

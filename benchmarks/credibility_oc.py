@@ -50,8 +50,8 @@ from medrcube.gate.checks import Check, build_checks
 from medrcube.gate.evaluate import evaluate_gate
 from medrcube.gate.feasible import assess
 from medrcube.gate.thresholds import load_policy
-from medrcube.metrics.credibility import chain_pairs
 from medrcube.metrics.clustered import t_sf
+from medrcube.metrics.credibility import chain_pairs
 from medrcube.metrics.dependence import Dependence, dependence
 
 OVERALL = "credibility/overall"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import shutil
 import threading
 import time
+from pathlib import Path
 
 from benchmarks.context import Context
 from benchmarks.cubes import subset
@@ -72,14 +73,18 @@ def run(ctx: Context) -> list[Metric]:
             results: dict[int, dict] = {}
             errors: list[BaseException] = []
 
-            def one(k: int) -> None:
+            # The round's values are passed in, not read from the loop's scope, so what a thread
+            # runs with cannot change under it.
+            def one(k: int, name: str, store: Path, start_at: float,
+                    results: dict[int, dict], errors: list[BaseException]) -> None:
                 try:
-                    results[k] = client_run(ctx, srv, str(cube), concurrency=c, name=f"pair-{i}-{k}", store=str(store),
+                    results[k] = client_run(ctx, srv, str(cube), concurrency=c, name=name, store=str(store),
                                             start_at=start_at)
                 except BaseException as exc:  # noqa: BLE001 - reported below
                     errors.append(exc)
 
-            threads = [threading.Thread(target=one, args=(k,)) for k in (0, 1)]
+            threads = [threading.Thread(target=one, args=(k, f"pair-{i}-{k}", store, start_at, results, errors))
+                       for k in (0, 1)]
             for t in threads:
                 t.start()
             for t in threads:

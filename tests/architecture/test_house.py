@@ -45,13 +45,14 @@ def test_a_violation_added_on_purpose_breaks_the_contracts(tmp_path: Path) -> No
 
 
 def _checks_on_a_copy(tmp_path: Path, edit_metrics: str) -> subprocess.CompletedProcess[str]:
-    """scripts/check on a copy of the checkout's src/ and tests/ (ruff reads both) whose
+    """scripts/check on a copy of the checkout's src/, tests/ and benchmarks (ruff reads them all) whose
     metrics/accuracy.py ends in `edit_metrics`."""
     for rel in ("scripts/check", "pyproject.toml"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / rel, tmp_path / rel)
     shutil.copytree(SRC / "medrcube", tmp_path / "src" / "medrcube", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(ROOT / "tests", tmp_path / "tests", ignore=shutil.ignore_patterns("__pycache__"))
+    for tree in ("tests", "benchmarks", "tests_benchmark"):
+        shutil.copytree(ROOT / tree, tmp_path / tree, ignore=shutil.ignore_patterns("__pycache__", "out", "results"))
     metrics = tmp_path / "src" / "medrcube" / "metrics" / "accuracy.py"
     metrics.write_text(metrics.read_text() + edit_metrics)
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "src"), "MEDRCUBE_VENV": str(Path(sys.executable).parents[1])}
