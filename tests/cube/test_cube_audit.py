@@ -172,3 +172,28 @@ def test_the_bundled_cube_meets_the_issue_bounds() -> None:
     for scope, letters in audit.constant_letter.items():
         if scope != "pairs":
             assert all(g is None or g <= 0.05 for g in letters.values()), (scope, letters)
+
+
+def test_the_text_models_fit_on_one_blas_thread_and_give_the_thread_back() -> None:
+    """The audit's fits hold BLAS to one thread (OpenBLAS's threads cost the audit several
+    times its own CPU: benchmarks/RESULTS.md section 24), for its whole cross-validation,
+    and the caller's setting is back afterwards."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    def blas_threads() -> set[int]:
+        return {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+
+    seen: list[set[int]] = []
+
+    def features(item: Item, j: int) -> list[str]:
+        seen.append(blas_threads())
+        return audit_model.option_features(item, j)
+
+    items = [Item(f"i{i}", "d", f"images/{i}.png", "Which?", ("Yes", "No"), i % 2, "Abnormality Diagnosis", "CT", "Brain")
+             for i in range(40)]
+    with threadpool_limits(limits=2, user_api="blas"):  # a caller that wants two
+        before = blas_threads()
+        prior = audit_model.cross_validated(items, features)
+        after = blas_threads()
+    assert len(prior) == 40 and seen and all(s == {1} for s in seen)
+    assert after == before

@@ -17,7 +17,8 @@ model that fell back to "A" would measure the letter balance, not the text. The 
 scores a tie by its expectation (1/t for the answer among t tied options): a coin flip
 on one item would read as a prior of 0 or 1 where the model knows nothing.
 
-scikit-learn is not a dependency; the model is forty lines of numpy and scipy.
+scikit-learn is not a dependency; the model is forty lines of numpy and scipy (threadpoolctl
+holds their BLAS to one thread while it fits: `cross_validated`).
 """
 
 from __future__ import annotations
@@ -162,16 +163,39 @@ def expected_hits(items: Sequence[Item], features: Features, vocab: dict[str, in
     return out
 
 
+def _once_each(items: Sequence[Item], features: Features) -> Features:
+    """`features`, computed once per option of `items`: every fold reads each item's features
+    twice for its model (the vocabulary, the design) and once for its predictions, nine
+    times in all: 6.7 -> 3.6 s of CPU for the audit at the paper's scale. By the item object
+    itself (a fold's lists hold the same objects), falling back to `features` for any other item."""
+    made = {id(it): (it, [features(it, j) for j in range(len(it.options))]) for it in items}
+
+    def once(item: Item, j: int) -> list[str]:
+        hit = made.get(id(item))
+        return hit[1][j] if hit is not None and hit[0] is item else features(item, j)
+
+    return once
+
+
 def cross_validated(items: Sequence[Item], features: Features, folds: int = 5, seed: int = 0) -> dict[str, float]:
     """Item id -> how often the model fitted on the other folds (grouped by image) picks its
     answer: 1 or 0, or 1/t when its answer is one of t options tied for the highest score."""
+    from threadpoolctl import threadpool_limits
+
     fold_of = {it.id: int.from_bytes(hashlib.sha256(f"{seed}\x1f{image_key(it)}".encode()).digest()[:4], "big") % folds for it in items}
     out: dict[str, float] = {}
-    for k in range(folds):
-        test = [it for it in items if fold_of[it.id] == k]
-        train = [it for it in items if fold_of[it.id] != k]
-        if not test:
-            continue
-        vocab, w = fit(train, features) if train else ({}, np.zeros(0))
-        out.update(zip((it.id for it in test), expected_hits(test, features, vocab, w), strict=True))
+    # One BLAS thread: L-BFGS-B calls BLAS on vectors of a few thousand weights at every
+    # step, where OpenBLAS's threads, waking and spinning, cost many times the work itself
+    # (the whole audit 7.1 -> 0.6 s of CPU on the bundled cube beside another job, 10.2 ->
+    # 3.5 s at the paper's scale: benchmarks/RESULTS.md section 24), with the same figures
+    # to the last digit.
+    with threadpool_limits(limits=1, user_api="blas"):
+        features = _once_each(items, features)
+        for k in range(folds):
+            test = [it for it in items if fold_of[it.id] == k]
+            train = [it for it in items if fold_of[it.id] != k]
+            if not test:
+                continue
+            vocab, w = fit(train, features) if train else ({}, np.zeros(0))
+            out.update(zip((it.id for it in test), expected_hits(test, features, vocab, w), strict=True))
     return out
