@@ -93,3 +93,21 @@ def test_stored_audit_reads_and_never_computes(leaky_items, cache_dir, monkeypat
     assert stored_audit(items) == truth
     monkeypatch.setenv("MEDRCUBE_CACHE_DIR", "off")
     assert stored_audit(items) is None
+
+
+def test_a_tie_read_back_keeps_its_expected_hit(cache_dir):
+    """An item whose options tie is scored 1/t (cube/audit_model.expected_hits); read back
+    from the cache it is 1/t still, not rounded to right (it was read as a bool: a second
+    run on a cube counted every tie as an options-only hit, where its first run did not)."""
+    from medrcube.cube.item import Item
+
+    def item(i: int, options: tuple[str, ...], task: str) -> Item:
+        return Item(f"i{i}", "d", f"images/{i}.png", "Which?", options, 0, task, "CT", "Brain")
+
+    lone = item(0, ("Alpha", "Bravo", "Delta", "Gamma"), "Disease Diagnosis")  # ties: nothing of it seen in training
+    items = [lone, *(item(i, ("Yes", "No"), "Abnormality Diagnosis") for i in range(1, 41))]
+    computed = cached_audit(items)
+    [_] = _entries(cache_dir)
+    read_back = cached_audit(items)
+    assert computed.prior_by_item[lone.id] == read_back.prior_by_item[lone.id] == 0.25
+    assert read_back == computed

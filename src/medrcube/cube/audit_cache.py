@@ -45,19 +45,27 @@ def decode(d: dict[str, Any]) -> Audit:
         cells[(part, modality, task)] = _scope(s)
     return Audit(tasks={str(t): _scope(s) for t, s in d["tasks"].items()}, cells=cells,
                  constant_letter=d["constant_letter"], findings=tuple(Finding(**f) for f in d["findings"]),
-                 bounds=AuditBounds(**d["bounds"]), prior_by_item={str(k): bool(v) for k, v in d["prior_by_item"].items()})
+                 bounds=AuditBounds(**d["bounds"]), prior_by_item={str(k): float(v) for k, v in d["prior_by_item"].items()})
 
 
 def _parts(items: Sequence[Item], bounds: AuditBounds, digest: str | None) -> dict[str, Any]:
     return {"items": digest or items_digest(items), "bounds": asdict(bounds), "code": _code_digest()}
 
 
-def cached_audit(items: Sequence[Item], bounds: AuditBounds | None = None, *, digest: str | None = None) -> Audit:
+def cached_audit(items: Sequence[Item], bounds: AuditBounds | None = None, *, digest: str | None = None,
+                 made: Audit | None = None) -> Audit:
     """`audit_items(items, bounds)`, from this user's cache when it holds this content.
     `digest` is `items_digest(items)` when the caller has it already (the gate computes it
-    at start-up: 10 ms on the bundled cube not spent again after the last answer)."""
+    at start-up: 10 ms on the bundled cube not spent again after the last answer); `made`,
+    that audit with these bounds when the caller has it already (cube/audit_child.py:
+    computed in a child process from these items, checked by their digest), kept in the
+    cache instead of computed."""
     b = bounds or AuditBounds()
-    return cached("leak-audit", _parts(items, b, digest), lambda: audit_items(items, b), encode, decode)
+
+    def compute() -> Audit:
+        return made if made is not None else audit_items(items, b)
+
+    return cached("leak-audit", _parts(items, b, digest), compute, encode, decode)
 
 
 def stored_audit(items: Sequence[Item], *, digest: str | None = None) -> Audit | None:

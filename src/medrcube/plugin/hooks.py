@@ -213,6 +213,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         from medrcube.models.vllm_engine import stop_engines
 
         stop_engines()
+    run = config.stash.get(gate.SESSION_KEY, None)
+    if run is not None and run.audit_child is not None:  # a leakage audit no one took (Ctrl-C, a usage error)
+        from medrcube.plugin.speed.tail_ahead import stop_leak_audit
+
+        stop_leak_audit(run)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -374,6 +379,14 @@ class ControllerHooks:
         self.progress_dir: Path | None = None
         self.progress_line: Any = None
         self.interrupted: list[str] = []  # the partial account of a run stopped by Ctrl-C
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_setupnodes(self, config: pytest.Config, specs: Any) -> None:  # pytest-xdist: workers start
+        from medrcube.plugin.speed.tail_ahead import start_leak_audit
+
+        run = config.stash.get(gate.SESSION_KEY, None)
+        if run is not None and suite_requested(config):  # the controller waits for the answers from now on
+            start_leak_audit(run)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:  # pytest-xdist: the workers' progress files

@@ -95,6 +95,7 @@ class GateSession:
     _finish: Any = field(default=None, repr=False)  # the assessed checks and policy_record (complete)
     early: Any = field(default=None, repr=False)  # a medrcube.plugin.speed.early_inference.EarlyInference, once started
     leak_audit: Any = field(default=None, repr=False)  # cube/audit.py's Audit, once taken (plugin/speed/tail_ahead.py)
+    audit_child: Any = field(default=None, repr=False)  # cube/audit_child.AuditChild computing it, until taken
     # (that Audit, gate/leaking.leak_reasons of the checks' scopes), taken while the answers come in (tail_ahead.py)
     leak_reasons: tuple[Any, dict[Any, str | None]] | None = field(default=None, repr=False)
     attempt: Any = None  # the controller's run/ledger.Attempt on this cube (plugin/ledger.py); its pass

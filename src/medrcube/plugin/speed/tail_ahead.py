@@ -5,9 +5,11 @@ With the inference on its own thread (plugin/speed/early_inference.py) the main 
 answer with nothing to do; without this it would do the following between the last answer
 and the exit status: the garbage collection before the heap is frozen (most of the heap,
 the cube and the modules, is alive already), the leakage audit of the cube (gate.json's
-leak flags: read here when this user's cache holds it; computing it here would delay the
-end of a run whose server died), the installed packages' versions (run.json) and the
-import of the modules that decide and write the outputs. None of it depends on an answer.
+leak flags: read here when this user's cache holds it, else started in a child process on
+another core, `start_leak_audit`; computed on this thread it would take the interpreter
+from the requests, and delay the end of a run whose server died), the installed packages'
+versions (run.json) and the import of the modules that decide and write the outputs. None
+of it depends on an answer.
 On a fast server the main thread's work delays the inference thread by as much (the
 interpreter's lock), so the run's wall time is the same; on a slow one it is free.
 """
@@ -32,7 +34,7 @@ def prepare_outputs(session: Any) -> None:
     from medrcube.rundir.files import versions
 
     versions()
-    audit = leak_audit(session, compute=False)  # computed now, it could delay the end of a run whose server died
+    audit = start_leak_audit(session)  # from the cache, or started in a child: never computed on this thread
     if audit is not None:  # each assessed check's scope judged against it now: gate.json's `leaking` reads them
         from medrcube.gate.leaking import ASSESSED_KINDS, Scope, leak_reasons
 
@@ -40,12 +42,39 @@ def prepare_outputs(session: Any) -> None:
         session.leak_reasons = (audit, leak_reasons(scopes, list(session.cube.items_by_content), audit))
 
 
-def leak_audit(session: Any, *, compute: bool = True) -> Any:
-    """The cube's leakage audit (cube/audit_cache.py: from this user's cache when it holds
-    this cube), once per session; with `compute=False` only if the cache holds it (else None)."""
-    if session.leak_audit is None:
-        from medrcube.cube.audit_cache import cached_audit, stored_audit
+def start_leak_audit(session: Any) -> Any:
+    """The cube's leakage audit if this user's cache holds it; else None, its computation
+    started in a child process (cube/audit_child.py) that `leak_audit` takes it from. Called
+    where the process that decides has nothing to do until the answers are in (here, the
+    xdist controller, before a synchronous inference): on a fast server a thread would slow
+    the requests by as much as it computes (the interpreter's lock), and after the last
+    answer it was the whole of a first run's tail (3.7 s of CPU at the paper's scale)."""
+    if session.leak_audit is None and session.audit_child is None:
+        from medrcube.cube import audit_child
+        from medrcube.cube.audit_cache import items_digest, stored_audit
 
-        take = cached_audit if compute else stored_audit
-        session.leak_audit = take(list(session.cube.items_by_content), digest=session.items_digest)
+        items = list(session.cube.items_by_content)
+        session.leak_audit = stored_audit(items, digest=session.items_digest)
+        if session.leak_audit is None:
+            session.audit_child = audit_child.start(items, session.items_digest or items_digest(items))
     return session.leak_audit
+
+
+def leak_audit(session: Any) -> Any:
+    """The cube's leakage audit (cube/audit_cache.py: from this user's cache when it holds
+    this cube), once per session: the child's (`start_leak_audit`) when one was started and
+    did not fail, else computed here."""
+    if session.leak_audit is None:
+        from medrcube.cube.audit_cache import cached_audit
+
+        child, session.audit_child = session.audit_child, None
+        made = child.take() if child is not None else None
+        session.leak_audit = cached_audit(list(session.cube.items_by_content), digest=session.items_digest, made=made)
+    return session.leak_audit
+
+
+def stop_leak_audit(session: Any) -> None:
+    """The child of `start_leak_audit` ended, if the run ends without taking its audit."""
+    child, session.audit_child = session.audit_child, None
+    if child is not None:
+        child.stop()
