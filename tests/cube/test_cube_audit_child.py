@@ -105,11 +105,12 @@ def test_a_child_ends_with_its_parent_killed(leaky, tmp_path) -> None:
 
 
 def test_the_gate_starts_the_child_where_the_cache_misses_and_keeps_its_audit(leaky, tmp_path, monkeypatch) -> None:
-    from medrcube.plugin.speed.tail_ahead import leak_audit, start_leak_audit, stop_leak_audit
+    from medrcube.plugin.speed.tail_ahead import AUDIT_CHILD_MIN_ITEMS, leak_audit, start_leak_audit, stop_leak_audit
 
     cube, _, _ = leaky
     monkeypatch.setenv("MEDRCUBE_CACHE_DIR", str(tmp_path / "cache"))
     truth = audit_items(list(cube.items_by_content))
+    assert len(cube.items_by_content) >= AUDIT_CHILD_MIN_ITEMS  # a cube worth a child
 
     def session() -> SimpleNamespace:  # the fields of plugin/session.GateSession these functions read and set
         return SimpleNamespace(cube=cube, items_digest=None, leak_audit=None, audit_child=None)
@@ -133,3 +134,8 @@ def test_the_gate_starts_the_child_where_the_cache_misses_and_keeps_its_audit(le
     assert started is not None
     stop_leak_audit(third)
     assert third.audit_child is None and started.process.returncode is not None and not started.folder.exists()
+
+    # A small cube: the audit costs less than a child's start-up; computed after the answers.
+    small = SimpleNamespace(cube=SimpleNamespace(items_by_content=cube.items_by_content[:AUDIT_CHILD_MIN_ITEMS - 1]),
+                            items_digest=None, leak_audit=None, audit_child=None)
+    assert start_leak_audit(small) is None and small.audit_child is None

@@ -42,6 +42,12 @@ def prepare_outputs(session: Any) -> None:
         session.leak_reasons = (audit, leak_reasons(scopes, list(session.cube.items_by_content), audit))
 
 
+# A child costs its interpreter and imports (numpy, scipy: about 0.8 s of CPU) wherever it
+# runs; below this many items the audit itself costs less than that (about 0.8 ms of CPU an
+# item, with scipy's imports 0.5 s, once per process), so it is computed after the answers.
+AUDIT_CHILD_MIN_ITEMS = 400
+
+
 def start_leak_audit(session: Any) -> Any:
     """The cube's leakage audit if this user's cache holds it; else None, its computation
     started in a child process (cube/audit_child.py) that `leak_audit` takes it from. Called
@@ -55,7 +61,7 @@ def start_leak_audit(session: Any) -> Any:
 
         items = list(session.cube.items_by_content)
         session.leak_audit = stored_audit(items, digest=session.items_digest)
-        if session.leak_audit is None:
+        if session.leak_audit is None and len(items) >= AUDIT_CHILD_MIN_ITEMS:
             session.audit_child = audit_child.start(items, session.items_digest or items_digest(items))
     return session.leak_audit
 
