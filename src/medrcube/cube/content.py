@@ -103,18 +103,45 @@ def contents(source: str, digests: Mapping[str, str], read: Callable[[str], byte
     first_key: dict[str, str] = {}
     for k, d in sorted(digests.items()):
         first_key.setdefault(d, k)
-    for d, k in first_key.items():
-        if d in known:
-            by_digest[d] = Content(*known[d])
-            continue
-        try:
-            by_digest[d] = decode_content(read(k))
-        except Exception:  # noqa: BLE001 - a broken image is reported where it is read; here it is its bytes
-            by_digest[d] = Content(hashlib.sha256(f"{VERSION}\x00bytes\x00{d}".encode()).hexdigest(), 0)
+    missing = [(d, k) for d, k in first_key.items() if d not in known]
+    decoded = _decode_missing(missing, read)
+    for d in first_key:  # the entry's order: the digests' first keys
+        c = Content(*known[d]) if d in known else decoded[d]
+        by_digest[d] = c if c is not None else Content(hashlib.sha256(f"{VERSION}\x00bytes\x00{d}".encode()).hexdigest(), 0)
     now = {d: [c.key, c.dhash] for d, c in by_digest.items()}
     if slot is not None and now != {d: list(v) for d, v in known.items()}:
         slot.write(now)
     return {k: by_digest[d] for k, d in digests.items()}
+
+
+# The first load decodes here for this long; what is left then, if this much, goes to worker
+# processes (cube/decode_workers.py) on the other cores: a small cube (the bundled one, 330
+# images: 0.5 s) never pays their start-up (about 0.15 s of CPU each), the paper-scale one
+# (12 s on one core) is shared out.
+DECODE_HERE_S = 1.0
+WORKERS_FROM_IMAGES = 64
+
+
+def _decode_missing(missing: list[tuple[str, str]], read: Callable[[str], bytes]) -> dict[str, Content | None]:
+    """(digest, key) -> the Content of its image, None where it cannot be read or decoded (a
+    broken image is reported where it is read; here it is keyed by its bytes)."""
+    import time
+
+    from medrcube.cube import decode_workers
+
+    out: dict[str, Content | None] = {}
+    start = time.monotonic()
+    for n, (d, k) in enumerate(missing):
+        left = missing[n:]
+        if (len(left) >= WORKERS_FROM_IMAGES and time.monotonic() - start >= DECODE_HERE_S
+                and (workers := min(decode_workers.MAX_WORKERS, decode_workers.cores())) >= 2):
+            out.update(decode_workers.decode_all(left, read, decode_content, workers))
+            break
+        try:
+            out[d] = decode_content(read(k))
+        except Exception:  # noqa: BLE001 - keyed by its bytes (above)
+            out[d] = None
+    return out
 
 
 def canonical_keys(content: Mapping[str, Content]) -> dict[str, str]:
