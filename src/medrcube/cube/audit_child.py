@@ -83,6 +83,8 @@ class AuditChild:
 def start(items: Sequence[Item], digest: str) -> AuditChild | None:
     """The audit of `items` (default bounds), whose items_digest is `digest`, started in a
     child process; None where no child can be started (the caller computes it then)."""
+    if getattr(sys, "frozen", False):  # a frozen application's executable is not a Python running `-c`
+        return None
     folder = Path(tempfile.mkdtemp(prefix="medrcube-audit-"))  # 0700: the items are the cube's text
     try:
         with open(folder / ITEMS, "w", encoding="utf-8") as fh:

@@ -61,7 +61,8 @@ class Decoders:
         code = ("import sys; sys.path.append(sys.argv[1]); from medrcube.cube.decode_workers import main; "
                 "raise SystemExit(main())")
         self._procs: list[subprocess.Popen[bytes]] = []
-        for _ in range(workers):
+        # In a frozen application sys.executable is the application, not a Python running `-c`.
+        for _ in range(0 if getattr(sys, "frozen", False) else workers):
             try:
                 self._procs.append(subprocess.Popen([sys.executable, "-c", code, package_root], stdin=subprocess.PIPE,
                                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True))
