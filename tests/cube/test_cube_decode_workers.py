@@ -107,11 +107,11 @@ def test_a_first_load_through_workers_has_the_keys_of_one_decoded_here(tmp_path,
     (cube / "cube.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
 
     monkeypatch.setenv("MEDRCUBE_CACHE_DIR", str(tmp_path / "cache-here"))
-    monkeypatch.setattr(content, "WORKERS_FROM_IMAGES", 10**9)  # never workers
+    monkeypatch.setattr(content, "DECODE_HERE_S", float("inf"))  # never workers
     here = load_cube(cube / "cube.jsonl")
     monkeypatch.setenv("MEDRCUBE_CACHE_DIR", str(tmp_path / "cache-workers"))
-    monkeypatch.setattr(content, "WORKERS_FROM_IMAGES", 1)
     monkeypatch.setattr(content, "DECODE_HERE_S", 0.0)  # at once
+    monkeypatch.setattr(content, "WORKERS_FOR_S", 0.0)
     through = load_cube(cube / "cube.jsonl")
     assert dict(through.contents) == dict(here.contents) and len(here.contents) == 81
     assert through.same_image["img/80.png"] == "img/3.png" and through.fingerprint == here.fingerprint

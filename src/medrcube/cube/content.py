@@ -114,12 +114,12 @@ def contents(source: str, digests: Mapping[str, str], read: Callable[[str], byte
     return {k: by_digest[d] for k, d in digests.items()}
 
 
-# The first load decodes here for this long; what is left then, if this much, goes to worker
-# processes (cube/decode_workers.py) on the other cores: a small cube (the bundled one, 330
-# images: 0.5 s) never pays their start-up (about 0.15 s of CPU each), the paper-scale one
-# (12 s on one core) is shared out.
+# The first load decodes here for this long; what is left then, if at this pace it would take
+# this long again, goes to worker processes (cube/decode_workers.py) on the other cores: a
+# small cube (the bundled one, 330 images: 0.5 s) never pays their start-up (about 0.15 s of
+# CPU each), the paper-scale one (12 s on one core) is shared out.
 DECODE_HERE_S = 1.0
-WORKERS_FROM_IMAGES = 64
+WORKERS_FOR_S = 0.5
 
 
 def _decode_missing(missing: list[tuple[str, str]], read: Callable[[str], bytes]) -> dict[str, Content | None]:
@@ -132,10 +132,10 @@ def _decode_missing(missing: list[tuple[str, str]], read: Callable[[str], bytes]
     out: dict[str, Content | None] = {}
     start = time.monotonic()
     for n, (d, k) in enumerate(missing):
-        left = missing[n:]
-        if (len(left) >= WORKERS_FROM_IMAGES and time.monotonic() - start >= DECODE_HERE_S
+        spent = time.monotonic() - start
+        if (spent >= DECODE_HERE_S and spent / max(n, 1) * (len(missing) - n) >= WORKERS_FOR_S
                 and (workers := min(decode_workers.MAX_WORKERS, decode_workers.cores())) >= 2):
-            out.update(decode_workers.decode_all(left, read, decode_content, workers))
+            out.update(decode_workers.decode_all(missing[n:], read, decode_content, workers))
             break
         try:
             out[d] = decode_content(read(k))
