@@ -10,9 +10,10 @@ work; processes do. `Decoders` runs them:
   never the parent's `__main__` run again, as multiprocessing's spawn would do with a
   user's script;
 - each reads frames from its stdin (an image index and its bytes, each behind its
-  length) and writes one line per image to its stdout: the index and `decode_content`'s
-  key and difference hash, or that it could not be decoded (the caller keys that image
-  by its bytes, as it would itself);
+  length) and writes one line per image to its stdout: the index and the caller's decode
+  function's key and difference hash (cube/content.decode_content, named to the worker by
+  its module and name), or that it could not be decoded (the caller keys that image by its
+  bytes, as it would itself);
 - the parent reads the images (its reader need not be safe across threads) and hands
   each to a worker with fewer than two in hand, a thread per worker reading its answers.
 
@@ -56,15 +57,16 @@ def cores() -> int:
 class Decoders:
     """Worker processes decoding images (module docstring); a context manager."""
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, decode: Callable[[bytes], Content]) -> None:
         package_root = str(Path(__file__).resolve().parents[2])
         code = ("import sys; sys.path.append(sys.argv[1]); from medrcube.cube.decode_workers import main; "
-                "raise SystemExit(main())")
+                "raise SystemExit(main(sys.argv[2]))")
+        target = f"{decode.__module__}:{decode.__qualname__}"  # a module-level function, imported by the worker
         self._procs: list[subprocess.Popen[bytes]] = []
         # In a frozen application sys.executable is the application, not a Python running `-c`.
         for _ in range(0 if getattr(sys, "frozen", False) else workers):
             try:
-                self._procs.append(subprocess.Popen([sys.executable, "-c", code, package_root], stdin=subprocess.PIPE,
+                self._procs.append(subprocess.Popen([sys.executable, "-c", code, package_root, target], stdin=subprocess.PIPE,
                                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True))
             except OSError:
                 break  # fewer workers (none: the caller decodes everything)
@@ -135,7 +137,7 @@ def decode_all(missing: Sequence[tuple[str, str]], read: Callable[[str], bytes],
     worker did not answer decoded here."""
     out: dict[str, Content | None] = {}
     sent: dict[int, str] = {}  # index -> digest
-    with Decoders(workers) as pool:
+    with Decoders(workers, decode) as pool:
         for i, (d, k) in enumerate(missing):
             try:
                 data = read(k)
@@ -164,9 +166,13 @@ def _decoded_here(decode: Callable[[bytes], Content], data: bytes) -> Content | 
         return None
 
 
-def main() -> int:
-    """A worker: frames in, one line per image out, until its stdin ends."""
-    from medrcube.cube.content import decode_content
+def main(target: str) -> int:
+    """A worker: frames in, one line per image out (decoded by `target`, "module:function"),
+    until its stdin ends."""
+    import importlib
+
+    module, _, name = target.partition(":")
+    decode_content = getattr(importlib.import_module(module), name)
 
     stdin: IO[bytes] = sys.stdin.buffer
     stdout: IO[bytes] = sys.stdout.buffer
