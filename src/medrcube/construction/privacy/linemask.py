@@ -26,8 +26,8 @@ only part of it; the growth along the line and the strips' re-reading are what c
 rest, exactly as for a detector's box that clipped a line's first letters. A net reading counts only
 at the recogniser's confidence NET_CONFIDENT or more (texture read as letters comes with a low one).
 
-A turned region and a column are first followed along their own axis (`oriented.followed`: a faint
-line found in part goes on where a strip of its thickness stands clear of both flanks). Two rules
+A turned region, a column and a row region twice as wide as tall or more are first followed along their own axis
+(`oriented.followed`: a faint line found in part goes on where a strip of its thickness stands clear of both flanks). Two rules
 cover what the detector found only in part, without reading: regions one under another
 (a stack of upright letters found letter by letter) are masked as one column (`columns`), and a
 stroke-map line partly under a mask is masked whole (`chained`), as is a faint line of the band map
