@@ -55,7 +55,7 @@ from typing import Any
 
 import numpy as np
 
-from medrcube.construction.privacy import linemask, multiscale, ocr, synthetic
+from medrcube.construction.privacy import linemask, multiscale, ocr, oriented, synthetic, textscreen
 from medrcube.construction.privacy.textscreen import mask_plan
 
 SIDES = (512, 1024, 2048, 3072, 4096)
@@ -440,6 +440,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="a turned mask's growth along its line at each end (default: linemask.TURNED_ALONG; 6 before 2026-12-06)")
     ap.add_argument("--column-along", type=float, default=None, metavar="WIDTHS",
                     help="a column's growth up and down (default: linemask.COLUMN_ALONG; 8 before 2026-12-06)")
+    ap.add_argument("--stacked-dropped", action=argparse.BooleanOptionalAction, default=None,
+                    help="keep the regions the blob and lone-letter rules drop where 3 or more lie one under another, and grow columns "
+                         "by their letters' height, not their width (default: textscreen.STACKED_DROPPED, linemask.COLUMN_LETTER; "
+                         "off before 2026-12-06, evening)")
+    ap.add_argument("--follow-rows", action=argparse.BooleanOptionalAction, default=None,
+                    help="follow row regions along the row before they are grown (default: linemask.FOLLOW_ROWS; off before 2026-12-06, evening)")
+    ap.add_argument("--lone-half", action=argparse.BooleanOptionalAction, default=None,
+                    help="on a frame where the detector finds nothing, read the half-scale band map's thin lines too "
+                         "(default: oriented.LONE_HALF; off before 2026-12-06, evening)")
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument("--merge", nargs="+", default=None, metavar="JSON", help="pool the figures of these runs (print, and write --json)")
     ap.add_argument("--keep", default=None, metavar="SIDES",
@@ -453,6 +462,12 @@ def main(argv: list[str] | None = None) -> int:
         linemask.TURNED_ALONG = args.turned_along
     if args.column_along is not None:
         linemask.COLUMN_ALONG = args.column_along
+    if args.stacked_dropped is not None:
+        textscreen.STACKED_DROPPED = linemask.COLUMN_LETTER = args.stacked_dropped
+    if args.follow_rows is not None:
+        linemask.FOLLOW_ROWS = args.follow_rows
+    if args.lone_half is not None:
+        oriented.LONE_HALF = args.lone_half
     angles = ANGLES if args.angles == "all" else tuple(a.strip() for a in args.angles.split(","))
     if any(a not in ANGLES for a in angles):
         ap.error(f"--angles {args.angles!r}: choose among {', '.join(ANGLES)} or 'all'")

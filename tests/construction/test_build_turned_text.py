@@ -456,3 +456,79 @@ def test_a_low_contrast_stack_found_in_part_is_masked_to_its_first_letter(seed: 
     img = synthetic.background("mr", 512, 512, np.random.default_rng(seed))
     img, line = synthetic.burn(img, "BEEBLEBROX^Z", (249, 8), "dejavu-sans-mono", 16, 0.624, 0.0, True)
     _masked_whole_and_not_with_the_old_growth(img, line, 0.2, monkeypatch, "COLUMN_ALONG", 8.0)
+
+
+# Frames as the benchmark's generator drew them (benchmarks/deid_ocr.py, tuning seeds of 2026-12-06, evening): the
+# ground drawn from the generator's own state at that frame (PCG64's state, increment and buffered word), the lines burned
+# as it burned them.
+_Burn = tuple[str, tuple[int, int], str, int, float, float, bool]  # text, (x, y), face, size, grey, degrees, stacked
+
+
+def _drawn(kind: str, shape: tuple[int, int], state: tuple[int, int, int, int], burns: list[_Burn]) -> tuple[np.ndarray, list[synthetic.Burned]]:
+    rng = np.random.Generator(np.random.PCG64())
+    rng.bit_generator.state = {"bit_generator": "PCG64", "state": {"state": state[0], "inc": state[1]}, "has_uint32": state[2], "uinteger": state[3]}
+    img = synthetic.background(kind, *shape, rng)
+    lines = []
+    for text, xy, face, size, value, degrees, stacked in burns:
+        img, line = synthetic.burn(img, text, xy, face, size, value, degrees, stacked)
+        lines.append(line)
+    return img, lines
+
+
+def _masked_with_and_not_without(img: np.ndarray, line: synthetic.Burned, monkeypatch: pytest.MonkeyPatch,
+                                 module: object, flag: str, most_masked: float = 0.2) -> None:  # fmt: skip
+    """`line` masked whole on `img` (less than `most_masked` of the frame masked); with `module.flag` off, not."""
+    reader = shared_reader()
+    plan, _ = mask_plan(reader, img)
+    covered = plan.covered(img.shape)
+    assert synthetic.coverage(line, covered) == 1.0 and covered.mean() < most_masked
+    monkeypatch.setattr(module, flag, False)
+    without, _ = mask_plan(reader, img)
+    assert synthetic.coverage(line, without.covered(img.shape)) < 1.0
+
+
+_BITMAP_STACK: tuple[str, tuple[int, int], tuple[int, int, int, int], list[_Burn]] = ("xray", (512, 427), (24177893293523297668582359598706579141, 50909201244525656297149820726319864829, 1, 1647333362),
+                 [("19-MAR-1996", (236, 179), "pillow-bitmap", 64, 0.5081010818481445, 0.0, True)])  # tuning seed 10026
+_BITMAP_STACK_CT: tuple[str, tuple[int, int], tuple[int, int, int, int], list[_Burn]] = ("ct", (512, 512), (118437090426327321970633899703228278506, 157728472412720776409130244421830986623, 0, 697664045),
+                    [("DENT,JUERGEN", (235, 266), "pillow-bitmap", 64, 0.7849909245967865, 0.0, True)])  # tuning seed 10032
+
+
+@pytest.mark.parametrize("frame", [_BITMAP_STACK, _BITMAP_STACK_CT], ids=["xray", "ct"])
+def test_a_stack_whose_letters_the_blob_rule_drops_one_by_one_is_masked_as_a_column(
+        frame: tuple[str, tuple[int, int], tuple[int, int, int, int], list[_Burn]], monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """64 px stacks in Pillow's bitmap face at 0.15 and 0.3 of full scale ("19-MAR-1996" over a radiograph, "DENT,JUERGEN"
+    over a CT-like body; tuning seeds 10026 and 10032): the detector finds 3-4 of their letters as short regions, each read
+    alone as one character and dropped as a blob or a lone letter; three or more dropped regions one under another are kept
+    as a column (`textscreen.STACKED_DROPPED`) and the stack is masked whole; without the rule nothing is masked."""
+    from medrcube.construction.privacy import textscreen
+
+    img, (line,) = _drawn(*frame)
+    _masked_with_and_not_without(img, line, monkeypatch, textscreen, "STACKED_DROPPED")
+
+
+def test_a_narrow_faced_stack_found_in_part_is_grown_by_its_letters_height(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The radiograph's "19-MAR-1996" above (letters 6 px wide, 18 px apart), found as its last 4 letters: the column grown
+    12 letter heights (`linemask.COLUMN_LETTER`) covers its first letter; grown 12 widths, it is left."""
+    img, (line,) = _drawn(*_BITMAP_STACK)
+    _masked_with_and_not_without(img, line, monkeypatch, linemask, "COLUMN_LETTER")
+
+
+def test_a_12px_turned_date_found_nowhere_is_read_on_the_half_scale_band_map(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 12 px date at 45 degrees, 0.15 of full scale over noise (tuning seed 10024): the detector finds nothing and no
+    full-scale band line is read; the half-scale band map's first line is (`oriented.LONE_HALF`), and masked."""
+    img, (line,) = _drawn("noise", (512, 512), (264025325890204299394696393359485074654, 28566053017753201452393462737912769843, 0, 3848041012),
+                          [("19350319", (447, 8), "dejavu-sans", 12, 0.38896734416484835, 45.164415054490625, False)])  # fmt: skip
+    assert not multiscale.detect(shared_reader(), img)
+    _masked_with_and_not_without(img, line, monkeypatch, oriented, "LONE_HALF")
+
+
+def test_a_faint_row_found_in_part_is_followed_to_its_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An 8 px "DENT, ARTHURINA  08/10/1971" at 0.15 of full scale under three other lines over an MR-like body (tuning
+    seed 10029): the detector finds its first two thirds; followed along the row (`linemask.FOLLOW_ROWS`) it is masked
+    to its end, grown 3 heights alone its last letters are left."""
+    img, lines = _drawn("mr", (512, 512), (235225998246223718860884848012496684723, 267629414066931428948957237368610123381, 1, 1166244095),
+                        [("07/15/1963", (8, 491), "dejavu-sans-bold", 12, 0.33086836636066436, 0.0, False),
+                         ("06/26/2002", (8, 453), "stix-general", 32, 1.0, 0.0, False),
+                         ("DENT, ARTHURINA  08/10/1971", (8, 433), "pillow-default", 8, 0.1813974842429161, 0.0, False),
+                         ("PID 33816666", (8, 419), "pillow-bitmap", 16, 0.3325975529849529, 0.0, False)])  # fmt: skip
+    _masked_with_and_not_without(img, lines[2], monkeypatch, linemask, "FOLLOW_ROWS")

@@ -26,8 +26,8 @@ only part of it; the growth along the line and the strips' re-reading are what c
 rest, exactly as for a detector's box that clipped a line's first letters. A net reading counts only
 at the recogniser's confidence NET_CONFIDENT or more (texture read as letters comes with a low one).
 
-A turned region and a column are first followed along their own axis (`oriented.followed`: a faint
-line found in part goes on where a strip of its thickness stands clear of both flanks). Two rules
+A turned region, a column and a row region twice as wide as tall or more are first followed along their own axis
+(`oriented.followed`: a faint line found in part goes on where a strip of its thickness stands clear of both flanks). Two rules
 cover what the detector found only in part, without reading: regions one under another
 (a stack of upright letters found letter by letter) are masked as one column (`columns`), and a
 stroke-map line partly under a mask is masked whole (`chained`), as is a faint line of the band map
@@ -287,12 +287,17 @@ COLUMN_SHIFT = 0.35  # of the wider piece: the most the centres of two pieces of
 COLUMN_ALONG = 12.0  # of the column's width, up and down (a stack's letters are about as tall as they are wide): 4 left a
 # stack's last letters out where they ran onto ground of their own grey, 8 the first 2 letters of a 12-letter low-contrast
 # stack found as its last 8 (tuning seed 10006, 2026-12-06)
+# COLUMN_LETTER: that growth counts in the letters' height, not the column's width. A narrow face's stack (Pillow's bitmap
+# face: letters 6 px wide at an 18 px pitch) grown 12 widths reached 5 letters past its last found one and left its first
+# letter out (a 64 px low-contrast "19-MAR-1996" found as its last 4 letters, tuning seed 10026, 2026-12-06).
+COLUMN_LETTER = True
+COLUMN_TALL = 2.0  # a piece taller than this many times its width counts as this: a letter is seldom taller
 
 
-def columns(regions: list[ocr.TextRegion], shape: tuple[int, ...]) -> list[Box]:
+def columns(regions: list[ocr.TextRegion], shape: tuple[int, ...], least: int = 2) -> list[Box]:
     """Boxes of the columns the detector's regions form: letter-sized row regions and near-vertical turned ones,
     one under another (centres apart along the row by at most COLUMN_SHIFT of the wider piece, apart up and down by
-    at most COLUMN_GAP of the smaller piece's size), two pieces or more; each grown by COLUMN_ALONG x its width up and down and by MARGIN
+    at most COLUMN_GAP of the smaller piece's size), `least` pieces or more; each grown by COLUMN_ALONG x its width up and down and by MARGIN
     of it (at least 2 px) to the sides."""
     pieces: list[Box] = []
     for r in regions:
@@ -318,12 +323,15 @@ def columns(regions: list[ocr.TextRegion], shape: tuple[int, ...]) -> list[Box]:
     h, w = shape[:2]
     out = []
     for g in groups:
-        if len(g) < 2:
+        if len(g) < max(2, least):
             continue
         x0, y0 = min(b[0] for b in g), min(b[1] for b in g)
         x1, y1 = max(b[2] for b in g), max(b[3] for b in g)
         width = x1 - x0
-        px, py = max(2, int(np.ceil(MARGIN * width))), int(np.ceil(COLUMN_ALONG * width))
+        # A letter's height: the pieces' median, each counted at most COLUMN_TALL times its width (a longer piece is
+        # part of a line, not a letter); no less than the column's width.
+        letter = max(width, float(np.median([min(b[3] - b[1], COLUMN_TALL * (b[2] - b[0])) for b in g]))) if COLUMN_LETTER else width
+        px, py = max(2, int(np.ceil(MARGIN * width))), int(np.ceil(COLUMN_ALONG * letter))
         out.append((max(0, x0 - px), max(0, y0 - py), min(w, x1 + px), min(h, y1 + py)))
     return out
 
@@ -367,6 +375,17 @@ def faint_read(faint: list[oriented.Line], directions: list[float]) -> list[orie
 # Lines that run off the row, and columns, followed along their axis before they are grown (`oriented.followed`):
 # the detector often finds a faint turned line in part.
 FOLLOW = True
+# Row regions too (FOLLOW_ROWS, since 2026-12-06, evening), those FOLLOW_WIDE times as wide as tall or more (a
+# letter-sized one may be a stack's letter, whose axis is not the row's). A faint row found in part was grown 3 heights
+# along and its last letters, over ground of about their grey, left out: an 8 px "DENT, ARTHURINA  08/10/1971" at 0.15 of
+# full scale over an MR-like body found as its first two thirds (tuning seed 10029). Following only extends a mask
+# that exists: a frame without one keeps every pixel.
+FOLLOW_ROWS = True
+FOLLOW_WIDE = 2.0
+
+
+def _a_line(box: Box) -> bool:
+    return box[2] - box[0] >= FOLLOW_WIDE * (box[3] - box[1])
 
 
 def plan(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.TextRegion], candidates: list[Box] | None = None,
@@ -387,7 +406,11 @@ def plan(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.TextRegio
     rows = [r for r in regions if not oriented.is_oriented(r.quad)]
     found = [oriented.line_of(r.quad if oriented.is_oriented(r.quad) else _rect(r.box)) for r in regions]
     found += [oriented.line_of(_rect(c)) for c in columns(regions, shape)]
-    boxes, quads = chained(shape, joined([grown(r.box, shape) for r in rows]), quads, candidates or [], turned or [], faint, found)
+    row_boxes = [r.box for r in rows]
+    if FOLLOW_ROWS and any(_a_line(b) for b in row_boxes):
+        gray = proposals.gray8(pixels)
+        row_boxes = [oriented.followed(gray, oriented.line_of(_rect(b))).box(shape) if _a_line(b) else b for b in row_boxes]
+    boxes, quads = chained(shape, joined([grown(b, shape) for b in row_boxes]), quads, candidates or [], turned or [], faint, found)
     base = oriented.paint(pixels, quads) if quads else pixels
     boxes, extended, readable, masked = _rechecked(reader, base, boxes)
     netted = 0

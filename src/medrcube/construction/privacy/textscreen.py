@@ -82,7 +82,32 @@ def text_regions(reader: ocr.TextReader, pixels: np.ndarray, turned: bool | None
         if _alnum(r.text) >= 3:
             keep.append(ocr.TextRegion(r.box, r.score, quad=r.quad))
     keep = _lone_letters_read(reader, pixels, keep)
+    if STACKED_DROPPED:
+        keep += _stacked_dropped(found, keep, shape)
     return keep, len(found) - len(keep)
+
+
+# Regions the blob and lone-letter rules dropped are kept when STACKED_LEAST or more of them, each no longer than
+# `proposals.MAX_LINE` (a letter, not a band of anatomy), lie one under another as a stack's letters do
+# (`linemask.columns`). A stack of upright letters comes back from the detector letter by letter, each piece a short
+# square quad that the blob rule reads as one character ("H", "6", "6", "6" for the 64 px low-contrast stack
+# "19-MAR-1996": tuning seed 10026, 2026-12-06), and dropped, each alone, the whole stack was exported. Two pieces
+# are what a column of the regions kept needs (`_lone_letters_read`); a disc of anatomy read as a letter beside
+# another is that too, three in a row with a letter's gaps is not what a body shows.
+STACKED_DROPPED = True
+STACKED_LEAST = 3
+
+
+def _stacked_dropped(found: list[ocr.TextRegion], keep: list[ocr.TextRegion], shape: tuple[int, ...]) -> list[ocr.TextRegion]:
+    """The dropped regions (of `found`, not in `keep`) that lie in a column of STACKED_LEAST or more of them (see above)."""
+    kept = {r.box for r in keep}
+    dropped = [r for r in found if r.box not in kept and max(r.box[2] - r.box[0], r.box[3] - r.box[1]) <= proposals.MAX_LINE]
+    stacked = linemask.columns(dropped, shape, least=STACKED_LEAST) if len(dropped) >= STACKED_LEAST else []
+    return [r for r in dropped if any(_inside(r.box, c) for c in stacked)]
+
+
+def _inside(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> bool:
+    return b[0] <= a[0] and b[1] <= a[1] and a[2] <= b[2] and a[3] <= b[3]
 
 
 # A region no wider than LONE_WIDE times its height, not in a column of such regions (`linemask.columns`),
@@ -167,8 +192,10 @@ class TextLog:
         out: dict[str, Any] = {
             "engine": self.engine,
             "views": "crops where strokes form lines (along rows and turned), enlarged and contrast-stretched, and the whole frame once at 480 px (large text); "
-                     "on a frame up to 1,024 px where they find nothing, the faint-line map's thin turned lines at full scale, the 6 most stroke-like read upright",
-            "masking": "regions grown along the line, lines joined, regions one under another masked as one column, a stroke-map line partly under a mask masked whole, "
+                     "on a frame up to 1,024 px where they find nothing, the faint-line map's thin turned lines at full scale, the 6 most stroke-like read upright "
+                     "(none read: at half scale, the 3 most stroke-like)",
+            "masking": "regions grown along the line (rows followed along the row first), lines joined, regions one under another masked as one column "
+                       "(three or more of those read as one character or none too), a stroke-map line partly under a mask masked whole, "
                        "a faint line (the band map, turned and coarse) that goes on along a detected line and partly under its mask masked whole, "
                        "the strips beside each mask read by the recogniser and masked when legible; "
                        "the stroke map's candidate lines (and, on frames up to 2,048 px, the faint-line map's; turned, and the band map's thin lines in the direction of a turned line or column found, read upright) outside every mask read by the recogniser (a line partly under a mask read unmasked) and masked the same way when legible at a confidence of 0.5 or more (0.3 for the band map's lines 12 px thick or thinner), turned masks grown 60 px at least along; a frame still legible is refused",
