@@ -499,16 +499,22 @@ def test_a_stack_whose_letters_the_blob_rule_drops_one_by_one_is_masked_as_a_col
     """64 px stacks in Pillow's bitmap face at 0.15 and 0.3 of full scale ("19-MAR-1996" over a radiograph, "DENT,JUERGEN"
     over a CT-like body; tuning seeds 10026 and 10032): the detector finds 3-4 of their letters as short regions, each read
     alone as one character and dropped as a blob or a lone letter; three or more dropped regions one under another are kept
-    as a column (`textscreen.STACKED_DROPPED`) and the stack is masked whole; without the rule nothing is masked."""
+    as a column (`textscreen.STACKED_DROPPED`, off by default: it masked a text-free frame of the demo archive) and the
+    stack is masked whole; without the rule nothing is masked."""
     from medrcube.construction.privacy import textscreen
 
+    monkeypatch.setattr(textscreen, "STACKED_DROPPED", True)
     img, (line,) = _drawn(*frame)
     _masked_with_and_not_without(img, line, monkeypatch, textscreen, "STACKED_DROPPED")
 
 
 def test_a_narrow_faced_stack_found_in_part_is_grown_by_its_letters_height(monkeypatch: pytest.MonkeyPatch) -> None:
     """The radiograph's "19-MAR-1996" above (letters 6 px wide, 18 px apart), found as its last 4 letters: the column grown
-    12 letter heights (`linemask.COLUMN_LETTER`) covers its first letter; grown 12 widths, it is left."""
+    12 letter heights (`linemask.COLUMN_LETTER`) covers its first letter; grown 12 widths, it is left. Its letters are
+    found as dropped regions, kept as a column only with `textscreen.STACKED_DROPPED` (off by default), turned on here."""
+    from medrcube.construction.privacy import textscreen
+
+    monkeypatch.setattr(textscreen, "STACKED_DROPPED", True)
     img, (line,) = _drawn(*_BITMAP_STACK)
     _masked_with_and_not_without(img, line, monkeypatch, linemask, "COLUMN_LETTER")
 

@@ -94,7 +94,11 @@ def text_regions(reader: ocr.TextReader, pixels: np.ndarray, turned: bool | None
 # "19-MAR-1996": tuning seed 10026, 2026-12-06), and dropped, each alone, the whole stack was exported. Two pieces
 # are what a column of the regions kept needs (`_lone_letters_read`); a disc of anatomy read as a letter beside
 # another is that too, three in a row with a letter's gaps is not what a body shows.
-STACKED_DROPPED = True
+# Off: on the demo archive's text-free frames of the build tests (tests/construction/test_build_burned_text.py) it
+# kept a column of dropped regions over anatomy, a frame masked (and, refusing, left out) with no text on it; on the
+# synthetic frames it masked 4 tuning misses and changed no line out of sample (benchmarks/RESULTS.md 23a,
+# 2026-12-06, seeds 10701-10720). `python -m benchmarks.deid_ocr --stacked-dropped` measures it on.
+STACKED_DROPPED = False
 STACKED_LEAST = 3
 
 
