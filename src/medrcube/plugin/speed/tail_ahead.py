@@ -51,8 +51,8 @@ AUDIT_CHILD_MIN_ITEMS = 400
 def start_leak_audit(session: Any) -> Any:
     """The cube's leakage audit if this user's cache holds it; else None, its computation
     started in a child process (cube/audit_child.py) that `leak_audit` takes it from. Called
-    where the process that decides has nothing to do until the answers are in (here, the
-    xdist controller, before a synchronous inference): on a fast server a thread would slow
+    where the process that decides has nothing to do until the answers are in (here, and on
+    the xdist controller as its workers start): on a fast server a thread would slow
     the requests by as much as it computes (the interpreter's lock), and after the last
     answer it was the whole of a first run's tail (3.7 s of CPU at the paper's scale)."""
     if session.leak_audit is None and session.audit_child is None:
