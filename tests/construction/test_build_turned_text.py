@@ -426,17 +426,18 @@ def test_the_band_lines_read_on_a_frame_where_the_detector_finds_nothing_mask_no
     assert read >= 10  # the rule had lines to read
 
 
-def _masked_whole_and_not_with_the_old_growth(img: np.ndarray, line: synthetic.Burned, most_masked: float,
-                                              monkeypatch: pytest.MonkeyPatch, growth: str, old: float) -> None:
-    """`line` masked whole on `img` with less than `most_masked` of the frame masked; with the
-    linemask growth `growth` set back to `old`, some of its glyphs left out."""
+def _masked_whole_and_not_when(img: np.ndarray, line: synthetic.Burned, monkeypatch: pytest.MonkeyPatch, module: object,
+                               name: str, value: object, most_masked: float = 0.2) -> None:
+    """`line` masked whole on `img` with less than `most_masked` of the frame masked; with `module.name` set to `value`
+    (a rule off, a growth set back), some of its glyphs left out."""
     reader = shared_reader()
     plan, _ = mask_plan(reader, img)
     covered = plan.covered(img.shape)
     assert synthetic.coverage(line, covered) == 1.0 and covered.mean() < most_masked
-    monkeypatch.setattr(linemask, growth, old)
-    before, _ = mask_plan(reader, img)
-    assert synthetic.coverage(line, before.covered(img.shape)) < 1.0
+    monkeypatch.setattr(module, name, value)
+    other, _ = mask_plan(reader, img)
+    assert synthetic.coverage(line, other.covered(img.shape)) < 1.0
+
 
 @pytest.mark.parametrize("seed", [2, 7, 8])
 def test_a_long_low_contrast_turned_line_found_in_part_is_masked_to_its_far_end(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -445,7 +446,7 @@ def test_a_long_low_contrast_turned_line_found_in_part_is_masked_to_its_far_end(
     mask grown TURNED_ALONG (8) thicknesses along the line at each end covers all of it; grown 6, the far end stays."""
     img = synthetic.background("mr", 512, 512, np.random.default_rng(seed))
     img, line = synthetic.burn(img, "ID: 709785  DOB 19740518", (83, 66), "dejavu-sans", 32, 0.604, 42.85)
-    _masked_whole_and_not_with_the_old_growth(img, line, 0.4, monkeypatch, "TURNED_ALONG", 6.0)
+    _masked_whole_and_not_when(img, line, monkeypatch, linemask, "TURNED_ALONG", 6.0, most_masked=0.4)
 
 
 @pytest.mark.parametrize("seed", [4, 8])
@@ -455,7 +456,7 @@ def test_a_low_contrast_stack_found_in_part_is_masked_to_its_first_letter(seed: 
     its end letters."""
     img = synthetic.background("mr", 512, 512, np.random.default_rng(seed))
     img, line = synthetic.burn(img, "BEEBLEBROX^Z", (249, 8), "dejavu-sans-mono", 16, 0.624, 0.0, True)
-    _masked_whole_and_not_with_the_old_growth(img, line, 0.2, monkeypatch, "COLUMN_ALONG", 8.0)
+    _masked_whole_and_not_when(img, line, monkeypatch, linemask, "COLUMN_ALONG", 8.0)
 
 
 # Frames as the benchmark's generator drew them (benchmarks/deid_ocr.py, tuning seeds of 2026-12-06, evening): the
@@ -473,18 +474,6 @@ def _drawn(kind: str, shape: tuple[int, int], state: tuple[int, int, int, int], 
         img, line = synthetic.burn(img, text, xy, face, size, value, degrees, stacked)
         lines.append(line)
     return img, lines
-
-
-def _masked_with_and_not_without(img: np.ndarray, line: synthetic.Burned, monkeypatch: pytest.MonkeyPatch,
-                                 module: object, flag: str, most_masked: float = 0.2) -> None:  # fmt: skip
-    """`line` masked whole on `img` (less than `most_masked` of the frame masked); with `module.flag` off, not."""
-    reader = shared_reader()
-    plan, _ = mask_plan(reader, img)
-    covered = plan.covered(img.shape)
-    assert synthetic.coverage(line, covered) == 1.0 and covered.mean() < most_masked
-    monkeypatch.setattr(module, flag, False)
-    without, _ = mask_plan(reader, img)
-    assert synthetic.coverage(line, without.covered(img.shape)) < 1.0
 
 
 _BITMAP_STACK: tuple[str, tuple[int, int], tuple[int, int, int, int], list[_Burn]] = ("xray", (512, 427), (24177893293523297668582359598706579141, 50909201244525656297149820726319864829, 1, 1647333362),
@@ -505,7 +494,7 @@ def test_a_stack_whose_letters_the_blob_rule_drops_one_by_one_is_masked_as_a_col
 
     monkeypatch.setattr(textscreen, "STACKED_DROPPED", True)
     img, (line,) = _drawn(*frame)
-    _masked_with_and_not_without(img, line, monkeypatch, textscreen, "STACKED_DROPPED")
+    _masked_whole_and_not_when(img, line, monkeypatch, textscreen, "STACKED_DROPPED", False)
 
 
 def test_a_narrow_faced_stack_found_in_part_is_grown_by_its_letters_height(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -516,7 +505,7 @@ def test_a_narrow_faced_stack_found_in_part_is_grown_by_its_letters_height(monke
 
     monkeypatch.setattr(textscreen, "STACKED_DROPPED", True)
     img, (line,) = _drawn(*_BITMAP_STACK)
-    _masked_with_and_not_without(img, line, monkeypatch, linemask, "COLUMN_LETTER")
+    _masked_whole_and_not_when(img, line, monkeypatch, linemask, "COLUMN_LETTER", False)
 
 
 def test_a_12px_turned_date_found_nowhere_is_read_on_the_half_scale_band_map(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -525,7 +514,7 @@ def test_a_12px_turned_date_found_nowhere_is_read_on_the_half_scale_band_map(mon
     img, (line,) = _drawn("noise", (512, 512), (264025325890204299394696393359485074654, 28566053017753201452393462737912769843, 0, 3848041012),
                           [("19350319", (447, 8), "dejavu-sans", 12, 0.38896734416484835, 45.164415054490625, False)])  # fmt: skip
     assert not multiscale.detect(shared_reader(), img)
-    _masked_with_and_not_without(img, line, monkeypatch, oriented, "LONE_HALF")
+    _masked_whole_and_not_when(img, line, monkeypatch, oriented, "LONE_HALF", False)
 
 
 def test_a_faint_row_found_in_part_is_followed_to_its_end(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -537,4 +526,4 @@ def test_a_faint_row_found_in_part_is_followed_to_its_end(monkeypatch: pytest.Mo
                          ("06/26/2002", (8, 453), "stix-general", 32, 1.0, 0.0, False),
                          ("DENT, ARTHURINA  08/10/1971", (8, 433), "pillow-default", 8, 0.1813974842429161, 0.0, False),
                          ("PID 33816666", (8, 419), "pillow-bitmap", 16, 0.3325975529849529, 0.0, False)])  # fmt: skip
-    _masked_with_and_not_without(img, lines[2], monkeypatch, linemask, "FOLLOW_ROWS")
+    _masked_whole_and_not_when(img, lines[2], monkeypatch, linemask, "FOLLOW_ROWS", False)

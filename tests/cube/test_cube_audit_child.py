@@ -9,12 +9,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from tests.cube.test_cube_audit import leaky_cube
+from tests.reliability.reliability_kit import process_state, wait_for
 
 from medrcube.cube import audit_child, load_cube
 from medrcube.cube.audit import audit_items
@@ -28,31 +28,12 @@ def leaky(tmp_path_factory):
     return cube, items, audit_items(items)
 
 
-def _ended(pid: int) -> bool:
-    """The process is gone or a zombie (an orphan's parent here may not reap it)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return True
-    return state in ("Z", "X")
-
-
-def _until(condition, limit_s: float = 60.0) -> bool:
-    """Poll `condition` until it holds, bounded (a liveness check, never a duration asserted)."""
-    end = time.monotonic() + limit_s
-    while time.monotonic() < end:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
-
-
 def test_the_child_computes_the_audit_the_parent_would(leaky) -> None:
     _, items, truth = leaky
     assert truth.findings  # a leaky cube: an audit that lost its findings would show
     child = audit_child.start(items, items_digest(items))
     assert child is not None and (child.folder / audit_child.ITEMS).is_file()
-    assert _until(lambda: child.process.poll() is not None)
+    wait_for(lambda: child.process.poll() is not None, "the child's end")
     assert child.take() == truth
     assert not child.folder.exists()
 
@@ -71,7 +52,7 @@ def test_a_child_given_other_items_gives_nothing(leaky) -> None:
     _, items, _ = leaky
     child = audit_child.start(items, "0" * 64)  # not these items' digest
     assert child is not None
-    assert _until(lambda: child.process.poll() is not None)
+    wait_for(lambda: child.process.poll() is not None, "the child's end")
     assert child.process.returncode == 3
     assert "not the parent's" in (child.folder / audit_child.LOG).read_text()
     assert child.take() is None and not child.folder.exists()
@@ -93,11 +74,11 @@ def test_a_child_ends_with_its_parent_killed(leaky, tmp_path) -> None:
     try:
         pid_text, folder_text = parent.stdout.readline().split()
         pid, folder = int(pid_text), Path(folder_text)
-        assert not _ended(pid) and folder.is_dir()
+        assert process_state(pid) not in ("Z", "X", "gone") and folder.is_dir()
         os.kill(parent.pid, signal.SIGKILL)
         parent.wait()
-        assert _until(lambda: _ended(pid)), "the orphaned child still runs"
-        assert _until(lambda: not folder.exists())
+        wait_for(lambda: process_state(pid) in ("Z", "X", "gone"), "the orphaned child's end")  # an orphan may stay a zombie here
+        wait_for(lambda: not folder.exists(), "the orphan's folder removed")
     finally:
         if parent.poll() is None:
             parent.kill()
@@ -118,7 +99,7 @@ def test_the_gate_starts_the_child_where_the_cache_misses_and_keeps_its_audit(le
     first = session()
     assert start_leak_audit(first) is None and first.audit_child is not None  # cold: started
     child = first.audit_child
-    assert _until(lambda: child.process.poll() is not None)
+    wait_for(lambda: child.process.poll() is not None, "the child's end")
     assert leak_audit(first) == truth and first.audit_child is None  # taken once
     assert child.process.returncode == 0 and not child.folder.exists()
     assert list((tmp_path / "cache" / "leak-audit").glob("*.json"))  # kept for the next run

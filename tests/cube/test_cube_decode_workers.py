@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
+from tests.reliability.reliability_kit import child_pids
 
 from medrcube.cube import content, decode_workers, load_cube
 from medrcube.cube.content import decode_content
@@ -62,17 +63,7 @@ def test_a_worker_killed_mid_way_loses_nothing(images) -> None:
     me, reads = os.getpid(), []
 
     def workers() -> list[int]:
-        found = []
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    stat = Path(f"/proc/{entry}/stat").read_text()
-                    cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
-                except OSError:
-                    continue
-                if int(stat.rsplit(")", 1)[1].split()[1]) == me and b"decode_workers" in cmd:
-                    found.append(int(entry))
-        return found
+        return [pid for pid in child_pids(me) if b"decode_workers" in Path(f"/proc/{pid}/cmdline").read_bytes()]
 
     killed: list[int] = []
 

@@ -247,6 +247,28 @@ def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60.0, po
         time.sleep(poll)
 
 
+def process_state(pid: int) -> str:
+    """The process's state letter in /proc ("R", "S", "Z" for a zombie, ...), or "gone"."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
+
+
+def child_pids(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (zombies included), from /proc."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry))
+    return sorted(out)
+
+
 def sigkill(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         proc.send_signal(signal.SIGKILL)

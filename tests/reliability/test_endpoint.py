@@ -490,8 +490,8 @@ def test_a_key_echoed_in_an_answer_is_cut_before_anything_keeps_it(tmp_path: Pat
 def test_orphaned_xdist_workers_stop_asking(tmp_path: Path, scripted_server, tally) -> None:
     import signal
 
-    from reliability_kit import sigkill, wait_for
-    from test_faults import _children, _gate_workspace
+    from reliability_kit import child_pids, process_state, sigkill, wait_for
+    from test_faults import _gate_workspace
 
     t = tally("xdist_orphans")
     # 80 asks at 0.4 s each and two requests in flight per worker: an unguarded pair goes on
@@ -511,14 +511,14 @@ def test_orphaned_xdist_workers_stop_asking(tmp_path: Path, scripted_server, tal
     workers: list[int] = []
     try:
         wait_for(lambda: scripted_server.stats(log=False)["total"] >= 4, "both workers asking", timeout=180)
-        workers = _children(proc.pid)
+        workers = child_pids(proc.pid)
         at_kill = scripted_server.stats(log=False)["total"]
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)
         # Events, not sleeps: the workers exit once they see the controller gone, and the
         # requests they had on the wire end (answered or cut); a loaded machine only makes
         # both come later, and the timeouts are far beyond either.
-        wait_for(lambda: all(_state_of(w) in ("Z", "gone") for w in workers), "the orphaned workers to exit",
+        wait_for(lambda: all(process_state(w) in ("Z", "gone") for w in workers), "the orphaned workers to exit",
                  timeout=180, poll=0.05)
         wait_for(lambda: scripted_server.stats(log=False)["in_flight"] == 0, "the requests on the wire to end",
                  timeout=180, poll=0.05)
@@ -539,13 +539,6 @@ def test_orphaned_xdist_workers_stop_asking(tmp_path: Path, scripted_server, tal
            "(an unguarded pair asks every one)")
     assert workers  # the run was parallel
     assert final < asks, (at_kill, final)  # they stopped asking: the cube was never asked in full
-
-
-def _state_of(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return "gone"
 
 
 def contextlib_suppress():

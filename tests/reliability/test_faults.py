@@ -32,6 +32,7 @@ from reliability_kit import (
     MARKER_KEY,
     asked_items,
     audit,
+    child_pids,
     cli_run,
     env_with_key,
     fingerprint,
@@ -39,6 +40,7 @@ from reliability_kit import (
     gate_audit,
     no_traceback,
     openai_adapter,
+    process_state,
     replies,
     server_duplicates,
     sigkill,
@@ -773,26 +775,6 @@ def _gate_workspace(root: Path, n: int = 16) -> list[dict[str, Any]]:
     return items
 
 
-def _state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return "gone"
-
-
-def _children(pid: int) -> list[int]:
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                out.append(int(entry))
-    return sorted(out)
-
-
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads process states through /proc")
 def test_a_zombie_owner_is_dead(tally) -> None:
     import socket
@@ -803,7 +785,7 @@ def test_a_zombie_owner_is_dead(tally) -> None:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         os.kill(child.pid, 9)
-        wait_for(lambda: _state(child.pid) == "Z", "the killed child to become a zombie")
+        wait_for(lambda: process_state(child.pid) == "Z", "the killed child to become a zombie")
         dead = owner_is_dead(f"{socket.gethostname()}:{child.pid}:feedbeef")
     finally:
         child.wait()
@@ -838,13 +820,13 @@ def test_an_xdist_worker_killed_mid_run_is_reported_and_the_rerun_completes_from
                  and sum(s["answered"].values()) >= k, "both workers waiting on slow answers", timeout=120)
         # The controller's children besides its workers: a leakage audit computing in a child
         # process (cube/audit_child.py) when the cube is new to the cache.
-        workers = [w for w in _children(proc.pid) if b"audit_child" not in Path(f"/proc/{w}/cmdline").read_bytes()]
+        workers = [w for w in child_pids(proc.pid) if b"audit_child" not in Path(f"/proc/{w}/cmdline").read_bytes()]
         assert len(workers) >= 2, workers
         killed = workers[0]
         os.kill(killed, 9)
         scripted_server.set_script({"answers": letters})  # the survivors' retries now succeed
         time.sleep(0.5)
-        zombie = _state(killed) == "Z"
+        zombie = process_state(killed) == "Z"
         first_out, _ = proc.communicate(timeout=240)
     finally:
         if proc.poll() is None:
