@@ -196,10 +196,13 @@ class TextLog:
         out: dict[str, Any] = {
             "engine": self.engine,
             "views": "crops where strokes form lines (along rows and turned), enlarged and contrast-stretched, and the whole frame once at 480 px (large text); "
-                     "on a frame up to 1,024 px where they find nothing, the faint-line map's thin turned lines at full scale, the 6 most stroke-like read upright "
-                     "(none read: at half scale, the 3 most stroke-like)",
-            "masking": "regions grown along the line (rows followed along the row first), lines joined, regions one under another masked as one column "
-                       "(three or more of those read as one character or none too), a stroke-map line partly under a mask masked whole, "
+                     f"on a frame up to 1,024 px where they find nothing, the faint-line map's thin turned lines at full scale, the {oriented.LONE_READS} most "
+                     f"stroke-like read upright" + (" (none read: at half scale, the " + ("most" if oriented.LONE_HALF_READS == 1 else f"{oriented.LONE_HALF_READS} most")
+                                                + " stroke-like)" if oriented.LONE_HALF else ""),
+            "masking": "regions grown along the line" + (" (rows followed along the row first)" if linemask.FOLLOW_ROWS else "") + ", lines joined, "
+                       "regions one under another masked as one column"
+                       + (f" ({STACKED_LEAST} or more of those read as one character or none too)" if STACKED_DROPPED else "")
+                       + ", a stroke-map line partly under a mask masked whole, "
                        "a faint line (the band map, turned and coarse) that goes on along a detected line and partly under its mask masked whole, "
                        "the strips beside each mask read by the recogniser and masked when legible; "
                        "the stroke map's candidate lines (and, on frames up to 2,048 px, the faint-line map's; turned, and the band map's thin lines in the direction of a turned line or column found, read upright) outside every mask read by the recogniser (a line partly under a mask read unmasked) and masked the same way when legible at a confidence of 0.5 or more (0.3 for the band map's lines 12 px thick or thinner), turned masks grown 60 px at least along; a frame still legible is refused",
