@@ -17,9 +17,11 @@ import asyncio
 import dataclasses
 import functools
 import hashlib
+import itertools
 import json
 import threading
 import warnings
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -27,6 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from medrcube.models.base import ModelAdapter, Preflight
+from medrcube.records import Outcome
+from medrcube.run import shard_exchange
 from medrcube.run.metering import Metered, Usage
 
 if TYPE_CHECKING:
@@ -144,6 +148,7 @@ def infer(
     run_token: str | None = None,
     fresh: bool = False,
     stop: threading.Event | None = None,
+    exchange_dir: Path | None = None,
 ) -> Inference:
     """Ask the candidate (then a baseline model) in one event loop, as `decider` asks (the
     whole cube when None), through the response store at `store_dir` (None: no store),
@@ -156,7 +161,10 @@ def infer(
     run however many workers need every record.
 
     `run_token` names this run in the provenance of the answers it stores (one for all
-    the workers of a gate run; None: a new one); `fresh` takes no answer another run
+    the workers of a gate run; None: a new one); `exchange_dir`, a directory the workers of a
+    sharded run share: each hands the records of its own shard to the others there
+    (run/shard_exchange.py) instead of each reading and grading every other shard's answers
+    again from the store (their pass over the store stays the fallback); `fresh` takes no answer another run
     stored (`--fresh`): every item is asked live. `stop`, set from another thread, cancels
     the run (its requests in flight with it) and raises run.orphan.StoppedError."""
     from medrcube.run.provenance import new_run_token
@@ -172,6 +180,10 @@ def infer(
     if baseline is not None:
         metered["baseline"] = Metered(baseline)
     index, count = shard
+    passes = {role: itertools.count() for role in metered}  # each role's sharded passes, numbered
+
+    def role_of(model: Metered) -> str:
+        return next(role for role, m in metered.items() if m is model)
 
     # Not in a sharded worker: its records reach the controller as JSON, written from themselves.
     ahead = _AheadAtFirstBatch() if count == 1 else None
@@ -192,7 +204,14 @@ def infer(
         )
         if count > 1:
             mine = tuple(it for it in part.items if stable_shard(it.id, count) == index)
+            tag = f"{role_of(model)}-{next(passes[role_of(model)])}"  # the same in every worker: they ask alike
+            if exchange_dir is not None:
+                shard_exchange.announce(exchange_dir, tag, index)
             own = await run_cube_async(dataclasses.replace(part, items=mine), model, **kwargs)
+            if exchange_dir is not None and own.aborted is None:
+                exchanged = await _exchanged(exchange_dir, tag, shard, part, own, names, model)
+                if exchanged is not None:
+                    return exchanged
             whole = await run_cube_async(part, model, **kwargs)
             # What this process asked in its own pass is not `cached` (a store written before the run).
             asked = {(r.item_id, r.variant) for r in own.records if not r.cached}
@@ -253,6 +272,57 @@ def infer(
     if "judge" in out.usage:
         out.result.judge_requests = out.usage["judge"].requests
     return out
+
+
+# How long a worker that ended its own shard waits for the others' records before it reads
+# their answers from the store itself: its shard is about the size of theirs, so they end
+# about when it did; the wait grows with the pass (a pass that took a minute allows 15 s more).
+EXCHANGE_WAIT_S = 10.0
+EXCHANGE_WAIT_SHARE = 0.25
+
+
+async def _exchanged(directory: Path, tag: str, shard: tuple[int, int], part: Cube, own: RunResult,
+                     names: Sequence[Any], model: Metered) -> RunResult | None:
+    """The pass over the whole `part` from this shard's records and the other workers' (run/shard_exchange.py),
+    in plan order; None when any of theirs cannot be had (the caller then runs its pass over the store)."""
+    from medrcube.run.plan import as_variants
+    from medrcube.run.provenance import merged_counts, served_mismatches
+    from medrcube.run.runner import RunResult
+
+    index, count = shard
+    ids = [it.id for it in part.items]
+    shards: list[list[str]] = [[] for _ in range(count)]
+    for item_id in ids:
+        shards[stable_shard(item_id, count)].append(item_id)
+    counted = {"served_models": own.info.get("served_models") or {}, "provenance": own.info.get("provenance")}
+    shard_exchange.publish(directory, tag, index, count, shards[index], own.records, counted)
+    others = await shard_exchange.gather(directory, tag, index, count, shards,
+                                         wait_s=EXCHANGE_WAIT_S + EXCHANGE_WAIT_SHARE * own.wall_s)
+    if others is None:
+        return None
+    records = shard_exchange.in_plan_order([*own.records, *(r for j in sorted(others) for r in others[j].records)],
+                                           ids, shard_exchange.variant_positions(as_variants(names)))
+    if records is None:
+        return None
+    served: Counter[str] = Counter()
+    for info in [counted, *(others[j].info for j in sorted(others))]:
+        served.update({str(k): int(v) for k, v in dict(info.get("served_models") or {}).items()})
+    info = dict(own.info)
+    info.update(served_models=dict(served.most_common()), served_model_mismatches=served_mismatches(model, served),
+                provenance=merged_counts([counted["provenance"], *(others[j].info.get("provenance") for j in sorted(others))]))
+    return RunResult(
+        records=records,
+        requests_sent=own.requests_sent,
+        cache_hits=sum(1 for r in records if r.cached),
+        errors=sum(1 for r in records if r.outcome is Outcome.ERROR),
+        unavailable=sum(1 for r in records if r.outcome is Outcome.UNAVAILABLE),
+        wall_s=own.wall_s,
+        judge_requests=own.judge_requests,
+        judge_cache_hits=own.judge_cache_hits,
+        started=own.started,
+        finished=own.finished,
+        info=info,
+    )
 
 
 def _merged(batches: Sequence[RunResult]) -> RunResult:

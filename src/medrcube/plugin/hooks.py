@@ -377,6 +377,7 @@ class ControllerHooks:
         # The trend of earlier runs into this results directory, read before allure-pytest cleans it.
         self.allure_trend = carry_history(alluredir, cleaned=not config.option.allure_keep) if alluredir else []
         self.progress_dir: Path | None = None
+        self.exchange_dir: Path | None = None
         self.progress_line: Any = None
         self.interrupted: list[str] = []  # the partial account of a run stopped by Ctrl-C
 
@@ -397,6 +398,10 @@ class ControllerHooks:
         from medrcube.plugin.ledger import worker_input
 
         worker_input(self.config.stash.get(gate.SESSION_KEY, None), node)  # this run's attempt on its cube
+        if suite_requested(self.config):  # the workers hand each other their shards' records there (service.infer)
+            if self.exchange_dir is None:
+                self.exchange_dir = Path(tempfile.mkdtemp(prefix="medrcube-shards-"))
+            node.workerinput[gate.EXCHANGE_KEY] = str(self.exchange_dir)
         if not progress.wanted(self.config) or not suite_requested(self.config):
             return
         if self.progress_dir is None:
@@ -439,6 +444,7 @@ class ControllerHooks:
         if self.progress_line is not None:
             self.progress_line.stop()
             _remove_dir(self.progress_dir)
+        _remove_dir(self.exchange_dir)  # the workers are down: their shards' records are theirs to hand over
         run = self.config.stash.get(gate.SESSION_KEY, None)
         if run is not None and run.early is not None:
             run.early.stop()  # as the module's hook does: an inference no test waited for ends first

@@ -50,6 +50,18 @@ def kind_of_test(function_name: str) -> str | None:
 # -- the session --------------------------------------------------------------------------
 
 
+# In an xdist worker's workerinput: the directory the workers of the run hand each other their
+# shards' records in (run/shard_exchange.py), made and removed by the controller.
+EXCHANGE_KEY = "medrcube_exchange"
+
+
+def exchange_dir(config: pytest.Config) -> Path | None:
+    """The run's shard-exchange directory in an xdist worker; None elsewhere."""
+    wi = getattr(config, "workerinput", None)
+    value = wi.get(EXCHANGE_KEY) if wi else None
+    return Path(value) if value else None
+
+
 def worker_slot(config: pytest.Config) -> tuple[int, int]:
     """(index, count) of this xdist worker; (0, 1) without xdist."""
     wi = getattr(config, "workerinput", None)
@@ -80,6 +92,7 @@ class GateSession:
     baseline_adapter: Any = None
     baseline_dir: Path | None = None
     worker: tuple[int, int] = (0, 1)
+    exchange_dir: Path | None = None  # an xdist worker's shard-exchange directory (service.infer)
     _by_id: dict[str, Any] = field(default_factory=dict, repr=False)
     _result: RunResult | None = field(default=None, repr=False)
     _baseline_records: list[GradedRecord] | None = field(default=None, repr=False)
@@ -177,6 +190,7 @@ class GateSession:
             run_token=self.run_token,
             fresh=self.fresh,
             stop=stop,
+            exchange_dir=self.exchange_dir,
         )
         self._result = self._inference.result
         if self._inference.baseline is not None:
@@ -263,9 +277,11 @@ class GateSession:
             return None
         r = self._result
         usage = self._inference.usage if self._inference is not None else {}
+        from medrcube.plugin.handover import records_out
+
         return {
             "worker": f"gw{self.worker[0]}" if self.worker[1] > 1 else "main",
-            "records": list(r.records) if live else [rec.to_dict() for rec in r.records],
+            **({"records": list(r.records)} if live else records_out(r.records)),
             "requests_sent": r.requests_sent,
             "judge_requests": r.judge_requests,
             "usage": {name: u.to_dict() for name, u in usage.items()},
@@ -288,6 +304,7 @@ def open_session(config: pytest.Config, *, defer: bool = False) -> GateSession:
 
     gate = _build(config.stash[OPTIONS_KEY])
     gate.worker = worker_slot(config)
+    gate.exchange_dir = exchange_dir(config)
     gate.run_token = run_token(config)
     reserve(config, gate)  # this run's attempt on the cube (plugin/ledger.py)
     if not defer:

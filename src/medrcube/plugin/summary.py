@@ -24,7 +24,7 @@ from medrcube.gate.kinds import entry_of, rank, registered  # the kinds' order i
 from medrcube.gate.numbers import fmt as _fmt
 from medrcube.gate.numbers import labelled
 from medrcube.plugin.evidence import verdict_block_lines
-from medrcube.plugin.handover import merge_handovers
+from medrcube.plugin.handover import merge_handovers, without_records
 from medrcube.plugin.summary_kinds import kind_lines
 
 PROPERTY = "medrcube_verdict"  # the user property carrying the payload as JSON
@@ -410,7 +410,9 @@ class GateReport:
 
     def add_handover(self, handover: Mapping[str, Any] | None) -> None:
         if handover:
-            self.handovers.append(dict(handover))
+            # One copy of the records is kept (the processes agree on them: plugin/handover.py).
+            held = any("records" in h or "records_json" in h for h in self.handovers)
+            self.handovers.append(without_records(handover) if held else dict(handover))
 
     def finish(self, session: Any, kinds_off: Mapping[str, str] | None = None) -> None:
         """Write reports/<run-id>/ (controller only, once every process has reported)."""

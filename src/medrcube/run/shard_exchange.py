@@ -1,0 +1,180 @@
+"""The records of a sharded run's passes, handed from each process to the others through files.
+
+Under pytest-xdist every worker asks its own shard of the cube (service.infer), and every
+worker needs every record: its cases decide the whole family of checks. Without this, each
+worker then ran the whole cube again, reading the other shards' answers back from the
+response store and grading each of them once more: at the paper's scale (36,478 asks) about
+3 s of CPU in every worker after the last answer, n times the same work with n workers (a
+tail of 9-11 s with two workers on two cores; docs/speed.md, "Tenth pass").
+
+Here each worker writes the records of its own pass once (`publish`), and reads the
+others' (`gather`) instead. The files only save work: `gather` answers None, and the
+caller runs its pass over the store as before (which also asks what a dead worker left
+unasked), whenever a file is missing after `wait_s`, its writer died, or a file is not
+exactly the shard it should be (another pass, another cube, a missing or duplicate
+record). So a record taken from a file is the record its asker graded, and nothing can be
+taken that the store pass would not have given.
+
+A file: one JSON header line (format, tag, shard index and count, the shard's item ids'
+digest, the number of records), then one JSON line per record (GradedRecord.to_dict),
+written to a temporary name and renamed, so that a reader sees all of it or nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from medrcube.records import GradedRecord
+
+FORMAT = "medrcube-shard-records/1"
+POLL_S = 0.02  # how often a waiting worker looks for the others' files
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Another process's records of a pass over its shard, and what that pass counted."""
+
+    records: list[GradedRecord]
+    info: dict[str, Any]
+
+
+def items_digest(item_ids: Sequence[str]) -> str:
+    """The digest of a shard's item ids, in order: a file of another pass or cube is refused."""
+    h = hashlib.sha256()
+    for item_id in item_ids:
+        h.update(item_id.encode("utf-8"))
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _path(directory: Path, tag: str, index: int) -> Path:
+    return directory / f"{tag}-{index}.jsonl"
+
+
+def _pid_path(directory: Path, tag: str, index: int) -> Path:
+    return directory / f"{tag}-{index}.pid"
+
+
+def announce(directory: Path, tag: str, index: int) -> None:
+    """Say that this process is doing pass `tag` of its shard (its pid: a reader stops
+    waiting for the file of a writer that died)."""
+    with contextlib.suppress(OSError):
+        _pid_path(directory, tag, index).write_text(str(os.getpid()), encoding="ascii")
+
+
+def publish(directory: Path, tag: str, index: int, count: int, item_ids: Sequence[str],
+            records: Sequence[GradedRecord], info: dict[str, Any] | None = None) -> None:
+    """Write this shard's records of pass `tag` and what its pass counted (`info`: JSON-ready;
+    best effort: a reader without the file runs its own pass)."""
+    header = {"format": FORMAT, "tag": tag, "index": index, "count": count, "items": items_digest(item_ids),
+              "records": len(records), "info": info or {}}
+    path = _path(directory, tag, index)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(header) + "\n")
+            for start in range(0, len(records), 2048):
+                fh.write("".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in records[start:start + 2048]))
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # not ours to signal: it exists
+        return True
+    return True
+
+
+def _writer_died(directory: Path, tag: str, index: int) -> bool:
+    try:
+        pid = int(_pid_path(directory, tag, index).read_text(encoding="ascii"))
+    except (OSError, ValueError):
+        return False  # not started yet (or cannot tell): wait
+    return not _alive(pid)
+
+
+def read_shard(path: Path, tag: str, index: int, count: int, item_ids: Sequence[str]) -> Shard | None:
+    """A shard's file if it is exactly that shard's for pass `tag`, else None."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            header = json.loads(fh.readline())
+            wanted = {"format": FORMAT, "tag": tag, "index": index, "count": count, "items": items_digest(item_ids)}
+            if any(header.get(k) != v for k, v in wanted.items()):
+                return None
+            records = [GradedRecord.from_dict(json.loads(line)) for line in fh]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if len(records) != header.get("records"):
+        return None
+    own = set(item_ids)
+    if any(r.item_id not in own for r in records):
+        return None
+    info = header.get("info")
+    return Shard(records, dict(info) if isinstance(info, dict) else {})
+
+
+async def gather(directory: Path, tag: str, index: int, count: int, shards: Sequence[Sequence[str]],
+                 wait_s: float, clock: Callable[[], float] = time.monotonic) -> dict[int, Shard] | None:
+    """The other shards' records of pass `tag` ({shard index: records}), waiting up to
+    `wait_s` for their files; None as soon as one cannot be had (its writer died, the
+    wait ran out, the file is not that shard's). `shards[j]` are shard j's item ids."""
+    deadline = clock() + wait_s
+    found: dict[int, Shard] = {}
+    pending = [j for j in range(count) if j != index]
+    while pending:
+        for j in list(pending):
+            path = _path(directory, tag, j)
+            if path.exists():
+                shard = read_shard(path, tag, j, count, shards[j])
+                if shard is None:
+                    return None
+                found[j] = shard
+                pending.remove(j)
+            elif _writer_died(directory, tag, j):
+                return None
+        if pending:
+            if clock() >= deadline:
+                return None
+            await asyncio.sleep(POLL_S)
+    return found
+
+
+def in_plan_order(records: Sequence[GradedRecord], item_ids: Sequence[str], variant_order: dict[str, int]) -> list[GradedRecord] | None:
+    """`records` in the order a pass over the whole part gives them (run/plan.py: variant
+    by variant, items in cube order, rotations in order), or None if one is duplicated or
+    of a variant or item the part does not have."""
+    position = {item_id: i for i, item_id in enumerate(item_ids)}
+    keyed: dict[tuple[int, int, int], GradedRecord] = {}
+    for r in records:
+        v, i = variant_order.get(r.variant), position.get(r.item_id)
+        if v is None or i is None:
+            return None
+        key = (v, i, r.rotation)
+        if key in keyed:
+            return None
+        keyed[key] = r
+    return [keyed[k] for k in sorted(keyed)]
+
+
+def variant_positions(variants: Sequence[Any]) -> dict[str, int]:
+    """Each record's variant name -> its variant's place in the run (run/variants.Variant.instances)."""
+    order: dict[str, int] = {}
+    for v_index, variant in enumerate(variants):
+        for name, _ in variant.instances(1):
+            order.setdefault(name, v_index)
+    return order

@@ -1,0 +1,190 @@
+"""Sharded workers hand each other their shards' records through files (run/shard_exchange.py,
+service.infer's `exchange_dir`): the records every worker ends with are the ones a pass over
+the whole cube gives, in the same order; a file that is not exactly its shard's, a writer
+that died or a wait that runs out gives nothing, and the worker reads the store as before."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from medrcube import service
+from medrcube.cube import load_cube
+from medrcube.cube.item import Cube
+from medrcube.records import GradedRecord, Outcome
+from medrcube.run import shard_exchange
+from medrcube.testing.gencube import generate_release_cube
+
+
+def _record(item_id: str, variant: str = "standard", rotation: int = 0, **kw: object) -> GradedRecord:
+    fields: dict[str, object] = dict(
+        item_id=item_id, dataset="DS", task="Disease Diagnosis", modality="CT", part="Chest", image=f"{item_id}.png",
+        image_digest="d" * 8, variant=variant, rotation=rotation, answer=1, n_options=3, prompt_hash="p",
+        response="B", extracted=1, how="bare_letter", outcome=Outcome.CORRECT, latency_s=0.125, cached=False,
+        options=("a", "b", "c"), confidence={"source": "logprobs", "value": 0.7, "probs": [0.1, 0.7, 0.2]},
+    )
+    fields.update(kw)
+    return GradedRecord(**fields)  # type: ignore[arg-type]
+
+
+def _gather(directory: Path, tag: str, index: int, count: int, shards: list[list[str]], wait_s: float = 5.0,
+            clock=None) -> dict[int, shard_exchange.Shard] | None:
+    kw = {} if clock is None else {"clock": clock}
+    return asyncio.run(asyncio.wait_for(shard_exchange.gather(directory, tag, index, count, shards, wait_s, **kw), 60))
+
+
+def test_a_shard_read_back_is_the_records_written(tmp_path):
+    shards = [["a1", "a2"], ["b1"]]
+    mine = [_record("b1"), _record("b1", "shuffled", 1, outcome=Outcome.WRONG, extracted=0, response="A"),
+            _record("b1", "blind", confidence=None, error=None, cached=True)]
+    shard_exchange.publish(tmp_path, "candidate-0", 1, 2, shards[1], mine, {"served_models": {"m": 3}})
+    got = _gather(tmp_path, "candidate-0", 0, 2, shards)
+    assert got is not None and list(got) == [1]
+    assert got[1].records == mine  # every field, the confidence's nesting and the tuple of options too
+    assert got[1].info == {"served_models": {"m": 3}}
+
+
+@pytest.mark.parametrize("spoil", ["another pass", "another cube", "cut short", "an item of another shard"])
+def test_a_file_not_exactly_its_shards_gives_nothing(tmp_path, spoil):
+    shards = [["a1"], ["b1", "b2"]]
+    records = [_record("b1"), _record("b2")]
+    tag = "candidate-1" if spoil == "another pass" else "candidate-0"
+    ids = ["b1", "b3"] if spoil == "another cube" else shards[1]
+    if spoil == "an item of another shard":
+        records = [_record("b1"), _record("a1")]
+    shard_exchange.publish(tmp_path, tag, 1, 2, ids, records)
+    if tag != "candidate-0":  # the file of pass 1 under the name of pass 0: its header says pass 1
+        (tmp_path / "candidate-1-1.jsonl").rename(tmp_path / "candidate-0-1.jsonl")
+    if spoil == "cut short":
+        path = tmp_path / "candidate-0-1.jsonl"
+        path.write_text("".join(path.read_text().splitlines(keepends=True)[:-1]))
+    assert _gather(tmp_path, "candidate-0", 0, 2, shards) is None
+
+
+def test_a_writer_that_died_is_not_waited_for(tmp_path):
+    # A clock that never moves: only the dead writer's pid can end the wait.
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (tmp_path / "candidate-0-1.pid").write_text(str(dead.pid))
+    assert _gather(tmp_path, "candidate-0", 0, 2, [["a"], ["b"]], wait_s=1.0, clock=lambda: 0.0) is None
+
+
+def test_the_wait_runs_out(tmp_path):
+    ticks = iter(range(1000))
+    assert _gather(tmp_path, "candidate-0", 0, 3, [["a"], ["b"], ["c"]], wait_s=5.0,
+                   clock=lambda: float(next(ticks))) is None
+
+
+def test_in_plan_order():
+    from medrcube.run.plan import as_variants
+
+    order = shard_exchange.variant_positions(as_variants(("standard", "blind", "shuffled:3")))
+    wanted = [_record("x"), _record("y"), _record("x", "blind"), _record("y", "blind"),
+              *[_record(i, "shuffled", r) for i in ("x", "y") for r in range(3)]]
+    mixed = wanted[::-1]
+    assert shard_exchange.in_plan_order(mixed, ["x", "y"], order) == wanted
+    assert shard_exchange.in_plan_order([*wanted, _record("x")], ["x", "y"], order) is None  # twice
+    assert shard_exchange.in_plan_order([*wanted, _record("z")], ["x", "y"], order) is None  # not in the part
+    assert shard_exchange.in_plan_order([_record("x", "jpeg:30")], ["x"], order) is None  # not a variant of the run
+
+
+# ---------------------------------------------------------------- two sharded workers, real requests
+
+
+@pytest.fixture(scope="module")
+def distinct_cube(tmp_path_factory: pytest.TempPathFactory) -> Cube:
+    """Every question distinct, so that every ask is its own request (and `cached` tells who asked it)."""
+    root = generate_release_cube(tmp_path_factory.mktemp("xcube"), n_items=40, n_datasets=3, n_images=20,
+                                 image_size=32, n_base_images=6, seed=11)
+    for test_json in root.glob("*/test.json"):
+        items = json.loads(test_json.read_text(encoding="utf-8"))
+        for it in items:
+            it["question"] = f"{it['question']} (case {it['id']})"
+        test_json.write_text(json.dumps(items), encoding="utf-8")
+    return load_cube(root)
+
+
+VARIANTS = ("standard", "blind", "shuffled:2")
+
+
+def _adapter(server):
+    from medrcube.models.openai_adapter import OpenAIAdapter
+
+    return OpenAIAdapter("scripted-model", base_url=server.base_url, concurrency=4, max_retries=0)
+
+
+def _workers(cube: Cube, server, store: Path, exchange: list[Path | None]) -> list[service.Inference]:
+    """Two sharded workers at once, as two xdist workers run (threads here: each its own event loop and store)."""
+    out: list[service.Inference | BaseException | None] = [None, None]
+
+    def one(index: int) -> None:
+        try:
+            out[index] = service.infer(cube, _adapter(server), variants=VARIANTS, store_dir=store, shard=(index, 2),
+                                       exchange_dir=exchange[index], run_token="20261206T000000Z-shards")
+        except BaseException as e:  # noqa: BLE001 - re-raised below
+            out[index] = e
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    for o in out:
+        if isinstance(o, BaseException):
+            raise o
+    assert all(isinstance(o, service.Inference) for o in out)
+    return out  # type: ignore[return-value]
+
+
+def _plain(records: list[GradedRecord]) -> list[GradedRecord]:
+    return [dataclasses.replace(r, latency_s=0.0, cached=False) for r in records]
+
+
+def test_sharded_workers_exchange_their_shards(distinct_cube, scripted_server, tmp_path):
+    scripted_server.set_script({"default": "B"})
+    serial = service.infer(distinct_cube, _adapter(scripted_server), variants=VARIANTS, store_dir=tmp_path / "s1").result
+    asked = scripted_server.stats()["by_request"]
+    scripted_server.reset_stats()
+
+    exchange = tmp_path / "exchange"
+    exchange.mkdir()
+    workers = _workers(distinct_cube, scripted_server, tmp_path / "s2", [exchange, exchange])
+    assert scripted_server.stats()["by_request"] == asked  # each request reached the model as often as serially
+    for w in workers:
+        # The whole cube, in the serial pass's order; every record the one its asker graded
+        # (none read back from the store: on a fresh store, none is `cached`).
+        assert _plain(w.result.records) == _plain(serial.records)
+        assert not any(r.cached for r in w.result.records)
+        assert w.result.info["provenance"]["live"] == serial.info["provenance"]["live"]
+        assert w.result.info["served_models"] == serial.info["served_models"]
+    assert sorted(p.name for p in exchange.iterdir()) == [
+        "candidate-0-0.jsonl", "candidate-0-0.pid", "candidate-0-1.jsonl", "candidate-0-1.pid"]
+
+
+def test_without_the_others_file_a_worker_reads_the_store(distinct_cube, scripted_server, tmp_path, monkeypatch):
+    monkeypatch.setattr(service, "EXCHANGE_WAIT_S", 0.2)
+    monkeypatch.setattr(service, "EXCHANGE_WAIT_SHARE", 0.0)
+    scripted_server.set_script({"default": "C"})
+    serial = service.infer(distinct_cube, _adapter(scripted_server), variants=VARIANTS, store_dir=tmp_path / "s1").result
+    asked = scripted_server.stats()["by_request"]
+    scripted_server.reset_stats()
+
+    exchange = tmp_path / "exchange"
+    exchange.mkdir()
+    # Worker 0 hands nothing over (as a worker of an older medrcube, or one whose file failed):
+    # worker 1 waits, then takes worker 0's answers from the store as before.
+    workers = _workers(distinct_cube, scripted_server, tmp_path / "s2", [None, exchange])
+    assert scripted_server.stats()["by_request"] == asked
+    for w in workers:
+        assert _plain(w.result.records) == _plain(serial.records)
+    mine = {it.id for it in distinct_cube.items if service.stable_shard(it.id, 2) == 1}
+    # Read from the store: the other shard's records are `cached` in worker 1's pass over it
+    # (and some of its own may be: worker 0's pass over the whole cube can ask them first).
+    assert {r.item_id for r in workers[1].result.records if r.cached} >= {it.id for it in distinct_cube.items} - mine
