@@ -1,7 +1,7 @@
 """The gate at the paper's scale with the variants a careful user asks for (issue 46).
 
     python -m benchmarks.paper_scale [--variants standard,blind,shuffled:3] [--delay 0.02]
-                                     [--concurrency 64] [--rounds 1] [--busy] [--out FILE]
+                                     [--concurrency 64] [--rounds 1] [--busy] [--workers N] [--out FILE]
 
 The generated 7,626-item cube (`benchmarks.cubes.full_cube`: 36 datasets, 3,000 PNGs of
 512 px, restricted items without their image), one scripted server, and per round the
@@ -12,7 +12,8 @@ prompt as the gate renders it, its image file or none), built into bodies as the
 with the start-up cache empty (kept as "cold": the leakage audit and the feasibility pass
 computed). Figures per run (`throughput_harnesses.one_run`): wall, start-up (spawn to the
 first request), the request phase, the tail (last answer to the exit status), CPU of the
-whole process and its reaped children, peak RSS. `--busy` adds a CPU-bound job beside.
+whole process and its reaped children, peak RSS. `--busy` adds a CPU-bound job beside;
+`--workers N` runs the gate as the README's command does, with pytest-xdist (`-n N`).
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--busy", action="store_true", help="a CPU-bound job beside the runs")
+    ap.add_argument("--workers", type=int, default=0, help="the gate with pytest-xdist, -n WORKERS (default: without)")
     ap.add_argument("--warm", action="store_true", help="keep the start-up cache of an earlier invocation (no cold run)")
     ap.add_argument("--tag", default="", help="a prefix for this invocation's run folders (with --warm: each run of a "
                     "store keeps its ledger of attempts)")
@@ -75,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     n = write_plan_jobs(cube, args.variants, jobs)
     print(f"{n} requests planned", file=sys.stderr, flush=True)
     spinner = subprocess.Popen([python(), "-c", "while True:\n    pass\n"]) if args.busy else None
-    extra = [f"--variants={args.variants}", "lazy"]
+    extra = [f"--variants={args.variants}", "lazy", *(["-n", str(args.workers)] if args.workers else [])]
     runs: list[dict[str, Any]] = []
     load0 = load_average()
     try:
@@ -100,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in runs:
         r["x_bare"] = r["wall_s"] / bare[r["round"]] if r["harness"] == "gate" and r["round"] in bare else None
     doc = {"variants": args.variants, "delay_s": args.delay, "concurrency": args.concurrency, "busy": args.busy,
+           "workers": args.workers,
            "requests_planned": n, "load_average_start": load0, "load_average_end": load_average(),
            "cpu_count": os.cpu_count(), "runs": runs}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -28,3 +28,33 @@ def test_live_records_merge_as_their_dicts_do() -> None:
     assert live.records == dicts.records
     assert [r.cached for r in live.records] == [False, False, True, False, True, False]
     assert (live.requests_sent, live.cache_hits) == (dicts.requests_sent, dicts.cache_hits) == (4, 2)
+
+
+def test_a_workers_lines_are_the_run_directorys_and_a_corrected_record_gets_its_own(tmp_path) -> None:
+    from medrcube.plugin.handover import merged_run, records_out, without_records
+    from medrcube.rundir.files import result_line
+
+    base = dict(dataset="ds", task="t", modality="CT", part="Brain", image="img/1.png", image_digest="sha256:ab",
+                variant="standard", rotation=0, answer=1, n_options=4, prompt_hash="ph", response="B", extracted=1,
+                how="bare_letter", outcome=Outcome.CORRECT, options=("a", "b", "c", "d"), latency_s=0.1 + 0.2,
+                confidence={"source": "logprobs", "value": 0.61, "probs": [0.1, 0.61, 0.2, 0.09]})
+    records = [GradedRecord(item_id=f"i{k}", cached=k % 2 == 0, **base) for k in range(6)]
+    def handed(worker: str, sent: int, records: list[GradedRecord]) -> dict:  # as a worker hands over (session.handover)
+        h = {**_handover([], worker, sent), **records_out(records)}
+        del h["records"]
+        return h
+
+    gw0 = handed("gw0", 3, records)
+    # gw1 asked i0 itself: its records carry it not cached (and the controller keeps only gw0's records)
+    gw1 = without_records(handed("gw1", 1, [dataclasses.replace(records[0], cached=False)]))
+    assert "records_jsonl" not in gw1 and gw1["asked"] == "i0\tstandard"
+    result, ahead = merged_run([gw0, gw1])
+    assert result.records == [dataclasses.replace(r, cached=r.cached and r.item_id != "i0") for r in records]
+    assert ahead is not None and ahead.rows.made_from(result.records)
+    out = tmp_path / "results.jsonl"
+    with out.open("w", encoding="utf-8") as fh:
+        ahead.rows.write(fh, result.records)
+    # Byte for byte the lines results.jsonl has when the records are written here; i0's, corrected, is its own.
+    assert out.read_text(encoding="utf-8").splitlines() == [result_line(r) for r in result.records]
+    assert json.loads(out.read_text(encoding="utf-8").splitlines()[0])["cached"] is False
+    ahead.close()

@@ -9,21 +9,31 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from medrcube.records import GradedRecord, Outcome
 
-__all__ = ["merge_handovers", "merged_usage", "records_out", "without_records"]
+if TYPE_CHECKING:
+    from medrcube.rundir.files import GradedAhead
+
+__all__ = ["merge_handovers", "merged_run", "merged_usage", "records_out", "without_records"]
+
+
+RECORDS = "records_jsonl"  # a worker's records: results.jsonl's lines of them, in one string
 
 
 def records_out(records: Iterable[GradedRecord]) -> dict[str, str]:
-    """An xdist worker's records for its hand-over: one JSON string of their dicts, and the
-    (item, variant) of those it asked itself, one per line. Strings, because pytest-xdist
-    sends a worker's output through execnet's serializer, which walks every object in
-    Python: 36,478 records as dicts cost each worker about 1 s of CPU to send and the
-    controller more to receive, after the last answer (docs/speed.md, "Tenth pass")."""
+    """An xdist worker's records for its hand-over: results.jsonl's lines of them
+    (rundir/files.result_line) in one string, and the (item, variant) of those it asked
+    itself, one per line. Strings, because pytest-xdist sends a worker's output through
+    execnet's serializer, which walks every object in Python: 36,478 records as dicts cost
+    each worker about 1 s of CPU to send and the controller more to receive, after the last
+    answer; and the lines, because the controller writes them into results.jsonl as they
+    are (docs/speed.md, "Tenth pass")."""
+    from medrcube.rundir.files import result_line
+
     records = list(records)
-    return {"records_json": json.dumps([r.to_dict() for r in records], ensure_ascii=False),
+    return {RECORDS: "\n".join(result_line(r) for r in records),
             "asked": "\n".join(f"{r.item_id}\t{r.variant}" for r in records if not r.cached)}
 
 
@@ -31,17 +41,23 @@ def without_records(handover: Mapping[str, Any]) -> dict[str, Any]:
     """A hand-over with its records dropped, its `asked` keys kept: every process of a run
     agrees on the records (`merge_handovers` takes the first's), so the controller keeps one copy."""
     out = dict(handover)
-    if "records_json" in out or "records" in out:
+    if _carries_records(out):
         out["asked"] = "\n".join(f"{item}\t{variant}" for item, variant, cached in _keys(out) if not cached)
-        out.pop("records_json", None)
+        out.pop(RECORDS, None)
         out.pop("records", None)
     return out
 
 
-def _records(handover: Mapping[str, Any]) -> list[GradedRecord]:
-    if "records_json" in handover:
-        return [GradedRecord.from_dict(d) for d in json.loads(handover["records_json"])]
-    return [d if isinstance(d, GradedRecord) else GradedRecord.from_dict(d) for d in handover.get("records") or ()]
+def _carries_records(handover: Mapping[str, Any]) -> bool:
+    return RECORDS in handover or "records" in handover
+
+
+def _records(handover: Mapping[str, Any]) -> tuple[list[GradedRecord], list[str] | None]:
+    """A hand-over's records, and their results.jsonl lines when it came as lines."""
+    if RECORDS in handover:
+        lines = str(handover[RECORDS]).split("\n") if handover[RECORDS] else []
+        return [GradedRecord.from_dict(json.loads(line)) for line in lines], lines
+    return [d if isinstance(d, GradedRecord) else GradedRecord.from_dict(d) for d in handover.get("records") or ()], None
 
 
 def _keys(handover: Mapping[str, Any]) -> Iterable[tuple[str, str, bool]]:
@@ -49,34 +65,47 @@ def _keys(handover: Mapping[str, Any]) -> Iterable[tuple[str, str, bool]]:
     if "asked" in handover and "records" not in handover:
         return ((item, variant, False) for item, _, variant in
                 (line.partition("\t") for line in str(handover["asked"]).split("\n") if line))
-    if "records_json" in handover:
-        return map(_key, json.loads(handover["records_json"]))
     return map(_key, handover.get("records") or ())
 
 
 def merge_handovers(handovers: Iterable[Mapping[str, Any]]) -> Any:
+    """One RunResult for the whole run (`merged_run`'s, without the lines)."""
+    return merged_run(handovers)[0]
+
+
+def merged_run(handovers: Iterable[Mapping[str, Any]]) -> tuple[Any, GradedAhead | None]:
     """One RunResult for the whole run: the records every inferring process agrees on
     (they all read the same store; the first is taken), and the request counts summed
-    over processes. None if no process ran inference."""
+    over processes; (None, None) if no process ran inference. With it, when the records
+    came as results.jsonl's lines (an xdist worker's), a GradedAhead holding those lines
+    and the summary's sums, for write_run (rundir/files.py: a line is used only for the
+    very record it was read into)."""
     from medrcube.run.runner import RunResult
+    from medrcube.rundir.files import GradedAhead
 
     handovers = [h for h in handovers if h]
     if not handovers:
-        return None
+        return None, None
     # The first hand-over that carries records (`without_records` dropped the others').
-    first = next((h for h in handovers if "records" in h or "records_json" in h), handovers[0])
+    first = next((h for h in handovers if _carries_records(h)), handovers[0])
     # `cached` means answered from a store written before this run: an ask one worker
     # sent is not cached for the run, although the other workers read it from the store.
-    # A handover's records are a JSON string of dicts (an xdist worker's: `records_out`), or
+    # A handover's records are results.jsonl's lines (an xdist worker's: `records_out`), or
     # from this process itself the records (GateSession.handover(live=True)).
-    records = _records(first)
+    records, lines = _records(first)
+    read = records
     if any(rec.cached for rec in records):  # else nothing to correct (a run on a new store)
         fresh = {(item, variant) for h in handovers for item, variant, cached in _keys(h) if not cached}
         records = [rec if not rec.cached or (rec.item_id, rec.variant) not in fresh
                    else dataclasses.replace(rec, cached=False) for rec in records]
+    ahead = None
+    if lines is not None:
+        ahead = GradedAhead()
+        ahead.rows.add(records, lines=[line if rec is was else None for rec, was, line in zip(records, read, lines, strict=True)])
+        ahead.tally.add(records)
     requests = sum(int(h["requests_sent"]) for h in handovers)
     unavailable = sum(r.outcome is Outcome.UNAVAILABLE for r in records)
-    return RunResult(
+    result = RunResult(
         records=records,
         requests_sent=requests,
         # Asks answered from the store without any process of this run asking them.
@@ -94,6 +123,7 @@ def merge_handovers(handovers: Iterable[Mapping[str, Any]]) -> Any:
             "requests_by_process": {str(h.get("worker", i)): int(h["requests_sent"]) for i, h in enumerate(handovers)},
         },
     )
+    return result, ahead
 
 
 def _key(d: GradedRecord | Mapping[str, Any]) -> tuple[str, str, bool]:

@@ -24,7 +24,7 @@ from medrcube.gate.kinds import entry_of, rank, registered  # the kinds' order i
 from medrcube.gate.numbers import fmt as _fmt
 from medrcube.gate.numbers import labelled
 from medrcube.plugin.evidence import verdict_block_lines
-from medrcube.plugin.handover import merge_handovers, without_records
+from medrcube.plugin.handover import merged_run, without_records
 from medrcube.plugin.summary_kinds import kind_lines
 
 PROPERTY = "medrcube_verdict"  # the user property carrying the payload as JSON
@@ -424,7 +424,7 @@ class GateReport:
         order = {c.id: i for i, c in enumerate(session.checks)}
         for e in self.entries.values():
             e["order"] = order.get(e["id"], len(order))
-        result = merge_handovers(self.handovers)
+        result, handed = merged_run(self.handovers)  # `handed`: an xdist worker's lines and the sums, made once here
         if result is not None:  # the run's times are the controller's, not a worker's last pass
             result.started, result.finished = self.started, time.time()
             result.wall_s = result.finished - result.started
@@ -449,7 +449,7 @@ class GateReport:
         self.meta.pop(COVERAGE_INPUT, None)  # stated in the account's coverage, not again in run.json
         doc = gate_typed(self.entries.values(), self.meta, self.decided)
         self.written, warning = write_run(run_dir, result, self.meta, cube=session.cube, gate=doc,
-                                          policy_file=session.thresholds_path, ahead=session.graded_ahead)
+                                          policy_file=session.thresholds_path, ahead=session.graded_ahead or handed)
         warn(conclude(session, doc.verdict, run_dir.name))
         # gate.json as written (checked against its schema once, by write_run): what the Allure overview states.
         self.gate = json.loads((run_dir / "gate.json").read_text(encoding="utf-8"))

@@ -68,18 +68,21 @@ class ResultRows:
         self._adds = 0
         self._identities: list[str] = []  # records_digest's lines of the records fed
 
-    def add(self, records: Iterable[GradedRecord]) -> None:
-        lines = [(r, f"{result_line(r)}\n".encode()) for r in records]
-        if not lines:
+    def add(self, records: Iterable[GradedRecord], lines: Sequence[str | None] | None = None) -> None:
+        """The records' lines, made here; or `lines[i]` for the i-th record where given: its
+        line as another process made it (the record read from it: plugin/handover.py)."""
+        made = [(r, f"{result_line(r)}\n".encode()) for r in records] if lines is None else \
+            [(r, f"{result_line(r) if line is None else line}\n".encode()) for r, line in zip(records, lines, strict=True)]
+        if not made:
             return
         if self._spool is None:
             self._spool = tempfile.TemporaryFile(prefix="medrcube-results-")
-        for r, data in lines:
+        for r, data in made:
             self._where[id(r)] = (r, self._end, len(data))  # the line with its newline
             self._end += len(data)
-        self._adds += len(lines)
-        self._identities.extend(record_identity(r) for r, _ in lines)
-        self._spool.write(b"".join(data for _, data in lines))
+        self._adds += len(made)
+        self._identities.extend(record_identity(r) for r, _ in made)
+        self._spool.write(b"".join(data for _, data in made))
         self._spool.flush()  # in the file, for the reads by position
 
     def line(self, r: GradedRecord) -> str:
