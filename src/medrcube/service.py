@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from medrcube.run.progress import Progress
     from medrcube.run.runner import RunResult
     from medrcube.rundir.documents import GateDocument
-    from medrcube.rundir.files import GradedAhead
+    from medrcube.rundir.files import GradedAhead, ResultRows
     from medrcube.sequential import Decider
 
 # The pre-flight (the endpoint's model list): one attempt (the adapter's client never
@@ -105,6 +105,9 @@ class Inference:
     baseline: RunResult | None = None
     usage: dict[str, Usage] = field(default_factory=dict)  # candidate / judge / baseline
     ahead: GradedAhead | None = None  # the run directory's lines and sums of the candidate's records, made as graded
+    # A sharded worker's: results.jsonl's lines of the candidate's records it exchanged (its own
+    # made once, the others' as they wrote them), for its hand-over (plugin/handover.records_out).
+    lines: ResultRows | None = None
 
 
 def stable_shard(item_id: str, count: int) -> int:
@@ -185,6 +188,15 @@ def infer(
     def role_of(model: Metered) -> str:
         return next(role for role, m in metered.items() if m is model)
 
+    handed: list[ResultRows] = []
+
+    def handed_lines() -> ResultRows:
+        if not handed:
+            from medrcube.rundir.files import ResultRows
+
+            handed.append(ResultRows())
+        return handed[0]
+
     # Not in a sharded worker: its records reach the controller as JSON, written from themselves.
     ahead = _AheadAtFirstBatch() if count == 1 else None
 
@@ -209,7 +221,8 @@ def infer(
                 shard_exchange.announce(exchange_dir, tag, index)
             own = await run_cube_async(dataclasses.replace(part, items=mine), model, **kwargs)
             if exchange_dir is not None and own.aborted is None:
-                exchanged = await _exchanged(exchange_dir, tag, shard, part, own, names, model)
+                rows = handed_lines() if model is metered["candidate"] else None
+                exchanged = await _exchanged(exchange_dir, tag, shard, part, own, names, model, rows)
                 if exchanged is not None:
                     return exchanged
             whole = await run_cube_async(part, model, **kwargs)
@@ -247,7 +260,7 @@ def infer(
                 cube, checks, ask, ask_baseline=ask_baseline if baseline is not None else None,
                 baseline_records=baseline_records, spend=spend)
             return Inference(_merged(batches), _merged(base_batches) if baseline is not None else None,
-                             ahead=ahead.made if ahead is not None else None)
+                             ahead=ahead.made if ahead is not None else None, lines=handed[0] if handed else None)
         finally:
             for m in metered.values():
                 await m.aclose()
@@ -282,12 +295,14 @@ EXCHANGE_WAIT_SHARE = 0.25
 
 
 async def _exchanged(directory: Path, tag: str, shard: tuple[int, int], part: Cube, own: RunResult,
-                     names: Sequence[Any], model: Metered) -> RunResult | None:
+                     names: Sequence[Any], model: Metered, rows: ResultRows | None = None) -> RunResult | None:
     """The pass over the whole `part` from this shard's records and the other workers' (run/shard_exchange.py),
-    in plan order; None when any of theirs cannot be had (the caller then runs its pass over the store)."""
+    in plan order; None when any of theirs cannot be had (the caller then runs its pass over the store).
+    The records travel as results.jsonl's lines; with `rows`, every record's line is kept there."""
     from medrcube.run.plan import as_variants
     from medrcube.run.provenance import merged_counts, served_mismatches
     from medrcube.run.runner import RunResult
+    from medrcube.rundir.files import result_line
 
     index, count = shard
     ids = [it.id for it in part.items]
@@ -295,7 +310,8 @@ async def _exchanged(directory: Path, tag: str, shard: tuple[int, int], part: Cu
     for item_id in ids:
         shards[stable_shard(item_id, count)].append(item_id)
     counted = {"served_models": own.info.get("served_models") or {}, "provenance": own.info.get("provenance")}
-    shard_exchange.publish(directory, tag, index, count, shards[index], own.records, counted)
+    own_lines = [result_line(r) for r in own.records]
+    shard_exchange.publish(directory, tag, index, count, shards[index], own.records, counted, own_lines)
     others = await shard_exchange.gather(directory, tag, index, count, shards,
                                          wait_s=EXCHANGE_WAIT_S + EXCHANGE_WAIT_SHARE * own.wall_s)
     if others is None:
@@ -304,6 +320,10 @@ async def _exchanged(directory: Path, tag: str, shard: tuple[int, int], part: Cu
                                            ids, shard_exchange.variant_positions(as_variants(names)))
     if records is None:
         return None
+    if rows is not None:
+        rows.add(own.records, lines=own_lines)
+        for j in sorted(others):
+            rows.add(others[j].records, lines=others[j].lines)
     served: Counter[str] = Counter()
     for info in [counted, *(others[j].info for j in sorted(others))]:
         served.update({str(k): int(v) for k, v in dict(info.get("served_models") or {}).items()})

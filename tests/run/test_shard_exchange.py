@@ -18,8 +18,10 @@ import pytest
 from medrcube import service
 from medrcube.cube import load_cube
 from medrcube.cube.item import Cube
+from medrcube.plugin.handover import records_out
 from medrcube.records import GradedRecord, Outcome
 from medrcube.run import shard_exchange
+from medrcube.rundir.files import result_line
 from medrcube.testing.gencube import generate_release_cube
 
 
@@ -164,6 +166,9 @@ def test_sharded_workers_exchange_their_shards(distinct_cube, scripted_server, t
         assert not any(r.cached for r in w.result.records)
         assert w.result.info["provenance"]["live"] == serial.info["provenance"]["live"]
         assert w.result.info["served_models"] == serial.info["served_models"]
+        # Its hand-over's lines are results.jsonl's, the others' copied as they wrote them.
+        assert w.lines is not None and w.lines.made_from(w.result.records)
+        assert records_out(w.result.records, w.lines)["records_jsonl"] == "\n".join(map(result_line, w.result.records))
     assert sorted(p.name for p in exchange.iterdir()) == [
         "candidate-0-0.jsonl", "candidate-0-0.pid", "candidate-0-1.jsonl", "candidate-0-1.pid"]
 

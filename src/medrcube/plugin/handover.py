@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from medrcube.records import GradedRecord, Outcome
 
 if TYPE_CHECKING:
-    from medrcube.rundir.files import GradedAhead
+    from medrcube.rundir.files import GradedAhead, ResultRows
 
 __all__ = ["merge_handovers", "merged_run", "merged_usage", "records_out", "without_records"]
 
@@ -22,18 +22,24 @@ __all__ = ["merge_handovers", "merged_run", "merged_usage", "records_out", "with
 RECORDS = "records_jsonl"  # a worker's records: results.jsonl's lines of them, in one string
 
 
-def records_out(records: Iterable[GradedRecord]) -> dict[str, str]:
+def records_out(records: Iterable[GradedRecord], made: ResultRows | None = None) -> dict[str, str]:
     """An xdist worker's records for its hand-over: results.jsonl's lines of them
     (rundir/files.result_line) in one string, and the (item, variant) of those it asked
     itself, one per line. Strings, because pytest-xdist sends a worker's output through
     execnet's serializer, which walks every object in Python: 36,478 records as dicts cost
     each worker about 1 s of CPU to send and the controller more to receive, after the last
     answer; and the lines, because the controller writes them into results.jsonl as they
-    are (docs/speed.md, "Tenth pass")."""
-    from medrcube.rundir.files import result_line
+    are (docs/speed.md, "Tenth pass"). `made`: lines made already (the shards' exchange,
+    service.Inference.lines), copied as they are; a record it does not hold gets its own line."""
+    import io
+
+    from medrcube.rundir.files import ResultRows
 
     records = list(records)
-    return {RECORDS: "\n".join(result_line(r) for r in records),
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", newline="\n")
+    (made or ResultRows()).write(out, records)
+    text = out.buffer.getvalue().decode("utf-8")
+    return {RECORDS: text[:-1] if text.endswith("\n") else text,
             "asked": "\n".join(f"{r.item_id}\t{r.variant}" for r in records if not r.cached)}
 
 

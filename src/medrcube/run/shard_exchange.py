@@ -45,6 +45,7 @@ class Shard:
 
     records: list[GradedRecord]
     info: dict[str, Any]
+    lines: list[str]  # each record's line as its writer wrote it
 
 
 def items_digest(item_ids: Sequence[str]) -> str:
@@ -72,18 +73,23 @@ def announce(directory: Path, tag: str, index: int) -> None:
 
 
 def publish(directory: Path, tag: str, index: int, count: int, item_ids: Sequence[str],
-            records: Sequence[GradedRecord], info: dict[str, Any] | None = None) -> None:
+            records: Sequence[GradedRecord], info: dict[str, Any] | None = None,
+            lines: Sequence[str] | None = None) -> None:
     """Write this shard's records of pass `tag` and what its pass counted (`info`: JSON-ready;
-    best effort: a reader without the file runs its own pass)."""
+    best effort: a reader without the file runs its own pass). `lines[i]`, the i-th record's
+    line as the caller writes it (a JSON object GradedRecord.from_dict reads back: the gate
+    passes results.jsonl's, which its hand-over then sends as they are); else its dict's JSON."""
     header = {"format": FORMAT, "tag": tag, "index": index, "count": count, "items": items_digest(item_ids),
               "records": len(records), "info": info or {}}
+    if lines is None:
+        lines = [json.dumps(r.to_dict(), ensure_ascii=False) for r in records]
     path = _path(directory, tag, index)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(json.dumps(header) + "\n")
-            for start in range(0, len(records), 2048):
-                fh.write("".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in records[start:start + 2048]))
+            for start in range(0, len(lines), 2048):
+                fh.write("".join(line + "\n" for line in lines[start:start + 2048]))
         os.replace(tmp, path)
     except OSError:
         with contextlib.suppress(OSError):
@@ -111,12 +117,16 @@ def _writer_died(directory: Path, tag: str, index: int) -> bool:
 def read_shard(path: Path, tag: str, index: int, count: int, item_ids: Sequence[str]) -> Shard | None:
     """A shard's file if it is exactly that shard's for pass `tag`, else None."""
     try:
-        with open(path, encoding="utf-8") as fh:
+        with open(path, encoding="utf-8", newline="\n") as fh:
             header = json.loads(fh.readline())
             wanted = {"format": FORMAT, "tag": tag, "index": index, "count": count, "items": items_digest(item_ids)}
             if any(header.get(k) != v for k, v in wanted.items()):
                 return None
-            records = [GradedRecord.from_dict(json.loads(line)) for line in fh]
+            # Split at "\n" only: a line's JSON (ensure_ascii off) may hold U+2028 and the like,
+            # at which str.splitlines would also cut.
+            body = fh.read()
+            lines = body.split("\n")[:-1] if body.endswith("\n") else body.split("\n") if body else []
+            records = [GradedRecord.from_dict(json.loads(line)) for line in lines]
     except (OSError, ValueError, KeyError, TypeError):
         return None
     if len(records) != header.get("records"):
@@ -125,7 +135,7 @@ def read_shard(path: Path, tag: str, index: int, count: int, item_ids: Sequence[
     if any(r.item_id not in own for r in records):
         return None
     info = header.get("info")
-    return Shard(records, dict(info) if isinstance(info, dict) else {})
+    return Shard(records, dict(info) if isinstance(info, dict) else {}, lines)
 
 
 async def gather(directory: Path, tag: str, index: int, count: int, shards: Sequence[Sequence[str]],
