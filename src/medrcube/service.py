@@ -220,11 +220,13 @@ def infer(
             if exchange_dir is not None:
                 shard_exchange.announce(exchange_dir, tag, index)
             own = await run_cube_async(dataclasses.replace(part, items=mine), model, **kwargs)
-            if exchange_dir is not None and own.aborted is None:
+            if exchange_dir is not None:
                 rows = handed_lines() if model is metered["candidate"] else None
-                exchanged = await _exchanged(exchange_dir, tag, shard, part, own, names, model, rows)
+                exchanged = await _exchanged(exchange_dir, tag, shard, part, own, names, model, rows) \
+                    if own.aborted is None else None
                 if exchanged is not None:
                     return exchanged
+                shard_exchange.withdraw(exchange_dir, tag, index)  # read from the store: the others need not wait
             whole = await run_cube_async(part, model, **kwargs)
             # What this process asked in its own pass is not `cached` (a store written before the run).
             asked = {(r.item_id, r.variant) for r in own.records if not r.cached}

@@ -193,3 +193,9 @@ def test_without_the_others_file_a_worker_reads_the_store(distinct_cube, scripte
     # Read from the store: the other shard's records are `cached` in worker 1's pass over it
     # (and some of its own may be: worker 0's pass over the whole cube can ask them first).
     assert {r.item_id for r in workers[1].result.records if r.cached} >= {it.id for it in distinct_cube.items} - mine
+
+
+def test_a_writer_that_withdrew_is_not_waited_for(tmp_path):
+    shard_exchange.announce(tmp_path, "candidate-0", 1)  # alive: this very process
+    shard_exchange.withdraw(tmp_path, "candidate-0", 1)
+    assert _gather(tmp_path, "candidate-0", 0, 2, [["a"], ["b"]], wait_s=1.0, clock=lambda: 0.0) is None

@@ -56,10 +56,11 @@ EXCHANGE_KEY = "medrcube_exchange"
 
 
 def exchange_dir(config: pytest.Config) -> Path | None:
-    """The run's shard-exchange directory in an xdist worker; None elsewhere."""
+    """The run's shard-exchange directory in an xdist worker; None elsewhere, and where this
+    worker cannot see it (a worker on another host: it reads the store, as before)."""
     wi = getattr(config, "workerinput", None)
     value = wi.get(EXCHANGE_KEY) if wi else None
-    return Path(value) if value else None
+    return Path(value) if value and Path(value).is_dir() else None
 
 
 def worker_slot(config: pytest.Config) -> tuple[int, int]:

@@ -10,7 +10,7 @@ tail of 9-11 s with two workers on two cores; docs/speed.md, "Tenth pass").
 Here each worker writes the records of its own pass once (`publish`), and reads the
 others' (`gather`) instead. The files only save work: `gather` answers None, and the
 caller runs its pass over the store as before (which also asks what a dead worker left
-unasked), whenever a file is missing after `wait_s`, its writer died, or a file is not
+unasked), whenever a file is missing after `wait_s`, its writer died or withdrew, or a file is not
 exactly the shard it should be (another pass, another cube, a missing or duplicate
 record). So a record taken from a file is the record its asker graded, and nothing can be
 taken that the store pass would not have given.
@@ -96,6 +96,17 @@ def publish(directory: Path, tag: str, index: int, count: int, item_ids: Sequenc
             tmp.unlink()
 
 
+def withdraw(directory: Path, tag: str, index: int) -> None:
+    """Say that this process will not publish pass `tag` of its shard (its pass stopped, or it
+    reads the store itself): the others stop waiting for its file at once."""
+    with contextlib.suppress(OSError):
+        _withdrawn_path(directory, tag, index).touch()
+
+
+def _withdrawn_path(directory: Path, tag: str, index: int) -> Path:
+    return directory / f"{tag}-{index}.withdrawn"
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -155,7 +166,7 @@ async def gather(directory: Path, tag: str, index: int, count: int, shards: Sequ
                     return None
                 found[j] = shard
                 pending.remove(j)
-            elif _writer_died(directory, tag, j):
+            elif _writer_died(directory, tag, j) or _withdrawn_path(directory, tag, j).exists():
                 return None
         if pending:
             if clock() >= deadline:
