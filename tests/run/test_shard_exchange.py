@@ -199,3 +199,50 @@ def test_a_writer_that_withdrew_is_not_waited_for(tmp_path):
     shard_exchange.announce(tmp_path, "candidate-0", 1)  # alive: this very process
     shard_exchange.withdraw(tmp_path, "candidate-0", 1)
     assert _gather(tmp_path, "candidate-0", 0, 2, [["a"], ["b"]], wait_s=1.0, clock=lambda: 0.0) is None
+
+
+def test_the_controller_reads_the_shards_the_workers_decided_on(distinct_cube, scripted_server, tmp_path):
+    """The xdist controller's read of the shard files (plugin/speed/shard_preread.py) gives the
+    records the workers ended with, and the merge takes it only for a hand-over of those very lines."""
+    import hashlib
+
+    from medrcube.plugin.handover import merged_run
+    from medrcube.plugin.speed.shard_preread import ShardPreread
+
+    scripted_server.set_script({"default": "B"})
+    exchange = tmp_path / "exchange"
+    exchange.mkdir()
+    preread = ShardPreread(exchange, 2, distinct_cube, VARIANTS)
+    preread.start()  # before the workers: it waits for their files
+    workers = _workers(distinct_cube, scripted_server, tmp_path / "store", [exchange, exchange])
+    read = preread.take()
+    assert read is not None and read.records == workers[0].result.records
+    handed = records_out(workers[0].result.records, workers[0].lines)["records_jsonl"]
+    assert read.digest == hashlib.sha256(handed.encode("utf-8")).hexdigest()
+
+    def handover(lines: str) -> dict:
+        return {"worker": "gw0", "records_jsonl": lines, "asked": "", "requests_sent": 1, "judge_requests": 0,
+                "usage": {}, "started": 1.0, "finished": 2.0, "wall_s": 1.0, "aborted": None, "info": {}}
+
+    result, ahead = merged_run([handover(handed)], read)
+    assert ahead is read.ahead and result.records is read.records
+    # Lines that differ (another pass, a worker that read the store): the hand-over's own are read.
+    other = handed.replace('"response": "B"', '"response": "B "', 1)
+    again = ShardPreread(exchange, 2, distinct_cube, VARIANTS)
+    again.start()
+    read2 = again.take()
+    assert read2 is not None
+    result2, ahead2 = merged_run([handover(other)], read2)
+    assert ahead2 is not read2.ahead and result2.records[0].response != read2.records[0].response
+    assert result2.records[1:] == read2.records[1:]
+
+
+def test_the_controller_gives_up_on_a_withdrawn_shard(distinct_cube, tmp_path):
+    from medrcube.plugin.speed.shard_preread import ShardPreread
+
+    shard_exchange.withdraw(tmp_path, "candidate-0", 1)
+    preread = ShardPreread(tmp_path, 2, distinct_cube, VARIANTS)
+    preread.start()
+    preread._thread.join(30)  # type: ignore[union-attr]  # it ends by itself, without `take`
+    assert preread._thread is not None and not preread._thread.is_alive()
+    assert preread.take() is None

@@ -7,8 +7,10 @@ A module of its own beside summary.py (which writes what is merged here).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from medrcube.records import GradedRecord, Outcome
@@ -20,6 +22,17 @@ __all__ = ["merge_handovers", "merged_run", "merged_usage", "records_out", "with
 
 
 RECORDS = "records_jsonl"  # a worker's records: results.jsonl's lines of them, in one string
+
+
+@dataclass
+class Preread:
+    """The run's records read by the controller from the workers' shard files while they
+    decided (plugin/speed/shard_preread.py), their lines and sums, and the SHA-256 of the
+    lines in order: used by `merged_run` only for a hand-over whose lines have that digest."""
+
+    records: list[GradedRecord]
+    ahead: GradedAhead
+    digest: str
 
 
 def records_out(records: Iterable[GradedRecord], made: ResultRows | None = None) -> dict[str, str]:
@@ -79,14 +92,15 @@ def merge_handovers(handovers: Iterable[Mapping[str, Any]]) -> Any:
     return merged_run(handovers)[0]
 
 
-def merged_run(handovers: Iterable[Mapping[str, Any]]) -> tuple[Any, GradedAhead | None]:
+def merged_run(handovers: Iterable[Mapping[str, Any]], preread: Preread | None = None) -> tuple[Any, GradedAhead | None]:
     """One RunResult for the whole run: the records every inferring process agrees on
     (they all read the same store; the first is taken), and the request counts summed
     over processes; (None, None) if no process ran inference. With it, when the records
     came as results.jsonl's lines (an xdist worker's), a GradedAhead holding those lines
     and the summary's sums, for write_run (rundir/files.py: a line is used only for the
-    very record it was read into)."""
-    from medrcube.run.runner import RunResult
+    very record it was read into). `preread`: the same lines read while the workers decided,
+    taken instead of reading the hand-over's when their digests agree and the merge changes
+    no record (closed otherwise)."""
     from medrcube.rundir.files import GradedAhead
 
     handovers = [h for h in handovers if h]
@@ -98,20 +112,39 @@ def merged_run(handovers: Iterable[Mapping[str, Any]]) -> tuple[Any, GradedAhead
     # sent is not cached for the run, although the other workers read it from the store.
     # A handover's records are results.jsonl's lines (an xdist worker's: `records_out`), or
     # from this process itself the records (GateSession.handover(live=True)).
+    fresh: set[tuple[str, str]] | None = None
+
+    def corrected(records: list[GradedRecord]) -> list[GradedRecord]:
+        nonlocal fresh
+        if not any(rec.cached for rec in records):  # nothing to correct (a run on a new store)
+            return records
+        if fresh is None:
+            fresh = {(item, variant) for h in handovers for item, variant, cached in _keys(h) if not cached}
+        return [rec if not rec.cached or (rec.item_id, rec.variant) not in fresh
+                else dataclasses.replace(rec, cached=False) for rec in records]
+
+    if preread is not None:
+        same = RECORDS in first and hashlib.sha256(str(first[RECORDS]).encode("utf-8")).hexdigest() == preread.digest
+        if same and all(a is b for a, b in zip(corrected(preread.records), preread.records, strict=True)):
+            return _merged(handovers, first, preread.records), preread.ahead
+        preread.ahead.close()
     records, lines = _records(first)
     read = records
-    if any(rec.cached for rec in records):  # else nothing to correct (a run on a new store)
-        fresh = {(item, variant) for h in handovers for item, variant, cached in _keys(h) if not cached}
-        records = [rec if not rec.cached or (rec.item_id, rec.variant) not in fresh
-                   else dataclasses.replace(rec, cached=False) for rec in records]
+    records = corrected(records)
     ahead = None
     if lines is not None:
         ahead = GradedAhead()
         ahead.rows.add(records, lines=[line if rec is was else None for rec, was, line in zip(records, read, lines, strict=True)])
         ahead.tally.add(records)
+    return _merged(handovers, first, records), ahead
+
+
+def _merged(handovers: list[Mapping[str, Any]], first: Mapping[str, Any], records: list[GradedRecord]) -> Any:
+    from medrcube.run.runner import RunResult
+
     requests = sum(int(h["requests_sent"]) for h in handovers)
     unavailable = sum(r.outcome is Outcome.UNAVAILABLE for r in records)
-    result = RunResult(
+    return RunResult(
         records=records,
         requests_sent=requests,
         # Asks answered from the store without any process of this run asking them.
@@ -129,7 +162,6 @@ def merged_run(handovers: Iterable[Mapping[str, Any]]) -> tuple[Any, GradedAhead
             "requests_by_process": {str(h.get("worker", i)): int(h["requests_sent"]) for i, h in enumerate(handovers)},
         },
     )
-    return result, ahead
 
 
 def _key(d: GradedRecord | Mapping[str, Any]) -> tuple[str, str, bool]:

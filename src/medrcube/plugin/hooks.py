@@ -385,6 +385,7 @@ class ControllerHooks:
         self.allure_trend = carry_history(alluredir, cleaned=not config.option.allure_keep) if alluredir else []
         self.progress_dir: Path | None = None
         self.exchange_dir: Path | None = None
+        self.preread: Any = None  # plugin/speed/shard_preread.ShardPreread, with xdist
         self.progress_line: Any = None
         self.interrupted: list[str] = []  # the partial account of a run stopped by Ctrl-C
 
@@ -395,6 +396,13 @@ class ControllerHooks:
         run = config.stash.get(gate.SESSION_KEY, None)
         if run is not None and suite_requested(config):  # the controller waits for the answers from now on
             start_leak_audit(run)
+            # The workers hand each other their shards' records there (service.infer); the
+            # controller reads them too while the workers decide (plugin/speed/shard_preread.py).
+            from medrcube.plugin.speed.shard_preread import ShardPreread
+
+            self.exchange_dir = Path(tempfile.mkdtemp(prefix="medrcube-shards-"))
+            self.preread = ShardPreread(self.exchange_dir, len(specs), run.cube, run.variants)
+            self.preread.start()
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:  # pytest-xdist: the workers' progress files
@@ -405,9 +413,7 @@ class ControllerHooks:
         from medrcube.plugin.ledger import worker_input
 
         worker_input(self.config.stash.get(gate.SESSION_KEY, None), node)  # this run's attempt on its cube
-        if suite_requested(self.config):  # the workers hand each other their shards' records there (service.infer)
-            if self.exchange_dir is None:
-                self.exchange_dir = Path(tempfile.mkdtemp(prefix="medrcube-shards-"))
+        if self.exchange_dir is not None:  # made as the nodes are set up (pytest_xdist_setupnodes)
             node.workerinput[gate.EXCHANGE_KEY] = str(self.exchange_dir)
         if not progress.wanted(self.config) or not suite_requested(self.config):
             return
@@ -451,7 +457,9 @@ class ControllerHooks:
         if self.progress_line is not None:
             self.progress_line.stop()
             _remove_dir(self.progress_dir)
-        _remove_dir(self.exchange_dir)  # the workers are down: their shards' records are theirs to hand over
+        if self.preread is not None:  # the workers are down: what it read, or nothing
+            self.report.preread, self.preread = self.preread.take(), None
+        _remove_dir(self.exchange_dir)
         run = self.config.stash.get(gate.SESSION_KEY, None)
         if run is not None and run.early is not None:
             run.early.stop()  # as the module's hook does: an inference no test waited for ends first

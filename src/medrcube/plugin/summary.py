@@ -395,6 +395,7 @@ class GateReport:
     gate: dict[str, Any] = field(default_factory=dict)  # gate.json, once written
     tally: Any = None  # medrcube.tally.Tally, once the run is written
     decided: tuple[Any, Any] | None = None  # (GateVerdict, Account): computed once, in `finish`
+    preread: Any = None  # plugin/handover.Preread: the workers' records read while they decided (xdist)
     _parsed: dict[str, Any] = field(default_factory=dict, repr=False)  # nodeid -> the payload's JSON last read
 
     def add_report(self, report: pytest.TestReport) -> None:
@@ -424,7 +425,9 @@ class GateReport:
         order = {c.id: i for i, c in enumerate(session.checks)}
         for e in self.entries.values():
             e["order"] = order.get(e["id"], len(order))
-        result, handed = merged_run(self.handovers)  # `handed`: an xdist worker's lines and the sums, made once here
+        # `handed`: an xdist worker's lines and the summary's sums (read while the workers decided, or here)
+        result, handed = merged_run(self.handovers, self.preread)
+        self.preread = None
         if result is not None:  # the run's times are the controller's, not a worker's last pass
             result.started, result.finished = self.started, time.time()
             result.wall_s = result.finished - result.started
