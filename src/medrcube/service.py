@@ -217,11 +217,13 @@ def infer(
         if count > 1:
             mine = tuple(it for it in part.items if stable_shard(it.id, count) == index)
             tag = f"{role_of(model)}-{next(passes[role_of(model)])}"  # the same in every worker: they ask alike
+            rows = handed_lines() if exchange_dir is not None and model is metered["candidate"] else None
             if exchange_dir is not None:
                 shard_exchange.announce(exchange_dir, tag, index)
-            own = await run_cube_async(dataclasses.replace(part, items=mine), model, **kwargs)
+            # The candidate's lines made as its own shard is graded, not after its last answer.
+            own = await run_cube_async(dataclasses.replace(part, items=mine), model,
+                                       **{**kwargs, "on_graded": rows.add} if rows is not None else kwargs)
             if exchange_dir is not None:
-                rows = handed_lines() if model is metered["candidate"] else None
                 exchanged = await _exchanged(exchange_dir, tag, shard, part, own, names, model, rows) \
                     if own.aborted is None else None
                 if exchanged is not None:
@@ -300,7 +302,8 @@ async def _exchanged(directory: Path, tag: str, shard: tuple[int, int], part: Cu
                      names: Sequence[Any], model: Metered, rows: ResultRows | None = None) -> RunResult | None:
     """The pass over the whole `part` from this shard's records and the other workers' (run/shard_exchange.py),
     in plan order; None when any of theirs cannot be had (the caller then runs its pass over the store).
-    The records travel as results.jsonl's lines; with `rows`, every record's line is kept there."""
+    The records travel as results.jsonl's lines; `rows`, where this shard's were made as it was
+    graded, keeps the others' too."""
     from medrcube.run.plan import as_variants
     from medrcube.run.provenance import merged_counts, served_mismatches
     from medrcube.run.runner import RunResult
@@ -312,7 +315,7 @@ async def _exchanged(directory: Path, tag: str, shard: tuple[int, int], part: Cu
     for item_id in ids:
         shards[stable_shard(item_id, count)].append(item_id)
     counted = {"served_models": own.info.get("served_models") or {}, "provenance": own.info.get("provenance")}
-    own_lines = [result_line(r) for r in own.records]
+    own_lines = [rows.line(r) if rows is not None else result_line(r) for r in own.records]
     shard_exchange.publish(directory, tag, index, count, shards[index], own.records, counted, own_lines)
     others = await shard_exchange.gather(directory, tag, index, count, shards,
                                          wait_s=EXCHANGE_WAIT_S + EXCHANGE_WAIT_SHARE * own.wall_s)
@@ -323,7 +326,6 @@ async def _exchanged(directory: Path, tag: str, shard: tuple[int, int], part: Cu
     if records is None:
         return None
     if rows is not None:
-        rows.add(own.records, lines=own_lines)
         for j in sorted(others):
             rows.add(others[j].records, lines=others[j].lines)
     served: Counter[str] = Counter()
