@@ -58,3 +58,20 @@ def test_a_workers_lines_are_the_run_directorys_and_a_corrected_record_gets_its_
     assert out.read_text(encoding="utf-8").splitlines() == [result_line(r) for r in result.records]
     assert json.loads(out.read_text(encoding="utf-8").splitlines()[0])["cached"] is False
     ahead.close()
+
+
+def test_the_controller_keeps_one_copy_of_the_records() -> None:
+    from medrcube.plugin.handover import records_out
+    from medrcube.plugin.summary import GateReport
+
+    base = dict(dataset="ds", task="t", modality="CT", part="Brain", image="img/1.png", image_digest="sha256:ab",
+                variant="standard", rotation=0, answer=1, n_options=4, prompt_hash="ph", response="B", extracted=1,
+                how="bare_letter", outcome=Outcome.CORRECT)
+    records = [GradedRecord(item_id=f"i{k}", cached=k == 1, **base) for k in range(3)]
+    report = GateReport()
+    for worker in ("gw0", "gw1", "gw2"):
+        handover = {**_handover([], worker, 1), **records_out(records)}
+        del handover["records"]
+        report.add_handover(handover)
+    assert ["records_jsonl" in h for h in report.handovers] == [True, False, False]
+    assert [h["asked"] for h in report.handovers] == ["i0\tstandard\ni2\tstandard"] * 3

@@ -18,7 +18,7 @@ from medrcube.records import GradedRecord, Outcome
 if TYPE_CHECKING:
     from medrcube.rundir.files import GradedAhead, ResultRows
 
-__all__ = ["merge_handovers", "merged_run", "merged_usage", "records_out", "without_records"]
+__all__ = ["Preread", "carries_records", "merge_handovers", "merged_run", "merged_usage", "records_out", "without_records"]
 
 
 RECORDS = "records_jsonl"  # a worker's records: results.jsonl's lines of them, in one string
@@ -60,14 +60,15 @@ def without_records(handover: Mapping[str, Any]) -> dict[str, Any]:
     """A hand-over with its records dropped, its `asked` keys kept: every process of a run
     agrees on the records (`merge_handovers` takes the first's), so the controller keeps one copy."""
     out = dict(handover)
-    if _carries_records(out):
+    if carries_records(out):
         out["asked"] = "\n".join(f"{item}\t{variant}" for item, variant, cached in _keys(out) if not cached)
         out.pop(RECORDS, None)
         out.pop("records", None)
     return out
 
 
-def _carries_records(handover: Mapping[str, Any]) -> bool:
+def carries_records(handover: Mapping[str, Any]) -> bool:
+    """Whether a hand-over still holds records (the first kept by the controller)."""
     return RECORDS in handover or "records" in handover
 
 
@@ -107,7 +108,7 @@ def merged_run(handovers: Iterable[Mapping[str, Any]], preread: Preread | None =
     if not handovers:
         return None, None
     # The first hand-over that carries records (`without_records` dropped the others').
-    first = next((h for h in handovers if _carries_records(h)), handovers[0])
+    first = next((h for h in handovers if carries_records(h)), handovers[0])
     # `cached` means answered from a store written before this run: an ask one worker
     # sent is not cached for the run, although the other workers read it from the store.
     # A handover's records are results.jsonl's lines (an xdist worker's: `records_out`), or

@@ -24,7 +24,7 @@ from medrcube.gate.kinds import entry_of, rank, registered  # the kinds' order i
 from medrcube.gate.numbers import fmt as _fmt
 from medrcube.gate.numbers import labelled
 from medrcube.plugin.evidence import verdict_block_lines
-from medrcube.plugin.handover import merged_run, without_records
+from medrcube.plugin.handover import carries_records, merged_run, without_records
 from medrcube.plugin.summary_kinds import kind_lines
 
 PROPERTY = "medrcube_verdict"  # the user property carrying the payload as JSON
@@ -412,7 +412,7 @@ class GateReport:
     def add_handover(self, handover: Mapping[str, Any] | None) -> None:
         if handover:
             # One copy of the records is kept (the processes agree on them: plugin/handover.py).
-            held = any("records" in h or "records_json" in h for h in self.handovers)
+            held = any(carries_records(h) for h in self.handovers)
             self.handovers.append(without_records(handover) if held else dict(handover))
 
     def finish(self, session: Any, kinds_off: Mapping[str, str] | None = None) -> None:
