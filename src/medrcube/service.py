@@ -159,9 +159,10 @@ def infer(
     the metered usage for a budget on cost.
 
     `shard=(index, count)`: a pytest-xdist worker asks its own shard of the cube first
-    (a stable hash of the item id), then the whole cube, which reads the other shards
-    from the store (or waits on their claims): each request reaches the model once per
-    run however many workers need every record.
+    (a stable hash of the item id), then takes the other shards' records from the other
+    workers (`exchange_dir`, below), or else runs the whole cube, which reads the other
+    shards from the store (or waits on their claims): each request reaches the model once
+    per run however many workers need every record.
 
     `run_token` names this run in the provenance of the answers it stores (one for all
     the workers of a gate run; None: a new one); `exchange_dir`, a directory the workers of a

@@ -75,8 +75,8 @@ def line(counts: Mapping[str, Any], elapsed: float) -> str:
 class GateProgress(Progress):
     """The runner's Progress (run/progress.py), publishing its counts to a sink at most
     every INTERVAL_S. Only the first pass counts: a sharded worker's first pass is its
-    share of the cube; the later passes (the whole cube from the store, a baseline
-    model) would only repeat it."""
+    share of the cube; the later passes (the whole cube from the store where the other
+    workers' shards could not be exchanged, a baseline model) would only repeat it."""
 
     def __init__(self, sink: Callable[[dict[str, Any], bool], None]) -> None:
         super().__init__(total=0, enabled=False)
