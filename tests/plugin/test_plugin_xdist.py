@@ -62,9 +62,10 @@ def test_n0_and_n3_identical_verdicts_and_requests(gate_ws, gate_server):
     assert parallel_stats["duplicates"] == 0
     assert parallel_doc["requests_sent"] == 54
     # Every worker reports its count, and together they sent each request once. How they
-    # split is the scheduler's: a worker asks its own shard first, but one that starts late
-    # finds its shard already asked by another's whole-cube pass (seen: 38, 16 and 0), so an
-    # even spread is no guarantee and is not asserted.
+    # split is the scheduler's: a worker asks its own shard, then takes the others' from their
+    # files (run/shard_exchange.py); one that starts more than the others' wait late finds its
+    # shard already asked by another's pass over the store, so an even spread is no guarantee
+    # and is not asserted.
     by_process = parallel_doc["requests_by_process"]
     assert sorted(by_process) == ["gw0", "gw1", "gw2"]
     assert sum(by_process.values()) == 54
