@@ -16,8 +16,11 @@ record). So a record taken from a file is the record its asker graded, and nothi
 taken that the store pass would not have given.
 
 A file: one JSON header line (format, tag, shard index and count, the shard's item ids'
-digest, the number of records), then one JSON line per record (GradedRecord.to_dict),
-written to a temporary name and renamed, so that a reader sees all of it or nothing.
+digest, the number of records, what the pass counted), then one JSON line per record (the
+gate writes results.jsonl's line of it, which its hand-over and the controller take as it
+is; GradedRecord.from_dict reads either that or the record's dict), written to a temporary
+name and renamed, so that a reader sees all of it or nothing. The directory is the
+controller's own (tempfile.mkdtemp: this user's only), removed at the end of the run.
 """
 
 from __future__ import annotations
