@@ -20,9 +20,10 @@ import hashlib
 import itertools
 import json
 import threading
+import time
 import warnings
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -152,6 +153,7 @@ def infer(
     fresh: bool = False,
     stop: threading.Event | None = None,
     exchange_dir: Path | None = None,
+    settle: Callable[[], None] | None = None,
 ) -> Inference:
     """Ask the candidate (then a baseline model) in one event loop, as `decider` asks (the
     whole cube when None), through the response store at `store_dir` (None: no store),
@@ -168,7 +170,10 @@ def infer(
     the workers of a gate run; None: a new one); `exchange_dir`, a directory the workers of a
     sharded run share: each hands the records of its own shard to the others there
     (run/shard_exchange.py) instead of each reading and grading every other shard's answers
-    again from the store (their pass over the store stays the fallback); `fresh` takes no answer another run
+    again from the store (their pass over the store stays the fallback); `settle`, called
+    between graded batches of the candidate's own asks at most every SETTLE_EVERY_S (the gate
+    collects and freezes the heap there, plugin/speed/frozen_heap.py, where no other thread
+    waits to do it); `fresh` takes no answer another run
     stored (`--fresh`): every item is asked live. `stop`, set from another thread, cancels
     the run (its requests in flight with it) and raises run.orphan.StoppedError."""
     from medrcube.run.provenance import new_run_token
@@ -222,8 +227,10 @@ def infer(
             if exchange_dir is not None:
                 shard_exchange.announce(exchange_dir, tag, index)
             # The candidate's lines made as its own shard is graded, not after its last answer.
+            graded = _graded_hook(rows.add if rows is not None else None,
+                                  settle if model is metered["candidate"] else None)
             own = await run_cube_async(dataclasses.replace(part, items=mine), model,
-                                       **{**kwargs, "on_graded": rows.add} if rows is not None else kwargs)
+                                       **{**kwargs, "on_graded": graded} if graded is not None else kwargs)
             if exchange_dir is not None:
                 exchanged = await _exchanged(exchange_dir, tag, shard, part, own, names, model, rows) \
                     if own.aborted is None else None
@@ -290,6 +297,30 @@ def infer(
     if "judge" in out.usage:
         out.result.judge_requests = out.usage["judge"].requests
     return out
+
+
+# How often a sharded worker's heap is settled while its answers come in (`infer`'s `settle`):
+# as often as the single process's waiting thread does (plugin/speed/early_inference.SETTLE_EVERY_S).
+# Left for after the last answer, it was one collection of the whole run: 0.4 s at paper scale.
+SETTLE_EVERY_S = 2.0
+
+
+def _graded_hook(add: Callable[[Sequence[GradedRecord]], None] | None,
+                 settle: Callable[[], None] | None) -> Callable[[Sequence[GradedRecord]], None] | None:
+    """The runner's on_graded for a worker's own pass: `add` each batch; `settle` at most every SETTLE_EVERY_S."""
+    if settle is None:
+        return add
+    last = [time.monotonic()]
+
+    def graded(records: Sequence[GradedRecord]) -> None:
+        if add is not None:
+            add(records)
+        now = time.monotonic()
+        if now - last[0] >= SETTLE_EVERY_S:
+            settle()
+            last[0] = time.monotonic()
+
+    return graded
 
 
 # How long a worker that ended its own shard waits for the others' records before it reads

@@ -122,14 +122,17 @@ def _adapter(server):
     return OpenAIAdapter("scripted-model", base_url=server.base_url, concurrency=4, max_retries=0)
 
 
-def _workers(cube: Cube, server, store: Path, exchange: list[Path | None]) -> list[service.Inference]:
-    """Two sharded workers at once, as two xdist workers run (threads here: each its own event loop and store)."""
+def _workers(cube: Cube, server, store: Path, exchange: list[Path | None],
+             settle: list | None = None) -> list[service.Inference]:
+    """Two sharded workers at once, as two xdist workers run (threads here: each its own event loop and store);
+    `settle`: each worker's settle calls are appended to it."""
     out: list[service.Inference | BaseException | None] = [None, None]
 
     def one(index: int) -> None:
         try:
             out[index] = service.infer(cube, _adapter(server), variants=VARIANTS, store_dir=store, shard=(index, 2),
-                                       exchange_dir=exchange[index], run_token="20261206T000000Z-shards")
+                                       exchange_dir=exchange[index], run_token="20261206T000000Z-shards",
+                                       settle=None if settle is None else lambda: settle.append(index))
         except BaseException as e:  # noqa: BLE001 - re-raised below
             out[index] = e
 
@@ -246,3 +249,20 @@ def test_the_controller_gives_up_on_a_withdrawn_shard(distinct_cube, tmp_path):
     preread._thread.join(30)  # type: ignore[union-attr]  # it ends by itself, without `take`
     assert preread._thread is not None and not preread._thread.is_alive()
     assert preread.take() is None
+
+
+def test_a_sharded_worker_settles_its_heap_while_its_answers_come_in(distinct_cube, scripted_server, tmp_path,
+                                                                     monkeypatch):
+    # The gate passes plugin/speed/frozen_heap.settle_heap; here a list notes each call.
+    scripted_server.set_script({"default": "B"})
+    exchange = tmp_path / "exchange"
+    exchange.mkdir()
+    calls: list[int] = []
+    monkeypatch.setattr(service, "SETTLE_EVERY_S", 0.0)  # at every graded batch
+    _workers(distinct_cube, scripted_server, tmp_path / "s1", [exchange, exchange], settle=calls)
+    assert set(calls) == {0, 1}
+    calls.clear()
+    monkeypatch.setattr(service, "SETTLE_EVERY_S", 3600.0)  # never within a run this short
+    (tmp_path / "e2").mkdir()
+    _workers(distinct_cube, scripted_server, tmp_path / "s2", [tmp_path / "e2", tmp_path / "e2"], settle=calls)
+    assert calls == []

@@ -192,6 +192,9 @@ class GateSession:
             fresh=self.fresh,
             stop=stop,
             exchange_dir=self.exchange_dir,
+            # A sharded worker asks on this thread, with none waiting beside it to settle the heap
+            # (plugin/speed/early_inference.join_settling does that for the single process).
+            settle=settle_heap if self.worker[1] > 1 else None,
         )
         self._result = self._inference.result
         if self._inference.baseline is not None:
