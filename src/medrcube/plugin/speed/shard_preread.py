@@ -69,8 +69,8 @@ class ShardPreread:
         while not all(p.exists() for p in paths):
             if any((directory / f"{FIRST_PASS}-{j}.withdrawn").exists() for j in range(count)):
                 return None
-            if self._stop.wait(POLL_S):
-                return None
+            if self._stop.wait(POLL_S) and not all(p.exists() for p in paths):
+                return None  # taken before every file was there (a file written since is still read)
         ids = [it.id for it in self.cube.items]
         shards: list[list[str]] = [[] for _ in range(count)]
         for item_id in ids:
