@@ -187,7 +187,8 @@ def _side_figures() -> dict[str, Any]:
     return {"frames_with_text": 0, "frames_without_text": 0, "lines": 0, "masked": 0, "masked_visible": 0, "masked_90": 0, "refused_frames": 0,
             "lines_in_refused_frames": 0, "protected": 0, "netted_frames": 0, "netted_without_text": 0, "readable_before": 0, "readable_after": 0, "false_mask_frames": 0, "refused_without_text": 0,
             "false_area": [], "over_area": [], "cpu": [], "views": [], "misses": [],
-            "paired_frames": 0, "paired_fired": 0, "paired_masked_off": 0, "paired_on_only": 0, "paired_off_only": 0, "paired_false_off": 0}  # fmt: skip
+            "paired_frames": 0, "paired_fired": 0, "paired_masked_off": 0, "paired_on_only": 0, "paired_off_only": 0, "paired_false_off": 0,
+            "paired_area_frames": 0, "paired_over_on": 0.0, "paired_over_off": 0.0}  # fmt: skip
 
 
 NET: bool | None = None  # --net / --no-net: the recogniser's net under the detector (default textscreen.UNCOVERED_NET)
@@ -276,6 +277,10 @@ def run(n: int, seed: int, no_text: int | None = None, sides: tuple[int, ...] = 
                 x0, y0, x1, y1 = b.box
                 truth[y0:y1, x0:x1] = True
             fig["over_area"].append(float((mask & ~truth).mean()))
+            if PAIRED:  # pixels masked off the lines, with the rule and without (the same frame)
+                fig["paired_area_frames"] += 1
+                fig["paired_over_on"] += float((mask & ~truth).mean())
+                fig["paired_over_off"] += float((off_mask & ~truth).mean())
             masked_img = np.where(mask, 0.0, img)
             whole = all(synthetic.coverage(b, mask) >= 1.0 for b, _ in lines)
             cell = per["frames by cell"][f"{side} px, {angle}"]
@@ -465,7 +470,8 @@ def markdown(r: dict[str, Any]) -> str:
             out.append(f"- paired, {side} px ({v['paired_frames']} frames screened with COLUMN_PIECES as set; {v['paired_fired']} where it changed a column, "
                        f"screened again with it off): lines masked {v['masked']} with it, {v['paired_masked_off']} without; masked only with it "
                        f"{v['paired_on_only']}, only without {v['paired_off_only']}; text-free frames masked {v['false_mask_frames']} with it, "
-                       f"{v['paired_false_off']} without")  # fmt: skip
+                       f"{v['paired_false_off']} without" + (f"; pixels masked off the lines on frames with text {100 * v['paired_over_on'] / v['paired_area_frames']:.2f}% with it, "
+                       f"{100 * v['paired_over_off'] / v['paired_area_frames']:.2f}% without ({v['paired_area_frames']} frames)" if v.get("paired_area_frames") else ""))  # fmt: skip
     for facet, vals in r["by"].items():
         if facet in ("side", "lines by cell", "frames by cell"):
             continue
