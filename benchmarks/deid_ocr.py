@@ -186,11 +186,45 @@ def read_line(reader: ocr.TextReader, img: np.ndarray, box: tuple[int, int, int,
 def _side_figures() -> dict[str, Any]:
     return {"frames_with_text": 0, "frames_without_text": 0, "lines": 0, "masked": 0, "masked_visible": 0, "masked_90": 0, "refused_frames": 0,
             "lines_in_refused_frames": 0, "protected": 0, "netted_frames": 0, "netted_without_text": 0, "readable_before": 0, "readable_after": 0, "false_mask_frames": 0, "refused_without_text": 0,
-            "false_area": [], "over_area": [], "cpu": [], "views": [], "misses": []}  # fmt: skip
+            "false_area": [], "over_area": [], "cpu": [], "views": [], "misses": [],
+            "paired_frames": 0, "paired_fired": 0, "paired_masked_off": 0, "paired_on_only": 0, "paired_off_only": 0, "paired_false_off": 0,
+            "paired_area_frames": 0, "paired_over_on": 0.0, "paired_over_off": 0.0}  # fmt: skip
 
 
 NET: bool | None = None  # --net / --no-net: the recogniser's net under the detector (default textscreen.UNCOVERED_NET)
 TURNED: bool | None = None  # --turned / --no-turned: lines off the row found and masked (default multiscale.TURNED)
+
+
+# --paired: every frame is screened with linemask.COLUMN_PIECES as set and, where that rule changed the frame's columns,
+# again with it off (where it did not, the plan is the same by construction: nothing else reads it), so that the rule's
+# own share is measured on the same frames at the cost of the frames it touched only.
+PAIRED = False
+_FIRED = [False]
+
+
+def _watch_pieces() -> None:
+    """Note (in _FIRED) whether COLUMN_PIECES changed the columns of the frame being screened."""
+    plain = linemask._stacked
+
+    def watched(regions: list[ocr.TextRegion], turned: list[oriented.Line], shape: tuple[int, ...]) -> list[tuple[int, int, int, int]]:
+        out = plain(regions, turned, shape)
+        if linemask.COLUMN_PIECES and out != linemask.columns(regions, shape):
+            _FIRED[0] = True
+        return out
+
+    linemask._stacked = watched
+
+
+def _rule_off(reader: ocr.TextReader, img: np.ndarray, plan: linemask.MaskPlan, mask: np.ndarray) -> tuple[linemask.MaskPlan, np.ndarray, bool]:
+    """The frame's plan and mask with COLUMN_PIECES off (screened again only where it fired), and whether it fired."""
+    if not _FIRED[0]:
+        return plan, mask, False
+    linemask.COLUMN_PIECES = False
+    try:
+        off, off_mask = screen(reader, img)
+    finally:
+        linemask.COLUMN_PIECES = True
+    return off, off_mask, True
 
 
 def screen(reader: ocr.TextReader, img: np.ndarray) -> tuple[linemask.MaskPlan, np.ndarray]:
@@ -220,8 +254,12 @@ def run(n: int, seed: int, no_text: int | None = None, sides: tuple[int, ...] = 
                 continue
             reader.clear_memo()  # every frame is new: time the model, not the memo
             c0 = time.process_time()
+            _FIRED[0] = False
             plan, mask = screen(reader, img)
             fig["cpu"].append(time.process_time() - c0)
+            off, off_mask, fired = _rule_off(reader, img, plan, mask) if PAIRED else (plan, mask, False)
+            fig["paired_frames"] += PAIRED
+            fig["paired_fired"] += fired
             fig["views"].append(len(multiscale.views(img)))
             if not with_text:
                 fig["frames_without_text"] += 1
@@ -229,6 +267,7 @@ def run(n: int, seed: int, no_text: int | None = None, sides: tuple[int, ...] = 
                 fig["refused_without_text"] += plan.readable
                 fig["netted_without_text"] += bool(plan.netted)
                 fig["false_area"].append(float(mask.mean()))
+                fig["paired_false_off"] += PAIRED and bool(off.boxes or off.quads)
                 continue
             fig["frames_with_text"] += 1
             fig["refused_frames"] += plan.readable
@@ -238,6 +277,10 @@ def run(n: int, seed: int, no_text: int | None = None, sides: tuple[int, ...] = 
                 x0, y0, x1, y1 = b.box
                 truth[y0:y1, x0:x1] = True
             fig["over_area"].append(float((mask & ~truth).mean()))
+            if PAIRED:  # pixels masked off the lines, with the rule and without (the same frame)
+                fig["paired_area_frames"] += 1
+                fig["paired_over_on"] += float((mask & ~truth).mean())
+                fig["paired_over_off"] += float((off_mask & ~truth).mean())
             masked_img = np.where(mask, 0.0, img)
             whole = all(synthetic.coverage(b, mask) >= 1.0 for b, _ in lines)
             cell = per["frames by cell"][f"{side} px, {angle}"]
@@ -245,6 +288,13 @@ def run(n: int, seed: int, no_text: int | None = None, sides: tuple[int, ...] = 
             cell[1] += 1
             for b, facets in lines:
                 cov = synthetic.coverage(b, mask)
+                if PAIRED:
+                    cov_off = synthetic.coverage(b, off_mask)
+                    fig["paired_masked_off"] += cov_off >= 1.0
+                    fig["paired_on_only"] += cov >= 1.0 > cov_off
+                    fig["paired_off_only"] += cov_off >= 1.0 > cov
+                    per["lines by cell, column pieces off"][f"{side} px, {angle}"][0] += cov_off >= 1.0
+                    per["lines by cell, column pieces off"][f"{side} px, {angle}"][1] += 1
                 fig["lines"] += 1
                 fig["masked"] += cov >= 1.0
                 fig["masked_90"] += cov >= 0.9
@@ -415,6 +465,13 @@ def markdown(r: dict[str, Any]) -> str:
             out.append(f"| {key} | {f['lines']} | {pct(f['masked'] / f['lines'] if f['lines'] else None)} ({f['masked']}) | {pct(_lower(f['masked'], f['lines']))} | "
                        f"{c['lines']} | {pct(c['masked'] / c['lines'])} ({c['masked']}) | {pct(_lower(c['masked'], c['lines']))} |")  # fmt: skip
         out.append("")
+    for side, v in r["by_side"].items():
+        if v.get("paired_frames"):
+            out.append(f"- paired, {side} px ({v['paired_frames']} frames screened with COLUMN_PIECES as set; {v['paired_fired']} where it changed a column, "
+                       f"screened again with it off): lines masked {v['masked']} with it, {v['paired_masked_off']} without; masked only with it "
+                       f"{v['paired_on_only']}, only without {v['paired_off_only']}; text-free frames masked {v['false_mask_frames']} with it, "
+                       f"{v['paired_false_off']} without" + (f"; pixels masked off the lines on frames with text {100 * v['paired_over_on'] / v['paired_area_frames']:.2f}% with it, "
+                       f"{100 * v['paired_over_off'] / v['paired_area_frames']:.2f}% without ({v['paired_area_frames']} frames)" if v.get("paired_area_frames") else ""))  # fmt: skip
     for facet, vals in r["by"].items():
         if facet in ("side", "lines by cell", "frames by cell"):
             continue
@@ -449,6 +506,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lone-half", action=argparse.BooleanOptionalAction, default=None,
                     help="on a frame where the detector finds nothing, read the half-scale band map's thin lines too "
                          "(default: oriented.LONE_HALF; off before 2026-12-06, evening)")
+    ap.add_argument("--column-pieces", action=argparse.BooleanOptionalAction, default=None,
+                    help="count the turned stroke maps' near-vertical lines as pieces of a column that holds a detector region "
+                         "(default: linemask.COLUMN_PIECES; off before 2026-12-06, session 20)")
+    ap.add_argument("--paired", action="store_true",
+                    help="also screen with linemask.COLUMN_PIECES off the frames where it changed a column (the others are the same "
+                         "by construction), and report the lines masked both ways (needs the rule on)")
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument("--merge", nargs="+", default=None, metavar="JSON", help="pool the figures of these runs (print, and write --json)")
     ap.add_argument("--keep", default=None, metavar="SIDES",
@@ -456,7 +519,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layout", nargs="+", default=None, metavar="N/NO_TEXT/SEED/SIDES",
                     help="with --keep: every run pooled into the first JSON, as its --n, --no-text, --seed and --sides (e.g. 65/0/27/4096)")
     args = ap.parse_args(argv)
-    global NET, TURNED
+    global NET, TURNED, PAIRED
     NET, TURNED = args.net, args.turned
     if args.turned_along is not None:
         linemask.TURNED_ALONG = args.turned_along
@@ -468,6 +531,13 @@ def main(argv: list[str] | None = None) -> int:
         linemask.FOLLOW_ROWS = args.follow_rows
     if args.lone_half is not None:
         oriented.LONE_HALF = args.lone_half
+    if args.column_pieces is not None:
+        linemask.COLUMN_PIECES = args.column_pieces
+    if args.paired:
+        if not linemask.COLUMN_PIECES:
+            ap.error("--paired compares COLUMN_PIECES on with off: leave it on")
+        PAIRED = True
+        _watch_pieces()
     angles = ANGLES if args.angles == "all" else tuple(a.strip() for a in args.angles.split(","))
     if any(a not in ANGLES for a in angles):
         ap.error(f"--angles {args.angles!r}: choose among {', '.join(ANGLES)} or 'all'")

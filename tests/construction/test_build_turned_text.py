@@ -453,7 +453,9 @@ def test_a_long_low_contrast_turned_line_found_in_part_is_masked_to_its_far_end(
 def test_a_low_contrast_stack_found_in_part_is_masked_to_its_first_letter(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """A 12-letter stack of 16 px letters at 0.62 grey over an MR-like body (as the generator drew it, tuning seed
     10006): found as a column of some of its letters, masked COLUMN_ALONG (12) widths up and down covers it; 8 left
-    its end letters."""
+    its end letters. With `linemask.COLUMN_PIECES` (since session 20) the stroke map's vertical lines along the stack
+    join its column and 8 widths cover it too; the rule is off here, so that the growth's own share is what is tested."""
+    monkeypatch.setattr(linemask, "COLUMN_PIECES", False)
     img = synthetic.background("mr", 512, 512, np.random.default_rng(seed))
     img, line = synthetic.burn(img, "BEEBLEBROX^Z", (249, 8), "dejavu-sans-mono", 16, 0.624, 0.0, True)
     _masked_whole_and_not_when(img, line, monkeypatch, linemask, "COLUMN_ALONG", 8.0)
@@ -527,3 +529,14 @@ def test_a_faint_row_found_in_part_is_followed_to_its_end(monkeypatch: pytest.Mo
                          ("DENT, ARTHURINA  08/10/1971", (8, 433), "pillow-default", 8, 0.1813974842429161, 0.0, False),
                          ("PID 33816666", (8, 419), "pillow-bitmap", 16, 0.3325975529849529, 0.0, False)])  # fmt: skip
     _masked_whole_and_not_when(img, lines[2], monkeypatch, linemask, "FOLLOW_ROWS", False)
+
+
+def test_a_small_stack_found_as_one_letter_is_masked_as_a_column_with_its_stroke_map_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 12 px stack "06/11/1968" at 0.15 of full scale over a radiograph-like frame (tuning seed 11033, 2026-12-06, session
+    20): the detector finds its first letter only, the stroke map turned a quarter two or three short vertical lines under
+    it; counted as pieces of one column (`linemask.COLUMN_PIECES`) with the letter, the stack is masked whole; without them
+    the letter is grown alone along the row and the rest of the stack is left."""
+    img, (line,) = _drawn("xray", (512, 427), (140005502948739549160162036350306953720, 20192650389492485236573467046272200141, 0, 1168625594),
+                          [("06/11/1968", (411, 6), "stix-general", 12, 0.5583491265773773, 0.0, True)])  # fmt: skip
+    _masked_whole_and_not_when(img, line, monkeypatch, linemask, "COLUMN_PIECES", False)
+

@@ -336,6 +336,26 @@ def columns(regions: list[ocr.TextRegion], shape: tuple[int, ...], least: int = 
     return out
 
 
+# A column's pieces include the turned stroke maps' near-vertical lines (COLUMN_PIECES), when the column holds one of the
+# detector's regions at least. A low-contrast stack of small letters comes back from the detector as one letter, and from
+# the stroke map turned a quarter as two or three short vertical lines under it (its letters that stood clear of the
+# ground); a column needs two pieces, so the one letter was grown alone along the row and the 12 px stack "06/11/1968"
+# kept 9 of its 10 characters (tuning seed 11033 of 2026-12-06, session 20, over a radiograph-like frame). The stroke-map
+# lines never make a column alone: a frame where the detector keeps nothing is masked as before.
+COLUMN_PIECES = True
+
+
+def _stacked(regions: list[ocr.TextRegion], turned: list[oriented.Line], shape: tuple[int, ...]) -> list[Box]:
+    """The columns of `regions` (`columns`), with COLUMN_PIECES the near-vertical `turned` stroke-map lines as pieces too,
+    a column kept only when one of `regions` lies in it."""
+    if not COLUMN_PIECES or not regions:
+        return columns(regions, shape)
+    vertical = [ocr.TextRegion(t.box(shape), 0.0, quad=t.quad) for t in turned
+                if abs(t.angle - 90.0) <= COLUMN_OFF and t.thickness >= NET_MIN_HEIGHT]  # fmt: skip
+    own = [r.box for r in regions]
+    return [c for c in columns(regions + vertical, shape) if any(_inside(b, c) for b in own)]
+
+
 def _rect(box: Box) -> oriented.Quad:
     x0, y0, x1, y1 = box
     return ((float(x0), float(y0)), (float(x1 - 1), float(y0)), (float(x1 - 1), float(y1 - 1)), (float(x0), float(y1 - 1)))
@@ -398,7 +418,7 @@ def plan(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.TextRegio
     are masked whole where they go on along a mask (`chained`); the net does not read them (it found no more, at twice the CPU)."""
     shape = np.shape(pixels)
     turned_found = [oriented.line_of(r.quad) for r in regions if oriented.is_oriented(r.quad)]
-    stacks = [oriented.line_of(_rect(c)) for c in columns(regions, shape)]
+    stacks = [oriented.line_of(_rect(c)) for c in _stacked(regions, turned or [], shape)]
     if FOLLOW and (turned_found or stacks):
         gray = proposals.gray8(pixels)  # once: each line's strip is read from it
         turned_found, stacks = ([oriented.followed(gray, line) for line in lines] for lines in (turned_found, stacks))

@@ -201,6 +201,7 @@ class TextLog:
                                                 + " stroke-like)" if oriented.LONE_HALF else ""),
             "masking": "regions grown along the line" + (" (rows followed along the row first)" if linemask.FOLLOW_ROWS else "") + ", lines joined, "
                        "regions one under another masked as one column"
+                       + (" (the turned stroke maps' near-vertical lines counted as pieces of a column that holds a region)" if linemask.COLUMN_PIECES else "")
                        + (f" ({STACKED_LEAST} or more of those read as one character or none too)" if STACKED_DROPPED else "")
                        + ", a stroke-map line partly under a mask masked whole, "
                        "a faint line (the band map, turned and coarse) that goes on along a detected line and partly under its mask masked whole, "
