@@ -75,3 +75,29 @@ def test_the_controller_keeps_one_copy_of_the_records() -> None:
         report.add_handover(handover)
     assert ["records_jsonl" in h for h in report.handovers] == [True, False, False]
     assert [h["asked"] for h in report.handovers] == ["i0\tstandard\ni2\tstandard"] * 3
+
+
+def test_a_node_lets_go_of_its_records_once_the_report_has_them(pytester) -> None:
+    """pytest-xdist keeps every node's workeroutput to the end of the run: the controller's hook
+    takes the records into its report, then drops them from the node."""
+    from types import SimpleNamespace
+
+    from medrcube.plugin.handover import records_out
+    from medrcube.plugin.hooks import ControllerHooks
+    from medrcube.plugin.summary import HANDOVER
+
+    base = dict(dataset="ds", task="t", modality="CT", part="Brain", image="img/1.png", image_digest="sha256:ab",
+                variant="standard", rotation=0, answer=1, n_options=4, prompt_hash="ph", response="B", extracted=1,
+                how="bare_letter", outcome=Outcome.CORRECT)
+    records = [GradedRecord(item_id=f"i{k}", cached=False, **base) for k in range(3)]
+    hooks = ControllerHooks(pytester.parseconfig())
+    nodes = []
+    for worker in ("gw0", "gw1"):
+        handover = {**_handover([], worker, 1), **records_out(records)}
+        del handover["records"]
+        nodes.append(SimpleNamespace(workeroutput={HANDOVER: handover}))
+        hooks.pytest_testnodedown(nodes[-1], None)
+    assert not any("records_jsonl" in n.workeroutput[HANDOVER] for n in nodes)
+    kept = hooks.report.handovers
+    assert ["records_jsonl" in h for h in kept] == [True, False]
+    assert kept[0]["records_jsonl"].count("\n") == 2  # three records' lines, kept by the report

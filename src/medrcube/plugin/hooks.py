@@ -448,9 +448,16 @@ class ControllerHooks:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:  # pytest-xdist
+        from medrcube.plugin.handover import RECORDS
         from medrcube.plugin.summary import HANDOVER
 
-        self.report.add_handover(getattr(node, "workeroutput", {}).get(HANDOVER))
+        handover = getattr(node, "workeroutput", {}).get(HANDOVER)
+        self.report.add_handover(handover)
+        if isinstance(handover, dict):
+            # The report holds the one copy of the records it needs; the node, which xdist keeps
+            # to the end, lets go of its own (a worker's lines are 25 MiB or more at paper scale:
+            # eight workers' held at once made the controller's peak 682 MiB).
+            handover.pop(RECORDS, None)
 
     @pytest.hookimpl(tryfirst=True)  # before --junitxml writes its file: the account's properties go in it
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
