@@ -32,7 +32,7 @@ from medrcube.run.plan import plan_asks
 from medrcube.run.runner import owner_is_dead, run_cube
 from medrcube.run.store import ResponseStore
 from medrcube.rundir.files import read_results
-from medrcube.testing.gencube import generate_release_cube
+from medrcube.testing.gencube import distinct_questions, generate_release_cube
 
 LETTERS = "ABCDEFGH"
 
@@ -53,11 +53,7 @@ def unique_cube(tmp_path_factory: pytest.TempPathFactory) -> Cube:
     root = generate_release_cube(
         tmp_path_factory.mktemp("ucube"), n_items=60, n_datasets=4, n_images=30, image_size=32, n_base_images=8, seed=4
     )
-    for test_json in root.glob("*/test.json"):
-        records = json.loads(test_json.read_text(encoding="utf-8"))
-        for rec in records:
-            rec["question"] = f"{rec['question']} (case {rec['id']})"
-        test_json.write_text(json.dumps(records), encoding="utf-8")
+    distinct_questions(root)
     return load_cube(root)
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import subprocess
 import sys
 import threading
@@ -21,8 +20,9 @@ from medrcube.cube.item import Cube
 from medrcube.plugin.handover import records_out
 from medrcube.records import GradedRecord, Outcome
 from medrcube.run import shard_exchange
+from medrcube.run.runner import RunResult
 from medrcube.rundir.files import result_line
-from medrcube.testing.gencube import generate_release_cube
+from medrcube.testing.gencube import distinct_questions, generate_release_cube
 
 
 def _record(item_id: str, variant: str = "standard", rotation: int = 0, **kw: object) -> GradedRecord:
@@ -105,11 +105,7 @@ def distinct_cube(tmp_path_factory: pytest.TempPathFactory) -> Cube:
     """Every question distinct, so that every ask is its own request (and `cached` tells who asked it)."""
     root = generate_release_cube(tmp_path_factory.mktemp("xcube"), n_items=40, n_datasets=3, n_images=20,
                                  image_size=32, n_base_images=6, seed=11)
-    for test_json in root.glob("*/test.json"):
-        items = json.loads(test_json.read_text(encoding="utf-8"))
-        for it in items:
-            it["question"] = f"{it['question']} (case {it['id']})"
-        test_json.write_text(json.dumps(items), encoding="utf-8")
+    distinct_questions(root)
     return load_cube(root)
 
 
@@ -152,12 +148,17 @@ def _plain(records: list[GradedRecord]) -> list[GradedRecord]:
     return [dataclasses.replace(r, latency_s=0.0, cached=False) for r in records]
 
 
-def test_sharded_workers_exchange_their_shards(distinct_cube, scripted_server, tmp_path):
-    scripted_server.set_script({"default": "B"})
-    serial = service.infer(distinct_cube, _adapter(scripted_server), variants=VARIANTS, store_dir=tmp_path / "s1").result
-    asked = scripted_server.stats()["by_request"]
-    scripted_server.reset_stats()
+def _serial(cube: Cube, server, store: Path, answer: str) -> tuple[RunResult, dict]:
+    """A serial run's records (one process, the whole cube) and the requests it sent, the server's counts then zeroed."""
+    server.set_script({"default": answer})
+    serial = service.infer(cube, _adapter(server), variants=VARIANTS, store_dir=store).result
+    asked = server.stats()["by_request"]
+    server.reset_stats()
+    return serial, asked
 
+
+def test_sharded_workers_exchange_their_shards(distinct_cube, scripted_server, tmp_path):
+    serial, asked = _serial(distinct_cube, scripted_server, tmp_path / "s1", "B")
     exchange = tmp_path / "exchange"
     exchange.mkdir()
     workers = _workers(distinct_cube, scripted_server, tmp_path / "s2", [exchange, exchange])
@@ -179,11 +180,7 @@ def test_sharded_workers_exchange_their_shards(distinct_cube, scripted_server, t
 def test_without_the_others_file_a_worker_reads_the_store(distinct_cube, scripted_server, tmp_path, monkeypatch):
     monkeypatch.setattr(service, "EXCHANGE_WAIT_S", 0.2)
     monkeypatch.setattr(service, "EXCHANGE_WAIT_SHARE", 0.0)
-    scripted_server.set_script({"default": "C"})
-    serial = service.infer(distinct_cube, _adapter(scripted_server), variants=VARIANTS, store_dir=tmp_path / "s1").result
-    asked = scripted_server.stats()["by_request"]
-    scripted_server.reset_stats()
-
+    serial, asked = _serial(distinct_cube, scripted_server, tmp_path / "s1", "C")
     exchange = tmp_path / "exchange"
     exchange.mkdir()
     # Worker 0 hands nothing over (as a worker of an older medrcube, or one whose file failed):

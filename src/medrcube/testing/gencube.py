@@ -303,6 +303,17 @@ def edit_record(root: str | os.PathLike[str], item_id: str, **changes: Any) -> P
     raise LookupError(f"no record {item_id!r}")
 
 
+def distinct_questions(root: str | os.PathLike[str]) -> None:
+    """Make every question of the cube at `root` its own, by its item's id, so that every ask
+    is its own request (the generator repeats questions on an image; tests that count
+    requests, or tell by `cached` who asked what, need them apart)."""
+    for f in release_files(root):
+        recs = json.loads(f.read_text(encoding="utf-8"))
+        for rec in recs:
+            rec["question"] = f"{rec['question']} (case {rec['id']})"
+        f.write_text(json.dumps(recs), encoding="utf-8")
+
+
 def append_record(test_json: str | os.PathLike[str], record: dict[str, Any]) -> None:
     recs = json.loads(Path(test_json).read_text(encoding="utf-8"))
     recs.append(record)
