@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from medrcube.models.base import ModelAdapter, Preflight
-from medrcube.records import Outcome
 from medrcube.run import shard_exchange
 from medrcube.run.metering import Metered, Usage
 
@@ -338,7 +337,7 @@ async def _exchanged(directory: Path, tag: str, shard: tuple[int, int], part: Cu
     graded, keeps the others' too."""
     from medrcube.run.plan import as_variants
     from medrcube.run.provenance import merged_counts, served_mismatches
-    from medrcube.run.runner import RunResult
+    from medrcube.run.runner import record_counts
     from medrcube.rundir.files import result_line
 
     index, count = shard
@@ -366,19 +365,8 @@ async def _exchanged(directory: Path, tag: str, shard: tuple[int, int], part: Cu
     info = dict(own.info)
     info.update(served_models=dict(served.most_common()), served_model_mismatches=served_mismatches(model, served),
                 provenance=merged_counts([counted["provenance"], *(others[j].info.get("provenance") for j in sorted(others))]))
-    return RunResult(
-        records=records,
-        requests_sent=own.requests_sent,
-        cache_hits=sum(1 for r in records if r.cached),
-        errors=sum(1 for r in records if r.outcome is Outcome.ERROR),
-        unavailable=sum(1 for r in records if r.outcome is Outcome.UNAVAILABLE),
-        wall_s=own.wall_s,
-        judge_requests=own.judge_requests,
-        judge_cache_hits=own.judge_cache_hits,
-        started=own.started,
-        finished=own.finished,
-        info=info,
-    )
+    # The own pass's request counts and times (the other shards' were theirs), the whole part's records.
+    return dataclasses.replace(own, records=records, info=info, **record_counts(records))
 
 
 def _merged(batches: Sequence[RunResult]) -> RunResult:

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from medrcube.records import GradedRecord, Outcome
+from medrcube.records import GradedRecord
 
 if TYPE_CHECKING:
     from medrcube.rundir.files import GradedAhead, ResultRows
@@ -141,17 +141,13 @@ def merged_run(handovers: Iterable[Mapping[str, Any]], preread: Preread | None =
 
 
 def _merged(handovers: list[Mapping[str, Any]], first: Mapping[str, Any], records: list[GradedRecord]) -> Any:
-    from medrcube.run.runner import RunResult
+    from medrcube.run.runner import RunResult, record_counts
 
-    requests = sum(int(h["requests_sent"]) for h in handovers)
-    unavailable = sum(r.outcome is Outcome.UNAVAILABLE for r in records)
     return RunResult(
         records=records,
-        requests_sent=requests,
-        # Asks answered from the store without any process of this run asking them.
-        cache_hits=sum(r.cached for r in records),
-        errors=sum(r.outcome is Outcome.ERROR for r in records),
-        unavailable=unavailable,
+        requests_sent=sum(int(h["requests_sent"]) for h in handovers),
+        # cache_hits: asks answered from the store without any process of this run asking them.
+        **record_counts(records),
         wall_s=max(float(h["wall_s"]) for h in handovers),
         judge_requests=sum(int(h.get("judge_requests", 0)) for h in handovers),
         started=min(float(h["started"]) for h in handovers),

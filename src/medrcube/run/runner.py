@@ -48,7 +48,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 from medrcube.cube.item import Cube
 from medrcube.models.base import ModelAdapter, Request, Response
@@ -94,6 +94,19 @@ class RunResult:
     def asked(self) -> int:
         """Asks that needed a response (everything but unavailable)."""
         return len(self.records) - self.unavailable
+
+
+class RecordCounts(TypedDict):
+    cache_hits: int
+    errors: int
+    unavailable: int
+
+
+def record_counts(records: Sequence[GradedRecord]) -> RecordCounts:
+    """RunResult's counts that its records decide: answered from the store, errors, unavailable."""
+    return {"cache_hits": sum(1 for r in records if r.cached),
+            "errors": sum(1 for r in records if r.outcome is Outcome.ERROR),
+            "unavailable": sum(1 for r in records if r.outcome is Outcome.UNAVAILABLE)}
 
 
 GRADE_BATCH = 64  # answers graded together while the requests are out (run_cube_async's `done`)
@@ -330,9 +343,7 @@ async def run_cube_async(
     return RunResult(
         records=final,
         requests_sent=pump.requests_sent,
-        cache_hits=sum(1 for r in final if r.cached),
-        errors=sum(1 for r in final if r.outcome is Outcome.ERROR),
-        unavailable=sum(1 for r in final if r.outcome is Outcome.UNAVAILABLE),
+        **record_counts(final),
         wall_s=time.perf_counter() - t0,
         judge_requests=judge_pump.requests_sent if judge_pump else 0,
         judge_cache_hits=judge_pump.cache_hits if judge_pump else 0,
