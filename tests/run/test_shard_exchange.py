@@ -237,6 +237,59 @@ def test_the_controller_reads_the_shards_the_workers_decided_on(distinct_cube, s
     assert result2.records[1:] == read2.records[1:]
 
 
+def test_a_worker_hands_over_the_digest_of_the_lines_the_controller_holds(distinct_cube, scripted_server, tmp_path):
+    """Once the controller holds its read, it says so in the exchange directory; a worker whose
+    lines are the same hands over their SHA-256 alone, and the controller writes the lines it read.
+    Lines that differ travel whole, and a digest the controller does not hold is an error, not a guess."""
+    import io
+
+    from medrcube.plugin.handover import DIGEST, RECORDS, Preread, controller_read, merged_run
+    from medrcube.plugin.speed.shard_preread import ShardPreread
+    from medrcube.rundir.files import GradedAhead, write_run_dir
+
+    scripted_server.set_script({"default": "B"})
+    exchange = tmp_path / "exchange"
+    exchange.mkdir()
+    assert controller_read(exchange) is None
+    preread = ShardPreread(exchange, 2, distinct_cube, VARIANTS)
+    preread.start()
+    workers = _workers(distinct_cube, scripted_server, tmp_path / "store", [exchange, exchange])
+    read = preread.take()
+    assert read is not None and controller_read(exchange) == read.digest
+    out = [records_out(w.result.records, w.lines, exchange) for w in workers]
+    assert all(o.get(DIGEST) == read.digest and RECORDS not in o for o in out)
+    whole = records_out(workers[0].result.records, workers[0].lines)  # the same lines, as sent without the exchange
+
+    def handover(worker: str, fields: dict) -> dict:
+        return {"worker": worker, **fields, "requests_sent": 1, "judge_requests": 0, "usage": {}, "started": 1.0,
+                "finished": 2.0, "wall_s": 1.0, "aborted": None, "info": {}}
+
+    result, ahead = merged_run([handover("gw0", out[0]), handover("gw1", out[1])], read)
+    assert ahead is read.ahead and result.records == workers[0].result.records
+    assert ahead.rows.made_from(result.records)  # the summary's sums are taken as read, not made again
+    written = write_run_dir(tmp_path / "run", result, ahead=ahead)
+    assert (written / "results.jsonl").read_text(encoding="utf-8") == whole[RECORDS] + "\n"
+
+    # A record the controller's merge corrects (`cached` by one worker, asked by another) gets its own line.
+    cached = [dataclasses.replace(r, cached=True) if i == 0 else r for i, r in enumerate(workers[0].result.records)]
+    held = GradedAhead()
+    held.add(cached)
+    first = {DIGEST: "0" * 64, "asked": ""}
+    asked = {"asked": f"{cached[0].item_id}\t{cached[0].variant}"}
+    result2, ahead2 = merged_run([handover("gw0", first), handover("gw1", asked)], Preread(cached, held, "0" * 64))
+    assert not result2.records[0].cached and result2.records[1:] == cached[1:]
+    fh = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", newline="\n")
+    assert ahead2 is not None
+    ahead2.rows.write(fh, result2.records)
+    assert fh.buffer.getvalue().decode("utf-8").split("\n")[0] == result_line(result2.records[0])
+
+    # Lines that differ from the controller's read are handed over whole.
+    changed = [dataclasses.replace(workers[0].result.records[0], response="B ")] + list(workers[0].result.records[1:])
+    assert RECORDS in records_out(changed, None, exchange)
+    with pytest.raises(RuntimeError, match="response store"):
+        merged_run([handover("gw0", out[0])], None)
+
+
 def test_the_controller_gives_up_on_a_withdrawn_shard(distinct_cube, tmp_path):
     from medrcube.plugin.speed.shard_preread import ShardPreread
 

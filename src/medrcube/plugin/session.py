@@ -286,7 +286,8 @@ class GateSession:
         return {
             "worker": f"gw{self.worker[0]}" if self.worker[1] > 1 else "main",
             **({"records": list(r.records)} if live else
-               records_out(r.records, self._inference.lines if self._inference is not None else None)),
+               records_out(r.records, self._inference.lines if self._inference is not None else None,
+                           self.exchange_dir)),
             "requests_sent": r.requests_sent,
             "judge_requests": r.judge_requests,
             "usage": {name: u.to_dict() for name, u in usage.items()},

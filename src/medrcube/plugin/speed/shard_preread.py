@@ -13,18 +13,21 @@ It decides nothing and changes nothing written: `merged_run` (plugin/handover.py
 was read only when the SHA-256 of the lines a worker handed over equals that of the lines
 read here, so the records are the very ones the workers decided on; otherwise (a worker read
 the store instead, a pass over part of the cube, a sequential run's several passes, a file
-missing) it reads the hand-over as before.
+missing) it reads the hand-over as before. Once the read is held, its digest is put in the
+exchange directory (`publish_read`): a worker whose lines have that digest hands over the
+digest instead of its lines (plugin/handover.records_out).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from medrcube.plugin.handover import Preread
+from medrcube.plugin.handover import Preread, publish_read
 
 FIRST_PASS = "candidate-0"  # the one pass of the candidate over the cube in a run that is not sequential
 POLL_S = 0.02
@@ -57,6 +60,10 @@ class ShardPreread:
             self._read = self._read_when_there()
         except Exception:  # noqa: BLE001 - an optimisation: the hand-over is read as before
             self._read = None
+        if self._read is not None:
+            # Held from here until `take`: a worker whose lines have this digest hands over the digest alone.
+            with contextlib.suppress(OSError):  # unsaid, the workers hand over their lines as before
+                publish_read(self.directory, self._read.digest)
 
     def _read_when_there(self) -> Preread | None:
         from medrcube.run import shard_exchange
