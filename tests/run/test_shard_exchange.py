@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import subprocess
 import sys
 import threading
@@ -245,13 +246,15 @@ def test_a_worker_hands_over_the_digest_of_the_lines_the_controller_holds(distin
 
     from medrcube.plugin.handover import DIGEST, RECORDS, Preread, controller_read, merged_run
     from medrcube.plugin.speed.shard_preread import ShardPreread
-    from medrcube.rundir.files import GradedAhead, write_run_dir
+    from medrcube.rundir.files import GradedAhead, summary_arguments, write_run_dir
+    from medrcube.rundir.summary import metrics_summary
 
     scripted_server.set_script({"default": "B"})
     exchange = tmp_path / "exchange"
     exchange.mkdir()
     assert controller_read(exchange) is None
-    preread = ShardPreread(exchange, 2, distinct_cube, VARIANTS)
+    site = {"prevalence": {}, "deferral_cost": 0.25}
+    preread = ShardPreread(exchange, 2, distinct_cube, VARIANTS, meta=lambda: {"site_policy": site})
     preread.start()
     workers = _workers(distinct_cube, scripted_server, tmp_path / "store", [exchange, exchange])
     read = preread.take()
@@ -262,13 +265,21 @@ def test_a_worker_hands_over_the_digest_of_the_lines_the_controller_holds(distin
 
     def handover(worker: str, fields: dict) -> dict:
         return {"worker": worker, **fields, "requests_sent": 1, "judge_requests": 0, "usage": {}, "started": 1.0,
-                "finished": 2.0, "wall_s": 1.0, "aborted": None, "info": {}}
+                "finished": 2.0, "wall_s": 1.0, "aborted": None, "info": workers[0].result.info}
 
     result, ahead = merged_run([handover("gw0", out[0]), handover("gw1", out[1])], read)
     assert ahead is read.ahead and result.records == workers[0].result.records
     assert ahead.rows.made_from(result.records)  # the summary's sums are taken as read, not made again
-    written = write_run_dir(tmp_path / "run", result, ahead=ahead)
+    # metrics_summary.json's document was made while the workers decided, for these records and this policy only.
+    specs, (prevalence, costs) = result.info["variants"], summary_arguments({"site_policy": site})
+    made = ahead.summary(result.records, specs, prevalence=prevalence, costs=costs)
+    assert made is ahead.summary(result.records, specs, prevalence=prevalence, costs=costs)
+    assert made == metrics_summary(result.records, specs, prevalence=prevalence, costs=costs)
+    assert ahead.summary(list(result.records), specs, prevalence=prevalence, costs=costs) is not made
+    assert ahead.summary(result.records, specs, prevalence=prevalence, costs=None) is not made
+    written = write_run_dir(tmp_path / "run", result, {"site_policy": site}, ahead=ahead)
     assert (written / "results.jsonl").read_text(encoding="utf-8") == whole[RECORDS] + "\n"
+    assert json.loads((written / "metrics_summary.json").read_text(encoding="utf-8")) == json.loads(json.dumps(made))
 
     # A record the controller's merge corrects (`cached` by one worker, asked by another) gets its own line.
     cached = [dataclasses.replace(r, cached=True) if i == 0 else r for i, r in enumerate(workers[0].result.records)]

@@ -162,8 +162,9 @@ def merged_run(handovers: Iterable[Mapping[str, Any]], preread: Preread | None =
             return records
         if fresh is None:
             fresh = {(item, variant) for h in handovers for item, variant, cached in _keys(h) if not cached}
-        return [rec if not rec.cached or (rec.item_id, rec.variant) not in fresh
-                else dataclasses.replace(rec, cached=False) for rec in records]
+        fixed = [rec if not rec.cached or (rec.item_id, rec.variant) not in fresh
+                 else dataclasses.replace(rec, cached=False) for rec in records]
+        return records if all(a is b for a, b in zip(fixed, records, strict=True)) else fixed  # the list itself if unchanged
 
     if preread is not None:
         if _digest(first) == preread.digest:

@@ -401,7 +401,10 @@ class ControllerHooks:
             from medrcube.plugin.speed.shard_preread import ShardPreread
 
             self.exchange_dir = Path(tempfile.mkdtemp(prefix="medrcube-shards-"))
-            self.preread = ShardPreread(self.exchange_dir, len(specs), run.cube, run.variants)
+            from medrcube.plugin.run_meta import site_policy
+
+            self.preread = ShardPreread(self.exchange_dir, len(specs), run.cube, run.variants,
+                                        meta=lambda: {"site_policy": site_policy(run)})
             self.preread.start()
 
     @pytest.hookimpl(optionalhook=True)

@@ -20,13 +20,17 @@ def gate_meta(session: Any, entries: Mapping[str, Any]) -> dict[str, Any]:
     from medrcube.gate.evaluate import guarantee_text
 
     not_run = [c.id for c in session.checks if c.required and c.id not in entries]
-    findings = getattr(session.policy, "findings", None)  # the site's case mix and deferral cost: metrics_summary.json
-    site = {"prevalence": dict(findings.prevalence) if findings else {},
-            "deferral_cost": session.policy.selective.deferral_cost}
     scope = session.policy.scope.describe()
     guarantee = guarantee_text(session.checks, scope) + session.decider.guarantee_note()
-    return {"guarantee": guarantee, "not_run": not_run, "site_policy": site, "scope": scope,
+    return {"guarantee": guarantee, "not_run": not_run, "site_policy": site_policy(session), "scope": scope,
             "coverage_input": coverage_input(session)}
+
+
+def site_policy(session: Any) -> dict[str, Any]:
+    """The site's case mix and deferral cost from the gate's policy: metrics_summary.json's (rundir/files.summary_arguments)."""
+    findings = getattr(session.policy, "findings", None)
+    return {"prevalence": dict(findings.prevalence) if findings else {},
+            "deferral_cost": session.policy.selective.deferral_cost}
 
 
 def coverage_input(session: Any) -> dict[str, Any]:

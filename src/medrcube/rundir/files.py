@@ -149,6 +149,7 @@ class GradedAhead:
     def __init__(self) -> None:
         self.rows = ResultRows()
         self.tally = SummaryTally()
+        self._prepared: tuple[Sequence[GradedRecord], tuple[Any, ...], dict[str, Any]] | None = None
 
     def add(self, records: Sequence[GradedRecord]) -> None:
         self.rows.add(records)
@@ -159,13 +160,39 @@ class GradedAhead:
                 costs: DeferralCosts | None = None) -> dict[str, Any] | None:
         """metrics_summary.json from the sums, if they were made from exactly `records` (the
         same objects, each once: records are frozen, so a record replaced after grading, as
-        a judge's reading replaces one, is another object); otherwise None."""
+        a judge's reading replaces one, is another object); otherwise None. The document
+        `prepare`d for the very same list and arguments is that document, made earlier."""
         if not self.rows.made_from(records):
             return None
+        made = self._prepared
+        if made is not None and made[0] is records and made[1] == _summary_key(variants, prevalence, costs):
+            return made[2]
         return self.tally.document(records, variants, prevalence=prevalence, costs=costs)
+
+    def prepare(self, records: Sequence[GradedRecord], variants: Sequence[str] | None = None, *,
+                prevalence: Mapping[str, Any] | None = None, costs: DeferralCosts | None = None) -> None:
+        """Make `summary`'s document now, where there is time to spare (the xdist controller
+        while its workers decide: plugin/speed/shard_preread.py), for this list of records
+        (the list itself, unchanged: records are frozen) and these arguments only."""
+        doc = self.summary(records, variants, prevalence=prevalence, costs=costs)
+        if doc is not None:
+            self._prepared = (records, _summary_key(variants, prevalence, costs), doc)
 
     def close(self) -> None:
         self.rows.close()
+
+
+def _summary_key(variants: Sequence[str] | None, prevalence: Mapping[str, Any] | None,
+                 costs: DeferralCosts | None) -> tuple[Any, ...]:
+    return (tuple(variants) if variants is not None else None, json.dumps(prevalence, sort_keys=True), costs)
+
+
+def summary_arguments(meta: Mapping[str, Any] | None) -> tuple[Mapping[str, Any] | None, DeferralCosts | None]:
+    """metrics_summary.json's prevalence and deferral costs: the site's, when the gate's
+    policy states them (plugin/run_meta.gate_meta's `site_policy`)."""
+    site = dict((meta or {}).get("site_policy") or {})
+    costs = DeferralCosts(deferral=float(site["deferral_cost"])) if site.get("deferral_cost") is not None else None
+    return site.get("prevalence") or None, costs
 
 
 def read_results(path: str | os.PathLike[str]) -> list[GradedRecord]:
@@ -420,10 +447,8 @@ def write_run_dir(run_dir: str | os.PathLike[str], result: RunResult, meta: Mapp
         for start in range(0, len(records), 2048):  # a few writes, never the whole file in one string
             fh.write("".join(f"{result_line(r)}\n" for r in records[start:start + 2048]))
 
-    # The site's prevalence and deferral cost, when the gate's policy states them (plugin/run_meta.gate_meta).
-    site = dict((meta or {}).get("site_policy") or {})
-    costs = DeferralCosts(deferral=float(site["deferral_cost"])) if site.get("deferral_cost") is not None else None
-    prevalence, variants = site.get("prevalence") or None, result.info.get("variants")
+    prevalence, costs = summary_arguments(meta)
+    variants = result.info.get("variants")
     # What was made as the run graded is used only for the very records it was made from (the
     # same objects, each once: a judge's reading is another object); otherwise made afresh.
     summary = ahead.summary(result.records, variants, prevalence=prevalence, costs=costs) if ahead else None

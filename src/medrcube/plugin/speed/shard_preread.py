@@ -7,7 +7,8 @@ controller results.jsonl's lines of the whole run. The controller, idle meanwhil
 those lines back into records and summed them for metrics_summary.json only after the last
 worker was done: about 0.8 s of CPU at paper scale on the end of the run. Here a thread of
 the controller reads the same files as soon as every shard's is there, into the records in
-plan order, their lines and the summary's sums (rundir/files.GradedAhead).
+plan order, their lines and the summary's sums (rundir/files.GradedAhead), and makes
+metrics_summary.json's document from them.
 
 It decides nothing and changes nothing written: `merged_run` (plugin/handover.py) takes what
 was read only when the SHA-256 of the lines a worker handed over equals that of the lines
@@ -23,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +38,10 @@ class ShardPreread:
     """Reads pass FIRST_PASS's shard files of `count` workers in `directory` on a thread (`start`);
     `take` ends the wait and returns what was read, or None."""
 
-    def __init__(self, directory: Path, count: int, cube: Any, variants: Sequence[Any]) -> None:
+    def __init__(self, directory: Path, count: int, cube: Any, variants: Sequence[Any],
+                 meta: Callable[[], Mapping[str, Any]] | None = None) -> None:
         self.directory, self.count, self.cube, self.variants = directory, count, cube, tuple(variants)
+        self.meta = meta  # run.json's meta as far as metrics_summary.json reads it: its document is made here too
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._read: Preread | None = None
@@ -67,8 +70,8 @@ class ShardPreread:
 
     def _read_when_there(self) -> Preread | None:
         from medrcube.run import shard_exchange
-        from medrcube.run.plan import as_variants
-        from medrcube.rundir.files import GradedAhead
+        from medrcube.run.plan import as_variants, variant_specs
+        from medrcube.rundir.files import GradedAhead, summary_arguments
         from medrcube.service import stable_shard
 
         count, directory = self.count, self.directory
@@ -94,4 +97,8 @@ class ShardPreread:
         ahead = GradedAhead()
         ahead.rows.add(records, lines=lines)
         ahead.tally.add(records)
+        if self.meta is not None:  # used by write_run only for this very list and the same arguments
+            with contextlib.suppress(Exception):  # an optimisation: write_run makes the document itself
+                prevalence, costs = summary_arguments(self.meta())
+                ahead.prepare(records, variant_specs(as_variants(self.variants)), prevalence=prevalence, costs=costs)
         return Preread(records, ahead, hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest())
