@@ -48,6 +48,12 @@ def test_n0_and_n3_identical_verdicts_and_requests(gate_ws, gate_server):
     assert started <= first + 1  # not a worker's last pass, which starts after the first requests
 
     assert len(gate_ws.run_dirs()) == 2  # one per run: the workers wrote nothing
+    # What the controller wrote ahead (results.jsonl beside the run directory) was renamed into it
+    # or removed, and the sealed digests are those of the files as they are.
+    assert not [p.name for p in run_dir.parent.iterdir() if p.name.startswith(".")]
+    from medrcube.rundir.seal import verify_run_dir
+
+    assert verify_run_dir(run_dir, page=False).problems == []
     assert parallel_doc["checks"] == serial_doc["checks"]
     assert {c["verdict"] for c in serial_doc["checks"]} >= {"pass", "fail", "undecided"}
     # xdist's controller does not count deselected items (each worker deselects its own).

@@ -246,7 +246,7 @@ def test_a_worker_hands_over_the_digest_of_the_lines_the_controller_holds(distin
 
     from medrcube.plugin.handover import DIGEST, RECORDS, Preread, controller_read, merged_run
     from medrcube.plugin.speed.shard_preread import ShardPreread
-    from medrcube.rundir.files import GradedAhead, summary_arguments, write_run_dir
+    from medrcube.rundir.files import GradedAhead, Landing, file_sha256, summary_arguments, write_run_dir
     from medrcube.rundir.summary import metrics_summary
 
     scripted_server.set_script({"default": "B"})
@@ -254,7 +254,9 @@ def test_a_worker_hands_over_the_digest_of_the_lines_the_controller_holds(distin
     exchange.mkdir()
     assert controller_read(exchange) is None
     site = {"prevalence": {}, "deferral_cost": 0.25}
-    preread = ShardPreread(exchange, 2, distinct_cube, VARIANTS, meta=lambda: {"site_policy": site})
+    reports = tmp_path / "reports"
+    preread = ShardPreread(exchange, 2, distinct_cube, VARIANTS, meta=lambda: {"site_policy": site},
+                           report_dir=reports)
     preread.start()
     workers = _workers(distinct_cube, scripted_server, tmp_path / "store", [exchange, exchange])
     read = preread.take()
@@ -277,8 +279,13 @@ def test_a_worker_hands_over_the_digest_of_the_lines_the_controller_holds(distin
     assert made == metrics_summary(result.records, specs, prevalence=prevalence, costs=costs)
     assert ahead.summary(list(result.records), specs, prevalence=prevalence, costs=costs) is not made
     assert ahead.summary(result.records, specs, prevalence=prevalence, costs=None) is not made
-    written = write_run_dir(tmp_path / "run", result, {"site_policy": site}, ahead=ahead)
+    # results.jsonl was written beside the run directory to come, and is renamed into it, its digest kept for the seal.
+    assert [p.name.startswith(".results.jsonl.") for p in reports.iterdir()] == [True]
+    with Landing() as landing:
+        written = write_run_dir(reports / "run", result, {"site_policy": site}, landing=landing, ahead=ahead)
+    assert [p.name for p in reports.iterdir()] == ["run"]
     assert (written / "results.jsonl").read_text(encoding="utf-8") == whole[RECORDS] + "\n"
+    assert landing.landed[written / "results.jsonl"].sha256 == file_sha256(written / "results.jsonl")
     assert json.loads((written / "metrics_summary.json").read_text(encoding="utf-8")) == json.loads(json.dumps(made))
 
     # A record the controller's merge corrects (`cached` by one worker, asked by another) gets its own line.
@@ -299,6 +306,25 @@ def test_a_worker_hands_over_the_digest_of_the_lines_the_controller_holds(distin
     assert RECORDS in records_out(changed, None, exchange)
     with pytest.raises(RuntimeError, match="response store"):
         merged_run([handover("gw0", out[0])], None)
+
+
+def test_results_written_ahead_serve_only_their_own_list(tmp_path):
+    """results.jsonl written ahead (rundir/files.GradedAhead.prewrite) is placed for the very list
+    of records it was written from; another list is written afresh, and the file is dropped."""
+    from medrcube.rundir.files import GradedAhead, write_run_dir
+
+    records = [_record("a1"), _record("a2", "blind", outcome=Outcome.WRONG, extracted=0, response="A")]
+    ahead = GradedAhead()
+    ahead.add(records)
+    ahead.prewrite(records, tmp_path)
+    other = [records[0], dataclasses.replace(records[1], cached=True)]
+    result = RunResult(records=other, requests_sent=2, cache_hits=1, errors=0, wall_s=1.0,
+                       info={"variants": ["standard", "blind"]})
+    written = write_run_dir(tmp_path / "run", result, ahead=ahead)
+    assert (written / "results.jsonl").read_text(encoding="utf-8") == "".join(f"{result_line(r)}\n" for r in other)
+    assert len([p for p in tmp_path.iterdir() if p.name.startswith(".results.jsonl.")]) == 1
+    ahead.close()
+    assert [p.name for p in tmp_path.iterdir()] == ["run"]
 
 
 def test_the_controller_gives_up_on_a_withdrawn_shard(distinct_cube, tmp_path):

@@ -404,7 +404,8 @@ class ControllerHooks:
             from medrcube.plugin.run_meta import site_policy
 
             self.preread = ShardPreread(self.exchange_dir, len(specs), run.cube, run.variants,
-                                        meta=lambda: {"site_policy": site_policy(run)})
+                                        meta=lambda: {"site_policy": site_policy(run)},
+                                        report_dir=Path(run.options.report_dir))
             self.preread.start()
 
     @pytest.hookimpl(optionalhook=True)
@@ -477,6 +478,7 @@ class ControllerHooks:
             from medrcube.plugin.progress import interrupted_lines  # Ctrl-C before any verdict
 
             self.interrupted = interrupted_lines(self.config, run) if suite_requested(self.config) else []
+            self.report.drop_preread()
             return
         if run is not None:  # without xdist this process ran the inference itself
             self.report.add_handover(run.handover(live=True))

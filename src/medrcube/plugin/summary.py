@@ -421,6 +421,7 @@ class GateReport:
         from medrcube.service import new_run_dir, warn, write_run
 
         if not self.entries:
+            self.drop_preread()
             return
         order = {c.id: i for i, c in enumerate(session.checks)}
         for e in self.entries.values():
@@ -451,12 +452,23 @@ class GateReport:
         self.decided = run_account(self.entries.values(), self.meta)  # once: every output renders it
         self.meta.pop(COVERAGE_INPUT, None)  # stated in the account's coverage, not again in run.json
         doc = gate_typed(self.entries.values(), self.meta, self.decided)
-        self.written, warning = write_run(run_dir, result, self.meta, cube=session.cube, gate=doc,
-                                          policy_file=session.thresholds_path, ahead=session.graded_ahead or handed)
+        try:
+            self.written, warning = write_run(run_dir, result, self.meta, cube=session.cube, gate=doc,
+                                              policy_file=session.thresholds_path, ahead=session.graded_ahead or handed)
+        finally:
+            if handed is not None:  # closed by write_run once written; here also when it failed (no file left behind)
+                handed.close()
         warn(conclude(session, doc.verdict, run_dir.name))
         # gate.json as written (checked against its schema once, by write_run): what the Allure overview states.
         self.gate = json.loads((run_dir / "gate.json").read_text(encoding="utf-8"))
         warn(warning)
+
+    def drop_preread(self) -> None:
+        """Let go of the controller's read when no run directory is written (its lines' file and
+        its results.jsonl written ahead: rundir/files.GradedAhead.close)."""
+        if self.preread is not None:
+            self.preread.ahead.close()
+            self.preread = None
 
     def lines(self) -> list[str]:
         if not self.entries:

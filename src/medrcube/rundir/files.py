@@ -150,6 +150,7 @@ class GradedAhead:
         self.rows = ResultRows()
         self.tally = SummaryTally()
         self._prepared: tuple[Sequence[GradedRecord], tuple[Any, ...], dict[str, Any]] | None = None
+        self._written: tuple[Sequence[GradedRecord], str, str] | None = None  # (records, temporary file, SHA-256)
 
     def add(self, records: Sequence[GradedRecord]) -> None:
         self.rows.add(records)
@@ -178,8 +179,43 @@ class GradedAhead:
         if doc is not None:
             self._prepared = (records, _summary_key(variants, prevalence, costs), doc)
 
+    def prewrite(self, records: Sequence[GradedRecord], directory: Path) -> None:
+        """Write results.jsonl of this list of records now, where there is time to spare (the
+        xdist controller while its workers decide), into a hidden temporary file of `directory`,
+        made durable (fsync) and its SHA-256 read back: `place_results` then renames it into a
+        run directory of the same file system. Dropped by `close` when not placed."""
+        fd, tmp = tempfile.mkstemp(prefix=".results.jsonl.", suffix=".tmp", dir=directory)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+                self.rows.write(fh, records)
+                fh.flush()
+                os.fsync(fh.fileno())
+            self._written = (records, tmp, file_sha256(Path(tmp)))
+        except BaseException:
+            _discard(tmp)
+            raise
+
+    def place_results(self, records: Sequence[GradedRecord], path: Path, landing: Landing | None = None) -> bool:
+        """Rename the results.jsonl `prewrite` made for this very list (the list itself,
+        unchanged: records are frozen) to `path`; False, and nothing done, for any other list
+        or a rename that fails (another file system): the caller writes the file itself."""
+        written = self._written
+        if written is None or written[0] is not records:
+            return False
+        try:
+            os.replace(written[1], path)
+        except OSError:
+            return False
+        self._written = None
+        if landing is not None:  # the seal takes its digest as for a file the landing put in place
+            landing.landed[path] = Landed(written[2], file_identity(path))
+        return True
+
     def close(self) -> None:
         self.rows.close()
+        if self._written is not None:
+            _discard(self._written[1])
+            self._written = None
 
 
 def _summary_key(variants: Sequence[str] | None, prevalence: Mapping[str, Any] | None,
@@ -456,7 +492,8 @@ def write_run_dir(run_dir: str | os.PathLike[str], result: RunResult, meta: Mapp
     if summary is None:
         summary = metrics_summary(result.records, variants, prevalence=prevalence, costs=costs)
 
-    atomic_write(run_dir / "results.jsonl", results, landing=landing)
+    if ahead is None or not ahead.place_results(result.records, run_dir / "results.jsonl", landing):
+        atomic_write(run_dir / "results.jsonl", results, landing=landing)
     atomic_write(run_dir / "metrics_summary.json", lambda fh: fh.write(json.dumps(summary, indent=2, ensure_ascii=False)),
                  landing=landing)
     atomic_write(

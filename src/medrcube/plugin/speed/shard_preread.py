@@ -7,8 +7,9 @@ controller results.jsonl's lines of the whole run. The controller, idle meanwhil
 those lines back into records and summed them for metrics_summary.json only after the last
 worker was done: about 0.8 s of CPU at paper scale on the end of the run. Here a thread of
 the controller reads the same files as soon as every shard's is there, into the records in
-plan order, their lines and the summary's sums (rundir/files.GradedAhead), and makes
-metrics_summary.json's document from them.
+plan order, their lines and the summary's sums (rundir/files.GradedAhead), makes
+metrics_summary.json's document from them and writes results.jsonl beside the run directory
+to come, to be renamed into it.
 
 It decides nothing and changes nothing written: `merged_run` (plugin/handover.py) takes what
 was read only when the SHA-256 of the lines a worker handed over equals that of the lines
@@ -39,9 +40,10 @@ class ShardPreread:
     `take` ends the wait and returns what was read, or None."""
 
     def __init__(self, directory: Path, count: int, cube: Any, variants: Sequence[Any],
-                 meta: Callable[[], Mapping[str, Any]] | None = None) -> None:
+                 meta: Callable[[], Mapping[str, Any]] | None = None, report_dir: Path | None = None) -> None:
         self.directory, self.count, self.cube, self.variants = directory, count, cube, tuple(variants)
         self.meta = meta  # run.json's meta as far as metrics_summary.json reads it: its document is made here too
+        self.report_dir = report_dir  # where the run directory will be: results.jsonl is written there ahead
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._read: Preread | None = None
@@ -101,4 +103,8 @@ class ShardPreread:
             with contextlib.suppress(Exception):  # an optimisation: write_run makes the document itself
                 prevalence, costs = summary_arguments(self.meta())
                 ahead.prepare(records, variant_specs(as_variants(self.variants)), prevalence=prevalence, costs=costs)
+        if self.report_dir is not None:  # renamed into the run directory by write_run for this very list only
+            with contextlib.suppress(OSError):  # an optimisation: write_run writes the file itself
+                self.report_dir.mkdir(parents=True, exist_ok=True)
+                ahead.prewrite(records, self.report_dir)
         return Preread(records, ahead, hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest())
