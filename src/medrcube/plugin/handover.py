@@ -20,8 +20,8 @@ from medrcube.records import GradedRecord
 if TYPE_CHECKING:
     from medrcube.rundir.files import GradedAhead, ResultRows
 
-__all__ = ["Preread", "carries_records", "merge_handovers", "merged_run", "merged_usage", "publish_read", "records_out",
-           "without_records"]
+__all__ = ["Preread", "carries_records", "lines_sha256", "merge_handovers", "merged_run", "merged_usage", "publish_read",
+           "records_out", "without_records"]
 
 
 RECORDS = "records_jsonl"  # a worker's records: results.jsonl's lines of them, in one string
@@ -41,7 +41,7 @@ class Preread:
 
 
 def records_out(records: Iterable[GradedRecord], made: ResultRows | None = None,
-                exchange: Path | None = None) -> dict[str, str]:
+                exchange: Path | None = None, digest: str | None = None) -> dict[str, str]:
     """An xdist worker's records for its hand-over: results.jsonl's lines of them
     (rundir/files.result_line) in one string, and the (item, variant) of those it asked
     itself, one per line. Strings, because pytest-xdist sends a worker's output through
@@ -54,21 +54,34 @@ def records_out(records: Iterable[GradedRecord], made: ResultRows | None = None,
     `exchange`: the shards' exchange directory. When the controller has read the very same
     lines from the shard files and holds them (`publish_read`: the SHA-256 of its lines
     equals this worker's), only that digest is handed over, not the lines: at paper scale
-    25 MiB less per worker through execnet, and not held by the controller (eleventh pass)."""
+    25 MiB less per worker through execnet, and not held by the controller (eleventh pass).
+    `digest`: `lines_sha256` of these records, when the caller took it already."""
+    records = list(records)
+    asked = "\n".join(f"{r.item_id}\t{r.variant}" for r in records if not r.cached)
+    read = controller_read(exchange) if exchange is not None else None
+    if read is not None and digest == read:
+        return {DIGEST: read, "asked": asked}
+    data = _lines(records, made)
+    if read is not None and digest is None and hashlib.sha256(data).hexdigest() == read:
+        return {DIGEST: read, "asked": asked}
+    return {RECORDS: data.decode("utf-8"), "asked": asked}
+
+
+def lines_sha256(records: Iterable[GradedRecord], made: ResultRows | None = None) -> str:
+    """The SHA-256 of results.jsonl's lines of `records` joined by newlines (`records_out`'s
+    string): equal for two processes exactly when their records are."""
+    return hashlib.sha256(_lines(list(records), made)).hexdigest()
+
+
+def _lines(records: list[GradedRecord], made: ResultRows | None) -> bytes:
     import io
 
     from medrcube.rundir.files import ResultRows
 
-    records = list(records)
     out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", newline="\n")
     (made or ResultRows()).write(out, records)
     data = out.buffer.getvalue()
-    data = data[:-1] if data.endswith(b"\n") else data
-    asked = "\n".join(f"{r.item_id}\t{r.variant}" for r in records if not r.cached)
-    read = controller_read(exchange) if exchange is not None else None
-    if read is not None and hashlib.sha256(data).hexdigest() == read:
-        return {DIGEST: read, "asked": asked}
-    return {RECORDS: data.decode("utf-8"), "asked": asked}
+    return data[:-1] if data.endswith(b"\n") else data
 
 
 def publish_read(exchange: Path, digest: str) -> None:

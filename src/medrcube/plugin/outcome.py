@@ -24,7 +24,7 @@ class Decided:
     """A check with its verdict: what the `verdict` fixture hands to the test body."""
 
     check: Any  # medrcube.gate.checks.Check, or a plugin.site.SiteCheck
-    verdict: Any  # medrcube.gate.verdict.Verdict (None for a site check: see payload)
+    verdict: Any  # medrcube.gate.verdict.Verdict (None for a site check, or one another worker decided: see payload)
     payload: dict[str, Any]  # the gate.json entry (summary.verdict_payload)
 
     @property
@@ -41,7 +41,11 @@ def verdict_for(node: pytest.Item, check: Any, session: GateSession, model: str 
     case is grouped too), evaluate, keep the payload on the item for the report hook,
     and raise GateError for an error verdict or a failed inference."""
     from medrcube.plugin import summary
+    from medrcube.plugin.speed.shared_verdicts import shared_payload
 
+    shared = shared_payload(session, check)  # an xdist worker: as the run's deciding worker decided it
+    if shared is not None:
+        return publish(node, check, None, shared, model=model)
     try:
         verdict = session.verdict(check)
     except GateError as e:

@@ -99,6 +99,10 @@ class GateSession:
     _baseline_records: list[GradedRecord] | None = field(default=None, repr=False)
     _failure: str | None = field(default=None, repr=False)
     _verdicts: dict[str, Any] = field(default_factory=dict, repr=False)
+    # An xdist worker's: the payloads the run's deciding worker wrote (plugin/speed/shared_verdicts.py;
+    # None until looked at, empty when this worker decides itself), and its records' lines' SHA-256.
+    shared_payloads: dict[str, Any] | None = field(default=None, repr=False)
+    lines_digest: str | None = field(default=None, repr=False)
     _family: tuple[Any, ...] = field(default=(), repr=False)  # the built-in checks' Evidence (site checks join it)
     questions: dict[str, str] = field(default_factory=dict, repr=False)  # item id -> question
     progress: Any = None  # a medrcube.plugin.progress.GateProgress, set by the plugin
@@ -287,7 +291,7 @@ class GateSession:
             "worker": f"gw{self.worker[0]}" if self.worker[1] > 1 else "main",
             **({"records": list(r.records)} if live else
                records_out(r.records, self._inference.lines if self._inference is not None else None,
-                           self.exchange_dir)),
+                           self.exchange_dir, self.lines_digest)),
             "requests_sent": r.requests_sent,
             "judge_requests": r.judge_requests,
             "usage": {name: u.to_dict() for name, u in usage.items()},

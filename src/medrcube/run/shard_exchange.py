@@ -120,6 +120,11 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def writer_gone(directory: Path, tag: str, index: int) -> bool:
+    """Whether the process of shard `index`'s pass `tag` died or withdrew: nothing more will come from it."""
+    return _writer_died(directory, tag, index) or _withdrawn_path(directory, tag, index).exists()
+
+
 def _writer_died(directory: Path, tag: str, index: int) -> bool:
     try:
         pid = int(_pid_path(directory, tag, index).read_text(encoding="ascii"))
@@ -169,7 +174,7 @@ async def gather(directory: Path, tag: str, index: int, count: int, shards: Sequ
                     return None
                 found[j] = shard
                 pending.remove(j)
-            elif _writer_died(directory, tag, j) or _withdrawn_path(directory, tag, j).exists():
+            elif writer_gone(directory, tag, j):
                 return None
         if pending:
             if clock() >= deadline:
