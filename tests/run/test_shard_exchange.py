@@ -277,7 +277,8 @@ def test_a_worker_hands_over_the_digest_of_the_lines_the_controller_holds(distin
     made = ahead.summary(result.records, specs, prevalence=prevalence, costs=costs)
     assert made is ahead.summary(result.records, specs, prevalence=prevalence, costs=costs)
     assert made == metrics_summary(result.records, specs, prevalence=prevalence, costs=costs)
-    assert ahead.summary(list(result.records), specs, prevalence=prevalence, costs=costs) is not made
+    assert ahead.summary(list(result.records), specs, prevalence=prevalence, costs=costs) is made  # the same records
+    assert ahead.summary(result.records[::-1], specs, prevalence=prevalence, costs=costs) is not made  # another order
     assert ahead.summary(result.records, specs, prevalence=prevalence, costs=None) is not made
     # results.jsonl was written beside the run directory to come, and is renamed into it, its digest kept for the seal.
     assert [p.name.startswith(".results.jsonl.") for p in reports.iterdir()] == [True]
@@ -317,6 +318,7 @@ def test_results_written_ahead_serve_only_their_own_list(tmp_path):
     ahead = GradedAhead()
     ahead.add(records)
     ahead.prewrite(records, tmp_path)
+    assert not ahead.place_results(records[::-1], tmp_path / "reordered.jsonl")  # the same records, another order
     other = [records[0], dataclasses.replace(records[1], cached=True)]
     result = RunResult(records=other, requests_sent=2, cache_hits=1, errors=0, wall_s=1.0,
                        info={"variants": ["standard", "blind"]})

@@ -149,8 +149,10 @@ class GradedAhead:
     def __init__(self) -> None:
         self.rows = ResultRows()
         self.tally = SummaryTally()
-        self._prepared: tuple[Sequence[GradedRecord], tuple[Any, ...], dict[str, Any]] | None = None
-        self._written: tuple[Sequence[GradedRecord], str, str] | None = None  # (records, temporary file, SHA-256)
+        # What `prepare` and `prewrite` made, each for one list of records: the ids of its records in
+        # order (held by `rows` while it lives, so no other object has them: see `made_from`).
+        self._prepared: tuple[tuple[int, ...], tuple[Any, ...], dict[str, Any]] | None = None
+        self._written: tuple[tuple[int, ...], str, str] | None = None  # (records, temporary file, SHA-256)
 
     def add(self, records: Sequence[GradedRecord]) -> None:
         self.rows.add(records)
@@ -166,41 +168,43 @@ class GradedAhead:
         if not self.rows.made_from(records):
             return None
         made = self._prepared
-        if made is not None and made[0] is records and made[1] == _summary_key(variants, prevalence, costs):
+        if made is not None and made[1] == _summary_key(variants, prevalence, costs) and made[0] == _order(records):
             return made[2]
         return self.tally.document(records, variants, prevalence=prevalence, costs=costs)
 
     def prepare(self, records: Sequence[GradedRecord], variants: Sequence[str] | None = None, *,
                 prevalence: Mapping[str, Any] | None = None, costs: DeferralCosts | None = None) -> None:
         """Make `summary`'s document now, where there is time to spare (the xdist controller
-        while its workers decide: plugin/speed/shard_preread.py), for this list of records
-        (the list itself, unchanged: records are frozen) and these arguments only."""
+        while its workers decide: plugin/speed/shard_preread.py), for these very records in
+        this order (records are frozen) and these arguments only."""
         doc = self.summary(records, variants, prevalence=prevalence, costs=costs)
         if doc is not None:
-            self._prepared = (records, _summary_key(variants, prevalence, costs), doc)
+            self._prepared = (_order(records), _summary_key(variants, prevalence, costs), doc)
 
     def prewrite(self, records: Sequence[GradedRecord], directory: Path) -> None:
         """Write results.jsonl of this list of records now, where there is time to spare (the
         xdist controller while its workers decide), into a hidden temporary file of `directory`,
         made durable (fsync) and its SHA-256 read back: `place_results` then renames it into a
         run directory of the same file system. Dropped by `close` when not placed."""
+        if not self.rows.made_from(records):
+            return
         fd, tmp = tempfile.mkstemp(prefix=".results.jsonl.", suffix=".tmp", dir=directory)
         try:
             with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
                 self.rows.write(fh, records)
                 fh.flush()
                 os.fsync(fh.fileno())
-            self._written = (records, tmp, file_sha256(Path(tmp)))
+            self._written = (_order(records), tmp, file_sha256(Path(tmp)))
         except BaseException:
             _discard(tmp)
             raise
 
     def place_results(self, records: Sequence[GradedRecord], path: Path, landing: Landing | None = None) -> bool:
-        """Rename the results.jsonl `prewrite` made for this very list (the list itself,
-        unchanged: records are frozen) to `path`; False, and nothing done, for any other list
-        or a rename that fails (another file system): the caller writes the file itself."""
+        """Rename the results.jsonl `prewrite` made to `path` if `records` are the very records it
+        was written from, in the same order (records are frozen); False, and nothing done, for any
+        other list or a rename that fails (another file system): the caller writes the file itself."""
         written = self._written
-        if written is None or written[0] is not records:
+        if written is None or not self.rows.made_from(records) or written[0] != _order(records):
             return False
         try:
             os.replace(written[1], path)
@@ -216,6 +220,10 @@ class GradedAhead:
         if self._written is not None:
             _discard(self._written[1])
             self._written = None
+
+
+def _order(records: Sequence[GradedRecord]) -> tuple[int, ...]:
+    return tuple(map(id, records))
 
 
 def _summary_key(variants: Sequence[str] | None, prevalence: Mapping[str, Any] | None,

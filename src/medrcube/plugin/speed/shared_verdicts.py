@@ -6,9 +6,10 @@ whole cube (its own shard's, and the others' read from their files: run/shard_ex
 and each decided every check of the family itself: 0.25-0.3 s of CPU at paper scale, the same
 work n times with n workers (with `-n 8` on two cores, about 1 s more on the end of the run).
 
-Now, when the workers outnumber the machine's cores (`cores`), the worker of shard 0 decides, and writes every check's payload (the gate.json entry its
-case reports: plugin/summary.verdict_payload) beside the shard files, with the SHA-256 of
-results.jsonl's lines of the records it decided on. Another worker takes a check's payload
+Now, when the workers outnumber the machine's cores (`cores`), the worker of shard 0 decides
+and writes every check's payload (the gate.json entry its case reports:
+plugin/summary.verdict_payload) beside the shard files, with the SHA-256 of results.jsonl's
+lines of the records it decided on. Another worker takes a check's payload
 from there only when the lines of its own records have that very digest: the same records,
 so the same verdicts. Otherwise it decides itself, as before: the deciding worker could not
 decide (inference failed), withdrew or died, its file is not there after WAIT_S, its records
