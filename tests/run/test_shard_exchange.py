@@ -355,3 +355,21 @@ def test_a_sharded_worker_settles_its_heap_while_its_answers_come_in(distinct_cu
     (tmp_path / "e2").mkdir()
     _workers(distinct_cube, scripted_server, tmp_path / "s2", [tmp_path / "e2", tmp_path / "e2"], settle=calls)
     assert calls == []
+
+
+def test_a_run_without_verdicts_leaves_nothing_written_ahead(tmp_path):
+    """The controller's read wrote results.jsonl ahead; a run that writes no run directory (no
+    verdict: Ctrl-C, every case deselected) removes it, and the read's lines with it."""
+    from medrcube.plugin.handover import Preread
+    from medrcube.plugin.summary import GateReport
+    from medrcube.rundir.files import GradedAhead
+
+    records = [_record("a1"), _record("a2")]
+    ahead = GradedAhead()
+    ahead.add(records)
+    ahead.prewrite(records, tmp_path)
+    assert len(list(tmp_path.iterdir())) == 1
+    report = GateReport()
+    report.preread = Preread(records, ahead, "0" * 64)
+    report.finish(session=None)
+    assert list(tmp_path.iterdir()) == [] and report.preread is None
