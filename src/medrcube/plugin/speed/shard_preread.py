@@ -65,15 +65,30 @@ class ShardPreread:
             self._read = self._read_when_there()
         except Exception:  # noqa: BLE001 - an optimisation: the hand-over is read as before
             self._read = None
-        if self._read is not None:
-            # Held from here until `take`: a worker whose lines have this digest hands over the digest alone.
-            with contextlib.suppress(OSError):  # unsaid, the workers hand over their lines as before
-                publish_read(self.directory, self._read.digest)
+        read = self._read
+        if read is None:
+            return
+        # Held from here until `take`: a worker whose lines have this digest hands over the digest alone
+        # (said first, before the work below, so that it is said before the workers hand over).
+        with contextlib.suppress(OSError):  # unsaid, the workers hand over their lines as before
+            publish_read(self.directory, read.digest)
+        records, ahead = read.records, read.ahead
+        if self.meta is not None:  # used by write_run only for these very records and the same arguments
+            with contextlib.suppress(Exception):  # an optimisation: write_run makes the document itself
+                from medrcube.run.plan import as_variants, variant_specs
+                from medrcube.rundir.files import summary_arguments
+
+                prevalence, costs = summary_arguments(self.meta())
+                ahead.prepare(records, variant_specs(as_variants(self.variants)), prevalence=prevalence, costs=costs)
+        if self.report_dir is not None:  # renamed into the run directory by write_run for these very records only
+            with contextlib.suppress(OSError):  # an optimisation: write_run writes the file itself
+                self.report_dir.mkdir(parents=True, exist_ok=True)
+                ahead.prewrite(records, self.report_dir)
 
     def _read_when_there(self) -> Preread | None:
         from medrcube.run import shard_exchange
-        from medrcube.run.plan import as_variants, variant_specs
-        from medrcube.rundir.files import GradedAhead, summary_arguments
+        from medrcube.run.plan import as_variants
+        from medrcube.rundir.files import GradedAhead
         from medrcube.service import stable_shard
 
         count, directory = self.count, self.directory
@@ -99,12 +114,4 @@ class ShardPreread:
         ahead = GradedAhead()
         ahead.rows.add(records, lines=lines)
         ahead.tally.add(records)
-        if self.meta is not None:  # used by write_run only for this very list and the same arguments
-            with contextlib.suppress(Exception):  # an optimisation: write_run makes the document itself
-                prevalence, costs = summary_arguments(self.meta())
-                ahead.prepare(records, variant_specs(as_variants(self.variants)), prevalence=prevalence, costs=costs)
-        if self.report_dir is not None:  # renamed into the run directory by write_run for this very list only
-            with contextlib.suppress(OSError):  # an optimisation: write_run writes the file itself
-                self.report_dir.mkdir(parents=True, exist_ok=True)
-                ahead.prewrite(records, self.report_dir)
         return Preread(records, ahead, hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest())
