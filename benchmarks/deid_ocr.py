@@ -195,10 +195,14 @@ NET: bool | None = None  # --net / --no-net: the recogniser's net under the dete
 TURNED: bool | None = None  # --turned / --no-turned: lines off the row found and masked (default multiscale.TURNED)
 
 
-# --paired: every frame is screened with linemask.COLUMN_PIECES as set and, where that rule changed the frame's columns,
-# again with it off (where it did not, the plan is the same by construction: nothing else reads it), so that the rule's
-# own share is measured on the same frames at the cost of the frames it touched only.
+# --paired: every frame is screened with the paired rule as set (PAIRED_RULE: linemask.COLUMN_PIECES, or with
+# --paired-rule half-turn linemask.NET_HALF_TURN) and, where that rule changed the frame (a column, or a net candidate
+# read as text turned half a turn), again with it off (where it did not, the plan is the same by construction: nothing else reads it), so that
+# the rule's own share is measured on the same frames at the cost of the frames it touched only.
 PAIRED = False
+PAIRED_RULE = "column-pieces"
+RULES = {"column-pieces": (linemask, "COLUMN_PIECES"), "half-turn": (linemask, "NET_HALF_TURN")}
+LABEL = {"column-pieces": "column pieces", "half-turn": "half turn"}  # the JSON's "lines by cell, ... off"
 _FIRED = [False]
 
 
@@ -215,15 +219,29 @@ def _watch_pieces() -> None:
     linemask._stacked = watched
 
 
+def _watch_half_turn() -> None:
+    """Note (in _FIRED) whether NET_HALF_TURN read a net candidate as text on the frame being screened (where it read
+    none, every decision is as without it)."""
+    plain = linemask.half_turned_legible
+
+    def watched(reader: ocr.TextReader, masked: np.ndarray, strip: tuple[int, int, int, int]) -> bool:
+        out = plain(reader, masked, strip)
+        _FIRED[0] = _FIRED[0] or out
+        return out
+
+    linemask.half_turned_legible = watched  # type: ignore[assignment]
+
+
 def _rule_off(reader: ocr.TextReader, img: np.ndarray, plan: linemask.MaskPlan, mask: np.ndarray) -> tuple[linemask.MaskPlan, np.ndarray, bool]:
-    """The frame's plan and mask with COLUMN_PIECES off (screened again only where it fired), and whether it fired."""
+    """The frame's plan and mask with the paired rule off (screened again only where it fired), and whether it fired."""
     if not _FIRED[0]:
         return plan, mask, False
-    linemask.COLUMN_PIECES = False
+    module, name = RULES[PAIRED_RULE]
+    setattr(module, name, False)
     try:
         off, off_mask = screen(reader, img)
     finally:
-        linemask.COLUMN_PIECES = True
+        setattr(module, name, True)
     return off, off_mask, True
 
 
@@ -293,8 +311,8 @@ def run(n: int, seed: int, no_text: int | None = None, sides: tuple[int, ...] = 
                     fig["paired_masked_off"] += cov_off >= 1.0
                     fig["paired_on_only"] += cov >= 1.0 > cov_off
                     fig["paired_off_only"] += cov_off >= 1.0 > cov
-                    per["lines by cell, column pieces off"][f"{side} px, {angle}"][0] += cov_off >= 1.0
-                    per["lines by cell, column pieces off"][f"{side} px, {angle}"][1] += 1
+                    per[f"lines by cell, {LABEL[PAIRED_RULE]} off"][f"{side} px, {angle}"][0] += cov_off >= 1.0
+                    per[f"lines by cell, {LABEL[PAIRED_RULE]} off"][f"{side} px, {angle}"][1] += 1
                 fig["lines"] += 1
                 fig["masked"] += cov >= 1.0
                 fig["masked_90"] += cov >= 0.9
@@ -467,7 +485,7 @@ def markdown(r: dict[str, Any]) -> str:
         out.append("")
     for side, v in r["by_side"].items():
         if v.get("paired_frames"):
-            out.append(f"- paired, {side} px ({v['paired_frames']} frames screened with COLUMN_PIECES as set; {v['paired_fired']} where it changed a column, "
+            out.append(f"- paired, {side} px ({v['paired_frames']} frames screened with the paired rule as set; {v['paired_fired']} where it changed the frame, "
                        f"screened again with it off): lines masked {v['masked']} with it, {v['paired_masked_off']} without; masked only with it "
                        f"{v['paired_on_only']}, only without {v['paired_off_only']}; text-free frames masked {v['false_mask_frames']} with it, "
                        f"{v['paired_false_off']} without" + (f"; pixels masked off the lines on frames with text {100 * v['paired_over_on'] / v['paired_area_frames']:.2f}% with it, "
@@ -509,9 +527,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--column-pieces", action=argparse.BooleanOptionalAction, default=None,
                     help="count the turned stroke maps' near-vertical lines as pieces of a column that holds a detector region "
                          "(default: linemask.COLUMN_PIECES; off before 2026-12-06, session 20)")
+    ap.add_argument("--half-turn", action=argparse.BooleanOptionalAction, default=None,
+                    help="read the net's row candidates turned half a turn too where as shown they are not text "
+                         "(default: linemask.NET_HALF_TURN; off before 2026-12-06, session 21)")
     ap.add_argument("--paired", action="store_true",
-                    help="also screen with linemask.COLUMN_PIECES off the frames where it changed a column (the others are the same "
+                    help="also screen with the paired rule off the frames where it changed something (the others are the same "
                          "by construction), and report the lines masked both ways (needs the rule on)")
+    ap.add_argument("--paired-rule", choices=sorted(RULES), default="column-pieces",
+                    help="the rule --paired compares: linemask.COLUMN_PIECES or linemask.NET_HALF_TURN (default %(default)s)")
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument("--merge", nargs="+", default=None, metavar="JSON", help="pool the figures of these runs (print, and write --json)")
     ap.add_argument("--keep", default=None, metavar="SIDES",
@@ -519,7 +542,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layout", nargs="+", default=None, metavar="N/NO_TEXT/SEED/SIDES",
                     help="with --keep: every run pooled into the first JSON, as its --n, --no-text, --seed and --sides (e.g. 65/0/27/4096)")
     args = ap.parse_args(argv)
-    global NET, TURNED, PAIRED
+    global NET, TURNED, PAIRED, PAIRED_RULE
     NET, TURNED = args.net, args.turned
     if args.turned_along is not None:
         linemask.TURNED_ALONG = args.turned_along
@@ -533,11 +556,14 @@ def main(argv: list[str] | None = None) -> int:
         oriented.LONE_HALF = args.lone_half
     if args.column_pieces is not None:
         linemask.COLUMN_PIECES = args.column_pieces
+    if args.half_turn is not None:
+        linemask.NET_HALF_TURN = args.half_turn
     if args.paired:
-        if not linemask.COLUMN_PIECES:
-            ap.error("--paired compares COLUMN_PIECES on with off: leave it on")
-        PAIRED = True
-        _watch_pieces()
+        module, name = RULES[args.paired_rule]
+        if not getattr(module, name):
+            ap.error(f"--paired compares {name} on with off: leave it on")
+        PAIRED, PAIRED_RULE = True, args.paired_rule
+        (_watch_half_turn if PAIRED_RULE == "half-turn" else _watch_pieces)()
     angles = ANGLES if args.angles == "all" else tuple(a.strip() for a in args.angles.split(","))
     if any(a not in ANGLES for a in angles):
         ap.error(f"--angles {args.angles!r}: choose among {', '.join(ANGLES)} or 'all'")

@@ -540,3 +540,13 @@ def test_a_small_stack_found_as_one_letter_is_masked_as_a_column_with_its_stroke
                           [("06/11/1968", (411, 6), "stix-general", 12, 0.5583491265773773, 0.0, True)])  # fmt: skip
     _masked_whole_and_not_when(img, line, monkeypatch, linemask, "COLUMN_PIECES", False)
 
+
+
+def test_an_upside_down_small_row_found_nowhere_is_read_by_the_net_turned_half_a_turn(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An 8 px "14.09.2006" at 180 degrees, 0.15 of full scale over an MR-like body (tuning seed 11578, 2026-12-06,
+    session 21): the detector finds nothing, the row stroke map proposes the line exactly, and the net reads it as shown
+    under its floor; read turned half a turn (`linemask.NET_HALF_TURN`) it is text and masked whole; without the rule
+    the frame leaves with the date on it."""
+    img, (line,) = _drawn("mr", (512, 512), (140956510432565120338277798053977156826, 41534009449388566305868540080924074865, 0, 2282210852),
+                          [("14.09.2006", (196, 197), "dejavu-sans-mono", 8, 0.5255594193935395, 180.0, False)])  # fmt: skip
+    _masked_whole_and_not_when(img, line, monkeypatch, linemask, "NET_HALF_TURN", False)

@@ -172,10 +172,28 @@ def _candidate_crop(box: Box, shape: tuple[int, ...]) -> Box:
 
 def uncovered_legible(reader: ocr.TextReader, masked: np.ndarray, candidates: list[Box], boxes: list[Box]) -> list[Box]:
     """The stroke-map candidates NET_MIN_HEIGHT px or taller that no mask box contains and that are read as
-    LEGIBLE letters or digits, with a confidence of NET_CONFIDENT or more, on the masked frame."""
+    LEGIBLE letters or digits, with a confidence of NET_CONFIDENT or more, on the masked frame (with NET_HALF_TURN,
+    as shown or turned half a turn)."""
     shape = np.shape(masked)
     uncovered = [c for c in candidates if c[3] - c[1] >= NET_MIN_HEIGHT and not any(_inside(c, b) for b in boxes)]
-    return [c for c in uncovered if _legible(reader, masked, _candidate_crop(c, shape), NET_CONFIDENT)]
+    return [c for c in uncovered if _legible(reader, masked, _candidate_crop(c, shape), NET_CONFIDENT)
+            or (NET_HALF_TURN and half_turned_legible(reader, masked, _candidate_crop(c, shape)))]
+
+
+# A row candidate of the net is read turned half a turn too, when read as shown it is not text (NET_HALF_TURN). Text at
+# 180 degrees is a row upside down; the recogniser reads rows the right way up. A low-contrast 8 px "14.09.2006" upside
+# down over an MR-like body, which the detector did not see and the row stroke map proposed exactly, was read as shown
+# "1302006" at 0.47 (under NET_CONFIDENT) and turned "14.09.2006" at 0.84 (tuning seed 11578, 2026-12-06, session 21).
+# Turned lines are read both ways already (`oriented.read_scored`). The floor is the net's own.
+NET_HALF_TURN = True
+
+
+def half_turned_legible(reader: ocr.TextReader, masked: np.ndarray, strip: Box) -> bool:
+    """Whether the recogniser reads LEGIBLE letters or digits at NET_CONFIDENT or more in the strip turned half a turn."""
+    x0, y0, x1, y1 = strip
+    row = proposals.stretched(proposals.gray8(masked[y0:y1, x0:x1]))
+    text, score = reader.recognise_scored(np.ascontiguousarray(row[::-1, ::-1]))
+    return sum(1 for c in text if c.isalnum()) >= LEGIBLE and score >= NET_CONFIDENT
 
 
 def _rechecked(reader: ocr.TextReader, pixels: np.ndarray, boxes: list[Box]) -> tuple[list[Box], int, bool, np.ndarray]:
