@@ -41,9 +41,9 @@ def verdict_for(node: pytest.Item, check: Any, session: GateSession, model: str 
     case is grouped too), evaluate, keep the payload on the item for the report hook,
     and raise GateError for an error verdict or a failed inference."""
     from medrcube.plugin import summary
-    from medrcube.plugin.speed.shared_verdicts import shared_payload
 
-    shared = shared_payload(session, check)  # an xdist worker: as the run's deciding worker decided it
+    # An xdist worker: as the run's deciding worker decided it (with more workers than cores).
+    shared = session.shared_payload(check, lambda c, v: summary.verdict_payload(c, v, session.questions))
     if shared is not None:
         return publish(node, check, None, shared, model=model)
     try:

@@ -267,6 +267,13 @@ class GateSession:
             self._family = self.decider.family()
         return self._verdicts[check.id]
 
+    def shared_payload(self, check: Any, payload_of: Any) -> dict[str, Any] | None:
+        """An xdist worker's: the check's payload as the run's deciding worker decided it, or None
+        (decide it here: plugin/speed/shared_verdicts.py); `payload_of(check, verdict)` makes one."""
+        from medrcube.plugin.speed.shared_verdicts import shared_payload
+
+        return shared_payload(self, check, payload_of)
+
     def site_verdict(self, check: Any, records: Any, hit: Any) -> Any:
         """A site check's verdict (plugin/site.py), decided in the built-in checks' family (decide_joining)."""
         from medrcube.gate.evaluate import decide_joining

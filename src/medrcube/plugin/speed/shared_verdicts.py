@@ -41,26 +41,25 @@ WAIT_S = 10.0
 POLL_S = 0.02
 
 
-def shared_payload(session: Any, check: Any) -> dict[str, Any] | None:
-    """The check's payload as the deciding worker decided it, or None: decide it here."""
+def shared_payload(session: Any, check: Any, payload_of: Callable[[Any, Any], dict[str, Any]]) -> dict[str, Any] | None:
+    """The check's payload as the deciding worker decided it, or None: decide it here.
+    `payload_of(check, verdict)`: a check's payload (plugin/summary.verdict_payload)."""
     if session.shared_payloads is None:
         session.shared_payloads = {}  # once: looked at, shared or not
         with contextlib.suppress(Exception):  # an optimisation: anything amiss, this worker decides
-            session.shared_payloads = _payloads(session)
+            session.shared_payloads = _payloads(session, payload_of)
     found = session.shared_payloads.get(check.id)
     return dict(found) if found is not None else None
 
 
-def _payloads(session: Any) -> dict[str, Any]:
-    from medrcube.plugin import summary
-
+def _payloads(session: Any, payload_of: Callable[[Any, Any], dict[str, Any]]) -> dict[str, Any]:
     directory, (index, count) = session.exchange_dir, session.worker
     if directory is None or count <= cores() or session.options.sequential or session.has_baseline:
         return {}
     if index == DECIDER:
         try:
             digest = _digest(session)
-            payloads = {c.id: summary.verdict_payload(c, session.verdict(c), session.questions) for c in session.checks}
+            payloads = {c.id: payload_of(c, session.verdict(c)) for c in session.checks}
             publish(directory, digest, payloads)
         except BaseException:  # a failed inference (GateError) included: its cases say so, the others decide
             withdraw(directory)
