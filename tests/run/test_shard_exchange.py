@@ -37,6 +37,12 @@ def _record(item_id: str, variant: str = "standard", rotation: int = 0, **kw: ob
     return GradedRecord(**fields)  # type: ignore[arg-type]
 
 
+def _handover(worker: str, fields: dict, info: dict | None = None) -> dict:
+    """A worker's hand-over to the controller with `fields` (its records or their digest, its asks)."""
+    return {"worker": worker, **fields, "requests_sent": 1, "judge_requests": 0, "usage": {}, "started": 1.0,
+            "finished": 2.0, "wall_s": 1.0, "aborted": None, "info": info or {}}
+
+
 def _gather(directory: Path, tag: str, index: int, count: int, shards: list[list[str]], wait_s: float = 5.0,
             clock=None) -> dict[int, shard_exchange.Shard] | None:
     kw = {} if clock is None else {"clock": clock}
@@ -221,11 +227,7 @@ def test_the_controller_reads_the_shards_the_workers_decided_on(distinct_cube, s
     handed = records_out(workers[0].result.records, workers[0].lines)["records_jsonl"]
     assert read.digest == hashlib.sha256(handed.encode("utf-8")).hexdigest()
 
-    def handover(lines: str) -> dict:
-        return {"worker": "gw0", "records_jsonl": lines, "asked": "", "requests_sent": 1, "judge_requests": 0,
-                "usage": {}, "started": 1.0, "finished": 2.0, "wall_s": 1.0, "aborted": None, "info": {}}
-
-    result, ahead = merged_run([handover(handed)], read)
+    result, ahead = merged_run([_handover("gw0", {"records_jsonl": handed, "asked": ""})], read)
     assert ahead is read.ahead and result.records is read.records
     # Lines that differ (another pass, a worker that read the store): the hand-over's own are read.
     other = handed.replace('"response": "B"', '"response": "B "', 1)
@@ -233,7 +235,7 @@ def test_the_controller_reads_the_shards_the_workers_decided_on(distinct_cube, s
     again.start()
     read2 = again.take()
     assert read2 is not None
-    result2, ahead2 = merged_run([handover(other)], read2)
+    result2, ahead2 = merged_run([_handover("gw0", {"records_jsonl": other, "asked": ""})], read2)
     assert ahead2 is not read2.ahead and result2.records[0].response != read2.records[0].response
     assert result2.records[1:] == read2.records[1:]
 
@@ -255,7 +257,7 @@ def test_a_worker_hands_over_the_digest_of_the_lines_the_controller_holds(distin
     assert controller_read(exchange) is None
     site = {"prevalence": {}, "deferral_cost": 0.25}
     reports = tmp_path / "reports"
-    preread = ShardPreread(exchange, 2, distinct_cube, VARIANTS, meta=lambda: {"site_policy": site},
+    preread = ShardPreread(exchange, 2, distinct_cube, VARIANTS, site_policy=lambda: site,
                            report_dir=reports)
     preread.start()
     workers = _workers(distinct_cube, scripted_server, tmp_path / "store", [exchange, exchange])
@@ -265,15 +267,12 @@ def test_a_worker_hands_over_the_digest_of_the_lines_the_controller_holds(distin
     assert all(o.get(DIGEST) == read.digest and RECORDS not in o for o in out)
     whole = records_out(workers[0].result.records, workers[0].lines)  # the same lines, as sent without the exchange
 
-    def handover(worker: str, fields: dict) -> dict:
-        return {"worker": worker, **fields, "requests_sent": 1, "judge_requests": 0, "usage": {}, "started": 1.0,
-                "finished": 2.0, "wall_s": 1.0, "aborted": None, "info": workers[0].result.info}
-
-    result, ahead = merged_run([handover("gw0", out[0]), handover("gw1", out[1])], read)
+    info = workers[0].result.info
+    result, ahead = merged_run([_handover("gw0", out[0], info), _handover("gw1", out[1], info)], read)
     assert ahead is read.ahead and result.records == workers[0].result.records
     assert ahead.rows.made_from(result.records)  # the summary's sums are taken as read, not made again
     # metrics_summary.json's document was made while the workers decided, for these records and this policy only.
-    specs, (prevalence, costs) = result.info["variants"], summary_arguments({"site_policy": site})
+    specs, (prevalence, costs) = result.info["variants"], summary_arguments(site)
     made = ahead.summary(result.records, specs, prevalence=prevalence, costs=costs)
     assert made is ahead.summary(result.records, specs, prevalence=prevalence, costs=costs)
     assert made == metrics_summary(result.records, specs, prevalence=prevalence, costs=costs)
@@ -295,7 +294,7 @@ def test_a_worker_hands_over_the_digest_of_the_lines_the_controller_holds(distin
     held.add(cached)
     first = {DIGEST: "0" * 64, "asked": ""}
     asked = {"asked": f"{cached[0].item_id}\t{cached[0].variant}"}
-    result2, ahead2 = merged_run([handover("gw0", first), handover("gw1", asked)], Preread(cached, held, "0" * 64))
+    result2, ahead2 = merged_run([_handover("gw0", first, info), _handover("gw1", asked, info)], Preread(cached, held, "0" * 64))
     assert not result2.records[0].cached and result2.records[1:] == cached[1:]
     fh = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", newline="\n")
     assert ahead2 is not None
@@ -306,7 +305,7 @@ def test_a_worker_hands_over_the_digest_of_the_lines_the_controller_holds(distin
     changed = [dataclasses.replace(workers[0].result.records[0], response="B ")] + list(workers[0].result.records[1:])
     assert RECORDS in records_out(changed, None, exchange)
     with pytest.raises(RuntimeError, match="response store"):
-        merged_run([handover("gw0", out[0])], None)
+        merged_run([_handover("gw0", out[0], info)], None)
 
 
 def test_results_written_ahead_serve_only_their_own_list(tmp_path):

@@ -404,7 +404,7 @@ class ControllerHooks:
             from medrcube.plugin.run_meta import site_policy
 
             self.preread = ShardPreread(self.exchange_dir, len(specs), run.cube, run.variants,
-                                        meta=lambda: {"site_policy": site_policy(run)},
+                                        site_policy=lambda: site_policy(run),
                                         report_dir=Path(run.options.report_dir))
             self.preread.start()
 

@@ -100,9 +100,9 @@ class GateSession:
     _failure: str | None = field(default=None, repr=False)
     _verdicts: dict[str, Any] = field(default_factory=dict, repr=False)
     # An xdist worker's: the payloads the run's deciding worker wrote (plugin/speed/shared_verdicts.py;
-    # None until looked at, empty when this worker decides itself), and its records' lines' SHA-256.
+    # None until looked at, empty when this worker decides itself), and its records' lines' SHA-256 once taken.
     shared_payloads: dict[str, Any] | None = field(default=None, repr=False)
-    lines_digest: str | None = field(default=None, repr=False)
+    _lines_digest: str | None = field(default=None, repr=False)
     _family: tuple[Any, ...] = field(default=(), repr=False)  # the built-in checks' Evidence (site checks join it)
     questions: dict[str, str] = field(default_factory=dict, repr=False)  # item id -> question
     progress: Any = None  # a medrcube.plugin.progress.GateProgress, set by the plugin
@@ -267,6 +267,19 @@ class GateSession:
             self._family = self.decider.family()
         return self._verdicts[check.id]
 
+    def lines_sha256(self) -> str:
+        """The SHA-256 of results.jsonl's lines of this process's records (plugin/handover.lines_sha256),
+        taken once (runs inference on the first call)."""
+        if self._lines_digest is None:
+            from medrcube.plugin.handover import lines_sha256
+
+            self._lines_digest = lines_sha256(self.records(), self._lines_made())
+        return self._lines_digest
+
+    def _lines_made(self) -> Any:
+        """results.jsonl's lines this process made or read as it exchanged shards (service.Inference.lines), or None."""
+        return self._inference.lines if self._inference is not None else None
+
     def shared_payload(self, check: Any, payload_of: Any) -> dict[str, Any] | None:
         """An xdist worker's: the check's payload as the run's deciding worker decided it, or None
         (decide it here: plugin/speed/shared_verdicts.py); `payload_of(check, verdict)` makes one."""
@@ -297,8 +310,7 @@ class GateSession:
         return {
             "worker": f"gw{self.worker[0]}" if self.worker[1] > 1 else "main",
             **({"records": list(r.records)} if live else
-               records_out(r.records, self._inference.lines if self._inference is not None else None,
-                           self.exchange_dir, self.lines_digest)),
+               records_out(r.records, self._lines_made(), self.exchange_dir, self._lines_digest)),
             "requests_sent": r.requests_sent,
             "judge_requests": r.judge_requests,
             "usage": {name: u.to_dict() for name, u in usage.items()},

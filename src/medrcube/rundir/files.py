@@ -231,10 +231,10 @@ def _summary_key(variants: Sequence[str] | None, prevalence: Mapping[str, Any] |
     return (tuple(variants) if variants is not None else None, json.dumps(prevalence, sort_keys=True), costs)
 
 
-def summary_arguments(meta: Mapping[str, Any] | None) -> tuple[Mapping[str, Any] | None, DeferralCosts | None]:
+def summary_arguments(site_policy: Mapping[str, Any] | None) -> tuple[Mapping[str, Any] | None, DeferralCosts | None]:
     """metrics_summary.json's prevalence and deferral costs: the site's, when the gate's
-    policy states them (plugin/run_meta.gate_meta's `site_policy`)."""
-    site = dict((meta or {}).get("site_policy") or {})
+    policy states them (plugin/run_meta.site_policy, run.json's meta `site_policy`)."""
+    site = dict(site_policy or {})
     costs = DeferralCosts(deferral=float(site["deferral_cost"])) if site.get("deferral_cost") is not None else None
     return site.get("prevalence") or None, costs
 
@@ -491,7 +491,7 @@ def write_run_dir(run_dir: str | os.PathLike[str], result: RunResult, meta: Mapp
         for start in range(0, len(records), 2048):  # a few writes, never the whole file in one string
             fh.write("".join(f"{result_line(r)}\n" for r in records[start:start + 2048]))
 
-    prevalence, costs = summary_arguments(meta)
+    prevalence, costs = summary_arguments((meta or {}).get("site_policy"))
     variants = result.info.get("variants")
     # What was made as the run graded is used only for the very records it was made from (the
     # same objects, each once: a judge's reading is another object); otherwise made afresh.

@@ -40,9 +40,9 @@ class ShardPreread:
     `take` ends the wait and returns what was read, or None."""
 
     def __init__(self, directory: Path, count: int, cube: Any, variants: Sequence[Any],
-                 meta: Callable[[], Mapping[str, Any]] | None = None, report_dir: Path | None = None) -> None:
+                 site_policy: Callable[[], Mapping[str, Any]] | None = None, report_dir: Path | None = None) -> None:
         self.directory, self.count, self.cube, self.variants = directory, count, cube, tuple(variants)
-        self.meta = meta  # run.json's meta as far as metrics_summary.json reads it: its document is made here too
+        self.site_policy = site_policy  # the policy's prevalence and deferral cost: metrics_summary.json is made here too
         self.report_dir = report_dir  # where the run directory will be: results.jsonl is written there ahead
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -73,12 +73,12 @@ class ShardPreread:
         with contextlib.suppress(OSError):  # unsaid, the workers hand over their lines as before
             publish_read(self.directory, read.digest)
         records, ahead = read.records, read.ahead
-        if self.meta is not None:  # used by write_run only for these very records and the same arguments
+        if self.site_policy is not None:  # used by write_run only for these very records and the same arguments
             with contextlib.suppress(Exception):  # an optimisation: write_run makes the document itself
                 from medrcube.run.plan import as_variants, variant_specs
                 from medrcube.rundir.files import summary_arguments
 
-                prevalence, costs = summary_arguments(self.meta())
+                prevalence, costs = summary_arguments(self.site_policy())
                 ahead.prepare(records, variant_specs(as_variants(self.variants)), prevalence=prevalence, costs=costs)
         if self.report_dir is not None:  # renamed into the run directory by write_run for these very records only
             with contextlib.suppress(OSError):  # an optimisation: write_run writes the file itself

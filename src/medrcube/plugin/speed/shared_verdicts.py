@@ -29,7 +29,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from medrcube.plugin.handover import lines_sha256
 from medrcube.run import shard_exchange
 
 FILE = "verdicts.json"
@@ -58,7 +57,7 @@ def _payloads(session: Any, payload_of: Callable[[Any, Any], dict[str, Any]]) ->
         return {}
     if index == DECIDER:
         try:
-            digest = _digest(session)
+            digest = session.lines_sha256()
             payloads = {c.id: payload_of(c, session.verdict(c)) for c in session.checks}
             publish(directory, digest, payloads)
         except BaseException:  # a failed inference (GateError) included: its cases say so, the others decide
@@ -66,7 +65,7 @@ def _payloads(session: Any, payload_of: Callable[[Any, Any], dict[str, Any]]) ->
             raise
         return payloads
     session.records()  # this worker's own pass first (its errors are its cases' as before)
-    return wait_for(directory, _digest(session)) or {}
+    return wait_for(directory, session.lines_sha256()) or {}
 
 
 def cores() -> int:
@@ -75,14 +74,6 @@ def cores() -> int:
     wait longer: the verdicts are shared only when the workers outnumber the cores."""
     affinity = getattr(os, "sched_getaffinity", None)
     return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
-
-
-def _digest(session: Any) -> str:
-    """The SHA-256 of the lines of this worker's records, kept for its hand-over (plugin/handover.records_out)."""
-    if session.lines_digest is None:
-        inference = session._inference
-        session.lines_digest = lines_sha256(session.records(), inference.lines if inference is not None else None)
-    return str(session.lines_digest)
 
 
 def publish(directory: Path, digest: str, payloads: dict[str, Any]) -> None:
