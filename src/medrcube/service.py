@@ -119,14 +119,16 @@ class _AheadAtFirstBatch:
     """The run's GradedAhead, made (and the run directory's writer imported) at the first
     graded batch rather than before the first request."""
 
-    def __init__(self) -> None:
+    def __init__(self, planned: int = 0) -> None:
         self.made: GradedAhead | None = None
+        self.planned = planned  # the asks the run plans at most: a large run's files are made by a child too
 
     def add(self, records: Sequence[GradedRecord]) -> None:
         if self.made is None:
+            from medrcube.rundir import mirror
             from medrcube.rundir.files import GradedAhead
 
-            self.made = GradedAhead()
+            self.made = GradedAhead(mirrored=self.planned >= mirror.MIN_RECORDS)
         self.made.add(records)
 
 
@@ -153,6 +155,7 @@ def infer(
     stop: threading.Event | None = None,
     exchange_dir: Path | None = None,
     settle: Callable[[], None] | None = None,
+    mirror: bool = False,
 ) -> Inference:
     """Ask the candidate (then a baseline model) in one event loop, as `decider` asks (the
     whole cube when None), through the response store at `store_dir` (None: no store),
@@ -174,7 +177,9 @@ def infer(
     collects and freezes the heap there, plugin/speed/frozen_heap.py, where no other thread
     waits to do it); `fresh` takes no answer another run
     stored (`--fresh`): every item is asked live. `stop`, set from another thread, cancels
-    the run (its requests in flight with it) and raises run.orphan.StoppedError."""
+    the run (its requests in flight with it) and raises run.orphan.StoppedError. `mirror`: a
+    large run's results.jsonl and metrics_summary.json may be asked of a child that reads the
+    lines as they are graded (rundir/mirror.py; the gate asks while it decides)."""
     from medrcube.run.provenance import new_run_token
     from medrcube.run.runner import run_cube_async
     from medrcube.run.store import ResponseStore
@@ -203,7 +208,7 @@ def infer(
         return handed[0]
 
     # Not in a sharded worker: its records reach the controller as JSON, written from themselves.
-    ahead = _AheadAtFirstBatch() if count == 1 else None
+    ahead = _AheadAtFirstBatch(planned_asks(cube, variants) if mirror else 0) if count == 1 else None
 
     async def run(model: Metered, names: Sequence[Any], part: Cube = cube) -> RunResult:
         kwargs: dict[str, Any] = dict(
@@ -296,6 +301,13 @@ def infer(
     if "judge" in out.usage:
         out.result.judge_requests = out.usage["judge"].requests
     return out
+
+
+def planned_asks(cube: Cube, variants: Sequence[Any]) -> int:
+    """The asks of a pass over the whole cube, at most (rotations not capped by the options)."""
+    from medrcube.run.plan import as_variants
+
+    return len(cube.items) * sum(len(v.instances()) for v in as_variants(variants))
 
 
 # How often a sharded worker's heap is settled while its answers come in (`infer`'s `settle`):

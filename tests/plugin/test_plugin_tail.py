@@ -5,6 +5,7 @@ collections, and gate.json is the same whole document, sealed at the exit status
 from __future__ import annotations
 
 import gc
+import importlib
 import json
 
 from medrcube.rundir.seal import verify_run_dir
@@ -49,3 +50,39 @@ def test_an_in_process_run_stopped_in_its_configure_leaves_the_heap_unfrozen(gat
     refused = gate_ws.run("--max-requests=5", model=gate_ws.openai(gate_server))  # budgets need --sequential
     assert refused.ret == 4 and "only apply to a sequential run" in refused.stderr.str()
     assert gc.get_freeze_count() == 0
+
+
+def test_a_large_runs_results_and_summary_come_from_the_mirror_child_and_are_the_runs_own(
+        gate_ws, gate_server, monkeypatch):
+    """rundir/mirror.py: with the child on (here for any size), the run directory's results.jsonl and
+    metrics_summary.json are the child's files, renamed into place, and they are what the records
+    give: the summary made again from results.jsonl's records is the file, byte for byte; the
+    records digest of run.json is theirs; the seal verifies; nothing is left beside the run."""
+    from medrcube.rundir.files import metrics_summary, read_results, records_digest, summary_arguments
+
+    # The module the run will import (pytester's in-process runs drop the modules they imported
+    # afterwards, so a package's attribute can name a module an earlier run imported).
+    mirror = importlib.import_module("medrcube.rundir.mirror")
+    monkeypatch.setattr(mirror, "MIN_RECORDS", 1)
+    taken = []
+    take = mirror.Mirror.take
+
+    def observed(self, wait_s=mirror.WAIT_S):
+        taken.append(take(self, wait_s))
+        return taken[-1]
+
+    monkeypatch.setattr(mirror.Mirror, "take", observed)
+    gate_server.set_script({"answer_key": gate_ws.answer_key()})
+    result = gate_ws.run(model=gate_ws.openai(gate_server))
+    assert result.ret == 11, result.stdout.str()[-3000:]
+    assert len(taken) == 1 and taken[0] is not None  # asked once, and its files taken
+    run_dir = gate_ws.run_dirs()[-1]
+    assert verify_run_dir(run_dir).ok
+    records = read_results(run_dir / "results.jsonl")
+    run = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    assert run["records_digest"] == records_digest(records)
+    prevalence, costs = summary_arguments(run["site_policy"])
+    summary = metrics_summary(records, run["variants"], prevalence=prevalence, costs=costs)
+    assert (run_dir / "metrics_summary.json").read_text(encoding="utf-8") == json.dumps(summary, indent=2,
+                                                                                        ensure_ascii=False)
+    assert not [p.name for p in run_dir.parent.iterdir() if p.name.startswith(".")]

@@ -21,7 +21,7 @@ from medrcube.plugin.evidence import served_error
 from medrcube.plugin.ledger import reserve, with_share
 from medrcube.plugin.options import GateOptions, _parse_variants, _usage, packaged_thresholds, resolve_cube_spec
 from medrcube.plugin.speed.frozen_heap import collection_paused, settle_heap
-from medrcube.plugin.speed.tail_ahead import prepare_outputs
+from medrcube.plugin.speed.tail_ahead import ask_for_run_files, prepare_outputs
 from medrcube.records import GradedRecord
 
 if TYPE_CHECKING:
@@ -199,6 +199,7 @@ class GateSession:
             # A sharded worker asks on this thread, with none waiting beside it to settle the heap
             # (plugin/speed/early_inference.join_settling does that for the single process).
             settle=settle_heap if self.worker[1] > 1 else None,
+            mirror=True,  # the single process asks for its run files as it decides (plugin/speed/tail_ahead.py)
         )
         self._result = self._inference.result
         if self._inference.baseline is not None:
@@ -228,6 +229,8 @@ class GateSession:
                 self._failure = f"inference failed (--model={self.options.model}): {type(e).__name__}: {e}"
                 raise GateError(self._failure) from e
             settle_heap()  # plugin/speed/frozen_heap.py
+            if self._result is not None and self.worker[1] == 1:
+                ask_for_run_files(self, self._result)  # made on another core while this process decides
         result = self._result
         assert result is not None
         # After an early stop the asks never sent are records too (tally.NOT_ASKED), counted against each

@@ -7,6 +7,7 @@ last answer.
 
 from __future__ import annotations
 
+import array
 import contextlib
 import dataclasses
 import functools
@@ -117,6 +118,24 @@ class ResultRows:
                     spool.madvise(mmap.MADV_DONTNEED)
         out.flush()
 
+    def spool_fileno(self) -> int:
+        """The descriptor of the file the lines wait in (made now if no line was added yet): a
+        reader beside this process reads each line by its offset (rundir/mirror.py)."""
+        if self._spool is None:
+            self._spool = tempfile.TemporaryFile(prefix="medrcube-results-")
+        return int(self._spool.fileno())
+
+    @property
+    def end(self) -> int:
+        """The size of the lines added so far, in bytes."""
+        return self._end
+
+    def offsets(self, records: Sequence[GradedRecord]) -> array.array[int]:
+        """Where each record's line starts in the spool, in the records' order (the caller checks
+        `made_from` first: every record was fed)."""
+        where = self._where
+        return array.array("q", [where[id(r)][1] for r in records])
+
     def made_from(self, records: Sequence[GradedRecord]) -> bool:
         """Whether the lines were made from exactly `records`: the same objects, each once.
         By identity alone: the index holds every record fed, so while it lives no other
@@ -146,17 +165,64 @@ class GradedAhead:
     lines' index of every record fed (`ResultRows.made_from`, as `summary`). `close` drops
     the lines' file."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, mirrored: bool = False) -> None:
         self.rows = ResultRows()
         self.tally = SummaryTally()
+        # `mirrored`: a child reads the lines as they come and writes results.jsonl and
+        # metrics_summary.json when asked (rundir/mirror.py), started at the first batch.
+        self._mirrored = mirrored
+        self._mirror: Any = None  # rundir/mirror.Mirror
+        self._mirror_asked: tuple[tuple[int, ...], tuple[Any, ...]] | None = None  # (records, arguments) asked about
         # What `prepare` and `prewrite` made, each for one list of records: the ids of its records in
         # order (held by `rows` while it lives, so no other object has them: see `made_from`).
         self._prepared: tuple[tuple[int, ...], tuple[Any, ...], dict[str, Any]] | None = None
         self._written: tuple[tuple[int, ...], str, str] | None = None  # (records, temporary file, SHA-256)
 
     def add(self, records: Sequence[GradedRecord]) -> None:
+        if self._mirrored:
+            self._mirrored = False
+            from medrcube.rundir.mirror import Mirror
+
+            self._mirror = Mirror.start(self.rows.spool_fileno())
         self.rows.add(records)
         self.tally.add(records)
+
+    def ask_mirror(self, records: Sequence[GradedRecord], directory: Path, variants: Sequence[str] | None = None, *,
+                   prevalence: Mapping[str, Any] | None = None, costs: DeferralCosts | None = None) -> None:
+        """Ask the child for results.jsonl and metrics_summary.json of these very records, in this
+        order, with these arguments, written into `directory` (on the run directory's file system):
+        done on another core while this process decides (`place_mirrored` takes them)."""
+        mirror = self._mirror
+        if mirror is None or self._mirror_asked is not None or not self.rows.made_from(records):
+            return
+        key = _summary_key(variants, prevalence, costs)
+        if mirror.request(self.rows.offsets(records), self.rows.end, directory, variants, prevalence, costs):
+            self._mirror_asked = (_order(records), key)
+
+    def place_mirrored(self, records: Sequence[GradedRecord], run_dir: Path, variants: Sequence[str] | None = None, *,
+                       prevalence: Mapping[str, Any] | None = None, costs: DeferralCosts | None = None,
+                       landing: Landing | None = None) -> str | None:
+        """Rename the child's results.jsonl and metrics_summary.json into `run_dir` if they were made
+        for these very records in this order with these arguments; their records_digest, or None and
+        nothing placed (the caller writes both files itself)."""
+        asked, mirror = self._mirror_asked, self._mirror
+        if asked is None or mirror is None or not self.rows.made_from(records) \
+                or asked != (_order(records), _summary_key(variants, prevalence, costs)):
+            return None
+        made = mirror.take()
+        if made is None:
+            return None
+        placed = []
+        try:
+            for (tmp, digest), name in ((made.results, "results.jsonl"), (made.summary, "metrics_summary.json")):
+                os.replace(tmp, run_dir / name)
+                placed.append((run_dir / name, digest))
+        except OSError:
+            return None  # the caller writes both files (over one placed here: the same bytes)
+        if landing is not None:  # the seal takes their digests as for files the landing put in place
+            for path, digest in placed:
+                landing.landed[path] = Landed(digest, file_identity(path))
+        return str(made.records_digest)
 
     def summary(self, records: Sequence[GradedRecord], variants: Sequence[str] | None = None, *,
                 prevalence: Mapping[str, Any] | None = None,
@@ -216,6 +282,9 @@ class GradedAhead:
         return True
 
     def close(self) -> None:
+        if self._mirror is not None:
+            self._mirror.close()
+            self._mirror = None
         self.rows.close()
         if self._written is not None:
             _discard(self._written[1])
@@ -493,17 +562,20 @@ def write_run_dir(run_dir: str | os.PathLike[str], result: RunResult, meta: Mapp
 
     prevalence, costs = summary_arguments((meta or {}).get("site_policy"))
     variants = result.info.get("variants")
-    # What was made as the run graded is used only for the very records it was made from (the
-    # same objects, each once: a judge's reading is another object); otherwise made afresh.
-    summary = ahead.summary(result.records, variants, prevalence=prevalence, costs=costs) if ahead else None
-    digest = ahead.rows.records_digest() if ahead is not None and summary is not None else None
-    if summary is None:
-        summary = metrics_summary(result.records, variants, prevalence=prevalence, costs=costs)
-
-    if ahead is None or not ahead.place_results(result.records, run_dir / "results.jsonl", landing):
-        atomic_write(run_dir / "results.jsonl", results, landing=landing)
-    atomic_write(run_dir / "metrics_summary.json", lambda fh: fh.write(json.dumps(summary, indent=2, ensure_ascii=False)),
-                 landing=landing)
+    # Made by the mirror child while this process decided (rundir/mirror.py), for these very records only.
+    digest = ahead.place_mirrored(result.records, run_dir, variants, prevalence=prevalence, costs=costs,
+                                  landing=landing) if ahead is not None else None
+    if digest is None:
+        # What was made as the run graded is used only for the very records it was made from (the
+        # same objects, each once: a judge's reading is another object); otherwise made afresh.
+        summary = ahead.summary(result.records, variants, prevalence=prevalence, costs=costs) if ahead else None
+        digest = ahead.rows.records_digest() if ahead is not None and summary is not None else None
+        if summary is None:
+            summary = metrics_summary(result.records, variants, prevalence=prevalence, costs=costs)
+        if ahead is None or not ahead.place_results(result.records, run_dir / "results.jsonl", landing):
+            atomic_write(run_dir / "results.jsonl", results, landing=landing)
+        atomic_write(run_dir / "metrics_summary.json",
+                     lambda fh: fh.write(json.dumps(summary, indent=2, ensure_ascii=False)), landing=landing)
     atomic_write(
         run_dir / "run.json",
         # Through RunDocument: checked against the shipped schema before it is written.

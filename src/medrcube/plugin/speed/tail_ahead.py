@@ -16,6 +16,7 @@ interpreter's lock), so the run's wall time is the same; on a slow one it is fre
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from medrcube.plugin.speed.frozen_heap import settle_heap
@@ -84,3 +85,20 @@ def stop_leak_audit(session: Any) -> None:
     child, session.audit_child = session.audit_child, None
     if child is not None:
         child.stop()
+
+
+def ask_for_run_files(session: Any, result: Any) -> None:
+    """A large run's results.jsonl and metrics_summary.json asked, as soon as its records are final,
+    of the child that read their lines as they came (rundir/mirror.py): made on another core while
+    this process decides and runs its cases, renamed into the run directory by its writer when they
+    are of the very records it writes, and written by it otherwise."""
+    ahead = session.graded_ahead
+    if ahead is None:
+        return
+    from medrcube.plugin.run_meta import site_policy
+    from medrcube.rundir.files import summary_arguments
+
+    with contextlib.suppress(Exception):  # an optimisation: the writer makes the files itself
+        prevalence, costs = summary_arguments(site_policy(session))
+        ahead.ask_mirror(result.records, session.options.report_dir, result.info.get("variants"),
+                         prevalence=prevalence, costs=costs)

@@ -1,0 +1,143 @@
+"""results.jsonl and metrics_summary.json made by a child that read the run's lines as they were
+spooled (rundir/mirror.py): the very bytes the writer makes itself, taken only for the very
+records and arguments asked about, and nothing left behind when they are not taken."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from pathlib import Path
+
+import pytest
+
+from medrcube.cube import load_cube
+from medrcube.metrics.selective import DeferralCosts
+from medrcube.models.baselines import RandomAdapter
+from medrcube.records import GradedRecord, Outcome
+from medrcube.run.runner import RunResult, run_cube
+from medrcube.rundir.files import GradedAhead, Landing, file_sha256, records_digest, write_run_dir
+from medrcube.testing.gencube import generate_release_cube
+
+VARIANTS = ["standard", "blind", "shuffled:2"]
+PREVALENCE = {"cardiomegaly": 0.2}
+COSTS = DeferralCosts(deferral=0.25)
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory: pytest.TempPathFactory) -> list[GradedRecord]:
+    where = tmp_path_factory.mktemp("mirror")
+    cube = load_cube(str(generate_release_cube(where / "cube", n_items=90, n_datasets=3, n_images=25,
+                                               image_size=32, restricted_fraction=0.15, seed=12)))
+    run = run_cube(cube, RandomAdapter(seed=5), variants=",".join(VARIANTS))
+    assert any(r.outcome is Outcome.UNAVAILABLE for r in run.records)
+    return list(run.records)
+
+
+def _fed(records: list[GradedRecord], *, mirrored: bool = True) -> GradedAhead:
+    """Fed as a run feeds it: batches of 16 in the order the answers came (shuffled)."""
+    ahead = GradedAhead(mirrored=mirrored)
+    order = list(records)
+    random.Random(7).shuffle(order)
+    for start in range(0, len(order), 16):
+        ahead.add(order[start:start + 16])
+    return ahead
+
+
+def _written(run_dir: Path, records: list[GradedRecord], ahead: GradedAhead | None) -> dict[str, bytes]:
+    result = RunResult(records=records, info={"variants": VARIANTS})
+    meta = {"site_policy": {"prevalence": PREVALENCE, "deferral_cost": COSTS.deferral}}
+    write_run_dir(run_dir, result, meta, ahead=ahead)
+    return {name: (run_dir / name).read_bytes() for name in ("results.jsonl", "metrics_summary.json")}
+
+
+def _hidden(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if p.name.startswith("."))
+
+
+def test_the_childs_files_are_the_writers_own_bytes_and_are_renamed_into_place(
+        records: list[GradedRecord], tmp_path: Path) -> None:
+    reports = tmp_path / "reports"
+    ahead = _fed(records)
+    assert ahead._mirror is not None  # started at the first batch
+    ahead.ask_mirror(records, reports, VARIANTS, prevalence=PREVALENCE, costs=COSTS)
+    run_dir = reports / "run"
+    run_dir.mkdir()
+    with Landing() as landing:
+        digest = ahead.place_mirrored(records, run_dir, VARIANTS, prevalence=PREVALENCE, costs=COSTS, landing=landing)
+    assert digest == records_digest(records)
+    # the seal takes the digests the child gave: they are the files' own
+    for name in ("results.jsonl", "metrics_summary.json"):
+        assert landing.landed[run_dir / name].sha256 == file_sha256(run_dir / name)
+    made = {name: (run_dir / name).read_bytes() for name in ("results.jsonl", "metrics_summary.json")}
+    ahead.close()
+    assert made == _written(tmp_path / "alone", records, None)  # written from the records themselves
+    assert _hidden(reports) == []
+
+
+def test_write_run_dir_takes_them_and_the_files_are_the_same_either_way(records: list[GradedRecord],
+                                                                         tmp_path: Path) -> None:
+    reports = tmp_path / "reports"
+    ahead = _fed(records)
+    ahead.ask_mirror(records, reports, VARIANTS, prevalence=PREVALENCE, costs=COSTS)
+    mirrored = _written(reports / "run", records, ahead)
+    assert ahead._mirror is not None and ahead._mirror.made is not None  # taken from the child
+    ahead.close()
+    assert mirrored == _written(tmp_path / "alone", records, None)
+    assert _hidden(reports) == []
+
+
+@pytest.mark.parametrize("change", ["order", "judged", "arguments"])
+def test_other_records_or_arguments_are_written_by_the_writer_and_nothing_is_left(
+        records: list[GradedRecord], tmp_path: Path, change: str) -> None:
+    reports = tmp_path / "reports"
+    ahead = _fed(records)
+    ahead.ask_mirror(records, reports, VARIANTS, prevalence=PREVALENCE, costs=COSTS)
+    written = list(records)
+    costs = COSTS
+    if change == "order":
+        written[0], written[1] = written[1], written[0]
+    elif change == "judged":  # a record replaced after grading: another object
+        at = next(i for i, r in enumerate(written) if r.graded)
+        written[at] = dataclasses.replace(written[at], outcome=Outcome.WRONG)
+    else:
+        costs = DeferralCosts(deferral=0.5)
+    run_dir = reports / "run"
+    run_dir.mkdir()
+    assert ahead.place_mirrored(written, run_dir, VARIANTS, prevalence=PREVALENCE, costs=costs) is None
+    assert not (run_dir / "results.jsonl").exists()
+    ahead.close()
+    assert _hidden(reports) == []  # the child's files, made and not taken, removed
+
+
+def test_a_child_that_died_is_not_asked_and_the_writer_writes(records: list[GradedRecord], tmp_path: Path) -> None:
+    reports = tmp_path / "reports"
+    ahead = _fed(records)
+    assert ahead._mirror is not None
+    ahead._mirror.process.kill()
+    ahead._mirror.process.wait()
+    ahead.ask_mirror(records, reports, VARIANTS, prevalence=PREVALENCE, costs=COSTS)
+    written = _written(reports / "run", records, ahead)
+    ahead.close()
+    assert written == _written(tmp_path / "alone", records, None)
+    assert _hidden(reports) == []
+
+
+def test_asked_about_records_whose_lines_it_did_not_all_read_it_makes_nothing(records: list[GradedRecord],
+                                                                               tmp_path: Path) -> None:
+    reports = tmp_path / "reports"
+    ahead = _fed(records)
+    mirror = ahead._mirror
+    assert mirror is not None
+    # Asked directly about all but the last line: its sums counted every line, so it refuses.
+    offsets = ahead.rows.offsets(records[:-1])
+    assert mirror.request(offsets, ahead.rows.end, reports, VARIANTS, PREVALENCE, COSTS)
+    assert mirror.take() is None
+    mirror.close()
+    ahead.close()
+    assert _hidden(reports) == []
+
+
+def test_a_small_run_starts_no_child(records: list[GradedRecord]) -> None:
+    ahead = _fed(records, mirrored=False)
+    assert ahead._mirror is None
+    ahead.close()
