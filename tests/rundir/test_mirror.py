@@ -141,3 +141,27 @@ def test_a_small_run_starts_no_child(records: list[GradedRecord]) -> None:
     ahead = _fed(records, mirrored=False)
     assert ahead._mirror is None
     ahead.close()
+
+
+def test_evidence_it_cannot_collect_is_none_and_its_files_still_come(records: list[GradedRecord],
+                                                                     tmp_path: Path) -> None:
+    reports = tmp_path / "reports"
+    ahead = _fed(records)
+    # Not a check: the child says it has no evidence; the parent collects it itself.
+    assert ahead.ask_mirror(records, reports, VARIANTS, prevalence=PREVALENCE, costs=COSTS, checks=["not a check"])
+    assert ahead.mirrored_evidence(records) is None
+    assert ahead.mirrored_evidence(records) is None  # asked once: nothing more comes
+    written = _written(reports / "run", records, ahead)
+    assert ahead._mirror is not None and ahead._mirror.made is not None  # the files were taken
+    ahead.close()
+    assert written == _written(tmp_path / "alone", records, None)
+    assert _hidden(reports) == []
+
+
+def test_the_evidence_is_not_handed_for_other_records(records: list[GradedRecord], tmp_path: Path) -> None:
+    reports = tmp_path / "reports"
+    ahead = _fed(records)
+    assert ahead.ask_mirror(records, reports, VARIANTS, prevalence=PREVALENCE, costs=COSTS, checks=["not a check"])
+    assert ahead.mirrored_evidence(list(reversed(records))) is None
+    ahead.close()
+    assert _hidden(reports) == []

@@ -188,16 +188,30 @@ class GradedAhead:
         self.tally.add(records)
 
     def ask_mirror(self, records: Sequence[GradedRecord], directory: Path, variants: Sequence[str] | None = None, *,
-                   prevalence: Mapping[str, Any] | None = None, costs: DeferralCosts | None = None) -> None:
-        """Ask the child for results.jsonl and metrics_summary.json of these very records, in this
-        order, with these arguments, written into `directory` (on the run directory's file system):
-        done on another core while this process decides (`place_mirrored` takes them)."""
+                   prevalence: Mapping[str, Any] | None = None, costs: DeferralCosts | None = None,
+                   checks: Sequence[Any] = ()) -> bool:
+        """Ask the child for the evidence of `checks` (gate/evidence.collect) on these very records,
+        then for their results.jsonl and metrics_summary.json, in this order, with these arguments,
+        written into `directory` (on the run directory's file system): made on another core while
+        this process decides (`mirrored_evidence`, `place_mirrored` take them). Whether it was asked."""
         mirror = self._mirror
         if mirror is None or self._mirror_asked is not None or not self.rows.made_from(records):
-            return
+            return False
         key = _summary_key(variants, prevalence, costs)
-        if mirror.request(self.rows.offsets(records), self.rows.end, directory, variants, prevalence, costs):
-            self._mirror_asked = (_order(records), key)
+        if not mirror.request(self.rows.offsets(records), self.rows.end, directory, variants, prevalence, costs,
+                              checks):
+            return False
+        self._mirror_asked = (_order(records), key)
+        return True
+
+    def mirrored_evidence(self, records: Sequence[GradedRecord]) -> dict[str, Any] | None:
+        """The evidence the child collected (by check id) if it was asked about these very records in
+        this order; None otherwise, or if it has none (the caller collects it itself)."""
+        asked, mirror = self._mirror_asked, self._mirror
+        if asked is None or mirror is None or asked[0] != _order(records):
+            return None
+        found: dict[str, Any] | None = mirror.evidence()
+        return found
 
     def place_mirrored(self, records: Sequence[GradedRecord], run_dir: Path, variants: Sequence[str] | None = None, *,
                        prevalence: Mapping[str, Any] | None = None, costs: DeferralCosts | None = None,

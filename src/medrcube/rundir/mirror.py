@@ -37,10 +37,13 @@ import hashlib
 import json
 import mmap
 import os
+import pickle
 import select
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,7 +53,7 @@ from typing import Any
 MIN_RECORDS = 10_000
 POLL_S = 0.05  # how often the child looks for new lines while the answers come in
 WAIT_S = 10.0  # how long the parent waits for an answer it asked for before it writes the files itself
-ORDER, RESULTS, SUMMARY = ".medrcube-order.", ".results.jsonl.", ".metrics_summary.json."
+ORDER, RESULTS, SUMMARY, CHECKS = ".medrcube-order.", ".results.jsonl.", ".metrics_summary.json.", ".medrcube-checks."
 
 
 @dataclass(frozen=True)
@@ -63,11 +66,14 @@ class Made:
 
 
 class Mirror:
-    """A started child (`start`): `request` once, then `take` what it made; `close` ends it."""
+    """A started child (`start`): `request` once, then take its `evidence` (if asked for) and the
+    files it made (`take`); `close` ends it."""
 
     def __init__(self, process: subprocess.Popen[bytes]) -> None:
         self.process = process
         self._paths: dict[str, str] = {}  # the request's files, named here: removed by `close` unless renamed
+        self._reply = _Reader(process.stdout.fileno()) if process.stdout is not None else None
+        self._frames = 0  # the answers to come: the evidence (if asked for), then the files
         self._taken = False
         self.made: Made | None = None  # what `take` returned
 
@@ -89,43 +95,66 @@ class Mirror:
         return cls(process)
 
     def request(self, offsets: array.array[int], end: int, directory: Path, variants: Any,
-                prevalence: Any, costs: Any) -> bool:
+                prevalence: Any, costs: Any, checks: Sequence[Any] = ()) -> bool:
         """Ask for the files of the records whose lines start at `offsets` (in that order) in the
-        spool's first `end` bytes; False if the child cannot be asked (then nothing was)."""
+        spool's first `end` bytes, and first the evidence of `checks` on them (gate/evidence.collect);
+        False if the child cannot be asked (then nothing was)."""
         if self._paths or self.process.stdin is None or self.process.poll() is not None:
             return False
         try:
             directory.mkdir(parents=True, exist_ok=True)
-            for name, prefix in (("order", ORDER), ("results", RESULTS), ("summary", SUMMARY)):
+            names = [("order", ORDER), ("results", RESULTS), ("summary", SUMMARY)] + ([("checks", CHECKS)] if checks else [])
+            for name, prefix in names:
                 fd, self._paths[name] = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=directory)
-                # The order in a file, not through the pipe: 8 bytes a record would fill the pipe
-                # and hold this thread until the child reads.
+                # The order and the checks in files, not through the pipe: 8 bytes a record would
+                # fill the pipe and hold this thread until the child reads.
                 with os.fdopen(fd, "wb") as fh:
                     if name == "order":
                         offsets.tofile(fh)
+                    elif name == "checks":
+                        pickle.dump(list(checks), fh, protocol=pickle.HIGHEST_PROTOCOL)
             ask = {"end": end, "count": len(offsets), **self._paths,
                    "variants": list(variants) if variants is not None else None, "prevalence": prevalence,
                    "costs": {"error": costs.error, "deferral": costs.deferral} if costs is not None else None}
             self.process.stdin.write(json.dumps(ask).encode("utf-8") + b"\n")
             self.process.stdin.flush()
-        except (OSError, ValueError, TypeError):
+        except (OSError, ValueError, TypeError, pickle.PicklingError):
             self.close()
             return False
+        self._frames = 2 if checks else 1
         return True
+
+    def evidence(self, wait_s: float = WAIT_S) -> dict[str, Any] | None:
+        """The evidence of the checks asked for, by check id, once; None if it failed or is late."""
+        if self._frames != 2 or self._reply is None:
+            return None
+        self._frames = 1
+        deadline = time.monotonic() + wait_s
+        try:
+            head = json.loads(self._reply.line(deadline) or b"{}")
+            size = head.get("evidence")
+            if not isinstance(size, int):
+                return None
+            found = pickle.loads(self._reply.exact(size, deadline))
+            return {ev.check.id: ev for ev in found}
+        except (OSError, ValueError, TypeError, AttributeError, pickle.UnpicklingError, TimeoutError):
+            self._frames = 0  # the pipe is no longer read in step: the files are not taken either
+            return None
 
     def take(self, wait_s: float = WAIT_S) -> Made | None:
         """The files made for the request, once; None if it failed or took longer than `wait_s`."""
-        if not self._paths or self._taken:
+        if self._taken or self._reply is None:
             return None
         self._taken = True
-        out = self.process.stdout
+        if self._frames == 2 and self.evidence(wait_s) is None and self._frames == 0:
+            return None
+        if self._frames != 1:
+            return None
         try:
-            if out is None or not select.select([out], [], [], wait_s)[0]:
-                return None
-            reply = json.loads(out.readline() or b"{}")
+            reply = json.loads(self._reply.line(time.monotonic() + wait_s) or b"{}")
             self.made = Made((self._paths["results"], str(reply["results"])), (self._paths["summary"],
                              str(reply["summary"])), str(reply["records_digest"]))
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, TimeoutError):
             return None
         return self.made
 
@@ -145,6 +174,38 @@ class Mirror:
                 os.unlink(path)  # a file renamed into a run directory is no longer here
 
 
+class _Reader:
+    """The child's answers read from its pipe's descriptor itself, with a deadline: a buffered
+    reader may hold the next answer in its buffer while `select` waits on the descriptor."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.held = bytearray()
+
+    def _more(self, deadline: float) -> None:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([self.fd], [], [], left)[0]:
+            raise TimeoutError("the child did not answer in time")
+        data = os.read(self.fd, 1 << 16)
+        if not data:
+            raise OSError("the child ended without answering")
+        self.held += data
+
+    def line(self, deadline: float) -> bytes:
+        while (at := self.held.find(b"\n")) < 0:
+            self._more(deadline)
+        out = bytes(self.held[:at])
+        del self.held[:at + 1]
+        return out
+
+    def exact(self, size: int, deadline: float) -> bytes:
+        while len(self.held) < size:
+            self._more(deadline)
+        out = bytes(self.held[:size])
+        del self.held[:size]
+        return out
+
+
 # -- the child --------------------------------------------------------------------------------
 
 
@@ -154,6 +215,7 @@ def main(argv: list[str]) -> int:
 
     spool = int(argv[0])
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    _warm()
     lines: dict[int, tuple[Any, int]] = {}  # offset in the spool -> (the record of the line there, its length)
     tally = SummaryTally()
     read = 0
@@ -163,15 +225,25 @@ def main(argv: list[str]) -> int:
     if not header:
         return 0  # the parent ended, or closed without asking
     ask = json.loads(header)
+    owed = [bool(ask.get("checks"))]  # the evidence's answer, still to be sent
+
+    def tell(evidence: bytes | None) -> None:
+        head = {"evidence": len(evidence) if evidence is not None else None}
+        stdout.write(json.dumps(head).encode("utf-8") + b"\n" + (evidence or b""))
+        stdout.flush()
+        owed[0] = False
+
     try:
-        reply = _make(spool, read, ask, lines, tally)
+        reply = _make(spool, read, ask, lines, tally, tell)
     except Exception as e:  # noqa: BLE001 - said to the parent, who writes the files itself
         reply = {"error": f"{type(e).__name__}: {e}"}
+        if owed[0]:
+            tell(None)
     stdout.write(json.dumps(reply).encode("utf-8") + b"\n")
     stdout.flush()
     stdin.read()  # until the parent is done (or gone): what it did not rename is removed, as it would
-    for name in ("order", "results", "summary"):
-        with contextlib.suppress(OSError):
+    for name in ("order", "results", "summary", "checks"):
+        with contextlib.suppress(OSError, KeyError):
             os.unlink(ask[name])
     return 0
 
@@ -195,7 +267,9 @@ def _read_lines(spool: int, start: int, end: int, lines: dict[int, tuple[Any, in
     return start + whole
 
 
-def _make(spool: int, read: int, ask: dict[str, Any], lines: dict[int, tuple[Any, int]], tally: Any) -> dict[str, Any]:
+def _make(spool: int, read: int, ask: dict[str, Any], lines: dict[int, tuple[Any, int]], tally: Any,
+          tell: Callable[[bytes | None], None]) -> dict[str, Any]:
+    """The evidence asked for (`tell`), then the two files; what the parent is answered."""
     from medrcube.metrics.selective import DeferralCosts
     from medrcube.rundir.files import records_digest
 
@@ -210,6 +284,8 @@ def _make(spool: int, read: int, ask: dict[str, Any], lines: dict[int, tuple[Any
     if len(offsets) != len(lines) or len(set(offsets)) != len(offsets):
         raise ValueError(f"asked about {len(offsets)} records; {len(lines)} lines were read")
     records = [lines[o][0] for o in offsets]
+    if ask.get("checks"):  # first: the parent waits for it to decide
+        tell(_evidence(Path(ask["checks"]), records))
     costs = DeferralCosts(**ask["costs"]) if ask.get("costs") else None
     doc = tally.document(records, ask.get("variants"), prevalence=ask.get("prevalence"), costs=costs)
     summary = _durable(ask["summary"], [json.dumps(doc, indent=2, ensure_ascii=False).encode("utf-8")])
@@ -218,6 +294,28 @@ def _make(spool: int, read: int, ask: dict[str, Any], lines: dict[int, tuple[Any
         chunks = (b"".join(view[o:o + lines[o][1]] for o in offsets[i:i + 2048]) for i in range(0, len(offsets), 2048))
         results = _durable(ask["results"], chunks)
     return {"results": results, "summary": summary, "records_digest": records_digest(records)}
+
+
+def _evidence(checks_file: Path, records: list[Any]) -> bytes | None:
+    """The pickled evidence of the checks in `checks_file` on `records`, collected as the gate collects
+    a family's (gate/evaluate.evaluate_gate: grouped by scope once); None if it cannot be had."""
+    from medrcube.gate.evidence import ByScope, collect
+
+    try:
+        checks = pickle.loads(checks_file.read_bytes())
+        scoped = ByScope(records)
+        return pickle.dumps([collect(c, scoped) for c in checks], protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # noqa: BLE001 - the parent collects it itself
+        return None
+
+
+def _warm() -> None:
+    """What the evidence and the summary import, imported while the answers come in."""
+    import medrcube.gate.evaluate  # noqa: F401
+    import medrcube.rundir.files  # noqa: F401
+    from medrcube.gate.kinds import registered
+
+    registered()  # the kinds' registry (entry points), read once
 
 
 def _durable(path: str, blocks: Any) -> str:
