@@ -128,7 +128,9 @@ class _AheadAtFirstBatch:
             from medrcube.rundir import mirror
             from medrcube.rundir.files import GradedAhead
 
-            self.made = GradedAhead(mirrored=self.planned >= mirror.MIN_RECORDS)
+            self.made = GradedAhead()
+            if self.planned >= mirror.MIN_RECORDS:
+                self.made.mirror_to(mirror.Mirror.start(self.made.rows.spool_fileno()))
         self.made.add(records)
 
 

@@ -16,6 +16,7 @@ from medrcube.models.baselines import RandomAdapter
 from medrcube.records import GradedRecord, Outcome
 from medrcube.run.runner import RunResult, run_cube
 from medrcube.rundir.files import GradedAhead, Landing, file_sha256, records_digest, write_run_dir
+from medrcube.rundir.mirror import Mirror
 from medrcube.testing.gencube import generate_release_cube
 
 VARIANTS = ["standard", "blind", "shuffled:2"]
@@ -35,7 +36,9 @@ def records(tmp_path_factory: pytest.TempPathFactory) -> list[GradedRecord]:
 
 def _fed(records: list[GradedRecord], *, mirrored: bool = True) -> GradedAhead:
     """Fed as a run feeds it: batches of 16 in the order the answers came (shuffled)."""
-    ahead = GradedAhead(mirrored=mirrored)
+    ahead = GradedAhead()
+    if mirrored:
+        ahead.mirror_to(Mirror.start(ahead.rows.spool_fileno()))
     order = list(records)
     random.Random(7).shuffle(order)
     for start in range(0, len(order), 16):
@@ -137,10 +140,19 @@ def test_asked_about_records_whose_lines_it_did_not_all_read_it_makes_nothing(re
     assert _hidden(reports) == []
 
 
-def test_a_small_run_starts_no_child(records: list[GradedRecord]) -> None:
-    ahead = _fed(records, mirrored=False)
-    assert ahead._mirror is None
-    ahead.close()
+def test_a_child_is_started_at_the_first_batch_of_a_large_run_only(records: list[GradedRecord]) -> None:
+    from medrcube.rundir import mirror
+    from medrcube.service import _AheadAtFirstBatch
+
+    small, large = _AheadAtFirstBatch(mirror.MIN_RECORDS - 1), _AheadAtFirstBatch(mirror.MIN_RECORDS)
+    for ahead in (small, large):
+        ahead.add(records[:16])
+    assert small.made is not None and small.made._mirror is None
+    assert large.made is not None and isinstance(large.made._mirror, Mirror)
+    assert large.made._mirror.process.poll() is None  # reading the lines as they come
+    small.made.close()
+    large.made.close()
+    assert large.made._mirror is None
 
 
 def test_evidence_it_cannot_collect_is_none_and_its_files_still_come(records: list[GradedRecord],

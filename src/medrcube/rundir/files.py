@@ -165,13 +165,12 @@ class GradedAhead:
     lines' index of every record fed (`ResultRows.made_from`, as `summary`). `close` drops
     the lines' file."""
 
-    def __init__(self, *, mirrored: bool = False) -> None:
+    def __init__(self) -> None:
         self.rows = ResultRows()
         self.tally = SummaryTally()
-        # `mirrored`: a child reads the lines as they come and writes results.jsonl and
-        # metrics_summary.json when asked (rundir/mirror.py), started at the first batch.
-        self._mirrored = mirrored
-        self._mirror: Any = None  # rundir/mirror.Mirror
+        # A child reading the lines as they come, which collects evidence and writes results.jsonl and
+        # metrics_summary.json when asked (rundir/mirror.Mirror: `mirror_to`).
+        self._mirror: Any = None
         self._mirror_asked: tuple[tuple[int, ...], tuple[Any, ...]] | None = None  # (records, arguments) asked about
         # What `prepare` and `prewrite` made, each for one list of records: the ids of its records in
         # order (held by `rows` while it lives, so no other object has them: see `made_from`).
@@ -179,13 +178,13 @@ class GradedAhead:
         self._written: tuple[tuple[int, ...], str, str] | None = None  # (records, temporary file, SHA-256)
 
     def add(self, records: Sequence[GradedRecord]) -> None:
-        if self._mirrored:
-            self._mirrored = False
-            from medrcube.rundir.mirror import Mirror
-
-            self._mirror = Mirror.start(self.rows.spool_fileno())
         self.rows.add(records)
         self.tally.add(records)
+
+    def mirror_to(self, mirror: Any) -> None:
+        """Hand the lines to `mirror` (rundir/mirror.Mirror, started on `rows.spool_fileno()`; None: none
+        could start) before the first batch is added: `ask_mirror` then asks it."""
+        self._mirror = mirror
 
     def ask_mirror(self, records: Sequence[GradedRecord], directory: Path, variants: Sequence[str] | None = None, *,
                    prevalence: Mapping[str, Any] | None = None, costs: DeferralCosts | None = None,

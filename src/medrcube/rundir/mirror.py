@@ -32,6 +32,7 @@ killed takes it along, and it removes what it wrote and nobody took.
 from __future__ import annotations
 
 import array
+import atexit
 import contextlib
 import hashlib
 import json
@@ -39,6 +40,7 @@ import mmap
 import os
 import pickle
 import select
+import signal
 import subprocess
 import sys
 import tempfile
@@ -92,7 +94,10 @@ class Mirror:
                                        pass_fds=(spool,))
         except OSError:
             return None
-        return cls(process)
+        mirror = cls(process)
+        # A run that ends before its run directory is written (Ctrl-C, an error) leaves nothing either.
+        atexit.register(mirror.close)
+        return mirror
 
     def request(self, offsets: array.array[int], end: int, directory: Path, variants: Any,
                 prevalence: Any, costs: Any, checks: Sequence[Any] = ()) -> bool:
@@ -160,6 +165,7 @@ class Mirror:
 
     def close(self) -> None:
         """End the child; the request's files not renamed elsewhere are removed (again: nothing)."""
+        atexit.unregister(self.close)
         if self.process.stdin is not None:
             with contextlib.suppress(OSError):
                 self.process.stdin.close()
@@ -213,6 +219,9 @@ def main(argv: list[str]) -> int:
     """The child: the spool at descriptor argv[0] read as it grows until the parent asks."""
     from medrcube.rundir.summary import SummaryTally
 
+    # A Ctrl-C reaches the whole process group: this child ends with its parent's pipe instead, and
+    # removes its files then.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     spool = int(argv[0])
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     _warm()
@@ -228,20 +237,21 @@ def main(argv: list[str]) -> int:
     owed = [bool(ask.get("checks"))]  # the evidence's answer, still to be sent
 
     def tell(evidence: bytes | None) -> None:
+        owed[0] = False
         head = {"evidence": len(evidence) if evidence is not None else None}
         stdout.write(json.dumps(head).encode("utf-8") + b"\n" + (evidence or b""))
         stdout.flush()
-        owed[0] = False
 
-    try:
-        reply = _make(spool, read, ask, lines, tally, tell)
-    except Exception as e:  # noqa: BLE001 - said to the parent, who writes the files itself
-        reply = {"error": f"{type(e).__name__}: {e}"}
-        if owed[0]:
-            tell(None)
-    stdout.write(json.dumps(reply).encode("utf-8") + b"\n")
-    stdout.flush()
-    stdin.read()  # until the parent is done (or gone): what it did not rename is removed, as it would
+    with contextlib.suppress(OSError):  # a parent gone (its pipe closed): only the clean-up below is left
+        try:
+            reply = _make(spool, read, ask, lines, tally, tell)
+        except Exception as e:  # noqa: BLE001 - said to the parent, who writes the files itself
+            reply = {"error": f"{type(e).__name__}: {e}"}
+            if owed[0]:
+                tell(None)
+        stdout.write(json.dumps(reply).encode("utf-8") + b"\n")
+        stdout.flush()
+        stdin.read()  # until the parent is done (or gone): what it did not rename is removed, as it would
     for name in ("order", "results", "summary", "checks"):
         with contextlib.suppress(OSError, KeyError):
             os.unlink(ask[name])
