@@ -237,39 +237,3 @@ def test_the_family_selects_each_checks_records_as_the_check_does(rec, scopes, w
         check = replace(base, part=part, modality=modality, task=task)
         assert grouped.select(check) == [r for r in records if check.selects(r)]
         assert grouped.select(check) == [r for r in records if check.selects(r)]  # from its memo too
-
-
-def test_evidence_collected_elsewhere_is_used_only_for_the_very_check_and_decides_the_same(rec):
-    """evaluate_gate's `elsewhere` (the run files child, rundir/mirror.py): evidence collected on the
-    same records by another process decides as the evidence collected here; evidence for another
-    check under the same id, or none at all, is collected here; the other checks first."""
-    from dataclasses import replace
-
-    from medrcube.gate.evidence import ByScope, collect
-
-    checks = build_checks([("Chest", "X-Ray", DD), ("Chest", "X-Ray", MR)], policy(),
-                          variants="standard,blind")
-    records = sim_records(rec, "DD=0.7,MR=0.7,icc=0.2,seed=5,grounded=true", images=120)
-    records += [replace(r, variant="blind") for r in records if r.task == DD]
-    heavy = [c for c in checks if c.kind in ("credibility", "image_dependence")]
-    assert {c.kind for c in heavy} == {"credibility", "image_dependence"}
-    ids = frozenset(c.id for c in heavy)
-    here = evaluate_gate(checks, records)
-    asked: list[int] = []
-
-    def collected() -> dict:
-        asked.append(len(asked))
-        scoped = ByScope(records)
-        return {c.id: collect(c, scoped) for c in heavy}
-
-    def decisions(result):
-        return [v.to_dict() for v in result.verdicts]
-
-    assert decisions(evaluate_gate(checks, records, elsewhere=(ids, collected))) == decisions(here)
-    assert asked == [0]  # asked once, after the others were collected
-    assert decisions(evaluate_gate(checks, records, elsewhere=(ids, lambda: None))) == decisions(here)
-    # Evidence of a check that is not this one (its bound moved): collected here instead.
-    moved = {c.id: collect(replace(c, bound=0.99), ByScope(records)) for c in heavy}
-    assert decisions(evaluate_gate(checks, records, elsewhere=(ids, lambda: moved))) == decisions(here)
-    wrong = evaluate_gate([replace(c, bound=0.99) if c.id in ids else c for c in checks], records)
-    assert decisions(wrong) != decisions(here)  # the moved bound would have changed a verdict

@@ -131,9 +131,9 @@ def test_asked_about_records_whose_lines_it_did_not_all_read_it_makes_nothing(re
     ahead = _fed(records)
     mirror = ahead._mirror
     assert mirror is not None
-    # Asked directly about all but the last line: its sums counted every line, so it refuses.
+    # Asked about all but the last line: its sums counted every line, so it refuses.
     offsets = ahead.rows.offsets(records[:-1])
-    assert mirror.request(offsets, ahead.rows.end, reports, VARIANTS, PREVALENCE, COSTS)
+    assert offsets is not None and mirror.request(offsets, ahead.rows.end, reports, VARIANTS, PREVALENCE, COSTS)
     assert mirror.take() is None
     mirror.close()
     ahead.close()
@@ -153,27 +153,3 @@ def test_a_child_is_started_at_the_first_batch_of_a_large_run_only(records: list
     small.made.close()
     large.made.close()
     assert large.made._mirror is None
-
-
-def test_evidence_it_cannot_collect_is_none_and_its_files_still_come(records: list[GradedRecord],
-                                                                     tmp_path: Path) -> None:
-    reports = tmp_path / "reports"
-    ahead = _fed(records)
-    # Not a check: the child says it has no evidence; the parent collects it itself.
-    assert ahead.ask_mirror(records, reports, VARIANTS, prevalence=PREVALENCE, costs=COSTS, checks=["not a check"])
-    assert ahead.mirrored_evidence(records) is None
-    assert ahead.mirrored_evidence(records) is None  # asked once: nothing more comes
-    written = _written(reports / "run", records, ahead)
-    assert ahead._mirror is not None and ahead._mirror.made is not None  # the files were taken
-    ahead.close()
-    assert written == _written(tmp_path / "alone", records, None)
-    assert _hidden(reports) == []
-
-
-def test_the_evidence_is_not_handed_for_other_records(records: list[GradedRecord], tmp_path: Path) -> None:
-    reports = tmp_path / "reports"
-    ahead = _fed(records)
-    assert ahead.ask_mirror(records, reports, VARIANTS, prevalence=PREVALENCE, costs=COSTS, checks=["not a check"])
-    assert ahead.mirrored_evidence(list(reversed(records))) is None
-    ahead.close()
-    assert _hidden(reports) == []

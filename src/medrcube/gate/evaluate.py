@@ -18,7 +18,7 @@ adjusted for the other checks. The gate evaluates all its checks together.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from medrcube.gate.checks import Check
@@ -74,10 +74,6 @@ def _guarantee(checks: Sequence[Check]) -> str:
             "failures; docs/guarantees.md)")
 
 
-# Checks whose evidence another process collects (their ids), and how to have it (None: collect it here).
-Elsewhere = tuple[frozenset[str], Callable[[], Mapping[str, Evidence] | None]]
-
-
 def evaluate_gate(
     checks: Sequence[Check],
     records: Iterable[GradedRecord],
@@ -85,36 +81,17 @@ def evaluate_gate(
     *,
     baseline_error: str | None = None,
     scope: str = "",
-    elsewhere: Elsewhere | None = None,
 ) -> GateResult:
     """Every check's verdict, decided as one family, and the gate's verdict.
     `baseline_error` says why the baseline's records are missing (the regression checks'
-    error message). `elsewhere`: (check ids, a function giving their evidence collected on these
-    very records by another process, or None): those checks are collected last, taken from it
-    where it has them (the gate's run files child, rundir/mirror.py), and here otherwise."""
+    error message)."""
     scoped = ByScope(records)
     base = list(baseline) if baseline is not None else None
-    later, given = elsewhere if elsewhere is not None else (frozenset(), None)
-    found = [None if c.id in later else _or_collected(None, c, scoped, base, baseline_error) for c in checks]
-    taken = (given() if given is not None and later else None) or {}
-    evidences = [_or_collected(ev if ev is not None else _given(taken, c), c, scoped, base, baseline_error)
-                 for c, ev in zip(checks, found, strict=True)]
+    evidences = [collect(c, scoped, base if c.needs_baseline else None, baseline_error=baseline_error)
+                 for c in checks]
     verdicts = tuple(decide(evidences))
     gate = gate_verdict((v.to_dict() for v in verdicts), guarantee_text(checks, scope))
     return GateResult(verdicts, gate, tuple(evidences))
-
-
-def _given(taken: Mapping[str, Evidence], check: Check) -> Evidence | None:
-    """The evidence collected elsewhere for this very check (its id and its every field), or None."""
-    evidence = taken.get(check.id)
-    return evidence if evidence is not None and evidence.check == check else None
-
-
-def _or_collected(evidence: Evidence | None, check: Check, scoped: ByScope, base: list[GradedRecord] | None,
-                  baseline_error: str | None) -> Evidence:
-    if evidence is not None:
-        return evidence
-    return collect(check, scoped, base if check.needs_baseline else None, baseline_error=baseline_error)
 
 
 def decide_joining(family: Sequence[Evidence], evidence: Evidence) -> Verdict:

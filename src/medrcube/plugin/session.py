@@ -21,7 +21,7 @@ from medrcube.plugin.evidence import served_error
 from medrcube.plugin.ledger import reserve, with_share
 from medrcube.plugin.options import GateOptions, _parse_variants, _usage, packaged_thresholds, resolve_cube_spec
 from medrcube.plugin.speed.frozen_heap import collection_paused, settle_heap
-from medrcube.plugin.speed.tail_ahead import ask_for_run_files, evidence_elsewhere, prepare_outputs
+from medrcube.plugin.speed.tail_ahead import ask_for_run_files, prepare_outputs
 from medrcube.records import GradedRecord
 
 if TYPE_CHECKING:
@@ -116,8 +116,6 @@ class GateSession:
     audit_child: Any = field(default=None, repr=False)  # cube/audit_child.AuditChild computing it, until taken
     # (that Audit, gate/leaking.leak_reasons of the checks' scopes), taken while the answers come in (tail_ahead.py)
     leak_reasons: tuple[Any, dict[Any, str | None]] | None = field(default=None, repr=False)
-    # The checks whose evidence the run files child collects (plugin/speed/tail_ahead.ask_for_run_files).
-    collected_elsewhere: frozenset[str] = field(default=frozenset(), repr=False)
     attempt: Any = None  # the controller's run/ledger.Attempt on this cube (plugin/ledger.py); its pass
     pass_share: float = 1.0  # claims spend this share of alpha in every process (gate/attempts.py)
     outside: dict[str, tuple[str, ...]] = field(default_factory=dict)  # axis -> the cube's values outside the scope
@@ -268,8 +266,7 @@ class GateSession:
             except GateError as e:  # an unreadable baseline errors the regression checks only
                 missing = str(e)
             with collection_paused():  # plugin/speed/frozen_heap.py
-                self._verdicts = self.decider.verdicts(self.checks, records, baseline, baseline_error=missing,
-                                                       elsewhere=evidence_elsewhere(self, records))
+                self._verdicts = self.decider.verdicts(self.checks, records, baseline, baseline_error=missing)
             self._family = self.decider.family()
         return self._verdicts[check.id]
 

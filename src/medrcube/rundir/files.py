@@ -130,11 +130,17 @@ class ResultRows:
         """The size of the lines added so far, in bytes."""
         return self._end
 
-    def offsets(self, records: Sequence[GradedRecord]) -> array.array[int]:
-        """Where each record's line starts in the spool, in the records' order (the caller checks
-        `made_from` first: every record was fed)."""
+    def offsets(self, records: Sequence[GradedRecord]) -> array.array[int] | None:
+        """Where each record's line starts in the spool, in the records' order; None if one of them
+        was not fed (a record fed twice has one line: `made_from` says whether they are all, each once)."""
         where = self._where
-        return array.array("q", [where[id(r)][1] for r in records])
+        out = array.array("q")
+        for r in records:
+            made = where.get(id(r))
+            if made is None or made[0] is not r:
+                return None
+            out.append(made[1])
+        return out
 
     def made_from(self, records: Sequence[GradedRecord]) -> bool:
         """Whether the lines were made from exactly `records`: the same objects, each once.
@@ -187,30 +193,18 @@ class GradedAhead:
         self._mirror = mirror
 
     def ask_mirror(self, records: Sequence[GradedRecord], directory: Path, variants: Sequence[str] | None = None, *,
-                   prevalence: Mapping[str, Any] | None = None, costs: DeferralCosts | None = None,
-                   checks: Sequence[Any] = ()) -> bool:
-        """Ask the child for the evidence of `checks` (gate/evidence.collect) on these very records,
-        then for their results.jsonl and metrics_summary.json, in this order, with these arguments,
-        written into `directory` (on the run directory's file system): made on another core while
-        this process decides (`mirrored_evidence`, `place_mirrored` take them). Whether it was asked."""
+                   prevalence: Mapping[str, Any] | None = None, costs: DeferralCosts | None = None) -> bool:
+        """Ask the child for results.jsonl and metrics_summary.json of these very records, in this
+        order, with these arguments, written into `directory` (on the run directory's file system):
+        made on another core while this process decides (`place_mirrored` takes them). Whether it was
+        asked. The child checks that the records are every line it read, each once (their offsets)."""
         mirror = self._mirror
-        if mirror is None or self._mirror_asked is not None or not self.rows.made_from(records):
+        offsets = self.rows.offsets(records) if mirror is not None and self._mirror_asked is None else None
+        if mirror is None or offsets is None or not mirror.request(offsets, self.rows.end, directory, variants,
+                                                                    prevalence, costs):
             return False
-        key = _summary_key(variants, prevalence, costs)
-        if not mirror.request(self.rows.offsets(records), self.rows.end, directory, variants, prevalence, costs,
-                              checks):
-            return False
-        self._mirror_asked = (_order(records), key)
+        self._mirror_asked = (_order(records), _summary_key(variants, prevalence, costs))
         return True
-
-    def mirrored_evidence(self, records: Sequence[GradedRecord]) -> dict[str, Any] | None:
-        """The evidence the child collected (by check id) if it was asked about these very records in
-        this order; None otherwise, or if it has none (the caller collects it itself)."""
-        asked, mirror = self._mirror_asked, self._mirror
-        if asked is None or mirror is None or asked[0] != _order(records):
-            return None
-        found: dict[str, Any] | None = mirror.evidence()
-        return found
 
     def place_mirrored(self, records: Sequence[GradedRecord], run_dir: Path, variants: Sequence[str] | None = None, *,
                        prevalence: Mapping[str, Any] | None = None, costs: DeferralCosts | None = None,
@@ -218,9 +212,10 @@ class GradedAhead:
         """Rename the child's results.jsonl and metrics_summary.json into `run_dir` if they were made
         for these very records in this order with these arguments; their records_digest, or None and
         nothing placed (the caller writes both files itself)."""
+        # The same objects in the same order as asked about (the lines' index holds them: no other
+        # object can have their ids meanwhile), and the same arguments.
         asked, mirror = self._mirror_asked, self._mirror
-        if asked is None or mirror is None or not self.rows.made_from(records) \
-                or asked != (_order(records), _summary_key(variants, prevalence, costs)):
+        if asked is None or mirror is None or asked != (_order(records), _summary_key(variants, prevalence, costs)):
             return None
         made = mirror.take()
         if made is None:

@@ -34,18 +34,17 @@ from __future__ import annotations
 import array
 import atexit
 import contextlib
+import gc
 import hashlib
 import json
 import mmap
 import os
-import pickle
 import select
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,7 +54,7 @@ from typing import Any
 MIN_RECORDS = 10_000
 POLL_S = 0.05  # how often the child looks for new lines while the answers come in
 WAIT_S = 10.0  # how long the parent waits for an answer it asked for before it writes the files itself
-ORDER, RESULTS, SUMMARY, CHECKS = ".medrcube-order.", ".results.jsonl.", ".metrics_summary.json.", ".medrcube-checks."
+ORDER, RESULTS, SUMMARY = ".medrcube-order.", ".results.jsonl.", ".metrics_summary.json."
 
 
 @dataclass(frozen=True)
@@ -68,14 +67,12 @@ class Made:
 
 
 class Mirror:
-    """A started child (`start`): `request` once, then take its `evidence` (if asked for) and the
-    files it made (`take`); `close` ends it."""
+    """A started child (`start`): `request` once, then `take` what it made; `close` ends it."""
 
     def __init__(self, process: subprocess.Popen[bytes]) -> None:
         self.process = process
         self._paths: dict[str, str] = {}  # the request's files, named here: removed by `close` unless renamed
         self._reply = _Reader(process.stdout.fileno()) if process.stdout is not None else None
-        self._frames = 0  # the answers to come: the evidence (if asked for), then the files
         self._taken = False
         self.made: Made | None = None  # what `take` returned
 
@@ -100,61 +97,35 @@ class Mirror:
         return mirror
 
     def request(self, offsets: array.array[int], end: int, directory: Path, variants: Any,
-                prevalence: Any, costs: Any, checks: Sequence[Any] = ()) -> bool:
+                prevalence: Any, costs: Any) -> bool:
         """Ask for the files of the records whose lines start at `offsets` (in that order) in the
-        spool's first `end` bytes, and first the evidence of `checks` on them (gate/evidence.collect);
-        False if the child cannot be asked (then nothing was)."""
+        spool's first `end` bytes; False if the child cannot be asked (then nothing was)."""
         if self._paths or self.process.stdin is None or self.process.poll() is not None:
             return False
         try:
             directory.mkdir(parents=True, exist_ok=True)
-            names = [("order", ORDER), ("results", RESULTS), ("summary", SUMMARY)] + ([("checks", CHECKS)] if checks else [])
-            for name, prefix in names:
+            for name, prefix in (("order", ORDER), ("results", RESULTS), ("summary", SUMMARY)):
                 fd, self._paths[name] = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=directory)
-                # The order and the checks in files, not through the pipe: 8 bytes a record would
-                # fill the pipe and hold this thread until the child reads.
+                # The order in a file, not through the pipe: 8 bytes a record would fill the pipe
+                # and hold this thread until the child reads.
                 with os.fdopen(fd, "wb") as fh:
                     if name == "order":
                         offsets.tofile(fh)
-                    elif name == "checks":
-                        pickle.dump(list(checks), fh, protocol=pickle.HIGHEST_PROTOCOL)
             ask = {"end": end, "count": len(offsets), **self._paths,
                    "variants": list(variants) if variants is not None else None, "prevalence": prevalence,
                    "costs": {"error": costs.error, "deferral": costs.deferral} if costs is not None else None}
             self.process.stdin.write(json.dumps(ask).encode("utf-8") + b"\n")
             self.process.stdin.flush()
-        except (OSError, ValueError, TypeError, pickle.PicklingError):
+        except (OSError, ValueError, TypeError):
             self.close()
             return False
-        self._frames = 2 if checks else 1
         return True
-
-    def evidence(self, wait_s: float = WAIT_S) -> dict[str, Any] | None:
-        """The evidence of the checks asked for, by check id, once; None if it failed or is late."""
-        if self._frames != 2 or self._reply is None:
-            return None
-        self._frames = 1
-        deadline = time.monotonic() + wait_s
-        try:
-            head = json.loads(self._reply.line(deadline) or b"{}")
-            size = head.get("evidence")
-            if not isinstance(size, int):
-                return None
-            found = pickle.loads(self._reply.exact(size, deadline))
-            return {ev.check.id: ev for ev in found}
-        except (OSError, ValueError, TypeError, AttributeError, pickle.UnpicklingError, TimeoutError):
-            self._frames = 0  # the pipe is no longer read in step: the files are not taken either
-            return None
 
     def take(self, wait_s: float = WAIT_S) -> Made | None:
         """The files made for the request, once; None if it failed or took longer than `wait_s`."""
-        if self._taken or self._reply is None:
+        if not self._paths or self._taken or self._reply is None:
             return None
         self._taken = True
-        if self._frames == 2 and self.evidence(wait_s) is None and self._frames == 0:
-            return None
-        if self._frames != 1:
-            return None
         try:
             reply = json.loads(self._reply.line(time.monotonic() + wait_s) or b"{}")
             self.made = Made((self._paths["results"], str(reply["results"])), (self._paths["summary"],
@@ -181,8 +152,7 @@ class Mirror:
 
 
 class _Reader:
-    """The child's answers read from its pipe's descriptor itself, with a deadline: a buffered
-    reader may hold the next answer in its buffer while `select` waits on the descriptor."""
+    """The child's answer read from its pipe's descriptor itself, with a deadline."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
@@ -202,13 +172,6 @@ class _Reader:
             self._more(deadline)
         out = bytes(self.held[:at])
         del self.held[:at + 1]
-        return out
-
-    def exact(self, size: int, deadline: float) -> bytes:
-        while len(self.held) < size:
-            self._more(deadline)
-        out = bytes(self.held[:size])
-        del self.held[:size]
         return out
 
 
@@ -234,25 +197,16 @@ def main(argv: list[str]) -> int:
     if not header:
         return 0  # the parent ended, or closed without asking
     ask = json.loads(header)
-    owed = [bool(ask.get("checks"))]  # the evidence's answer, still to be sent
-
-    def tell(evidence: bytes | None) -> None:
-        owed[0] = False
-        head = {"evidence": len(evidence) if evidence is not None else None}
-        stdout.write(json.dumps(head).encode("utf-8") + b"\n" + (evidence or b""))
-        stdout.flush()
-
+    gc.disable()  # what is made from here on lives until the answers are sent (the gate's verdicts pause it too)
     with contextlib.suppress(OSError):  # a parent gone (its pipe closed): only the clean-up below is left
         try:
-            reply = _make(spool, read, ask, lines, tally, tell)
+            reply = _make(spool, read, ask, lines, tally)
         except Exception as e:  # noqa: BLE001 - said to the parent, who writes the files itself
             reply = {"error": f"{type(e).__name__}: {e}"}
-            if owed[0]:
-                tell(None)
         stdout.write(json.dumps(reply).encode("utf-8") + b"\n")
         stdout.flush()
         stdin.read()  # until the parent is done (or gone): what it did not rename is removed, as it would
-    for name in ("order", "results", "summary", "checks"):
+    for name in ("order", "results", "summary"):
         with contextlib.suppress(OSError, KeyError):
             os.unlink(ask[name])
     return 0
@@ -274,12 +228,14 @@ def _read_lines(spool: int, start: int, end: int, lines: dict[int, tuple[Any, in
         batch.append(record)
         at += len(line) + 1
     tally.add(batch)
+    # The records live until the end: out of the collector's sight, as the gate's heap is once its
+    # answers are in (plugin/speed/frozen_heap.py); left in it, every full collection walked them all.
+    gc.freeze()
     return start + whole
 
 
-def _make(spool: int, read: int, ask: dict[str, Any], lines: dict[int, tuple[Any, int]], tally: Any,
-          tell: Callable[[bytes | None], None]) -> dict[str, Any]:
-    """The evidence asked for (`tell`), then the two files; what the parent is answered."""
+def _make(spool: int, read: int, ask: dict[str, Any], lines: dict[int, tuple[Any, int]], tally: Any) -> dict[str, Any]:
+    """The two files asked for; what the parent is answered."""
     from medrcube.metrics.selective import DeferralCosts
     from medrcube.rundir.files import records_digest
 
@@ -294,8 +250,6 @@ def _make(spool: int, read: int, ask: dict[str, Any], lines: dict[int, tuple[Any
     if len(offsets) != len(lines) or len(set(offsets)) != len(offsets):
         raise ValueError(f"asked about {len(offsets)} records; {len(lines)} lines were read")
     records = [lines[o][0] for o in offsets]
-    if ask.get("checks"):  # first: the parent waits for it to decide
-        tell(_evidence(Path(ask["checks"]), records))
     costs = DeferralCosts(**ask["costs"]) if ask.get("costs") else None
     doc = tally.document(records, ask.get("variants"), prevalence=ask.get("prevalence"), costs=costs)
     summary = _durable(ask["summary"], [json.dumps(doc, indent=2, ensure_ascii=False).encode("utf-8")])
@@ -306,26 +260,10 @@ def _make(spool: int, read: int, ask: dict[str, Any], lines: dict[int, tuple[Any
     return {"results": results, "summary": summary, "records_digest": records_digest(records)}
 
 
-def _evidence(checks_file: Path, records: list[Any]) -> bytes | None:
-    """The pickled evidence of the checks in `checks_file` on `records`, collected as the gate collects
-    a family's (gate/evaluate.evaluate_gate: grouped by scope once); None if it cannot be had."""
-    from medrcube.gate.evidence import ByScope, collect
-
-    try:
-        checks = pickle.loads(checks_file.read_bytes())
-        scoped = ByScope(records)
-        return pickle.dumps([collect(c, scoped) for c in checks], protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception:  # noqa: BLE001 - the parent collects it itself
-        return None
-
-
 def _warm() -> None:
-    """What the evidence and the summary import, imported while the answers come in."""
-    import medrcube.gate.evaluate  # noqa: F401
+    """What the summary and the digest import, imported while the answers come in."""
+    import medrcube.metrics.selective  # noqa: F401
     import medrcube.rundir.files  # noqa: F401
-    from medrcube.gate.kinds import registered
-
-    registered()  # the kinds' registry (entry points), read once
 
 
 def _durable(path: str, blocks: Any) -> str:

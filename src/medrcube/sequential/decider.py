@@ -21,7 +21,6 @@ from medrcube.sequential.plan import SequentialPlan
 if TYPE_CHECKING:
     from medrcube.cube.item import Cube
     from medrcube.gate.checks import Check
-    from medrcube.gate.evaluate import Elsewhere
     from medrcube.gate.verdict import Verdict
     from medrcube.records import GradedRecord
     from medrcube.sequential.driver import AskFn, SequentialRun, SpendFn
@@ -35,9 +34,8 @@ class Decider(Protocol):
         """Ask the cube through `ask` (and a baseline model through `ask_baseline`)."""
 
     def verdicts(self, checks: Sequence[Check], records: Sequence[GradedRecord],
-                 baseline: Sequence[GradedRecord] | None, *, baseline_error: str | None = None,
-                 elsewhere: Elsewhere | None = None) -> dict[str, Verdict]:
-        """Every check's verdict, by check id (`elsewhere`: gate.evaluate.evaluate_gate's)."""
+                 baseline: Sequence[GradedRecord] | None, *, baseline_error: str | None = None) -> dict[str, Verdict]:
+        """Every check's verdict, by check id."""
 
     def family(self) -> tuple[Any, ...]:
         """The evidence of the fixed-sample family the last `verdicts` decided (gate.evaluate:
@@ -63,11 +61,10 @@ class FixedDecider:
             await ask_baseline(cube)
 
     def verdicts(self, checks: Sequence[Check], records: Sequence[GradedRecord],
-                 baseline: Sequence[GradedRecord] | None, *, baseline_error: str | None = None,
-                 elsewhere: Elsewhere | None = None) -> dict[str, Verdict]:
+                 baseline: Sequence[GradedRecord] | None, *, baseline_error: str | None = None) -> dict[str, Verdict]:
         from medrcube.gate.evaluate import evaluate_gate
 
-        result = evaluate_gate(checks, records, baseline, baseline_error=baseline_error, elsewhere=elsewhere)
+        result = evaluate_gate(checks, records, baseline, baseline_error=baseline_error)
         self._family = result.evidences
         return result.by_id()
 
@@ -98,11 +95,9 @@ class SequentialDecider:
                                         baseline_records=baseline_records, spend=spend)
 
     def verdicts(self, checks: Sequence[Check], records: Sequence[GradedRecord],
-                 baseline: Sequence[GradedRecord] | None, *, baseline_error: str | None = None,
-                 elsewhere: Elsewhere | None = None) -> dict[str, Verdict]:
+                 baseline: Sequence[GradedRecord] | None, *, baseline_error: str | None = None) -> dict[str, Verdict]:
         """The looks' verdicts; a check without a track (nothing answerable in its scope)
-        and a regression check whose baseline is missing are decided as in a full run (the
-        evidence collected `elsewhere` is of the whole run's checks: not used here)."""
+        and a regression check whose baseline is missing are decided as in a full run."""
         from medrcube.gate.evaluate import evaluate_gate
         from medrcube.gate.kinds import needs_baseline
         from medrcube.gate.sequential import sequential_verdicts

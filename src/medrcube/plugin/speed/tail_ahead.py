@@ -87,36 +87,18 @@ def stop_leak_audit(session: Any) -> None:
         child.stop()
 
 
-# The kinds whose evidence the run files child collects while this process collects the others':
-# the ones that pair records (images' perception and diagnosis, standard and blind), about 120 ms
-# of the verdicts' 250 ms at the paper's scale, against about 130 ms for the rest.
-ELSEWHERE_KINDS = ("credibility", "image_dependence")
-
-
 def ask_for_run_files(session: Any, result: Any) -> None:
-    """A large run's evidence of the checks of ELSEWHERE_KINDS, then its results.jsonl and
-    metrics_summary.json, asked as soon as its records are final of the child that read their lines
-    as they came (rundir/mirror.py): collected and written on another core while this process
-    collects the other checks' evidence, decides and runs its cases; each taken only for the very
-    records asked about (`evidence_elsewhere`, the run directory's writer), and otherwise made here."""
+    """A large run's results.jsonl and metrics_summary.json asked, as soon as its records are final,
+    of the child that read their lines as they came (rundir/mirror.py): made on another core while
+    this process decides and runs its cases, renamed into the run directory by its writer when they
+    are of the very records it writes, and written by it otherwise."""
     ahead = session.graded_ahead
     if ahead is None:
         return
     from medrcube.plugin.run_meta import site_policy
     from medrcube.rundir.files import summary_arguments
 
-    elsewhere = [c for c in session.checks if str(c.kind) in ELSEWHERE_KINDS and not c.needs_baseline]
     with contextlib.suppress(Exception):  # an optimisation: the writer makes the files itself
         prevalence, costs = summary_arguments(site_policy(session))
-        if ahead.ask_mirror(result.records, session.options.report_dir, result.info.get("variants"),
-                            prevalence=prevalence, costs=costs, checks=elsewhere):
-            session.collected_elsewhere = frozenset(c.id for c in elsewhere)
-
-
-def evidence_elsewhere(session: Any, records: Any) -> Any:
-    """gate/evaluate.evaluate_gate's `elsewhere` for these records: the checks whose evidence the run
-    files child collects (`ask_for_run_files`) and how to have it; None when it collects none."""
-    ahead, ids = session.graded_ahead, session.collected_elsewhere
-    if ahead is None or not ids:
-        return None
-    return ids, lambda: ahead.mirrored_evidence(records)
+        ahead.ask_mirror(result.records, session.options.report_dir, result.info.get("variants"),
+                         prevalence=prevalence, costs=costs)
