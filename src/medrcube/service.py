@@ -245,9 +245,9 @@ def infer(
                 shard_exchange.withdraw(exchange_dir, tag, index)  # read from the store: the others need not wait
             whole = await run_cube_async(part, model, **kwargs)
             # What this process asked in its own pass is not `cached` (a store written before the run).
-            asked = {(r.item_id, r.variant) for r in own.records if not r.cached}
-            whole.records = [dataclasses.replace(r, cached=False) if r.cached and (r.item_id, r.variant) in asked
-                             else r for r in whole.records]
+            asked = {(r.item_id, r.variant, r.rotation) for r in own.records if not r.cached}
+            whole.records = [dataclasses.replace(r, cached=False)
+                             if r.cached and (r.item_id, r.variant, r.rotation) in asked else r for r in whole.records]
             whole.cache_hits = sum(r.cached for r in whole.records)
             return whole
         return await run_cube_async(part, model, **kwargs)

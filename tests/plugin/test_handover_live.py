@@ -47,7 +47,7 @@ def test_a_workers_lines_are_the_run_directorys_and_a_corrected_record_gets_its_
     gw0 = handed("gw0", 3, records)
     # gw1 asked i0 itself: its records carry it not cached (and the controller keeps only gw0's records)
     gw1 = without_records(handed("gw1", 1, [dataclasses.replace(records[0], cached=False)]))
-    assert "records_jsonl" not in gw1 and gw1["asked"] == "i0\tstandard"
+    assert "records_jsonl" not in gw1 and gw1["asked"] == "i0\tstandard\t0"
     result, ahead = merged_run([gw0, gw1])
     assert result.records == [dataclasses.replace(r, cached=r.cached and r.item_id != "i0") for r in records]
     assert ahead is not None and ahead.rows.made_from(result.records)
@@ -74,7 +74,7 @@ def test_the_controller_keeps_one_copy_of_the_records() -> None:
         del handover["records"]
         report.add_handover(handover)
     assert ["records_jsonl" in h for h in report.handovers] == [True, False, False]
-    assert [h["asked"] for h in report.handovers] == ["i0\tstandard\ni2\tstandard"] * 3
+    assert [h["asked"] for h in report.handovers] == ["i0\tstandard\t0\ni2\tstandard\t0"] * 3
 
 
 def test_a_node_lets_go_of_its_records_once_the_report_has_them(pytester) -> None:
@@ -101,3 +101,27 @@ def test_a_node_lets_go_of_its_records_once_the_report_has_them(pytester) -> Non
     kept = hooks.report.handovers
     assert ["records_jsonl" in h for h in kept] == [True, False]
     assert kept[0]["records_jsonl"].count("\n") == 2  # three records' lines, kept by the report
+
+
+def test_each_rotation_is_an_ask_of_its_own_for_cached() -> None:
+    """`cached` is corrected per ask: another process's fresh answer to one rotation of an item's
+    shuffled options says nothing of another rotation, which this run read from an older store."""
+    from medrcube.plugin.handover import merged_run, records_out, without_records
+
+    base = dict(dataset="ds", task="t", modality="CT", part="Brain", image="img/1.png", image_digest="sha256:ab",
+                variant="shuffled", answer=1, n_options=4, prompt_hash="ph", response="B", extracted=1,
+                how="bare_letter", outcome=Outcome.CORRECT)
+    records = [GradedRecord(item_id="i0", rotation=k, cached=True, **base) for k in range(3)]
+    def handed(worker: str, sent: int, records: list[GradedRecord]) -> dict:  # as a worker hands over
+        h = {**_handover([], worker, sent), **records_out(records)}
+        del h["records"]
+        return h
+
+    gw0 = handed("gw0", 0, records)
+    # gw1 asked rotation 1 itself; rotations 0 and 2 came from a store written before the run
+    gw1 = without_records(handed("gw1", 1, [dataclasses.replace(records[1], cached=False)]))
+    assert gw1["asked"] == "i0\tshuffled\t1"
+    result, ahead = merged_run([gw0, gw1])
+    assert [r.cached for r in result.records] == [True, False, True]
+    assert ahead is not None
+    ahead.close()

@@ -293,7 +293,7 @@ def test_a_worker_hands_over_the_digest_of_the_lines_the_controller_holds(distin
     held = GradedAhead()
     held.add(cached)
     first = {DIGEST: "0" * 64, "asked": ""}
-    asked = {"asked": f"{cached[0].item_id}\t{cached[0].variant}"}
+    asked = {"asked": f"{cached[0].item_id}\t{cached[0].variant}\t{cached[0].rotation}"}
     result2, ahead2 = merged_run([_handover("gw0", first, info), _handover("gw1", asked, info)], Preread(cached, held, "0" * 64))
     assert not result2.records[0].cached and result2.records[1:] == cached[1:]
     fh = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", newline="\n")

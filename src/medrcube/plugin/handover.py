@@ -43,8 +43,8 @@ class Preread:
 def records_out(records: Iterable[GradedRecord], made: ResultRows | None = None,
                 exchange: Path | None = None, digest: str | None = None) -> dict[str, str]:
     """An xdist worker's records for its hand-over: results.jsonl's lines of them
-    (rundir/files.result_line) in one string, and the (item, variant) of those it asked
-    itself, one per line. Strings, because pytest-xdist sends a worker's output through
+    (rundir/files.result_line) in one string, and the (item, variant, rotation) of those it
+    asked itself, one per line. Strings, because pytest-xdist sends a worker's output through
     execnet's serializer, which walks every object in Python: 36,478 records as dicts cost
     each worker about 1 s of CPU to send and the controller more to receive, after the last
     answer; and the lines, because the controller writes them into results.jsonl as they
@@ -57,7 +57,7 @@ def records_out(records: Iterable[GradedRecord], made: ResultRows | None = None,
     25 MiB less per worker through execnet, and not held by the controller (eleventh pass).
     `digest`: `lines_sha256` of these records, when the caller took it already."""
     records = list(records)
-    asked = "\n".join(f"{r.item_id}\t{r.variant}" for r in records if not r.cached)
+    asked = "\n".join(f"{r.item_id}\t{r.variant}\t{r.rotation}" for r in records if not r.cached)
     read = controller_read(exchange) if exchange is not None else None
     if read is not None and digest == read:
         return {DIGEST: read, "asked": asked}
@@ -107,7 +107,8 @@ def without_records(handover: Mapping[str, Any]) -> dict[str, Any]:
     agrees on the records (`merge_handovers` takes the first's), so the controller keeps one copy."""
     out = dict(handover)
     if carries_records(out):
-        out["asked"] = "\n".join(f"{item}\t{variant}" for item, variant, cached in _keys(out) if not cached)
+        out["asked"] = "\n".join(f"{item}\t{variant}\t{rotation}" for item, variant, rotation, cached in _keys(out)
+                                 if not cached)
         out.pop(RECORDS, None)
         out.pop(DIGEST, None)
         out.pop("records", None)
@@ -134,11 +135,12 @@ def _records(handover: Mapping[str, Any]) -> tuple[list[GradedRecord], list[str]
     return [d if isinstance(d, GradedRecord) else GradedRecord.from_dict(d) for d in handover.get("records") or ()], None
 
 
-def _keys(handover: Mapping[str, Any]) -> Iterable[tuple[str, str, bool]]:
-    """(item, variant, cached) of a hand-over's records; from its `asked` lines when it carries those (all not cached)."""
+def _keys(handover: Mapping[str, Any]) -> Iterable[tuple[str, str, int, bool]]:
+    """(item, variant, rotation, cached) of a hand-over's records; from its `asked` lines when it
+    carries those (all not cached; an item's id may hold a tab, its variant and rotation do not)."""
     if "asked" in handover and "records" not in handover:
-        return ((item, variant, False) for item, _, variant in
-                (line.partition("\t") for line in str(handover["asked"]).split("\n") if line))
+        return ((item, variant, int(rotation), False) for item, variant, rotation in
+                (line.rsplit("\t", 2) for line in str(handover["asked"]).split("\n") if line))
     return map(_key, handover.get("records") or ())
 
 
@@ -167,15 +169,16 @@ def merged_run(handovers: Iterable[Mapping[str, Any]], preread: Preread | None =
     # sent is not cached for the run, although the other workers read it from the store.
     # A handover's records are results.jsonl's lines (an xdist worker's: `records_out`), or
     # from this process itself the records (GateSession.handover(live=True)).
-    fresh: set[tuple[str, str]] | None = None
+    fresh: set[tuple[str, str, int]] | None = None
 
     def corrected(records: list[GradedRecord]) -> list[GradedRecord]:
         nonlocal fresh
         if not any(rec.cached for rec in records):  # nothing to correct (a run on a new store)
             return records
-        if fresh is None:
-            fresh = {(item, variant) for h in handovers for item, variant, cached in _keys(h) if not cached}
-        fixed = [rec if not rec.cached or (rec.item_id, rec.variant) not in fresh
+        if fresh is None:  # each ask by its item, variant and rotation: a shuffled rotation is an ask of its own
+            fresh = {(item, variant, rotation) for h in handovers for item, variant, rotation, cached in _keys(h)
+                     if not cached}
+        fixed = [rec if not rec.cached or (rec.item_id, rec.variant, rec.rotation) not in fresh
                  else dataclasses.replace(rec, cached=False) for rec in records]
         return records if all(a is b for a, b in zip(fixed, records, strict=True)) else fixed  # the list itself if unchanged
 
@@ -220,11 +223,11 @@ def _merged(handovers: list[Mapping[str, Any]], first: Mapping[str, Any], record
     )
 
 
-def _key(d: GradedRecord | Mapping[str, Any]) -> tuple[str, str, bool]:
-    """(item, variant, cached) of a handed-over record or of its dict."""
+def _key(d: GradedRecord | Mapping[str, Any]) -> tuple[str, str, int, bool]:
+    """(item, variant, rotation, cached) of a handed-over record or of its dict."""
     if isinstance(d, GradedRecord):
-        return d.item_id, d.variant, bool(d.cached)
-    return d["item_id"], d["variant"], bool(d.get("cached"))
+        return d.item_id, d.variant, d.rotation, bool(d.cached)
+    return d["item_id"], d["variant"], int(d.get("rotation") or 0), bool(d.get("cached"))
 
 
 def merged_usage(handovers: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
