@@ -174,8 +174,8 @@ class GradedAhead:
     def __init__(self) -> None:
         self.rows = ResultRows()
         self.tally = SummaryTally()
-        # A child reading the lines as they come, which collects evidence and writes results.jsonl and
-        # metrics_summary.json when asked (rundir/mirror.Mirror: `mirror_to`).
+        # A child reading the lines as they come, which writes results.jsonl and metrics_summary.json
+        # when asked (rundir/mirror.Mirror: `mirror_to`).
         self._mirror: Any = None
         self._mirror_asked: tuple[tuple[int, ...], tuple[Any, ...]] | None = None  # (records, arguments) asked about
         # What `prepare` and `prewrite` made, each for one list of records: the ids of its records in
