@@ -196,13 +196,14 @@ TURNED: bool | None = None  # --turned / --no-turned: lines off the row found an
 
 
 # --paired: every frame is screened with the paired rule as set (PAIRED_RULE: linemask.COLUMN_PIECES, or with
-# --paired-rule half-turn linemask.NET_HALF_TURN) and, where that rule changed the frame (a column, or a net candidate
-# read as text turned half a turn), again with it off (where it did not, the plan is the same by construction: nothing else reads it), so that
+# --paired-rule half-turn linemask.NET_HALF_TURN, with --paired-rule band-rows linemask.BAND_ROWS) and, where that rule
+# changed the frame (a column, a net candidate read as text turned half a turn, a band line along the row read as text),
+# again with it off (where it did not, the plan is the same by construction: nothing else reads it), so that
 # the rule's own share is measured on the same frames at the cost of the frames it touched only.
 PAIRED = False
 PAIRED_RULE = "column-pieces"
-RULES = {"column-pieces": (linemask, "COLUMN_PIECES"), "half-turn": (linemask, "NET_HALF_TURN")}
-LABEL = {"column-pieces": "column pieces", "half-turn": "half turn"}  # the JSON's "lines by cell, ... off"
+RULES = {"column-pieces": (linemask, "COLUMN_PIECES"), "half-turn": (linemask, "NET_HALF_TURN"), "band-rows": (linemask, "BAND_ROWS")}
+LABEL = {"column-pieces": "column pieces", "half-turn": "half turn", "band-rows": "band rows"}  # the JSON's "lines by cell, ... off"
 _FIRED = [False]
 
 
@@ -230,6 +231,22 @@ def _watch_half_turn() -> None:
         return out
 
     linemask.half_turned_legible = watched  # type: ignore[assignment]
+
+
+def _watch_band_rows() -> None:
+    """Note (in _FIRED) whether BAND_ROWS read a band line along the row as text on the frame being screened (where it
+    read none, every decision is as without it)."""
+    plain = linemask.band_row_hits
+
+    def watched(*args: Any, **kwargs: Any) -> list[oriented.Line]:
+        out = plain(*args, **kwargs)
+        _FIRED[0] = _FIRED[0] or bool(out)
+        return out
+
+    linemask.band_row_hits = watched  # type: ignore[assignment]
+
+
+WATCH = {"column-pieces": _watch_pieces, "half-turn": _watch_half_turn, "band-rows": _watch_band_rows}
 
 
 def _rule_off(reader: ocr.TextReader, img: np.ndarray, plan: linemask.MaskPlan, mask: np.ndarray) -> tuple[linemask.MaskPlan, np.ndarray, bool]:
@@ -530,11 +547,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--half-turn", action=argparse.BooleanOptionalAction, default=None,
                     help="read the net's row candidates turned half a turn too where as shown they are not text "
                          "(default: linemask.NET_HALF_TURN; off before 2026-12-06, session 21)")
+    ap.add_argument("--band-rows", action=argparse.BooleanOptionalAction, default=None,
+                    help="the net reads the band map's half- and quarter-scale lines along the row on frames with a row found "
+                         "(default: linemask.BAND_ROWS; off before 2026-12-07, session 22)")
     ap.add_argument("--paired", action="store_true",
                     help="also screen with the paired rule off the frames where it changed something (the others are the same "
                          "by construction), and report the lines masked both ways (needs the rule on)")
     ap.add_argument("--paired-rule", choices=sorted(RULES), default="column-pieces",
-                    help="the rule --paired compares: linemask.COLUMN_PIECES or linemask.NET_HALF_TURN (default %(default)s)")
+                    help="the rule --paired compares: linemask.COLUMN_PIECES, linemask.NET_HALF_TURN or linemask.BAND_ROWS (default %(default)s)")
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument("--merge", nargs="+", default=None, metavar="JSON", help="pool the figures of these runs (print, and write --json)")
     ap.add_argument("--keep", default=None, metavar="SIDES",
@@ -558,12 +578,14 @@ def main(argv: list[str] | None = None) -> int:
         linemask.COLUMN_PIECES = args.column_pieces
     if args.half_turn is not None:
         linemask.NET_HALF_TURN = args.half_turn
+    if args.band_rows is not None:
+        linemask.BAND_ROWS = args.band_rows
     if args.paired:
         module, name = RULES[args.paired_rule]
         if not getattr(module, name):
             ap.error(f"--paired compares {name} on with off: leave it on")
         PAIRED, PAIRED_RULE = True, args.paired_rule
-        (_watch_half_turn if PAIRED_RULE == "half-turn" else _watch_pieces)()
+        WATCH[PAIRED_RULE]()
     angles = ANGLES if args.angles == "all" else tuple(a.strip() for a in args.angles.split(","))
     if any(a not in ANGLES for a in angles):
         ap.error(f"--angles {args.angles!r}: choose among {', '.join(ANGLES)} or 'all'")

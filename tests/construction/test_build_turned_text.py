@@ -550,3 +550,12 @@ def test_an_upside_down_small_row_found_nowhere_is_read_by_the_net_turned_half_a
     img, (line,) = _drawn("mr", (512, 512), (140956510432565120338277798053977156826, 41534009449388566305868540080924074865, 0, 2282210852),
                           [("14.09.2006", (196, 197), "dejavu-sans-mono", 8, 0.5255594193935395, 180.0, False)])  # fmt: skip
     _masked_whole_and_not_when(img, line, monkeypatch, linemask, "NET_HALF_TURN", False)
+
+
+def test_a_low_contrast_row_found_in_part_is_read_on_the_band_map_along_the_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 12 px "T. MUELLER  19820210" at 0.15 of full scale over an MR-like body (tuning seed 12006, 2026-12-07, session
+    22): the detector finds part of it and the row's mask ends short of its last digits; the band map reduced twice lies
+    along the row, read upright as text (`linemask.BAND_ROWS`) it is masked whole; without the rule the digits are left."""
+    img, (line,) = _drawn("mr", (512, 512), (337275787043590812229364640124623669235, 214862850032795210604193801850636934453, 1, 3644385920),
+                          [("T. MUELLER  19820210", (182, 246), "dejavu-sans-mono", 12, 0.858288848400116, 0.0, False)])  # fmt: skip
+    _masked_whole_and_not_when(img, line, monkeypatch, linemask, "BAND_ROWS", False)

@@ -410,6 +410,36 @@ def faint_read(faint: list[oriented.Line], directions: list[float]) -> list[orie
     return [f for f in faint if f.thickness <= FAINT_NET_THICK and near(f.angle)]
 
 
+# The band map's coarse lines along the row read by the net too (BAND_ROWS, since 2026-12-07, session 22), on a frame where
+# the detector found a row: those within FAINT_TURN degrees of the row, BAND_ROW_THICK px thick or thinner (the maps
+# reduced 2 and 4 times: 12-64 px text), at NET_CONFIDENT. `faint_read` reads band lines only in the direction of a turned
+# line or column found, and the row's own faint map (`proposals.faint_lines`) is 5 px high, for 8 px text; a low-contrast
+# row of 12-64 px found in part over ground of about its grey (a 64 px "DENT, SEAN" over a CT-like body masked to 0.29 of
+# its glyph pixels, a 12 px record number to 0.72) was left with no reader of the rest, though the half-scale band map lay
+# along it and the recogniser read it upright at 0.88-1.0 (tuning seeds 12001-12010: 4 of the 10 misses at 512 px). The
+# half-scale lines are read first, the quarter-scale ones after, where still uncovered (a quarter-scale line is as thick
+# as 64 px text and its mask as long). Only on frames with text found (the band map is computed only there), so it masks
+# no frame more; what it costs is pixels masked off the lines, measured with the run.
+BAND_ROWS = True
+BAND_ROW_THICK = 56.0
+
+
+def band_rows(faint: list[oriented.Line], rows: list[Box], read: list[oriented.Line]) -> tuple[list[oriented.Line], list[oriented.Line]]:
+    """The band map's lines the net reads along the row (BAND_ROWS), not among those `faint_read` chose (`read`): none
+    without a row region found; else those within FAINT_TURN degrees of the row and thicker than FAINT_NET_THICK, as
+    (FAINT_NET_THICK px thick or thinner, thicker up to BAND_ROW_THICK)."""
+    if not rows:
+        return [], []
+    along = [f for f in faint if min(f.angle, 180.0 - f.angle) <= FAINT_TURN and f.thickness <= BAND_ROW_THICK and f not in read]
+    return [f for f in along if f.thickness <= FAINT_NET_THICK], [f for f in along if f.thickness > FAINT_NET_THICK]
+
+
+def band_row_hits(reader: ocr.TextReader, masked: np.ndarray, lines: list[oriented.Line], covered: np.ndarray,
+                  confident: float = NET_CONFIDENT, whole: np.ndarray | None = None) -> list[oriented.Line]:  # fmt: skip
+    """`_uncovered_turned` on the band map's lines along the row (`band_rows`)."""
+    return _uncovered_turned(reader, masked, lines, covered, confident, whole)
+
+
 # Lines that run off the row, and columns, followed along their axis before they are grown (`oriented.followed`):
 # the detector often finds a faint turned line in part.
 FOLLOW = True
@@ -464,11 +494,15 @@ def plan(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.TextRegio
     read = faint_read(faint or [], directions) if FAINT_NET else []
     thin = [f for f in read if f.thickness <= FAINT_LOW_THICK]
     thick = [f for f in read if f.thickness > FAINT_LOW_THICK]
-    for net_lines, floor in ((turned or [], NET_CONFIDENT), (thin, FAINT_CONFIDENT), (thick, NET_CONFIDENT)):
+    near, far = band_rows(faint or [], [r.box for r in rows], read) if BAND_ROWS else ([], [])
+    passes = ((turned or [], NET_CONFIDENT, False), (thin, FAINT_CONFIDENT, False), (thick, NET_CONFIDENT, False),
+              (near, NET_CONFIDENT, True), (far, NET_CONFIDENT, True))  # fmt: skip
+    for net_lines, floor, banded in passes:
         if readable or not net_lines:
             continue
-        hits_t = _uncovered_turned(reader, masked, net_lines, MaskPlan(boxes, 0, False, 0, tuple(quads)).covered(shape), floor,
-                                   pixels if NET_WHOLE else None)  # fmt: skip
+        covered = MaskPlan(boxes, 0, False, 0, tuple(quads)).covered(shape)
+        # (band_row_hits: the same reading, named apart so that benchmarks/deid_ocr.py --paired-rule band-rows sees it fire)
+        hits_t = (band_row_hits if banded else _uncovered_turned)(reader, masked, net_lines, covered, floor, pixels if NET_WHOLE else None)
         if hits_t:
             netted += len(hits_t)
             quads += [_grown_turned(line) for line in hits_t]
