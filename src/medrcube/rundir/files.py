@@ -132,7 +132,8 @@ class ResultRows:
 
     def offsets(self, records: Sequence[GradedRecord]) -> array.array[int] | None:
         """Where each record's line starts in the spool, in the records' order; None if one of them
-        was not fed (a record fed twice has one line: `made_from` says whether they are all, each once)."""
+        was not fed. A record fed twice is found at its last line only (`made_from` says whether the
+        records are all the lines, each once; rundir/mirror.py's child checks it by counting them)."""
         where = self._where
         out = array.array("q")
         for r in records:

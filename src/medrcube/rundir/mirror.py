@@ -14,19 +14,21 @@ interpreter of its own:
   sums, on another core while the requests are out;
 - once the run's records are final, the parent asks (`request`): the offset of each
   record's line in the spool, in the records' order, the variants, prevalence and deferral
-  cost, and a directory on the run directory's file system;
-- the child writes results.jsonl (the spool's own bytes, in that order) and
-  metrics_summary.json (encoded as rundir/files.write_run_dir encodes it) into hidden
-  temporary files there, made durable (fsync), and answers with their SHA-256 and run.json's
-  records digest (`take`); the run directory's writer renames them into place.
+  cost, and three hidden files it made beside the run directory to come (on its file system);
+- the child checks that the offsets are every line it read, each once, writes results.jsonl
+  (the spool's own bytes, in that order) and metrics_summary.json (encoded as
+  rundir/files.write_run_dir encodes it) into two of those files, made durable (fsync), and
+  answers with their SHA-256 and run.json's records digest (`take`); the run directory's
+  writer renames them into place.
 
 Nothing rests on it. The records are the lines the parent wrote from its own records, read
 back as every reader of results.jsonl reads them (GradedRecord.from_dict), and what is made
 is used only for the very records and arguments asked about (rundir/files.GradedAhead). A
 child that could not start, died, failed, was asked about records whose lines it did not
 read, or has not answered within WAIT_S: the parent writes the files itself, as before. The
-child ends when its standard input, the parent's pipe, closes: a parent that exits or is
-killed takes it along, and it removes what it wrote and nobody took.
+parent removes the files it made and did not rename (`close`, also at its exit); the child
+ends when its standard input, the parent's pipe, closes, so a parent killed takes it along,
+and it removes them then.
 """
 
 from __future__ import annotations
