@@ -220,33 +220,25 @@ def _watch_pieces() -> None:
     linemask._stacked = watched
 
 
-def _watch_half_turn() -> None:
-    """Note (in _FIRED) whether NET_HALF_TURN read a net candidate as text on the frame being screened (where it read
-    none, every decision is as without it)."""
-    plain = linemask.half_turned_legible
+def _watch_reads(name: str) -> Callable[[], None]:
+    """A watch noting (in _FIRED) whether linemask's reading `name` (the one a rule adds: NET_HALF_TURN's
+    half_turned_legible, BAND_ROWS's band_row_hits) read anything as text on the frame being screened (where it
+    read nothing, every decision is as without the rule)."""
+    def watch() -> None:
+        plain = getattr(linemask, name)
 
-    def watched(reader: ocr.TextReader, masked: np.ndarray, strip: tuple[int, int, int, int]) -> bool:
-        out = plain(reader, masked, strip)
-        _FIRED[0] = _FIRED[0] or out
-        return out
+        def watched(*args: Any, **kwargs: Any) -> Any:
+            out = plain(*args, **kwargs)
+            _FIRED[0] = _FIRED[0] or bool(out)
+            return out
 
-    linemask.half_turned_legible = watched  # type: ignore[assignment]
+        setattr(linemask, name, watched)
 
-
-def _watch_band_rows() -> None:
-    """Note (in _FIRED) whether BAND_ROWS read a band line along the row as text on the frame being screened (where it
-    read none, every decision is as without it)."""
-    plain = linemask.band_row_hits
-
-    def watched(*args: Any, **kwargs: Any) -> list[oriented.Line]:
-        out = plain(*args, **kwargs)
-        _FIRED[0] = _FIRED[0] or bool(out)
-        return out
-
-    linemask.band_row_hits = watched  # type: ignore[assignment]
+    return watch
 
 
-WATCH = {"column-pieces": _watch_pieces, "half-turn": _watch_half_turn, "band-rows": _watch_band_rows}
+WATCH = {"column-pieces": _watch_pieces, "half-turn": _watch_reads("half_turned_legible"),
+         "band-rows": _watch_reads("band_row_hits")}
 
 
 def _rule_off(reader: ocr.TextReader, img: np.ndarray, plan: linemask.MaskPlan, mask: np.ndarray) -> tuple[linemask.MaskPlan, np.ndarray, bool]:

@@ -309,6 +309,12 @@ def _summary_key(variants: Sequence[str] | None, prevalence: Mapping[str, Any] |
     return (tuple(variants) if variants is not None else None, json.dumps(prevalence, sort_keys=True), costs)
 
 
+def summary_text(doc: Mapping[str, Any]) -> str:
+    """metrics_summary.json's text of its document: one encoding wherever the file is written
+    (here, and by the run files child, rundir/mirror.py, whose file must be these very bytes)."""
+    return json.dumps(doc, indent=2, ensure_ascii=False)
+
+
 def summary_arguments(site_policy: Mapping[str, Any] | None) -> tuple[Mapping[str, Any] | None, DeferralCosts | None]:
     """metrics_summary.json's prevalence and deferral costs: the site's, when the gate's
     policy states them (plugin/run_meta.site_policy, run.json's meta `site_policy`)."""
@@ -583,8 +589,7 @@ def write_run_dir(run_dir: str | os.PathLike[str], result: RunResult, meta: Mapp
             summary = metrics_summary(result.records, variants, prevalence=prevalence, costs=costs)
         if ahead is None or not ahead.place_results(result.records, run_dir / "results.jsonl", landing):
             atomic_write(run_dir / "results.jsonl", results, landing=landing)
-        atomic_write(run_dir / "metrics_summary.json",
-                     lambda fh: fh.write(json.dumps(summary, indent=2, ensure_ascii=False)), landing=landing)
+        atomic_write(run_dir / "metrics_summary.json", lambda fh: fh.write(summary_text(summary)), landing=landing)
     atomic_write(
         run_dir / "run.json",
         # Through RunDocument: checked against the shipped schema before it is written.

@@ -16,8 +16,8 @@ interpreter of its own:
   record's line in the spool, in the records' order, the variants, prevalence and deferral
   cost, and three hidden files it made beside the run directory to come (on its file system);
 - the child checks that the offsets are every line it read, each once, writes results.jsonl
-  (the spool's own bytes, in that order) and metrics_summary.json (encoded as
-  rundir/files.write_run_dir encodes it) into two of those files, made durable (fsync), and
+  (the spool's own bytes, in that order) and metrics_summary.json (encoded by
+  rundir/files.summary_text, as the run directory's writer encodes it) into two of those files, made durable (fsync), and
   answers with their SHA-256 and run.json's records digest (`take`); the run directory's
   writer renames them into place.
 
@@ -239,7 +239,7 @@ def _read_lines(spool: int, start: int, end: int, lines: dict[int, tuple[Any, in
 def _make(spool: int, read: int, ask: dict[str, Any], lines: dict[int, tuple[Any, int]], tally: Any) -> dict[str, Any]:
     """The two files asked for; what the parent is answered."""
     from medrcube.metrics.selective import DeferralCosts
-    from medrcube.rundir.files import records_digest
+    from medrcube.rundir.files import records_digest, summary_text
 
     end = int(ask["end"])
     read = _read_lines(spool, read, end, lines, tally)
@@ -254,7 +254,7 @@ def _make(spool: int, read: int, ask: dict[str, Any], lines: dict[int, tuple[Any
     records = [lines[o][0] for o in offsets]
     costs = DeferralCosts(**ask["costs"]) if ask.get("costs") else None
     doc = tally.document(records, ask.get("variants"), prevalence=ask.get("prevalence"), costs=costs)
-    summary = _durable(ask["summary"], [json.dumps(doc, indent=2, ensure_ascii=False).encode("utf-8")])
+    summary = _durable(ask["summary"], [summary_text(doc).encode("utf-8")])
     with mmap.mmap(spool, end, access=mmap.ACCESS_READ) as view:
         # The spool's own bytes of each line, newline included, a few thousand lines a write.
         chunks = (b"".join(view[o:o + lines[o][1]] for o in offsets[i:i + 2048]) for i in range(0, len(offsets), 2048))
