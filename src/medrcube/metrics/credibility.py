@@ -33,7 +33,7 @@ import math
 from collections import defaultdict
 from collections.abc import Collection, Iterable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from medrcube.metrics.clustered import t_quantile, t_sf, wilson_q
 from medrcube.records import GradedRecord
@@ -46,19 +46,14 @@ REFERENCE_EXCLUDED_LOW_TASKS: frozenset[str] = frozenset({"View Recognition"})
 GROUPS = ("A", "B", "C", "D")
 
 
-@dataclass(frozen=True, slots=True)
-class Pair:
-    """One (high, low) pair on one image, and its group."""
+class Pair(NamedTuple):
+    """One (high, low) pair on one image, and its group (made by `chain_pairs`, the only
+    maker: a tuple, as tens of thousands are made per evaluation and read many times)."""
 
     image: str
     high: GradedRecord
     low: GradedRecord
-
-    @property
-    def group(self) -> str:
-        if self.low.correct:
-            return "A" if self.high.correct else "B"
-        return "D" if self.high.correct else "C"
+    group: str  # A (low right, high right), B (low right, high wrong), C (both wrong) or D (low wrong, high right)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,23 +91,34 @@ def chain_pairs(
     *,
     exclude_low_tasks: Collection[str] = REFERENCE_EXCLUDED_LOW_TASKS,
 ) -> tuple[list[Pair], int]:
-    """Every counted (high, low) pair of standard records per image, and the number dropped."""
-    by_image: dict[str, dict[str, list[GradedRecord]]] = defaultdict(lambda: {"high": [], "low": []})
+    """Every counted (high, low) pair of standard records per image, and the number dropped.
+    Images in the order of their first record, each image's pairs high by high."""
+    sides: dict[str, str | None] = {}  # a task's side, looked up once per task
+    by_image: dict[str, tuple[list[GradedRecord], list[GradedRecord]]] = {}  # image -> (highs, lows)
     for r in records:
         if r.variant != "standard" or not r.image:
             continue
-        side = _side(r.task, exclude_low_tasks)
-        if side is not None:
-            by_image[r.image][side].append(r)
+        task = r.task
+        side = sides[task] if task in sides else sides.setdefault(task, _side(task, exclude_low_tasks))
+        if side is None:
+            continue
+        row = by_image.get(r.image)
+        if row is None:
+            row = by_image[r.image] = ([], [])
+        row[side == "low"].append(r)
     pairs: list[Pair] = []
     dropped = 0
-    for image, sides in by_image.items():
-        for h in sides["high"]:
-            for lo in sides["low"]:
-                if h.graded and lo.graded:
-                    pairs.append(Pair(image, h, lo))
-                else:
-                    dropped += 1
+    for image, (highs, lows) in by_image.items():
+        graded_lows = [(lo, lo.correct) for lo in lows if lo.graded]
+        ungraded = len(lows) - len(graded_lows)
+        for h in highs:
+            if not h.graded:
+                dropped += len(lows)
+                continue
+            dropped += ungraded
+            right = h.correct
+            for lo, low_right in graded_lows:
+                pairs.append(Pair(image, h, lo, ("A" if right else "B") if low_right else ("D" if right else "C")))
     return pairs, dropped
 
 

@@ -168,6 +168,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     # tryfirst: before xdist's DSession (trylast) starts the workers, so that a usage
     # error stops the run once, in the controller.
     config = session.config
+    if suite_requested(config):  # every process that runs cases writes their Allure files
+        from medrcube.plugin.speed.allure_files import encode_results_in_c
+
+        encode_results_in_c()
     if not gate.is_controller(config):
         if suite_requested(config):  # a name the endpoint lists in another spelling: as the controller asks it
             gate.preflight(gate.open_session(config), quiet=True)

@@ -7,6 +7,7 @@
 - `tail_ahead`: what the end of a run needs and its answers do not, done while they come in;
 - `frozen_heap`: the heap frozen after inference, thawed after pytest's end;
 - `feasibility_memo`: the start-up's feasibility pass remembered per cube content.
+- `allure_files`: Allure's result files encoded by the C JSON encoder (the same bytes).
 
 None of it is a rule of the gate: take any module away and every verdict, output and
 error stays the same, only slower. Only the room's package, its hooks, its session and its
