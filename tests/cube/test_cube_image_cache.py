@@ -240,3 +240,30 @@ def test_freeze_of_a_circular_value_raises_as_before():
     loop.append(loop)
     with pytest.raises(ValueError, match="Circular reference"):
         _freeze({"l": loop})
+
+
+def test_the_secret_is_read_again_when_its_file_is_another(tmp_path, monkeypatch):
+    """The cache's secret is remembered per file (cube/derived_cache._secret): an entry written
+    under it reads back; a secret.key replaced by another file is read (the old entries then
+    fail their MAC and are absent), and one of the wrong size is refused, every time."""
+    # The same file written in place with the same size and time would be taken as read: only its
+    # owner can do that, and the cache is the owner's.
+    monkeypatch.setenv("MEDRCUBE_CACHE_DIR", str(tmp_path / "c"))
+    first = Slot.open("kind", {"n": 1})
+    assert first is not None
+    first.write({"v": 1})
+    assert Slot.open("kind", {"n": 1}).read(lambda v: v) == ({"v": 1},)
+    path = tmp_path / "c" / "secret.key"
+    replacement = tmp_path / "other.key"
+    replacement.write_bytes(os.urandom(32))
+    os.replace(replacement, path)  # another file: another inode
+    again = Slot.open("kind", {"n": 1})
+    assert again.secret == path.read_bytes() != first.secret
+    assert again.read(lambda v: v) is None  # MAC'd under the old secret: absent
+    path.unlink()
+    fresh = Slot.open("kind", {"n": 2})  # made afresh, 0600
+    assert fresh.secret == path.read_bytes() != again.secret
+    assert path.stat().st_mode & 0o777 == 0o600
+    path.write_bytes(b"short")  # in place, another size: not a secret, the cache is not used
+    assert Slot.open("kind", {"n": 2}) is None
+    assert Slot.open("kind", {"n": 2}) is None

@@ -19,6 +19,7 @@ Where: `MEDRCUBE_CACHE_DIR`, else `$XDG_CACHE_HOME/medrcube`, else `~/.cache/med
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import hashlib
@@ -118,19 +119,37 @@ def package_sources(*dirs: str | os.PathLike[str]) -> list[Path]:
     return [p for d in dirs for p in sorted(Path(d).rglob("*.py"))]
 
 
+# The secret last read from each cache directory, with the identity of its file (device, inode,
+# size, modification time): every entry of the cache is opened with the secret (the image
+# checks' once per image prepared, while the requests are out), and one stat that finds the
+# same file stands for the directory's creation, the exclusive create and the read (4 system
+# calls and a read: docs/speed.md). Another file there (replaced, deleted and made afresh) is read.
+_SECRETS: dict[str, tuple[tuple[int, int, int, int], bytes]] = {}
+
+
 def _secret(root: Path) -> bytes:
-    root.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = root / "secret.key"
+    with contextlib.suppress(OSError):
+        seen = _SECRETS.get(str(path))
+        st = os.stat(path)
+        if seen is not None and seen[0] == (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns):
+            return seen[1]
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
-        key = path.read_bytes()
+        with open(path, "rb") as fh:
+            key = fh.read()
+            st = os.fstat(fh.fileno())
         if len(key) != 32:
             raise OSError(f"{path}: not a cache secret (delete it to start the cache afresh)") from None
-        return key
-    key = os.urandom(32)
-    with os.fdopen(fd, "wb") as f:
-        f.write(key)
+    else:
+        key = os.urandom(32)
+        with os.fdopen(fd, "wb") as f:
+            f.write(key)
+            f.flush()
+            st = os.fstat(f.fileno())
+    _SECRETS[str(path)] = ((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns), key)
     return key
 
 
