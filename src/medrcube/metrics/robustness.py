@@ -13,9 +13,10 @@ measures how much of the accuracy depends on where the right option sits.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from medrcube.metrics.clustered import ClusteredInterval, cluster_counts, clustered_wilson, image_key
 from medrcube.metrics.comparison import PairedCounts, newcombe_paired_interval, paired_records
@@ -85,13 +86,17 @@ class PositionRobustness:
         }
 
 
-class RotatedItem(NamedTuple):
-    """An item's standard record with every one of its shuffled rotations, all graded (a
-    tuple: one is made per item of the cube at every evaluation)."""
+@dataclass(frozen=True, slots=True)
+class RotatedItem:
+    """An item's standard record with every one of its shuffled rotations, all graded."""
 
     standard: GradedRecord
     rotations: tuple[GradedRecord, ...]  # by rotation
-    circular: bool  # right in the original order and in every rotation
+
+    @property
+    def circular(self) -> bool:
+        """Right in the original order and in every rotation."""
+        return self.standard.correct and all(r.correct for r in self.rotations)
 
 
 def rotated_items(
@@ -104,17 +109,13 @@ def rotated_items(
     incomplete: left out and counted, because a missing answer must not be read as a
     right one."""
     standard: dict[str, GradedRecord] = {}
-    shuffled: dict[str, dict[int, GradedRecord]] = {}
+    shuffled: dict[str, dict[int, GradedRecord]] = defaultdict(dict)
     for r in records:
-        variant = r.variant
-        if variant == "standard":
+        if r.variant == "standard":
             standard[r.item_id] = r
-        elif variant == "shuffled":
-            got = shuffled.get(r.item_id)
-            if got is None:
-                got = shuffled[r.item_id] = {}
-            got[r.rotation] = r
-    expected = rotations if rotations is not None else max(map(len, shuffled.values()), default=0)
+        elif r.variant == "shuffled":
+            shuffled[r.item_id][r.rotation] = r
+    expected = rotations if rotations is not None else max((len(v) for v in shuffled.values()), default=0)
     complete: list[RotatedItem] = []
     incomplete = 0
     for item_id in sorted(standard.keys() | shuffled.keys()):
@@ -123,8 +124,7 @@ def rotated_items(
         if std is None or not std.graded or len(rots) < expected or not all(r.graded for r in rots.values()):
             incomplete += 1
             continue
-        ordered = tuple(rots[k] for k in sorted(rots))
-        complete.append(RotatedItem(std, ordered, std.correct and all(r.correct for r in ordered)))
+        complete.append(RotatedItem(std, tuple(rots[k] for k in sorted(rots))))
     return complete, incomplete, expected
 
 
