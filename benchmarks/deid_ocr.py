@@ -196,14 +196,16 @@ TURNED: bool | None = None  # --turned / --no-turned: lines off the row found an
 
 
 # --paired: every frame is screened with the paired rule as set (PAIRED_RULE: linemask.COLUMN_PIECES, or with
-# --paired-rule half-turn linemask.NET_HALF_TURN, with --paired-rule band-rows linemask.BAND_ROWS) and, where that rule
-# changed the frame (a column, a net candidate read as text turned half a turn, a band line along the row read as text),
-# again with it off (where it did not, the plan is the same by construction: nothing else reads it), so that
-# the rule's own share is measured on the same frames at the cost of the frames it touched only.
+# --paired-rule half-turn linemask.NET_HALF_TURN, with --paired-rule band-rows linemask.BAND_ROWS, with --paired-rule
+# probe linemask.TURNED_PROBE) and, where that rule changed the frame (a column, a net candidate read as text turned half
+# a turn, a band line along the row read as text, a turned letter piece read as text lengthened), again with it off
+# (where it did not, the plan is the same by construction: nothing else reads it), so that the rule's own share is
+# measured on the same frames at the cost of the frames it touched only.
 PAIRED = False
 PAIRED_RULE = "column-pieces"
-RULES = {"column-pieces": (linemask, "COLUMN_PIECES"), "half-turn": (linemask, "NET_HALF_TURN"), "band-rows": (linemask, "BAND_ROWS")}
-LABEL = {"column-pieces": "column pieces", "half-turn": "half turn", "band-rows": "band rows"}  # the JSON's "lines by cell, ... off"
+RULES = {"column-pieces": (linemask, "COLUMN_PIECES"), "half-turn": (linemask, "NET_HALF_TURN"), "band-rows": (linemask, "BAND_ROWS"),
+         "probe": (linemask, "TURNED_PROBE")}  # fmt: skip
+LABEL = {"column-pieces": "column pieces", "half-turn": "half turn", "band-rows": "band rows", "probe": "probe"}  # the JSON's "lines by cell, ... off"
 _FIRED = [False]
 
 
@@ -222,7 +224,7 @@ def _watch_pieces() -> None:
 
 def _watch_reads(name: str) -> Callable[[], None]:
     """A watch noting (in _FIRED) whether linemask's reading `name` (the one a rule adds: NET_HALF_TURN's
-    half_turned_legible, BAND_ROWS's band_row_hits) read anything as text on the frame being screened (where it
+    half_turned_legible, BAND_ROWS's band_row_hits, TURNED_PROBE's probed_legible) read anything as text on the frame being screened (where it
     read nothing, every decision is as without the rule)."""
     def watch() -> None:
         plain = getattr(linemask, name)
@@ -238,7 +240,7 @@ def _watch_reads(name: str) -> Callable[[], None]:
 
 
 WATCH = {"column-pieces": _watch_pieces, "half-turn": _watch_reads("half_turned_legible"),
-         "band-rows": _watch_reads("band_row_hits")}
+         "band-rows": _watch_reads("band_row_hits"), "probe": _watch_reads("probed_legible")}
 
 
 def _rule_off(reader: ocr.TextReader, img: np.ndarray, plan: linemask.MaskPlan, mask: np.ndarray) -> tuple[linemask.MaskPlan, np.ndarray, bool]:
@@ -542,11 +544,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--band-rows", action=argparse.BooleanOptionalAction, default=None,
                     help="the net reads the band map's half- and quarter-scale lines along the row on frames with a row found "
                          "(default: linemask.BAND_ROWS; off before 2026-12-07, session 22)")
+    ap.add_argument("--probe", action=argparse.BooleanOptionalAction, default=None,
+                    help="a turned stroke-map line read as 2 or more letters or digits for sure is read again lengthened as its "
+                         "mask would be (default: linemask.TURNED_PROBE; off before 2026-12-07, session 23)")
     ap.add_argument("--paired", action="store_true",
                     help="also screen with the paired rule off the frames where it changed something (the others are the same "
                          "by construction), and report the lines masked both ways (needs the rule on)")
     ap.add_argument("--paired-rule", choices=sorted(RULES), default="column-pieces",
-                    help="the rule --paired compares: linemask.COLUMN_PIECES, linemask.NET_HALF_TURN or linemask.BAND_ROWS (default %(default)s)")
+                    help="the rule --paired compares: linemask.COLUMN_PIECES, linemask.NET_HALF_TURN, linemask.BAND_ROWS or "
+                         "linemask.TURNED_PROBE (default %(default)s)")
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument("--merge", nargs="+", default=None, metavar="JSON", help="pool the figures of these runs (print, and write --json)")
     ap.add_argument("--keep", default=None, metavar="SIDES",
@@ -572,6 +578,8 @@ def main(argv: list[str] | None = None) -> int:
         linemask.NET_HALF_TURN = args.half_turn
     if args.band_rows is not None:
         linemask.BAND_ROWS = args.band_rows
+    if args.probe is not None:
+        linemask.TURNED_PROBE = args.probe
     if args.paired:
         module, name = RULES[args.paired_rule]
         if not getattr(module, name):

@@ -559,3 +559,15 @@ def test_a_low_contrast_row_found_in_part_is_read_on_the_band_map_along_the_row(
     img, (line,) = _drawn("mr", (512, 512), (337275787043590812229364640124623669235, 214862850032795210604193801850636934453, 1, 3644385920),
                           [("T. MUELLER  19820210", (182, 246), "dejavu-sans-mono", 12, 0.858288848400116, 0.0, False)])  # fmt: skip
     _masked_whole_and_not_when(img, line, monkeypatch, linemask, "BAND_ROWS", False)
+
+
+def test_a_low_contrast_turned_line_found_nowhere_is_read_lengthened_from_its_letter_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 16 px "ID: 655057" at 44 degrees, 0.15 of full scale over a CT-like body, under two other lines of its block
+    (tuning seed 13010, 2026-12-07, session 23): no detector region lies on it, and the turned stroke maps hold two letter
+    pieces of it, read for sure as "ID." and "057", under the net's 4 characters. Read lengthened as its mask would be
+    (`linemask.TURNED_PROBE`), a piece is read as the whole line and masked; without the rule the line leaves whole."""
+    img, lines = _drawn("ct", (512, 512), (250702607562079800437201039205642629446, 207287382459641014976652830191280261847, 1, 646023022),
+                        [("1996-04-07", (8, 269), "dejavu-sans", 48, 0.5449761688709259, 46.7932843936707, False),
+                         ("ID: 655057", (8, 109), "dejavu-sans-mono", 16, 0.44923012852668764, 44.279365640940505, False),
+                         ("19800718", (8, 25), "dejavu-serif", 12, 0.32640373818576335, 47.55123832628401, False)])  # fmt: skip
+    _masked_whole_and_not_when(img, lines[1], monkeypatch, linemask, "TURNED_PROBE", False, most_masked=0.4)

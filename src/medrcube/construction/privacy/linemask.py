@@ -273,10 +273,11 @@ def _goes_on(line: oriented.Line, pieces: list[oriented.Line]) -> bool:
 
 
 def _uncovered_turned(reader: ocr.TextReader, masked: np.ndarray, lines: list[oriented.Line], covered: np.ndarray,
-                      confident: float = NET_CONFIDENT, whole: np.ndarray | None = None) -> list[oriented.Line]:  # fmt: skip
+                      confident: float = NET_CONFIDENT, whole: np.ndarray | None = None, probe: bool = False) -> list[oriented.Line]:  # fmt: skip
     """The turned stroke-map lines NET_MIN_HEIGHT px or thicker, less than 90% inside the masks, that the
     recogniser reads (upright, either way) as LEGIBLE letters or digits, with a confidence of `confident` or more,
-    on the masked frame; with `whole` (the frame unmasked), a line partly under a mask is read there instead."""
+    on the masked frame; with `whole` (the frame unmasked), a line partly under a mask is read there instead.
+    With `probe` (and TURNED_PROBE), a line read as a few letters for sure is read again lengthened (`probed_legible`)."""
     out = []
     for line in lines:
         if line.thickness < NET_MIN_HEIGHT:
@@ -286,9 +287,40 @@ def _uncovered_turned(reader: ocr.TextReader, masked: np.ndarray, lines: list[or
         under = float((covered[y0:y1, x0:x1] & own).sum())
         if own.any() and under >= 0.9 * float(own.sum()):
             continue
-        if oriented.legible(reader, whole if whole is not None and under > 0 else masked, line, confident):
+        shown = whole if whole is not None and under > 0 else masked
+        text, score = oriented.read_scored(reader, shown, line)
+        if (sum(1 for c in text if c.isalnum()) >= oriented.LEGIBLE and score >= confident) or (
+            probe and TURNED_PROBE and probed_legible(reader, shown, line, text, score)
+        ):
             out.append(line)
     return out
+
+
+# A turned stroke-map line read as a few letters for sure is read again lengthened as its mask would be (TURNED_PROBE,
+# since 2026-12-07, session 23): where it is read as PROBE_LEAST letters or digits or more (but not as text) at PROBE_SURE
+# or more, the line lengthened by its mask's growth (TURNED_ALONG thicknesses, TURNED_REACH px at least, at each end) is
+# read, and counts as text at the net's own LEGIBLE and NET_CONFIDENT. A low-contrast 16-24 px line at 45 or 135 degrees
+# over a CT- or radiograph-like body whose grey matches the line's over part of it was found by no detector region (the
+# detector on the whole frame turned 45 or 135 degrees at 960 px found none of them either); the turned stroke maps held
+# letter pieces of it, each read for sure but as 2-3 characters ("ID." and "057" of "ID: 655057", "AN" of "F. MCMILLAN",
+# "KO" and "ORD" of "KOWALSKA^FORD": tuning seeds 13010, 13027, 13028), under the net's LEGIBLE, and the frame left with
+# the line on it. Read along the length its mask would have, each was read whole ("ID.655057" 0.80-0.91, "FMCMILLAN"
+# 0.77, "KOWALSKAFORD" 0.96-0.99), and the mask covers it. Only letter pieces read for sure are probed: each probe is two
+# recogniser calls (no turned line of 200 text-free tuning frames was read as 2 letters at 0.8 or more; no CPU cost was
+# measured beyond noise). Whether the frame is still legible after masking is read the same way. Out of sample (seeds
+# 13501-13530, 45 and 135 degrees at 512 and 1,024 px, 2,202 lines; benchmarks/RESULTS.md 23a): 4 lines more masked
+# whole, none fewer, no text-free frame masked more; at the other angles no line changed.
+TURNED_PROBE = True
+PROBE_LEAST = 2
+PROBE_SURE = 0.9
+
+
+def probed_legible(reader: ocr.TextReader, pixels: np.ndarray, line: oriented.Line, text: str, score: float) -> bool:
+    """Whether a turned line read as `text` at `score` (not text by the net's rule) is read as text lengthened (see above)."""
+    if sum(1 for c in text if c.isalnum()) < PROBE_LEAST or score < PROBE_SURE:
+        return False
+    longer = oriented.lengthened(line, max(TURNED_ALONG * line.thickness, TURNED_REACH))
+    return oriented.legible(reader, pixels, longer, NET_CONFIDENT)
 
 
 # A stack of upright letters (a label written one letter under another) comes back from the detector as
@@ -495,18 +527,19 @@ def plan(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.TextRegio
     thin = [f for f in read if f.thickness <= FAINT_LOW_THICK]
     thick = [f for f in read if f.thickness > FAINT_LOW_THICK]
     near, far = band_rows(faint or [], [r.box for r in rows], read) if BAND_ROWS else ([], [])
-    passes = ((turned or [], NET_CONFIDENT, False), (thin, FAINT_CONFIDENT, False), (thick, NET_CONFIDENT, False),
-              (near, NET_CONFIDENT, True), (far, NET_CONFIDENT, True))  # fmt: skip
-    for net_lines, floor, banded in passes:
+    passes = ((turned or [], NET_CONFIDENT, False, True), (thin, FAINT_CONFIDENT, False, False), (thick, NET_CONFIDENT, False, False),
+              (near, NET_CONFIDENT, True, False), (far, NET_CONFIDENT, True, False))  # fmt: skip
+    for net_lines, floor, banded, probe in passes:
         if readable or not net_lines:
             continue
         covered = MaskPlan(boxes, 0, False, 0, tuple(quads)).covered(shape)
         # (band_row_hits: the same reading, named apart so that benchmarks/deid_ocr.py --paired-rule band-rows sees it fire)
-        hits_t = (band_row_hits if banded else _uncovered_turned)(reader, masked, net_lines, covered, floor, pixels if NET_WHOLE else None)
+        whole = pixels if NET_WHOLE else None
+        hits_t = band_row_hits(reader, masked, net_lines, covered, floor, whole) if banded else _uncovered_turned(reader, masked, net_lines, covered, floor, whole, probe)
         if hits_t:
             netted += len(hits_t)
             quads += [_grown_turned(line) for line in hits_t]
             result = MaskPlan(boxes, extended, False, netted, tuple(quads))
             masked = result.paint(pixels)
-            readable = bool(_uncovered_turned(reader, masked, net_lines, result.covered(shape), floor))
+            readable = bool(_uncovered_turned(reader, masked, net_lines, result.covered(shape), floor, probe=probe))
     return MaskPlan(boxes, extended, readable, netted, tuple(oriented.joined(quads)))

@@ -131,6 +131,14 @@ def grown(line: Line, along: float = ALONG) -> Quad:
     return tuple((float(x), float(y)) for x, y in corners)
 
 
+def lengthened(line: Line, by: float) -> Line:
+    """The line with its quad extended `by` px along its direction at each end (its thickness kept)."""
+    centre, direction, across, half_len, half_thick = _frame(line)
+    half_len += by
+    corners = [centre + sa * half_len * direction + sc * half_thick * across for sa, sc in ((-1, -1), (1, -1), (1, 1), (-1, 1))]
+    return Line(tuple((float(x), float(y)) for x, y in corners), line.angle, line.thickness)
+
+
 # Masks of one turned line joined (`joined`): the detector often finds a faint line at 45 degrees in pieces
 # (its two ends, the middle not), each masked and grown alone; the gap between them stayed legible.
 JOIN_ANGLE = 12.0  # degrees: the most two pieces of one line differ in direction
