@@ -1,14 +1,15 @@
-"""Allure's result files encoded by the C JSON encoder: the same bytes, a third of the time.
+"""Allure's result files encoded by the C JSON encoder: the same bytes in about half the CPU.
 
 allure-python-commons writes each test result and fixture container with `json.dump(data,
 file)`. `json.dump` always runs the json module's pure-Python encoder (only `json.dumps`
-without an indent takes the C one), and a gate run writes three such files a case: about
-0.2 ms of CPU each at the paper's scale, 60 ms for 110 cases after the last answer
-(docs/speed.md). Here the one file logger allure-pytest registered gets, as an attribute of
-that instance, an item writer that encodes the very dict allure's would (`attr.asdict` with
-allure's filter) with `json.dumps` and writes it the way allure's does (a `.tmp` file beside
-it, then renamed). `json.dump` and `json.dumps` make the same text for the same arguments, so
-the files are the same; tests/plugin/test_allure_files.py compares them with allure's own.
+without an indent takes the C one), and a gate run writes three such files a case, after the
+last answer: 332 files at the paper's scale (0.101 -> 0.065 ms an item on a gate case's items,
+benchmarks/allure_writer.py; docs/speed.md). Here the one file logger allure-pytest
+registered gets, as an attribute of that instance, an item writer that encodes the very
+dict allure's would (`attr.asdict` with allure's filter) with `json.dumps` and writes it the
+way allure's does (a `.tmp` file beside it, then renamed). `json.dump` and `json.dumps` make
+the same text for the same arguments, so the files are the same; tests/plugin/test_allure_files.py
+compares them with allure's own.
 
 Only an `AllureFileLogger` instance of allure-python-commons is changed, and only while its
 indented output (ALLURE_INDENT_OUTPUT) is off; anything else is left as allure made it.
