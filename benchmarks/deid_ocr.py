@@ -203,9 +203,6 @@ TURNED: bool | None = None  # --turned / --no-turned: lines off the row found an
 # measured on the same frames at the cost of the frames it touched only.
 PAIRED = False
 PAIRED_RULE = "column-pieces"
-RULES = {"column-pieces": (linemask, "COLUMN_PIECES"), "half-turn": (linemask, "NET_HALF_TURN"), "band-rows": (linemask, "BAND_ROWS"),
-         "probe": (linemask, "TURNED_PROBE")}  # fmt: skip
-LABEL = {"column-pieces": "column pieces", "half-turn": "half turn", "band-rows": "band rows", "probe": "probe"}  # the JSON's "lines by cell, ... off"
 _FIRED = [False]
 
 
@@ -239,8 +236,30 @@ def _watch_reads(name: str) -> Callable[[], None]:
     return watch
 
 
-WATCH = {"column-pieces": _watch_pieces, "half-turn": _watch_reads("half_turned_legible"),
-         "band-rows": _watch_reads("band_row_hits"), "probe": _watch_reads("probed_legible")}
+# The rules' switches, one line a rule: `--FLAG` / `--no-FLAG` sets the module's constant for the run (left as
+# shipped without either), and a rule with a watch is one --paired can compare (`--paired-rule FLAG`).
+SWITCHES: tuple[tuple[str, Any, str, Callable[[], None] | None, str], ...] = (
+    ("follow-rows", linemask, "FOLLOW_ROWS", None,
+     "follow row regions along the row before they are grown (default: linemask.FOLLOW_ROWS; off before 2026-12-06, evening)"),
+    ("lone-half", oriented, "LONE_HALF", None,
+     "on a frame where the detector finds nothing, read the half-scale band map's thin lines too "
+     "(default: oriented.LONE_HALF; off before 2026-12-06, evening)"),
+    ("column-pieces", linemask, "COLUMN_PIECES", _watch_pieces,
+     "count the turned stroke maps' near-vertical lines as pieces of a column that holds a detector region "
+     "(default: linemask.COLUMN_PIECES; off before 2026-12-06, session 20)"),
+    ("half-turn", linemask, "NET_HALF_TURN", _watch_reads("half_turned_legible"),
+     "read the net's row candidates turned half a turn too where as shown they are not text "
+     "(default: linemask.NET_HALF_TURN; off before 2026-12-06, session 21)"),
+    ("band-rows", linemask, "BAND_ROWS", _watch_reads("band_row_hits"),
+     "the net reads the band map's half- and quarter-scale lines along the row on frames with a row found "
+     "(default: linemask.BAND_ROWS; off before 2026-12-07, session 22)"),
+    ("probe", linemask, "TURNED_PROBE", _watch_reads("probed_legible"),
+     "a turned stroke-map line read as 2 or more letters or digits for sure is read again lengthened as its "
+     "mask would be (default: linemask.TURNED_PROBE; off before 2026-12-07, session 23)"),
+)
+RULES = {flag: (module, name) for flag, module, name, watch, _ in SWITCHES if watch is not None}
+WATCH = {flag: watch for flag, _, _, watch, _ in SWITCHES if watch is not None}
+LABEL = {flag: flag.replace("-", " ") for flag in RULES}  # the JSON's "lines by cell, ... off"
 
 
 def _rule_off(reader: ocr.TextReader, img: np.ndarray, plan: linemask.MaskPlan, mask: np.ndarray) -> tuple[linemask.MaskPlan, np.ndarray, bool]:
@@ -530,23 +549,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="keep the regions the blob and lone-letter rules drop where 3 or more lie one under another, and grow columns "
                          "by their letters' height, not their width (default: textscreen.STACKED_DROPPED, linemask.COLUMN_LETTER; "
                          "off before 2026-12-06, evening)")
-    ap.add_argument("--follow-rows", action=argparse.BooleanOptionalAction, default=None,
-                    help="follow row regions along the row before they are grown (default: linemask.FOLLOW_ROWS; off before 2026-12-06, evening)")
-    ap.add_argument("--lone-half", action=argparse.BooleanOptionalAction, default=None,
-                    help="on a frame where the detector finds nothing, read the half-scale band map's thin lines too "
-                         "(default: oriented.LONE_HALF; off before 2026-12-06, evening)")
-    ap.add_argument("--column-pieces", action=argparse.BooleanOptionalAction, default=None,
-                    help="count the turned stroke maps' near-vertical lines as pieces of a column that holds a detector region "
-                         "(default: linemask.COLUMN_PIECES; off before 2026-12-06, session 20)")
-    ap.add_argument("--half-turn", action=argparse.BooleanOptionalAction, default=None,
-                    help="read the net's row candidates turned half a turn too where as shown they are not text "
-                         "(default: linemask.NET_HALF_TURN; off before 2026-12-06, session 21)")
-    ap.add_argument("--band-rows", action=argparse.BooleanOptionalAction, default=None,
-                    help="the net reads the band map's half- and quarter-scale lines along the row on frames with a row found "
-                         "(default: linemask.BAND_ROWS; off before 2026-12-07, session 22)")
-    ap.add_argument("--probe", action=argparse.BooleanOptionalAction, default=None,
-                    help="a turned stroke-map line read as 2 or more letters or digits for sure is read again lengthened as its "
-                         "mask would be (default: linemask.TURNED_PROBE; off before 2026-12-07, session 23)")
+    for flag, _, _, _, text in SWITCHES:
+        ap.add_argument(f"--{flag}", action=argparse.BooleanOptionalAction, default=None, help=text)
     ap.add_argument("--paired", action="store_true",
                     help="also screen with the paired rule off the frames where it changed something (the others are the same "
                          "by construction), and report the lines masked both ways (needs the rule on)")
@@ -568,18 +572,9 @@ def main(argv: list[str] | None = None) -> int:
         linemask.COLUMN_ALONG = args.column_along
     if args.stacked_dropped is not None:
         textscreen.STACKED_DROPPED = linemask.COLUMN_LETTER = args.stacked_dropped
-    if args.follow_rows is not None:
-        linemask.FOLLOW_ROWS = args.follow_rows
-    if args.lone_half is not None:
-        oriented.LONE_HALF = args.lone_half
-    if args.column_pieces is not None:
-        linemask.COLUMN_PIECES = args.column_pieces
-    if args.half_turn is not None:
-        linemask.NET_HALF_TURN = args.half_turn
-    if args.band_rows is not None:
-        linemask.BAND_ROWS = args.band_rows
-    if args.probe is not None:
-        linemask.TURNED_PROBE = args.probe
+    for flag, module, name, _, _ in SWITCHES:
+        if (value := getattr(args, flag.replace("-", "_"))) is not None:
+            setattr(module, name, value)
     if args.paired:
         module, name = RULES[args.paired_rule]
         if not getattr(module, name):
