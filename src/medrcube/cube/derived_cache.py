@@ -127,12 +127,15 @@ def package_sources(*dirs: str | os.PathLike[str]) -> list[Path]:
 _SECRETS: dict[str, tuple[tuple[int, int, int, int], bytes]] = {}
 
 
+def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
 def _secret(root: Path) -> bytes:
     path = root / "secret.key"
+    seen = _SECRETS.get(str(path))
     with contextlib.suppress(OSError):
-        seen = _SECRETS.get(str(path))
-        st = os.stat(path)
-        if seen is not None and seen[0] == (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns):
+        if seen is not None and seen[0] == _identity(os.stat(path)):
             return seen[1]
     root.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
@@ -149,7 +152,7 @@ def _secret(root: Path) -> bytes:
             f.write(key)
             f.flush()
             st = os.fstat(f.fileno())
-    _SECRETS[str(path)] = ((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns), key)
+    _SECRETS[str(path)] = (_identity(st), key)
     return key
 
 
