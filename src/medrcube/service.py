@@ -23,7 +23,7 @@ import threading
 import time
 import warnings
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -108,6 +108,25 @@ class Inference:
     # A sharded worker's: results.jsonl's lines of the candidate's records it exchanged (its own
     # made once, the others' as they wrote them), for its hand-over (plugin/handover.records_out).
     lines: ResultRows | None = None
+    # A sharded worker's candidate pass taken from the shard files: each file's SHA-256 by shard index.
+    shard_files: dict[int, str] | None = None
+    # False when `take_whole` spared this worker the other shards (`result` holds its own shard's
+    # records only); `whole()` then reads them from their files (None: they cannot be had).
+    complete: bool = True
+    whole: Callable[[], RunResult | None] | None = None
+
+    def completed(self) -> bool:
+        """Whether `result` holds the whole cube's records, reading the other shards' files first when
+        `take_whole` spared them (False: they cannot be had; the store is closed by now)."""
+        if not self.complete:
+            whole = self.whole() if self.whole is not None else None
+            if whole is None:
+                return False
+            # The counts of this process's asking stay its own (infer sums its passes' usage).
+            self.result = dataclasses.replace(whole, requests_sent=self.result.requests_sent,
+                                              judge_requests=self.result.judge_requests)
+            self.complete, self.whole = True, None
+        return True
 
 
 def stable_shard(item_id: str, count: int) -> int:
@@ -158,6 +177,7 @@ def infer(
     exchange_dir: Path | None = None,
     settle: Callable[[], None] | None = None,
     mirror: bool = False,
+    take_whole: Callable[[str], Awaitable[bool]] | None = None,
 ) -> Inference:
     """Ask the candidate (then a baseline model) in one event loop, as `decider` asks (the
     whole cube when None), through the response store at `store_dir` (None: no store),
@@ -181,7 +201,13 @@ def infer(
     stored (`--fresh`): every item is asked live. `stop`, set from another thread, cancels
     the run (its requests in flight with it) and raises run.orphan.StoppedError. `mirror`: a
     large run's results.jsonl and metrics_summary.json may be asked of a child that reads the
-    lines as they are graded (rundir/mirror.py; the gate asks while it decides)."""
+    lines as they are graded (rundir/mirror.py; the gate asks while it decides).
+
+    `take_whole(sha256)`: asked by a sharded worker once its own shard's file is written (its
+    bytes' SHA-256), before it reads the others': True when what it would make of the whole
+    cube is had already (another worker decided on the very files: plugin/speed/shared_verdicts.py).
+    Its Inference then holds its own shard's records only (`complete` False) and reads the
+    others from their files only when `whole()` is called."""
     from medrcube.run.provenance import new_run_token
     from medrcube.run.runner import run_cube_async
     from medrcube.run.store import ResponseStore
@@ -201,6 +227,8 @@ def infer(
         return next(role for role, m in metered.items() if m is model)
 
     handed: list[ResultRows] = []
+    later: list[Callable[[], RunResult | None]] = []  # the candidate's other shards, when take_whole spared them
+    shard_files: dict[int, str] = {}
 
     def handed_lines() -> ResultRows:
         if not handed:
@@ -238,10 +266,21 @@ def infer(
             own = await run_cube_async(dataclasses.replace(part, items=mine), model,
                                        **{**kwargs, "on_graded": graded} if graded is not None else kwargs)
             if exchange_dir is not None:
-                exchanged = await _exchanged(exchange_dir, tag, shard, part, own, names, model, rows) \
-                    if own.aborted is None else None
-                if exchanged is not None:
-                    return exchanged
+                if own.aborted is None:
+                    own_file = _published(exchange_dir, tag, shard, part, own, rows)
+                    if own_file is not None and take_whole is not None and tag == WHOLE_TAG and await take_whole(own_file):
+                        # What the other passes counted is in their files' first lines; their records are read
+                        # only if asked for (Inference.completed).
+                        infos = shard_exchange.read_infos(exchange_dir, tag, index, count, _shard_ids(part, count)[1])
+                        if infos is not None:
+                            later.append(functools.partial(_read_whole, exchange_dir, tag, shard, part, own, names,
+                                                           model, rows))
+                            return dataclasses.replace(own, info=_merged_info(own, infos, model))
+                    exchanged = await _exchanged(exchange_dir, tag, shard, part, own, names, model, rows)
+                    if exchanged is not None:
+                        if own_file is not None and tag == WHOLE_TAG:
+                            shard_files.update({index: own_file, **exchanged[1]})
+                        return exchanged[0]
                 shard_exchange.withdraw(exchange_dir, tag, index)  # read from the store: the others need not wait
             whole = await run_cube_async(part, model, **kwargs)
             # What this process asked in its own pass is not `cached` (a store written before the run).
@@ -278,7 +317,9 @@ def infer(
                 cube, checks, ask, ask_baseline=ask_baseline if baseline is not None else None,
                 baseline_records=baseline_records, spend=spend)
             return Inference(_merged(batches), _merged(base_batches) if baseline is not None else None,
-                             ahead=ahead.made if ahead is not None else None, lines=handed[0] if handed else None)
+                             ahead=ahead.made if ahead is not None else None, lines=handed[0] if handed else None,
+                             shard_files=dict(shard_files) or None, complete=not later,
+                             whole=later[0] if later else None)
         finally:
             for m in metered.values():
                 await m.aclose()
@@ -343,29 +384,65 @@ EXCHANGE_WAIT_S = 10.0
 EXCHANGE_WAIT_SHARE = 0.25
 
 
-async def _exchanged(directory: Path, tag: str, shard: tuple[int, int], part: Cube, own: RunResult,
-                     names: Sequence[Any], model: Metered, rows: ResultRows | None = None) -> RunResult | None:
-    """The pass over the whole `part` from this shard's records and the other workers' (run/shard_exchange.py),
-    in plan order; None when any of theirs cannot be had (the caller then runs its pass over the store).
-    The records travel as results.jsonl's lines; `rows`, where this shard's were made as it was
-    graded, keeps the others' too."""
-    from medrcube.run.plan import as_variants
-    from medrcube.run.provenance import merged_counts, served_mismatches
-    from medrcube.run.runner import record_counts
-    from medrcube.rundir.files import result_line
+# The candidate's pass whose shard files another worker may have decided on (`take_whole`): the
+# first, the only one of a full run (a sequential run's looks are passes of their own).
+WHOLE_TAG = "candidate-0"
 
-    index, count = shard
+
+def _shard_ids(part: Cube, count: int) -> tuple[list[str], list[list[str]]]:
+    """The part's item ids in order, and each shard's."""
     ids = [it.id for it in part.items]
     shards: list[list[str]] = [[] for _ in range(count)]
     for item_id in ids:
         shards[stable_shard(item_id, count)].append(item_id)
-    counted = {"served_models": own.info.get("served_models") or {}, "provenance": own.info.get("provenance")}
+    return ids, shards
+
+
+def _counted(own: RunResult) -> dict[str, Any]:
+    """What a shard's pass counted that the whole part's sums: its served models and provenance."""
+    return {"served_models": own.info.get("served_models") or {}, "provenance": own.info.get("provenance")}
+
+
+def _published(directory: Path, tag: str, shard: tuple[int, int], part: Cube, own: RunResult,
+               rows: ResultRows | None = None) -> str | None:
+    """This shard's records written for the other workers (run/shard_exchange.publish): its file's SHA-256, or None."""
+    from medrcube.rundir.files import result_line
+
+    index, count = shard
     own_lines = [rows.line(r) if rows is not None else result_line(r) for r in own.records]
-    shard_exchange.publish(directory, tag, index, count, shards[index], own.records, counted, own_lines)
-    others = await shard_exchange.gather(directory, tag, index, count, shards,
+    return shard_exchange.publish(directory, tag, index, count, _shard_ids(part, count)[1][index], own.records,
+                                  _counted(own), own_lines)
+
+
+async def _exchanged(directory: Path, tag: str, shard: tuple[int, int], part: Cube, own: RunResult,
+                     names: Sequence[Any], model: Metered,
+                     rows: ResultRows | None = None) -> tuple[RunResult, dict[int, str]] | None:
+    """The pass over the whole `part` from this shard's records and the other workers' (run/shard_exchange.py),
+    in plan order, with the SHA-256 of each file read; None when any of theirs cannot be had (the caller
+    then runs its pass over the store). The records travel as results.jsonl's lines; `rows`, where this
+    shard's were made as it was graded, keeps the others' too."""
+    index, count = shard
+    others = await shard_exchange.gather(directory, tag, index, count, _shard_ids(part, count)[1],
                                          wait_s=EXCHANGE_WAIT_S + EXCHANGE_WAIT_SHARE * own.wall_s)
-    if others is None:
-        return None
+    whole = _assembled(others, shard, part, own, names, model, rows) if others is not None else None
+    return (whole, {j: s.sha256 for j, s in others.items()}) if whole is not None and others is not None else None
+
+
+def _read_whole(directory: Path, tag: str, shard: tuple[int, int], part: Cube, own: RunResult,
+                names: Sequence[Any], model: Metered, rows: ResultRows | None = None) -> RunResult | None:
+    """The pass over the whole `part` from the shard files as they are now (`Inference.whole`), or None."""
+    index, count = shard
+    others = shard_exchange.read_others(directory, tag, index, count, _shard_ids(part, count)[1])
+    return _assembled(others, shard, part, own, names, model, rows) if others is not None else None
+
+
+def _assembled(others: Mapping[int, shard_exchange.Shard], shard: tuple[int, int], part: Cube, own: RunResult,
+               names: Sequence[Any], model: Metered, rows: ResultRows | None = None) -> RunResult | None:
+    """This shard's records and the others' in plan order, their counts summed; None if they do not make the part."""
+    from medrcube.run.plan import as_variants
+    from medrcube.run.runner import record_counts
+
+    ids = [it.id for it in part.items]
     records = shard_exchange.in_plan_order([*own.records, *(r for j in sorted(others) for r in others[j].records)],
                                            ids, shard_exchange.variant_positions(as_variants(names)))
     if records is None:
@@ -373,14 +450,23 @@ async def _exchanged(directory: Path, tag: str, shard: tuple[int, int], part: Cu
     if rows is not None:
         for j in sorted(others):
             rows.add(others[j].records, lines=others[j].lines)
+    # The own pass's request counts and times (the other shards' were theirs), the whole part's records.
+    return dataclasses.replace(own, records=records, info=_merged_info(own, [others[j].info for j in sorted(others)], model),
+                               **record_counts(records))
+
+
+def _merged_info(own: RunResult, others: Sequence[Mapping[str, Any]], model: Metered) -> dict[str, Any]:
+    """This pass's info with the served models and provenance of every shard's pass summed (`others`: theirs)."""
+    from medrcube.run.provenance import merged_counts, served_mismatches
+
+    counted = _counted(own)
     served: Counter[str] = Counter()
-    for info in [counted, *(others[j].info for j in sorted(others))]:
+    for info in [counted, *others]:
         served.update({str(k): int(v) for k, v in dict(info.get("served_models") or {}).items()})
     info = dict(own.info)
     info.update(served_models=dict(served.most_common()), served_model_mismatches=served_mismatches(model, served),
-                provenance=merged_counts([counted["provenance"], *(others[j].info.get("provenance") for j in sorted(others))]))
-    # The own pass's request counts and times (the other shards' were theirs), the whole part's records.
-    return dataclasses.replace(own, records=records, info=info, **record_counts(records))
+                provenance=merged_counts([counted["provenance"], *(i.get("provenance") for i in others)]))
+    return info
 
 
 def _merged(batches: Sequence[RunResult]) -> RunResult:

@@ -4,6 +4,7 @@ waiting at once when the deciding worker withdrew or died, and when the wait run
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -59,7 +60,9 @@ def pytest_sessionfinish(session):
     if worker and run is not None and run.worker[1] > 1:
         Path(f"shared-{worker}.json").write_text(json.dumps(
             {"shard": run.worker[0], "ran_cases": run.shared_payloads is not None,
-             "took": sorted(run.shared_payloads or {}), "decided_itself": bool(run._verdicts)}))
+             "took": sorted(run.shared_payloads or {}), "decided_itself": bool(run._verdicts),
+             "read_other_shards": run._inference.complete if run._inference is not None else None,
+             "records_held": len(run._result.records) if run._result is not None else None}))
 """
 
 
@@ -73,6 +76,7 @@ def test_workers_outnumbering_the_cores_take_one_workers_verdicts(gate_ws, gate_
     model = gate_ws.openai(gate_server)
     gate_ws.run("--variants=standard,blind", model=model, store="store-serial")
     serial = gate_ws.gate_json()
+    serial_records = _graded(gate_ws.run_dirs()[-1])
     (gate_ws.path / "conftest.py").write_text(OBSERVER, encoding="utf-8")
     workers = shared_verdicts.cores() + 1
     gate_ws.run_subprocess("-n", str(workers), "--variants=standard,blind", model=model, store="store-parallel")
@@ -83,3 +87,71 @@ def test_workers_outnumbering_the_cores_take_one_workers_verdicts(gate_ws, gate_
     assert len(ran) >= 2  # the cases were spread over several workers
     assert all(s["decided_itself"] for s in ran if s["shard"] == 0)  # and wrote what it decided for the others
     assert all(s["took"] and not s["decided_itself"] for s in ran if s["shard"] != 0)
+    # Each of them took the payloads as its own pass ended: it read no other shard's records.
+    assert all(s["read_other_shards"] is False for s in ran if s["shard"] != 0)
+    # and the run's results.jsonl holds every record all the same, as the run without xdist graded them
+    # (the controller read the shard files: plugin/speed/shard_preread.py).
+    assert _graded(gate_ws.run_dirs()[-1]) == serial_records
+    assert all(s["records_held"] < len(serial_records) for s in ran if s["shard"] != 0)
+
+
+def _graded(run_dir):
+    """results.jsonl's records as what was asked and how it was graded (not when, nor how fast)."""
+    lines = (run_dir / "results.jsonl").read_text(encoding="utf-8").splitlines()
+    return sorted((r["item_id"], r["variant"], r["rotation"], r["outcome"], r["extracted"], r["cached"])
+                  for r in map(json.loads, lines) if "item_id" in r)
+
+
+SITE_TESTS = '''
+import json, os
+from pathlib import Path
+import pytest
+
+
+@pytest.mark.parametrize("n", range(40))
+def test_every_record_in_every_worker(n, medrcube_records, medrcube_verdict, medrcube_session):
+    # A site's check reads the whole run's records, in a worker that took the deciding one's verdicts too.
+    Path(f"site-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-{n}.json").write_text(
+        json.dumps({"shard": medrcube_session.worker[0], "records": len(medrcube_records)}))
+    diagnosis = [r for r in medrcube_records if r.task == "Disease Diagnosis"]
+    medrcube_verdict(f"site/diagnosis {n}", diagnosis, bound=0.5, rule="point", min_n=10)
+'''
+
+
+@pytest.mark.slow  # more xdist workers than cores, each its own interpreter
+@pytest.mark.skipif(shared_verdicts.cores() > 4, reason="more workers than this machine's cores would be many")
+def test_a_site_check_in_a_worker_that_took_the_verdicts_reads_every_shard(gate_ws, gate_server):
+    """A worker that took the deciding worker's verdicts without reading the other shards reads
+    them when a site's check asks for the records: every record, and the serial run's verdicts."""
+    gate_server.set_script({"answer_key": gate_ws.answer_key(wrong=gate_ws.ids("Disease Diagnosis")[::3])})
+    (gate_ws.path / "tests_benchmark" / "test_site.py").write_text(SITE_TESTS, encoding="utf-8")
+    model = gate_ws.openai(gate_server)
+    gate_ws.run(model=model, store="store-serial")
+    serial = gate_ws.gate_json()
+    for seen in gate_ws.path.glob("site-*.json"):
+        seen.unlink()
+    gate_ws.run_subprocess("-n", str(shared_verdicts.cores() + 1), model=model, store="store-parallel")
+    assert gate_ws.gate_json()["checks"] == serial["checks"]
+    seen = [json.loads(p.read_text()) for p in gate_ws.path.glob("site-gw*.json")]
+    assert len(seen) == 40 and all(s["records"] == len(gate_ws.items) for s in seen)
+    assert any(s["shard"] != 0 for s in seen)  # forty cases: xdist hands some to the workers that took the verdicts
+
+
+def test_a_worker_takes_the_payloads_only_for_its_own_file_as_written(tmp_path):
+    """The deciding worker names the SHA-256 of every shard file it read; another worker takes
+    its payloads before reading any shard only when its own file is named with its digest."""
+    shared_verdicts.publish(tmp_path, "a" * 64, PAYLOADS, {0: "0" * 64, 1: "1" * 64, 2: "2" * 64})
+    doc = asyncio.run(shared_verdicts.decided(tmp_path, wait_s=0.0))
+    assert doc is not None and doc["payloads"] == PAYLOADS and doc["lines_sha256"] == "a" * 64
+    assert shared_verdicts.read_from(doc, 1, 3, "1" * 64)
+    assert not shared_verdicts.read_from(doc, 1, 3, "f" * 64)  # its file is not the one the decider read
+    assert not shared_verdicts.read_from(doc, 1, 4, "1" * 64)  # another count of workers
+    # Decided on records read from the store (no shard files named): nothing to match a file against.
+    shared_verdicts.publish(tmp_path, "a" * 64, PAYLOADS)
+    assert not shared_verdicts.read_from(asyncio.run(shared_verdicts.decided(tmp_path, wait_s=0.0)), 1, 3, "1" * 64)
+
+
+def test_the_wait_on_the_event_loop_ends_when_the_decider_withdraws(tmp_path):
+    never = lambda: 0.0  # noqa: E731 - a clock that never moves: only the decider's state can end the wait
+    shared_verdicts.withdraw(tmp_path)
+    assert asyncio.run(shared_verdicts.decided(tmp_path, wait_s=1.0, clock=never)) is None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import json
 import subprocess
 import sys
@@ -372,3 +373,25 @@ def test_a_run_without_verdicts_leaves_nothing_written_ahead(tmp_path):
     report.preread = Preread(records, ahead, "0" * 64)
     report.finish(session=None)
     assert list(tmp_path.iterdir()) == [] and report.preread is None
+
+
+def test_a_shard_file_is_known_by_the_digest_its_writer_returns(tmp_path):
+    """What a reader read (Shard.sha256) is what the writer wrote (publish's digest): another
+    process can tell that it read these very records from that digest alone; the headers
+    give what each pass counted without reading a record."""
+    ids = [["a", "b"], ["c"]]
+    records = {0: [_record("a"), _record("b")], 1: [_record("c")]}
+    digests = {j: shard_exchange.publish(tmp_path, "candidate-0", j, 2, ids[j], records[j], {"served_models": {"m": j + 1}})
+               for j in (0, 1)}
+    shard = shard_exchange.read_shard(tmp_path / "candidate-0-1.jsonl", "candidate-0", 1, 2, ids[1])
+    assert shard is not None and shard.sha256 == digests[1] != digests[0]
+    assert hashlib.sha256((tmp_path / "candidate-0-0.jsonl").read_bytes()).hexdigest() == digests[0]
+    assert shard_exchange.read_infos(tmp_path, "candidate-0", 0, 2, ids) == [{"served_models": {"m": 2}}]
+    assert shard_exchange.read_others(tmp_path, "candidate-0", 0, 2, ids)[1].records == records[1]
+    # Another cube's shard (its items' digest differs): neither its header nor its records are taken.
+    assert shard_exchange.read_infos(tmp_path, "candidate-0", 0, 2, [["a", "b"], ["d"]]) is None
+    assert shard_exchange.read_others(tmp_path, "candidate-0", 0, 2, [["a", "b"], ["d"]]) is None
+    (tmp_path / "candidate-0-1.jsonl").unlink()
+    assert shard_exchange.read_infos(tmp_path, "candidate-0", 0, 2, ids) is None
+    # A file that cannot be written has no digest.
+    assert shard_exchange.publish(tmp_path / "missing", "candidate-0", 0, 2, ids[0], records[0]) is None

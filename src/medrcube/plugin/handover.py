@@ -20,8 +20,8 @@ from medrcube.records import GradedRecord
 if TYPE_CHECKING:
     from medrcube.rundir.files import GradedAhead, ResultRows
 
-__all__ = ["Preread", "carries_records", "lines_sha256", "merge_handovers", "merged_run", "merged_usage", "publish_read",
-           "records_out", "without_records"]
+__all__ = ["Preread", "asked_out", "carries_records", "digest_out", "lines_sha256", "merge_handovers", "merged_run",
+           "merged_usage", "publish_read", "records_out", "without_records"]
 
 
 RECORDS = "records_jsonl"  # a worker's records: results.jsonl's lines of them, in one string
@@ -57,7 +57,7 @@ def records_out(records: Iterable[GradedRecord], made: ResultRows | None = None,
     25 MiB less per worker through execnet, and not held by the controller (eleventh pass).
     `digest`: `lines_sha256` of these records, when the caller took it already."""
     records = list(records)
-    asked = "\n".join(f"{r.item_id}\t{r.variant}\t{r.rotation}" for r in records if not r.cached)
+    asked = _asked(records)
     read = controller_read(exchange) if exchange is not None else None
     if read is not None and digest == read:
         return {DIGEST: read, "asked": asked}
@@ -65,6 +65,26 @@ def records_out(records: Iterable[GradedRecord], made: ResultRows | None = None,
     if read is not None and digest is None and hashlib.sha256(data).hexdigest() == read:
         return {DIGEST: read, "asked": asked}
     return {RECORDS: data.decode("utf-8"), "asked": asked}
+
+
+def digest_out(own: Iterable[GradedRecord], exchange: Path | None, digest: str | None) -> dict[str, str] | None:
+    """The hand-over of a worker that holds its own shard's records only (it took the deciding
+    worker's verdicts: plugin/speed/shared_verdicts.taker): `digest`, the SHA-256 of the whole
+    run's lines it was given, when the controller holds lines with that digest, with the asks of
+    its own records; None when the controller holds no such read (the caller reads the rest)."""
+    read = controller_read(exchange) if exchange is not None else None
+    return {DIGEST: read, "asked": _asked(own)} if read is not None and digest == read else None
+
+
+def asked_out(own: Iterable[GradedRecord]) -> dict[str, str]:
+    """The hand-over of a worker's own asks alone, no records: another process's carry the run's
+    (`merged_run` refuses a run whose hand-overs carry none)."""
+    return {"asked": _asked(own)}
+
+
+def _asked(records: Iterable[GradedRecord]) -> str:
+    """(item, variant, rotation) of the records not `cached`, one per line (`_keys` reads them back)."""
+    return "\n".join(f"{r.item_id}\t{r.variant}\t{r.rotation}" for r in records if not r.cached)
 
 
 def lines_sha256(records: Iterable[GradedRecord], made: ResultRows | None = None) -> str:
@@ -164,7 +184,10 @@ def merged_run(handovers: Iterable[Mapping[str, Any]], preread: Preread | None =
     if not handovers:
         return None, None
     # The first hand-over that carries records (`without_records` dropped the others').
-    first = next((h for h in handovers if carries_records(h)), handovers[0])
+    first = next((h for h in handovers if carries_records(h)), None)
+    if first is None:
+        raise RuntimeError("no process of this run handed over the run's records (each held its own shard's "
+                           "only); the answers are in the response store: run again")
     # `cached` means answered from a store written before this run: an ask one worker
     # sent is not cached for the run, although the other workers read it from the store.
     # A handover's records are results.jsonl's lines (an xdist worker's: `records_out`), or

@@ -102,6 +102,9 @@ class GateSession:
     # An xdist worker's: the payloads the run's deciding worker wrote (plugin/speed/shared_verdicts.py;
     # None until looked at, empty when this worker decides itself), and its records' lines' SHA-256 once taken.
     shared_payloads: dict[str, Any] | None = field(default=None, repr=False)
+    # The deciding worker's payloads, taken while this worker's inference ended: it decided on this
+    # worker's shard file as written, so this worker need not read the other shards (shared_verdicts.taker).
+    decider_payloads: dict[str, Any] | None = field(default=None, repr=False)
     _lines_digest: str | None = field(default=None, repr=False)
     _family: tuple[Any, ...] = field(default=(), repr=False)  # the built-in checks' Evidence (site checks join it)
     questions: dict[str, str] = field(default_factory=dict, repr=False)  # item id -> question
@@ -166,6 +169,7 @@ class GateSession:
     def _infer(self, stop: Any = None) -> None:
         """Run the candidate (and a baseline) through the one run service; `stop` cancels it (plugin/speed/early_inference.py)."""
         from medrcube.plugin.costs import price_of
+        from medrcube.plugin.speed.shared_verdicts import taker
         from medrcube.service import infer
 
         baseline_records = None
@@ -200,6 +204,7 @@ class GateSession:
             # (plugin/speed/early_inference.join_settling does that for the single process).
             settle=settle_heap if self.worker[1] > 1 else None,
             mirror=True,  # the single process asks for its run files as it decides (plugin/speed/tail_ahead.py)
+            take_whole=taker(self),  # an xdist worker that will take another's verdicts reads no other shard
         )
         self._result = self._inference.result
         if self._inference.baseline is not None:
@@ -216,6 +221,23 @@ class GateSession:
 
     def records(self) -> list[GradedRecord]:
         """Every graded record of the candidate (runs inference on the first call)."""
+        result = self.inferred()
+        if self._inference is not None and not self._inference.complete:
+            if not self._inference.completed():
+                self._failure = ("the other xdist workers' records of this run cannot be read from their shard "
+                                 "files any more; the answers are in the response store: run again")
+                raise GateError(self._failure)
+            result = self._result = self._inference.result
+        # After an early stop the asks never sent are records too (tally.NOT_ASKED), counted against each
+        # check's max_error_rate; another model's answers are no evidence under deployment (served_error).
+        if (why := served_error(self, result)) is not None:
+            self._failure = why
+            raise GateError(why)
+        return result.records
+
+    def inferred(self) -> RunResult:
+        """The candidate's run, inferring on the first call (its failure a GateError). In an xdist worker
+        that took the deciding worker's verdicts, its own shard's records only (`records` reads the rest)."""
         if self._failure is not None:
             raise GateError(self._failure)
         if self._result is None:
@@ -231,14 +253,16 @@ class GateSession:
             settle_heap()  # plugin/speed/frozen_heap.py
             if self._result is not None and self.worker[1] == 1:
                 ask_for_run_files(self, self._result)  # made on another core while this process decides
-        result = self._result
-        assert result is not None
-        # After an early stop the asks never sent are records too (tally.NOT_ASKED), counted against each
-        # check's max_error_rate; another model's answers are no evidence under deployment (served_error).
-        if (why := served_error(self, result)) is not None:
-            self._failure = why
-            raise GateError(why)
-        return result.records
+        assert self._result is not None
+        return self._result
+
+    def shard_files(self) -> dict[int, str] | None:
+        """An xdist worker's: the SHA-256 of each shard file its records were made from (service.Inference), or None."""
+        return self._inference.shard_files if self._inference is not None else None
+
+    def take_decided(self, payloads: dict[str, Any], lines_sha256: str) -> None:
+        """The deciding worker's payloads and its records' lines' SHA-256, taken for this worker's (shared_verdicts.taker)."""
+        self.decider_payloads, self._lines_digest = payloads, lines_sha256
 
     def baseline_records(self) -> list[GradedRecord] | None:
         if not self.has_baseline:
@@ -308,11 +332,21 @@ class GateSession:
             return None
         r = self._result
         usage = self._inference.usage if self._inference is not None else {}
-        from medrcube.plugin.handover import records_out
+        from medrcube.plugin.handover import asked_out, digest_out, records_out
 
+        out = None
+        if self._inference is not None and not self._inference.complete:
+            # This worker took the deciding worker's verdicts and read no other shard: the run's lines'
+            # digest when the controller holds those lines, else the whole run read from the files now.
+            out = digest_out(r.records, self.exchange_dir, self._lines_digest)
+            if out is None:
+                if self._inference.completed():
+                    r = self._result = self._inference.result
+                else:  # its own asks only: the controller takes the records of a worker that has them
+                    out = asked_out(r.records)
         return {
             "worker": f"gw{self.worker[0]}" if self.worker[1] > 1 else "main",
-            **({"records": list(r.records)} if live else
+            **({"records": list(r.records)} if live else out if out is not None else
                records_out(r.records, self._lines_made(), self.exchange_dir, self._lines_digest)),
             "requests_sent": r.requests_sent,
             "judge_requests": r.judge_requests,

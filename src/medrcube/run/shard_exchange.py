@@ -49,6 +49,7 @@ class Shard:
     records: list[GradedRecord]
     info: dict[str, Any]
     lines: list[str]  # each record's line as its writer wrote it
+    sha256: str = ""  # of the file's bytes: what another process read, matched without parsing (`publish`)
 
 
 def items_digest(item_ids: Sequence[str]) -> str:
@@ -77,26 +78,31 @@ def announce(directory: Path, tag: str, index: int) -> None:
 
 def publish(directory: Path, tag: str, index: int, count: int, item_ids: Sequence[str],
             records: Sequence[GradedRecord], info: dict[str, Any] | None = None,
-            lines: Sequence[str] | None = None) -> None:
+            lines: Sequence[str] | None = None) -> str | None:
     """Write this shard's records of pass `tag` and what its pass counted (`info`: JSON-ready;
     best effort: a reader without the file runs its own pass). `lines[i]`, the i-th record's
     line as the caller writes it (a JSON object GradedRecord.from_dict reads back: the gate
-    passes results.jsonl's, which its hand-over then sends as they are); else its dict's JSON."""
+    passes results.jsonl's, which its hand-over then sends as they are); else its dict's JSON.
+
+    Returns the SHA-256 of the file's bytes (None when it could not be written): a process
+    that read this file (`Shard.sha256`) read exactly these records, which the writer can
+    tell from that digest alone (plugin/speed/shared_verdicts.py)."""
     header = {"format": FORMAT, "tag": tag, "index": index, "count": count, "items": items_digest(item_ids),
               "records": len(records), "info": info or {}}
     if lines is None:
         lines = [json.dumps(r.to_dict(), ensure_ascii=False) for r in records]
+    data = "".join([json.dumps(header) + "\n", *(line + "\n" for line in lines)]).encode("utf-8")
     path = _path(directory, tag, index)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps(header) + "\n")
-            for start in range(0, len(lines), 2048):
-                fh.write("".join(line + "\n" for line in lines[start:start + 2048]))
+        with open(tmp, "wb") as fh:
+            fh.write(data)
         os.replace(tmp, path)
     except OSError:
         with contextlib.suppress(OSError):
             tmp.unlink()
+        return None
+    return hashlib.sha256(data).hexdigest()
 
 
 def withdraw(directory: Path, tag: str, index: int) -> None:
@@ -136,16 +142,18 @@ def _writer_died(directory: Path, tag: str, index: int) -> bool:
 def read_shard(path: Path, tag: str, index: int, count: int, item_ids: Sequence[str]) -> Shard | None:
     """A shard's file if it is exactly that shard's for pass `tag`, else None."""
     try:
-        with open(path, encoding="utf-8", newline="\n") as fh:
-            header = json.loads(fh.readline())
-            wanted = {"format": FORMAT, "tag": tag, "index": index, "count": count, "items": items_digest(item_ids)}
-            if any(header.get(k) != v for k, v in wanted.items()):
-                return None
-            # Split at "\n" only: a line's JSON (ensure_ascii off) may hold U+2028 and the like,
-            # at which str.splitlines would also cut.
-            body = fh.read()
-            lines = body.split("\n")[:-1] if body.endswith("\n") else body.split("\n") if body else []
-            records = [GradedRecord.from_dict(json.loads(line)) for line in lines]
+        with open(path, "rb") as fh:
+            data = fh.read()
+        first, _, rest = data.partition(b"\n")
+        header = json.loads(first)
+        wanted = {"format": FORMAT, "tag": tag, "index": index, "count": count, "items": items_digest(item_ids)}
+        if any(header.get(k) != v for k, v in wanted.items()):
+            return None
+        # Split at "\n" only: a line's JSON (ensure_ascii off) may hold U+2028 and the like,
+        # at which str.splitlines would also cut.
+        body = rest.decode("utf-8")
+        lines = body.split("\n")[:-1] if body.endswith("\n") else body.split("\n") if body else []
+        records = [GradedRecord.from_dict(json.loads(line)) for line in lines]
     except (OSError, ValueError, KeyError, TypeError):
         return None
     if len(records) != header.get("records"):
@@ -154,7 +162,42 @@ def read_shard(path: Path, tag: str, index: int, count: int, item_ids: Sequence[
     if any(r.item_id not in own for r in records):
         return None
     info = header.get("info")
-    return Shard(records, dict(info) if isinstance(info, dict) else {}, lines)
+    return Shard(records, dict(info) if isinstance(info, dict) else {}, lines, hashlib.sha256(data).hexdigest())
+
+
+def read_others(directory: Path, tag: str, index: int, count: int,
+                shards: Sequence[Sequence[str]]) -> dict[int, Shard] | None:
+    """`gather` without waiting: the other shards' records of pass `tag` as their files are
+    now, or None when one is missing or not that shard's."""
+    found: dict[int, Shard] = {}
+    for j in range(count):
+        if j != index:
+            shard = read_shard(_path(directory, tag, j), tag, j, count, shards[j])
+            if shard is None:
+                return None
+            found[j] = shard
+    return found
+
+
+def read_infos(directory: Path, tag: str, index: int, count: int,
+               shards: Sequence[Sequence[str]]) -> list[dict[str, Any]] | None:
+    """What the other shards' passes counted (`publish`'s `info`), in shard order, from their files'
+    first lines alone; None when a file is missing or its header is not that shard's."""
+    infos: list[dict[str, Any]] = []
+    for j in range(count):
+        if j == index:
+            continue
+        try:
+            with open(_path(directory, tag, j), "rb") as fh:
+                header = json.loads(fh.readline())
+        except (OSError, ValueError):
+            return None
+        wanted = {"format": FORMAT, "tag": tag, "index": j, "count": count, "items": items_digest(shards[j])}
+        if not isinstance(header, dict) or any(header.get(k) != v for k, v in wanted.items()):
+            return None
+        info = header.get("info")
+        infos.append(dict(info) if isinstance(info, dict) else {})
+    return infos
 
 
 async def gather(directory: Path, tag: str, index: int, count: int, shards: Sequence[Sequence[str]],
