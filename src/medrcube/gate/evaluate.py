@@ -18,7 +18,7 @@ adjusted for the other checks. The gate evaluates all its checks together.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from medrcube.gate.checks import Check
@@ -74,17 +74,6 @@ def _guarantee(checks: Sequence[Check]) -> str:
             "failures; docs/guarantees.md)")
 
 
-# How a family's evidence is collected: every check's, in the checks' order, from the records
-# grouped by scope (`family_evidence`; the pytest room may hand the work to two processes).
-CollectFamily = Callable[[Sequence[Check], ByScope, "list[GradedRecord] | None", "str | None"], Sequence[Evidence]]
-
-
-def family_evidence(checks: Sequence[Check], scoped: ByScope, baseline: list[GradedRecord] | None = None,
-                    baseline_error: str | None = None) -> list[Evidence]:
-    """Each check's evidence on the run's records grouped by scope, in the checks' order."""
-    return [collect(c, scoped, baseline if c.needs_baseline else None, baseline_error=baseline_error) for c in checks]
-
-
 def evaluate_gate(
     checks: Sequence[Check],
     records: Iterable[GradedRecord],
@@ -92,17 +81,14 @@ def evaluate_gate(
     *,
     baseline_error: str | None = None,
     scope: str = "",
-    collect_family: CollectFamily = family_evidence,
 ) -> GateResult:
     """Every check's verdict, decided as one family, and the gate's verdict.
     `baseline_error` says why the baseline's records are missing (the regression checks'
-    error message). `collect_family` collects the evidence (`family_evidence`, or the same
-    evidence computed otherwise: the decision is this function's either way)."""
+    error message)."""
     scoped = ByScope(records)
     base = list(baseline) if baseline is not None else None
-    evidences = list(collect_family(checks, scoped, base, baseline_error))
-    if [e.check.id for e in evidences] != [c.id for c in checks]:
-        raise ValueError("collect_family must return one evidence per check, in the checks' order")
+    evidences = [collect(c, scoped, base if c.needs_baseline else None, baseline_error=baseline_error)
+                 for c in checks]
     verdicts = tuple(decide(evidences))
     gate = gate_verdict((v.to_dict() for v in verdicts), guarantee_text(checks, scope))
     return GateResult(verdicts, gate, tuple(evidences))

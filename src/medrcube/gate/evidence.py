@@ -76,25 +76,13 @@ class ByScope:
                                      if check.selects(self.records[at[0]]))
 
     def select(self, check: Check) -> list[GradedRecord]:
-        return list(self._select(check))
-
-    def selected(self, check: Check) -> int:
-        """How many records the check's scope holds (`select`'s length, without the copy)."""
-        return len(self._select(check))
-
-    def counts_accuracy(self, check: Check) -> bool:
-        """Whether the family collects this check from its cells' counts (`collect`: an accuracy check)."""
-        entry = entry_of(check.kind)
-        return entry is not None and entry.evidence is _accuracy
-
-    def _select(self, check: Check) -> list[GradedRecord]:
         scope = (check.part, check.modality, check.task)
         hit = self._selected.get(scope)
         if hit is None:
             wanted = [g for g in self._groups.values() if check.selects(self.records[g[0]])]
             order = wanted[0] if len(wanted) == 1 else sorted(i for g in wanted for i in g)
             hit = self._selected[scope] = [self.records[i] for i in order]
-        return hit
+        return list(hit)
 
 
 def collect(
@@ -109,7 +97,7 @@ def collect(
     entry = entry_of(check.kind)  # each kind collects its own (gate/kinds.py; the built-in ones below)
     if entry is None or entry.evidence is None:
         raise ValueError(f"unknown check kind {check.kind!r}")
-    if isinstance(records, ByScope) and records.counts_accuracy(check):
+    if isinstance(records, ByScope) and entry.evidence is _accuracy:
         # The family's accuracy checks: each cell's standard records counted once, a scope's
         # counts summed from its cells' (the same evidence as from the scope's records).
         counted = records.standard_counts(check)

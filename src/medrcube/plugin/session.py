@@ -289,11 +289,8 @@ class GateSession:
                 baseline = self.baseline_records() if any(kinds.needs_baseline(c.kind) for c in self.checks) else None
             except GateError as e:  # an unreadable baseline errors the regression checks only
                 missing = str(e)
-            from medrcube.plugin.speed.forked_evidence import collect_in_two
-
-            with collection_paused():  # plugin/speed/frozen_heap.py; a single process collects in two (forked_evidence.py)
-                self._verdicts = self.decider.verdicts(self.checks, records, baseline, baseline_error=missing,
-                                                       collect_family=collect_in_two if self.worker[1] == 1 else None)
+            with collection_paused():  # plugin/speed/frozen_heap.py
+                self._verdicts = self.decider.verdicts(self.checks, records, baseline, baseline_error=missing)
             self._family = self.decider.family()
         return self._verdicts[check.id]
 

@@ -21,7 +21,6 @@ from medrcube.sequential.plan import SequentialPlan
 if TYPE_CHECKING:
     from medrcube.cube.item import Cube
     from medrcube.gate.checks import Check
-    from medrcube.gate.evaluate import CollectFamily
     from medrcube.gate.verdict import Verdict
     from medrcube.records import GradedRecord
     from medrcube.sequential.driver import AskFn, SequentialRun, SpendFn
@@ -35,10 +34,8 @@ class Decider(Protocol):
         """Ask the cube through `ask` (and a baseline model through `ask_baseline`)."""
 
     def verdicts(self, checks: Sequence[Check], records: Sequence[GradedRecord],
-                 baseline: Sequence[GradedRecord] | None, *, baseline_error: str | None = None,
-                 collect_family: CollectFamily | None = None) -> dict[str, Verdict]:
-        """Every check's verdict, by check id; `collect_family`, how the fixed-sample family's
-        evidence is collected (gate/evaluate.family_evidence when None)."""
+                 baseline: Sequence[GradedRecord] | None, *, baseline_error: str | None = None) -> dict[str, Verdict]:
+        """Every check's verdict, by check id."""
 
     def family(self) -> tuple[Any, ...]:
         """The evidence of the fixed-sample family the last `verdicts` decided (gate.evaluate:
@@ -64,12 +61,10 @@ class FixedDecider:
             await ask_baseline(cube)
 
     def verdicts(self, checks: Sequence[Check], records: Sequence[GradedRecord],
-                 baseline: Sequence[GradedRecord] | None, *, baseline_error: str | None = None,
-                 collect_family: CollectFamily | None = None) -> dict[str, Verdict]:
-        from medrcube.gate.evaluate import evaluate_gate, family_evidence
+                 baseline: Sequence[GradedRecord] | None, *, baseline_error: str | None = None) -> dict[str, Verdict]:
+        from medrcube.gate.evaluate import evaluate_gate
 
-        result = evaluate_gate(checks, records, baseline, baseline_error=baseline_error,
-                               collect_family=collect_family or family_evidence)
+        result = evaluate_gate(checks, records, baseline, baseline_error=baseline_error)
         self._family = result.evidences
         return result.by_id()
 
@@ -100,11 +95,10 @@ class SequentialDecider:
                                         baseline_records=baseline_records, spend=spend)
 
     def verdicts(self, checks: Sequence[Check], records: Sequence[GradedRecord],
-                 baseline: Sequence[GradedRecord] | None, *, baseline_error: str | None = None,
-                 collect_family: CollectFamily | None = None) -> dict[str, Verdict]:
+                 baseline: Sequence[GradedRecord] | None, *, baseline_error: str | None = None) -> dict[str, Verdict]:
         """The looks' verdicts; a check without a track (nothing answerable in its scope)
         and a regression check whose baseline is missing are decided as in a full run."""
-        from medrcube.gate.evaluate import evaluate_gate, family_evidence
+        from medrcube.gate.evaluate import evaluate_gate
         from medrcube.gate.kinds import needs_baseline
         from medrcube.gate.sequential import sequential_verdicts
 
@@ -113,8 +107,7 @@ class SequentialDecider:
         out = sequential_verdicts((t.looks for t in self.run.tracks.values()), self.run.notes())
         rest = [c for c in checks if c.id not in out or (baseline_error and needs_baseline(c.kind))]
         if rest:
-            result = evaluate_gate(rest, records, baseline, baseline_error=baseline_error,
-                                   collect_family=collect_family or family_evidence)
+            result = evaluate_gate(rest, records, baseline, baseline_error=baseline_error)
             self._family = result.evidences
             out.update(result.by_id())
         return {c.id: out[c.id] for c in checks}
