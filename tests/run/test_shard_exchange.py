@@ -127,16 +127,17 @@ def _adapter(server):
 
 
 def _workers(cube: Cube, server, store: Path, exchange: list[Path | None],
-             settle: list | None = None) -> list[service.Inference]:
+             settle: list | None = None, take_whole: list | None = None) -> list[service.Inference]:
     """Two sharded workers at once, as two xdist workers run (threads here: each its own event loop and store);
-    `settle`: each worker's settle calls are appended to it."""
+    `settle`: each worker's settle calls are appended to it; `take_whole`: each worker's service.infer `take_whole`."""
     out: list[service.Inference | BaseException | None] = [None, None]
 
     def one(index: int) -> None:
         try:
             out[index] = service.infer(cube, _adapter(server), variants=VARIANTS, store_dir=store, shard=(index, 2),
                                        exchange_dir=exchange[index], run_token="20261206T000000Z-shards",
-                                       settle=None if settle is None else lambda: settle.append(index))
+                                       settle=None if settle is None else lambda: settle.append(index),
+                                       take_whole=None if take_whole is None else take_whole[index])
         except BaseException as e:  # noqa: BLE001 - re-raised below
             out[index] = e
 
@@ -395,3 +396,64 @@ def test_a_shard_file_is_known_by_the_digest_its_writer_returns(tmp_path):
     assert shard_exchange.read_infos(tmp_path, "candidate-0", 0, 2, ids) is None
     # A file that cannot be written has no digest.
     assert shard_exchange.publish(tmp_path / "missing", "candidate-0", 0, 2, ids[0], records[0]) is None
+
+
+def test_a_worker_spared_the_other_shards_reads_them_only_when_asked(distinct_cube, scripted_server, tmp_path):
+    """`take_whole` (another worker decided on these files): the worker's Inference holds its own
+    shard's records, with what every shard's pass counted, and reads the rest from their files only
+    when asked (Inference.completed): then the very records of a worker that read them at once. Its
+    hand-over is the run's lines' digest once the controller holds them, its own asks with it."""
+    from medrcube.plugin.handover import DIGEST, digest_out, lines_sha256, publish_no_read, publish_read
+
+    scripted_server.set_script({"default": "B"})
+    exchange = tmp_path / "exchange"
+    exchange.mkdir()
+    given: list[str] = []
+
+    async def take(own_file: str) -> bool:  # as the deciding worker's payloads come: once it read every file
+        given.append(own_file)
+        while not (exchange / "candidate-0-0.jsonl").exists():
+            await asyncio.sleep(0.01)
+        return True
+
+    whole, spared = _workers(distinct_cube, scripted_server, tmp_path / "store", [exchange, exchange],
+                             take_whole=[None, take])
+    assert given == [hashlib.sha256((exchange / "candidate-0-1.jsonl").read_bytes()).hexdigest()]
+    assert whole.complete and whole.shard_files == {0: whole.shard_files[0], 1: given[0]}
+    assert not spared.complete and spared.shard_files is None
+    own = spared.result.records
+    assert 0 < len(own) < len(whole.result.records) and set(own) <= set(whole.result.records)
+    assert spared.result.info["served_models"] == whole.result.info["served_models"]  # every shard's, from the headers
+
+    digest = lines_sha256(whole.result.records, whole.lines)
+    assert digest_out(own, exchange, digest, wait_s=0.0) is None  # the controller holds no read yet
+    publish_read(exchange, digest)
+    assert digest_out(own, exchange, digest) == {DIGEST: digest, "asked": records_out(own)["asked"]}
+    assert digest_out(own, exchange, "0" * 64) is None  # the controller holds other lines: the rest is read
+
+    sent = spared.result.requests_sent
+    assert spared.completed() and spared.complete
+    assert spared.result.records == whole.result.records  # in plan order, as the other worker put them together
+    assert lines_sha256(spared.result.records, spared.lines) == digest
+    assert spared.result.requests_sent == sent > 0  # its own asks stay its own
+
+    # The controller said it has no read: a worker does not wait for one.
+    (exchange / "controller-read.sha256").unlink()
+    publish_no_read(exchange)
+    assert digest_out(own, exchange, digest, wait_s=60.0, clock=lambda: 0.0) is None
+
+
+def test_a_spared_worker_whose_shard_files_are_gone_says_so(distinct_cube, scripted_server, tmp_path):
+    scripted_server.set_script({"default": "B"})
+    exchange = tmp_path / "exchange"
+    exchange.mkdir()
+
+    async def take(own_file: str) -> bool:
+        while not (exchange / "candidate-0-0.jsonl").exists():
+            await asyncio.sleep(0.01)
+        return True
+
+    _, spared = _workers(distinct_cube, scripted_server, tmp_path / "store", [exchange, exchange],
+                         take_whole=[None, take])
+    (exchange / "candidate-0-0.jsonl").unlink()
+    assert not spared.completed() and not spared.complete

@@ -6,11 +6,13 @@ A module of its own beside summary.py (which writes what is merged here).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,12 +23,15 @@ if TYPE_CHECKING:
     from medrcube.rundir.files import GradedAhead, ResultRows
 
 __all__ = ["Preread", "asked_out", "carries_records", "digest_out", "lines_sha256", "merge_handovers", "merged_run",
-           "merged_usage", "publish_read", "records_out", "without_records"]
+           "merged_usage", "publish_no_read", "publish_read", "records_out", "without_records"]
 
 
 RECORDS = "records_jsonl"  # a worker's records: results.jsonl's lines of them, in one string
 DIGEST = "records_sha256"  # or only the SHA-256 of those lines, when the controller has read the very same
 READ_FILE = "controller-read.sha256"  # in the exchange directory: the SHA-256 of the lines the controller read
+NO_READ_FILE = "controller-read.none"  # or that it read none (a shard file missing or not that shard's)
+READ_WAIT_S = 10.0  # how long a worker that holds its own shard only waits for the controller's read
+READ_POLL_S = 0.02
 
 
 @dataclass
@@ -67,13 +72,22 @@ def records_out(records: Iterable[GradedRecord], made: ResultRows | None = None,
     return {RECORDS: data.decode("utf-8"), "asked": asked}
 
 
-def digest_out(own: Iterable[GradedRecord], exchange: Path | None, digest: str | None) -> dict[str, str] | None:
+def digest_out(own: Iterable[GradedRecord], exchange: Path | None, digest: str | None,
+               wait_s: float = READ_WAIT_S, clock: Callable[[], float] = time.monotonic) -> dict[str, str] | None:
     """The hand-over of a worker that holds its own shard's records only (it took the deciding
     worker's verdicts: plugin/speed/shared_verdicts.taker): `digest`, the SHA-256 of the whole
     run's lines it was given, when the controller holds lines with that digest, with the asks of
-    its own records; None when the controller holds no such read (the caller reads the rest)."""
-    read = controller_read(exchange) if exchange is not None else None
-    return {DIGEST: read, "asked": _asked(own)} if read is not None and digest == read else None
+    its own records; None when the controller holds no such read (the caller reads the rest).
+    The controller reads the shard files while the workers decide: its read is waited for, up to
+    `wait_s`, unless it said that it has none (`publish_no_read`)."""
+    if exchange is None or digest is None:
+        return None
+    deadline = clock() + wait_s
+    while (read := controller_read(exchange)) is None:
+        if (exchange / NO_READ_FILE).exists() or clock() > deadline:
+            return None
+        time.sleep(READ_POLL_S)
+    return {DIGEST: read, "asked": _asked(own)} if digest == read else None
 
 
 def asked_out(own: Iterable[GradedRecord]) -> dict[str, str]:
@@ -111,6 +125,13 @@ def publish_read(exchange: Path, digest: str) -> None:
     tmp = exchange / f".{READ_FILE}.{os.getpid()}"
     tmp.write_text(digest, encoding="ascii")
     os.replace(tmp, exchange / READ_FILE)
+
+
+def publish_no_read(exchange: Path) -> None:
+    """Say in the exchange directory that the controller holds no read of the shard files: a worker
+    waiting for one (`digest_out`) reads the other shards itself at once."""
+    with contextlib.suppress(OSError):
+        (exchange / NO_READ_FILE).touch()
 
 
 def controller_read(exchange: Path) -> str | None:

@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from medrcube.plugin.handover import Preread, publish_read
+from medrcube.plugin.handover import Preread, publish_no_read, publish_read
 
 FIRST_PASS = "candidate-0"  # the one pass of the candidate over the cube in a run that is not sequential
 POLL_S = 0.02
@@ -66,7 +66,8 @@ class ShardPreread:
         except Exception:  # noqa: BLE001 - an optimisation: the hand-over is read as before
             self._read = None
         read = self._read
-        if read is None:
+        if read is None:  # said, so that a worker holding its own shard only does not wait for it
+            publish_no_read(self.directory)
             return
         # Held from here until `take`: a worker whose lines have this digest hands over the digest alone
         # (said first, before the work below, so that it is said before the workers hand over).
