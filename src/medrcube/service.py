@@ -178,6 +178,7 @@ def infer(
     settle: Callable[[], None] | None = None,
     mirror: bool = False,
     take_whole: Callable[[str], Awaitable[bool]] | None = None,
+    shard_digests: bool = False,
 ) -> Inference:
     """Ask the candidate (then a baseline model) in one event loop, as `decider` asks (the
     whole cube when None), through the response store at `store_dir` (None: no store),
@@ -207,7 +208,9 @@ def infer(
     bytes' SHA-256), before it reads the others': True when what it would make of the whole
     cube is had already (another worker decided on the very files: plugin/speed/shared_verdicts.py).
     Its Inference then holds its own shard's records only (`complete` False) and reads the
-    others from their files only when `whole()` is called."""
+    others from their files only when `completed()` is called. `shard_digests`: a sharded worker
+    names the shard files its candidate's records were read from by their SHA-256
+    (`Inference.shard_files`, for the workers `take_whole` asks about)."""
     from medrcube.run.provenance import new_run_token
     from medrcube.run.runner import run_cube_async
     from medrcube.run.store import ResponseStore
@@ -276,9 +279,10 @@ def infer(
                             later.append(functools.partial(_read_whole, exchange_dir, tag, shard, part, own, names,
                                                            model, rows))
                             return dataclasses.replace(own, info=_merged_info(own, infos, model))
-                    exchanged = await _exchanged(exchange_dir, tag, shard, part, own, names, model, rows)
+                    named = shard_digests and own_file is not None and tag == WHOLE_TAG
+                    exchanged = await _exchanged(exchange_dir, tag, shard, part, own, names, model, rows, named)
                     if exchanged is not None:
-                        if own_file is not None and tag == WHOLE_TAG:
+                        if named and own_file is not None:
                             shard_files.update({index: own_file, **exchanged[1]})
                         return exchanged[0]
                 shard_exchange.withdraw(exchange_dir, tag, index)  # read from the store: the others need not wait
@@ -415,15 +419,15 @@ def _published(directory: Path, tag: str, shard: tuple[int, int], part: Cube, ow
 
 
 async def _exchanged(directory: Path, tag: str, shard: tuple[int, int], part: Cube, own: RunResult,
-                     names: Sequence[Any], model: Metered,
-                     rows: ResultRows | None = None) -> tuple[RunResult, dict[int, str]] | None:
+                     names: Sequence[Any], model: Metered, rows: ResultRows | None = None,
+                     digests: bool = False) -> tuple[RunResult, dict[int, str]] | None:
     """The pass over the whole `part` from this shard's records and the other workers' (run/shard_exchange.py),
-    in plan order, with the SHA-256 of each file read; None when any of theirs cannot be had (the caller
-    then runs its pass over the store). The records travel as results.jsonl's lines; `rows`, where this
-    shard's were made as it was graded, keeps the others' too."""
+    in plan order, with the SHA-256 of each file read when `digests` (else empty); None when any of theirs
+    cannot be had (the caller then runs its pass over the store). The records travel as results.jsonl's
+    lines; `rows`, where this shard's were made as it was graded, keeps the others' too."""
     index, count = shard
     others = await shard_exchange.gather(directory, tag, index, count, _shard_ids(part, count)[1],
-                                         wait_s=EXCHANGE_WAIT_S + EXCHANGE_WAIT_SHARE * own.wall_s)
+                                         wait_s=EXCHANGE_WAIT_S + EXCHANGE_WAIT_SHARE * own.wall_s, digest=digests)
     whole = _assembled(others, shard, part, own, names, model, rows) if others is not None else None
     return (whole, {j: s.sha256 for j, s in others.items()}) if whole is not None and others is not None else None
 

@@ -137,7 +137,8 @@ def _workers(cube: Cube, server, store: Path, exchange: list[Path | None],
             out[index] = service.infer(cube, _adapter(server), variants=VARIANTS, store_dir=store, shard=(index, 2),
                                        exchange_dir=exchange[index], run_token="20261206T000000Z-shards",
                                        settle=None if settle is None else lambda: settle.append(index),
-                                       take_whole=None if take_whole is None else take_whole[index])
+                                       take_whole=None if take_whole is None else take_whole[index],
+                                       shard_digests=take_whole is not None)
         except BaseException as e:  # noqa: BLE001 - re-raised below
             out[index] = e
 
@@ -384,8 +385,9 @@ def test_a_shard_file_is_known_by_the_digest_its_writer_returns(tmp_path):
     records = {0: [_record("a"), _record("b")], 1: [_record("c")]}
     digests = {j: shard_exchange.publish(tmp_path, "candidate-0", j, 2, ids[j], records[j], {"served_models": {"m": j + 1}})
                for j in (0, 1)}
-    shard = shard_exchange.read_shard(tmp_path / "candidate-0-1.jsonl", "candidate-0", 1, 2, ids[1])
+    shard = shard_exchange.read_shard(tmp_path / "candidate-0-1.jsonl", "candidate-0", 1, 2, ids[1], digest=True)
     assert shard is not None and shard.sha256 == digests[1] != digests[0]
+    assert shard_exchange.read_shard(tmp_path / "candidate-0-1.jsonl", "candidate-0", 1, 2, ids[1]).sha256 == ""
     assert hashlib.sha256((tmp_path / "candidate-0-0.jsonl").read_bytes()).hexdigest() == digests[0]
     assert shard_exchange.read_infos(tmp_path, "candidate-0", 0, 2, ids) == [{"served_models": {"m": 2}}]
     assert shard_exchange.read_others(tmp_path, "candidate-0", 0, 2, ids)[1].records == records[1]

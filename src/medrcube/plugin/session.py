@@ -169,7 +169,7 @@ class GateSession:
     def _infer(self, stop: Any = None) -> None:
         """Run the candidate (and a baseline) through the one run service; `stop` cancels it (plugin/speed/early_inference.py)."""
         from medrcube.plugin.costs import price_of
-        from medrcube.plugin.speed.shared_verdicts import taker
+        from medrcube.plugin.speed.shared_verdicts import shares_verdicts, taker
         from medrcube.service import infer
 
         baseline_records = None
@@ -205,6 +205,7 @@ class GateSession:
             settle=settle_heap if self.worker[1] > 1 else None,
             mirror=True,  # the single process asks for its run files as it decides (plugin/speed/tail_ahead.py)
             take_whole=taker(self),  # an xdist worker that will take another's verdicts reads no other shard
+            shard_digests=shares_verdicts(self),  # the deciding worker names the files it read (shared_verdicts.py)
         )
         self._result = self._inference.result
         if self._inference.baseline is not None:

@@ -139,8 +139,10 @@ def _writer_died(directory: Path, tag: str, index: int) -> bool:
     return not _alive(pid)
 
 
-def read_shard(path: Path, tag: str, index: int, count: int, item_ids: Sequence[str]) -> Shard | None:
-    """A shard's file if it is exactly that shard's for pass `tag`, else None."""
+def read_shard(path: Path, tag: str, index: int, count: int, item_ids: Sequence[str],
+               digest: bool = False) -> Shard | None:
+    """A shard's file if it is exactly that shard's for pass `tag`, else None; `digest`: with
+    the SHA-256 of its bytes (`Shard.sha256`, else empty)."""
     try:
         with open(path, "rb") as fh:
             data = fh.read()
@@ -162,7 +164,8 @@ def read_shard(path: Path, tag: str, index: int, count: int, item_ids: Sequence[
     if any(r.item_id not in own for r in records):
         return None
     info = header.get("info")
-    return Shard(records, dict(info) if isinstance(info, dict) else {}, lines, hashlib.sha256(data).hexdigest())
+    return Shard(records, dict(info) if isinstance(info, dict) else {}, lines,
+                 hashlib.sha256(data).hexdigest() if digest else "")
 
 
 def read_others(directory: Path, tag: str, index: int, count: int,
@@ -201,10 +204,12 @@ def read_infos(directory: Path, tag: str, index: int, count: int,
 
 
 async def gather(directory: Path, tag: str, index: int, count: int, shards: Sequence[Sequence[str]],
-                 wait_s: float, clock: Callable[[], float] = time.monotonic) -> dict[int, Shard] | None:
+                 wait_s: float, clock: Callable[[], float] = time.monotonic,
+                 digest: bool = False) -> dict[int, Shard] | None:
     """The other shards' records of pass `tag` ({shard index: records}), waiting up to
     `wait_s` for their files; None as soon as one cannot be had (its writer died, the
-    wait ran out, the file is not that shard's). `shards[j]` are shard j's item ids."""
+    wait ran out, the file is not that shard's). `shards[j]` are shard j's item ids;
+    `digest`: each with its file's SHA-256 (`read_shard`)."""
     deadline = clock() + wait_s
     found: dict[int, Shard] = {}
     pending = [j for j in range(count) if j != index]
@@ -212,7 +217,7 @@ async def gather(directory: Path, tag: str, index: int, count: int, shards: Sequ
         for j in list(pending):
             path = _path(directory, tag, j)
             if path.exists():
-                shard = read_shard(path, tag, j, count, shards[j])
+                shard = read_shard(path, tag, j, count, shards[j], digest)
                 if shard is None:
                     return None
                 found[j] = shard

@@ -60,7 +60,7 @@ def shared_payload(session: Any, check: Any, payload_of: Callable[[Any, Any], di
 
 def _payloads(session: Any, payload_of: Callable[[Any, Any], dict[str, Any]]) -> dict[str, Any]:
     directory, index = session.exchange_dir, session.worker[0]
-    if not _shared(session):
+    if not shares_verdicts(session):
         return {}
     if index == DECIDER:
         try:
@@ -77,7 +77,7 @@ def _payloads(session: Any, payload_of: Callable[[Any, Any], dict[str, Any]]) ->
     return wait_for(directory, session.lines_sha256()) or {}
 
 
-def _shared(session: Any) -> bool:
+def shares_verdicts(session: Any) -> bool:
     """Whether this run's workers share one worker's verdicts: an xdist run of more workers than
     cores, not sequential, with no baseline (which the records' digest does not cover)."""
     return (session.exchange_dir is not None and session.worker[1] > cores() and not session.options.sequential
@@ -98,7 +98,7 @@ def taker(session: Any) -> Callable[[str], Awaitable[bool]] | None:
     False: anything else (no such file, another digest, a withdrawn or dead decider, the wait run
     out); the worker then reads the other shards and compares its lines' digest as before."""
     directory, (index, count) = session.exchange_dir, session.worker
-    if index == DECIDER or not _shared(session):
+    if index == DECIDER or not shares_verdicts(session):
         return None
 
     async def take(own_file: str) -> bool:
