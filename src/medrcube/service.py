@@ -270,8 +270,9 @@ def infer(
                                        **{**kwargs, "on_graded": graded} if graded is not None else kwargs)
             if exchange_dir is not None:
                 if own.aborted is None:
-                    own_file = _published(exchange_dir, tag, shard, part, own, rows)
-                    if own_file is not None and take_whole is not None and tag == WHOLE_TAG and await take_whole(own_file):
+                    own_file = _published(exchange_dir, tag, shard, part, own, rows,
+                                          digest=tag == WHOLE_TAG and (shard_digests or take_whole is not None))
+                    if own_file and take_whole is not None and tag == WHOLE_TAG and await take_whole(own_file):
                         # What the other passes counted is in their files' first lines; their records are read
                         # only if asked for (Inference.completed).
                         infos = shard_exchange.read_infos(exchange_dir, tag, index, count, _shard_ids(part, count)[1])
@@ -279,10 +280,10 @@ def infer(
                             later.append(functools.partial(_read_whole, exchange_dir, tag, shard, part, own, names,
                                                            model, rows))
                             return dataclasses.replace(own, info=_merged_info(own, infos, model))
-                    named = shard_digests and own_file is not None and tag == WHOLE_TAG
+                    named = shard_digests and bool(own_file) and tag == WHOLE_TAG
                     exchanged = await _exchanged(exchange_dir, tag, shard, part, own, names, model, rows, named)
                     if exchanged is not None:
-                        if named and own_file is not None:
+                        if named and own_file:
                             shard_files.update({index: own_file, **exchanged[1]})
                         return exchanged[0]
                 shard_exchange.withdraw(exchange_dir, tag, index)  # read from the store: the others need not wait
@@ -408,14 +409,15 @@ def _counted(own: RunResult) -> dict[str, Any]:
 
 
 def _published(directory: Path, tag: str, shard: tuple[int, int], part: Cube, own: RunResult,
-               rows: ResultRows | None = None) -> str | None:
-    """This shard's records written for the other workers (run/shard_exchange.publish): its file's SHA-256, or None."""
+               rows: ResultRows | None = None, digest: bool = False) -> str | None:
+    """This shard's records written for the other workers (run/shard_exchange.publish): its file's SHA-256
+    when `digest` (else ""), or None when it could not be written."""
     from medrcube.rundir.files import result_line
 
     index, count = shard
     own_lines = [rows.line(r) if rows is not None else result_line(r) for r in own.records]
     return shard_exchange.publish(directory, tag, index, count, _shard_ids(part, count)[1][index], own.records,
-                                  _counted(own), own_lines)
+                                  _counted(own), own_lines, digest)
 
 
 async def _exchanged(directory: Path, tag: str, shard: tuple[int, int], part: Cube, own: RunResult,

@@ -78,15 +78,15 @@ def announce(directory: Path, tag: str, index: int) -> None:
 
 def publish(directory: Path, tag: str, index: int, count: int, item_ids: Sequence[str],
             records: Sequence[GradedRecord], info: dict[str, Any] | None = None,
-            lines: Sequence[str] | None = None) -> str | None:
+            lines: Sequence[str] | None = None, digest: bool = True) -> str | None:
     """Write this shard's records of pass `tag` and what its pass counted (`info`: JSON-ready;
     best effort: a reader without the file runs its own pass). `lines[i]`, the i-th record's
     line as the caller writes it (a JSON object GradedRecord.from_dict reads back: the gate
     passes results.jsonl's, which its hand-over then sends as they are); else its dict's JSON.
 
-    Returns the SHA-256 of the file's bytes (None when it could not be written): a process
-    that read this file (`Shard.sha256`) read exactly these records, which the writer can
-    tell from that digest alone (plugin/speed/shared_verdicts.py)."""
+    Returns the SHA-256 of the file's bytes (None when it could not be written; "" when not
+    `digest`): a process that read this file (`Shard.sha256`) read exactly these records, which
+    the writer can tell from that digest alone (plugin/speed/shared_verdicts.py)."""
     header = {"format": FORMAT, "tag": tag, "index": index, "count": count, "items": items_digest(item_ids),
               "records": len(records), "info": info or {}}
     if lines is None:
@@ -102,7 +102,7 @@ def publish(directory: Path, tag: str, index: int, count: int, item_ids: Sequenc
         with contextlib.suppress(OSError):
             tmp.unlink()
         return None
-    return hashlib.sha256(data).hexdigest()
+    return hashlib.sha256(data).hexdigest() if digest else ""
 
 
 def withdraw(directory: Path, tag: str, index: int) -> None:
