@@ -258,7 +258,9 @@ def infer(
             fresh=fresh,
         )
         if count > 1:
-            mine = tuple(it for it in part.items if stable_shard(it.id, count) == index)
+            shards = _shard_ids(part, count)  # each shard's item ids, in the part's order
+            own_ids = set(shards[index])
+            mine = tuple(it for it in part.items if it.id in own_ids)
             tag = f"{role_of(model)}-{next(passes[role_of(model)])}"  # the same in every worker: they ask alike
             rows = handed_lines() if exchange_dir is not None and model is metered["candidate"] else None
             if exchange_dir is not None:
@@ -270,18 +272,18 @@ def infer(
                                        **{**kwargs, "on_graded": graded} if graded is not None else kwargs)
             if exchange_dir is not None:
                 if own.aborted is None:
-                    own_file = _published(exchange_dir, tag, shard, part, own, rows,
+                    own_file = _published(exchange_dir, tag, shard, shards, own, rows,
                                           digest=tag == WHOLE_TAG and (shard_digests or take_whole is not None))
                     if own_file and take_whole is not None and tag == WHOLE_TAG and await take_whole(own_file):
                         # What the other passes counted is in their files' first lines; their records are read
                         # only if asked for (Inference.completed).
-                        infos = shard_exchange.read_infos(exchange_dir, tag, index, count, _shard_ids(part, count)[1])
+                        infos = shard_exchange.read_infos(exchange_dir, tag, index, count, shards)
                         if infos is not None:
-                            later.append(functools.partial(_read_whole, exchange_dir, tag, shard, part, own, names,
-                                                           model, rows))
+                            later.append(functools.partial(_read_whole, exchange_dir, tag, shard, shards, part, own,
+                                                           names, model, rows))
                             return dataclasses.replace(own, info=_merged_info(own, infos, model))
                     named = shard_digests and bool(own_file) and tag == WHOLE_TAG
-                    exchanged = await _exchanged(exchange_dir, tag, shard, part, own, names, model, rows, named)
+                    exchanged = await _exchanged(exchange_dir, tag, shard, shards, part, own, names, model, rows, named)
                     if exchanged is not None:
                         if named and own_file:
                             shard_files.update({index: own_file, **exchanged[1]})
@@ -394,13 +396,12 @@ EXCHANGE_WAIT_SHARE = 0.25
 WHOLE_TAG = "candidate-0"
 
 
-def _shard_ids(part: Cube, count: int) -> tuple[list[str], list[list[str]]]:
-    """The part's item ids in order, and each shard's."""
-    ids = [it.id for it in part.items]
+def _shard_ids(part: Cube, count: int) -> list[list[str]]:
+    """Each shard's item ids, in the part's order."""
     shards: list[list[str]] = [[] for _ in range(count)]
-    for item_id in ids:
-        shards[stable_shard(item_id, count)].append(item_id)
-    return ids, shards
+    for it in part.items:
+        shards[stable_shard(it.id, count)].append(it.id)
+    return shards
 
 
 def _counted(own: RunResult) -> dict[str, Any]:
@@ -408,41 +409,41 @@ def _counted(own: RunResult) -> dict[str, Any]:
     return {"served_models": own.info.get("served_models") or {}, "provenance": own.info.get("provenance")}
 
 
-def _published(directory: Path, tag: str, shard: tuple[int, int], part: Cube, own: RunResult,
+def _published(directory: Path, tag: str, shard: tuple[int, int], shards: Sequence[Sequence[str]], own: RunResult,
                rows: ResultRows | None = None, digest: bool = False) -> str | None:
     """This shard's records written for the other workers (run/shard_exchange.publish): its file's SHA-256
-    when `digest` (else ""), or None when it could not be written."""
+    when `digest` (else ""), or None when it could not be written. `shards[j]`: shard j's item ids."""
     from medrcube.rundir.files import result_line
 
     index, count = shard
     own_lines = [rows.line(r) if rows is not None else result_line(r) for r in own.records]
-    return shard_exchange.publish(directory, tag, index, count, _shard_ids(part, count)[1][index], own.records,
-                                  _counted(own), own_lines, digest)
+    return shard_exchange.publish(directory, tag, index, count, shards[index], own.records, _counted(own), own_lines,
+                                  digest)
 
 
-async def _exchanged(directory: Path, tag: str, shard: tuple[int, int], part: Cube, own: RunResult,
-                     names: Sequence[Any], model: Metered, rows: ResultRows | None = None,
+async def _exchanged(directory: Path, tag: str, shard: tuple[int, int], shards: Sequence[Sequence[str]], part: Cube,
+                     own: RunResult, names: Sequence[Any], model: Metered, rows: ResultRows | None = None,
                      digests: bool = False) -> tuple[RunResult, dict[int, str]] | None:
     """The pass over the whole `part` from this shard's records and the other workers' (run/shard_exchange.py),
     in plan order, with the SHA-256 of each file read when `digests` (else empty); None when any of theirs
     cannot be had (the caller then runs its pass over the store). The records travel as results.jsonl's
     lines; `rows`, where this shard's were made as it was graded, keeps the others' too."""
     index, count = shard
-    others = await shard_exchange.gather(directory, tag, index, count, _shard_ids(part, count)[1],
+    others = await shard_exchange.gather(directory, tag, index, count, shards,
                                          wait_s=EXCHANGE_WAIT_S + EXCHANGE_WAIT_SHARE * own.wall_s, digest=digests)
-    whole = _assembled(others, shard, part, own, names, model, rows) if others is not None else None
+    whole = _assembled(others, part, own, names, model, rows) if others is not None else None
     return (whole, {j: s.sha256 for j, s in others.items()}) if whole is not None and others is not None else None
 
 
-def _read_whole(directory: Path, tag: str, shard: tuple[int, int], part: Cube, own: RunResult,
-                names: Sequence[Any], model: Metered, rows: ResultRows | None = None) -> RunResult | None:
-    """The pass over the whole `part` from the shard files as they are now (`Inference.whole`), or None."""
+def _read_whole(directory: Path, tag: str, shard: tuple[int, int], shards: Sequence[Sequence[str]], part: Cube,
+                own: RunResult, names: Sequence[Any], model: Metered, rows: ResultRows | None = None) -> RunResult | None:
+    """The pass over the whole `part` from the shard files as they are now (`Inference.completed`), or None."""
     index, count = shard
-    others = shard_exchange.read_others(directory, tag, index, count, _shard_ids(part, count)[1])
-    return _assembled(others, shard, part, own, names, model, rows) if others is not None else None
+    others = shard_exchange.read_others(directory, tag, index, count, shards)
+    return _assembled(others, part, own, names, model, rows) if others is not None else None
 
 
-def _assembled(others: Mapping[int, shard_exchange.Shard], shard: tuple[int, int], part: Cube, own: RunResult,
+def _assembled(others: Mapping[int, shard_exchange.Shard], part: Cube, own: RunResult,
                names: Sequence[Any], model: Metered, rows: ResultRows | None = None) -> RunResult | None:
     """This shard's records and the others' in plan order, their counts summed; None if they do not make the part."""
     from medrcube.run.plan import as_variants
