@@ -16,15 +16,6 @@ and in the packaged suite (`medrcube.suite`), which stays marked as a whole. Eve
 `assert` in medrcube states an internal invariant (a value is not None, a length matches):
 it fails, if ever, as a plain AssertionError with its traceback, as it does outside pytest.
 
-The same holds for the other pytest plugins' distributions, which pytest marks whole too: a
-plugin's fixtures and hooks are in its entry-point module, which stays marked, while the library
-around it (anyio's 30-odd modules behind `anyio.pytest_plugin`, xdist's, allure-pytest's) was
-rewritten at every start where bytecode is not written: 0.61 -> 0.52 s for a collect-only gate
-run with their rewritten bytecode absent, as in a fresh CI container (docs/speed.md, "Fourteenth
-pass"). `narrow` replaces the mark of such a package by its entry-point modules; it acts on the
-plugins pytest loads after medrcube's (their order is the installation's), and leaves every
-other mark (a module a plugin or conftest registered with `pytest.register_assert_rewrite`).
-
 `narrow` removes the package's mark from a rewriting hook and marks the suite instead; it
 is called when `medrcube.plugin` is first imported (the entry point imports it right after
 `medrcube` itself, so only those two and this module are rewritten) and again from the
@@ -43,19 +34,12 @@ KEEP = ("medrcube.suite",)
 
 
 def narrow(hook: object) -> bool:
-    """Unmark medrcube (all but the suite), and every other plugin's package but its entry-point
-    modules, in one pytest rewriting hook; True if medrcube was marked."""
+    """Unmark medrcube (all but the suite) in one pytest rewriting hook; True if it was marked."""
     must = getattr(hook, "_must_rewrite", None)
     if not isinstance(must, set) or PACKAGE not in must:
         return False
     must.discard(PACKAGE)
     must.update(KEEP)
-    for package, modules in plugin_modules(must).items():
-        must.discard(package)
-        must.update(modules)
-    for package, modules in _plugin_modules(must).items():
-        must.discard(package)
-        must.update(modules)
     cache = getattr(hook, "_marked_for_rewrite_cache", None)
     if isinstance(cache, dict):
         cache.clear()  # its answers were computed with the package marked
@@ -65,27 +49,3 @@ def narrow(hook: object) -> bool:
 def narrow_installed() -> int:
     """`narrow` every pytest rewriting hook installed in this process; how many were changed."""
     return sum(narrow(f) for f in list(sys.meta_path) if type(f).__name__ == "AssertionRewritingHook")
-
-
-def _plugin_modules(marked: set[str]) -> dict[str, set[str]]:
-    """Each marked package whose pytest11 entry point is a module inside it -> those modules."""
-    from importlib.metadata import entry_points
-
-    out: dict[str, set[str]] = {}
-    for ep in entry_points(group="pytest11"):
-        top = ep.module.partition(".")[0]
-        if top in marked and top != ep.module:
-            out.setdefault(top, set()).add(ep.module)
-    return out
-
-
-def plugin_modules(marked: set[str]) -> dict[str, set[str]]:
-    """Each marked package holding a pytest11 entry point's module (not that module itself) -> those modules."""
-    from importlib.metadata import entry_points
-
-    out: dict[str, set[str]] = {}
-    for ep in entry_points(group="pytest11"):
-        top = ep.module.partition(".")[0]
-        if top in marked and top != ep.module and top != PACKAGE:
-            out.setdefault(top, set()).add(ep.module)
-    return out
