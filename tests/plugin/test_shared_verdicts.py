@@ -155,3 +155,25 @@ def test_the_wait_on_the_event_loop_ends_when_the_decider_withdraws(tmp_path):
     never = lambda: 0.0  # noqa: E731 - a clock that never moves: only the decider's state can end the wait
     shared_verdicts.withdraw(tmp_path)
     assert asyncio.run(shared_verdicts.decided(tmp_path, wait_s=1.0, clock=never)) is None
+
+
+def test_a_worker_whose_decider_is_gone_decides_itself_without_a_second_wait(tmp_path):
+    """The wait for the deciding worker's payloads happens once: when it withdrew (or died, or took
+    too long) as this worker's pass ended, this worker decides itself at once afterwards."""
+    from types import SimpleNamespace
+
+    taken: list = []
+    state = SimpleNamespace(exchange_dir=tmp_path, worker=(1, shared_verdicts.cores() + 1),
+                            options=SimpleNamespace(sequential=False), has_baseline=False, decider_payloads=None,
+                            take_decided=lambda payloads, digest: taken.append((payloads, digest)))
+    take = shared_verdicts.taker(state)
+    assert take is not None and shared_verdicts.taker(SimpleNamespace(**{**vars(state), "worker": (0, 3)})) is None
+    shared_verdicts.withdraw(tmp_path)
+    assert asyncio.run(take("1" * 64)) is False
+    assert state.decider_payloads == {} and not taken  # nothing to wait for again: decide here
+    # Its payloads, decided on this worker's very file: taken.
+    (tmp_path / shared_verdicts.NONE).unlink()
+    state.decider_payloads = None
+    shared_verdicts.publish(tmp_path, "a" * 64, PAYLOADS, {j: f"{j}" * 64 for j in range(state.worker[1])})
+    assert asyncio.run(take("1" * 64)) is True and taken == [(PAYLOADS, "a" * 64)]
+    assert asyncio.run(take("f" * 64)) is False and state.decider_payloads is None  # another file: compare lines later

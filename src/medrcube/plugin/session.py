@@ -103,7 +103,8 @@ class GateSession:
     # None until looked at, empty when this worker decides itself), and its records' lines' SHA-256 once taken.
     shared_payloads: dict[str, Any] | None = field(default=None, repr=False)
     # The deciding worker's payloads, taken while this worker's inference ended: it decided on this
-    # worker's shard file as written, so this worker need not read the other shards (shared_verdicts.taker).
+    # worker's shard file as written, so this worker need not read the other shards (shared_verdicts.taker);
+    # empty when none came in time (this worker decides itself).
     decider_payloads: dict[str, Any] | None = field(default=None, repr=False)
     _lines_digest: str | None = field(default=None, repr=False)
     _family: tuple[Any, ...] = field(default=(), repr=False)  # the built-in checks' Evidence (site checks join it)

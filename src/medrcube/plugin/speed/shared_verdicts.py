@@ -72,7 +72,7 @@ def _payloads(session: Any, payload_of: Callable[[Any, Any], dict[str, Any]]) ->
             raise
         return payloads
     session.inferred()  # this worker's own pass first (its errors are its cases' as before)
-    if session.decider_payloads is not None:  # taken as its pass ended (`taker`)
+    if session.decider_payloads is not None:  # taken as its pass ended, or none to wait for (`taker`)
         return dict(session.decider_payloads)
     return wait_for(directory, session.lines_sha256()) or {}
 
@@ -103,7 +103,10 @@ def taker(session: Any) -> Callable[[str], Awaitable[bool]] | None:
 
     async def take(own_file: str) -> bool:
         doc = await decided(directory)
-        if doc is None or not read_from(doc, index, count, own_file):
+        if doc is None:  # it withdrew, died or took too long: this worker decides itself, without waiting again
+            session.decider_payloads = {}
+            return False
+        if not read_from(doc, index, count, own_file):
             return False
         session.take_decided(doc["payloads"], doc["lines_sha256"])
         return True
