@@ -286,12 +286,14 @@ def run(n: int, seed: int, no_text: int | None = None, sides: tuple[int, ...] = 
     """`n` frames with text and `no_text` (default n // 2) without, at each frame size of `sides`;
     `on_side` gets the figures so far every CHECKPOINT frames and after each size (a long run keeps what it measured);
     `only`: screen just these frame indices (every frame is still drawn, so a run's frame i is the same frame again)."""
+    n_blank = no_text if no_text is not None else n // 2
+    if n * len(angles) + n_blank == 0:  # nothing drawn: no figure to give (the summary's medians have no frame)
+        raise ValueError("no frame to screen: n and no_text are both 0")
     rng = np.random.default_rng(seed)
     reader = ocr.TextReader(threads=threads)
     reader.detect_native(np.zeros((64, 64)))  # load the model outside the timing
     per: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
     by_side = {str(s): _side_figures() for s in sides}
-    n_blank = no_text if no_text is not None else n // 2
     for side in sides:
         fig = by_side[str(side)]
         cells = [(a, k) for a in angles for k in range(n)] + [("0", -1)] * n_blank  # (angle, frame of the cell); -1: no text
@@ -584,6 +586,11 @@ def main(argv: list[str] | None = None) -> int:
     angles = ANGLES if args.angles == "all" else tuple(a.strip() for a in args.angles.split(","))
     if any(a not in ANGLES for a in angles):
         ap.error(f"--angles {args.angles!r}: choose among {', '.join(ANGLES)} or 'all'")
+    if not args.merge and args.n == 0 and not args.no_text:  # (--no-text left out is half of --n: none either)
+        ap.error("--n 0 and --no-text 0: no frame to screen (give --n or --no-text more than 0)")
+    drawn = args.n * len(angles) + (args.no_text if args.no_text is not None else args.n // 2)  # frames a size
+    if not args.merge and args.only and all(int(x) >= drawn for x in args.only.split(",")):
+        ap.error(f"--only {args.only}: no such frame (a size has frames 0-{drawn - 1})")
     def keep(r: dict[str, Any]) -> None:
         if args.json:
             with open(args.json, "w", encoding="utf-8") as f:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from benchmarks import deid_ocr
 
@@ -110,3 +111,15 @@ def test_a_band_of_anatomy_taller_than_any_line_is_read_before_it_is_masked() ->
     assert tall and all(textscreen._blob(r, img.shape) for r in tall)
     plan, _ = textscreen.mask_plan(reader, img)
     assert not plan.boxes and not plan.quads
+
+
+def test_a_run_with_no_frame_to_screen_is_refused_with_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--n 0 --no-text 0` draws no frame: a usage error saying so (exit 2), not a ValueError from an empty max();
+    so does an `--only` that names no frame drawn, and `run` itself with nothing to draw."""
+    for argv, said in ((["--n", "0", "--no-text", "0"], "no frame to screen"), (["--n", "0"], "no frame to screen"),
+                       (["--n", "1", "--no-text", "0", "--only", "5"], "no such frame")):  # fmt: skip
+        with pytest.raises(SystemExit) as stop:
+            deid_ocr.main([*argv, "--sides", "512"])
+        assert stop.value.code == 2 and said in capsys.readouterr().err
+    with pytest.raises(ValueError, match="no frame to screen"):
+        deid_ocr.run(0, seed=3, no_text=0, sides=(512,))
