@@ -280,7 +280,7 @@ SWITCHES: tuple[tuple[str, Any, str, Callable[[], None] | None, str], ...] = (
      "or digits or one for sure (default: textscreen.SHORT_READ; off before 2026-12-07, session 24)"),
     ("column-distinct", linemask, "COLUMN_DISTINCT", _watch_distinct,
      "count two pieces of a column that are one thing found twice (nested, of about one height) as one piece "
-     "(default: linemask.COLUMN_DISTINCT; off before 2026-12-07, session 24)"),
+     "(default: linemask.COLUMN_DISTINCT, off: it lost a line at 270 degrees out of sample, 2026-12-07, session 24)"),
 )
 RULES = {flag: (module, name) for flag, module, name, watch, _ in SWITCHES if watch is not None}
 WATCH = {flag: watch for flag, _, _, watch, _ in SWITCHES if watch is not None}

@@ -159,11 +159,12 @@ def test_an_organ_found_twice_as_nested_letters_makes_no_column(monkeypatch: pyt
     """A text-free CT-like 1,024 px frame of tuning seed 14002 (2026-12-07, session 24; the 3rd 1,024 px frame of `--n 0
     --no-text 30 --sides 512,1024`): a dark disc of anatomy comes back from two views as two nested letter-sized regions
     (99 and 91 px); counted as two letters they made a column grown the frame's whole height (30% of its pixels masked).
-    Counted as one piece (`linemask.COLUMN_DISTINCT`) they make none, and the frame keeps every pixel; with the rule off
-    the column is masked."""
+    Counted as one piece (`linemask.COLUMN_DISTINCT`, off by default, turned on here) they make none, and the frame keeps
+    every pixel; with the rule off the column is masked."""
     from medrcube.construction.privacy import linemask, ocr
     from medrcube.construction.privacy.textscreen import mask_plan
 
+    monkeypatch.setattr(linemask, "COLUMN_DISTINCT", True)
     img = _text_free_frame(seed=14002, sides=(512, 1024), no_text=30, side=1024, nth=3)
     reader = ocr.shared_reader()
     plan, _ = mask_plan(reader, img)

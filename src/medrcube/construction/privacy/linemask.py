@@ -392,8 +392,11 @@ def columns(regions: list[ocr.TextRegion], shape: tuple[int, ...], least: int = 
 # letter-sized regions (99 and 91 px: the same organ), and those two made a column that was grown 12 letters up and down:
 # the whole height of a 1,024 px text-free CT-like frame masked, 30% of its pixels (tuning seed 14002). A stack's letters
 # found one by one lie one under another, and a stroke-map line along a stack (COLUMN_PIECES) is much taller than the
-# letter it overlaps: both still count.
-COLUMN_DISTINCT = True
+# letter it overlaps: both still count. Off by default: out of sample (seeds 14501-14529, benchmarks/RESULTS.md 23a,
+# session 24) it lost a line: a 24 px date at 270 degrees over a mammogram-like body came back as two nested
+# near-vertical regions, whose column had masked it whole (0.70 of it without that column); at 1,024 px, where its
+# tuning frame was, no text-free frame was masked less. `python -m benchmarks.deid_ocr --column-distinct` measures it on.
+COLUMN_DISTINCT = False
 COLUMN_SAME = 1.5
 
 

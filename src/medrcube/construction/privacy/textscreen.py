@@ -152,7 +152,10 @@ def _lone_letters_read(reader: ocr.TextReader, pixels: np.ndarray, regions: list
 # a row region 2.2-2.8 times as wide as tall (21-32 px high), read "2", "1" and "D" at 0.20-0.39, and masked grown along
 # the row: 3 of 6 text-free frames masked in 600 of tuning seeds 14001-14010 (512 and 1,024 px). A line of 3
 # characters or more is wider than SHORT_WIDE times its height in every face of the benchmark; a 2-character piece of
-# a line is read as its 2 characters. `python -m benchmarks.deid_ocr --no-short-read` measures without it.
+# a line is read as its 2 characters. Out of sample (seeds 14501-14529, paired with `linemask.COLUMN_DISTINCT` on the
+# same frames; benchmarks/RESULTS.md 23a, session 24): text-free frames masked 23 -> 10 of 2,320 (17 -> 4 at 512 px), no
+# line lost to it (the one line lost was the column rule's). `python -m benchmarks.deid_ocr --no-short-read` measures
+# without it.
 SHORT_READ = True
 SHORT_WIDE = 3.0
 
