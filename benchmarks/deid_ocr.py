@@ -200,7 +200,8 @@ TURNED: bool | None = None  # --turned / --no-turned: lines off the row found an
 # probe linemask.TURNED_PROBE) and, where that rule changed the frame (a column, a net candidate read as text turned half
 # a turn, a band line along the row read as text, a turned letter piece read as text lengthened), again with it off
 # (where it did not, the plan is the same by construction: nothing else reads it), so that the rule's own share is
-# measured on the same frames at the cost of the frames it touched only.
+# measured on the same frames at the cost of the frames it touched only. Several rules named (`--paired-rule
+# short-read,column-distinct`) are compared together: all on, and all off where one of them fired.
 PAIRED = False
 PAIRED_RULE = "column-pieces"
 _FIRED = [False]
@@ -219,21 +220,39 @@ def _watch_pieces() -> None:
     linemask._stacked = watched
 
 
-def _watch_reads(name: str) -> Callable[[], None]:
-    """A watch noting (in _FIRED) whether linemask's reading `name` (the one a rule adds: NET_HALF_TURN's
-    half_turned_legible, BAND_ROWS's band_row_hits, TURNED_PROBE's probed_legible) read anything as text on the frame being screened (where it
-    read nothing, every decision is as without the rule)."""
+def _watch_reads(name: str, module: Any = linemask) -> Callable[[], None]:
+    """A watch noting (in _FIRED) whether the module's reading `name` (the one a rule adds: NET_HALF_TURN's
+    half_turned_legible, BAND_ROWS's band_row_hits, TURNED_PROBE's probed_legible; SHORT_READ's textscreen.short_dropped,
+    the regions it drops) returned anything on the frame being screened (where it returned nothing, every decision is as
+    without the rule)."""
     def watch() -> None:
-        plain = getattr(linemask, name)
+        plain = getattr(module, name)
 
         def watched(*args: Any, **kwargs: Any) -> Any:
             out = plain(*args, **kwargs)
             _FIRED[0] = _FIRED[0] or bool(out)
             return out
 
-        setattr(linemask, name, watched)
+        setattr(module, name, watched)
 
     return watch
+
+
+def _watch_distinct() -> None:
+    """Note (in _FIRED) whether COLUMN_DISTINCT changed the columns made on the frame being screened."""
+    plain = linemask.columns
+
+    def watched(regions: list[ocr.TextRegion], shape: tuple[int, ...], least: int = 2) -> list[tuple[int, int, int, int]]:
+        out = plain(regions, shape, least)
+        if linemask.COLUMN_DISTINCT:
+            linemask.COLUMN_DISTINCT = False
+            try:
+                _FIRED[0] = _FIRED[0] or out != plain(regions, shape, least)
+            finally:
+                linemask.COLUMN_DISTINCT = True
+        return out
+
+    linemask.columns = watched
 
 
 # The rules' switches, one line a rule: `--FLAG` / `--no-FLAG` sets the module's constant for the run (left as
@@ -256,6 +275,12 @@ SWITCHES: tuple[tuple[str, Any, str, Callable[[], None] | None, str], ...] = (
     ("probe", linemask, "TURNED_PROBE", _watch_reads("probed_legible"),
      "a turned stroke-map line read as 2 or more letters or digits for sure is read again lengthened as its "
      "mask would be (default: linemask.TURNED_PROBE; off before 2026-12-07, session 23)"),
+    ("short-read", textscreen, "SHORT_READ", _watch_reads("short_dropped", textscreen),
+     "read a row region 1.5-3 times as wide as tall, in no column, as a lone letter is, and drop it unless read as 2 letters "
+     "or digits or one for sure (default: textscreen.SHORT_READ; off before 2026-12-07, session 24)"),
+    ("column-distinct", linemask, "COLUMN_DISTINCT", _watch_distinct,
+     "count two pieces of a column that are one thing found twice (nested, of about one height) as one piece "
+     "(default: linemask.COLUMN_DISTINCT, off: it lost a line at 270 degrees out of sample, 2026-12-07, session 24)"),
 )
 RULES = {flag: (module, name) for flag, module, name, watch, _ in SWITCHES if watch is not None}
 WATCH = {flag: watch for flag, _, _, watch, _ in SWITCHES if watch is not None}
@@ -266,12 +291,14 @@ def _rule_off(reader: ocr.TextReader, img: np.ndarray, plan: linemask.MaskPlan, 
     """The frame's plan and mask with the paired rule off (screened again only where it fired), and whether it fired."""
     if not _FIRED[0]:
         return plan, mask, False
-    module, name = RULES[PAIRED_RULE]
-    setattr(module, name, False)
+    rules = [RULES[flag] for flag in PAIRED_RULE.split(",")]
+    for module, name in rules:
+        setattr(module, name, False)
     try:
         off, off_mask = screen(reader, img)
     finally:
-        setattr(module, name, True)
+        for module, name in rules:
+            setattr(module, name, True)
     return off, off_mask, True
 
 
@@ -286,12 +313,14 @@ def run(n: int, seed: int, no_text: int | None = None, sides: tuple[int, ...] = 
     """`n` frames with text and `no_text` (default n // 2) without, at each frame size of `sides`;
     `on_side` gets the figures so far every CHECKPOINT frames and after each size (a long run keeps what it measured);
     `only`: screen just these frame indices (every frame is still drawn, so a run's frame i is the same frame again)."""
+    n_blank = no_text if no_text is not None else n // 2
+    if n * len(angles) + n_blank == 0:  # nothing drawn: no figure to give (the summary's medians have no frame)
+        raise ValueError("no frame to screen: n and no_text are both 0")
     rng = np.random.default_rng(seed)
     reader = ocr.TextReader(threads=threads)
     reader.detect_native(np.zeros((64, 64)))  # load the model outside the timing
     per: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
     by_side = {str(s): _side_figures() for s in sides}
-    n_blank = no_text if no_text is not None else n // 2
     for side in sides:
         fig = by_side[str(side)]
         cells = [(a, k) for a in angles for k in range(n)] + [("0", -1)] * n_blank  # (angle, frame of the cell); -1: no text
@@ -341,8 +370,9 @@ def run(n: int, seed: int, no_text: int | None = None, sides: tuple[int, ...] = 
                     fig["paired_masked_off"] += cov_off >= 1.0
                     fig["paired_on_only"] += cov >= 1.0 > cov_off
                     fig["paired_off_only"] += cov_off >= 1.0 > cov
-                    per[f"lines by cell, {LABEL[PAIRED_RULE]} off"][f"{side} px, {angle}"][0] += cov_off >= 1.0
-                    per[f"lines by cell, {LABEL[PAIRED_RULE]} off"][f"{side} px, {angle}"][1] += 1
+                    label = " and ".join(LABEL[flag] for flag in PAIRED_RULE.split(","))
+                    per[f"lines by cell, {label} off"][f"{side} px, {angle}"][0] += cov_off >= 1.0
+                    per[f"lines by cell, {label} off"][f"{side} px, {angle}"][1] += 1
                 fig["lines"] += 1
                 fig["masked"] += cov >= 1.0
                 fig["masked_90"] += cov >= 0.9
@@ -554,9 +584,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--paired", action="store_true",
                     help="also screen with the paired rule off the frames where it changed something (the others are the same "
                          "by construction), and report the lines masked both ways (needs the rule on)")
-    ap.add_argument("--paired-rule", choices=sorted(RULES), default="column-pieces",
-                    help="the rule --paired compares: linemask.COLUMN_PIECES, linemask.NET_HALF_TURN, linemask.BAND_ROWS or "
-                         "linemask.TURNED_PROBE (default %(default)s)")
+    ap.add_argument("--paired-rule", default="column-pieces", metavar="RULE[,RULE...]",
+                    help=f"the rule --paired compares, of {', '.join(sorted(RULES))} (the flags above; default %(default)s); "
+                         "several, comma-separated: all on against all off")
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument("--merge", nargs="+", default=None, metavar="JSON", help="pool the figures of these runs (print, and write --json)")
     ap.add_argument("--keep", default=None, metavar="SIDES",
@@ -576,14 +606,23 @@ def main(argv: list[str] | None = None) -> int:
         if (value := getattr(args, flag.replace("-", "_"))) is not None:
             setattr(module, name, value)
     if args.paired:
-        module, name = RULES[args.paired_rule]
-        if not getattr(module, name):
-            ap.error(f"--paired compares {name} on with off: leave it on")
+        flags = args.paired_rule.split(",")
+        if unknown := [f for f in flags if f not in RULES]:
+            ap.error(f"--paired-rule {','.join(unknown)}: choose among {', '.join(sorted(RULES))}")
+        for flag in flags:
+            module, name = RULES[flag]
+            if not getattr(module, name):
+                ap.error(f"--paired compares {name} on with off: leave it on")
+            WATCH[flag]()
         PAIRED, PAIRED_RULE = True, args.paired_rule
-        WATCH[PAIRED_RULE]()
     angles = ANGLES if args.angles == "all" else tuple(a.strip() for a in args.angles.split(","))
     if any(a not in ANGLES for a in angles):
         ap.error(f"--angles {args.angles!r}: choose among {', '.join(ANGLES)} or 'all'")
+    if not args.merge and args.n == 0 and not args.no_text:  # (--no-text left out is half of --n: none either)
+        ap.error("--n 0 and --no-text 0: no frame to screen (give --n or --no-text more than 0)")
+    drawn = args.n * len(angles) + (args.no_text if args.no_text is not None else args.n // 2)  # frames a size
+    if not args.merge and args.only and all(int(x) >= drawn for x in args.only.split(",")):
+        ap.error(f"--only {args.only}: no such frame (a size has frames 0-{drawn - 1})")
     def keep(r: dict[str, Any]) -> None:
         if args.json:
             with open(args.json, "w", encoding="utf-8") as f:

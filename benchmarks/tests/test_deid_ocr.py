@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from benchmarks import deid_ocr
 
@@ -110,3 +111,64 @@ def test_a_band_of_anatomy_taller_than_any_line_is_read_before_it_is_masked() ->
     assert tall and all(textscreen._blob(r, img.shape) for r in tall)
     plan, _ = textscreen.mask_plan(reader, img)
     assert not plan.boxes and not plan.quads
+
+
+def test_a_run_with_no_frame_to_screen_is_refused_with_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--n 0 --no-text 0` draws no frame: a usage error saying so (exit 2), not a ValueError from an empty max();
+    so does an `--only` that names no frame drawn, and `run` itself with nothing to draw."""
+    for argv, said in ((["--n", "0", "--no-text", "0"], "no frame to screen"), (["--n", "0"], "no frame to screen"),
+                       (["--n", "1", "--no-text", "0", "--only", "5"], "no such frame")):  # fmt: skip
+        with pytest.raises(SystemExit) as stop:
+            deid_ocr.main([*argv, "--sides", "512"])
+        assert stop.value.code == 2 and said in capsys.readouterr().err
+    with pytest.raises(ValueError, match="no frame to screen"):
+        deid_ocr.run(0, seed=3, no_text=0, sides=(512,))
+
+
+def _text_free_frame(*, seed: int, sides: tuple[int, ...], no_text: int, side: int, nth: int) -> np.ndarray:
+    """The `nth` (from 1) frame without text at `side` px of a run `--n 0 --no-text NO_TEXT --sides SIDES --seed SEED`,
+    drawn as the benchmark draws it."""
+    rng = np.random.default_rng(seed)
+    for s in sides:
+        for i in range(no_text):
+            img, lines, _ = deid_ocr.make_frame(rng, False, s)
+            if s == side and i == nth - 1:
+                assert lines == []
+                return img
+    raise AssertionError("no such frame")
+
+
+def test_a_radiographs_dome_found_as_a_short_row_region_and_read_as_one_letter_is_not_masked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A text-free radiograph-like 512 px frame of tuning seed 14004 (2026-12-07, session 24; the 3rd frame of `--n 0
+    --no-text 30 --sides 512,1024`): the detector returns the top of the bright dome as a row region 70 x 32 px, read "2"
+    at 0.20; kept unread, it masked a strip 256 px wide. Read as a lone letter is (`textscreen.SHORT_READ`) it is dropped
+    and the frame keeps every pixel; with the rule off it is masked."""
+    from medrcube.construction.privacy import ocr, textscreen
+    from medrcube.construction.privacy.textscreen import mask_plan
+
+    img = _text_free_frame(seed=14004, sides=(512, 1024), no_text=30, side=512, nth=3)
+    reader = ocr.shared_reader()
+    plan, _ = mask_plan(reader, img)
+    assert not plan.boxes and not plan.quads
+    monkeypatch.setattr(textscreen, "SHORT_READ", False)
+    plan, _ = mask_plan(reader, img)
+    assert plan.boxes
+
+
+def test_an_organ_found_twice_as_nested_letters_makes_no_column(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A text-free CT-like 1,024 px frame of tuning seed 14002 (2026-12-07, session 24; the 3rd 1,024 px frame of `--n 0
+    --no-text 30 --sides 512,1024`): a dark disc of anatomy comes back from two views as two nested letter-sized regions
+    (99 and 91 px); counted as two letters they made a column grown the frame's whole height (30% of its pixels masked).
+    Counted as one piece (`linemask.COLUMN_DISTINCT`, off by default, turned on here) they make none, and the frame keeps
+    every pixel; with the rule off the column is masked."""
+    from medrcube.construction.privacy import linemask, ocr
+    from medrcube.construction.privacy.textscreen import mask_plan
+
+    monkeypatch.setattr(linemask, "COLUMN_DISTINCT", True)
+    img = _text_free_frame(seed=14002, sides=(512, 1024), no_text=30, side=1024, nth=3)
+    reader = ocr.shared_reader()
+    plan, _ = mask_plan(reader, img)
+    assert not plan.boxes and not plan.quads
+    monkeypatch.setattr(linemask, "COLUMN_DISTINCT", False)
+    plan, _ = mask_plan(reader, img)
+    assert plan.quads and plan.covered(img.shape).mean() > 0.2

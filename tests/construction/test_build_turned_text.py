@@ -571,3 +571,18 @@ def test_a_low_contrast_turned_line_found_nowhere_is_read_lengthened_from_its_le
                          ("ID: 655057", (8, 109), "dejavu-sans-mono", 16, 0.44923012852668764, 44.279365640940505, False),
                          ("19800718", (8, 25), "dejavu-serif", 12, 0.32640373818576335, 47.55123832628401, False)])  # fmt: skip
     _masked_whole_and_not_when(img, lines[1], monkeypatch, linemask, "TURNED_PROBE", False, most_masked=0.4)
+
+
+def test_a_column_counts_one_thing_found_twice_as_one_piece(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two nested regions of about one height (a disc of anatomy from two views) make no column with
+    `linemask.COLUMN_DISTINCT`, and one without it; two letters one under another, and a letter with a stroke-map line
+    along the stack much taller than it, still make one."""
+    nested = [ocr.TextRegion((659, 339, 757, 438), 0.8), ocr.TextRegion((671, 343, 753, 434), 0.8)]
+    letters = [ocr.TextRegion((100, 100, 120, 124), 0.8), ocr.TextRegion((100, 130, 120, 154), 0.8)]
+    along = [ocr.TextRegion((100, 100, 120, 124), 0.8), ocr.TextRegion((104, 96, 114, 240), 0.0)]  # a 144 px stroke line
+    shape = (1024, 1024)
+    monkeypatch.setattr(linemask, "COLUMN_DISTINCT", True)  # off by default (benchmarks/RESULTS.md 23a, session 24)
+    assert linemask.columns(nested, shape) == []
+    assert len(linemask.columns(letters, shape)) == 1 and len(linemask.columns(along, shape)) == 1
+    monkeypatch.setattr(linemask, "COLUMN_DISTINCT", False)
+    assert len(linemask.columns(nested, shape)) == 1

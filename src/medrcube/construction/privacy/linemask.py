@@ -373,7 +373,7 @@ def columns(regions: list[ocr.TextRegion], shape: tuple[int, ...], least: int = 
     h, w = shape[:2]
     out = []
     for g in groups:
-        if len(g) < max(2, least):
+        if (_distinct(g) if COLUMN_DISTINCT else len(g)) < max(2, least):
             continue
         x0, y0 = min(b[0] for b in g), min(b[1] for b in g)
         x1, y1 = max(b[2] for b in g), max(b[3] for b in g)
@@ -384,6 +384,35 @@ def columns(regions: list[ocr.TextRegion], shape: tuple[int, ...], least: int = 
         px, py = max(2, int(np.ceil(MARGIN * width))), int(np.ceil(COLUMN_ALONG * letter))
         out.append((max(0, x0 - px), max(0, y0 - py), min(w, x1 + px), min(h, y1 + py)))
     return out
+
+
+# A column counts its pieces one letter each only where they are not one thing found twice (COLUMN_DISTINCT, since
+# 2026-12-07, session 24): two pieces whose boxes share half the smaller one's area or more and whose heights are within
+# COLUMN_SAME times are one piece. The multiscale detector returns a dark disc of anatomy from two views as two nested
+# letter-sized regions (99 and 91 px: the same organ), and those two made a column that was grown 12 letters up and down:
+# the whole height of a 1,024 px text-free CT-like frame masked, 30% of its pixels (tuning seed 14002). A stack's letters
+# found one by one lie one under another, and a stroke-map line along a stack (COLUMN_PIECES) is much taller than the
+# letter it overlaps: both still count. Off by default: out of sample (seeds 14501-14529, benchmarks/RESULTS.md 23a,
+# session 24) it lost a line: a 24 px date at 270 degrees over a mammogram-like body came back as two nested
+# near-vertical regions, whose column had masked it whole (0.70 of it without that column); at 1,024 px, where its
+# tuning frame was, no text-free frame was masked less. `python -m benchmarks.deid_ocr --column-distinct` measures it on.
+COLUMN_DISTINCT = False
+COLUMN_SAME = 1.5
+
+
+def _distinct(pieces: list[Box]) -> int:
+    """How many of a column's pieces are not the same piece found twice (see COLUMN_DISTINCT above)."""
+    counted: list[Box] = []
+    for b in pieces:
+        area = (b[2] - b[0]) * (b[3] - b[1])
+        for c in counted:
+            share = max(0, min(b[2], c[2]) - max(b[0], c[0])) * max(0, min(b[3], c[3]) - max(b[1], c[1]))
+            tall = max(b[3] - b[1], c[3] - c[1]) / max(1, min(b[3] - b[1], c[3] - c[1]))
+            if share >= 0.5 * min(area, (c[2] - c[0]) * (c[3] - c[1])) and tall <= COLUMN_SAME:
+                break
+        else:
+            counted.append(b)
+    return len(counted)
 
 
 # A column's pieces include the turned stroke maps' near-vertical lines (COLUMN_PIECES), when the column holds one of the

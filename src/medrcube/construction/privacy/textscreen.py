@@ -82,6 +82,9 @@ def text_regions(reader: ocr.TextReader, pixels: np.ndarray, turned: bool | None
         if _alnum(r.text) >= 3:
             keep.append(ocr.TextRegion(r.box, r.score, quad=r.quad))
     keep = _lone_letters_read(reader, pixels, keep)
+    if SHORT_READ:
+        dropped = short_dropped(reader, pixels, keep)
+        keep = [r for r in keep if not any(r is d for d in dropped)]
     if STACKED_DROPPED:
         keep += _stacked_dropped(found, keep, shape)
     return keep, len(found) - len(keep)
@@ -139,6 +142,42 @@ def _lone_letters_read(reader: ocr.TextReader, pixels: np.ndarray, regions: list
             continue
         text, score = reader.recognise_scored(multiscale.crop(pixels, r.box))
         if _alnum(text) >= 2 or (_alnum(text) == 1 and score >= LONE_CONFIDENT):
+            out.append(r)
+    return out
+
+
+# A row region more than LONE_WIDE and at most SHORT_WIDE times as wide as tall, in no column, is read as a lone letter
+# is (SHORT_READ, since 2026-12-07, session 24): kept only when the recogniser reads 2 letters or digits in it, or one at
+# LONE_CONFIDENT or more. The top of a radiograph's dome (a bright arc over a dark field) came back from the detector as
+# a row region 2.2-2.8 times as wide as tall (21-32 px high), read "2", "1" and "D" at 0.20-0.39, and masked grown along
+# the row: 3 of 6 text-free frames masked in 600 of tuning seeds 14001-14010 (512 and 1,024 px). A line of 3
+# characters or more is wider than SHORT_WIDE times its height in every face of the benchmark; a 2-character piece of
+# a line is read as its 2 characters. Out of sample (seeds 14501-14529, paired with `linemask.COLUMN_DISTINCT` on the
+# same frames; benchmarks/RESULTS.md 23a, session 24): text-free frames masked 23 -> 10 of 2,320 (17 -> 4 at 512 px), no
+# line lost to it (the one line lost was the column rule's). `python -m benchmarks.deid_ocr --no-short-read` measures
+# without it.
+SHORT_READ = True
+SHORT_WIDE = 3.0
+
+
+def short_dropped(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.TextRegion]) -> list[ocr.TextRegion]:
+    """The row regions of `regions` more than LONE_WIDE and at most SHORT_WIDE times as wide as tall, in no column
+    (`linemask.columns`), where the recogniser reads neither 2 letters or digits nor one at LONE_CONFIDENT (see above)."""
+
+    def short(r: ocr.TextRegion) -> bool:
+        w, h = r.box[2] - r.box[0], r.box[3] - r.box[1]
+        return not oriented.is_oriented(r.quad) and LONE_WIDE * h < w <= SHORT_WIDE * h
+
+    shorts = [r for r in regions if short(r)]
+    if not shorts:
+        return []
+    stacked = linemask.columns(regions, pixels.shape)
+    out = []
+    for r in shorts:
+        if any(_inside(r.box, c) for c in stacked):
+            continue
+        text, score = reader.recognise_scored(multiscale.crop(pixels, r.box))
+        if not (_alnum(text) >= 2 or (_alnum(text) == 1 and score >= LONE_CONFIDENT)):
             out.append(r)
     return out
 
