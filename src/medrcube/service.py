@@ -110,22 +110,26 @@ class Inference:
     lines: ResultRows | None = None
     # A sharded worker's candidate pass taken from the shard files: each file's SHA-256 by shard index.
     shard_files: dict[int, str] | None = None
-    # False when `take_whole` spared this worker the other shards (`result` holds its own shard's
-    # records only); `whole()` then reads them from their files (None: they cannot be had).
-    complete: bool = True
+    # Set when `take_whole` spared this worker the other shards (`result` holds its own shard's
+    # records only): reads them from their files (None: they cannot be had).
     whole: Callable[[], RunResult | None] | None = None
+
+    @property
+    def complete(self) -> bool:
+        """Whether `result` holds the whole cube's records (False: its own shard's only, `completed` reads the rest)."""
+        return self.whole is None
 
     def completed(self) -> bool:
         """Whether `result` holds the whole cube's records, reading the other shards' files first when
         `take_whole` spared them (False: they cannot be had; the store is closed by now)."""
-        if not self.complete:
-            whole = self.whole() if self.whole is not None else None
+        if self.whole is not None:
+            whole = self.whole()
             if whole is None:
                 return False
             # The counts of this process's asking stay its own (infer sums its passes' usage).
             self.result = dataclasses.replace(whole, requests_sent=self.result.requests_sent,
                                               judge_requests=self.result.judge_requests)
-            self.complete, self.whole = True, None
+            self.whole = None
         return True
 
 
@@ -325,7 +329,7 @@ def infer(
                 baseline_records=baseline_records, spend=spend)
             return Inference(_merged(batches), _merged(base_batches) if baseline is not None else None,
                              ahead=ahead.made if ahead is not None else None, lines=handed[0] if handed else None,
-                             shard_files=dict(shard_files) or None, complete=not later,
+                             shard_files=dict(shard_files) or None,
                              whole=later[0] if later else None)
         finally:
             for m in metered.values():

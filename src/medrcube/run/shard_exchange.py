@@ -148,8 +148,7 @@ def read_shard(path: Path, tag: str, index: int, count: int, item_ids: Sequence[
             data = fh.read()
         first, _, rest = data.partition(b"\n")
         header = json.loads(first)
-        wanted = {"format": FORMAT, "tag": tag, "index": index, "count": count, "items": items_digest(item_ids)}
-        if any(header.get(k) != v for k, v in wanted.items()):
+        if not _header_of(header, tag, index, count, item_ids):
             return None
         # Split at "\n" only: a line's JSON (ensure_ascii off) may hold U+2028 and the like,
         # at which str.splitlines would also cut.
@@ -166,6 +165,12 @@ def read_shard(path: Path, tag: str, index: int, count: int, item_ids: Sequence[
     info = header.get("info")
     return Shard(records, dict(info) if isinstance(info, dict) else {}, lines,
                  hashlib.sha256(data).hexdigest() if digest else "")
+
+
+def _header_of(header: object, tag: str, index: int, count: int, item_ids: Sequence[str]) -> bool:
+    """Whether a file's header line is that of shard `index` of `count` for pass `tag` over these items."""
+    wanted = {"format": FORMAT, "tag": tag, "index": index, "count": count, "items": items_digest(item_ids)}
+    return isinstance(header, dict) and all(header.get(k) == v for k, v in wanted.items())
 
 
 def read_others(directory: Path, tag: str, index: int, count: int,
@@ -195,8 +200,7 @@ def read_infos(directory: Path, tag: str, index: int, count: int,
                 header = json.loads(fh.readline())
         except (OSError, ValueError):
             return None
-        wanted = {"format": FORMAT, "tag": tag, "index": j, "count": count, "items": items_digest(shards[j])}
-        if not isinstance(header, dict) or any(header.get(k) != v for k, v in wanted.items()):
+        if not _header_of(header, tag, j, count, shards[j]):
             return None
         info = header.get("info")
         infos.append(dict(info) if isinstance(info, dict) else {})
