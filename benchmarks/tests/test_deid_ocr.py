@@ -143,16 +143,12 @@ def test_a_radiographs_dome_found_as_a_short_row_region_and_read_as_one_letter_i
     --no-text 30 --sides 512,1024`): the detector returns the top of the bright dome as a row region 70 x 32 px, read "2"
     at 0.20; kept unread, it masked a strip 256 px wide. Read as a lone letter is (`textscreen.SHORT_READ`) it is dropped
     and the frame keeps every pixel; with the rule off it is masked."""
-    from medrcube.construction.privacy import ocr, textscreen
-    from medrcube.construction.privacy.textscreen import mask_plan
+    from medrcube.construction.privacy import textscreen
 
     img = _text_free_frame(seed=14004, sides=(512, 1024), no_text=30, side=512, nth=3)
-    reader = ocr.shared_reader()
-    plan, _ = mask_plan(reader, img)
-    assert not plan.boxes and not plan.quads
-    monkeypatch.setattr(textscreen, "SHORT_READ", False)
-    plan, _ = mask_plan(reader, img)
-    assert plan.boxes
+    on, off = _plans_rule_on_and_off(monkeypatch, textscreen, "SHORT_READ", img)
+    assert not on.boxes and not on.quads
+    assert off.boxes
 
 
 def test_an_organ_found_twice_as_nested_letters_makes_no_column(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -161,14 +157,21 @@ def test_an_organ_found_twice_as_nested_letters_makes_no_column(monkeypatch: pyt
     (99 and 91 px); counted as two letters they made a column grown the frame's whole height (30% of its pixels masked).
     Counted as one piece (`linemask.COLUMN_DISTINCT`, off by default, turned on here) they make none, and the frame keeps
     every pixel; with the rule off the column is masked."""
-    from medrcube.construction.privacy import linemask, ocr
+    from medrcube.construction.privacy import linemask
+
+    img = _text_free_frame(seed=14002, sides=(512, 1024), no_text=30, side=1024, nth=3)
+    on, off = _plans_rule_on_and_off(monkeypatch, linemask, "COLUMN_DISTINCT", img)
+    assert not on.boxes and not on.quads
+    assert off.quads and off.covered(img.shape).mean() > 0.2
+
+
+def _plans_rule_on_and_off(monkeypatch: pytest.MonkeyPatch, module: object, rule: str, img: np.ndarray) -> tuple:
+    """The frame's mask plan with the rule's switch (`module.rule`) on, then off."""
+    from medrcube.construction.privacy import ocr
     from medrcube.construction.privacy.textscreen import mask_plan
 
-    monkeypatch.setattr(linemask, "COLUMN_DISTINCT", True)
-    img = _text_free_frame(seed=14002, sides=(512, 1024), no_text=30, side=1024, nth=3)
-    reader = ocr.shared_reader()
-    plan, _ = mask_plan(reader, img)
-    assert not plan.boxes and not plan.quads
-    monkeypatch.setattr(linemask, "COLUMN_DISTINCT", False)
-    plan, _ = mask_plan(reader, img)
-    assert plan.quads and plan.covered(img.shape).mean() > 0.2
+    reader, plans = ocr.shared_reader(), []
+    for setting in (True, False):
+        monkeypatch.setattr(module, rule, setting)
+        plans.append(mask_plan(reader, img)[0])
+    return plans[0], plans[1]
