@@ -37,13 +37,15 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import allure
+from allure_commons.types import LabelType
 
 from medrcube.gate.kinds import ALL_PARTS, entry_of, epic_of
+from medrcube.plugin.speed import allure_direct
 
 WORST_COLUMNS = ("item_id", "cell", "variant", "rotation", "expected", "extracted", "outcome", "question", "response", "note")
 
@@ -88,18 +90,36 @@ def label_case(check: Any, payload: Mapping[str, Any] | None = None, model: str 
     model is a label and a parameter, so that results of several models in one report
     stay apart (and never look like retries of each other)."""
     epic, feature, story = behaviors(check)
-    allure.dynamic.epic(epic)
-    allure.dynamic.feature(feature)
-    allure.dynamic.story(story)
-    allure.dynamic.severity(severity(check))
-    allure.dynamic.tag(str(check.kind))
+    labels: list[tuple[str, Any]] = [(LabelType.EPIC, epic), (LabelType.FEATURE, feature), (LabelType.STORY, story),
+                                     (LabelType.SEVERITY, severity(check)), (LabelType.TAG, str(check.kind))]
     level = (check.labels or {}).get("level")
     if level:
-        allure.dynamic.tag(f"level:{level}")
+        labels.append((LabelType.TAG, f"level:{level}"))
     if model:
-        allure.dynamic.label("model", model)
-        allure.dynamic.parent_suite(model)
-        allure.dynamic.parameter("model", Plain(model))
+        labels += [("model", model), (LabelType.PARENT_SUITE, model)]
+    _set(labels=labels, parameters=[("model", Plain(model))] if model else [])
+
+
+def _set(*, labels: Sequence[tuple[str, Any]] = (), parameters: Sequence[tuple[str, Any]] = (), excluded: bool = False,
+          title: str | None = None, description: str | None = None) -> None:
+    """Labels, then parameters, then the title and the description of the running case: on
+    its test result at once where allure-pytest's listener alone would take them
+    (plugin/speed/allure_direct.py), else through `allure.dynamic`, call by call."""
+    result = allure_direct.labels_target()
+    if result is None and not allure_direct.allure_active():
+        return  # no --alluredir: every call would be a no-op
+    if result is not None:
+        allure_direct.apply(result, labels=labels, parameters=parameters, excluded=excluded, title=title,
+                            description=description)
+        return
+    for label_type, value in labels:
+        allure.dynamic.label(label_type, value)
+    for name, value in parameters:
+        allure.dynamic.parameter(name, value, excluded=excluded or None)
+    if title is not None:
+        allure.dynamic.title(title)
+    if description is not None:
+        allure.dynamic.description(description)
 
 
 def describe_verdict(check: Any, payload: Mapping[str, Any]) -> None:
@@ -108,21 +128,20 @@ def describe_verdict(check: Any, payload: Mapping[str, Any]) -> None:
     and the check + verdict (JSON) and the worst items (CSV) as attachments."""
     from medrcube.plugin.render import view
 
+    if not allure_direct.allure_active():
+        return  # no --alluredir: nothing would take them
     interval = payload.get("interval")
-    numbers = {
-        "verdict": Plain(view(payload["verdict"]).status),
-        "observed": _num(payload.get("observed")),
-        "interval": Plain(f"[{interval[0]:.3f}, {interval[1]:.3f}]") if interval else Plain("n/a"),
-        "bound": _num(payload.get("bound")),
-        "rule": Plain(payload.get("rule")),
-        "n": payload.get("n"),
-        "chance": _num(payload.get("chance")),
-        "error rate": _num(payload.get("error_rate")),
-    }
-    for name, value in numbers.items():
-        allure.dynamic.parameter(name, value, excluded=True)
-    allure.dynamic.title(title(check))
-    allure.dynamic.description(what_it_checks(check, payload))
+    numbers = [
+        ("verdict", Plain(view(payload["verdict"]).status)),
+        ("observed", _num(payload.get("observed"))),
+        ("interval", Plain(f"[{interval[0]:.3f}, {interval[1]:.3f}]") if interval else Plain("n/a")),
+        ("bound", _num(payload.get("bound"))),
+        ("rule", Plain(payload.get("rule"))),
+        ("n", payload.get("n")),
+        ("chance", _num(payload.get("chance"))),
+        ("error rate", _num(payload.get("error_rate"))),
+    ]
+    _set(parameters=numbers, excluded=True, title=title(check), description=what_it_checks(check, payload))
     allure.attach(
         json.dumps({"check": _check_dict(check), "verdict": payload}, indent=2, ensure_ascii=False, default=str),
         name="check and verdict",

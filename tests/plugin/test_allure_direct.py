@@ -1,0 +1,80 @@
+"""plugin/speed/allure_direct.py: a gate case's labels, parameters, title and description set on
+allure-pytest's test result at once make the same result files as `allure.dynamic`'s hook calls.
+
+Two real gate runs on one cube and one model, with allure-pytest: one as shipped, one with a
+conftest that registers a second implementation of `add_label` in allure's plugin manager
+(as a site's own Allure extension would), which sends every case through `allure.dynamic`.
+Their result files are compared once the uuids, times and the thread are set aside."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+# A site's own Allure extension: one more add_label implementation (it does nothing), so
+# allure-pytest's listener is no longer the only one and the gate calls allure.dynamic.
+EXTENSION = '''
+import allure_commons
+
+
+class SiteLabels:
+    seen = 0
+
+    @allure_commons.hookimpl
+    def add_label(self, label_type, labels):
+        SiteLabels.seen += 1
+
+
+def pytest_configure(config):
+    allure_commons.plugin_manager.register(SiteLabels(), name="site-labels")
+
+
+def pytest_unconfigure(config):
+    import os
+    with open(os.path.join(str(config.rootpath), "site_labels_seen.txt"), "w") as fh:
+        fh.write(str(SiteLabels.seen))
+    allure_commons.plugin_manager.unregister(name="site-labels")
+'''
+
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_TIME = re.compile(r'"(start|stop)": \d+')
+_THREAD = re.compile(r'("name": "thread", "value": )"[^"]*"')
+_HOST = re.compile(r'("name": "host", "value": )"[^"]*"')
+
+
+def _results(directory: Path) -> list[dict]:
+    """The gate cases' result files, uuids, times, thread and host set aside, by name and history id."""
+    out = []
+    for path in directory.glob("*-result.json"):
+        text = _HOST.sub(r'\1"H"', _THREAD.sub(r'\1"T"', _TIME.sub(r'"\1": 0', _UUID.sub("U", path.read_text("utf-8")))))
+        doc = json.loads(text)
+        if "tests_benchmark" in doc.get("fullName", ""):
+            out.append(doc)
+    return sorted(out, key=lambda d: (d["fullName"], d["historyId"]))
+
+
+def test_labels_set_at_once_are_the_hook_calls_own(gate_ws) -> None:
+    model = gate_ws.replay("half.jsonl", wrong=gate_ws.ids("Disease Diagnosis"))
+    gate_ws.run_subprocess("--alluredir=direct", "--variants=standard,blind", model=model)
+    gate_ws.pytester.makeconftest(EXTENSION)
+    gate_ws.run_subprocess("--alluredir=hooks", "--variants=standard,blind", model=model)
+
+    direct, hooks = _results(gate_ws.path / "direct"), _results(gate_ws.path / "hooks")
+    # The second run went through allure.dynamic: the extension saw every case's labels.
+    assert int((gate_ws.path / "site_labels_seen.txt").read_text()) >= len(hooks) > 5
+    assert [d["historyId"] for d in direct] == [d["historyId"] for d in hooks]
+    for a, b in zip(direct, hooks, strict=True):
+        assert a["labels"] == b["labels"], a["fullName"]
+        assert a["parameters"] == b["parameters"], a["fullName"]
+        assert (a["name"], a.get("description")) == (b["name"], b.get("description"))
+    # What the cases carry: the behaviours, the numbers as excluded parameters, the title.
+    cell = next(d for d in direct if "Disease Diagnosis" in d["fullName"] or "Disease Diagnosis" in d["name"])
+    names = {label["name"] for label in cell["labels"]}
+    assert {"epic", "feature", "story", "severity", "tag"} <= names
+    params = {p["name"]: p for p in cell["parameters"]}
+    assert params["observed"].get("excluded") is True and "excluded" not in params["check"]
+    assert cell["name"].endswith("accuracy")
+    assert [a["name"] for a in cell["attachments"]] == ["check and verdict", "worst items"]
+    assert [a["status"] for a in direct] == [b["status"] for b in hooks]
+    assert {a["status"] for a in direct} >= {"passed", "failed", "skipped", "broken"}  # every outcome, an error too
