@@ -18,7 +18,6 @@ import dataclasses
 import functools
 import hashlib
 import itertools
-import json
 import threading
 import time
 import warnings
@@ -553,6 +552,7 @@ def write_run(
 
     from medrcube.report.after_exit import start as start_report
     from medrcube.rundir.files import Landing, atomic_write, write_run_dir
+    from medrcube.rundir.jsontext import indented
     from medrcube.rundir.seal import seal_run_dir
 
     written: list[Path] = []
@@ -566,7 +566,7 @@ def write_run(
             written += [run_dir / "results.jsonl", run_dir / "metrics_summary.json", run_dir / "run.json"]
         if gate is not None:
             doc = gate.to_json(where=str(run_dir / "gate.json"))  # checked against its schema
-            atomic_write(run_dir / "gate.json", lambda fh: fh.write(json.dumps(doc, indent=2, ensure_ascii=False)),
+            atomic_write(run_dir / "gate.json", lambda fh: fh.write(indented(doc)),
                          landing=landing)
             written.append(run_dir / "gate.json")
         if policy_file is not None:

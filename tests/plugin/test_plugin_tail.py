@@ -58,7 +58,7 @@ def test_a_large_runs_results_and_summary_come_from_the_mirror_child_and_are_the
     metrics_summary.json are the child's files, renamed into place, and they are what the records
     give: the summary made again from results.jsonl's records is the file, byte for byte; the
     records digest of run.json is theirs; the seal verifies; nothing is left beside the run."""
-    from medrcube.rundir.files import metrics_summary, read_results, records_digest, summary_arguments
+    from medrcube.rundir.files import metrics_summary, read_results, records_digest, summary_arguments, summary_text
 
     # The module the run will import (pytester's in-process runs drop the modules they imported
     # afterwards, so a package's attribute can name a module an earlier run imported).
@@ -83,6 +83,5 @@ def test_a_large_runs_results_and_summary_come_from_the_mirror_child_and_are_the
     assert run["records_digest"] == records_digest(records)
     prevalence, costs = summary_arguments(run["site_policy"])
     summary = metrics_summary(records, run["variants"], prevalence=prevalence, costs=costs)
-    assert (run_dir / "metrics_summary.json").read_text(encoding="utf-8") == json.dumps(summary, indent=2,
-                                                                                        ensure_ascii=False)
+    assert (run_dir / "metrics_summary.json").read_text(encoding="utf-8") == summary_text(summary)
     assert not [p.name for p in run_dir.parent.iterdir() if p.name.startswith(".")]

@@ -5,7 +5,6 @@ never from sums of other records (rundir/files.GradedAhead.summary)."""
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -16,6 +15,7 @@ from medrcube.models.baselines import RandomAdapter
 from medrcube.records import GradedRecord, Outcome
 from medrcube.run.runner import run_cube
 from medrcube.rundir.files import GradedAhead
+from medrcube.rundir.jsontext import indented
 from medrcube.rundir.summary import SummaryTally, metrics_summary
 from medrcube.testing.gencube import generate_release_cube
 
@@ -32,7 +32,7 @@ def records(tmp_path_factory: pytest.TempPathFactory) -> list[GradedRecord]:
 
 
 def _text(doc: dict[str, object] | None) -> str:
-    return json.dumps(doc, indent=2, ensure_ascii=False)
+    return indented(doc)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

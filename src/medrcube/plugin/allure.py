@@ -46,6 +46,7 @@ from allure_commons.types import LabelType
 
 from medrcube.gate.kinds import ALL_PARTS, entry_of, epic_of
 from medrcube.plugin.speed import allure_direct
+from medrcube.rundir.jsontext import indented
 
 WORST_COLUMNS = ("item_id", "cell", "variant", "rotation", "expected", "extracted", "outcome", "question", "response", "note")
 
@@ -143,7 +144,7 @@ def describe_verdict(check: Any, payload: Mapping[str, Any]) -> None:
     ]
     _set(parameters=numbers, excluded=True, title=title(check), description=what_it_checks(check, payload))
     allure.attach(
-        json.dumps({"check": _check_dict(check), "verdict": payload}, indent=2, ensure_ascii=False, default=str),
+        indented({"check": _check_dict(check), "verdict": payload}, default=str),
         name="check and verdict",
         attachment_type=allure.attachment_type.JSON,
     )

@@ -29,6 +29,7 @@ from medrcube.metrics.selective import DeferralCosts
 from medrcube.records import GradedRecord
 from medrcube.run.runner import RunResult
 from medrcube.rundir.documents import RUN_SCHEMA_VERSION, RunDocument
+from medrcube.rundir.jsontext import indented
 from medrcube.rundir.reading import RESULTS_SCHEMA_VERSION
 from medrcube.rundir.summary import SummaryTally, metrics_summary
 
@@ -312,7 +313,7 @@ def _summary_key(variants: Sequence[str] | None, prevalence: Mapping[str, Any] |
 def summary_text(doc: Mapping[str, Any]) -> str:
     """metrics_summary.json's text of its document: one encoding wherever the file is written
     (here, and by the run files child, rundir/mirror.py, whose file must be these very bytes)."""
-    return json.dumps(doc, indent=2, ensure_ascii=False)
+    return indented(doc)
 
 
 def summary_arguments(site_policy: Mapping[str, Any] | None) -> tuple[Mapping[str, Any] | None, DeferralCosts | None]:
@@ -593,9 +594,8 @@ def write_run_dir(run_dir: str | os.PathLike[str], result: RunResult, meta: Mapp
     atomic_write(
         run_dir / "run.json",
         # Through RunDocument: checked against the shipped schema before it is written.
-        lambda fh: fh.write(json.dumps(
-            RunDocument.from_mapping(run_document(result, meta, digest=digest)).to_json(where=str(run_dir / "run.json")),
-            indent=2, ensure_ascii=False, sort_keys=False)),
+        lambda fh: fh.write(indented(
+            RunDocument.from_mapping(run_document(result, meta, digest=digest)).to_json(where=str(run_dir / "run.json")))),
         landing=landing,
     )
     return run_dir

@@ -26,7 +26,6 @@ no verdict; and a page whose verdict differs from gate.json's fails whatever its
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 from collections.abc import Mapping
@@ -37,6 +36,7 @@ from typing import Any
 
 from medrcube.run import signing
 from medrcube.rundir.files import Landed, atomic_write, file_identity, file_sha256
+from medrcube.rundir.jsontext import indented
 
 MANIFEST = "manifest.json"
 MANIFEST_SCHEMA_VERSION = 1
@@ -110,7 +110,7 @@ def seal_page(run_dir: str | os.PathLike[str], text: str | None = None) -> Path:
     }
     doc = {**body, "signature": {"method": signing.method(key), "digest": _body_digest(body, key)}}
     path = run_dir / PAGE_SEAL
-    atomic_write(path, lambda fh: fh.write(json.dumps(doc, indent=2, ensure_ascii=False)))
+    atomic_write(path, lambda fh: fh.write(indented(doc)))
     return path
 
 
@@ -132,7 +132,7 @@ def seal_run_dir(run_dir: str | os.PathLike[str], identity: Mapping[str, Any], *
     }
     doc = {**body, "signature": {"method": signing.method(key), "digest": _body_digest(body, key)}}
     path = run_dir / MANIFEST
-    atomic_write(path, lambda fh: fh.write(json.dumps(doc, indent=2, ensure_ascii=False)))
+    atomic_write(path, lambda fh: fh.write(indented(doc)))
     return path
 
 
