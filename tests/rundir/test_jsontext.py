@@ -9,7 +9,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from medrcube.rundir.jsontext import indented
+from medrcube.rundir.jsontext import compact_sorted, indented
 
 _text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12)
 _no_floats = st.recursive(
@@ -51,3 +51,12 @@ def test_default_turns_other_values_into_text() -> None:
 
     assert json.loads(indented({"x": Opaque()}, default=str)) == {"x": "opaque"}
     assert indented({"p": 1.839028516776933e-08}) == '{\n  "p": 1.839028516776933e-8\n}'
+
+
+@given(_with_floats)
+def test_a_payload_on_one_line_with_sorted_keys_reads_back_the_same(doc: object) -> None:
+    text = compact_sorted(doc)
+    assert "\n" not in text
+    assert json.loads(text) == json.loads(json.dumps(doc, sort_keys=True))
+    if isinstance(doc, dict):
+        assert list(json.loads(text)) == sorted(str(k) for k in doc)

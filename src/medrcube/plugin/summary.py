@@ -26,6 +26,7 @@ from medrcube.gate.numbers import labelled
 from medrcube.plugin.evidence import verdict_block_lines
 from medrcube.plugin.handover import carries_records, merged_run, without_records
 from medrcube.plugin.summary_kinds import kind_lines
+from medrcube.rundir.jsontext import compact_sorted
 
 PROPERTY = "medrcube_verdict"  # the user property carrying the payload as JSON
 # Said in the header and the summary of a run given no --model.
@@ -120,7 +121,7 @@ def report_properties(payload: Mapping[str, Any]) -> list[tuple[str, str]]:
     that a JUnit consumer can read them without parsing JSON."""
     interval = payload.get("interval")
     props = [
-        (PROPERTY, json.dumps(payload, sort_keys=True)),
+        (PROPERTY, compact_sorted(payload)),
         ("medrcube_check", payload["id"]),
         ("medrcube_status", payload["verdict"]),
         ("medrcube_required", str(payload.get("required", True)).lower()),

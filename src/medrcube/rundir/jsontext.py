@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 
 _OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
+_SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 
 
 def indented(doc: Any, *, default: Callable[[Any], Any] | None = None) -> str:
@@ -34,3 +35,14 @@ def indented(doc: Any, *, default: Callable[[Any], Any] | None = None) -> str:
         return orjson.dumps(doc, default=default, option=_OPTIONS).decode("utf-8")
     except orjson.JSONEncodeError:  # beyond orjson's types or ranges: the standard library's text
         return json.dumps(doc, indent=2, ensure_ascii=False, default=default)
+
+
+def compact_sorted(doc: Any) -> str:
+    """`doc` as one line of JSON with its keys sorted: a gate case's payload as its report carries
+    it to the controller (plugin/summary.py, which reads it with `json.loads`: orjson's reader
+    would read an integer beyond 64 bits as a float). orjson's separators are "," and ":"
+    (json.dumps's ", " and ": "); the values read back the same."""
+    try:
+        return orjson.dumps(doc, option=_SORTED).decode("utf-8")
+    except orjson.JSONEncodeError:
+        return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
