@@ -13,10 +13,10 @@ failing endpoint says nothing about the model.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from itertools import islice
 
 import medrcube.gate.evidence_clinical  # noqa: F401  (its kinds register their evidence)
 from medrcube.gate.checks import Check, CheckKind
@@ -389,8 +389,8 @@ def _image_dependence(check: Check, records: list[GradedRecord]) -> Evidence:
     standard = [r for r in asked if r.variant == "standard"]
     blind = [r for r in asked if r.variant == "blind"]
     pairs, counts = paired_records(standard, blind)
-    md = clustered_mean_difference(((image_key(s), float(s.correct) - float(b.correct)) for s, b in pairs),
-                                   check.confidence)
+    units = [(image_key(s), float(s.correct) - float(b.correct)) for s, b in pairs]  # read by both intervals
+    md = clustered_mean_difference(units, check.confidence)
     chance = chance_level(blind)
     bound = check.bound if check.bound is not None else 0.0
     details = {"counts": counts.to_dict(), "standard_acc": counts.first_acc, "blind_acc": counts.second_acc,
@@ -400,12 +400,12 @@ def _image_dependence(check: Check, records: list[GradedRecord]) -> Evidence:
         f"{_f(md.estimate)}{_ci(check.confidence, (md.lo, md.hi))}; blind chance level {_f(chance)}"
     )
     # The first MAX_WORST in item order, made only for those (every pair right without the image would be thousands).
-    worst = tuple(WorstItem.of(b, note="answered right without the image") for _, b in
-                  islice((sb for sb in sorted(pairs, key=lambda sb: sb[0].item_id) if sb[1].correct), MAX_WORST))
+    first = heapq.nsmallest(MAX_WORST, (sb for sb in pairs if sb[1].correct), key=lambda sb: sb[0].item_id)
+    worst = tuple(WorstItem.of(b, note="answered right without the image") for _, b in first)
     crits = () if md.estimate is None else (_diff_criterion("standard - blind accuracy", md, bound, True),)
     ev = Evidence(check, md.n, "items graded in both variants", crits, md.estimate, (md.lo, md.hi), bound, chance,
                   rate, facts, worst, details, md.method, note="" if crits else "no item graded in both variants")
-    return with_finite(ev, ((image_key(s), float(s.correct) - float(b.correct)) for s, b in pairs), paired=True)
+    return with_finite(ev, units, paired=True)
 
 
 # --------------------------------------------------------------------------- position robustness
@@ -418,14 +418,18 @@ def _position(check: Check, records: list[GradedRecord]) -> Evidence:
     if err:
         return err
     items, incomplete, expected = rotated_items(asked, check.params.get("rotations"))
-    circ_units = [(image_key(it.standard), it.circular) for it in items]
-    gap_units = [(image_key(it.standard), float(it.standard.correct) - float(it.circular)) for it in items]
+    # Each item's image, standard answer and circular answer read once (the units below read all three).
+    keyed = [(image_key(it.standard), it.standard.correct, it.circular) for it in items]
+    circ_units = [(key, circular) for key, _, circular in keyed]
+    gap_units = [(key, float(right) - float(circular)) for key, right, circular in keyed]
     worst: list[WorstItem] = []
-    for it in items:
-        if it.standard.correct and not it.circular and len(worst) < MAX_WORST:
+    for it, (_, right, circular) in zip(items, keyed, strict=True):
+        if right and not circular:
             bad = min((r for r in it.rotations if not r.correct), key=lambda r: r.rotation)
             worst.append(WorstItem.of(bad, note=f"right in the original order, wrong with options rotated by "
                                                 f"{bad.rotation}"))
+            if len(worst) == MAX_WORST:
+                break
     ci = clustered_wilson(cluster_counts(circ_units), check.confidence)
     gap = clustered_mean_difference(gap_units, check.confidence)
     chance = chance_level((r for r in asked if r.variant == "standard"), power=expected + 1)
@@ -435,7 +439,7 @@ def _position(check: Check, records: list[GradedRecord]) -> Evidence:
         crits.append(_prop_criterion("circular accuracy", ci, check.bound))
     if gap.n and max_gap is not None:
         crits.append(_diff_criterion("gap to standard accuracy", gap, max_gap, False))
-    std_acc = sum(it.standard.correct for it in items) / len(items) if items else None
+    std_acc = sum(right for _, right, _ in keyed) / len(items) if items else None
     details = {"n": ci.n, "circular_acc": ci.estimate, "standard_acc": std_acc, "gap": gap.estimate,
                "circular_interval": ci.to_dict(), "gap_clustered": gap.to_dict(), "incomplete": incomplete,
                "rotations": expected, "max_gap": max_gap, "rule": check.rule, "source": check.source}
