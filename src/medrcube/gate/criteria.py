@@ -169,18 +169,27 @@ def finite_criterion(crit: Criterion, units: Iterable[tuple[str, float]], confid
     proportion) get the clustered Wilson interval with its ICC raised by
     FEW_IMAGES_ICC_MARGIN standard errors; other units (paired drops, shares) the
     finite-sample Hoeffding-Bentkus interval (benchmarks/RESULTS.md, section 13)."""
+    sums, sizes, binary = summed_units(units, paired=paired)
+    return finite_criterion_of_images(crit, sums, sizes, confidence, paired=paired, binary=binary)
+
+
+def summed_units(units: Iterable[tuple[str, float]], *, paired: bool = False) -> tuple[list[float], list[int], bool]:
+    """What `finite_criterion` reads of its units: their sums and sizes per image (image_units,
+    paired differences mapped to [0, 1] first), and whether every unit is 0 or 1."""
     units = list(units)
     if paired:
         units = [(k, (1.0 + d) / 2.0) for k, d in units]
     sums, sizes = image_units(units)
-    binary = not paired and all(v in (0.0, 1.0) for _, v in units)
-    return finite_criterion_of_images(crit, sums, sizes, confidence, paired=paired, binary=binary)
+    return sums, sizes, not paired and all(v in (0.0, 1.0) for _, v in units)
 
 
 def finite_criterion_of_images(crit: Criterion, sums: Sequence[float], sizes: Sequence[int], confidence: float, *,
-                               paired: bool = False, binary: bool = False) -> tuple[Criterion, str | None]:
+                               paired: bool = False, binary: bool = False,
+                               interval: bool = True) -> tuple[Criterion, str | None]:
     """`finite_criterion` of units already summed per image (image_units: in the order of
-    the images' keys), `binary` when every unit is 0 or 1 (right/wrong)."""
+    the images' keys), `binary` when every unit is 0 or 1 (right/wrong). `interval=False`:
+    the p-values only, the criterion's interval left as it is (a second bound's p-value
+    needs no second finite-sample interval, the dearest part)."""
     limit = FEW_IMAGES_PAIRED if paired else FEW_IMAGES
     if not few_images(sizes, limit):
         return crit, None
@@ -201,7 +210,7 @@ def finite_criterion_of_images(crit: Criterion, sums: Sequence[float], sizes: Se
         why = f"decided with {method}: {effective}, ICC {ci.icc:.2f}"
     else:
         up, down = finite.p_at_most(sums, sizes, b), finite.p_at_least(sums, sizes, b)
-        lo_u, hi_u = finite.interval(sums, sizes, confidence)
+        lo_u, hi_u = finite.interval(sums, sizes, confidence) if interval else (to_u(crit.lo), to_u(crit.hi))
         method = finite.METHOD
         why = f"decided with {method}: {effective}, where the cluster-robust interval is unreliable"
     p_pass, p_fail = (up, down) if crit.at_least else (down, up)

@@ -25,7 +25,8 @@ from medrcube.gate.criteria import (
     Criterion,
     Evidence,
     few_images_method,
-    finite_criterion,
+    finite_criterion_of_images,
+    summed_units,
     with_finite,
     with_finite_images,
 )
@@ -259,11 +260,13 @@ def _credibility(check: Check, records: list[GradedRecord]) -> Evidence:
             sd = math.sqrt(max(est * (1.0 - est), 1e-4) * luck_md.deff)
             luck_c = Criterion("luck rate", est, max_luck, False, luck_md.lo, luck_md.hi, luck_md.p_at_least(max_luck),
                                luck_md.p_at_most(max_luck), sd, luck_conf)
-            luck_c, luck_why = finite_criterion(luck_c, luck_units, luck_conf)
+            sums, sizes, binary = summed_units(luck_units)  # read by both bounds' criteria
+            luck_c, luck_why = finite_criterion_of_images(luck_c, sums, sizes, luck_conf, binary=binary)
             if fail_luck is not None and fail_luck != max_luck:  # the fail claim's p at the shortcut bound
                 at_fail = replace(luck_c, bound=fail_luck, p_pass=luck_md.p_at_least(fail_luck),
                                   p_fail=luck_md.p_at_most(fail_luck))
-                luck_c = replace(luck_c, p_fail=finite_criterion(at_fail, luck_units, luck_conf)[0].p_fail)
+                luck_c = replace(luck_c, p_fail=finite_criterion_of_images(
+                    at_fail, sums, sizes, luck_conf, binary=binary, interval=False)[0].p_fail)
             routes.append(luck_c)
         elif min_odds is None:
             notes.append("the luck rate needs pairs whose diagnosis is right")
