@@ -78,3 +78,16 @@ def test_labels_set_at_once_are_the_hook_calls_own(gate_ws) -> None:
     assert [a["name"] for a in cell["attachments"]] == ["check and verdict", "worst items"]
     assert [a["status"] for a in direct] == [b["status"] for b in hooks]
     assert {a["status"] for a in direct} >= {"passed", "failed", "skipped", "broken"}  # every outcome, an error too
+
+
+def test_the_attachments_check_is_to_dicts_json() -> None:
+    from medrcube.gate.checks import Check, CheckKind
+    from medrcube.plugin.allure import _check_dict
+    from medrcube.rundir.jsontext import indented
+
+    check = Check("credibility/part/Brain", CheckKind.CREDIBILITY, "dependence", "Brain", None, None, 0.2,
+                  "lower_bound", 0.95, 30, 0.05, variants=("standard", "blind"),
+                  params={"exclude_low_tasks": ("View Recognition",), "nested": {"a": [1, (2, 3)]}},
+                  labels={"severity": "critical"})
+    assert indented(_check_dict(check), default=str) == indented(check.to_dict(), default=str)
+    assert _check_dict(check)["kind"] == "credibility" and _check_dict(check)["variants"] == ["standard", "blind"]
