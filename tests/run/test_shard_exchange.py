@@ -405,7 +405,7 @@ def test_a_worker_spared_the_other_shards_reads_them_only_when_asked(distinct_cu
     shard's records, with what every shard's pass counted, and reads the rest from their files only
     when asked (Inference.completed): then the very records of a worker that read them at once. Its
     hand-over is the run's lines' digest once the controller holds them, its own asks with it."""
-    from medrcube.plugin.handover import DIGEST, digest_out, lines_sha256, publish_no_read, publish_read
+    from medrcube.plugin.handover import DIGEST, RECORDS, digest_out, lines_sha256, publish_no_read, publish_read
 
     scripted_server.set_script({"default": "B"})
     exchange = tmp_path / "exchange"
@@ -429,7 +429,16 @@ def test_a_worker_spared_the_other_shards_reads_them_only_when_asked(distinct_cu
 
     digest = lines_sha256(whole.result.records, whole.lines)
     assert digest_out(own, exchange, digest, wait_s=0.0) is None  # the controller holds no read yet
-    publish_read(exchange, digest)
+    # The worker that read every shard (the deciding one): its lines when no read is there and it does
+    # not wait; waiting, the digest alone once the controller's read comes (published from another thread).
+    assert RECORDS in records_out(whole.result.records, whole.lines, exchange, digest)
+    later = threading.Timer(0.3, publish_read, args=(exchange, digest))
+    later.start()
+    try:
+        handed = records_out(whole.result.records, whole.lines, exchange, digest, wait_s=60.0)
+    finally:
+        later.join()
+    assert handed == {DIGEST: digest, "asked": records_out(whole.result.records)["asked"]}
     assert digest_out(own, exchange, digest) == {DIGEST: digest, "asked": records_out(own)["asked"]}
     assert digest_out(own, exchange, "0" * 64) is None  # the controller holds other lines: the rest is read
 
@@ -443,6 +452,7 @@ def test_a_worker_spared_the_other_shards_reads_them_only_when_asked(distinct_cu
     (exchange / "controller-read.sha256").unlink()
     publish_no_read(exchange)
     assert digest_out(own, exchange, digest, wait_s=60.0, clock=lambda: 0.0) is None
+    assert RECORDS in records_out(whole.result.records, whole.lines, exchange, digest, wait_s=60.0)  # nor the decider
 
 
 def test_a_spared_worker_whose_shard_files_are_gone_says_so(distinct_cube, scripted_server, tmp_path):

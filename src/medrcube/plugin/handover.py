@@ -46,7 +46,7 @@ class Preread:
 
 
 def records_out(records: Iterable[GradedRecord], made: ResultRows | None = None,
-                exchange: Path | None = None, digest: str | None = None) -> dict[str, str]:
+                exchange: Path | None = None, digest: str | None = None, wait_s: float = 0.0) -> dict[str, str]:
     """An xdist worker's records for its hand-over: results.jsonl's lines of them
     (rundir/files.result_line) in one string, and the (item, variant, rotation) of those it
     asked itself, one per line. Strings, because pytest-xdist sends a worker's output through
@@ -60,10 +60,15 @@ def records_out(records: Iterable[GradedRecord], made: ResultRows | None = None,
     lines from the shard files and holds them (`publish_read`: the SHA-256 of its lines
     equals this worker's), only that digest is handed over, not the lines: at paper scale
     25 MiB less per worker through execnet, and not held by the controller (eleventh pass).
-    `digest`: `lines_sha256` of these records, when the caller took it already."""
+    `digest`: `lines_sha256` of these records, when the caller took it already. `wait_s`: how long
+    to wait for the controller's read (`digest` given), for a worker whose records were read from
+    every shard file, which the controller reads too: the deciding worker's lines are 25 MiB at
+    paper scale, about 0.2 s of CPU each to send and to receive (docs/speed.md, "Fifteenth pass")."""
     records = list(records)
     asked = _asked(records)
-    read = controller_read(exchange) if exchange is not None else None
+    read = None
+    if exchange is not None:
+        read = _awaited_read(exchange, wait_s, time.monotonic) if digest is not None else controller_read(exchange)
     if read is not None and digest == read:
         return {DIGEST: read, "asked": asked}
     data = _lines(records, made)
@@ -82,12 +87,18 @@ def digest_out(own: Iterable[GradedRecord], exchange: Path | None, digest: str |
     `wait_s`, unless it said that it has none (`publish_no_read`)."""
     if exchange is None or digest is None:
         return None
+    read = _awaited_read(exchange, wait_s, clock)
+    return {DIGEST: read, "asked": _asked(own)} if read is not None and digest == read else None
+
+
+def _awaited_read(exchange: Path, wait_s: float, clock: Callable[[], float]) -> str | None:
+    """The controller's read (`controller_read`), waited for up to `wait_s` unless it said it has none."""
     deadline = clock() + wait_s
     while (read := controller_read(exchange)) is None:
         if (exchange / NO_READ_FILE).exists() or clock() > deadline:
             return None
         time.sleep(READ_POLL_S)
-    return {DIGEST: read, "asked": _asked(own)} if digest == read else None
+    return read
 
 
 def asked_out(own: Iterable[GradedRecord]) -> dict[str, str]:

@@ -334,7 +334,7 @@ class GateSession:
             return None
         r = self._result
         usage = self._inference.usage if self._inference is not None else {}
-        from medrcube.plugin.handover import asked_out, digest_out, records_out
+        from medrcube.plugin.handover import READ_WAIT_S, asked_out, digest_out, records_out
 
         out = None
         if self._inference is not None and not self._inference.complete:
@@ -349,7 +349,9 @@ class GateSession:
         return {
             "worker": f"gw{self.worker[0]}" if self.worker[1] > 1 else "main",
             **({"records": list(r.records)} if live else out if out is not None else
-               records_out(r.records, self._lines_made(), self.exchange_dir, self._lines_digest)),
+               records_out(r.records, self._lines_made(), self.exchange_dir, self._lines_digest,
+                           # read from every shard file, as the controller's read is: wait for it, not send the lines
+                           wait_s=READ_WAIT_S if self.shard_files() is not None else 0.0)),
             "requests_sent": r.requests_sent,
             "judge_requests": r.judge_requests,
             "usage": {name: u.to_dict() for name, u in usage.items()},
