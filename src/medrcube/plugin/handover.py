@@ -108,7 +108,7 @@ def asked_out(own: Iterable[GradedRecord]) -> dict[str, str]:
 
 
 def _asked(records: Iterable[GradedRecord]) -> str:
-    """(item, variant, rotation) of the records not `cached`, one per line (`_keys` reads them back)."""
+    """(item, variant, rotation) of the records not `cached`, one per line (`_asked_keys` reads them back)."""
     return "\n".join(f"{r.item_id}\t{r.variant}\t{r.rotation}" for r in records if not r.cached)
 
 
@@ -159,8 +159,7 @@ def without_records(handover: Mapping[str, Any]) -> dict[str, Any]:
     agrees on the records (`merge_handovers` takes the first's), so the controller keeps one copy."""
     out = dict(handover)
     if carries_records(out):
-        out["asked"] = "\n".join(f"{item}\t{variant}\t{rotation}" for item, variant, rotation, cached in _keys(out)
-                                 if not cached)
+        out["asked"] = "\n".join(_asked_keys(out))
         out.pop(RECORDS, None)
         out.pop(DIGEST, None)
         out.pop("records", None)
@@ -187,13 +186,14 @@ def _records(handover: Mapping[str, Any]) -> tuple[list[GradedRecord], list[str]
     return [d if isinstance(d, GradedRecord) else GradedRecord.from_dict(d) for d in handover.get("records") or ()], None
 
 
-def _keys(handover: Mapping[str, Any]) -> Iterable[tuple[str, str, int, bool]]:
-    """(item, variant, rotation, cached) of a hand-over's records; from its `asked` lines when it
-    carries those (all not cached; an item's id may hold a tab, its variant and rotation do not)."""
+def _asked_keys(handover: Mapping[str, Any]) -> list[str]:
+    """The asks of a hand-over's records not `cached`, each as its `asked` line ("item\tvariant\trotation",
+    `_asked`): its `asked` lines as they are when it carries those (the records are results.jsonl's
+    lines then, or a digest), else made from its records (this process's own, as objects)."""
     if "asked" in handover and "records" not in handover:
-        return ((item, variant, int(rotation), False) for item, variant, rotation in
-                (line.rsplit("\t", 2) for line in str(handover["asked"]).split("\n") if line))
-    return map(_key, handover.get("records") or ())
+        return [line for line in str(handover["asked"]).split("\n") if line]
+    return [f"{item}\t{variant}\t{rotation}" for item, variant, rotation, cached in map(_key, handover.get("records") or ())
+            if not cached]
 
 
 def merge_handovers(handovers: Iterable[Mapping[str, Any]]) -> Any:
@@ -224,16 +224,15 @@ def merged_run(handovers: Iterable[Mapping[str, Any]], preread: Preread | None =
     # sent is not cached for the run, although the other workers read it from the store.
     # A handover's records are results.jsonl's lines (an xdist worker's: `records_out`), or
     # from this process itself the records (GateSession.handover(live=True)).
-    fresh: set[tuple[str, str, int]] | None = None
+    fresh: set[str] | None = None  # the asks of this run, as `asked` lines (parsed back, 0.1 s of CPU at paper scale)
 
     def corrected(records: list[GradedRecord]) -> list[GradedRecord]:
         nonlocal fresh
         if not any(rec.cached for rec in records):  # nothing to correct (a run on a new store)
             return records
         if fresh is None:  # each ask by its item, variant and rotation: a shuffled rotation is an ask of its own
-            fresh = {(item, variant, rotation) for h in handovers for item, variant, rotation, cached in _keys(h)
-                     if not cached}
-        fixed = [rec if not rec.cached or (rec.item_id, rec.variant, rec.rotation) not in fresh
+            fresh = {key for h in handovers for key in _asked_keys(h)}
+        fixed = [rec if not rec.cached or f"{rec.item_id}\t{rec.variant}\t{rec.rotation}" not in fresh
                  else dataclasses.replace(rec, cached=False) for rec in records]
         return records if all(a is b for a, b in zip(fixed, records, strict=True)) else fixed  # the list itself if unchanged
 
