@@ -94,18 +94,26 @@ class ShardPreread:
 
         count, directory = self.count, self.directory
         paths = [directory / f"{FIRST_PASS}-{j}.jsonl" for j in range(count)]
-        while not all(p.exists() for p in paths):
-            if any((directory / f"{FIRST_PASS}-{j}.withdrawn").exists() for j in range(count)):
-                return None
-            if self._stop.wait(POLL_S) and not all(p.exists() for p in paths):
-                return None  # taken before every file was there (a file written since is still read)
         ids = [it.id for it in self.cube.items]
         shards: list[list[str]] = [[] for _ in range(count)]
         for item_id in ids:
             shards[stable_shard(item_id, count)].append(item_id)
-        read = [shard_exchange.read_shard(paths[j], FIRST_PASS, j, count, shards[j]) for j in range(count)]
-        if any(s is None for s in read):
-            return None
+        # Each file read as soon as it is there (written once, renamed into place): the shards end
+        # seconds apart, and the read is done the sooner after the last, which the workers wait for.
+        read: list[shard_exchange.Shard | None] = [None] * count
+        pending = list(range(count))
+        while pending:
+            for j in [j for j in pending if paths[j].exists()]:
+                read[j] = shard_exchange.read_shard(paths[j], FIRST_PASS, j, count, shards[j])
+                if read[j] is None:
+                    return None
+                pending.remove(j)
+            if not pending:
+                break
+            if any((directory / f"{FIRST_PASS}-{j}.withdrawn").exists() for j in pending):
+                return None
+            if self._stop.wait(POLL_S) and not all(paths[j].exists() for j in pending):
+                return None  # taken before every file was there (a file written since is still read)
         line_of = {id(r): line for s in read if s is not None for r, line in zip(s.records, s.lines, strict=True)}
         records = shard_exchange.in_plan_order([r for s in read if s is not None for r in s.records], ids,
                                                shard_exchange.variant_positions(as_variants(self.variants)))
