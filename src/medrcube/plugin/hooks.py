@@ -469,6 +469,10 @@ class ControllerHooks:
 
     @pytest.hookimpl(tryfirst=True)  # before --junitxml writes its file: the account's properties go in it
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.exchange_dir is not None:  # xdist's controller: its workers exit while the run directory is written
+            from medrcube.plugin.speed.early_teardown import exit_workers_now
+
+            exit_workers_now(self.config)
         if self.progress_line is not None:
             self.progress_line.stop()
             _remove_dir(self.progress_dir)
