@@ -46,10 +46,19 @@ def test_not_the_xdist_controller() -> None:
 
 
 def test_a_gate_run_with_workers_ends_as_without_them(gate_ws, gate_server) -> None:
+    """Decided, and its leak entries judged (by the controller while its workers ran), as without workers."""
     model = gate_ws.openai(gate_server)
-    alone = gate_ws.run_subprocess("-n", "0", model=model)
-    verdicts = gate_ws.verdicts()
-    with_workers = gate_ws.run_subprocess("-n", "2", model=model)
+    alone = gate_ws.run_subprocess("-n", "0", "--variants=standard,blind", model=model)
+    first = gate_ws.gate_json()
+    with_workers = gate_ws.run_subprocess("-n", "2", "--variants=standard,blind", model=model)
+    second = gate_ws.gate_json()
     assert with_workers.ret == alone.ret and with_workers.ret in (0, 10, 11)
-    assert gate_ws.verdicts() == verdicts
     assert len(gate_ws.run_dirs()) == 2
+    assert {c["id"]: c["verdict"] for c in second["checks"]} == {c["id"]: c["verdict"] for c in first["checks"]}
+    for key in ("leak_flags", "leaking"):
+        assert second[key] == first[key]
+
+    def prior(doc: dict) -> object:
+        return next(c for c in doc["checks"] if c["kind"] == "image_dependence")["details"]["options_only_prior"]
+
+    assert prior(second) == prior(first) is not None

@@ -26,9 +26,11 @@ How a check's verdict shows up in pytest (plugin/render.py, the one table):
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Generator
@@ -390,6 +392,7 @@ class ControllerHooks:
         self.progress_dir: Path | None = None
         self.exchange_dir: Path | None = None
         self.preread: Any = None  # plugin/speed/shard_preread.ShardPreread, with xdist
+        self.leaks_judged: threading.Thread | None = None  # plugin/speed/tail_ahead.judge_leaks, with xdist
         self.progress_line: Any = None
         self.interrupted: list[str] = []  # the partial account of a run stopped by Ctrl-C
 
@@ -399,7 +402,9 @@ class ControllerHooks:
 
         run = config.stash.get(gate.SESSION_KEY, None)
         if run is not None and suite_requested(config):  # the controller waits for the answers from now on
-            start_leak_audit(run)
+            if start_leak_audit(run) is not None:  # gate.json's leak entries judged while the workers start and run
+                self.leaks_judged = threading.Thread(target=_judge_leaks, args=(run,), name="medrcube-leaks", daemon=True)
+                self.leaks_judged.start()
             # The workers hand each other their shards' records there (service.infer); the
             # controller reads them too while the workers decide (plugin/speed/shard_preread.py).
             from medrcube.plugin.speed.shard_preread import ShardPreread
@@ -478,6 +483,8 @@ class ControllerHooks:
             _remove_dir(self.progress_dir)
         if self.preread is not None:  # the workers are down: what it read, or nothing
             self.report.preread, self.preread = self.preread.take(), None
+        if self.leaks_judged is not None:
+            self.leaks_judged.join()
         _remove_dir(self.exchange_dir)
         run = self.config.stash.get(gate.SESSION_KEY, None)
         if run is not None and run.early is not None:
@@ -529,3 +536,12 @@ def _remove_dir(directory: Path | None) -> None:
 
     if directory is not None:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def _judge_leaks(run: Any) -> None:
+    """plugin/speed/tail_ahead.judge_leaks on a thread of the xdist controller: anything amiss, and
+    the same is judged at the end instead (plugin/leakage.py)."""
+    from medrcube.plugin.speed.tail_ahead import judge_leaks
+
+    with contextlib.suppress(Exception):
+        judge_leaks(run)

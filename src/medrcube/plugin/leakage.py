@@ -9,7 +9,7 @@ check the cube cannot decide), in gate.json's `leaking` and in the summary's ver
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 
@@ -20,14 +20,16 @@ def leak_meta(session: Any, entries: dict[str, dict[str, Any]]) -> dict[str, Any
 
     items = list(session.cube.items_by_content)  # copies of an image are one image
     audit = leak_audit(session)  # the same figures as audit_items, once per cube content
+    ahead = session.blind_priors  # judged while the answers came in (tail_ahead.judge_leaks), for this audit
+    priors = ahead[1] if ahead is not None and ahead[0] is audit else {}
     for e in entries.values():
         entry = entry_of(str(e.get("kind")))
         if entry is None or entry.against != "blind":  # the image-dependence checks: standard against blind
             continue
-        scope = [it for it in items if all(e.get(k) in (None, v) for k, v in (("part", it.part), ("modality", it.modality), ("task", it.task)))]
-        hits = [audit.prior_by_item[it.id] for it in scope if it.id in audit.prior_by_item]
-        if hits:
-            e.setdefault("details", {})["options_only_prior"] = sum(hits) / len(hits)
+        scope = (e.get("part"), e.get("modality"), e.get("task"))
+        prior = priors[scope] if scope in priors else options_only_prior(items, audit, *scope)
+        if prior is not None:
+            e.setdefault("details", {})["options_only_prior"] = prior
     ahead = session.leak_reasons  # (the audit, each scope's reason) taken while the answers came in
     leaks = leaking(((cid, str(e.get("kind")), scope_of(e), bool(e.get("required", True))) for cid, e in entries.items()),
                     items, audit, reasons=ahead[1] if ahead is not None and ahead[0] is audit else None)
@@ -38,6 +40,16 @@ def leak_meta(session: Any, entries: dict[str, dict[str, Any]]) -> dict[str, Any
         e["message"] = f"{e.get('message', '')} [not required: {why}]".strip()
     return {"leak_flags": {"/".join(c): kinds for c, kinds in sorted(audit.flagged_cells().items())},
             "leaking": dict(sorted(leaks.items()))}
+
+
+def options_only_prior(items: Sequence[Any], audit: Any, part: str | None, modality: str | None,
+                       task: str | None) -> float | None:
+    """The mean options-only prior (the audit's text-only model) of the items of a scope (None: any
+    value of that axis); None when the audit has none of them."""
+    hits = [audit.prior_by_item[it.id] for it in items
+            if (part is None or it.part == part) and (modality is None or it.modality == modality)
+            and (task is None or it.task == task) and it.id in audit.prior_by_item]
+    return sum(hits) / len(hits) if hits else None
 
 
 def leak_lines(meta: Mapping[str, Any]) -> list[str]:

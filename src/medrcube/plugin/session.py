@@ -120,6 +120,8 @@ class GateSession:
     audit_child: Any = field(default=None, repr=False)  # cube/audit_child.AuditChild computing it, until taken
     # (that Audit, gate/leaking.leak_reasons of the checks' scopes), taken while the answers come in (tail_ahead.py)
     leak_reasons: tuple[Any, dict[Any, str | None]] | None = field(default=None, repr=False)
+    # (that Audit, each image-dependence check's scope -> its items' options-only prior), taken with them
+    blind_priors: tuple[Any, dict[tuple[Any, Any, Any], float | None]] | None = field(default=None, repr=False)
     attempt: Any = None  # the controller's run/ledger.Attempt on this cube (plugin/ledger.py); its pass
     pass_share: float = 1.0  # claims spend this share of alpha in every process (gate/attempts.py)
     outside: dict[str, tuple[str, ...]] = field(default_factory=dict)  # axis -> the cube's values outside the scope

@@ -35,12 +35,27 @@ def prepare_outputs(session: Any) -> None:
     from medrcube.rundir.files import versions
 
     versions()
-    audit = start_leak_audit(session)  # from the cache, or started in a child: never computed on this thread
-    if audit is not None:  # each assessed check's scope judged against it now: gate.json's `leaking` reads them
-        from medrcube.gate.leaking import ASSESSED_KINDS, Scope, leak_reasons
+    start_leak_audit(session)  # from the cache, or started in a child: never computed on this thread
+    judge_leaks(session)
 
-        scopes = (Scope(c.part, c.modality, c.task) for c in session.checks if str(c.kind) in ASSESSED_KINDS)
-        session.leak_reasons = (audit, leak_reasons(scopes, list(session.cube.items_by_content), audit))
+
+def judge_leaks(session: Any) -> None:
+    """With the cube's leakage audit at hand (this user's cache held it), what gate.json's leak
+    entries read of it, judged now: each assessed check's scope (`leaking`) and each image-dependence
+    check's options-only prior (plugin/leakage.py). Nothing without the audit (it is then read at the end)."""
+    audit = session.leak_audit
+    if audit is None:
+        return
+    from medrcube.gate.kinds import entry_of
+    from medrcube.gate.leaking import ASSESSED_KINDS, Scope, leak_reasons
+    from medrcube.plugin.leakage import options_only_prior
+
+    items = list(session.cube.items_by_content)
+    scopes = (Scope(c.part, c.modality, c.task) for c in session.checks if str(c.kind) in ASSESSED_KINDS)
+    session.leak_reasons = (audit, leak_reasons(scopes, items, audit))
+    blind = {(c.part, c.modality, c.task) for c in session.checks
+             if (entry := entry_of(str(c.kind))) is not None and entry.against == "blind"}
+    session.blind_priors = (audit, {scope: options_only_prior(items, audit, *scope) for scope in blind})
 
 
 # A child costs its interpreter and imports (numpy, scipy: about 0.8 s of CPU) wherever it
