@@ -1,4 +1,4 @@
-"""plugin/speed/allure_direct.py: a gate case's labels, parameters, title and description set on
+"""plugin/allure.py (`_set`): a gate case's labels, parameters, title and description set on
 allure-pytest's test result at once make the same result files as `allure.dynamic`'s hook calls.
 
 Two real gate runs on one cube and one model, with allure-pytest: one as shipped, one with a

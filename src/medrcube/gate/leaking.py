@@ -139,3 +139,13 @@ def scope_of(entry: Mapping[str, object]) -> Scope:
         return None if v is None else str(v)
 
     return Scope(axis("part"), axis("modality"), axis("task"))
+
+
+def options_only_prior(items: Sequence[Item], audit: Audit, part: str | None, modality: str | None,
+                       task: str | None) -> float | None:
+    """The mean options-only prior (the audit's text-only model) of the items of a scope (None: any
+    value of that axis); None when the audit has none of them."""
+    hits = [audit.prior_by_item[it.id] for it in items
+            if (part is None or it.part == part) and (modality is None or it.modality == modality)
+            and (task is None or it.task == task) and it.id in audit.prior_by_item]
+    return sum(hits) / len(hits) if hits else None

@@ -47,7 +47,6 @@ from allure_commons.types import LabelType
 
 from medrcube.gate.checks import Check
 from medrcube.gate.kinds import ALL_PARTS, entry_of, epic_of
-from medrcube.plugin.speed import allure_direct
 from medrcube.rundir.jsontext import indented
 
 WORST_COLUMNS = ("item_id", "cell", "variant", "rotation", "expected", "extracted", "outcome", "question", "response", "note")
@@ -106,13 +105,13 @@ def label_case(check: Any, payload: Mapping[str, Any] | None = None, model: str 
 def _set(*, labels: Sequence[tuple[str, Any]] = (), parameters: Sequence[tuple[str, Any]] = (), excluded: bool = False,
           title: str | None = None, description: str | None = None) -> None:
     """Labels, then parameters, then the title and the description of the running case: on
-    its test result at once where allure-pytest's listener alone would take them
-    (plugin/speed/allure_direct.py), else through `allure.dynamic`, call by call."""
-    result = allure_direct.labels_target()
-    if result is None and not allure_direct.allure_active():
+    its test result at once where allure-pytest's listener alone would take them (`_apply`),
+    else through `allure.dynamic`, call by call."""
+    result = _labels_target()
+    if result is None and not _allure_active():
         return  # no --alluredir: every call would be a no-op
     if result is not None:
-        allure_direct.apply(result, labels=labels, parameters=parameters, excluded=excluded, title=title,
+        _apply(result, labels=labels, parameters=parameters, excluded=excluded, title=title,
                             description=description)
         return
     for label_type, value in labels:
@@ -131,7 +130,7 @@ def describe_verdict(check: Any, payload: Mapping[str, Any]) -> None:
     and the check + verdict (JSON) and the worst items (CSV) as attachments."""
     from medrcube.plugin.render import view
 
-    if not allure_direct.allure_active():
+    if not _allure_active():
         return  # no --alluredir: nothing would take them
     interval = payload.get("interval")
     numbers = [
@@ -256,3 +255,74 @@ def write_run_files(alluredir: str | Path, meta: Mapping[str, Any], verdict: str
 def _prop(value: object) -> str:
     # .properties: backslashes and line breaks escaped, ':' and '=' kept readable.
     return str(value).replace("\\", "\\\\").replace("\n", " ")
+
+
+# -- a case's labels and parameters set at once -------------------------------------------
+#
+# Each `allure.dynamic` call is a pluggy hook call that allure-pytest's listener answers by
+# looking up the running case's test result again (through allure-commons' per-thread item
+# table) and appending one label or parameter to it: about 20 us a call, and a gate case makes
+# about 17 of them, 35-50 ms for the 110 cases of the paper's scale after the last answer
+# (docs/speed.md, "Fifteenth pass"). `_set` looks the listener's test result up once a case and
+# gives it the very objects the listener's hook implementations would append (`Label`, and a
+# `Parameter` with allure's `represent`), in the same order, with the same rule for a parameter
+# set twice (its value replaced). Only when allure-pytest's listener is the one implementation
+# of every hook concerned: a plugin that also implements one (a site's own Allure extension)
+# gets the hook calls as before. tests/plugin/test_allure_direct.py compares the result files of
+# real gate runs made both ways.
+
+# The hooks whose work is done here; each must be answered by the listener alone.
+_HOOKS = ("add_label", "add_parameter", "add_title", "add_description")
+
+
+def _allure_active() -> bool:
+    """Whether anything in this process answers Allure's dynamic calls (allure-pytest with
+    --alluredir): without it every call is a no-op, and what it would be given need not be made."""
+    try:
+        from allure_commons import plugin_manager
+    except ImportError:
+        return False
+    return bool(plugin_manager.hook.add_label.get_hookimpls())
+
+
+def _labels_target() -> Any | None:
+    """The running case's test result held by allure-pytest's listener, when that listener
+    is the only implementation of each dynamic hook `_set` stands in for; else None."""
+    try:
+        from allure_commons import plugin_manager
+        from allure_pytest.listener import AllureListener
+    except ImportError:
+        return None
+    listener = None
+    for name in _HOOKS:
+        impls = getattr(plugin_manager.hook, name).get_hookimpls()
+        if len(impls) != 1 or type(impls[0].plugin) is not AllureListener:
+            return None
+        if listener is None:
+            listener = impls[0].plugin
+        elif impls[0].plugin is not listener:
+            return None
+    assert listener is not None
+    return listener.allure_logger.get_test(None)
+
+
+def _apply(result: Any, *, labels: Sequence[tuple[str, Any]] = (), parameters: Sequence[tuple[str, Any]] = (),
+          excluded: bool = False, title: str | None = None, description: str | None = None) -> None:
+    """What the listener's add_label, add_parameter, add_title and add_description would do
+    to `result`, call by call in this order (parameters with `excluded` and no mode)."""
+    from allure_commons.model2 import Label, Parameter
+    from allure_commons.utils import represent
+
+    for label_type, value in labels:
+        result.labels.append(Label(label_type, value))
+    for name, value in parameters:
+        shown = represent(value)
+        existing = next((p for p in result.parameters if p.name == name), None)
+        if existing is not None:
+            existing.value = shown
+        else:
+            result.parameters.append(Parameter(name=name, value=shown, excluded=excluded or None, mode=None))
+    if title is not None:
+        result.name = title
+    if description is not None:
+        result.description = description

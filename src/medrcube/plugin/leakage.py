@@ -9,13 +9,13 @@ check the cube cannot decide), in gate.json's `leaking` and in the summary's ver
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 
 def leak_meta(session: Any, entries: dict[str, dict[str, Any]]) -> dict[str, Any]:
     from medrcube.gate.kinds import entry_of
-    from medrcube.gate.leaking import leaking, scope_of
+    from medrcube.gate.leaking import leaking, options_only_prior, scope_of
     from medrcube.plugin.speed.tail_ahead import leak_audit
 
     items = list(session.cube.items_by_content)  # copies of an image are one image
@@ -40,16 +40,6 @@ def leak_meta(session: Any, entries: dict[str, dict[str, Any]]) -> dict[str, Any
         e["message"] = f"{e.get('message', '')} [not required: {why}]".strip()
     return {"leak_flags": {"/".join(c): kinds for c, kinds in sorted(audit.flagged_cells().items())},
             "leaking": dict(sorted(leaks.items()))}
-
-
-def options_only_prior(items: Sequence[Any], audit: Any, part: str | None, modality: str | None,
-                       task: str | None) -> float | None:
-    """The mean options-only prior (the audit's text-only model) of the items of a scope (None: any
-    value of that axis); None when the audit has none of them."""
-    hits = [audit.prior_by_item[it.id] for it in items
-            if (part is None or it.part == part) and (modality is None or it.modality == modality)
-            and (task is None or it.task == task) and it.id in audit.prior_by_item]
-    return sum(hits) / len(hits) if hits else None
 
 
 def leak_lines(meta: Mapping[str, Any]) -> list[str]:

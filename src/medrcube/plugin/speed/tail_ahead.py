@@ -47,8 +47,7 @@ def judge_leaks(session: Any) -> None:
     if audit is None:
         return
     from medrcube.gate.kinds import entry_of
-    from medrcube.gate.leaking import ASSESSED_KINDS, Scope, leak_reasons
-    from medrcube.plugin.leakage import options_only_prior
+    from medrcube.gate.leaking import ASSESSED_KINDS, Scope, leak_reasons, options_only_prior
 
     items = list(session.cube.items_by_content)
     scopes = (Scope(c.part, c.modality, c.task) for c in session.checks if str(c.kind) in ASSESSED_KINDS)
