@@ -43,12 +43,11 @@ def worst_of_cells(cells: Mapping[Cell, tuple[int, int, Sequence[GradedRecord]]]
     """`worst_records` of records already counted per cell: (right, graded, the graded
     records not right in their order) per cell."""
     # At most `limit` from any cell are shown: each cell's first `limit` in its order (heapq.nsmallest
-    # is sorted(...)[:limit], ties kept in record order), not the whole cell sorted.
-    queues = [
-        heapq.nsmallest(limit, missed, key=lambda r: (_RANK.get(r.outcome, 3), r.item_id))
-        for _, (_, _, missed) in sorted(((cell, v) for cell, v in cells.items() if v[2]),
-                                        key=lambda kv: (kv[1][0] / kv[1][1], kv[0]))
-    ]
+    # is sorted(...)[:limit], ties kept in record order), not the whole cell sorted. Every queue holds
+    # one record at least, so the round robin below reads the first `limit` cells' queues only.
+    weakest = sorted(((cell, v) for cell, v in cells.items() if v[2]), key=lambda kv: (kv[1][0] / kv[1][1], kv[0]))
+    queues = [heapq.nsmallest(limit, missed, key=lambda r: (_RANK.get(r.outcome, 3), r.item_id))
+              for _, (_, _, missed) in weakest[:limit]]
     out: list[GradedRecord] = []
     while len(out) < limit and any(queues):
         for q in queues:
