@@ -111,8 +111,7 @@ def _set(*, labels: Sequence[tuple[str, Any]] = (), parameters: Sequence[tuple[s
     if result is None and not _allure_active():
         return  # no --alluredir: every call would be a no-op
     if result is not None:
-        _apply(result, labels=labels, parameters=parameters, excluded=excluded, title=title,
-                            description=description)
+        _apply(result, labels=labels, parameters=parameters, excluded=excluded, title=title, description=description)
         return
     for label_type, value in labels:
         allure.dynamic.label(label_type, value)
@@ -261,9 +260,9 @@ def _prop(value: object) -> str:
 #
 # Each `allure.dynamic` call is a pluggy hook call that allure-pytest's listener answers by
 # looking up the running case's test result again (through allure-commons' per-thread item
-# table) and appending one label or parameter to it: about 20 us a call, and a gate case makes
-# about 17 of them, 35-50 ms for the 110 cases of the paper's scale after the last answer
-# (docs/speed.md, "Fifteenth pass"). `_set` looks the listener's test result up once a case and
+# table) and appending one label or parameter to it: 7-20 us a call, and a gate case made 17 of
+# them, 15 ms for the 110 cases of the paper's scale after the last answer, against 7 ms set
+# at once (docs/speed.md, "Fifteenth pass"). `_set` looks the listener's test result up once a case and
 # gives it the very objects the listener's hook implementations would append (`Label`, and a
 # `Parameter` with allure's `represent`), in the same order, with the same rule for a parameter
 # set twice (its value replaced). Only when allure-pytest's listener is the one implementation
