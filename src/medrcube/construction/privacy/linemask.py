@@ -293,6 +293,8 @@ def _uncovered_turned(reader: ocr.TextReader, masked: np.ndarray, lines: list[or
             probe and TURNED_PROBE and probed_legible(reader, shown, line, text, score)
         ):
             out.append(line)
+        elif (stack := oriented.stack_read(reader, shown, line)) is not None:  # read as a stack (`oriented.UNSTACK`)
+            out.append(stack)
     return out
 
 
