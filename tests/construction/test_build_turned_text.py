@@ -611,8 +611,8 @@ def test_a_stack_laid_out_as_a_row_reads_and_a_line_off_the_vertical_is_not_laid
     img, line = synthetic.burn(img, "MRN4815", (90, 40), "dejavu-sans", 16, 1.0, 0.0, True)
     x0, y0, x1, y1 = line.box
     stack = oriented.line_of(((x0, y0), (x1, y0), (x1, y1), (x0, y1)))
-    row = oriented.unstacked(img, stack)
-    assert row is not None and row.shape[1] > row.shape[0]
-    assert "mrn4815" in shared_reader().recognise(row).lower().replace(" ", "")
+    laid = oriented.unstacked(img, stack)
+    assert laid is not None and laid[0].shape[1] > laid[0].shape[0] and laid[1] >= 7
+    assert "mrn4815" in shared_reader().recognise(laid[0]).lower().replace(" ", "")
     turned = oriented.line_of(((100.0, 100.0), (200.0, 0.0), (210.0, 10.0), (110.0, 110.0)))  # 45 degrees
     assert oriented.unstacked(img, turned) is None

@@ -252,12 +252,13 @@ UNSTACK_OFF = 15.0  # degrees from the vertical (as `linemask.COLUMN_OFF`)
 UNSTACK_PITCH = (0.7, 2.5)  # a letter's pitch down the stack, in the line's thickness (its letter's width, about)
 UNSTACK_CELLS = 3  # cells at least: a shorter strip is not a stack to read
 UNSTACK_REACH = 60.0  # px (as `linemask.TURNED_REACH`)
-UNSTACK_CONFIDENT = 0.5  # as `linemask.NET_CONFIDENT`
+UNSTACK_CONFIDENT = 0.6
 
 
-def unstacked(pixels: np.ndarray, line: Line) -> np.ndarray | None:
+def unstacked(pixels: np.ndarray, line: Line) -> tuple[np.ndarray, int] | None:
     """A near-vertical line's strip (its box, 2 px wider each side) cut into cells at its letters' pitch and the cells
-    set side by side as a row (8-bit, contrast stretched); None when the line is not near-vertical or gives no pitch.
+    set side by side as a row (8-bit, contrast stretched), and the number of cells; None when the line is not
+    near-vertical or gives no pitch.
     The pitch is the first lag, in UNSTACK_PITCH of the line's thickness, where the autocorrelation of the strip's ink
     down its rows (each row's mean distance from the strip's median grey) peaks at 0.7 of its highest or more (a
     multiple of the pitch correlates as well); the cuts go where the ink is least."""
@@ -290,7 +291,7 @@ def unstacked(pixels: np.ndarray, line: Line) -> np.ndarray | None:
         return None
     gap = np.full((pitch, max(2, crop.shape[1] // 4)), ground, np.float32)
     row = np.hstack([part for c in cells for part in (c, gap)])
-    return proposals.stretched(np.clip(row, 0, 255).astype(np.uint8))
+    return proposals.stretched(np.clip(row, 0, 255).astype(np.uint8)), len(cells)
 
 
 def stack_read(reader: TextReader, pixels: np.ndarray, line: Line) -> Line | None:
@@ -301,10 +302,10 @@ def stack_read(reader: TextReader, pixels: np.ndarray, line: Line) -> Line | Non
         return None
     longer = lengthened(line, UNSTACK_REACH)
     for part in (line, longer):
-        row = unstacked(pixels, part)
-        if row is not None:
-            text, score = reader.recognise_scored(row)
-            if sum(1 for c in text if c.isalnum()) >= LEGIBLE and score >= UNSTACK_CONFIDENT:
+        laid = unstacked(pixels, part)
+        if laid is not None:
+            text, score = reader.recognise_scored(laid[0])
+            if LEGIBLE <= sum(1 for c in text if c.isalnum()) <= laid[1] and score >= UNSTACK_CONFIDENT:
                 return longer
     return None
     for part in (line, lengthened(line, UNSTACK_REACH)):
