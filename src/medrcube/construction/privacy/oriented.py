@@ -24,6 +24,8 @@ map that joins strokes along rows only. So here:
 - `legible`: the recogniser on the line turned upright (its quad warped to a row), in both
   directions (text at 90 and at 270 degrees look alike to a box): LEGIBLE letters or digits
   in either count;
+- `stack_read`: a near-vertical line read as a stack of upright letters, cut at their pitch and
+  set side by side as a row (`unstacked`), for the net and `lone_lines`;
 - `faint_candidates`: the faint-line (band) map of `proposals` turned as the stroke maps are
   and on the frame reduced 2, 4 and 8 times (larger faint text): where the detector found part
   of a faint line, the band map shows where it goes on (`linemask.chained` masks that part whole);
@@ -468,7 +470,8 @@ LONE_HALF_READS = 1
 
 
 def lone_lines(reader: TextReader, pixels: np.ndarray) -> list[Line]:
-    """The band map's thin lines at full scale read as text (for a frame where the detector found nothing; see above)."""
+    """The band map's thin lines at full scale read as text (for a frame where the detector found nothing; see above);
+    with UNSTACK a near-vertical one read as a stack counts too, lengthened (`stack_read`)."""
     g = proposals.gray8(pixels)
     if max(g.shape) > FAINT_SIDE:
         return []
