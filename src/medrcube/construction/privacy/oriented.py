@@ -248,7 +248,12 @@ def legible(reader: TextReader, pixels: np.ndarray, line: Line, confident: float
 # missed on 321 low-contrast 8-12 px lines, all 4 masked nowhere). Cut at its letters' pitch (the period of its ink
 # down the strip, UNSTACK_PITCH of its thickness) and the cells set side by side, the same lines read "cC.5086521D"
 # (0.76), "S.KAZ" (0.80), "KOWA1S.KA" (0.79) and "2702052" (0.57). Read as is and lengthened UNSTACK_REACH px at each
-# end (a stroke or band line holds part of a stack), at UNSTACK_CONFIDENT whatever the floor of the reading it adds to.
+# end (a stroke or band line holds part of a stack; one tuning stack read at 0.61 as is and 0.58 lengthened), at
+# UNSTACK_CONFIDENT whatever the floor of the reading it adds to, and at most one letter or digit a cell: texture laid
+# out so read as long strings of digits (22 from 19 and 21 cells) at 0.50-0.54 and masked 2 of 30 text-free 1,024 px
+# tuning frames (seed 15031) at a floor of 0.5 without that limit. Its cost: a third more CPU per 512 px frame (the
+# screen of 28 frames with text and 20 without, tuning seeds 15001 and 15031, off and on in turn in one process: 0.71 ->
+# 0.94 s with text, 0.37 -> 0.50 s without, medians), the recogniser's reads of long rows of cells.
 UNSTACK = True
 UNSTACK_OFF = 15.0  # degrees from the vertical (as `linemask.COLUMN_OFF`)
 UNSTACK_PITCH = (0.7, 2.5)  # a letter's pitch down the stack, in the line's thickness (its letter's width, about)
