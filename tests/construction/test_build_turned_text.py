@@ -491,9 +491,11 @@ def test_a_stack_whose_letters_the_blob_rule_drops_one_by_one_is_masked_as_a_col
     over a CT-like body; tuning seeds 10026 and 10032): the detector finds 3-4 of their letters as short regions, each read
     alone as one character and dropped as a blob or a lone letter; three or more dropped regions one under another are kept
     as a column (`textscreen.STACKED_DROPPED`, off by default: it masked a text-free frame of the demo archive) and the
-    stack is masked whole; without the rule nothing is masked."""
+    stack is masked whole; without the rule nothing is masked. Since session 25 the CT one is also read laid out as a row
+    (`oriented.UNSTACK`, on by default) and masked without the rule; it is off here, so that the rule's own share is tested."""
     from medrcube.construction.privacy import textscreen
 
+    monkeypatch.setattr(oriented, "UNSTACK", False)
     monkeypatch.setattr(textscreen, "STACKED_DROPPED", True)
     img, (line,) = _drawn(*frame)
     _masked_whole_and_not_when(img, line, monkeypatch, textscreen, "STACKED_DROPPED", False)
