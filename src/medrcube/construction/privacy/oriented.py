@@ -260,6 +260,11 @@ UNSTACK_PITCH = (0.7, 2.5)  # a letter's pitch down the stack, in the line's thi
 UNSTACK_CELLS = 3  # cells at least: a shorter strip is not a stack to read
 UNSTACK_REACH = 60.0  # px (as `linemask.TURNED_REACH`)
 UNSTACK_CONFIDENT = 0.6
+# px: a thicker line is not read as a stack (letters of 8-16 px are 5-12 px wide; larger stacks the detector finds). Out of
+# sample (seeds 15501-15504) two 1,024 px mammogram-like frames with a line at 90 or 270 degrees took 11-13 s against
+# 2.5-3.9 s without the rule: 10-12 near-vertical stroke-map lines each, most of them 14-55 px thick (the line's own and
+# the texture's), read as stacks in every pass of the net (60-80 reads of long rows).
+UNSTACK_THICK = 12.0
 
 
 def unstacked(pixels: np.ndarray, line: Line) -> tuple[np.ndarray, int] | None:
@@ -302,10 +307,10 @@ def unstacked(pixels: np.ndarray, line: Line) -> tuple[np.ndarray, int] | None:
 
 
 def stack_read(reader: TextReader, pixels: np.ndarray, line: Line) -> Line | None:
-    """With UNSTACK, the near-vertical line lengthened UNSTACK_REACH px at each end (the line to mask: a stroke or band
+    """With UNSTACK, the near-vertical line (UNSTACK_THICK px thick or thinner) lengthened UNSTACK_REACH px at each end (the line to mask: a stroke or band
     line holds part of a stack) when it, read as a stack (`unstacked`) as is or so lengthened, is LEGIBLE letters or
     digits at UNSTACK_CONFIDENT or more; else None."""
-    if not UNSTACK or abs(line.angle - 90.0) > UNSTACK_OFF:
+    if not UNSTACK or abs(line.angle - 90.0) > UNSTACK_OFF or line.thickness > UNSTACK_THICK:
         return None
     longer = lengthened(line, UNSTACK_REACH)
     for part in (line, longer):
