@@ -251,9 +251,9 @@ def legible(reader: TextReader, pixels: np.ndarray, line: Line, confident: float
 # end (a stroke or band line holds part of a stack; one tuning stack read at 0.61 as is and 0.58 lengthened), at
 # UNSTACK_CONFIDENT whatever the floor of the reading it adds to, and at most one letter or digit a cell: texture laid
 # out so read as long strings of digits (22 from 19 and 21 cells) at 0.50-0.54 and masked 2 of 30 text-free 1,024 px
-# tuning frames (seed 15031) at a floor of 0.5 without that limit. Its cost: a third more CPU per 512 px frame (the
-# screen of 28 frames with text and 20 without, tuning seeds 15001 and 15031, off and on in turn in one process: 0.71 ->
-# 0.94 s with text, 0.37 -> 0.50 s without, medians), the recogniser's reads of long rows of cells.
+# tuning frames (seed 15031) at a floor of 0.5 without that limit. Its cost, with UNSTACK_THICK below (the screen of 28
+# frames with text and 20 without, tuning seeds 15001 and 15031, off and on in turn in one process): 0.86 -> 0.89 s a 512
+# px frame with text, 0.57 -> 0.60 s without (means); a third more without that limit (0.81 -> 1.07 and 0.56 -> 0.65).
 UNSTACK = True
 UNSTACK_OFF = 15.0  # degrees from the vertical (as `linemask.COLUMN_OFF`)
 UNSTACK_PITCH = (0.7, 2.5)  # a letter's pitch down the stack, in the line's thickness (its letter's width, about)
