@@ -223,7 +223,7 @@ def _watch_pieces() -> None:
 def _watch_reads(name: str, module: Any = linemask) -> Callable[[], None]:
     """A watch noting (in _FIRED) whether the module's reading `name` (the one a rule adds: NET_HALF_TURN's
     half_turned_legible, BAND_ROWS's band_row_hits, TURNED_PROBE's probed_legible; SHORT_READ's textscreen.short_dropped,
-    the regions it drops) returned anything on the frame being screened (where it returned nothing, every decision is as
+    the regions it drops; UNSTACK's oriented.stack_read) returned anything on the frame being screened (where it returned nothing, every decision is as
     without the rule)."""
     def watch() -> None:
         plain = getattr(module, name)
@@ -278,6 +278,9 @@ SWITCHES: tuple[tuple[str, Any, str, Callable[[], None] | None, str], ...] = (
     ("short-read", textscreen, "SHORT_READ", _watch_reads("short_dropped", textscreen),
      "read a row region 1.5-3 times as wide as tall, in no column, as a lone letter is, and drop it unless read as 2 letters "
      "or digits or one for sure (default: textscreen.SHORT_READ; off before 2026-12-07, session 24)"),
+    ("unstack", oriented, "UNSTACK", _watch_reads("stack_read", oriented),
+     "read a near-vertical stroke-map or band-map line as a stack too, its letters cut at their pitch and set side by side "
+     "as a row (default: oriented.UNSTACK; off before 2026-12-07, session 25)"),
     ("column-distinct", linemask, "COLUMN_DISTINCT", _watch_distinct,
      "count two pieces of a column that are one thing found twice (nested, of about one height) as one piece "
      "(default: linemask.COLUMN_DISTINCT, off: it lost a line at 270 degrees out of sample, 2026-12-07, session 24)"),

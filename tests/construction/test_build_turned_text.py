@@ -491,9 +491,11 @@ def test_a_stack_whose_letters_the_blob_rule_drops_one_by_one_is_masked_as_a_col
     over a CT-like body; tuning seeds 10026 and 10032): the detector finds 3-4 of their letters as short regions, each read
     alone as one character and dropped as a blob or a lone letter; three or more dropped regions one under another are kept
     as a column (`textscreen.STACKED_DROPPED`, off by default: it masked a text-free frame of the demo archive) and the
-    stack is masked whole; without the rule nothing is masked."""
+    stack is masked whole; without the rule nothing is masked. Since session 25 the CT one is also read laid out as a row
+    (`oriented.UNSTACK`, on by default) and masked without the rule; it is off here, so that the rule's own share is tested."""
     from medrcube.construction.privacy import textscreen
 
+    monkeypatch.setattr(oriented, "UNSTACK", False)
     monkeypatch.setattr(textscreen, "STACKED_DROPPED", True)
     img, (line,) = _drawn(*frame)
     _masked_whole_and_not_when(img, line, monkeypatch, textscreen, "STACKED_DROPPED", False)
@@ -586,3 +588,33 @@ def test_a_column_counts_one_thing_found_twice_as_one_piece(monkeypatch: pytest.
     assert len(linemask.columns(letters, shape)) == 1 and len(linemask.columns(along, shape)) == 1
     monkeypatch.setattr(linemask, "COLUMN_DISTINCT", False)
     assert len(linemask.columns(nested, shape)) == 1
+
+
+@pytest.mark.parametrize("frame", [
+    ("noise", (512, 512), (34998261142718087350250953889182529947, 169853941282604693680964621255116222933, 1, 2807209524),
+     [("ACC-5086531D", (292, 209), "stix-general", 12, 0.2154093623161316, 0.0, True)]),  # tuning seed 15011: over anatomy
+    ("noise", (512, 512), (257212367892728166232391313331202775158, 238755725447178169041302651450664173507, 1, 1954359182),
+     [("KOWALSKAZAPH", (248, 8), "stix-general", 12, 0.24445948898792266, 0.0, True)]),  # tuning seed 15029: top strip
+], ids=["acc", "name"])  # fmt: skip
+def test_a_low_contrast_small_stack_found_nowhere_is_read_unstacked_and_masked(
+        frame: tuple[str, tuple[int, int], tuple[int, int, int, int], list[_Burn]], monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """12 px stacks in STIX at 0.15 of full scale over noise (tuning seeds 15011 and 15029, 2026-12-07, session 25): no
+    detector region lies on them, and the near-vertical stroke-map and band-map lines along them, turned upright, read as
+    a few letters on their side or as nothing. Cut at their letters' pitch and set side by side (`oriented.UNSTACK`) they
+    read as text and the stack is masked whole; without the rule it leaves whole."""
+    img, (line,) = _drawn(*frame)
+    _masked_whole_and_not_when(img, line, monkeypatch, oriented, "UNSTACK", False)
+
+
+def test_a_stack_laid_out_as_a_row_reads_and_a_line_off_the_vertical_is_not_laid_out() -> None:
+    """`oriented.unstacked` on a clear 16 px stack cuts it at its letters' pitch: the row reads as the stack's text; a line
+    more than UNSTACK_OFF degrees off the vertical gives no row."""
+    img = np.full((400, 200), 0.2, dtype=np.float32)
+    img, line = synthetic.burn(img, "MRN4815", (90, 40), "dejavu-sans", 16, 1.0, 0.0, True)
+    x0, y0, x1, y1 = line.box
+    stack = oriented.line_of(((x0, y0), (x1, y0), (x1, y1), (x0, y1)))
+    laid = oriented.unstacked(img, stack)
+    assert laid is not None and laid[0].shape[1] > laid[0].shape[0] and laid[1] >= 7
+    assert "mrn4815" in shared_reader().recognise(laid[0]).lower().replace(" ", "")
+    turned = oriented.line_of(((100.0, 100.0), (200.0, 0.0), (210.0, 10.0), (110.0, 110.0)))  # 45 degrees
+    assert oriented.unstacked(img, turned) is None

@@ -277,7 +277,9 @@ def _uncovered_turned(reader: ocr.TextReader, masked: np.ndarray, lines: list[or
     """The turned stroke-map lines NET_MIN_HEIGHT px or thicker, less than 90% inside the masks, that the
     recogniser reads (upright, either way) as LEGIBLE letters or digits, with a confidence of `confident` or more,
     on the masked frame; with `whole` (the frame unmasked), a line partly under a mask is read there instead.
-    With `probe` (and TURNED_PROBE), a line read as a few letters for sure is read again lengthened (`probed_legible`)."""
+    With `probe` (and TURNED_PROBE), a line read as a few letters for sure is read again lengthened (`probed_legible`).
+    A near-vertical line not so read is read as a stack too (`oriented.stack_read`, with `oriented.UNSTACK`); one read
+    so counts as the line lengthened that it returns."""
     out = []
     for line in lines:
         if line.thickness < NET_MIN_HEIGHT:
@@ -293,6 +295,8 @@ def _uncovered_turned(reader: ocr.TextReader, masked: np.ndarray, lines: list[or
             probe and TURNED_PROBE and probed_legible(reader, shown, line, text, score)
         ):
             out.append(line)
+        elif (stack := oriented.stack_read(reader, shown, line)) is not None:  # read as a stack (`oriented.UNSTACK`)
+            out.append(stack)
     return out
 
 

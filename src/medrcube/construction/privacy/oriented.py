@@ -24,6 +24,8 @@ map that joins strokes along rows only. So here:
 - `legible`: the recogniser on the line turned upright (its quad warped to a row), in both
   directions (text at 90 and at 270 degrees look alike to a box): LEGIBLE letters or digits
   in either count;
+- `stack_read`: a near-vertical line read as a stack of upright letters, cut at their pitch and
+  set side by side as a row (`unstacked`), for the net and `lone_lines`;
 - `faint_candidates`: the faint-line (band) map of `proposals` turned as the stroke maps are
   and on the frame reduced 2, 4 and 8 times (larger faint text): where the detector found part
   of a faint line, the band map shows where it goes on (`linemask.chained` masks that part whole);
@@ -238,6 +240,95 @@ def legible(reader: TextReader, pixels: np.ndarray, line: Line, confident: float
     return sum(1 for c in text if c.isalnum()) >= LEGIBLE and score >= confident
 
 
+# A near-vertical line is also read as a stack of upright letters laid out as a row (UNSTACK, since 2026-12-07, session
+# 25). `read_scored` turns a line upright, so a stack's letters come to lie on their side, which the recogniser reads
+# poorly: low-contrast 8-12 px stacks found by no detector view lay under the turned stroke maps' and the band map's
+# near-vertical lines, read turned as "n08610M" (0.41), "2N2202" (0.39), "AUU" and "250" (0.78-0.80), or nothing, and
+# even the stack's own box turned read as garbage at 0.18-0.69 (tuning seeds 15001-15030, 512 px: 4 of the 9 lines
+# missed on 321 low-contrast 8-12 px lines, all 4 masked nowhere). Cut at its letters' pitch (the period of its ink
+# down the strip, UNSTACK_PITCH of its thickness) and the cells set side by side, the same lines read "cC.5086521D"
+# (0.76), "S.KAZ" (0.80), "KOWA1S.KA" (0.79) and "2702052" (0.57). Read as is and lengthened UNSTACK_REACH px at each
+# end (a stroke or band line holds part of a stack; one tuning stack read at 0.61 as is and 0.58 lengthened), at
+# UNSTACK_CONFIDENT whatever the floor of the reading it adds to, and at most one letter or digit a cell: texture laid
+# out so read as long strings of digits (22 from 19 and 21 cells) at 0.50-0.54 and masked 2 of 30 text-free 1,024 px
+# tuning frames (seed 15031) at a floor of 0.5 without that limit. Its cost, with UNSTACK_THICK below (the screen of 28
+# frames with text and 20 without, tuning seeds 15001 and 15031, off and on in turn in one process): 0.86 -> 0.89 s a 512
+# px frame with text, 0.57 -> 0.60 s without (means); a third more without that limit (0.81 -> 1.07 and 0.56 -> 0.65).
+UNSTACK = True
+UNSTACK_OFF = 15.0  # degrees from the vertical (as `linemask.COLUMN_OFF`)
+UNSTACK_PITCH = (0.7, 2.5)  # a letter's pitch down the stack, in the line's thickness (its letter's width, about)
+UNSTACK_CELLS = 3  # cells at least: a shorter strip is not a stack to read
+UNSTACK_REACH = 60.0  # px (as `linemask.TURNED_REACH`)
+UNSTACK_CONFIDENT = 0.6
+# px: a thicker line is not read as a stack (letters of 8-16 px are 5-12 px wide; larger stacks the detector finds). Out of
+# sample (seeds 15501-15504) two 1,024 px mammogram-like frames with a line at 90 or 270 degrees took 11-13 s against
+# 2.5-3.9 s without the rule: 10-12 near-vertical stroke-map lines each, most of them 14-55 px thick (the line's own and
+# the texture's), read as stacks in every pass of the net (60-80 reads of long rows).
+UNSTACK_THICK = 12.0
+
+
+def unstacked(pixels: np.ndarray, line: Line) -> tuple[np.ndarray, int] | None:
+    """A near-vertical line's strip (its box, 2 px wider each side) cut into cells at its letters' pitch and the cells
+    set side by side as a row (8-bit, contrast stretched), and the number of cells; None when the line is not
+    near-vertical or gives no pitch.
+    The pitch is the first lag, in UNSTACK_PITCH of the line's thickness, where the autocorrelation of the strip's ink
+    down its rows (each row's mean distance from the strip's median grey) peaks at 0.7 of its highest or more (a
+    multiple of the pitch correlates as well); the cuts go where the ink is least."""
+    if abs(line.angle - 90.0) > UNSTACK_OFF:
+        return None
+    g = proposals.gray8(pixels)
+    h, w = g.shape
+    x0, y0, x1, y1 = line.box(g.shape)
+    x0, x1 = max(0, x0 - 2), min(w, x1 + 2)
+    crop = g[y0:y1, x0:x1].astype(np.float32)
+    if crop.size == 0:
+        return None
+    ink = np.abs(crop - np.median(crop)).mean(axis=1)
+    ink = ink - ink.mean()
+    n, t = len(ink), max(3.0, line.thickness)
+    lags = list(range(max(4, int(UNSTACK_PITCH[0] * t)), min(n // UNSTACK_CELLS, int(UNSTACK_PITCH[1] * t)) + 1))
+    if not lags:
+        return None
+    cor = np.array([float(np.dot(ink[:-lag], ink[lag:])) / (n - lag) for lag in lags])
+    if cor.max() <= 0:
+        return None
+    peaks = [k for k in range(len(lags)) if cor[k] >= 0.7 * cor.max() and (k == 0 or cor[k] >= cor[k - 1]) and (k == len(lags) - 1 or cor[k] >= cor[k + 1])]
+    pitch = lags[peaks[0]] if peaks else lags[int(np.argmax(cor))]
+    phase = int(np.argmin([float(np.mean(ink[p::pitch])) for p in range(pitch)]))
+    ground = float(np.median(crop))
+    # The strip padded by a pitch of its ground above and below: the letters before the first cut and after the last count.
+    padded = np.vstack([np.full((pitch, crop.shape[1]), ground, np.float32), crop, np.full((pitch, crop.shape[1]), ground, np.float32)])
+    cells = [padded[a : a + pitch] for a in range(phase, n + pitch, pitch)]
+    if len(cells) < UNSTACK_CELLS:
+        return None
+    gap = np.full((pitch, max(2, crop.shape[1] // 4)), ground, np.float32)
+    row = np.hstack([part for c in cells for part in (c, gap)])
+    return proposals.stretched(np.clip(row, 0, 255).astype(np.uint8)), len(cells)
+
+
+def stack_read(reader: TextReader, pixels: np.ndarray, line: Line) -> Line | None:
+    """With UNSTACK, the near-vertical line (UNSTACK_THICK px thick or thinner) lengthened UNSTACK_REACH px at each end (the line to mask: a stroke or band
+    line holds part of a stack) when it, read as a stack (`unstacked`) as is or so lengthened, is LEGIBLE letters or
+    digits at UNSTACK_CONFIDENT or more; else None."""
+    if not UNSTACK or abs(line.angle - 90.0) > UNSTACK_OFF or line.thickness > UNSTACK_THICK:
+        return None
+    longer = lengthened(line, UNSTACK_REACH)
+    for part in (line, longer):
+        laid = unstacked(pixels, part)
+        if laid is not None:
+            text, score = reader.recognise_scored(laid[0])
+            if LEGIBLE <= sum(1 for c in text if c.isalnum()) <= laid[1] and score >= UNSTACK_CONFIDENT:
+                return longer
+    return None
+    for part in (line, lengthened(line, UNSTACK_REACH)):
+        row = unstacked(pixels, part)
+        if row is not None:
+            text, score = reader.recognise_scored(row)
+            if sum(1 for c in text if c.isalnum()) >= LEGIBLE and score >= UNSTACK_CONFIDENT:
+                return True
+    return False
+
+
 def _turned(binary: np.ndarray, turn: int) -> tuple[np.ndarray, np.ndarray]:
     """The 0/1 map turned counter-clockwise by `turn` degrees on a canvas that holds all of it, and
     the 2 x 3 affine map from the turned canvas back to the frame."""
@@ -389,14 +480,20 @@ LONE_HALF_READS = 1
 
 
 def lone_lines(reader: TextReader, pixels: np.ndarray) -> list[Line]:
-    """The band map's thin lines at full scale read as text (for a frame where the detector found nothing; see above)."""
+    """The band map's thin lines at full scale read as text (for a frame where the detector found nothing; see above);
+    with UNSTACK a near-vertical one read as a stack counts too, lengthened (`stack_read`)."""
     g = proposals.gray8(pixels)
     if max(g.shape) > FAINT_SIDE:
         return []
-    out = [line for line in _ranked(g, 1, LONE_THICK)[:LONE_READS] if legible(reader, g, line, LONE_CONFIDENT)]
+    out = [read for line in _ranked(g, 1, LONE_THICK)[:LONE_READS] if (read := _lone_read(reader, g, line)) is not None]
     if LONE_HALF and not out:
-        out = [line for line in _ranked(g, 2, LONE_HALF_THICK)[:LONE_HALF_READS] if legible(reader, g, line, LONE_CONFIDENT)]
+        out = [read for line in _ranked(g, 2, LONE_HALF_THICK)[:LONE_HALF_READS] if (read := _lone_read(reader, g, line)) is not None]
     return out
+
+
+def _lone_read(reader: TextReader, g: np.ndarray, line: Line) -> Line | None:
+    """The line when read as text at LONE_CONFIDENT; else, with UNSTACK, the stack it is read as (`stack_read`); else None."""
+    return line if legible(reader, g, line, LONE_CONFIDENT) else stack_read(reader, g, line)
 
 
 def _ranked(g: np.ndarray, scale: int, thick: float) -> list[Line]:

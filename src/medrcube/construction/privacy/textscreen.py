@@ -245,7 +245,9 @@ class TextLog:
                        + ", a stroke-map line partly under a mask masked whole, "
                        "a faint line (the band map, turned and coarse) that goes on along a detected line and partly under its mask masked whole, "
                        "the strips beside each mask read by the recogniser and masked when legible; "
-                       "the stroke map's candidate lines (and, on frames up to 2,048 px, the faint-line map's; turned, and the band map's thin lines in the direction of a turned line or column found, read upright) outside every mask read by the recogniser (a line partly under a mask read unmasked) and masked the same way when legible at a confidence of 0.5 or more (0.3 for the band map's lines 12 px thick or thinner), turned masks grown 60 px at least along; a frame still legible is refused",
+                       "the stroke map's candidate lines (and, on frames up to 2,048 px, the faint-line map's; turned, and the band map's thin lines in the direction of a turned line or column found, read upright) outside every mask read by the recogniser (a line partly under a mask read unmasked) and masked the same way when legible at a confidence of 0.5 or more (0.3 for the band map's lines 12 px thick or thinner), turned masks grown 60 px at least along"
+                       + ("; a near-vertical line also read as a stack, its letters cut at their pitch and set side by side, at 0.6 or more and one letter or digit a cell at most" if oriented.UNSTACK else "")
+                       + "; a frame still legible is refused",
             "action": self.action,
             "region_rules": self.region_rules,
             "frames_blanked_by_rules": sum(1 for f in self.frames if f.get("rule_zones")),
