@@ -66,9 +66,8 @@ def records_out(records: Iterable[GradedRecord], made: ResultRows | None = None,
     paper scale, about 0.2 s of CPU each to send and to receive (docs/speed.md, "Fifteenth pass")."""
     records = list(records)
     asked = _asked(records)
-    read = None
-    if exchange is not None:
-        read = _awaited_read(exchange, wait_s, time.monotonic) if digest is not None else controller_read(exchange)
+    # Waited for only with a digest to compare it with (without one, the read as it is now).
+    read = _awaited_read(exchange, wait_s if digest is not None else 0.0, time.monotonic) if exchange is not None else None
     if read is not None and digest == read:
         return {DIGEST: read, "asked": asked}
     data = _lines(records, made)
@@ -109,7 +108,12 @@ def asked_out(own: Iterable[GradedRecord]) -> dict[str, str]:
 
 def _asked(records: Iterable[GradedRecord]) -> str:
     """(item, variant, rotation) of the records not `cached`, one per line (`_asked_keys` reads them back)."""
-    return "\n".join(f"{r.item_id}\t{r.variant}\t{r.rotation}" for r in records if not r.cached)
+    return "\n".join(_ask_line(r.item_id, r.variant, r.rotation) for r in records if not r.cached)
+
+
+def _ask_line(item: str, variant: str, rotation: int) -> str:
+    """An ask as its `asked` line: its item, variant and rotation (an ask of its own) by tabs."""
+    return f"{item}\t{variant}\t{rotation}"
 
 
 def lines_sha256(records: Iterable[GradedRecord], made: ResultRows | None = None) -> str:
@@ -187,12 +191,11 @@ def _records(handover: Mapping[str, Any]) -> tuple[list[GradedRecord], list[str]
 
 
 def _asked_keys(handover: Mapping[str, Any]) -> list[str]:
-    """The asks of a hand-over's records not `cached`, each as its `asked` line ("item\tvariant\trotation",
-    `_asked`): its `asked` lines as they are when it carries those (the records are results.jsonl's
+    """The asks of a hand-over's records not `cached`, each as its `asked` line (`_ask_line`): its `asked` lines as they are when it carries those (the records are results.jsonl's
     lines then, or a digest), else made from its records (this process's own, as objects)."""
     if "asked" in handover and "records" not in handover:
         return [line for line in str(handover["asked"]).split("\n") if line]
-    return [f"{item}\t{variant}\t{rotation}" for item, variant, rotation, cached in map(_key, handover.get("records") or ())
+    return [_ask_line(item, variant, rotation) for item, variant, rotation, cached in map(_key, handover.get("records") or ())
             if not cached]
 
 
@@ -232,7 +235,7 @@ def merged_run(handovers: Iterable[Mapping[str, Any]], preread: Preread | None =
             return records
         if fresh is None:  # each ask by its item, variant and rotation: a shuffled rotation is an ask of its own
             fresh = {key for h in handovers for key in _asked_keys(h)}
-        fixed = [rec if not rec.cached or f"{rec.item_id}\t{rec.variant}\t{rec.rotation}" not in fresh
+        fixed = [rec if not rec.cached or _ask_line(rec.item_id, rec.variant, rec.rotation) not in fresh
                  else dataclasses.replace(rec, cached=False) for rec in records]
         return records if all(a is b for a, b in zip(fixed, records, strict=True)) else fixed  # the list itself if unchanged
 

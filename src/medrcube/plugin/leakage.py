@@ -20,8 +20,8 @@ def leak_meta(session: Any, entries: dict[str, dict[str, Any]]) -> dict[str, Any
 
     items = list(session.cube.items_by_content)  # copies of an image are one image
     audit = leak_audit(session)  # the same figures as audit_items, once per cube content
-    ahead = session.blind_priors  # judged while the answers came in (tail_ahead.judge_leaks), for this audit
-    priors = ahead[1] if ahead is not None and ahead[0] is audit else {}
+    judged = session.blind_priors  # while the answers came in (tail_ahead.judge_leaks): taken for this audit only
+    priors = judged[1] if judged is not None and judged[0] is audit else {}
     for e in entries.values():
         entry = entry_of(str(e.get("kind")))
         if entry is None or entry.against != "blind":  # the image-dependence checks: standard against blind
