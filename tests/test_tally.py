@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from PIL import Image
 
 from medrcube.cube import load_cube
-from medrcube.records import GradedRecord, Outcome
+from medrcube.records import GRADED, GradedRecord, Outcome
+from medrcube.run.runner import record_counts
 from medrcube.tally import NOT_ASKED, Tally, category, skipped_items, tally
 
 
@@ -31,6 +34,27 @@ def test_every_ask_falls_in_one_category_and_they_add_up() -> None:
     assert t.graded == 3 and not t.complete  # right, wrong (cached), unparsed: graded; truncated: answered, not graded
     assert Tally.from_dict(json.loads(json.dumps(t.to_dict()))) == t
     assert "1 not asked (the run stopped)" in t.lines()[0] and "5 requests sent, 0 of them failed" in t.lines()[0]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(list(Outcome)), st.booleans(),
+                          st.sampled_from(["bare_letter", "error", NOT_ASKED, "unavailable"])), max_size=60))
+def test_the_counts_are_each_records_category_and_outcome_summed(rows) -> None:
+    """tally and record_counts count by C loops over the records; they are the per-record
+    definitions (`category`, the outcome, `cached`) summed, whatever mix of outcomes, cached
+    records and errors never asked."""
+    from collections import Counter
+
+    records = [record(i, outcome, cached=cached, how=how) for i, (outcome, cached, how) in enumerate(rows)]
+    t = tally(records, requests=len(records), loaded=len(records))
+    by = Counter(category(r) for r in records)
+    assert (t.answered, t.cached, t.failed, t.not_asked, t.unavailable) == (
+        by["answered"], by["cached"], by["failed"], by["not_asked"], by["unavailable"])
+    assert t.outcomes == dict(Counter(r.outcome.value for r in records))
+    assert t.graded == sum(r.outcome in GRADED for r in records)
+    assert record_counts(records) == {"cache_hits": sum(r.cached for r in records),
+                                      "errors": sum(r.outcome is Outcome.ERROR for r in records),
+                                      "unavailable": sum(r.outcome is Outcome.UNAVAILABLE for r in records)}
 
 
 def test_items_skipped_at_load_are_named_with_their_reason(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ adjusted for the other checks. The gate evaluates all its checks together.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from medrcube.gate.checks import Check
@@ -74,6 +74,18 @@ def _guarantee(checks: Sequence[Check]) -> str:
             "failures; docs/guarantees.md)")
 
 
+# How a family's evidence is collected: each check's `collect`, in the checks' order. The gate
+# process may collect on more than one core (plugin/speed/forked_evidence.py): the same
+# evidence, as the same function of the same records.
+CollectFamily = Callable[[Sequence[Check], ByScope, list[GradedRecord] | None, str | None], list[Evidence]]
+
+
+def collect_each(checks: Sequence[Check], scoped: ByScope, base: list[GradedRecord] | None,
+                 baseline_error: str | None) -> list[Evidence]:
+    """Every check's evidence, one after the other."""
+    return [collect(c, scoped, base if c.needs_baseline else None, baseline_error=baseline_error) for c in checks]
+
+
 def evaluate_gate(
     checks: Sequence[Check],
     records: Iterable[GradedRecord],
@@ -81,14 +93,14 @@ def evaluate_gate(
     *,
     baseline_error: str | None = None,
     scope: str = "",
+    collect_family: CollectFamily = collect_each,
 ) -> GateResult:
     """Every check's verdict, decided as one family, and the gate's verdict.
     `baseline_error` says why the baseline's records are missing (the regression checks'
     error message)."""
     scoped = ByScope(records)
     base = list(baseline) if baseline is not None else None
-    evidences = [collect(c, scoped, base if c.needs_baseline else None, baseline_error=baseline_error)
-                 for c in checks]
+    evidences = collect_family(checks, scoped, base, baseline_error)
     verdicts = tuple(decide(evidences))
     gate = gate_verdict((v.to_dict() for v in verdicts), guarantee_text(checks, scope))
     return GateResult(verdicts, gate, tuple(evidences))

@@ -68,6 +68,10 @@ class ByScope:
         self._selected: dict[tuple[str | None, str | None, str | None], list[GradedRecord]] = {}
         self._counts: dict[tuple[str, str, str], StandardCounts] | None = None
 
+    def groups(self) -> list[tuple[GradedRecord, int]]:
+        """Each (part, modality, task) group's first record and its number of records."""
+        return [(self.records[at[0]], len(at)) for at in self._groups.values()]
+
     def standard_counts(self, check: Check) -> StandardCounts:
         """The standard records' counts of the check's scope: the sum of its cells' counts,
         each cell counted once for the family."""

@@ -20,6 +20,7 @@ from medrcube.gate import kinds
 from medrcube.plugin.evidence import served_error
 from medrcube.plugin.ledger import reserve, with_share
 from medrcube.plugin.options import GateOptions, _parse_variants, _usage, packaged_thresholds, resolve_cube_spec
+from medrcube.plugin.speed.forked_evidence import collect_forked
 from medrcube.plugin.speed.frozen_heap import collection_paused, settle_heap
 from medrcube.plugin.speed.tail_ahead import ask_for_run_files, prepare_outputs
 from medrcube.records import GradedRecord
@@ -132,7 +133,7 @@ class GateSession:
         self._by_id = {c.id: c for c in self.checks}
         self.questions = {it.id: it.question for it in self.cube.items}
         if self.decider is None:
-            self.decider = decider_for(self.options.sequential)
+            self.decider = decider_for(self.options.sequential, collect_forked)
 
     # -- collection-time questions: cheap, identical on every worker ---------------------
 
@@ -255,8 +256,6 @@ class GateSession:
                 self._failure = f"inference failed (--model={self.options.model}): {type(e).__name__}: {e}"
                 raise GateError(self._failure) from e
             settle_heap()  # plugin/speed/frozen_heap.py
-            if self._result is not None and self.worker[1] == 1:
-                ask_for_run_files(self, self._result)  # made on another core while this process decides
         assert self._result is not None
         return self._result
 
@@ -296,6 +295,11 @@ class GateSession:
             with collection_paused():  # plugin/speed/frozen_heap.py
                 self._verdicts = self.decider.verdicts(self.checks, records, baseline, baseline_error=missing)
             self._family = self.decider.family()
+            if self._result is not None and self.worker[1] == 1:
+                # Asked now, not as the records became final: the other core collected a share of the
+                # verdicts' evidence meanwhile (plugin/speed/forked_evidence.py); it makes them while this
+                # process runs its cases.
+                ask_for_run_files(self, self._result)
         return self._verdicts[check.id]
 
     def lines_sha256(self) -> str:

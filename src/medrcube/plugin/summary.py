@@ -40,6 +40,15 @@ HANDOVER = "medrcube_handover"  # the workeroutput key carrying a worker's recor
 
 def _clean(value: Any) -> Any:
     """JSON-safe and deterministic: tuples become lists, NaN/inf become None."""
+    # The plain types by their exact type first: a payload is thousands of values, and the checks
+    # against the abstract Mapping below were most of cleaning the 110 payloads at the paper's scale.
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is dict:
+        return {str(k): _clean(v) for k, v in value.items()}
+    if kind is list or kind is tuple:
+        return [_clean(v) for v in value]
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, Mapping):

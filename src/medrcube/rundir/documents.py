@@ -214,6 +214,11 @@ class RunDocument:
 
 def _plain(value: Any) -> Any:
     """JSON-ready: tuples as lists, mappings as dicts (frozen fields hold either)."""
+    kind = type(value)  # the plain types by their exact type: the abstract Mapping's check is slow
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return value
+    if kind is dict:
+        return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

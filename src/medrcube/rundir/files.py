@@ -22,6 +22,7 @@ import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -398,7 +399,7 @@ def run_document(result: RunResult, meta: Mapping[str, Any] | None = None, *,
     """run.json: what ran (model spec, never a key; fingerprints; variants), when, how long,
     with which versions, and the counts. `digest`: the records' records_digest, when known."""
     outcomes: dict[str, int] = defaultdict(int)
-    for outcome, n in Counter(r.outcome for r in result.records).items():  # by the enum, its value read once each
+    for outcome, n in Counter(map(attrgetter("outcome"), result.records)).items():  # by the enum, its value read once each
         outcomes[outcome.value] += n
     doc: dict[str, Any] = {"schema_version": RUN_SCHEMA_VERSION}
     doc.update(result.info)

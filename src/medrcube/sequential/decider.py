@@ -49,10 +49,12 @@ class Decider(Protocol):
 
 
 class FixedDecider:
-    """The full run: every item asked, every check decided by its fixed-sample rule."""
+    """The full run: every item asked, every check decided by its fixed-sample rule.
+    `collect_family`: how the family's evidence is collected (gate.evaluate.collect_each when None)."""
 
-    def __init__(self) -> None:
+    def __init__(self, collect_family: Any = None) -> None:
         self._family: tuple[Any, ...] = ()
+        self.collect_family = collect_family
 
     async def ask(self, cube: Cube, checks: Sequence[Check], ask: AskFn, *, ask_baseline: AskFn | None = None,
                   baseline_records: Sequence[GradedRecord] | None = None, spend: SpendFn | None = None) -> None:
@@ -62,9 +64,10 @@ class FixedDecider:
 
     def verdicts(self, checks: Sequence[Check], records: Sequence[GradedRecord],
                  baseline: Sequence[GradedRecord] | None, *, baseline_error: str | None = None) -> dict[str, Verdict]:
-        from medrcube.gate.evaluate import evaluate_gate
+        from medrcube.gate.evaluate import collect_each, evaluate_gate
 
-        result = evaluate_gate(checks, records, baseline, baseline_error=baseline_error)
+        result = evaluate_gate(checks, records, baseline, baseline_error=baseline_error,
+                               collect_family=self.collect_family or collect_each)
         self._family = result.evidences
         return result.by_id()
 
@@ -84,6 +87,7 @@ class SequentialDecider:
     analysed on all its images unless the gate's verdict is final first."""
 
     plan: SequentialPlan
+    collect_family: Any = field(default=None, repr=False)  # as FixedDecider's, for the checks decided at the end
     run: SequentialRun | None = field(default=None, repr=False)
     _family: tuple[Any, ...] = field(default=(), repr=False)
 
@@ -98,7 +102,7 @@ class SequentialDecider:
                  baseline: Sequence[GradedRecord] | None, *, baseline_error: str | None = None) -> dict[str, Verdict]:
         """The looks' verdicts; a check without a track (nothing answerable in its scope)
         and a regression check whose baseline is missing are decided as in a full run."""
-        from medrcube.gate.evaluate import evaluate_gate
+        from medrcube.gate.evaluate import collect_each, evaluate_gate
         from medrcube.gate.kinds import needs_baseline
         from medrcube.gate.sequential import sequential_verdicts
 
@@ -107,7 +111,8 @@ class SequentialDecider:
         out = sequential_verdicts((t.looks for t in self.run.tracks.values()), self.run.notes())
         rest = [c for c in checks if c.id not in out or (baseline_error and needs_baseline(c.kind))]
         if rest:
-            result = evaluate_gate(rest, records, baseline, baseline_error=baseline_error)
+            result = evaluate_gate(rest, records, baseline, baseline_error=baseline_error,
+                                   collect_family=self.collect_family or collect_each)
             self._family = result.evidences
             out.update(result.by_id())
         return {c.id: out[c.id] for c in checks}
@@ -125,6 +130,8 @@ class SequentialDecider:
         return self.run.to_dict() if self.run is not None else None
 
 
-def decider_for(plan: SequentialPlan | None) -> Decider:
-    """The run's decider: sequential when a plan is given (--sequential), else the full run."""
-    return SequentialDecider(plan) if plan is not None else FixedDecider()
+def decider_for(plan: SequentialPlan | None, collect_family: Any = None) -> Decider:
+    """The run's decider: sequential when a plan is given (--sequential), else the full run.
+    `collect_family` (gate.evaluate.CollectFamily): how the family's evidence is collected at the
+    end; each check's in turn when None."""
+    return SequentialDecider(plan, collect_family) if plan is not None else FixedDecider(collect_family)

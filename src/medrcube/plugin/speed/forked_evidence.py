@@ -1,0 +1,146 @@
+"""The family's evidence collected on two cores after the last answer (docs/speed.md, "Sixteenth pass").
+
+Each check's evidence is a pure function of the run's records (gate/evidence.collect); only
+the family's decision (gate/family.decide) reads them all. At the paper's scale collecting is
+0.24 s of CPU on the critical path after the last answer, while the machine's other core,
+whose server is done, waits. So the process forks: the child inherits the records (no copy:
+the pages are shared until written), collects its share of the checks and sends back their
+Evidence pickled through a pipe; the parent collects the rest meanwhile, then decides the
+family as before. The evidence is the same values from the same function on the same records,
+only made elsewhere; its `check` is the parent's own object again.
+
+Anything unexpected (no fork on this platform, the fork refused, the child killed or
+raising, its answer unreadable): the parent collects the child's share itself. So this is an
+optimisation that can only cost its own time (about 10 ms for the fork and the pages both
+processes write), and it is not taken below `MIN_RECORDS`, where that is most of the work.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import warnings
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+# The evaluation is imported where the verdicts are taken (after the last answer; plugin/speed/tail_ahead.py
+# imports it while the answers come in): the session names this collector before the first request.
+if TYPE_CHECKING:
+    from medrcube.gate.evidence import ByScope
+
+# The accuracy checks share their cells' standard counts (ByScope.standard_counts): one process collects them all.
+ACCURACY_KINDS = frozenset({"cell", "slice", "overall"})
+
+# Below this many records the fork (page tables of the whole heap, the pages written after
+# it) costs about what the child's share saves.
+MIN_RECORDS = 4000
+
+# Relative cost of a check's evidence per record of its scope (process time at the paper's
+# scale, benchmarks.tail_pieces: credibility 94 ms for 6 checks over 72,956 records, position
+# 58 ms over 36,478, image dependence 36 ms, calibration 7 ms). A kind not named costs as
+# image dependence. Only the split's balance depends on them, never the evidence.
+COST_PER_RECORD = {"credibility": 1.3, "position": 1.6, "image_dependence": 1.0, "calibration": 0.2,
+                   "regression": 1.0}
+# The accuracy checks together, per record of the run: their standard records' counts by cell
+# (ByScope.standard_counts, shared by them all) and the intervals. They stay in one process.
+ACCURACY_COST_PER_RECORD = 2.1
+
+
+def collect_forked(checks: Sequence[Any], scoped: ByScope, base: list[Any] | None,
+                   baseline_error: str | None, *, min_records: int = MIN_RECORDS) -> list[Any]:
+    """gate.evaluate.CollectFamily: `collect_each`'s evidence, a share of it collected in a forked
+    child when there are `min_records` records or more."""
+    from medrcube.gate.evaluate import collect_each
+    from medrcube.gate.evidence import collect
+
+    if not hasattr(os, "fork") or len(scoped.records) < min_records or (os.cpu_count() or 1) < 2:
+        return collect_each(checks, scoped, base, baseline_error)
+    theirs = child_share(checks, scoped)
+    if not theirs:
+        return collect_each(checks, scoped, base, baseline_error)
+
+    def one(i: int) -> Any:
+        c = checks[i]
+        return collect(c, scoped, base if c.needs_baseline else None, baseline_error=baseline_error)
+
+    read_end, write_end = os.pipe()
+    try:
+        with warnings.catch_warnings():  # Python 3.12's warning on a fork beside threads: the child runs no other thread's code
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+    except Exception:  # noqa: BLE001  (refused, or a warning turned into an error: collected here instead)
+        os.close(read_end)
+        os.close(write_end)
+        return collect_each(checks, scoped, base, baseline_error)
+    if pid == 0:  # the child: its share, pickled into the pipe, and out without any of the parent's exit work
+        status = 1
+        try:
+            os.close(read_end)
+            data = pickle.dumps([one(i) for i in theirs], protocol=pickle.HIGHEST_PROTOCOL)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(write_end, view):]
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    taken: list[Any] | None = None
+    reaped = False
+    try:
+        mine = {i: one(i) for i in range(len(checks)) if i not in theirs}
+        taken, reaped = _answer(read_end, pid, len(theirs))
+    finally:
+        os.close(read_end)
+        if not reaped:  # the parent raised (a site kind's collector) before it read the child's answer
+            _reap(pid)
+    got = dict(zip(theirs, taken, strict=True)) if taken is not None else {i: one(i) for i in theirs}
+    # The parent's own Check objects (the child's are equal copies), as collect_each would return them.
+    return [mine[i] if i in mine else replace(got[i], check=checks[i]) for i in range(len(checks))]
+
+
+def child_share(checks: Sequence[Any], scoped: ByScope) -> list[int]:
+    """The positions of the checks the child collects: the checks other than accuracy, heaviest
+    first, each given to the lighter of the two processes (the parent starting with the accuracy
+    checks' cost), so that both end about together."""
+    groups = scoped.groups()
+
+    def cost(c: Any) -> float:
+        n = sum(size for first, size in groups if c.selects(first))
+        return COST_PER_RECORD.get(str(c.kind), 1.0) * n
+
+    parent = ACCURACY_COST_PER_RECORD * len(scoped.records) if any(str(c.kind) in ACCURACY_KINDS for c in checks) else 0.0
+    child = 0.0
+    theirs: list[int] = []
+    others = sorted(((cost(c), i) for i, c in enumerate(checks) if str(c.kind) not in ACCURACY_KINDS), reverse=True)
+    for weight, i in others:
+        if child < parent:
+            child += weight
+            theirs.append(i)
+        else:
+            parent += weight
+    return sorted(theirs)
+
+
+def _answer(read_end: int, pid: int, count: int) -> tuple[list[Any] | None, bool]:
+    """The child's evidence once it has exited well, else None; and whether the child was reaped."""
+    chunks = []
+    while chunk := os.read(read_end, 1 << 20):  # its end of the pipe closes as it exits
+        chunks.append(chunk)
+    _, status = os.waitpid(pid, 0)
+    if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
+        return None, True
+    try:
+        got = pickle.loads(b"".join(chunks))
+    except Exception:  # noqa: BLE001  (an unreadable answer: the parent collects instead)
+        return None, True
+    return (got if isinstance(got, list) and len(got) == count else None), True
+
+
+def _reap(pid: int) -> None:
+    """The child ended and waited for, whatever state it is in (not yet reaped: its pid is still its own)."""
+    with contextlib.suppress(OSError):
+        os.kill(pid, 9)
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, 0)

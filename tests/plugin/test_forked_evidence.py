@@ -1,0 +1,114 @@
+"""plugin/speed/forked_evidence.py: the family's evidence collected with a forked child on a
+share of the checks is the evidence collected in one process, check by check; a child that
+dies leaves the parent to collect its share.
+
+Real forks of this test process, a real family of checks from the packaged policy, and a run's
+records of every variant (standard, blind, shuffled:3) on images shared by several tasks, so
+that credibility, image dependence and position all have something to measure."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+from medrcube.gate.checks import build_checks
+from medrcube.gate.evaluate import collect_each, evaluate_gate
+from medrcube.gate.evidence import ByScope
+from medrcube.gate.thresholds import load_policy
+from medrcube.plugin.options import _parse_variants, packaged_thresholds
+from medrcube.plugin.speed.forked_evidence import collect_forked
+from medrcube.records import Outcome
+
+VARIANTS = "standard,blind,shuffled:3"
+TASKS = ("Modality Recognition", "Organ Recognition", "Disease Diagnosis", "Abnormality Diagnosis")
+PLACES = (("Chest", "X-Ray"), ("Brain", "MRI"), ("Lungs", "CT"))
+
+# Set by a test for the forks it makes: each fork of this process counted, or its child ended at once.
+_FORKS = {"count": 0, "child_exits": None}
+
+
+def _counted() -> None:
+    _FORKS["count"] += 1
+
+
+def _in_child() -> None:
+    if _FORKS["child_exits"] is not None:
+        os._exit(_FORKS["child_exits"])
+
+
+os.register_at_fork(after_in_parent=_counted, after_in_child=_in_child)
+
+
+def _run(rec, images_per_place: int, seed: int) -> list:
+    """Every task asked on every image, in every variant; a model right about 70% of the time
+    without the image (blind) too, as a shortcut-taker would be, so that the checks differ."""
+    rng = random.Random(seed)
+    out = []
+    for part, modality in PLACES:
+        for i in range(images_per_place):
+            image = f"img/{part}-{i}.png"
+            for task in TASKS:
+                item = f"{part}-{modality}-{task}-{i}"
+                for variant, rotation in (("standard", 0), ("blind", 0), ("shuffled", 1), ("shuffled", 2),
+                                          ("shuffled", 3)):
+                    outcome = Outcome.CORRECT if rng.random() < 0.7 else rng.choice((Outcome.WRONG, Outcome.WRONG,
+                                                                                      Outcome.UNPARSED))
+                    out.append(rec(item, outcome, task=task, modality=modality, part=part, image=image,
+                                           variant=variant, rotation=rotation, answer=rng.randrange(4)))
+    return out
+
+
+def _family(records: list) -> list:
+    cells = sorted({(r.part, r.modality, r.task) for r in records})
+    return build_checks(cells, load_policy(packaged_thresholds()), variants=_parse_variants(VARIANTS))
+
+
+def _min_records(n: int):
+    """collect_forked with its threshold for this test's smaller runs."""
+    def collect(checks, scoped, base, baseline_error):
+        return collect_forked(checks, scoped, base, baseline_error, min_records=n)
+    return collect
+
+
+@pytest.fixture
+def forks():
+    _FORKS.update(count=0, child_exits=None)
+    yield _FORKS
+    _FORKS.update(count=0, child_exits=None)
+
+
+def test_forked_evidence_is_the_evidence_collected_check_by_check(forks, rec) -> None:
+    records = _run(rec, images_per_place=40, seed=1)  # 2,400 records
+    checks = _family(records)
+    kinds = {str(c.kind) for c in checks}
+    assert {"credibility", "image_dependence", "position", "cell"} <= kinds
+    serial = evaluate_gate(checks, records)
+    forked = evaluate_gate(checks, records, collect_family=_min_records(0))
+    assert forks["count"] == 1
+    assert forked.evidences == serial.evidences
+    assert [v.to_dict() for v in forked.verdicts] == [v.to_dict() for v in serial.verdicts]
+    assert forked.gate == serial.gate
+    # The parent's own Check objects, in the checks' order.
+    assert all(ev.check is c for ev, c in zip(forked.evidences, checks, strict=True))
+    # Something to decide on in the kinds the child collects (not an all-empty family).
+    assert any(ev.criteria for ev in forked.evidences if str(ev.check.kind) in ("credibility", "position"))
+
+
+def test_a_child_that_dies_leaves_its_share_to_the_parent(forks, rec) -> None:
+    records = _run(rec, images_per_place=20, seed=2)
+    checks = _family(records)
+    forks["child_exits"] = 3  # every child of this process ends before it collects anything
+    got = collect_forked(checks, ByScope(records), None, None, min_records=0)
+    assert forks["count"] == 1
+    assert got == collect_each(checks, ByScope(records), None, None)
+
+
+def test_few_records_are_collected_without_a_fork(forks, rec) -> None:
+    records = _run(rec, images_per_place=5, seed=3)
+    checks = _family(records)
+    assert len(records) < 4000
+    got = collect_forked(checks, ByScope(records), None, None)
+    assert forks["count"] == 0
+    assert got == collect_each(checks, ByScope(records), None, None)
