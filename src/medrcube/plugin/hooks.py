@@ -332,6 +332,10 @@ def _progress_for(config: pytest.Config) -> Any:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, object, object]:
+    if call.excinfo is not None and call.when == "call" and gate.kind_of_test(getattr(item, "originalname", "")):
+        from medrcube.plugin.outcome import traceback_from_the_test
+
+        traceback_from_the_test(item, call.excinfo)  # a decided failure: the same report, made faster
     report: Any = yield
     if report.skipped and isinstance(report.longrepr, tuple) and gate.kind_of_test(getattr(item, "originalname", "")):
         # Point `-rs` at the test, not at the line of plugin/session.py that skipped.
