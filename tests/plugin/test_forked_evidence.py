@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import random
+import time
+from dataclasses import replace
 
 import pytest
 
@@ -25,17 +27,24 @@ VARIANTS = "standard,blind,shuffled:3"
 TASKS = ("Modality Recognition", "Organ Recognition", "Disease Diagnosis", "Abnormality Diagnosis")
 PLACES = (("Chest", "X-Ray"), ("Brain", "MRI"), ("Lungs", "CT"))
 
-# Set by a test for the forks it makes: each fork of this process counted, or its child ended at once.
-_FORKS = {"count": 0, "child_exits": None}
+# Set by a test for the forks it makes: each fork of this process counted; its child ended at once, or
+# asleep (a child whose core another job holds).
+_FORKS: dict = {"count": 0, "child_exits": None, "child_sleeps": False, "in_child": None, "parent_waits": 0.0}
 
 
 def _counted() -> None:
     _FORKS["count"] += 1
+    time.sleep(_FORKS["parent_waits"])  # the child's answer ready before this process looks for it
 
 
 def _in_child() -> None:
     if _FORKS["child_exits"] is not None:
         os._exit(_FORKS["child_exits"])
+    if _FORKS["child_sleeps"]:
+        time.sleep(600)
+        os._exit(0)
+    if _FORKS["in_child"] is not None:
+        _FORKS["in_child"]()
 
 
 os.register_at_fork(after_in_parent=_counted, after_in_child=_in_child)
@@ -74,9 +83,9 @@ def _min_records(n: int):
 
 @pytest.fixture
 def forks():
-    _FORKS.update(count=0, child_exits=None)
+    _FORKS.update(count=0, child_exits=None, child_sleeps=False, in_child=None, parent_waits=0.0)
     yield _FORKS
-    _FORKS.update(count=0, child_exits=None)
+    _FORKS.update(count=0, child_exits=None, child_sleeps=False, in_child=None, parent_waits=0.0)
 
 
 def test_forked_evidence_is_the_evidence_collected_check_by_check(forks, rec) -> None:
@@ -85,6 +94,7 @@ def test_forked_evidence_is_the_evidence_collected_check_by_check(forks, rec) ->
     kinds = {str(c.kind) for c in checks}
     assert {"credibility", "image_dependence", "position", "cell"} <= kinds
     serial = evaluate_gate(checks, records)
+    forks["parent_waits"] = 0.3  # so that the child's answer is there and taken
     forked = evaluate_gate(checks, records, collect_family=_min_records(0))
     assert forks["count"] == 1
     assert forked.evidences == serial.evidences
@@ -96,6 +106,25 @@ def test_forked_evidence_is_the_evidence_collected_check_by_check(forks, rec) ->
     assert any(ev.criteria for ev in forked.evidences if str(ev.check.kind) in ("credibility", "position"))
 
 
+def test_the_childs_answer_is_taken_for_its_share(forks, rec) -> None:
+    """A child whose worst items differ (changed in the child only): its share comes back that way,
+    the parent's own checks as always. So the evidence above was the child's where it was its share."""
+    import medrcube.gate.evidence as evidence_module
+
+    records = _run(rec, images_per_place=40, seed=5)
+    checks = _family(records)
+    serial = collect_each(checks, ByScope(records), None, None)
+    forks["parent_waits"] = 0.3
+    forks["in_child"] = lambda: setattr(evidence_module, "MAX_WORST", 0)
+    got = collect_forked(checks, ByScope(records), None, None, min_records=0)
+    theirs = [i for i, (a, b) in enumerate(zip(got, serial, strict=True)) if a != b]
+    assert theirs, "no evidence came from the child"
+    assert all(replace(got[i], worst=serial[i].worst) == serial[i] for i in theirs)  # their worst items only
+    assert {str(checks[i].kind) for i in theirs} <= {"credibility", "position", "image_dependence", "calibration"}
+    assert all(str(c.kind) not in ("cell", "slice", "overall") or a == b
+               for c, a, b in zip(checks, got, serial, strict=True))
+
+
 def test_a_child_that_dies_leaves_its_share_to_the_parent(forks, rec) -> None:
     records = _run(rec, images_per_place=20, seed=2)
     checks = _family(records)
@@ -103,6 +132,18 @@ def test_a_child_that_dies_leaves_its_share_to_the_parent(forks, rec) -> None:
     got = collect_forked(checks, ByScope(records), None, None, min_records=0)
     assert forks["count"] == 1
     assert got == collect_each(checks, ByScope(records), None, None)
+
+
+def test_a_child_that_does_not_answer_is_not_waited_for(forks, rec) -> None:
+    """A child whose core another job holds: this process collects the child's share too, takes its own
+    and ends the child (the test would wait ten minutes for it otherwise)."""
+    records = _run(rec, images_per_place=20, seed=4)
+    checks = _family(records)
+    forks["child_sleeps"] = True
+    got = collect_forked(checks, ByScope(records), None, None, min_records=0)
+    assert forks["count"] == 1
+    assert got == collect_each(checks, ByScope(records), None, None)
+    assert all(ev.check is c for ev, c in zip(got, checks, strict=True))
 
 
 def test_few_records_are_collected_without_a_fork(forks, rec) -> None:

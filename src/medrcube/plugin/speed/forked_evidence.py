@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
+import select
 import warnings
 from collections.abc import Sequence
 from dataclasses import replace
@@ -90,14 +91,21 @@ def collect_forked(checks: Sequence[Any], scoped: ByScope, base: list[Any] | Non
     reaped = False
     try:
         mine = {i: one(i) for i in range(len(checks)) if i not in theirs}
-        taken, reaped = _answer(read_end, pid, len(theirs))
+        # A child slower than this process (its core taken by another job) does not hold it: while no
+        # answer has come, this process collects the child's share too, check by check, and takes
+        # whichever is whole first (the same values either way).
+        for i in theirs:
+            if _answered(read_end):
+                taken, reaped = _answer(read_end, pid, len(theirs))
+                break
+            mine[i] = one(i)
     finally:
         os.close(read_end)
-        if not reaped:  # the parent raised (a site kind's collector) before it read the child's answer
+        if not reaped:  # all collected here, or the parent raised (a site kind's collector)
             _reap(pid)
-    got = dict(zip(theirs, taken, strict=True)) if taken is not None else {i: one(i) for i in theirs}
-    # The parent's own Check objects (the child's are equal copies), as collect_each would return them.
-    return [mine[i] if i in mine else replace(got[i], check=checks[i]) for i in range(len(checks))]
+    for i, evidence in zip(theirs, taken or (), strict=False):
+        mine.setdefault(i, replace(evidence, check=checks[i]))  # the parent's own Check (the child's is an equal copy)
+    return [mine[i] if i in mine else one(i) for i in range(len(checks))]  # one(): the child failed
 
 
 def child_share(checks: Sequence[Any], scoped: ByScope) -> list[int]:
@@ -121,6 +129,11 @@ def child_share(checks: Sequence[Any], scoped: ByScope) -> list[int]:
         else:
             parent += weight
     return sorted(theirs)
+
+
+def _answered(read_end: int) -> bool:
+    """Whether the child's answer has begun to come (it writes it whole, once, at its end), or its end of the pipe closed."""
+    return bool(select.select([read_end], [], [], 0)[0])
 
 
 def _answer(read_end: int, pid: int, count: int) -> tuple[list[Any] | None, bool]:
