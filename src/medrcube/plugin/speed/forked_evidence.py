@@ -21,6 +21,7 @@ import contextlib
 import os
 import pickle
 import select
+import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import replace
@@ -45,8 +46,13 @@ MIN_RECORDS = 4000
 COST_PER_RECORD = {"credibility": 1.3, "position": 1.6, "image_dependence": 1.0, "calibration": 0.2,
                    "regression": 1.0}
 # The accuracy checks together, per record of the run: their standard records' counts by cell
-# (ByScope.standard_counts, shared by them all) and the intervals. They stay in one process.
-ACCURACY_COST_PER_RECORD = 2.1
+# (ByScope.standard_counts, shared by them all) and the intervals. They stay in the parent, which
+# also pays for the pages both processes write after the fork: 2.6 rather than the 1.7 of their
+# own CPU, chosen by measurement (paper-scale records, medians of 7: 2.1 209 ms, 2.6 186 ms,
+# 3.0 251 ms wall for the whole family, one process 264 ms; docs/speed.md "Sixteenth pass").
+ACCURACY_COST_PER_RECORD = 2.6
+# How long the child is waited for once the process's own share is done, as a share of the time that took.
+PATIENCE = 0.5
 
 
 def collect_forked(checks: Sequence[Any], scoped: ByScope, base: list[Any] | None,
@@ -90,12 +96,15 @@ def collect_forked(checks: Sequence[Any], scoped: ByScope, base: list[Any] | Non
     taken: list[Any] | None = None
     reaped = False
     try:
+        started = time.perf_counter()
         mine = {i: one(i) for i in range(len(checks)) if i not in theirs}
-        # A child slower than this process (its core taken by another job) does not hold it: while no
-        # answer has come, this process collects the child's share too, check by check, and takes
-        # whichever is whole first (the same values either way).
-        for i in theirs:
-            if _answered(read_end):
+        # A child slower than this process (its core taken by another job) does not hold it for long: given
+        # half as long again as this process's own share took, then while no answer has come this process
+        # collects the child's share too, lightest check first, and takes whichever is whole first (the
+        # same values either way).
+        patience = PATIENCE * (time.perf_counter() - started)
+        for n, i in enumerate(theirs):
+            if _answered(read_end, patience if n == 0 else 0.0):
                 taken, reaped = _answer(read_end, pid, len(theirs))
                 break
             mine[i] = one(i)
@@ -109,9 +118,9 @@ def collect_forked(checks: Sequence[Any], scoped: ByScope, base: list[Any] | Non
 
 
 def child_share(checks: Sequence[Any], scoped: ByScope) -> list[int]:
-    """The positions of the checks the child collects: the checks other than accuracy, heaviest
-    first, each given to the lighter of the two processes (the parent starting with the accuracy
-    checks' cost), so that both end about together."""
+    """The positions of the checks the child collects, lightest first: the checks other than accuracy,
+    heaviest first, each given to the lighter of the two processes (the parent starting with the
+    accuracy checks' cost), so that both end about together."""
     groups = scoped.groups()
 
     def cost(c: Any) -> float:
@@ -120,20 +129,21 @@ def child_share(checks: Sequence[Any], scoped: ByScope) -> list[int]:
 
     parent = ACCURACY_COST_PER_RECORD * len(scoped.records) if any(str(c.kind) in ACCURACY_KINDS for c in checks) else 0.0
     child = 0.0
-    theirs: list[int] = []
     others = sorted(((cost(c), i) for i, c in enumerate(checks) if str(c.kind) not in ACCURACY_KINDS), reverse=True)
+    given: list[tuple[float, int]] = []
     for weight, i in others:
         if child < parent:
             child += weight
-            theirs.append(i)
+            given.append((weight, i))
         else:
             parent += weight
-    return sorted(theirs)
+    return [i for _, i in sorted(given)]  # lightest first: the order the parent takes them in if the child is late
 
 
-def _answered(read_end: int) -> bool:
-    """Whether the child's answer has begun to come (it writes it whole, once, at its end), or its end of the pipe closed."""
-    return bool(select.select([read_end], [], [], 0)[0])
+def _answered(read_end: int, wait_s: float) -> bool:
+    """Whether the child's answer has begun to come within `wait_s` (it writes it whole, once, at its end), or its
+    end of the pipe closed."""
+    return bool(select.select([read_end], [], [], wait_s)[0])
 
 
 def _answer(read_end: int, pid: int, count: int) -> tuple[list[Any] | None, bool]:
