@@ -10,9 +10,13 @@ family as before. The evidence is the same values from the same function on the 
 only made elsewhere; its `check` is the parent's own object again.
 
 Anything unexpected (no fork on this platform, the fork refused, the child killed or
-raising, its answer unreadable): the parent collects the child's share itself. So this is an
-optimisation that can only cost its own time (about 10 ms for the fork and the pages both
-processes write), and it is not taken below `MIN_RECORDS`, where that is most of the work.
+raising, its answer unreadable): the parent collects the child's share itself; a child that
+is late (another job holds its core) is waited for a while, then its share is collected by
+the parent too and whichever is whole first is taken. So this is an optimisation that costs
+at most its own time (the fork and the pages both processes write, about 25 ms at the paper's
+scale, and the wait), and it is not taken below `MIN_RECORDS`, where that is most of the work.
+A Python warning raised while the child collects stays in the child (pytest's summary of
+warnings sees those of the parent's share only); the evidence code raises none on purpose.
 """
 
 from __future__ import annotations
