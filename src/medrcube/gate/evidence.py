@@ -63,8 +63,21 @@ class ByScope:
     def __init__(self, records: Iterable[GradedRecord]) -> None:
         self.records = list(records)
         self._groups: dict[tuple[str, str, str], list[int]] = {}
+        # Each group's standard records apart too: the accuracy checks count only those (standard_counts),
+        # and passing over the other variants' four records in five was half of counting them.
+        self._standard: dict[tuple[str, str, str], list[int]] = {}
+        groups, standard = self._groups, self._standard
         for i, r in enumerate(self.records):
-            self._groups.setdefault((r.part, r.modality, r.task), []).append(i)
+            key = (r.part, r.modality, r.task)
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = []
+            group.append(i)
+            if r.variant == "standard":
+                own = standard.get(key)
+                if own is None:
+                    own = standard[key] = []
+                own.append(i)
         self._selected: dict[tuple[str | None, str | None, str | None], list[GradedRecord]] = {}
         self._counts: dict[tuple[str, str, str], StandardCounts] | None = None
 
@@ -76,7 +89,8 @@ class ByScope:
         """The standard records' counts of the check's scope: the sum of its cells' counts,
         each cell counted once for the family."""
         if self._counts is None:
-            self._counts = {cell: StandardCounts.of(self.records[i] for i in at) for cell, at in self._groups.items()}
+            self._counts = {cell: StandardCounts.of(self.records[i] for i in self._standard.get(cell, ()))
+                            for cell in self._groups}
         return StandardCounts.merged(self._counts[cell] for cell, at in self._groups.items()
                                      if check.selects(self.records[at[0]]))
 
