@@ -307,11 +307,21 @@ async def run_cube_async(
         asked_by=asked_by,
         only_run=only_run,
     )
+    # Once every chunk is planned (the pump asks for one more while the last requests are out), the
+    # permutation into plan order is worked out then rather than after the last answer (a sort of 36,478
+    # asks at the paper's scale, about 9 ms).
+    into_plan_order: list[int] = []
+
+    def fed() -> Iterator[dict[str, Request]]:
+        for chunk in chunks:
+            yield take(chunk)
+        into_plan_order[:] = sorted(range(len(plan)), key=positions.__getitem__)
+
     judge_pump: Pump | None = None
     try:
         try:
             first = take(next(chunks, []))
-            results = await pump.run(first, (take(c) for c in chunks) if chunked else None, at_most=total)
+            results = await pump.run(first, fed() if chunked else None, at_most=total)
         except StoreTamperedError as e:  # name the items: the store knows only its keys
             asked = pump.requests  # every request handed to the pump, by key
             raise StoreTamperedError(e.path, e.keys, e.why, [asked[k].item_id for k in e.keys if k in asked]) from e
@@ -324,7 +334,8 @@ async def run_cube_async(
                 ungraded.append((i, *results[plan[i].key]))
         grade_ungraded()
         if chunked:  # into plan order: variant by variant, items in cube order
-            order = sorted(range(len(plan)), key=positions.__getitem__)
+            order = into_plan_order if len(into_plan_order) == len(plan) else sorted(
+                range(len(plan)), key=positions.__getitem__)  # a run stopped before its last chunk
             plan[:] = [plan[i] for i in order]
             records[:] = [records[i] for i in order]
         if judge is not None:
