@@ -618,3 +618,36 @@ def test_a_stack_laid_out_as_a_row_reads_and_a_line_off_the_vertical_is_not_laid
     assert "mrn4815" in shared_reader().recognise(laid[0]).lower().replace(" ", "")
     turned = oriented.line_of(((100.0, 100.0), (200.0, 0.0), (210.0, 10.0), (110.0, 110.0)))  # 45 degrees
     assert oriented.unstacked(img, turned) is None
+
+
+@pytest.mark.parametrize("frame", [
+    ("ct", (512, 512), (38948790549223311052098009854808733342, 324543091876206837723866466711239098239, 1, 311567673),
+     [("KOWALSKA TRICIA", (71, 8), "dejavu-serif", 48, 0.5903190314769745, 46.07200374589145, False)]),  # tuning seed 16010
+    ("ct", (512, 512), (261635993823665163379879014234546443646, 35419073215805427572697044946545827707, 0, 308656877),
+     [("PID 20825111", (122, 93), "dejavu-sans-bold", 64, 0.5680189967155457, 47.6453535660639, False)]),  # tuning seed 16003
+], ids=["48px-kept-as-a-row", "64px-dropped-as-a-blob"])  # fmt: skip
+def test_a_large_low_contrast_turned_line_found_as_a_short_piece_is_read_lengthened_and_masked(
+        frame: tuple[str, tuple[int, int], tuple[int, int, int, int], list[_Burn]], monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """48 and 64 px lines at 46-48 degrees, 0.15 of full scale over a CT-like body (tuning seeds 16010 and 16003, 2026-12-07,
+    session 26): no view of the detector finds them as lines, only a piece of 2-3 letters, a quad along the line about as
+    long as it is thick, kept as a row and grown along the row, or dropped as a blob. Read along its own axis lengthened as
+    a turned mask would be (`textscreen.TURNED_PIECES`), the piece reads as the line and is masked as a turned line;
+    without the rule the line leaves (in part or whole)."""
+    from medrcube.construction.privacy import textscreen
+
+    img, (line,) = _drawn(*frame)
+    _masked_whole_and_not_when(img, line, monkeypatch, textscreen, "TURNED_PIECES", False, most_masked=0.5)
+
+
+def test_a_line_turned_about_its_centre_and_shifted_across_keeps_its_shape() -> None:
+    """`oriented.turned_by` turns a line counter-clockwise about its centre (a row turned 30 degrees runs at 30), and
+    `oriented.shifted` moves it across its direction only; length and thickness stay."""
+    row = oriented.line_of(((100.0, 100.0), (200.0, 100.0), (200.0, 120.0), (100.0, 120.0)))
+    turned = oriented.turned_by(row, 30.0)
+    assert turned.angle == pytest.approx(30.0) and turned.thickness == pytest.approx(20.0)
+    assert np.asarray(turned.quad).mean(axis=0) == pytest.approx([150.0, 110.0])
+    assert oriented.geometry(turned.quad)[0] == pytest.approx(100.0)
+    moved = oriented.shifted(turned, 10.0)
+    step = np.asarray(moved.quad).mean(axis=0) - np.asarray(turned.quad).mean(axis=0)
+    assert np.hypot(*step) == pytest.approx(10.0)
+    assert float(step @ np.array([np.cos(np.radians(30.0)), -np.sin(np.radians(30.0))])) == pytest.approx(0.0, abs=1e-9)
