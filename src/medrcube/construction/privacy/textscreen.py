@@ -307,7 +307,9 @@ class TextLog:
             "views": "crops where strokes form lines (along rows and turned), enlarged and contrast-stretched, and the whole frame once at 480 px (large text); "
                      f"on a frame up to 1,024 px where they find nothing, the faint-line map's thin turned lines at full scale, the {oriented.LONE_READS} most "
                      f"stroke-like read upright" + (" (none read: at half scale, the " + ("most" if oriented.LONE_HALF_READS == 1 else f"{oriented.LONE_HALF_READS} most")
-                                                + " stroke-like)" if oriented.LONE_HALF else ""),
+                                                + " stroke-like)" if oriented.LONE_HALF else "")
+                     + ("; a detector piece that runs off the row, too short for a line, read lengthened along it (in the direction and place "
+                        "across that read most) and kept as a turned line when read as text" if TURNED_PIECES else ""),
             "masking": "regions grown along the line" + (" (rows followed along the row first)" if linemask.FOLLOW_ROWS else "") + ", lines joined, "
                        "regions one under another masked as one column"
                        + (" (the turned stroke maps' near-vertical lines counted as pieces of a column that holds a region)" if linemask.COLUMN_PIECES else "")
