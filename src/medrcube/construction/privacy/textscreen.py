@@ -109,8 +109,8 @@ def turned_pieces(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.
         if len(r.quad) == 0 or r.box in boxes:
             continue
         length, thickness, angle = oriented.geometry(r.quad)
-        if min(angle, 180.0 - angle) <= oriented.OFF_AXIS:
-            continue
+        if not oriented.OFF_AXIS < min(angle, 180.0 - angle) < 90.0 - oriented.OFF_AXIS:
+            continue  # a diagonal: near-vertical pieces are a stack's letters (columns, `oriented.UNSTACK`), and cost
         if covered is not None and float(covered[oriented.coverage_mask(covered.shape, [r.quad])].mean()) >= 0.5:
             continue  # a piece of a line kept (and masked) already
         piece = oriented.line_of(r.quad)
@@ -135,6 +135,8 @@ def turned_pieces(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.
             while not oriented.is_oriented(line.quad):  # (a detector quad is no exact rectangle: lengthened it is one)
                 line = oriented.lengthened(line, 0.25 * max(thickness, 1.0))
             out.append(ocr.TextRegion(line.box(pixels.shape), r.score, quad=line.quad))
+            mask = oriented.coverage_mask(pixels.shape, [oriented.grown(line, linemask.TURNED_ALONG)])  # its other pieces are read no more
+            covered = mask if covered is None else covered | mask
     return out
 
 
