@@ -492,8 +492,8 @@ def test_a_stack_whose_letters_the_blob_rule_drops_one_by_one_is_masked_as_a_col
     alone as one character and dropped as a blob or a lone letter; three or more dropped regions one under another are kept
     as a column (`textscreen.STACKED_DROPPED`, off by default: it masked a text-free frame of the demo archive) and the
     stack is masked whole; without the rule nothing is masked. Since session 25 the CT one is also read laid out as a row
-    (`oriented.UNSTACK`, on by default) and masked without the rule, and since session 26 its near-vertical pieces are read
-    lengthened (`textscreen.TURNED_PIECES`) and it is masked so too; both are off here, so that the rule's own share is tested."""
+    (`oriented.UNSTACK`, on by default) and masked without the rule; it is off here, and so is the reading of short turned
+    pieces lengthened (`textscreen.TURNED_PIECES`, session 26), so that the rule's own share is tested."""
     from medrcube.construction.privacy import textscreen
 
     monkeypatch.setattr(oriented, "UNSTACK", False)
@@ -569,9 +569,9 @@ def test_a_low_contrast_turned_line_found_nowhere_is_read_lengthened_from_its_le
     """A 16 px "ID: 655057" at 44 degrees, 0.15 of full scale over a CT-like body, under two other lines of its block
     (tuning seed 13010, 2026-12-07, session 23): no detector region lies on it, and the turned stroke maps hold two letter
     pieces of it, read for sure as "ID." and "057", under the net's 4 characters. Read lengthened as its mask would be
-    (`linemask.TURNED_PROBE`), a piece is read as the whole line and masked; without the rule the line leaves whole. Since
-    session 26 a short detector piece read lengthened (`textscreen.TURNED_PIECES`) masks it too; that rule is off here, so
-    that this one's own share is tested."""
+    (`linemask.TURNED_PROBE`), a piece is read as the whole line and masked; without the rule the line leaves whole. The
+    reading of short detector pieces lengthened (`textscreen.TURNED_PIECES`, session 26) is off here (as first built it
+    masked this frame too), so that this rule's own share is tested."""
     from medrcube.construction.privacy import textscreen
 
     monkeypatch.setattr(textscreen, "TURNED_PIECES", False)

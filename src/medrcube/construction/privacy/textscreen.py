@@ -92,7 +92,12 @@ def text_regions(reader: ocr.TextReader, pixels: np.ndarray, turned: bool | None
 # row and grows along the row (read "CIA"). Read along their axis lengthened TURNED_ALONG thicknesses (and TURNED_REACH
 # px at least) at each end, two such pieces read "PD20825111" (0.77) and "KOWALSKA TRICIA" (0.95), the lines they came
 # from (tuning seeds 16003 and 16010, benchmarks/RESULTS.md 23a). At the net's floor (`linemask.NET_CONFIDENT`) and its
-# LEGIBLE letters or digits.
+# LEGIBLE letters or digits. Diagonal pieces only (OFF_AXIS to 90 - OFF_AXIS degrees off the row), none under a line kept:
+# as first built it read near-vertical pieces too, a stack's letters each read lengthened and kept, and a 512 px stack
+# frame took 8.4 s against 0.97 s without the rule; near-vertical lines are found well
+# (stacks by `linemask.columns` and `oriented.UNSTACK`). Its cost so cut, the screen of 20 frames of 512 px (tuning seed
+# 16901, off and on in turn twice, least of two a frame): 0.34 s a frame with text and 0.27-0.28 s without (medians), as
+# without it.
 TURNED_PIECES = True
 PIECE_TURNS = (-6.0, -3.0, 3.0, 6.0)  # degrees: the other directions tried about a piece read as text
 PIECE_SHIFTS = (-0.3, 0.3)  # of its thickness: the other places across it tried
