@@ -281,6 +281,9 @@ SWITCHES: tuple[tuple[str, Any, str, Callable[[], None] | None, str], ...] = (
     ("unstack", oriented, "UNSTACK", _watch_reads("stack_read", oriented),
      "read a near-vertical stroke-map or band-map line as a stack too, its letters cut at their pitch and set side by side "
      "as a row (default: oriented.UNSTACK; off before 2026-12-07, session 25)"),
+    ("turned-pieces", textscreen, "TURNED_PIECES", _watch_reads("turned_pieces", textscreen),
+     "read a detector quad that runs off the row, too short for a line or dropped, lengthened along its axis, and keep it as "
+     "a turned line when read as text (default: textscreen.TURNED_PIECES; off before 2026-12-07, session 26)"),
     ("column-distinct", linemask, "COLUMN_DISTINCT", _watch_distinct,
      "count two pieces of a column that are one thing found twice (nested, of about one height) as one piece "
      "(default: linemask.COLUMN_DISTINCT, off: it lost a line at 270 degrees out of sample, 2026-12-07, session 24)"),

@@ -492,10 +492,12 @@ def test_a_stack_whose_letters_the_blob_rule_drops_one_by_one_is_masked_as_a_col
     alone as one character and dropped as a blob or a lone letter; three or more dropped regions one under another are kept
     as a column (`textscreen.STACKED_DROPPED`, off by default: it masked a text-free frame of the demo archive) and the
     stack is masked whole; without the rule nothing is masked. Since session 25 the CT one is also read laid out as a row
-    (`oriented.UNSTACK`, on by default) and masked without the rule; it is off here, so that the rule's own share is tested."""
+    (`oriented.UNSTACK`, on by default) and masked without the rule; it is off here, and so is the reading of short turned
+    pieces lengthened (`textscreen.TURNED_PIECES`, session 26), so that the rule's own share is tested."""
     from medrcube.construction.privacy import textscreen
 
     monkeypatch.setattr(oriented, "UNSTACK", False)
+    monkeypatch.setattr(textscreen, "TURNED_PIECES", False)
     monkeypatch.setattr(textscreen, "STACKED_DROPPED", True)
     img, (line,) = _drawn(*frame)
     _masked_whole_and_not_when(img, line, monkeypatch, textscreen, "STACKED_DROPPED", False)
@@ -567,7 +569,12 @@ def test_a_low_contrast_turned_line_found_nowhere_is_read_lengthened_from_its_le
     """A 16 px "ID: 655057" at 44 degrees, 0.15 of full scale over a CT-like body, under two other lines of its block
     (tuning seed 13010, 2026-12-07, session 23): no detector region lies on it, and the turned stroke maps hold two letter
     pieces of it, read for sure as "ID." and "057", under the net's 4 characters. Read lengthened as its mask would be
-    (`linemask.TURNED_PROBE`), a piece is read as the whole line and masked; without the rule the line leaves whole."""
+    (`linemask.TURNED_PROBE`), a piece is read as the whole line and masked; without the rule the line leaves whole. The
+    reading of short detector pieces lengthened (`textscreen.TURNED_PIECES`, session 26) is off here (as first built it
+    masked this frame too), so that this rule's own share is tested."""
+    from medrcube.construction.privacy import textscreen
+
+    monkeypatch.setattr(textscreen, "TURNED_PIECES", False)
     img, lines = _drawn("ct", (512, 512), (250702607562079800437201039205642629446, 207287382459641014976652830191280261847, 1, 646023022),
                         [("1996-04-07", (8, 269), "dejavu-sans", 48, 0.5449761688709259, 46.7932843936707, False),
                          ("ID: 655057", (8, 109), "dejavu-sans-mono", 16, 0.44923012852668764, 44.279365640940505, False),
@@ -618,3 +625,36 @@ def test_a_stack_laid_out_as_a_row_reads_and_a_line_off_the_vertical_is_not_laid
     assert "mrn4815" in shared_reader().recognise(laid[0]).lower().replace(" ", "")
     turned = oriented.line_of(((100.0, 100.0), (200.0, 0.0), (210.0, 10.0), (110.0, 110.0)))  # 45 degrees
     assert oriented.unstacked(img, turned) is None
+
+
+@pytest.mark.parametrize("frame", [
+    ("ct", (512, 512), (38948790549223311052098009854808733342, 324543091876206837723866466711239098239, 1, 311567673),
+     [("KOWALSKA TRICIA", (71, 8), "dejavu-serif", 48, 0.5903190314769745, 46.07200374589145, False)]),  # tuning seed 16010
+    ("ct", (512, 512), (261635993823665163379879014234546443646, 35419073215805427572697044946545827707, 0, 308656877),
+     [("PID 20825111", (122, 93), "dejavu-sans-bold", 64, 0.5680189967155457, 47.6453535660639, False)]),  # tuning seed 16003
+], ids=["48px-kept-as-a-row", "64px-dropped-as-a-blob"])  # fmt: skip
+def test_a_large_low_contrast_turned_line_found_as_a_short_piece_is_read_lengthened_and_masked(
+        frame: tuple[str, tuple[int, int], tuple[int, int, int, int], list[_Burn]], monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """48 and 64 px lines at 46-48 degrees, 0.15 of full scale over a CT-like body (tuning seeds 16010 and 16003, 2026-12-07,
+    session 26): no view of the detector finds them as lines, only a piece of 2-3 letters, a quad along the line about as
+    long as it is thick, kept as a row and grown along the row, or dropped as a blob. Read along its own axis lengthened as
+    a turned mask would be (`textscreen.TURNED_PIECES`), the piece reads as the line and is masked as a turned line;
+    without the rule the line leaves (in part or whole)."""
+    from medrcube.construction.privacy import textscreen
+
+    img, (line,) = _drawn(*frame)
+    _masked_whole_and_not_when(img, line, monkeypatch, textscreen, "TURNED_PIECES", False, most_masked=0.5)
+
+
+def test_a_line_turned_about_its_centre_and_shifted_across_keeps_its_shape() -> None:
+    """`oriented.turned_by` turns a line counter-clockwise about its centre (a row turned 30 degrees runs at 30), and
+    `oriented.shifted` moves it across its direction only; length and thickness stay."""
+    row = oriented.line_of(((100.0, 100.0), (200.0, 100.0), (200.0, 120.0), (100.0, 120.0)))
+    turned = oriented.turned_by(row, 30.0)
+    assert turned.angle == pytest.approx(30.0) and turned.thickness == pytest.approx(20.0)
+    assert np.asarray(turned.quad).mean(axis=0) == pytest.approx([150.0, 110.0])
+    assert oriented.geometry(turned.quad)[0] == pytest.approx(100.0)
+    moved = oriented.shifted(turned, 10.0)
+    step = np.asarray(moved.quad).mean(axis=0) - np.asarray(turned.quad).mean(axis=0)
+    assert np.hypot(*step) == pytest.approx(10.0)
+    assert float(step @ np.array([np.cos(np.radians(30.0)), -np.sin(np.radians(30.0))])) == pytest.approx(0.0, abs=1e-9)

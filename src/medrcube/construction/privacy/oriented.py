@@ -141,6 +141,21 @@ def lengthened(line: Line, by: float) -> Line:
     return Line(tuple((float(x), float(y)) for x, y in corners), line.angle, line.thickness)
 
 
+def turned_by(line: Line, degrees: float) -> Line:
+    """The line turned `degrees` counter-clockwise about its quad's centre (its length and thickness kept)."""
+    q = np.asarray(line.quad, dtype=np.float64)
+    centre = q.mean(axis=0)
+    rad = np.radians(degrees)
+    turn = np.array([[np.cos(rad), np.sin(rad)], [-np.sin(rad), np.cos(rad)]])  # counter-clockwise on the frame (y down)
+    return line_of((q - centre) @ turn.T + centre)
+
+
+def shifted(line: Line, by: float) -> Line:
+    """The line moved `by` px across its direction (its shape kept)."""
+    across = _frame(line)[2]
+    return Line(tuple((float(x + by * across[0]), float(y + by * across[1])) for x, y in line.quad), line.angle, line.thickness)
+
+
 # Masks of one turned line joined (`joined`): the detector often finds a faint line at 45 degrees in pieces
 # (its two ends, the middle not), each masked and grown alone; the gap between them stayed legible.
 JOIN_ANGLE = 12.0  # degrees: the most two pieces of one line differ in direction

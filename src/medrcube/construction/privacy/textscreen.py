@@ -70,11 +70,88 @@ def text_regions(reader: ocr.TextReader, pixels: np.ndarray, turned: bool | None
     are united.
     """
     turned = multiscale.TURNED if turned is None else turned
-    found = multiscale.detect(reader, pixels, turned)
-    if not found and turned and oriented.LONE:  # nothing found: the band map's thin lines, read (`oriented.lone_lines`)
-        found = [ocr.TextRegion(line.box(pixels.shape), 1.0, quad=line.quad) for line in oriented.lone_lines(reader, pixels)]
+    detected = found = multiscale.detect(reader, pixels, turned)
+    lone = turned and oriented.LONE
+    if not found and lone:  # nothing found: the band map's thin lines, read (`oriented.lone_lines`)
+        found = _lone_regions(reader, pixels)
     if not turned:  # rows only (as before turned lines were screened): every region judged and masked by its box
         found = [ocr.TextRegion(r.box, r.score) for r in found]
+    keep = _judged(reader, pixels, found)
+    if turned and TURNED_PIECES:
+        pieces = turned_pieces(reader, pixels, detected, keep)
+        keep, found = keep + pieces, found + pieces
+    return keep, len(found) - len(keep)
+
+
+# A short piece of a turned line (a detector quad that runs off the row but is too short to count as a line:
+# `oriented.is_oriented`) is read lengthened along its own axis as a turned line's mask would be (TURNED_PIECES, since
+# 2026-12-07, session 26); read as text there, it is kept as a turned line. Large low-contrast lines at 45 and 135
+# degrees (32-64 px over CT, MR, radiographs) were half of session 25's misses, masked nowhere: the detector, on the frame
+# at any scale, turned upright or contrast-stretched, does not find them as lines, but comes back with a piece of 2-3
+# letters, a quad along the line about as long as thick, which the blob rule drops (read "A", "MR", "28") or keeps as a
+# row and grows along the row (read "CIA"). Read along their axis lengthened TURNED_ALONG thicknesses (and TURNED_REACH
+# px at least) at each end, two such pieces read "PD20825111" (0.77) and "KOWALSKA TRICIA" (0.95), the lines they came
+# from (tuning seeds 16003 and 16010, benchmarks/RESULTS.md 23a). At the net's floor (`linemask.NET_CONFIDENT`) and its
+# LEGIBLE letters or digits. Diagonal pieces only (OFF_AXIS to 90 - OFF_AXIS degrees off the row), none under a line kept:
+# as first built it read near-vertical pieces too, a stack's letters each read lengthened and kept, and a 512 px stack
+# frame took 8.4 s against 0.97 s without the rule; near-vertical lines are found well
+# (stacks by `linemask.columns` and `oriented.UNSTACK`). Its cost so cut, the screen of 20 frames of 512 px (tuning seed
+# 16901, off and on in turn twice, least of two a frame): 0.34 s a frame with text and 0.27-0.28 s without (medians), as
+# without it.
+TURNED_PIECES = True
+PIECE_TURNS = (-6.0, -3.0, 3.0, 6.0)  # degrees: the other directions tried about a piece read as text
+PIECE_SHIFTS = (-0.3, 0.3)  # of its thickness: the other places across it tried
+
+
+def turned_pieces(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.TextRegion], keep: list[ocr.TextRegion]) -> list[ocr.TextRegion]:
+    """The detector's regions whose quads run off the row (not kept as turned lines) that read as text lengthened along
+    their axis (see above), each as a turned line: its quad lengthened until it is shaped like one (`oriented.is_oriented`)."""
+    kept = [r for r in keep if oriented.is_oriented(r.quad)]
+    boxes = {r.box for r in kept}
+    covered = oriented.coverage_mask(pixels.shape, [oriented.grown(oriented.line_of(r.quad)) for r in kept]) if kept else None
+    out = []
+    for r in regions:
+        if len(r.quad) == 0 or r.box in boxes:
+            continue
+        length, thickness, angle = oriented.geometry(r.quad)
+        if not oriented.OFF_AXIS < min(angle, 180.0 - angle) < 90.0 - oriented.OFF_AXIS:
+            continue  # a diagonal: near-vertical pieces are a stack's letters (columns, `oriented.UNSTACK`), and cost
+        if covered is not None and float(covered[oriented.coverage_mask(covered.shape, [r.quad])].mean()) >= 0.5:
+            continue  # a piece of a line kept (and masked) already
+        piece = oriented.line_of(r.quad)
+        longer = oriented.lengthened(piece, max(linemask.TURNED_ALONG * thickness, linemask.TURNED_REACH))
+        text, score = oriented.read_scored(reader, pixels, longer)
+        if _alnum(text) >= oriented.LEGIBLE and score >= linemask.NET_CONFIDENT:
+            # A piece's quad is a few degrees off its line's direction, and a mask grown 8 thicknesses along it drifts
+            # off the line's far end: the direction that reads the most letters or digits (then the surest) is kept.
+            # And its quad lies a little off the line's axis (a mask 1.7 thicknesses wide left a 64 px line's ends out):
+            # then the place across it that reads the most.
+            read = (_alnum(text), score, 0.0)
+            for turn in PIECE_TURNS:
+                t, c = oriented.read_scored(reader, pixels, oriented.turned_by(longer, turn))
+                read = max(read, (_alnum(t), c, turn))
+            turn = read[2]
+            longer, line = (oriented.turned_by(longer, turn), oriented.turned_by(piece, turn)) if turn else (longer, piece)
+            read = (read[0], read[1], 0.0)
+            for by in PIECE_SHIFTS:
+                t, c = oriented.read_scored(reader, pixels, oriented.shifted(longer, by * thickness))
+                read = max(read, (_alnum(t), c, by))
+            line = oriented.shifted(line, read[2] * thickness) if read[2] else line
+            while not oriented.is_oriented(line.quad):  # (a detector quad is no exact rectangle: lengthened it is one)
+                line = oriented.lengthened(line, 0.25 * max(thickness, 1.0))
+            out.append(ocr.TextRegion(line.box(pixels.shape), r.score, quad=line.quad))
+            mask = oriented.coverage_mask(pixels.shape, [oriented.grown(line, linemask.TURNED_ALONG)])  # its other pieces are read no more
+            covered = mask if covered is None else covered | mask
+    return out
+
+
+def _lone_regions(reader: ocr.TextReader, pixels: np.ndarray) -> list[ocr.TextRegion]:
+    return [ocr.TextRegion(line.box(pixels.shape), 1.0, quad=line.quad) for line in oriented.lone_lines(reader, pixels)]
+
+
+def _judged(reader: ocr.TextReader, pixels: np.ndarray, found: list[ocr.TextRegion]) -> list[ocr.TextRegion]:
+    """The regions of `found` taken for text: blobs read as 3 letters or digits, lone letters and short rows read
+    (`_lone_letters_read`, `short_dropped`), and with STACKED_DROPPED the dropped ones that stand in a stack."""
     shape = pixels.shape
     blobs = [r for r in found if _blob(r, shape)]
     keep = [r for r in found if not _blob(r, shape)]
@@ -87,7 +164,7 @@ def text_regions(reader: ocr.TextReader, pixels: np.ndarray, turned: bool | None
         keep = [r for r in keep if not any(r is d for d in dropped)]
     if STACKED_DROPPED:
         keep += _stacked_dropped(found, keep, shape)
-    return keep, len(found) - len(keep)
+    return keep
 
 
 # Regions the blob and lone-letter rules dropped are kept when STACKED_LEAST or more of them, each no longer than
@@ -237,7 +314,9 @@ class TextLog:
             "views": "crops where strokes form lines (along rows and turned), enlarged and contrast-stretched, and the whole frame once at 480 px (large text); "
                      f"on a frame up to 1,024 px where they find nothing, the faint-line map's thin turned lines at full scale, the {oriented.LONE_READS} most "
                      f"stroke-like read upright" + (" (none read: at half scale, the " + ("most" if oriented.LONE_HALF_READS == 1 else f"{oriented.LONE_HALF_READS} most")
-                                                + " stroke-like)" if oriented.LONE_HALF else ""),
+                                                + " stroke-like)" if oriented.LONE_HALF else "")
+                     + ("; a detector piece that runs off the row, too short for a line, read lengthened along it (in the direction and place "
+                        "across that read most) and kept as a turned line when read as text" if TURNED_PIECES else ""),
             "masking": "regions grown along the line" + (" (rows followed along the row first)" if linemask.FOLLOW_ROWS else "") + ", lines joined, "
                        "regions one under another masked as one column"
                        + (" (the turned stroke maps' near-vertical lines counted as pieces of a column that holds a region)" if linemask.COLUMN_PIECES else "")
