@@ -5,8 +5,9 @@ the family's decision (gate/family.decide) reads them all. At the paper's scale 
 0.24 s of CPU on the critical path after the last answer, while the machine's other core,
 whose server is done, waits. So the process forks: the child inherits the records (no copy:
 the pages are shared until written), collects its share of the checks and sends back their
-Evidence pickled through a pipe; the parent collects the rest meanwhile, then decides the
-family as before. The evidence is the same values from the same function on the same records,
+Evidence through a pipe, as JSON of their fields with each tuple, mapping and dataclass tagged
+(`_encoded`: only the evidence's own classes are made again from it, no pickle); the parent
+collects the rest meanwhile, then decides the family as before. The evidence is the same values from the same function on the same records,
 only made elsewhere; its `check` is the parent's own object again.
 
 Anything unexpected (no fork on this platform, the fork refused, the child killed or
@@ -22,13 +23,13 @@ warnings sees those of the parent's share only); the evidence code raises none o
 from __future__ import annotations
 
 import contextlib
+import json
 import os
-import pickle
 import select
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import fields, is_dataclass
 from typing import TYPE_CHECKING, Any
 
 # The evaluation is imported where the verdicts are taken (after the last answer; plugin/speed/tail_ahead.py
@@ -85,11 +86,11 @@ def collect_forked(checks: Sequence[Any], scoped: ByScope, base: list[Any] | Non
         os.close(read_end)
         os.close(write_end)
         return collect_each(checks, scoped, base, baseline_error)
-    if pid == 0:  # the child: its share, pickled into the pipe, and out without any of the parent's exit work
+    if pid == 0:  # the child: its share, encoded into the pipe, and out without any of the parent's exit work
         status = 1
         try:
             os.close(read_end)
-            data = pickle.dumps([one(i) for i in theirs], protocol=pickle.HIGHEST_PROTOCOL)
+            data = json.dumps([_encoded(one(i)) for i in theirs], separators=(",", ":")).encode("utf-8")
             view = memoryview(data)
             while view:
                 view = view[os.write(write_end, view):]
@@ -109,7 +110,7 @@ def collect_forked(checks: Sequence[Any], scoped: ByScope, base: list[Any] | Non
         patience = PATIENCE * (time.perf_counter() - started)
         for n, i in enumerate(theirs):
             if _answered(read_end, patience if n == 0 else 0.0):
-                taken, reaped = _answer(read_end, pid, len(theirs))
+                taken, reaped = _answer(read_end, pid, [checks[i] for i in theirs])
                 break
             mine[i] = one(i)
     finally:
@@ -117,7 +118,7 @@ def collect_forked(checks: Sequence[Any], scoped: ByScope, base: list[Any] | Non
         if not reaped:  # all collected here, or the parent raised (a site kind's collector)
             _reap(pid)
     for i, evidence in zip(theirs, taken or (), strict=False):
-        mine.setdefault(i, replace(evidence, check=checks[i]))  # the parent's own Check (the child's is an equal copy)
+        mine.setdefault(i, evidence)
     return [mine[i] if i in mine else one(i) for i in range(len(checks))]  # one(): the child failed
 
 
@@ -150,8 +151,8 @@ def _answered(read_end: int, wait_s: float) -> bool:
     return bool(select.select([read_end], [], [], wait_s)[0])
 
 
-def _answer(read_end: int, pid: int, count: int) -> tuple[list[Any] | None, bool]:
-    """The child's evidence once it has exited well, else None; and whether the child was reaped."""
+def _answer(read_end: int, pid: int, checks: Sequence[Any]) -> tuple[list[Any] | None, bool]:
+    """The child's evidence of `checks` once it has exited well, else None; and whether the child was reaped."""
     chunks = []
     while chunk := os.read(read_end, 1 << 20):  # its end of the pipe closes as it exits
         chunks.append(chunk)
@@ -159,10 +160,55 @@ def _answer(read_end: int, pid: int, count: int) -> tuple[list[Any] | None, bool
     if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
         return None, True
     try:
-        got = pickle.loads(b"".join(chunks))
-    except Exception:  # noqa: BLE001  (an unreadable answer: the parent collects instead)
+        sent = json.loads(b"".join(chunks))
+        if not isinstance(sent, list) or len(sent) != len(checks):
+            return None, True
+        return [_decoded(doc, check) for doc, check in zip(sent, checks, strict=True)], True
+    except (ValueError, TypeError, KeyError):  # an unreadable answer: the parent collects instead
         return None, True
-    return (got if isinstance(got, list) and len(got) == count else None), True
+
+
+def _classes() -> dict[str, type]:
+    """What the child's answer may make again: the evidence's own dataclasses, by name."""
+    from medrcube.gate.criteria import Criterion, Evidence
+    from medrcube.gate.verdict import WorstItem
+
+    return {cls.__name__: cls for cls in (Evidence, Criterion, WorstItem)}
+
+
+def _encoded(value: Any) -> Any:
+    """JSON of an Evidence (its `check` left out: the parent puts its own back) that `_decoded` makes
+    again equal: each tuple, mapping and dataclass tagged, floats exact (their repr; NaN and the
+    infinities as the json module writes them). Anything else raises (the child then fails and the
+    parent collects its share)."""
+    kind = type(value)
+    if value is None or kind is str or kind is int or kind is float or kind is bool:
+        return value
+    if kind is list:
+        return [_encoded(v) for v in value]
+    if kind is tuple:
+        return {"tuple": [_encoded(v) for v in value]}
+    if kind is dict:
+        return {"map": [[_encoded(k), _encoded(v)] for k, v in value.items()]}
+    if is_dataclass(value) and _classes().get(kind.__name__) is kind:
+        return {"class": kind.__name__,
+                "fields": {f.name: _encoded(getattr(value, f.name)) for f in fields(value) if f.name != "check"}}
+    raise TypeError(f"the evidence holds a {kind.__name__}, which the child does not send")
+
+
+def _decoded(doc: Any, check: Any = None) -> Any:
+    """`_encoded`'s value made again; an Evidence with `check`."""
+    if isinstance(doc, list):
+        return [_decoded(v) for v in doc]
+    if not isinstance(doc, dict):
+        return doc
+    if "tuple" in doc:
+        return tuple(_decoded(v) for v in doc["tuple"])
+    if "map" in doc:
+        return {_decoded(k): _decoded(v) for k, v in doc["map"]}  # keys: str, numbers, None, tuples of them
+    cls = _classes()[doc["class"]]
+    made = {name: _decoded(v) for name, v in doc["fields"].items()}
+    return cls(check=check, **made) if cls.__name__ == "Evidence" else cls(**made)
 
 
 def _reap(pid: int) -> None:
