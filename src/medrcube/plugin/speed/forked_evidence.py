@@ -23,6 +23,7 @@ warnings sees those of the parent's share only); the evidence code raises none o
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import select
@@ -168,6 +169,7 @@ def _answer(read_end: int, pid: int, checks: Sequence[Any]) -> tuple[list[Any] |
         return None, True
 
 
+@functools.cache  # read for every dataclass value sent and made again
 def _classes() -> dict[str, type]:
     """What the child's answer may make again: the evidence's own dataclasses, by name."""
     from medrcube.gate.criteria import Criterion, Evidence

@@ -102,9 +102,9 @@ def stop_leak_audit(session: Any) -> None:
 
 
 def ask_for_run_files(session: Any, result: Any) -> None:
-    """A large run's results.jsonl and metrics_summary.json asked, as soon as its records are final,
-    of the child that read their lines as they came (rundir/mirror.py): made on another core while
-    this process decides and runs its cases, renamed into the run directory by its writer when they
+    """A large run's results.jsonl and metrics_summary.json asked, once the verdicts are taken (the other
+    core is the evidence child's before: forked_evidence.py), of the child that read their lines as they
+    came (rundir/mirror.py): made on another core while this process runs its cases, renamed into the run directory by its writer when they
     are of the very records it writes, and written by it otherwise."""
     ahead = session.graded_ahead
     if ahead is None:
