@@ -230,6 +230,13 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     # Without xdist, conftests below the arguments are loaded now: check again.
     if gate.is_controller(session.config) and session.config.stash.get(gate.SESSION_KEY, None) is None:
         check_suite_for_options(session.config, collected=True)
+    if (suite_requested(session.config) and gate.is_controller(session.config)
+            and not getattr(session.config.option, "collectonly", False)):
+        from medrcube.plugin.speed.allure_files import hand_files_to_a_writer
+
+        # Many cases run here: their files written on another core. Not in an xdist worker: its
+        # siblings hold the other cores, and xdist may end it before its session's cleanup.
+        hand_files_to_a_writer(session.config, len(session.items))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -352,6 +359,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     # tryfirst: an early inference no test waited for (interrupted, a collection error) is
     # stopped before the controller's hooks read the session's records.
     config = session.config
+    if "medrcube.plugin.speed.allure_files" in sys.modules:  # the cases' last Allure files, to their writer now
+        sys.modules["medrcube.plugin.speed.allure_files"].send_pending_files()
     run = config.stash.get(gate.SESSION_KEY, None)
     if run is not None and run.early is not None:
         run.early.stop()

@@ -40,13 +40,14 @@ def coverage_input(session: Any) -> dict[str, Any]:
     from medrcube.taxonomy import MODALITIES, PARTS, TASK_NAMES
 
     canonical = {"part": PARTS, "modality": MODALITIES, "task": TASK_NAMES}
+    asked = {it.cell for it in session.cube.items}  # the cube's cells, read once: the axes' values are theirs
     axes = {}
     for i, (axis, order) in enumerate(canonical.items()):
         rank = {v: k for k, v in enumerate(order)}
-        axes[axis] = sorted({it.cell[i] for it in session.cube.items}, key=lambda v: (rank.get(v, len(rank)), v))
+        axes[axis] = sorted({cell[i] for cell in asked}, key=lambda v: (rank.get(v, len(rank)), v))
     if session.policy.coverage.cells:  # per cell on request: every cube cell, in the axes' order
         pos = [{v: k for k, v in enumerate(axes[a])} for a in ("part", "modality", "task")]
-        cells = sorted({it.cell for it in session.cube.items}, key=lambda c: tuple(pos[i][c[i]] for i in range(3)))
+        cells = sorted(asked, key=lambda c: tuple(pos[i][c[i]] for i in range(3)))
         axes["cell"] = ["/".join(c) for c in cells]
     return {"axes": axes, "outside": dict(session.outside), "require": session.policy.coverage.required()}
 
