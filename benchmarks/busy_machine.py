@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import OUT, ROOT, python
-from benchmarks.machine import load_average
+from benchmarks.machine import calibration_ms, load_average
 from benchmarks.throughput_harnesses import med_or_none, one_run, write_jobs
 from medrcube.testing.server import ScriptedServer
 
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     n_items = write_jobs(args.cube, jobs)
     spinner = None if args.no_busy else subprocess.Popen([python(), "-c", SPIN], stdin=subprocess.DEVNULL)
     runs: list[dict[str, Any]] = []
-    load0 = load_average()
+    load0, speed0 = load_average(), calibration_ms()  # the machine's speed now, on the core the spinner leaves
     try:
         with ScriptedServer({"default": "A"}) as srv:
             shutil.rmtree(scratch / "cache", ignore_errors=True)
@@ -123,8 +123,10 @@ def main(argv: list[str] | None = None) -> int:
                                                               "cpu_from_last_request_s", "hot_cpu_ms_per_request",
                                                               "steady_cpu_ms_per_request")},
                          "maxrss_mib": max(r["maxrss_mib"] for r in mine)})
-    doc = {"busy": not args.no_busy, "bytecode_written": args.bytecode, "compiled_first": not args.no_compile, "load_average_start": load0,
-           "load_average_end": load_average(), "cpu_count": os.cpu_count(), "rows": rows, "runs": runs}
+    doc = {"busy": not args.no_busy, "bytecode_written": args.bytecode, "compiled_first": not args.no_compile,
+           "load_average_start": load0, "load_average_end": load_average(),
+           "calibration_ms_start": speed0, "calibration_ms_end": calibration_ms(),
+           "cpu_count": os.cpu_count(), "rows": rows, "runs": runs}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     print("| delay, in flight | harness | wall | x bare (median; each round) | start-up | requests | tail | "
@@ -138,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['cpu_ms_per_request']:.2f} ms | {_s(r['cpu_at_first_request_s'])} | "
               f"{_ms(r['hot_cpu_ms_per_request'])} | {_ms(r['steady_cpu_ms_per_request'])} | "
               f"{_s(r['cpu_from_last_request_s'])} |")
-    print(f"load average at start {load0}, at end {doc['load_average_end']}")
+    print(f"load average at start {load0}, at end {doc['load_average_end']}; calibration {speed0} -> "
+          f"{doc['calibration_ms_end']} ms")
     return 0
 
 

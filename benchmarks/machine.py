@@ -77,3 +77,22 @@ def describe() -> dict[str, Any]:
         "packages": versions,
         "git": _git(),
     }
+
+
+def calibration_ms(rounds: int = 5) -> float:
+    """This machine's speed now: the median wall time of a fixed single-threaded workload (dicts,
+    sorting, JSON: the interpreter's common work), in ms. The same machine ran up to 1.5x slower in
+    some hours than in others (benchmarks/RESULTS.md, section 24's sixteenth pass); a figure quoted
+    beside this one can be compared with another window's by the ratio of the two."""
+    import json
+    import statistics
+    import time
+
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        table = {f"item-{i}": i * 7 % 1009 for i in range(12_000)}
+        ordered = sorted(table.items(), key=lambda kv: (kv[1], kv[0]))
+        json.loads(json.dumps(ordered[:4_000]))
+        times.append((time.perf_counter() - start) * 1000)
+    return round(statistics.median(times), 1)

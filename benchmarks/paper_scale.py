@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import OUT, ROOT, python
-from benchmarks.machine import load_average
+from benchmarks.machine import calibration_ms, load_average
 from benchmarks.throughput_harnesses import one_run
 from medrcube.testing.server import ScriptedServer
 
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     spinner = subprocess.Popen([python(), "-c", "while True:\n    pass\n"]) if args.busy else None
     extra = [f"--variants={args.variants}", "lazy", *(["-n", str(args.workers)] if args.workers else [])]
     runs: list[dict[str, Any]] = []
-    load0 = load_average()
+    load0, speed0 = load_average(), calibration_ms()  # the machine's speed now (machine.calibration_ms)
     try:
         with ScriptedServer({"default": "A"}) as srv:
             if not args.warm:
@@ -104,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     doc = {"variants": args.variants, "delay_s": args.delay, "concurrency": args.concurrency, "busy": args.busy,
            "workers": args.workers,
            "requests_planned": n, "load_average_start": load0, "load_average_end": load_average(),
+           "calibration_ms_start": speed0, "calibration_ms_end": calibration_ms(),
            "cpu_count": os.cpu_count(), "runs": runs}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
@@ -111,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         xb = "" if r["x_bare"] is None else f", {r['x_bare']:.2f}x bare"
         print(f"{r['round']} {r['harness']}: wall {r['wall_s']:.1f} s{xb}, start-up {r['startup_s']:.2f} s, "
               f"tail {r['tail_s']:.2f} s, CPU {r['cpu_ms_per_request']:.2f} ms/request, RSS {r['maxrss_mib']:.0f} MiB")
+    print(f"calibration {doc['calibration_ms_start']} -> {doc['calibration_ms_end']} ms (benchmarks/machine.calibration_ms)")
     return 0
 
 
