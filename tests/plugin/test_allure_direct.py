@@ -91,3 +91,51 @@ def test_the_attachments_check_is_to_dicts_json() -> None:
                   labels={"severity": "critical"})
     assert indented(_check_dict(check), default=str) == indented(check.to_dict(), default=str)
     assert _check_dict(check)["kind"] == "credibility" and _check_dict(check)["variants"] == ["standard", "blind"]
+
+
+# The gate's writer interpreter for Allure's files (plugin/speed/allure_files.py) recorded as the
+# session ends. This workspace's cube has fewer cases than the writer's threshold: it is lowered
+# to one case; WRITER_OFF keeps every file in the process (the threshold out of reach).
+WRITER_SEEN = '''
+import json
+import os
+
+import pytest
+
+from medrcube.plugin.speed import allure_files
+
+
+def pytest_configure(config):
+    allure_files.WRITER_MIN_CASES = 10**9 if os.environ.get("WRITER_OFF") else 1
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session):
+    with open(os.path.join(str(session.config.rootpath), "writers.json"), "w") as fh:
+        json.dump([w.process.pid for w in allure_files._WRITERS if w.process is not None], fh)
+'''
+
+
+def _attached(directory: Path) -> list[str]:
+    """Each attachment's text, the uuids in it set aside."""
+    return sorted(_UUID.sub("U", p.read_text("utf-8")) for p in directory.glob("*-attachment.*"))
+
+
+def test_a_gate_run_with_the_writer_makes_the_same_allure_files(gate_ws, monkeypatch) -> None:
+    """A gate run with enough cases hands its Allure files to the writer interpreter; its result
+    files and attachments are those of the same run with every file written by the process."""
+    model = gate_ws.replay("half.jsonl", wrong=gate_ws.ids("Disease Diagnosis"))
+    gate_ws.pytester.makeconftest(WRITER_SEEN)
+    # Each run its own store, so each is the first attempt on the cube (its ledger: the same alpha).
+    gate_ws.run_subprocess("--alluredir=handed", "--variants=standard,blind", model=model, store="store-handed")
+    assert len(json.loads((gate_ws.path / "writers.json").read_text())) == 1
+    monkeypatch.setenv("WRITER_OFF", "1")
+    gate_ws.run_subprocess("--alluredir=kept", "--variants=standard,blind", model=model, store="store-kept")
+    assert json.loads((gate_ws.path / "writers.json").read_text()) == []
+    handed, kept = _results(gate_ws.path / "handed"), _results(gate_ws.path / "kept")
+    assert len(handed) > 5 and [d["historyId"] for d in handed] == [d["historyId"] for d in kept]
+    for a, b in zip(handed, kept, strict=True):
+        assert {k: v for k, v in a.items() if k != "attachments"} == {k: v for k, v in b.items() if k != "attachments"}
+        assert [x["name"] for x in a.get("attachments", [])] == [x["name"] for x in b.get("attachments", [])]
+    assert _attached(gate_ws.path / "handed") == _attached(gate_ws.path / "kept") != []
+    assert not list((gate_ws.path / "handed").glob("*.tmp"))
