@@ -226,3 +226,29 @@ def test_a_writer_that_cannot_start_leaves_the_files_to_the_process(tmp_path: Pa
     assert (tmp_path / "c-result.json").read_bytes() == b"{}"  # written at once
     writer.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c-result.json"]
+
+
+def test_the_writer_ends_at_the_end_mark_while_a_forked_child_holds_its_pipe(tmp_path: Path) -> None:
+    """A child forked while the writer runs (a test's own process that outlives its case) holds a copy
+    of the pipe: the writer still ends at the process's end mark, having written every file (status 0,
+    not killed after WRITER_PATIENCE_S)."""
+    import os
+    import signal
+
+    from medrcube.plugin.speed.allure_files import FileWriter
+
+    writer = FileWriter(str(tmp_path))
+    process = writer.process
+    assert process is not None
+    writer.put("d-result.json", b'{"name": "d"}')
+    child = os.fork()
+    if child == 0:  # holds the pipe's write end, as inherited, until killed
+        signal.pause()
+        os._exit(0)
+    try:
+        writer.close()
+        assert process.returncode == 0
+        assert (tmp_path / "d-result.json").read_bytes() == b'{"name": "d"}'
+    finally:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)

@@ -52,11 +52,15 @@ WRITER_PATIENCE_S = 30.0
 SEND_BYTES = 64 * 1024
 
 _HEADER = struct.Struct("<II")  # a file's name length, then its data length, in bytes
+# The end, said rather than left to the pipe's end: a process forked meanwhile (a test's own
+# child that outlives its case) holds a copy of the pipe, and the writer would wait for it.
+_END = _HEADER.pack(0xFFFFFFFF, 0)
 
 # The writer: the standard library only, started isolated (-I: no environment, no user site;
 # -S: no site), so it starts in a few milliseconds and imports nothing of the project's.
-# A name with a directory in it, or a stream cut inside a file, ends it with status 3: the
-# process then writes every file itself. Ctrl-C reaches the whole process group; the writer
+# It ends at the process's end mark (`_END`), or at the end of its input. A name with a directory
+# in it, or a stream cut inside a file, ends it with status 3: the process then writes every file
+# itself. Ctrl-C reaches the whole process group; the writer
 # ignores it and ends with its input, so what it was given is written once pytest has ended.
 _WRITER = r"""
 import os, signal, struct, sys
@@ -69,6 +73,8 @@ while True:
     if len(head) < header.size:
         sys.exit(3)
     name_length, data_length = header.unpack(head)
+    if name_length == 0xFFFFFFFF:
+        break
     name = stream.read(name_length).decode("utf-8")
     data = stream.read(data_length)
     if len(data) < data_length or os.path.basename(name) != name or name in ("", ".", ".."):
@@ -135,6 +141,7 @@ class FileWriter:
 
     def close(self) -> None:
         """Wait for the writer's last file; if it did not end well, write every file it was given here."""
+        self.pending += _END
         self.send()
         process, self.process = self.process, None
         ended_well = False
