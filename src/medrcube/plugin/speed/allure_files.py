@@ -41,7 +41,7 @@ _ATTRIBUTE = "_report_item"  # the method allure's hooks call, through the insta
 
 # Below this many cases the writer's start (a second interpreter: about 10 ms of CPU on the other
 # core, and a spawn here) costs about what it saves (a file handed over instead of written:
-# 0.05-0.3 ms saved a file, five files a case); each xdist worker runs its own share of cases.
+# 0.05-0.3 ms saved a file, five files a case).
 WRITER_MIN_CASES = 20
 
 # How long the session's end waits for the writer to finish its last files before it takes them
@@ -60,8 +60,8 @@ _END = _HEADER.pack(0xFFFFFFFF, 0)
 # -S: no site), so it starts in a few milliseconds and imports nothing of the project's.
 # It ends at the process's end mark (`_END`), or at the end of its input. A name with a directory
 # in it, or a stream cut inside a file, ends it with status 3: the process then writes every file
-# itself. Ctrl-C reaches the whole process group; the writer
-# ignores it and ends with its input, so what it was given is written once pytest has ended.
+# itself. Ctrl-C reaches the whole process group: the writer ignores it and goes on to the end
+# mark, which the process still sends as pytest ends.
 _WRITER = r"""
 import os, signal, struct, sys
 signal.signal(signal.SIGINT, signal.SIG_IGN)
