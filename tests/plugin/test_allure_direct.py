@@ -93,8 +93,8 @@ def test_the_attachments_check_is_to_dicts_json() -> None:
     assert _check_dict(check)["kind"] == "credibility" and _check_dict(check)["variants"] == ["standard", "blind"]
 
 
-# The gate's writer interpreter for Allure's files (plugin/speed/allure_files.py) recorded as the
-# session ends. This workspace's cube has fewer cases than the writer's threshold: it is lowered
+# The gate's writer interpreter for Allure's files (plugin/speed/allure_files.py) recorded once the
+# cases are collected. This workspace's cube has fewer cases than the writer's threshold: it is lowered
 # to one case; WRITER_OFF keeps every file in the process (the threshold out of reach).
 WRITER_SEEN = '''
 import json
@@ -107,10 +107,12 @@ from medrcube.plugin.speed import allure_files
 
 def pytest_configure(config):
     allure_files.WRITER_MIN_CASES = 10**9 if os.environ.get("WRITER_OFF") else 1
+    # A slow writer (20 ms a file, as on a busy disk): the run ends well before its last file.
+    allure_files._WRITER = allure_files._WRITER.replace("    os.replace(", "    __import__('time').sleep(0.02)\\n    os.replace(")
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_sessionfinish(session):
+@pytest.hookimpl(trylast=True)  # after the medrcube plugin's own, which starts the writer
+def pytest_collection_finish(session):
     with open(os.path.join(str(session.config.rootpath), "writers.json"), "w") as fh:
         json.dump([w.process.pid for w in allure_files._WRITERS if w.process is not None], fh)
 '''
@@ -139,3 +141,6 @@ def test_a_gate_run_with_the_writer_makes_the_same_allure_files(gate_ws, monkeyp
         assert [x["name"] for x in a.get("attachments", [])] == [x["name"] for x in b.get("attachments", [])]
     assert _attached(gate_ws.path / "handed") == _attached(gate_ws.path / "kept") != []
     assert not list((gate_ws.path / "handed").glob("*.tmp"))
+    # The run's trend entry counts every case's result file: the slow writer's were in place when it was made.
+    trend = [json.loads((gate_ws.path / d / "medrcube-last-run.json").read_text())["data"] for d in ("handed", "kept")]
+    assert trend[0] == trend[1] and trend[0]["total"] > len(handed)  # and the gate's verdict as a case

@@ -523,6 +523,9 @@ class ControllerHooks:
             if alluredir:
                 from medrcube.plugin import allure as allure_files
                 from medrcube.plugin.allure_overview import verdict_result, write_history
+                from medrcube.plugin.speed.allure_files import wait_for_files
+
+                wait_for_files()  # every case's file in place: the trend counts the result files
 
                 allure_files.write_run_files(alluredir, self.report.meta, self.report.gate.get("verdict"),
                                              build_order=len(self.allure_trend) + 1)

@@ -17,7 +17,8 @@
   interpreter is started that takes each file's name and bytes through a pipe and writes it as
   allure does (a `.tmp` beside it, then renamed), on the other core, while the process goes on
   to its next case. The process keeps what it handed over until the writer has ended well
-  (`FileWriter.close`, at the session's cleanup, before allure's logger is unregistered): if the
+  (`wait_for_files`: before the process reads the directory itself, the run's trend, and at the
+  session's cleanup, before allure's logger is unregistered): if the
   writer could not be started, died, or was refused a file, the process writes every file itself
   (the same names: a file the writer had written is replaced by the same bytes). So the files
   are there when pytest returns, whatever happened to the writer.
@@ -179,7 +180,8 @@ class _Sink:
             write_file(self.directory, name, data)
 
 
-_WRITERS: list[FileWriter] = []  # this process's open writers (`send_pending_files`)
+_WRITERS: list[FileWriter] = []  # this process's open writers (`send_pending_files`, `wait_for_files`)
+_SINKS: list[_Sink] = []  # the sinks handing their files to them
 
 
 def send_pending_files() -> None:
@@ -187,6 +189,17 @@ def send_pending_files() -> None:
     files are written while the session ends (the run directory), not when it waits for the writer."""
     for writer in _WRITERS:
         writer.send()
+
+
+def wait_for_files() -> None:
+    """Every file handed over is in its directory when this returns (each writer waited for, or its
+    files written here), and what allure reports from now on is written here: called before anything
+    reads the results directory (the run's trend counts its result files), and at the session's cleanup."""
+    for sink in _SINKS:
+        sink.writer = None
+    writers, _WRITERS[:], _SINKS[:] = list(_WRITERS), [], []
+    for writer in writers:
+        writer.close()
 
 
 _SINK = "_medrcube_sink"  # the logger's `_Sink`, set beside its C item writer
@@ -237,24 +250,17 @@ def hand_files_to_a_writer(config: Any, cases: int) -> bool:
                     if impl.plugin is plugin and tuple(impl.argnames) == ("body", "file_name")]
         writer = sink.writer = FileWriter(sink.directory)
         _WRITERS.append(writer)
+        _SINKS.append(sink)
 
         def attached_data(body: Any, file_name: str, sink: _Sink = sink) -> None:
             sink.put(file_name, body.encode("utf-8") if isinstance(body, str) else bytes(body))
 
         for impl in attached:  # allure's `report_attached_data` of this logger: the same bytes, handed over
             impl.function = attached_data
-        config.add_cleanup(_closer(sink, writer))
         started = True
+    if started:
+        config.add_cleanup(wait_for_files)  # before allure's own cleanup unregisters its logger
     return started
-
-
-def _closer(sink: _Sink, writer: FileWriter) -> Any:
-    def close() -> None:
-        sink.writer = None  # anything after this is written here
-        with contextlib.suppress(ValueError):
-            _WRITERS.remove(writer)
-        writer.close()
-    return close
 
 
 def _cores() -> int:
