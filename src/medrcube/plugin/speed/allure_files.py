@@ -233,8 +233,9 @@ def encode_results_in_c() -> int:
 
 def hand_files_to_a_writer(config: Any, cases: int) -> bool:
     """With `cases` or more cases to run here and a second core, the files of allure's file loggers
-    that have the C item writer (results, containers, attached data) handed to a `FileWriter`, which is
-    closed at this session's cleanup (before allure's own unregisters its logger); whether it was."""
+    that have the C item writer (results, containers, attached data) handed to a `FileWriter`, waited
+    for by `wait_for_files` (at the latest at this session's cleanup, before allure's own unregisters
+    its logger); whether it was."""
     if cases < WRITER_MIN_CASES or _cores() < 2:
         return False
     try:
