@@ -660,9 +660,11 @@ def test_a_long_turned_line_found_as_a_short_piece_at_one_end_is_masked_to_its_f
     session 27): the detector keeps one piece of it, at its start, about as long as thick and a few degrees off the line;
     its mask, grown 8 thicknesses each way, stops short of the line's far end (0.58 of its glyph pixels). Read in its best
     direction and place and 16 thicknesses past each end (`textscreen.SHORT_REACH`), the line reads on past one end, the
-    piece is extended there and the line is masked whole; without the rule it is not."""
+    piece is extended there and the line is masked whole; without the rule it is not. The rule is off by default (out of
+    sample it changed no line) and turned on here."""
     from medrcube.construction.privacy import textscreen
 
+    monkeypatch.setattr(textscreen, "SHORT_REACH", True)
     img, (line,) = _drawn(*_SHORT_PIECE_AT_ONE_END)
     _masked_whole_and_not_when(img, line, monkeypatch, textscreen, "SHORT_REACH", False, most_masked=0.5)
 

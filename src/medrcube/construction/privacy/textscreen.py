@@ -169,7 +169,9 @@ def aligned(reader: ocr.TextReader, pixels: np.ndarray, piece: oriented.Line, lo
 # 17901, off and on in turn twice, least of two), one took 0.25 -> 1.14 s and the others as without it (mean 0.70 -> 0.78
 # s); 6 of 1,024 px and 16 text-free frames as without it. A cheap check first (the piece read past its ends as it lies,
 # aligned only where its line reads on there: 3 reads) lost the line above: not kept.
-SHORT_REACH = True
+# Off: out of sample (seeds 17501-17571, 1,704 frames at 45 and 135 degrees, 2,044 lines, paired) it changed 15 frames
+# and no line, and it costs CPU where it reads; `python -m benchmarks.deid_ocr --short-reach` measures it on.
+SHORT_REACH = False
 SHORT_PIECE = 3.0  # thicknesses: a turned line kept that is shorter than this is a piece of its line
 SHORT_AHEAD = 16.0  # thicknesses: how far past one end of such a piece its line is read
 
