@@ -284,6 +284,9 @@ SWITCHES: tuple[tuple[str, Any, str, Callable[[], None] | None, str], ...] = (
     ("turned-pieces", textscreen, "TURNED_PIECES", _watch_reads("turned_pieces", textscreen),
      "read a detector quad that runs off the row, too short for a line or dropped, lengthened along its axis, and keep it as "
      "a turned line when read as text (default: textscreen.TURNED_PIECES; off before 2026-12-07, session 26)"),
+    ("short-reach", textscreen, "SHORT_REACH", _watch_reads("short_reached", textscreen),
+     "a short diagonal turned line kept is read lengthened in its best direction and place, and 16 thicknesses past each "
+     "end, and extended where more is read that way (default: textscreen.SHORT_REACH, off: no line changed out of sample, 2026-12-07, session 27)"),
     ("column-distinct", linemask, "COLUMN_DISTINCT", _watch_distinct,
      "count two pieces of a column that are one thing found twice (nested, of about one height) as one piece "
      "(default: linemask.COLUMN_DISTINCT, off: it lost a line at 270 degrees out of sample, 2026-12-07, session 24)"),

@@ -443,7 +443,12 @@ def _masked_whole_and_not_when(img: np.ndarray, line: synthetic.Burned, monkeypa
 def test_a_long_low_contrast_turned_line_found_in_part_is_masked_to_its_far_end(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """A 32 px "ID: ... DOB ..." line at 43 degrees, 0.6 grey over an MR-like body of about that grey (a line the
     benchmark's generator drew and the screen left in part, tuning seed 10006): the detector finds part of it, and a
-    mask grown TURNED_ALONG (8) thicknesses along the line at each end covers all of it; grown 6, the far end stays."""
+    mask grown TURNED_ALONG (8) thicknesses along the line at each end covers all of it; grown 6, the far end stays.
+    A short piece read on past one end (`textscreen.SHORT_REACH`, session 27) reaches the far end at 6 too: off here, so
+    that the growth's own share is tested."""
+    from medrcube.construction.privacy import textscreen
+
+    monkeypatch.setattr(textscreen, "SHORT_REACH", False)
     img = synthetic.background("mr", 512, 512, np.random.default_rng(seed))
     img, line = synthetic.burn(img, "ID: 709785  DOB 19740518", (83, 66), "dejavu-sans", 32, 0.604, 42.85)
     _masked_whole_and_not_when(img, line, monkeypatch, linemask, "TURNED_ALONG", 6.0, most_masked=0.4)
@@ -644,6 +649,35 @@ def test_a_large_low_contrast_turned_line_found_as_a_short_piece_is_read_lengthe
 
     img, (line,) = _drawn(*frame)
     _masked_whole_and_not_when(img, line, monkeypatch, textscreen, "TURNED_PIECES", False, most_masked=0.5)
+
+
+_SHORT_PIECE_AT_ONE_END: tuple[str, tuple[int, int], tuple[int, int, int, int], list[_Burn]] = ("ct", (512, 512), (85117908984061564408738431975696560993, 42068118192426276360146970698230273997, 0, 342077846),
+                          [("PID 71599732  DOB 1994-06-22", (282, 294), "dejavu-sans-bold", 16, 0.514191621541977, 43.44980090481241, False)])  # tuning seed 17007
+
+
+def test_a_long_turned_line_found_as_a_short_piece_at_one_end_is_masked_to_its_far_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 16 px "PID ... DOB ..." line at 43 degrees, 0.15 of full scale over a CT-like body (tuning seed 17007, 2026-12-07,
+    session 27): the detector keeps one piece of it, at its start, about as long as thick and a few degrees off the line;
+    its mask, grown 8 thicknesses each way, stops short of the line's far end (0.58 of its glyph pixels). Read in its best
+    direction and place and 16 thicknesses past each end (`textscreen.SHORT_REACH`), the line reads on past one end, the
+    piece is extended there and the line is masked whole; without the rule it is not. The rule is off by default (out of
+    sample it changed no line) and turned on here."""
+    from medrcube.construction.privacy import textscreen
+
+    monkeypatch.setattr(textscreen, "SHORT_REACH", True)
+    img, (line,) = _drawn(*_SHORT_PIECE_AT_ONE_END)
+    _masked_whole_and_not_when(img, line, monkeypatch, textscreen, "SHORT_REACH", False, most_masked=0.5)
+
+
+def test_a_line_extended_at_one_end_keeps_its_other_end() -> None:
+    """`oriented.extended` lengthens a line past one end only: its start stays, its direction and thickness too."""
+    row = oriented.line_of(((100.0, 100.0), (200.0, 100.0), (200.0, 120.0), (100.0, 120.0)))
+    ahead = oriented.extended(row, 0.0, 50.0)
+    xs = np.asarray(ahead.quad)[:, 0]
+    assert xs.min() == pytest.approx(100.0) and xs.max() == pytest.approx(250.0)
+    assert ahead.angle == pytest.approx(0.0) and ahead.thickness == pytest.approx(20.0)
+    behind = oriented.extended(oriented.turned_by(row, 45.0), 30.0, 0.0)
+    assert oriented.geometry(behind.quad)[0] == pytest.approx(130.0) and behind.angle == pytest.approx(45.0)
 
 
 def test_a_line_turned_about_its_centre_and_shifted_across_keeps_its_shape() -> None:

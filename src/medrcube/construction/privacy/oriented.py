@@ -141,6 +141,14 @@ def lengthened(line: Line, by: float) -> Line:
     return Line(tuple((float(x), float(y)) for x, y in corners), line.angle, line.thickness)
 
 
+def extended(line: Line, behind: float, ahead: float) -> Line:
+    """The line with its quad extended `behind` px before its start and `ahead` px past its end (along its direction,
+    its thickness kept)."""
+    centre, direction, across, half_len, half_thick = _frame(line)
+    corners = [centre + sa * direction + sc * half_thick * across for sa, sc in ((-half_len - behind, -1), (half_len + ahead, -1), (half_len + ahead, 1), (-half_len - behind, 1))]
+    return Line(tuple((float(x), float(y)) for x, y in corners), line.angle, line.thickness)
+
+
 def turned_by(line: Line, degrees: float) -> Line:
     """The line turned `degrees` counter-clockwise about its quad's centre (its length and thickness kept)."""
     q = np.asarray(line.quad, dtype=np.float64)

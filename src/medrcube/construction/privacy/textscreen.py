@@ -80,6 +80,9 @@ def text_regions(reader: ocr.TextReader, pixels: np.ndarray, turned: bool | None
     if turned and TURNED_PIECES:
         pieces = turned_pieces(reader, pixels, detected, keep)
         keep, found = keep + pieces, found + pieces
+    if turned and SHORT_REACH:
+        for i, region in short_reached(reader, pixels, keep):
+            keep[i] = region
     return keep, len(found) - len(keep)
 
 
@@ -122,26 +125,81 @@ def turned_pieces(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.
         longer = oriented.lengthened(piece, max(linemask.TURNED_ALONG * thickness, linemask.TURNED_REACH))
         text, score = oriented.read_scored(reader, pixels, longer)
         if _alnum(text) >= oriented.LEGIBLE and score >= linemask.NET_CONFIDENT:
-            # A piece's quad is a few degrees off its line's direction, and a mask grown 8 thicknesses along it drifts
-            # off the line's far end: the direction that reads the most letters or digits (then the surest) is kept.
-            # And its quad lies a little off the line's axis (a mask 1.7 thicknesses wide left a 64 px line's ends out):
-            # then the place across it that reads the most.
-            read = (_alnum(text), score, 0.0)
-            for turn in PIECE_TURNS:
-                t, c = oriented.read_scored(reader, pixels, oriented.turned_by(longer, turn))
-                read = max(read, (_alnum(t), c, turn))
-            turn = read[2]
-            longer, line = (oriented.turned_by(longer, turn), oriented.turned_by(piece, turn)) if turn else (longer, piece)
-            read = (read[0], read[1], 0.0)
-            for by in PIECE_SHIFTS:
-                t, c = oriented.read_scored(reader, pixels, oriented.shifted(longer, by * thickness))
-                read = max(read, (_alnum(t), c, by))
-            line = oriented.shifted(line, read[2] * thickness) if read[2] else line
+            line = aligned(reader, pixels, piece, longer, (_alnum(text), score))[0]
             while not oriented.is_oriented(line.quad):  # (a detector quad is no exact rectangle: lengthened it is one)
                 line = oriented.lengthened(line, 0.25 * max(thickness, 1.0))
             out.append(ocr.TextRegion(line.box(pixels.shape), r.score, quad=line.quad))
             mask = oriented.coverage_mask(pixels.shape, [oriented.grown(line, linemask.TURNED_ALONG)])  # its other pieces are read no more
             covered = mask if covered is None else covered | mask
+    return out
+
+
+def aligned(reader: ocr.TextReader, pixels: np.ndarray, piece: oriented.Line, longer: oriented.Line, read: tuple[int, float]) -> tuple[oriented.Line, int, float]:
+    """`piece` turned (PIECE_TURNS) and moved across itself (PIECE_SHIFTS) as `longer`, the piece lengthened, reads the
+    most letters or digits (then surest), with what it reads there (letters or digits, confidence); `read` is what
+    `longer` itself reads. A piece's quad is a few degrees off its line's direction, and a mask grown 8 thicknesses along
+    it drifts off the line's far end: the direction that reads the most is kept. And its quad lies a little off the
+    line's axis (a mask 1.7 thicknesses wide left a 64 px line's ends out): then the place across it that reads the most."""
+    best = (read[0], read[1], 0.0)
+    for turn in PIECE_TURNS:
+        t, c = oriented.read_scored(reader, pixels, oriented.turned_by(longer, turn))
+        best = max(best, (_alnum(t), c, turn))
+    turn = best[2]
+    longer, line = (oriented.turned_by(longer, turn), oriented.turned_by(piece, turn)) if turn else (longer, piece)
+    best = (best[0], best[1], 0.0)
+    for by in PIECE_SHIFTS:
+        t, c = oriented.read_scored(reader, pixels, oriented.shifted(longer, by * piece.thickness))
+        best = max(best, (_alnum(t), c, by))
+    return (oriented.shifted(line, best[2] * piece.thickness) if best[2] else line), best[0], best[1]
+
+
+# A short diagonal turned line kept (shorter than SHORT_PIECE thicknesses: a piece of its line, 2-3 letters) is read on
+# past its ends (SHORT_REACH, since 2026-12-07, session 27): in the direction and place across that read the most
+# lengthened as its mask would be (`aligned`, as TURNED_PIECES does), then SHORT_AHEAD thicknesses past one end and past
+# the other; where one of those reads more letters or digits (LEGIBLE or more, at the net's floor
+# `linemask.NET_CONFIDENT`), the piece is extended there (so that its mask, grown TURNED_ALONG thicknesses beyond, reaches
+# SHORT_AHEAD past that end) in its best direction. A long low-contrast line at 45 or 135 degrees found as one piece at its
+# start was masked TURNED_ALONG (8) thicknesses about the piece and its far end left out, and a piece a few degrees off the
+# line drifts off it: 5 of the 21 misses of tuning seeds 17001-17008 (benchmarks/RESULTS.md 23a, session 27) were lines of
+# 12-16 px masked in part about a short piece (0.58-0.88 of their glyph pixels); the 16 px "PID 71599732  DOB 1994-06-22"
+# over CT (seed 17007), kept as a 33 x 20 px piece at its start, read "PID7159022000199400" lengthened one way and was
+# masked whole. On tuning seeds 17001-17010 (800 frames at 45 and 135 degrees, 512 and 1,024 px, paired with the rule off)
+# it changed 19 frames and one line, masked only with it, none only without. Each such piece costs 9 reads (two recogniser
+# calls each; pieces under another line kept are not read): of 10 frames of 512 px with text at 45 and 135 degrees (seed
+# 17901, off and on in turn twice, least of two), one took 0.25 -> 1.14 s and the others as without it (mean 0.70 -> 0.78
+# s); 6 of 1,024 px and 16 text-free frames as without it. A cheap check first (the piece read past its ends as it lies,
+# aligned only where its line reads on there: 3 reads) lost the line above: not kept.
+# Off: out of sample (seeds 17501-17571, 1,704 frames at 45 and 135 degrees, 2,044 lines, paired) it changed 15 frames
+# and no line, and it costs CPU where it reads; `python -m benchmarks.deid_ocr --short-reach` measures it on.
+SHORT_REACH = False
+SHORT_PIECE = 3.0  # thicknesses: a turned line kept that is shorter than this is a piece of its line
+SHORT_AHEAD = 16.0  # thicknesses: how far past one end of such a piece its line is read
+
+
+def short_reached(reader: ocr.TextReader, pixels: np.ndarray, keep: list[ocr.TextRegion]) -> list[tuple[int, ocr.TextRegion]]:
+    """The short diagonal turned lines of `keep` (shorter than SHORT_PIECE thicknesses, less than half under another
+    line kept) whose line reads on past one end (see above), each as (its place in `keep`, the line extended there)."""
+    lines = [r for r in keep if oriented.is_oriented(r.quad)]
+    out = []
+    for i, r in enumerate(keep):
+        length, thickness, angle = oriented.geometry(r.quad) if any(r is q for q in lines) else (0.0, 0.0, 0.0)
+        if length == 0.0 or length >= SHORT_PIECE * thickness or not oriented.OFF_AXIS < min(angle, 180.0 - angle) < 90.0 - oriented.OFF_AXIS:
+            continue
+        others = [oriented.grown(oriented.line_of(q.quad)) for q in lines if q is not r]
+        if others and float(oriented.coverage_mask(pixels.shape, others)[oriented.coverage_mask(pixels.shape, [r.quad])].mean()) >= 0.5:
+            continue
+        piece = oriented.line_of(r.quad)
+        reach = max(linemask.TURNED_ALONG * thickness, linemask.TURNED_REACH)
+        text, score = oriented.read_scored(reader, pixels, oriented.lengthened(piece, reach))
+        line, letters, sure = aligned(reader, pixels, piece, oriented.lengthened(piece, reach), (_alnum(text), score))
+        best = (letters if sure >= linemask.NET_CONFIDENT else 0, 0.0, 0.0)
+        for behind, ahead in ((SHORT_AHEAD * thickness, thickness), (thickness, SHORT_AHEAD * thickness)):
+            t, c = oriented.read_scored(reader, pixels, oriented.extended(line, behind, ahead))
+            if c >= linemask.NET_CONFIDENT and _alnum(t) >= oriented.LEGIBLE and _alnum(t) > best[0]:  # more read that way
+                best = (_alnum(t), max(0.0, behind - reach), max(0.0, ahead - reach))
+        if best[1] or best[2]:  # moved or turned only where its line reads on past one end
+            line = oriented.extended(line, best[1], best[2])
+            out.append((i, ocr.TextRegion(line.box(pixels.shape), r.score, quad=line.quad)))
     return out
 
 
@@ -316,7 +374,8 @@ class TextLog:
                      f"stroke-like read upright" + (" (none read: at half scale, the " + ("most" if oriented.LONE_HALF_READS == 1 else f"{oriented.LONE_HALF_READS} most")
                                                 + " stroke-like)" if oriented.LONE_HALF else "")
                      + ("; a detector piece that runs off the row, too short for a line, read lengthened along it (in the direction and place "
-                        "across that read most) and kept as a turned line when read as text" if TURNED_PIECES else ""),
+                        "across that read most) and kept as a turned line when read as text" if TURNED_PIECES else "")
+                     + ("; a short diagonal piece of a turned line kept read on past each end, and extended where its line reads on" if SHORT_REACH else ""),
             "masking": "regions grown along the line" + (" (rows followed along the row first)" if linemask.FOLLOW_ROWS else "") + ", lines joined, "
                        "regions one under another masked as one column"
                        + (" (the turned stroke maps' near-vertical lines counted as pieces of a column that holds a region)" if linemask.COLUMN_PIECES else "")
