@@ -53,10 +53,12 @@ COST_PER_RECORD = {"credibility": 1.3, "position": 1.6, "image_dependence": 1.0,
                    "regression": 1.0}
 # The accuracy checks together, per record of the run: their standard records' counts by cell
 # (ByScope.standard_counts, shared by them all) and the intervals. They stay in the parent, which
-# also pays for the pages both processes write after the fork: 2.6 rather than the 1.7 of their
-# own CPU, chosen by measurement (paper-scale records, medians of 7: 2.1 209 ms, 2.6 186 ms,
-# 3.0 251 ms wall for the whole family, one process 264 ms; docs/speed.md "Sixteenth pass").
-ACCURACY_COST_PER_RECORD = 2.6
+# also pays for the pages both processes write after the fork, chosen by measurement on paper-scale
+# records (the whole family's wall, medians): under another job's load 2.1 209 ms, 2.6 186 ms, 3.0
+# 251 ms, one process 264 ms (docs/speed.md "Sixteenth pass"); on the quiet machine, interleaved,
+# medians of 8: 1.4 208 ms, 1.7 200 ms, 2.0 199 ms, 2.6 210 ms, the parent waiting for the child
+# 35, 7, 14 and 34 ms ("Seventeenth pass"). The child's share ends last above 2.0.
+ACCURACY_COST_PER_RECORD = 2.0
 # How long the child is waited for once the process's own share is done, as a share of the time that took.
 PATIENCE = 0.5
 
