@@ -236,7 +236,9 @@ def hand_files_to_a_writer(config: Any, cases: int) -> bool:
     that have the C item writer (results, containers, attached data) handed to a `FileWriter`, waited
     for by `wait_for_files` (at the latest at this session's cleanup, before allure's own unregisters
     its logger); whether it was."""
-    if cases < WRITER_MIN_CASES or _cores() < 2:
+    from medrcube.cube.decode_workers import cores
+
+    if cases < WRITER_MIN_CASES or cores() < 2:
         return False
     try:
         import allure_commons
@@ -262,8 +264,3 @@ def hand_files_to_a_writer(config: Any, cases: int) -> bool:
     if started:
         config.add_cleanup(wait_for_files)  # before allure's own cleanup unregisters its logger
     return started
-
-
-def _cores() -> int:
-    affinity = getattr(os, "sched_getaffinity", None)
-    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
