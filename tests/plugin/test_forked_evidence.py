@@ -153,3 +153,19 @@ def test_few_records_are_collected_without_a_fork(forks, rec) -> None:
     got = collect_forked(checks, ByScope(records), None, None)
     assert forks["count"] == 0
     assert got == collect_each(checks, ByScope(records), None, None)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this platform")
+def test_a_process_pinned_to_one_core_collects_without_a_fork(forks, rec) -> None:
+    # A CI job pinned to one core of a larger machine: os.cpu_count() names the machine's cores,
+    # the affinity the one this process may use, where a child would only take turns with it.
+    records = _run(rec, images_per_place=5, seed=5)
+    checks = _family(records)
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(before)})
+    try:
+        got = collect_forked(checks, ByScope(records), None, None, min_records=0)
+    finally:
+        os.sched_setaffinity(0, before)
+    assert forks["count"] == 0
+    assert got == collect_each(checks, ByScope(records), None, None)

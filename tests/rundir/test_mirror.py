@@ -5,6 +5,7 @@ records and arguments asked about, and nothing left behind when they are not tak
 from __future__ import annotations
 
 import dataclasses
+import os
 import random
 from pathlib import Path
 
@@ -153,3 +154,17 @@ def test_a_child_is_started_at_the_first_batch_of_a_large_run_only(records: list
     small.made.close()
     large.made.close()
     assert large.made._mirror is None
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this platform")
+def test_no_child_for_a_process_pinned_to_one_core(records: list[GradedRecord], tmp_path: Path) -> None:
+    # The child would read and write on the one core the gate runs on: its interpreter's start
+    # (about 0.3 s of CPU) and its reading taken from the requests, nothing taken off the end.
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(before)})
+    try:
+        ahead = _fed(records)
+    finally:
+        os.sched_setaffinity(0, before)
+    assert ahead._mirror is None
+    assert _written(tmp_path / "run", records, ahead) == _written(tmp_path / "plain", records, None)

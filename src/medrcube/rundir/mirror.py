@@ -83,6 +83,10 @@ class Mirror:
         """A child reading the spool file open as descriptor `spool`; None where none can start."""
         if getattr(sys, "frozen", False):  # a frozen application's executable is not a Python running `-c`
             return None
+        from medrcube.cube.decode_workers import cores
+
+        if cores() < 2:  # on the process's one core the child's reading and writing would only take turns with it
+            return None
         # As cube/audit_child.py: medrcube's own directory appended for a parent that found it through sys.path.
         package_root = str(Path(__file__).resolve().parents[2])
         code = ("import sys; sys.path.append(sys.argv[1]); from medrcube.rundir.mirror import main; "

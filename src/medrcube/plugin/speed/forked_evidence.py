@@ -67,10 +67,12 @@ def collect_forked(checks: Sequence[Any], scoped: ByScope, base: list[Any] | Non
                    baseline_error: str | None, *, min_records: int = MIN_RECORDS) -> list[Any]:
     """gate.evaluate.CollectFamily: `collect_each`'s evidence, a share of it collected in a forked
     child when there are `min_records` records or more."""
+    from medrcube.cube.decode_workers import cores
     from medrcube.gate.evaluate import collect_each
     from medrcube.gate.evidence import collect
 
-    if not hasattr(os, "fork") or len(scoped.records) < min_records or (os.cpu_count() or 1) < 2:
+    # The cores this process may run on (its affinity: a CI job pinned to one core of a larger machine forks for nothing).
+    if not hasattr(os, "fork") or len(scoped.records) < min_records or cores() < 2:
         return collect_each(checks, scoped, base, baseline_error)
     theirs = child_share(checks, scoped)
     if not theirs:

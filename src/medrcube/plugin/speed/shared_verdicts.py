@@ -35,6 +35,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from medrcube.cube.decode_workers import cores
 from medrcube.run import shard_exchange
 from medrcube.service import WHOLE_TAG
 
@@ -80,6 +81,9 @@ def _payloads(session: Any, payload_of: Callable[[Any, Any], dict[str, Any]]) ->
 def shares_verdicts(session: Any) -> bool:
     """Whether this run's workers share one worker's verdicts: an xdist run of more workers than
     cores, not sequential, with no baseline (which the records' digest does not cover)."""
+    # With a core for each worker the workers decide side by side at no cost to one another, and a worker
+    # that waited for another's verdicts would only wait longer: shared only when the workers outnumber
+    # the cores this process may run on (its affinity, as the image decoders count them).
     return (session.exchange_dir is not None and session.worker[1] > cores() and not session.options.sequential
             and not session.has_baseline)
 
@@ -129,14 +133,6 @@ async def decided(directory: Path, wait_s: float = WAIT_S, clock: Callable[[], f
             return None
         await asyncio.sleep(POLL_S)
     return _document(directory)
-
-
-def cores() -> int:
-    """The cores this process may run on. With a core for each worker the workers decide side by
-    side at no cost to one another, and a worker that waited for another's verdicts would only
-    wait longer: the verdicts are shared only when the workers outnumber the cores."""
-    affinity = getattr(os, "sched_getaffinity", None)
-    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
 
 
 def publish(directory: Path, digest: str, payloads: dict[str, Any], shards: dict[int, str] | None = None) -> None:
