@@ -289,9 +289,10 @@ class LightClient:
         if body is not None:
             head += b"Content-Type: application/json\r\nContent-Length: %d\r\n" % len(body)
         try:
-            conn.writer.write(head + b"\r\n")
-            if body is not None:  # apart: a body of hundreds of KB is not copied to join the head
-                conn.writer.write(body)
+            # Head and body in one send: as two, the head left in a segment of its own (asyncio sets
+            # TCP_NODELAY), and the server read it and the body in two wake-ups. writelines joins them
+            # on Python 3.11 (a copy: about 1 us for a 48 KB body) and gathers them without one from 3.12.
+            conn.writer.writelines((head + b"\r\n", body) if body is not None else (head + b"\r\n",))
             await conn.writer.drain()
             self.written.set()
             return await self._response(conn.reader, cap)
