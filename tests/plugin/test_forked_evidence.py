@@ -169,3 +169,34 @@ def test_a_process_pinned_to_one_core_collects_without_a_fork(forks, rec) -> Non
         os.sched_setaffinity(0, before)
     assert forks["count"] == 0
     assert got == collect_each(checks, ByScope(records), None, None)
+
+
+def test_the_wait_for_the_child_does_the_meanwhile_work_once_and_changes_no_evidence(forks, rec) -> None:
+    # A child that has not answered when this process's share is done (asleep: another job holds its
+    # core): the process's other work is done in that wait, once; a meanwhile that raises changes nothing.
+    records = _run(rec, images_per_place=20, seed=6)
+    checks = _family(records)
+    serial = collect_each(checks, ByScope(records), None, None)
+    forks["child_sleeps"] = True
+    done: list[int] = []
+    got = collect_forked(checks, ByScope(records), None, None, min_records=0, meanwhile=lambda: done.append(1))
+    assert done == [1]
+    assert got == serial
+    forks["count"] = 0
+
+    def broken() -> None:
+        done.append(2)
+        raise RuntimeError("an optimisation that failed")
+
+    assert collect_forked(checks, ByScope(records), None, None, min_records=0, meanwhile=broken) == serial
+    assert done == [1, 2] and forks["count"] == 1
+
+
+def test_a_child_that_answered_first_leaves_the_meanwhile_work_undone(forks, rec) -> None:
+    records = _run(rec, images_per_place=20, seed=7)
+    checks = _family(records)
+    forks["parent_waits"] = 0.3  # the child's answer is there before this process looks for it
+    done: list[int] = []
+    got = collect_forked(checks, ByScope(records), None, None, min_records=0, meanwhile=lambda: done.append(1))
+    assert done == []  # done where it was before: after the verdicts (tail_ahead.ask_for_run_files)
+    assert got == collect_each(checks, ByScope(records), None, None)

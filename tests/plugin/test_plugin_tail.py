@@ -7,11 +7,13 @@ from __future__ import annotations
 import gc
 import importlib
 import json
+import os
 
 from medrcube.rundir.seal import verify_run_dir
 
 SITE_TEST = '''
 import gc
+import os
 
 
 def test_the_heap_is_frozen_once_the_records_are_in(medrcube_records):
@@ -85,3 +87,65 @@ def test_a_large_runs_results_and_summary_come_from_the_mirror_child_and_are_the
     summary = metrics_summary(records, run["variants"], prevalence=prevalence, costs=costs)
     assert (run_dir / "metrics_summary.json").read_text(encoding="utf-8") == summary_text(summary)
     assert not [p.name for p in run_dir.parent.iterdir() if p.name.startswith(".")]
+
+
+# A forked evidence child of the test below sleeps before it collects: the process's own share is done
+# first, and its wait for the child's answer is where the run files' ask is prepared.
+_SLOW_CHILD = {"on": False}
+
+
+def _child_sleeps() -> None:
+    if _SLOW_CHILD["on"]:
+        import time
+
+        time.sleep(0.3)
+
+
+os.register_at_fork(after_in_child=_child_sleeps)
+
+
+def test_the_run_files_ask_is_prepared_while_the_evidence_child_works(gate_ws, gate_server, monkeypatch):
+    """plugin/speed/forked_evidence.py's `meanwhile`, as the session wires it: with the evidence forked and
+    the run files child on (here at any size), the offsets of the records' lines are found while the
+    process waits for the evidence child's answer, taken by the ask after the verdicts, and the run
+    directory's files are the child's, renamed into place, and the run's own."""
+    from medrcube.rundir.files import read_results, records_digest
+
+    mirror = importlib.import_module("medrcube.rundir.mirror")
+    forked = importlib.import_module("medrcube.plugin.speed.forked_evidence")
+    files = importlib.import_module("medrcube.rundir.files")
+    monkeypatch.setattr(mirror, "MIN_RECORDS", 1)
+    monkeypatch.setattr(forked, "MIN_RECORDS", 0)
+    prepared, asked, taken = [], [], []
+    prepare, ask, take = files.GradedAhead.prepare_ask, files.GradedAhead.ask_mirror, mirror.Mirror.take
+
+    def observed_prepare(self, records):
+        prepare(self, records)
+        prepared.append(self._ask_ready)
+
+    def observed_ask(self, records, *args, **kwargs):
+        ready = self._ask_ready
+        asked.append(ready is not None and ready[:2] == (files._order(records), self.rows.end))
+        return ask(self, records, *args, **kwargs)
+
+    def observed_take(self, wait_s=mirror.WAIT_S):
+        taken.append(take(self, wait_s))
+        return taken[-1]
+
+    monkeypatch.setattr(files.GradedAhead, "prepare_ask", observed_prepare)
+    monkeypatch.setattr(files.GradedAhead, "ask_mirror", observed_ask)
+    monkeypatch.setattr(mirror.Mirror, "take", observed_take)
+    gate_server.set_script({"answer_key": gate_ws.answer_key()})
+    _SLOW_CHILD["on"] = True
+    try:
+        result = gate_ws.run("--variants=standard,blind,shuffled:2", model=gate_ws.openai(gate_server))
+    finally:
+        _SLOW_CHILD["on"] = False
+    assert result.ret in (0, 10, 11), result.stdout.str()[-3000:]
+    assert len(prepared) == 1 and prepared[0] is not None and prepared[0][2] is not None  # in the wait, once
+    assert asked == [True]  # the ask took the offsets found then
+    assert len(taken) == 1 and taken[0] is not None  # and the child's files were made from them
+    run_dir = gate_ws.run_dirs()[-1]
+    assert verify_run_dir(run_dir).ok
+    run = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    assert run["records_digest"] == records_digest(read_results(run_dir / "results.jsonl"))

@@ -168,3 +168,30 @@ def test_no_child_for_a_process_pinned_to_one_core(records: list[GradedRecord], 
         os.sched_setaffinity(0, before)
     assert ahead._mirror is None
     assert _written(tmp_path / "run", records, ahead) == _written(tmp_path / "plain", records, None)
+
+
+def test_an_ask_prepared_for_the_records_asks_the_same(records: list[GradedRecord], tmp_path: Path) -> None:
+    # The offsets found while the evidence child works (GradedAhead.prepare_ask) are taken for the very
+    # same records only: the same files either way.
+    reports = tmp_path / "reports"
+    ahead = _fed(records)
+    ahead.prepare_ask(records)
+    assert ahead._ask_ready is not None and ahead._ask_ready[2] == ahead.rows.offsets(records)
+    assert ahead.ask_mirror(records, reports, VARIANTS, prevalence=PREVALENCE, costs=COSTS)
+    assert ahead._ask_ready is None
+    assert _written(reports / "run", records, ahead) == _written(tmp_path / "alone", records, None)
+    assert ahead._mirror is None or ahead._mirror.made is not None  # taken from the child
+    ahead.close()
+
+
+def test_an_ask_prepared_for_other_records_is_not_taken(records: list[GradedRecord], tmp_path: Path) -> None:
+    reports = tmp_path / "reports"
+    ahead = _fed(records)
+    other = list(records)
+    other[0], other[1] = other[1], other[0]
+    ahead.prepare_ask(other)  # the offsets of another order
+    assert ahead.ask_mirror(records, reports, VARIANTS, prevalence=PREVALENCE, costs=COSTS)
+    mirrored = _written(reports / "run", records, ahead)
+    ahead.close()
+    assert mirrored == _written(tmp_path / "alone", records, None)
+    assert _hidden(reports) == []

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +23,7 @@ from medrcube.plugin.ledger import reserve, with_share
 from medrcube.plugin.options import GateOptions, _parse_variants, _usage, packaged_thresholds, resolve_cube_spec
 from medrcube.plugin.speed.forked_evidence import collect_forked
 from medrcube.plugin.speed.frozen_heap import collection_paused, settle_heap
-from medrcube.plugin.speed.tail_ahead import ask_for_run_files, prepare_outputs
+from medrcube.plugin.speed.tail_ahead import ask_for_run_files, prepare_outputs, prepare_run_files_ask
 from medrcube.records import GradedRecord
 
 if TYPE_CHECKING:
@@ -133,7 +134,7 @@ class GateSession:
         self._by_id = {c.id: c for c in self.checks}
         self.questions = {it.id: it.question for it in self.cube.items}
         if self.decider is None:
-            self.decider = decider_for(self.options.sequential, collect_forked)
+            self.decider = decider_for(self.options.sequential, partial(collect_forked, meanwhile=self._run_files_meanwhile))
 
     # -- collection-time questions: cheap, identical on every worker ---------------------
 
@@ -301,6 +302,12 @@ class GateSession:
                 # process runs its cases.
                 ask_for_run_files(self, self._result)
         return self._verdicts[check.id]
+
+    def _run_files_meanwhile(self) -> None:
+        """The run files' ask prepared while the evidence child collects its share (forked_evidence's
+        `meanwhile`): once the run is over, in the process that writes the run directory, as `verdict` asks."""
+        if self._result is not None and self.worker[1] == 1:
+            prepare_run_files_ask(self, self._result)
 
     def lines_sha256(self) -> str:
         """The SHA-256 of results.jsonl's lines of this process's records (plugin/handover.lines_sha256),

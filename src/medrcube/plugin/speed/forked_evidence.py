@@ -29,7 +29,7 @@ import os
 import select
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import fields, is_dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -64,14 +64,19 @@ PATIENCE = 0.5
 
 
 def collect_forked(checks: Sequence[Any], scoped: ByScope, base: list[Any] | None,
-                   baseline_error: str | None, *, min_records: int = MIN_RECORDS) -> list[Any]:
+                   baseline_error: str | None, *, min_records: int | None = None,
+                   meanwhile: Callable[[], None] | None = None) -> list[Any]:
     """gate.evaluate.CollectFamily: `collect_each`'s evidence, a share of it collected in a forked
-    child when there are `min_records` records or more."""
+    child when there are `min_records` records or more (`MIN_RECORDS` when None). `meanwhile`: other work of the process's,
+    done when its own share is collected and the child's answer has not come yet (never raises
+    here: it is an optimisation of its own)."""
     from medrcube.cube.decode_workers import cores
     from medrcube.gate.evaluate import collect_each
     from medrcube.gate.evidence import collect
 
     # The cores this process may run on (its affinity: a CI job pinned to one core of a larger machine forks for nothing).
+    if min_records is None:
+        min_records = MIN_RECORDS
     if not hasattr(os, "fork") or len(scoped.records) < min_records or cores() < 2:
         return collect_each(checks, scoped, base, baseline_error)
     theirs = child_share(checks, scoped)
@@ -113,6 +118,11 @@ def collect_forked(checks: Sequence[Any], scoped: ByScope, base: list[Any] | Non
         # collects the child's share too, lightest check first, and takes whichever is whole first (the
         # same values either way).
         patience = PATIENCE * (time.perf_counter() - started)
+        if meanwhile is not None and not _answered(read_end, 0.0):  # the wait for the child put to use
+            began = time.perf_counter()
+            with contextlib.suppress(Exception):
+                meanwhile()
+            patience = max(0.0, patience - (time.perf_counter() - began))
         for n, i in enumerate(theirs):
             if _answered(read_end, patience if n == 0 else 0.0):
                 taken, reaped = _answer(read_end, pid, [checks[i] for i in theirs])

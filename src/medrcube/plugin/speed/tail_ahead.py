@@ -101,6 +101,15 @@ def stop_leak_audit(session: Any) -> None:
         child.stop()
 
 
+def prepare_run_files_ask(session: Any, result: Any) -> None:
+    """What `ask_for_run_files` will ask of `result`'s records, found while the evidence child collects
+    its share (this process's wait for its answer: forked_evidence.collect_forked's `meanwhile`): the
+    offsets of their lines."""
+    ahead = session.graded_ahead
+    if ahead is not None:
+        ahead.prepare_ask(result.records)
+
+
 def ask_for_run_files(session: Any, result: Any) -> None:
     """A large run's results.jsonl and metrics_summary.json asked, once the verdicts are taken (the other
     core is the evidence child's before: forked_evidence.py), of the child that read their lines as they
