@@ -119,8 +119,8 @@ def test_the_run_files_ask_is_prepared_while_the_evidence_child_works(gate_ws, g
     prepared, asked, taken = [], [], []
     prepare, ask, take = files.GradedAhead.prepare_ask, files.GradedAhead.ask_mirror, mirror.Mirror.take
 
-    def observed_prepare(self, records):
-        prepare(self, records)
+    def observed_prepare(self, records, directory):
+        prepare(self, records, directory)
         prepared.append(self._ask_ready)
 
     def observed_ask(self, records, *args, **kwargs):

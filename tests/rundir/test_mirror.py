@@ -175,10 +175,13 @@ def test_an_ask_prepared_for_the_records_asks_the_same(records: list[GradedRecor
     # same records only: the same files either way.
     reports = tmp_path / "reports"
     ahead = _fed(records)
-    ahead.prepare_ask(records)
+    ahead.prepare_ask(records, reports)
     assert ahead._ask_ready is not None and ahead._ask_ready[2] == ahead.rows.offsets(records)
+    staged = sorted(p.name for p in reports.iterdir())
+    assert len(staged) == 3  # the order, and the two files the child fills, made ahead
     assert ahead.ask_mirror(records, reports, VARIANTS, prevalence=PREVALENCE, costs=COSTS)
     assert ahead._ask_ready is None
+    assert sorted(p.name for p in reports.iterdir()) == staged  # the very files: the ask made none
     assert _written(reports / "run", records, ahead) == _written(tmp_path / "alone", records, None)
     assert ahead._mirror is None or ahead._mirror.made is not None  # taken from the child
     ahead.close()
@@ -189,9 +192,27 @@ def test_an_ask_prepared_for_other_records_is_not_taken(records: list[GradedReco
     ahead = _fed(records)
     other = list(records)
     other[0], other[1] = other[1], other[0]
-    ahead.prepare_ask(other)  # the offsets of another order
+    ahead.prepare_ask(other, reports)  # the offsets of another order, and their order file
     assert ahead.ask_mirror(records, reports, VARIANTS, prevalence=PREVALENCE, costs=COSTS)
     mirrored = _written(reports / "run", records, ahead)
     ahead.close()
     assert mirrored == _written(tmp_path / "alone", records, None)
+    assert _hidden(reports) == []
+
+
+def test_files_made_ahead_in_another_directory_or_never_asked_for_are_removed(records: list[GradedRecord],
+                                                                             tmp_path: Path) -> None:
+    reports, elsewhere = tmp_path / "reports", tmp_path / "elsewhere"
+    ahead = _fed(records)
+    ahead.prepare_ask(records, elsewhere)
+    assert len(_hidden(elsewhere)) == 3
+    assert ahead.ask_mirror(records, reports, VARIANTS, prevalence=PREVALENCE, costs=COSTS)
+    assert _hidden(elsewhere) == []  # made again where asked
+    assert _written(reports / "run", records, ahead) == _written(tmp_path / "alone", records, None)
+    ahead.close()
+    assert _hidden(reports) == []
+    never = _fed(records)
+    never.prepare_ask(records, reports)
+    assert len(_hidden(reports)) == 3
+    never.close()  # the verdicts failed, say: nothing asked, nothing left
     assert _hidden(reports) == []

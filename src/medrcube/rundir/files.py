@@ -215,12 +215,18 @@ class GradedAhead:
         self._mirror_asked = (order, _summary_key(variants, prevalence, costs))
         return True
 
-    def prepare_ask(self, records: Sequence[GradedRecord]) -> None:
-        """Find the lines' offsets of these records now, where the process has time to spare (while the
-        evidence child collects its share: plugin/speed/forked_evidence.py), for `ask_mirror` of the very
-        same records: the 36,478 lookups of a paper-scale run took 26-29 ms of the time before its first case."""
-        if self._mirror is not None and self._mirror_asked is None:
-            self._ask_ready = (_order(records), self.rows.end, self.rows.offsets(records))
+    def prepare_ask(self, records: Sequence[GradedRecord], directory: Path) -> None:
+        """Find the lines' offsets of these records now, and make the child's files in `directory`, where
+        the process has time to spare (while the evidence child collects its share:
+        plugin/speed/forked_evidence.py), for `ask_mirror` of the very same records into the same
+        directory: the 36,478 lookups of a paper-scale run took 26-29 ms of the time before its first
+        case, and the files a few more."""
+        mirror = self._mirror
+        if mirror is not None and self._mirror_asked is None:
+            offsets = self.rows.offsets(records)
+            self._ask_ready = (_order(records), self.rows.end, offsets)
+            if offsets is not None:
+                mirror.stage(offsets, directory)
 
     def place_mirrored(self, records: Sequence[GradedRecord], run_dir: Path, variants: Sequence[str] | None = None, *,
                        prevalence: Mapping[str, Any] | None = None, costs: DeferralCosts | None = None,

@@ -74,6 +74,8 @@ class Mirror:
     def __init__(self, process: subprocess.Popen[bytes]) -> None:
         self.process = process
         self._paths: dict[str, str] = {}  # the request's files, named here: removed by `close` unless renamed
+        self._staged: tuple[Any, Path] | None = None  # (the offsets, the directory) the files were made for ahead
+        self._asked = False
         self._reply = _Reader(process.stdout.fileno()) if process.stdout is not None else None
         self._taken = False
         self.made: Made | None = None  # what `take` returned
@@ -102,21 +104,49 @@ class Mirror:
         atexit.register(mirror.close)
         return mirror
 
+    def stage(self, offsets: array.array[int], directory: Path) -> bool:
+        """The request's files made ahead, where the process has time to spare (the order of `offsets`
+        written, the two files the child fills created): a `request` of these very offsets into this
+        directory then sends the ask alone (a few milliseconds of file creation and writing taken off it).
+        Whether they were made (else `request` makes them)."""
+        if self._asked or self._paths or self.process.poll() is not None:
+            return False
+        try:
+            self._make_files(offsets, directory)
+        except OSError:
+            self._remove_files()
+            return False
+        self._staged = (offsets, directory)
+        return True
+
+    def _make_files(self, offsets: array.array[int], directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        for name, prefix in (("order", ORDER), ("results", RESULTS), ("summary", SUMMARY)):
+            fd, self._paths[name] = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=directory)
+            # The order in a file, not through the pipe: 8 bytes a record would fill the pipe
+            # and hold this thread until the child reads.
+            with os.fdopen(fd, "wb") as fh:
+                if name == "order":
+                    offsets.tofile(fh)
+
+    def _remove_files(self) -> None:
+        paths, self._paths, self._staged = self._paths, {}, None
+        for path in paths.values():
+            with contextlib.suppress(OSError):
+                os.unlink(path)  # a file renamed into a run directory is no longer here
+
     def request(self, offsets: array.array[int], end: int, directory: Path, variants: Any,
                 prevalence: Any, costs: Any) -> bool:
         """Ask for the files of the records whose lines start at `offsets` (in that order) in the
         spool's first `end` bytes; False if the child cannot be asked (then nothing was)."""
-        if self._paths or self.process.stdin is None or self.process.poll() is not None:
+        if self._asked or self.process.stdin is None or self.process.poll() is not None:
             return False
+        staged = self._staged
         try:
-            directory.mkdir(parents=True, exist_ok=True)
-            for name, prefix in (("order", ORDER), ("results", RESULTS), ("summary", SUMMARY)):
-                fd, self._paths[name] = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=directory)
-                # The order in a file, not through the pipe: 8 bytes a record would fill the pipe
-                # and hold this thread until the child reads.
-                with os.fdopen(fd, "wb") as fh:
-                    if name == "order":
-                        offsets.tofile(fh)
+            if staged is None or staged[0] is not offsets or staged[1] != directory:
+                self._remove_files()  # made ahead for other records or another directory: made again
+                self._make_files(offsets, directory)
+            self._staged = None
             ask = {"end": end, "count": len(offsets), **self._paths,
                    "variants": list(variants) if variants is not None else None, "prevalence": prevalence,
                    "costs": {"error": costs.error, "deferral": costs.deferral} if costs is not None else None}
@@ -125,6 +155,7 @@ class Mirror:
         except (OSError, ValueError, TypeError):
             self.close()
             return False
+        self._asked = True
         return True
 
     def take(self, wait_s: float = WAIT_S) -> Made | None:
@@ -151,10 +182,7 @@ class Mirror:
             self.process.wait()
         if self.process.stdout is not None:
             self.process.stdout.close()
-        paths, self._paths = self._paths, {}
-        for path in paths.values():
-            with contextlib.suppress(OSError):
-                os.unlink(path)  # a file renamed into a run directory is no longer here
+        self._remove_files()
 
 
 class _Reader:

@@ -104,10 +104,10 @@ def stop_leak_audit(session: Any) -> None:
 def prepare_run_files_ask(session: Any, result: Any) -> None:
     """What `ask_for_run_files` will ask of `result`'s records, found while the evidence child collects
     its share (this process's wait for its answer: forked_evidence.collect_forked's `meanwhile`): the
-    offsets of their lines."""
+    offsets of their lines, and the files the run files child will fill."""
     ahead = session.graded_ahead
     if ahead is not None:
-        ahead.prepare_ask(result.records)
+        ahead.prepare_ask(result.records, session.options.report_dir)
 
 
 def ask_for_run_files(session: Any, result: Any) -> None:
