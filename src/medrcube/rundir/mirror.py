@@ -14,7 +14,8 @@ interpreter of its own:
   sums, on another core while the requests are out;
 - once the run's records are final, the parent asks (`request`): the offset of each
   record's line in the spool, in the records' order, the variants, prevalence and deferral
-  cost, and three hidden files it made beside the run directory to come (on its file system);
+  cost, and three hidden files it made beside the run directory to come (on its file system;
+  made ahead, `stage`, while the gate's process waits for its evidence child);
 - the child checks that the offsets are every line it read, each once, writes results.jsonl
   (the spool's own bytes, in that order) and metrics_summary.json (encoded by
   rundir/files.summary_text, as the run directory's writer encodes it) into two of those files, made durable (fsync), and

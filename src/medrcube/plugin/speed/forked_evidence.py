@@ -67,16 +67,16 @@ def collect_forked(checks: Sequence[Any], scoped: ByScope, base: list[Any] | Non
                    baseline_error: str | None, *, min_records: int | None = None,
                    meanwhile: Callable[[], None] | None = None) -> list[Any]:
     """gate.evaluate.CollectFamily: `collect_each`'s evidence, a share of it collected in a forked
-    child when there are `min_records` records or more (`MIN_RECORDS` when None). `meanwhile`: other work of the process's,
-    done when its own share is collected and the child's answer has not come yet (never raises
-    here: it is an optimisation of its own)."""
+    child when there are `min_records` records or more (`MIN_RECORDS` when None). `meanwhile`: other
+    work of the process's, done when its own share is collected and the child's answer has not come
+    yet (never raises here: it is an optimisation of its own)."""
     from medrcube.cube.decode_workers import cores
     from medrcube.gate.evaluate import collect_each
     from medrcube.gate.evidence import collect
 
-    # The cores this process may run on (its affinity: a CI job pinned to one core of a larger machine forks for nothing).
     if min_records is None:
         min_records = MIN_RECORDS
+    # The cores this process may run on (its affinity: a CI job pinned to one core of a larger machine forks for nothing).
     if not hasattr(os, "fork") or len(scoped.records) < min_records or cores() < 2:
         return collect_each(checks, scoped, base, baseline_error)
     theirs = child_share(checks, scoped)
