@@ -344,7 +344,9 @@ def probed_legible(reader: ocr.TextReader, pixels: np.ndarray, line: oriented.Li
 # line's own quad reads "IDS" (0.53). So the piece is masked for what it is (two letters read for sure along a line of
 # text found), not read on. It costs no reading: the net has read the line already. Only on a frame with a turned line
 # or column found, in its direction (a frame's block of lines runs one way): no text-free frame is masked more unless
-# the detector found a turned line on it.
+# the detector found a turned line on it. On tuning seeds 18001-18010 (800 frames at 45 and 135 degrees, 512 and 1,024
+# px, 1,442 lines, paired with the rule off) it changed 4 frames and masked 3 lines more, none fewer; pixels masked off
+# the lines 11.00 -> 11.01% of a 512 px frame; on 60 text-free frames (seed 18021) it changed none.
 SURE_PIECES = True
 SURE_PIECE = 0.8
 
