@@ -575,11 +575,13 @@ def test_a_low_contrast_turned_line_found_nowhere_is_read_lengthened_from_its_le
     (tuning seed 13010, 2026-12-07, session 23): no detector region lies on it, and the turned stroke maps hold two letter
     pieces of it, read for sure as "ID." and "057", under the net's 4 characters. Read lengthened as its mask would be
     (`linemask.TURNED_PROBE`), a piece is read as the whole line and masked; without the rule the line leaves whole. The
-    reading of short detector pieces lengthened (`textscreen.TURNED_PIECES`, session 26) is off here (as first built it
-    masked this frame too), so that this rule's own share is tested."""
+    reading of short detector pieces lengthened (`textscreen.TURNED_PIECES`, session 26) and the masking of sure pieces
+    (`linemask.SURE_PIECES`, session 28) are off here (each masks this frame too), so that this rule's own share is
+    tested."""
     from medrcube.construction.privacy import textscreen
 
     monkeypatch.setattr(textscreen, "TURNED_PIECES", False)
+    monkeypatch.setattr(linemask, "SURE_PIECES", False)
     img, lines = _drawn("ct", (512, 512), (250702607562079800437201039205642629446, 207287382459641014976652830191280261847, 1, 646023022),
                         [("1996-04-07", (8, 269), "dejavu-sans", 48, 0.5449761688709259, 46.7932843936707, False),
                          ("ID: 655057", (8, 109), "dejavu-sans-mono", 16, 0.44923012852668764, 44.279365640940505, False),
