@@ -287,6 +287,9 @@ SWITCHES: tuple[tuple[str, Any, str, Callable[[], None] | None, str], ...] = (
     ("short-reach", textscreen, "SHORT_REACH", _watch_reads("short_reached", textscreen),
      "a short diagonal turned line kept is read lengthened in its best direction and place, and 16 thicknesses past each "
      "end, and extended where more is read that way (default: textscreen.SHORT_REACH, off: no line changed out of sample, 2026-12-07, session 27)"),
+    ("sure-pieces", linemask, "SURE_PIECES", _watch_reads("sure_piece"),
+     "a turned stroke-map or band-map line in the direction of text found, read as 2 or more letters or digits at 0.8 or "
+     "more, is masked as a piece of text (default: linemask.SURE_PIECES; on since 2026-12-07, session 28)"),
     ("column-distinct", linemask, "COLUMN_DISTINCT", _watch_distinct,
      "count two pieces of a column that are one thing found twice (nested, of about one height) as one piece "
      "(default: linemask.COLUMN_DISTINCT, off: it lost a line at 270 degrees out of sample, 2026-12-07, session 24)"),

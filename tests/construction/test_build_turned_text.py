@@ -575,11 +575,13 @@ def test_a_low_contrast_turned_line_found_nowhere_is_read_lengthened_from_its_le
     (tuning seed 13010, 2026-12-07, session 23): no detector region lies on it, and the turned stroke maps hold two letter
     pieces of it, read for sure as "ID." and "057", under the net's 4 characters. Read lengthened as its mask would be
     (`linemask.TURNED_PROBE`), a piece is read as the whole line and masked; without the rule the line leaves whole. The
-    reading of short detector pieces lengthened (`textscreen.TURNED_PIECES`, session 26) is off here (as first built it
-    masked this frame too), so that this rule's own share is tested."""
+    reading of short detector pieces lengthened (`textscreen.TURNED_PIECES`, session 26) and the masking of sure pieces
+    (`linemask.SURE_PIECES`, session 28) are off here (each masks this frame too), so that this rule's own share is
+    tested."""
     from medrcube.construction.privacy import textscreen
 
     monkeypatch.setattr(textscreen, "TURNED_PIECES", False)
+    monkeypatch.setattr(linemask, "SURE_PIECES", False)
     img, lines = _drawn("ct", (512, 512), (250702607562079800437201039205642629446, 207287382459641014976652830191280261847, 1, 646023022),
                         [("1996-04-07", (8, 269), "dejavu-sans", 48, 0.5449761688709259, 46.7932843936707, False),
                          ("ID: 655057", (8, 109), "dejavu-sans-mono", 16, 0.44923012852668764, 44.279365640940505, False),
@@ -692,3 +694,32 @@ def test_a_line_turned_about_its_centre_and_shifted_across_keeps_its_shape() -> 
     step = np.asarray(moved.quad).mean(axis=0) - np.asarray(turned.quad).mean(axis=0)
     assert np.hypot(*step) == pytest.approx(10.0)
     assert float(step @ np.array([np.cos(np.radians(30.0)), -np.sin(np.radians(30.0))])) == pytest.approx(0.0, abs=1e-9)
+
+
+_SURE_PIECE_OF_A_SMALL_LINE: tuple[str, tuple[int, int], tuple[int, int, int, int], list[_Burn]] = ("ct", (512, 512), (178758548567414895605092572324815623050, 228401837335998891302596889578483078357, 0, 480512515),
+                               [("PID 22551517  DOB 19-AUG-1961", (364, 369), "pillow-bitmap", 12, 0.4478135138750076, 136.21565227487145, False),
+                                ("ID: 728749  DOB 05-JAN-2006", (421, 237), "stix-general", 8, 0.6175856530666352, 133.06325650483734, False),
+                                ("ID: 949786", (429, 128), "dejavu-sans", 16, 1.0, 132.15819238854178, False)])  # fmt: skip  # tuning seed 18003
+
+
+def test_a_low_contrast_small_turned_line_whose_band_line_reads_two_letters_for_sure_is_masked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An 8 px "ID: 728749  DOB 05-JAN-2006" at 133 degrees, 0.15 of full scale over a CT-like body, between two lines of
+    its block that the detector finds (tuning seed 18003, 2026-12-07, session 28): no detector region lies on it, and a
+    band-map line on its start reads "ID" at 0.84, under the net's 4 characters; lengthened, it reads no more. Masked as
+    a sure piece of a line in the direction of the text found (`linemask.SURE_PIECES`), grown along it, the line is
+    masked whole; without the rule it leaves whole."""
+    img, lines = _drawn(*_SURE_PIECE_OF_A_SMALL_LINE)
+    _masked_whole_and_not_when(img, lines[1], monkeypatch, linemask, "SURE_PIECES", False, most_masked=0.2)
+
+
+def test_a_sure_piece_counts_only_in_the_direction_of_text_found_and_from_two_letters_at_its_floor() -> None:
+    """`linemask.sure_piece`: two letters read at the floor, on a line within FAINT_TURN degrees of a turned line found,
+    count; the same read across the text found, one letter, or two read less surely, do not."""
+    piece = oriented.line_of(((0.0, 0.0), (30.0, 30.0), (22.0, 38.0), (-8.0, 8.0)))  # 135 degrees (y down), 11 px thick
+    assert abs(piece.angle - 135.0) < 1.0
+    assert linemask.sure_piece(piece, "ID", linemask.SURE_PIECE, [133.0])
+    assert linemask.sure_piece(piece, "ID", 0.9, [40.0, 125.0])  # within FAINT_TURN (12 degrees) of one direction
+    assert not linemask.sure_piece(piece, "ID", 0.9, [45.0])  # across the text found
+    assert not linemask.sure_piece(piece, "I.", 0.99, [133.0])  # one letter
+    assert not linemask.sure_piece(piece, "ID", linemask.SURE_PIECE - 0.01, [133.0])
+    assert not linemask.sure_piece(piece, "ID", 0.99, [])  # no turned text found

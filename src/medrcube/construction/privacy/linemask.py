@@ -273,11 +273,14 @@ def _goes_on(line: oriented.Line, pieces: list[oriented.Line]) -> bool:
 
 
 def _uncovered_turned(reader: ocr.TextReader, masked: np.ndarray, lines: list[oriented.Line], covered: np.ndarray,
-                      confident: float = NET_CONFIDENT, whole: np.ndarray | None = None, probe: bool = False) -> list[oriented.Line]:  # fmt: skip
+                      confident: float = NET_CONFIDENT, whole: np.ndarray | None = None, probe: bool = False,
+                      pieces: list[float] | None = None) -> list[oriented.Line]:  # fmt: skip
     """The turned stroke-map lines NET_MIN_HEIGHT px or thicker, less than 90% inside the masks, that the
     recogniser reads (upright, either way) as LEGIBLE letters or digits, with a confidence of `confident` or more,
     on the masked frame; with `whole` (the frame unmasked), a line partly under a mask is read there instead.
-    With `probe` (and TURNED_PROBE), a line read as a few letters for sure is read again lengthened (`probed_legible`).
+    With `probe` (and TURNED_PROBE), a line read as a few letters for sure is read again lengthened (`probed_legible`);
+    with `pieces` (directions of text found, and SURE_PIECES), a line read as a few letters for sure in one of them counts
+    too (`sure_piece`).
     A near-vertical line not so read is read as a stack too (`oriented.stack_read`, with `oriented.UNSTACK`); one read
     so counts as the line lengthened that it returns."""
     out = []
@@ -294,6 +297,8 @@ def _uncovered_turned(reader: ocr.TextReader, masked: np.ndarray, lines: list[or
         if (sum(1 for c in text if c.isalnum()) >= oriented.LEGIBLE and score >= confident) or (
             probe and TURNED_PROBE and probed_legible(reader, shown, line, text, score)
         ):
+            out.append(line)
+        elif pieces and SURE_PIECES and sure_piece(line, text, score, pieces):
             out.append(line)
         elif (stack := oriented.stack_read(reader, shown, line)) is not None:  # read as a stack (`oriented.UNSTACK`)
             out.append(stack)
@@ -325,6 +330,35 @@ def probed_legible(reader: ocr.TextReader, pixels: np.ndarray, line: oriented.Li
         return False
     longer = oriented.lengthened(line, max(TURNED_ALONG * line.thickness, TURNED_REACH))
     return oriented.legible(reader, pixels, longer, NET_CONFIDENT)
+
+
+# A sure piece of a line is masked as a piece of text (SURE_PIECES, since 2026-12-07, session 28): a turned stroke-map
+# line, or a band-map line the net reads (`faint_read`), that runs within FAINT_TURN degrees of a turned line or column
+# the detector found and is read as PROBE_LEAST letters or digits or more at SURE_PIECE or more (but not as text, nor
+# lengthened as text by TURNED_PROBE) is masked as a turned line the net found (grown TURNED_ALONG thicknesses at each
+# end, TURNED_REACH px at least), with no reading more. Of the 14 lines missed on tuning seeds 18001-18006 (all low
+# contrast, benchmarks/RESULTS.md 23a, session 28), 4 lay under such a piece, in the direction of text found: "ID"
+# (0.84) and "KC" (0.82) on band lines, which no probe read, "AC" (0.87) and "AO" (0.82) on a band and a stroke line
+# under TURNED_PROBE's 0.9. The rest of such a line does not read: "ID" of an 8 px "ID: 728749  DOB 05-JAN-2006" at 133
+# degrees over CT, read lengthened by 20-120 px in 5 directions and 3 places across, reads "ID" or "D" or nothing; the
+# line's own quad reads "IDS" (0.53). So the piece is masked for what it is (two letters read for sure along a line of
+# text found), not read on. It costs no reading: the net has read the line already. Only on a frame with a turned line
+# or column found, in its direction (a frame's block of lines runs one way): no text-free frame is masked more unless
+# the detector found a turned line on it. On tuning seeds 18001-18010 (800 frames at 45 and 135 degrees, 512 and 1,024
+# px, 1,442 lines, paired with the rule off) it changed 4 frames and masked 3 lines more, none fewer; pixels masked off
+# the lines 11.00 -> 11.01% of a 512 px frame; on 60 text-free frames (seed 18021) it changed none. Out of sample (seeds
+# 18501-18600, 2,400 frames at 45 and 135 degrees, 2,919 lines, paired): 5 lines more masked, none fewer, 7 frames
+# changed, no text-free frame masked more (1 of 800 either way).
+SURE_PIECES = True
+SURE_PIECE = 0.8
+
+
+def sure_piece(line: oriented.Line, text: str, score: float, directions: list[float]) -> bool:
+    """Whether a stroke- or band-map line read as `text` at `score` (not text by the net's rule, nor by TURNED_PROBE's)
+    is a sure piece of a line of text (see above): `directions` are the turned lines' and columns' found (degrees)."""
+    if sum(1 for c in text if c.isalnum()) < PROBE_LEAST or score < SURE_PIECE:
+        return False
+    return any(min(abs(line.angle - d) % 180.0, 180.0 - abs(line.angle - d) % 180.0) <= FAINT_TURN for d in directions)
 
 
 # A stack of upright letters (a label written one letter under another) comes back from the detector as
@@ -560,15 +594,15 @@ def plan(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.TextRegio
     thin = [f for f in read if f.thickness <= FAINT_LOW_THICK]
     thick = [f for f in read if f.thickness > FAINT_LOW_THICK]
     near, far = band_rows(faint or [], [r.box for r in rows], read) if BAND_ROWS else ([], [])
-    passes = ((turned or [], NET_CONFIDENT, False, True), (thin, FAINT_CONFIDENT, False, False), (thick, NET_CONFIDENT, False, False),
-              (near, NET_CONFIDENT, True, False), (far, NET_CONFIDENT, True, False))  # fmt: skip
-    for net_lines, floor, banded, probe in passes:
+    passes = ((turned or [], NET_CONFIDENT, False, True, directions), (thin, FAINT_CONFIDENT, False, False, directions),
+              (thick, NET_CONFIDENT, False, False, directions), (near, NET_CONFIDENT, True, False, None), (far, NET_CONFIDENT, True, False, None))  # fmt: skip
+    for net_lines, floor, banded, probe, pieces in passes:
         if readable or not net_lines:
             continue
         covered = MaskPlan(boxes, 0, False, 0, tuple(quads)).covered(shape)
         # (band_row_hits: the same reading, named apart so that benchmarks/deid_ocr.py --paired-rule band-rows sees it fire)
         whole = pixels if NET_WHOLE else None
-        hits_t = band_row_hits(reader, masked, net_lines, covered, floor, whole) if banded else _uncovered_turned(reader, masked, net_lines, covered, floor, whole, probe)
+        hits_t = band_row_hits(reader, masked, net_lines, covered, floor, whole) if banded else _uncovered_turned(reader, masked, net_lines, covered, floor, whole, probe, pieces)
         if hits_t:
             netted += len(hits_t)
             quads += [_grown_turned(line) for line in hits_t]
