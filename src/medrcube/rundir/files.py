@@ -155,7 +155,7 @@ class ResultRows:
 
     def records_digest(self) -> str:
         """records_digest of the records fed (the caller checks they are the run's: `made_from`)."""
-        return _digest_of_identities(self._identities)
+        return digest_of_identities(self._identities)
 
     def close(self) -> None:
         if self._spool is not None:
@@ -356,7 +356,7 @@ def records_digest(records: Sequence[GradedRecord]) -> str:
     """sha256 over the sorted identities of the records (item, variant, rotation, prompt,
     image): run.json keeps it, so that `medrcube report` refuses a results.jsonl that is
     not the one of its run.json (another cube, another run, records added or dropped)."""
-    return _digest_of_identities(map(record_identity, records))
+    return digest_of_identities(map(record_identity, records))
 
 
 def record_identity(r: GradedRecord) -> str:
@@ -364,7 +364,8 @@ def record_identity(r: GradedRecord) -> str:
     return f"{r.item_id}\t{r.variant}\t{r.rotation}\t{r.prompt_hash}\t{r.image_digest}"
 
 
-def _digest_of_identities(rows: Iterable[str]) -> str:
+def digest_of_identities(rows: Iterable[str]) -> str:
+    """records_digest from its rows (`record_identity` of each record), in any order."""
     return hashlib.sha256("\n".join(sorted(rows)).encode("utf-8")).hexdigest()
 
 

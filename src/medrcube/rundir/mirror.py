@@ -225,9 +225,12 @@ def main(argv: list[str]) -> int:
     _warm()
     lines: dict[int, tuple[Any, int]] = {}  # offset in the spool -> (the record of the line there, its length)
     tally = SummaryTally()
+    # Each line's row of run.json's records_digest, made as it is read: at the end only their sort and hash
+    # are left (the digest of the records asked about, once they are found to be every line, each once).
+    identities: list[str] = []
     read = 0
     while not select.select([stdin], [], [], POLL_S)[0]:
-        read = _read_lines(spool, read, os.fstat(spool).st_size, lines, tally)
+        read = _read_lines(spool, read, os.fstat(spool).st_size, lines, tally, identities)
     header = stdin.readline()
     if not header:
         return 0  # the parent ended, or closed without asking
@@ -235,7 +238,7 @@ def main(argv: list[str]) -> int:
     gc.disable()  # what is made from here on lives until the answers are sent (the gate's verdicts pause it too)
     with contextlib.suppress(OSError):  # a parent gone (its pipe closed): only the clean-up below is left
         try:
-            reply = _make(spool, read, ask, lines, tally)
+            reply = _make(spool, read, ask, lines, tally, identities)
         except Exception as e:  # noqa: BLE001 - said to the parent, who writes the files itself
             reply = {"error": f"{type(e).__name__}: {e}"}
         stdout.write(json.dumps(reply).encode("utf-8") + b"\n")
@@ -247,9 +250,12 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _read_lines(spool: int, start: int, end: int, lines: dict[int, tuple[Any, int]], tally: Any) -> int:
-    """The whole lines of the spool between `start` and `end` into records; the offset after them."""
+def _read_lines(spool: int, start: int, end: int, lines: dict[int, tuple[Any, int]], tally: Any,
+                identities: list[str]) -> int:
+    """The whole lines of the spool between `start` and `end` into records (and their records_digest rows);
+    the offset after them."""
     from medrcube.records import GradedRecord
+    from medrcube.rundir.files import record_identity
 
     if end <= start:
         return start
@@ -260,6 +266,7 @@ def _read_lines(spool: int, start: int, end: int, lines: dict[int, tuple[Any, in
     for line in data[:whole].split(b"\n")[:-1]:
         record = GradedRecord.from_dict(json.loads(line))
         lines[at] = (record, len(line) + 1)
+        identities.append(record_identity(record))
         batch.append(record)
         at += len(line) + 1
     tally.add(batch)
@@ -269,19 +276,20 @@ def _read_lines(spool: int, start: int, end: int, lines: dict[int, tuple[Any, in
     return start + whole
 
 
-def _make(spool: int, read: int, ask: dict[str, Any], lines: dict[int, tuple[Any, int]], tally: Any) -> dict[str, Any]:
+def _make(spool: int, read: int, ask: dict[str, Any], lines: dict[int, tuple[Any, int]], tally: Any,
+          identities: list[str]) -> dict[str, Any]:
     """The two files asked for; what the parent is answered."""
     from medrcube.metrics.selective import DeferralCosts
-    from medrcube.rundir.files import records_digest, summary_text
+    from medrcube.rundir.files import digest_of_identities, summary_text
 
     end = int(ask["end"])
-    read = _read_lines(spool, read, end, lines, tally)
+    read = _read_lines(spool, read, end, lines, tally, identities)
     offsets: array.array[int] = array.array("q")
     offsets.frombytes(Path(ask["order"]).read_bytes())
     if read != end or len(offsets) != int(ask["count"]):
         raise ValueError(f"read {read} of {end} bytes and {len(offsets)} offsets of {ask['count']}")
-    # The sums counted every line read, each once: they are the sums of the records asked about
-    # only when those are every line, each once.
+    # The sums counted every line read, each once (and a records_digest row was made of each): they are
+    # the sums of the records asked about only when those are every line, each once.
     if len(offsets) != len(lines) or len(set(offsets)) != len(offsets):
         raise ValueError(f"asked about {len(offsets)} records; {len(lines)} lines were read")
     records = [lines[o][0] for o in offsets]
@@ -292,7 +300,8 @@ def _make(spool: int, read: int, ask: dict[str, Any], lines: dict[int, tuple[Any
         # The spool's own bytes of each line, newline included, a few thousand lines a write.
         chunks = (b"".join(view[o:o + lines[o][1]] for o in offsets[i:i + 2048]) for i in range(0, len(offsets), 2048))
         results = _durable(ask["results"], chunks)
-    return {"results": results, "summary": summary, "records_digest": records_digest(records)}
+    # records_digest(records), from the rows made as the lines were read (sorted: the order is not in it).
+    return {"results": results, "summary": summary, "records_digest": digest_of_identities(identities)}
 
 
 def _warm() -> None:
