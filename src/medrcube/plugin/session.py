@@ -296,18 +296,23 @@ class GateSession:
             with collection_paused():  # plugin/speed/frozen_heap.py
                 self._verdicts = self.decider.verdicts(self.checks, records, baseline, baseline_error=missing)
             self._family = self.decider.family()
-            if self._result is not None and self.worker[1] == 1:
+            if (result := self._run_files_result()) is not None:
                 # Asked now, not as the records became final: the other core collected a share of the
                 # verdicts' evidence meanwhile (plugin/speed/forked_evidence.py); it makes them while this
                 # process runs its cases.
-                ask_for_run_files(self, self._result)
+                ask_for_run_files(self, result)
         return self._verdicts[check.id]
+
+    def _run_files_result(self) -> RunResult | None:
+        """The run whose files the run files child is asked for: once the run is over, in the process
+        that writes the run directory (no xdist worker)."""
+        return self._result if self.worker[1] == 1 else None
 
     def _run_files_meanwhile(self) -> None:
         """The run files' ask prepared while the evidence child collects its share (forked_evidence's
-        `meanwhile`): once the run is over, in the process that writes the run directory, as `verdict` asks."""
-        if self._result is not None and self.worker[1] == 1:
-            prepare_run_files_ask(self, self._result)
+        `meanwhile`), for the run `verdict` asks about."""
+        if (result := self._run_files_result()) is not None:
+            prepare_run_files_ask(self, result)
 
     def lines_sha256(self) -> str:
         """The SHA-256 of results.jsonl's lines of this process's records (plugin/handover.lines_sha256),
