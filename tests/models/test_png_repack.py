@@ -256,3 +256,51 @@ def test_with_the_cache_off_every_stream_is_checked(tmp_path, monkeypatch):
     png = encode(picture("L", (9, 9)))
     assert prepare_image(png, max_side=64).repacked
     assert not list(tmp_path.iterdir())
+
+
+def test_pillow_s_bomb_limit_as_a_caller_set_it_still_sends_a_large_png_through_decoding(monkeypatch):
+    """The repack found without Pillow reads Pillow's limit once Pillow is imported: a PNG above
+    the limit a caller set is decoded (Pillow warns of the bomb), as before."""
+    plain = encode(picture("L", (40, 30)))
+    assert prepare_image(plain, max_side=64).repacked
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 40 * 30 - 1)
+    with pytest.warns(Image.DecompressionBombWarning):
+        p = prepare_image(plain, max_side=64)
+        same = (pixels(sent(p)) == pixels(plain)).all()
+    assert not p.repacked and same
+
+
+def test_a_header_that_does_not_parse_is_left_to_pillow_which_refuses_it():
+    plain = encode(picture("RGB"))
+    bad = plain[:8] + struct.pack(">I", 14) + plain[12:]  # IHDR's length is not 13
+    with pytest.raises(ImageError):
+        prepare_image(bad, max_side=64)
+
+
+def test_a_later_run_on_a_png_cube_never_imports_pillow(tmp_path):
+    """The bundled PNG cube loaded once (its image checks cached), then, in a new interpreter,
+    loaded again and every image prepared as a request sends it: Pillow is never imported,
+    and what is sent is what the decoding path's process sends."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from medrcube.plugin.options import bundled_cube
+
+    script = (
+        "import sys, json, hashlib\n"
+        "from medrcube.cube.load import load_cube\n"
+        "from medrcube.models.images import prepare_image\n"
+        f"cube = load_cube({str(bundled_cube())!r})\n"
+        "sent = {}\n"
+        "for it in cube.items[:60]:\n"
+        "    p = prepare_image(cube.read_image(it.image), max_side=1024)\n"
+        "    sent[it.id] = hashlib.sha256(p.data_url.encode()).hexdigest()\n"
+        "print(json.dumps({'pillow': 'PIL.Image' in sys.modules, 'sent': sent}))\n"
+    )
+    env = {**os.environ, "MEDRCUBE_CACHE_DIR": str(tmp_path / "cache")}
+    runs = [json.loads(subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                                      check=True).stdout) for _ in range(2)]
+    assert runs[1]["pillow"] is False
+    assert runs[0]["sent"] == runs[1]["sent"] and len(runs[1]["sent"]) == 60

@@ -12,8 +12,6 @@ import io
 import warnings
 from dataclasses import dataclass
 
-from PIL import Image, UnidentifiedImageError
-
 # Raster formats a model adapter can send. Pillow opens more (EPS, PSD, ICO...), but a
 # cube image in such a format is more likely a mistake than a choice, so it is refused.
 ACCEPTED_FORMATS: tuple[str, ...] = ("PNG", "JPEG", "BMP", "TIFF", "GIF", "WEBP", "JPEG2000", "PPM")
@@ -45,6 +43,10 @@ def check_image_bytes(data: bytes, *, max_pixels: int = DEFAULT_MAX_PIXELS, dige
     both are turned into the `decompression_bomb` reason, as is a declared size above
     `max_pixels`. Not thread-safe (warnings state is global): call it from one thread.
     """
+    # Imported here, not with the module: a load whose image checks all come from the cache
+    # (a user's later runs) decodes no header and does not need Pillow (docs/speed.md).
+    from PIL import Image, UnidentifiedImageError
+
     digest = digest or sha256(data)
     if not data:
         return ImageCheck(digest, reason="not_an_image", message="the file is empty; expected a PNG or JPEG image")

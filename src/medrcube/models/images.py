@@ -48,6 +48,7 @@ import io
 import math
 import os
 import struct
+import sys
 import threading
 import zlib
 from collections import OrderedDict
@@ -140,10 +141,17 @@ def prepare_image(data: bytes, *, max_side: int | None = 1024, fmt: str = "auto"
 
     `max_side` None or 0 keeps the size. Raises ImageError for bytes that are not an image.
     """
-    from PIL import Image, UnidentifiedImageError
-
     if fmt not in IMAGE_FORMATS:
         raise ImageError(f"image format {fmt!r} is not one of {', '.join(IMAGE_FORMATS)}")
+    # A PNG repacked is found without Pillow (`_png_header_size`): on a user's later runs every
+    # image of a PNG cube is one, and Pillow's import (about 18 ms of CPU, once per process,
+    # before the first request: docs/speed.md) is then not needed at all.
+    size = _png_header_size(data)
+    tried = size is not None and _repacks(size, max_side, fmt)
+    if size is not None and tried and (repacked := _png_repacked(data)) is not None:
+        return _encoded(repacked[0], "PNG", *size, repacked=True, sha256=repacked[1])
+    from PIL import Image, UnidentifiedImageError
+
     try:
         im = Image.open(io.BytesIO(data))  # lazy: reads the header only
         source, (w, h) = im.format, im.size
@@ -154,7 +162,8 @@ def prepare_image(data: bytes, *, max_side: int | None = 1024, fmt: str = "auto"
     target = _target_format(source, fmt)
     bound = max_side or 0
     fits = not bound or max(w, h) <= bound
-    if fits and source == "PNG" and target == "PNG" and w * h <= (Image.MAX_IMAGE_PIXELS or w * h):
+    # (Pillow reads a PNG's size from the same header: a PNG `tried` above is not repacked twice.)
+    if not tried and fits and source == "PNG" and target == "PNG" and w * h <= (Image.MAX_IMAGE_PIXELS or w * h):
         repacked = _png_repacked(data)
         if repacked is not None:
             return _encoded(repacked[0], target, w, h, repacked=True, sha256=repacked[1])
@@ -195,6 +204,31 @@ def _encoded(payload: bytes, target: str, w: int, h: int, *, repacked: bool = Fa
 
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+# Pillow's default decompression-bomb limit (Image.MAX_IMAGE_PIXELS): `_repacks` reads Pillow's
+# own once Pillow is imported (a caller may have changed it there).
+_PILLOW_MAX_PIXELS = 89_478_485
+
+
+def _png_header_size(data: bytes) -> tuple[int, int] | None:
+    """A PNG's width and height as Pillow reads them (IHDR, first after the signature: its
+    length 13, then the two big-endian unsigned fields), or None if `data` does not start so."""
+    if len(data) < 33 or not data.startswith(PNG_SIGNATURE) or data[8:16] != b"\x00\x00\x00\rIHDR":
+        return None
+    w, h = struct.unpack_from(">II", data, 16)
+    return w, h
+
+
+def _repacks(size: tuple[int, int], max_side: int | None, fmt: str) -> bool:
+    """Whether `prepare_image` tries to repack a PNG of `size` (`_png_repacked`): it fits,
+    is sent as PNG and is within Pillow's decompression-bomb limit, as the decoding path
+    asks of it."""
+    w, h = size
+    pillow = sys.modules.get("PIL.Image")  # its limit as a caller may have set it, once imported
+    limit = getattr(pillow, "MAX_IMAGE_PIXELS", _PILLOW_MAX_PIXELS) if pillow is not None else _PILLOW_MAX_PIXELS
+    return w > 0 and h > 0 and (not max_side or max(w, h) <= max_side) and _target_format("PNG", fmt) == "PNG" \
+        and not (limit and w * h > limit)
+
+
 # Colour types repacked, by their channels at 8 bits: grey, RGB, grey+alpha, RGBA (the
 # modes the decoding path sends unconverted). A palette image is decoded: an index past
 # its palette is not seen without unfiltering every row.
