@@ -292,3 +292,22 @@ def test_the_adapter_says_written_after_its_first_request_on_the_light_client(mo
             await stop()
 
     asyncio.run(go())
+
+
+def test_a_proxy_variable_in_any_case_is_read_as_urllib_reads_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no variable ending in "_proxy" the light client is picked without urllib's import; any
+    such variable, in any case, is read by urllib itself (an empty one applies to nothing)."""
+    import os
+    import subprocess
+    import sys
+
+    for name in [n for n in os.environ if n.lower().endswith("_proxy")]:
+        monkeypatch.delenv(name)
+    script = ("import sys\nfrom medrcube.models.light_http import pick\n"
+              "print(pick('auto', 'https://gw.example/v1'), 'urllib.request' in sys.modules)")
+    ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, env=dict(os.environ))
+    assert ran.stdout.split() == ["light", "False"]
+    monkeypatch.setenv("Https_Proxy", "http://proxy.example:3128")
+    assert pick("auto", "https://gw.example/v1") == "sdk"
+    monkeypatch.setenv("Https_Proxy", "")
+    assert pick("auto", "https://gw.example/v1") == "light"
