@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from copy import deepcopy
 from dataclasses import MISSING, dataclass, fields
 from enum import StrEnum
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 
@@ -181,3 +182,12 @@ def is_perturbation(variant: str) -> bool:
     """Whether a record's variant is an image perturbation ("jpeg:30", "flip")."""
     head = variant.partition(":")[0].partition("@")[0]
     return bool(head) and head not in TEXT_VARIANTS
+
+
+_OUTCOME = attrgetter("outcome")
+
+
+def outcome_counts(records: Iterable[GradedRecord]) -> dict[Outcome, int]:
+    """How many records have each outcome (every outcome, 0 when none), counted by C loops."""
+    counted = Counter(map(_OUTCOME, records))
+    return {o: counted[o] for o in Outcome}

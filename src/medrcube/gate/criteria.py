@@ -21,7 +21,7 @@ from medrcube.gate.verdict import WorstItem
 from medrcube.metrics import finite
 from medrcube.metrics.clustered import FEW_IMAGES_ICC_MARGIN, FEW_METHOD, ClusteredInterval, clustered_wilson
 from medrcube.metrics.paired import MeanDifference
-from medrcube.records import GradedRecord, Outcome
+from medrcube.records import GradedRecord, Outcome, outcome_counts
 from medrcube.tally import NOT_ASKED
 
 MAX_WORST = 5
@@ -100,11 +100,16 @@ def ci_text(confidence: float, interval: tuple[float, float] | None) -> str:
 
 def api_errors(check: Check, asked: Sequence[GradedRecord]) -> tuple[float, Evidence | None]:
     """The error rate over records that were asked, and error evidence when above the bound."""
-    considered = [r for r in asked if r.outcome is not Outcome.UNAVAILABLE]
+    # Counted first (C loops: a family's checks count tens of thousands of records so after the
+    # last answer); the records themselves are listed only for the evidence of an error.
+    counts = outcome_counts(asked)
+    considered_n = len(asked) - counts[Outcome.UNAVAILABLE]
     # A truncated answer was not graded either: it counts against the bound like an error.
-    errors = [r for r in considered if r.outcome in (Outcome.ERROR, Outcome.TRUNCATED)]
-    rate = len(errors) / len(considered) if considered else 0.0
-    if errors and rate > check.max_error_rate:
+    errors_n = counts[Outcome.ERROR] + counts[Outcome.TRUNCATED]
+    rate = errors_n / considered_n if considered_n else 0.0
+    if errors_n and rate > check.max_error_rate:
+        considered = [r for r in asked if r.outcome is not Outcome.UNAVAILABLE]
+        errors = [r for r in considered if r.outcome in (Outcome.ERROR, Outcome.TRUNCATED)]
         kinds: dict[str, int] = defaultdict(int)
         for r in errors:
             kinds[(r.error or "unknown error").split(":")[0][:60]] += 1
