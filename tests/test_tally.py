@@ -52,6 +52,10 @@ def test_the_counts_are_each_records_category_and_outcome_summed(rows) -> None:
         by["answered"], by["cached"], by["failed"], by["not_asked"], by["unavailable"])
     assert t.outcomes == dict(Counter(r.outcome.value for r in records))
     assert t.graded == sum(r.outcome in GRADED for r in records)
+    # Counted from the (outcome, cached) counts a run keeps as it grades (RunResult.outcome_pairs): the same.
+    pairs = dict(Counter((r.outcome, r.cached) for r in records))
+    assert tally(records, requests=len(records), loaded=len(records), pairs=pairs) == t
+    assert record_counts(records, pairs) == record_counts(records)
     assert record_counts(records) == {"cache_hits": sum(r.cached for r in records),
                                       "errors": sum(r.outcome is Outcome.ERROR for r in records),
                                       "unavailable": sum(r.outcome is Outcome.UNAVAILABLE for r in records)}

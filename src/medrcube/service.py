@@ -463,7 +463,7 @@ def _assembled(others: Mapping[int, shard_exchange.Shard], part: Cube, own: RunR
             rows.add(others[j].records, lines=others[j].lines)
     # The own pass's request counts and times (the other shards' were theirs), the whole part's records.
     return dataclasses.replace(own, records=records, info=_merged_info(own, [others[j].info for j in sorted(others)], model),
-                               **record_counts(records))
+                               **record_counts(records), outcome_pairs=None)
 
 
 def _merged_info(own: RunResult, others: Sequence[Mapping[str, Any]], model: Metered) -> dict[str, Any]:

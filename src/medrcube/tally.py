@@ -161,14 +161,26 @@ def tally(
     stop: str | None = None,
     not_needed: int = 0,
     failed_requests: int = 0,
+    pairs: Mapping[tuple[Outcome, bool], int] | None = None,
 ) -> Tally:
     """The run's Tally from the candidate's records (every variant), the requests its
-    adapter sent, the items loaded and those skipped at load."""
+    adapter sent, the items loaded and those skipped at load. `pairs`: how many records
+    have each (outcome, cached), as the run counted them while grading
+    (run/runner.RunResult.outcome_pairs), read instead of the records when they are as many."""
     # Counted by C loops (map, attrgetter, compress, Counter) over every record, then by Python over
     # the few that are cached or errors: what decides a category is the outcome, whether cached, and
     # for an error how it came. The enum's `.value` is read once per outcome, not per record.
-    by_outcome = Counter(map(attrgetter("outcome"), records))
-    cached = Counter(map(attrgetter("outcome"), compress(records, map(attrgetter("cached"), records))))
+    by_outcome: Counter[Outcome]
+    cached: Counter[Outcome]
+    if pairs is not None and sum(pairs.values()) == len(records):
+        by_outcome, cached = Counter(), Counter()
+        for (outcome, was_cached), n in pairs.items():
+            by_outcome[outcome] += n
+            if was_cached:
+                cached[outcome] += n
+    else:
+        by_outcome = Counter(map(attrgetter("outcome"), records))
+        cached = Counter(map(attrgetter("outcome"), compress(records, map(attrgetter("cached"), records))))
     not_asked = sum(1 for r in records if r.outcome is Outcome.ERROR and r.how == NOT_ASKED) \
         if by_outcome[Outcome.ERROR] else 0
     keyed: Counter[tuple[Outcome, bool]] = Counter()

@@ -125,3 +125,25 @@ def test_each_rotation_is_an_ask_of_its_own_for_cached() -> None:
     assert [r.cached for r in result.records] == [True, False, True]
     assert ahead is not None
     ahead.close()
+
+
+def test_the_live_records_counts_from_their_grading_are_taken_only_for_those_very_records() -> None:
+    """A live hand-over carries its records' (outcome, cached) counts from the grading
+    (RunResult.outcome_pairs): the merged run and its tally read them while its records are
+    those records, and count the records again once one was corrected (another process sent it)."""
+    from collections import Counter
+
+    from medrcube.plugin.handover import merged_run
+    from medrcube.tally import tally
+
+    base = dict(dataset="ds", task="t", modality="CT", part="Brain", image="img/1.png", image_digest="sha256:ab",
+                variant="standard", rotation=0, answer=1, n_options=4, prompt_hash="ph", response="B", extracted=1,
+                how="bare_letter", outcome=Outcome.CORRECT)
+    records = [GradedRecord(item_id=f"i{k}", cached=k % 2 == 0, **base) for k in range(6)]
+    pairs = dict(Counter((r.outcome, r.cached) for r in records))
+    alone, _ = merged_run([{**_handover(list(records), "main", 3), "outcome_pairs": pairs}])
+    assert alone.outcome_pairs == pairs and alone.cache_hits == 3
+    assert tally(alone.records, requests=3, loaded=6, pairs=alone.outcome_pairs) == tally(alone.records, requests=3, loaded=6)
+    other = [dataclasses.replace(records[0], cached=False).to_dict()]
+    corrected, _ = merged_run([{**_handover(list(records), "main", 3), "outcome_pairs": pairs}, _handover(other, "gw1", 1)])
+    assert corrected.outcome_pairs is None and corrected.cache_hits == 2

@@ -27,9 +27,9 @@ from medrcube.cube import load_cube
 from medrcube.cube.item import Cube
 from medrcube.models.base import AdapterBase, ErrorKind, Request, Response
 from medrcube.models.baselines import RandomAdapter
-from medrcube.records import GRADED, Outcome
+from medrcube.records import GRADED, GradedRecord, Outcome
 from medrcube.run.plan import plan_asks
-from medrcube.run.runner import owner_is_dead, run_cube
+from medrcube.run.runner import owner_is_dead, record_counts, run_cube
 from medrcube.run.store import ResponseStore
 from medrcube.rundir.files import read_results
 from medrcube.testing.gencube import distinct_questions, generate_release_cube
@@ -641,3 +641,40 @@ def test_records_of_asks_without_their_image_come_after_the_first_request(small_
     assert result.unavailable > 0 and at_first_request == [0]
     assert sorted(map(id, graded)) == sorted(map(id, result.records))
     assert [r.outcome for r in result.records].count(Outcome.UNAVAILABLE) == result.unavailable
+
+
+def _pairs_of(records: list[GradedRecord]) -> dict[tuple[Outcome, bool], int]:
+    from collections import Counter
+
+    return dict(Counter((r.outcome, r.cached) for r in records))
+
+
+def test_the_outcomes_counted_while_grading_are_the_records_and_a_judge_s_reading_is_counted_again(
+        small_cube: Cube, unique_cube: Cube, tmp_path: Path) -> None:
+    """RunResult.outcome_pairs (each record's outcome and whether from the store, counted batch by batch as
+    graded) is what a pass over the run's records counts, so the counts and the tally read from it are theirs;
+    with a judge, whose reading replaces records after they were counted, there are none and the records are
+    counted."""
+    from medrcube.tally import tally
+
+    store = ResponseStore(tmp_path / "s")
+    flaky = {it.id for it in small_cube.items[::4]}
+    first = run_cube(small_cube, Scripted(lambda r: Response(text="A") if r.item_id not in flaky else Response(
+        text=None, error="HTTP 500", error_kind=ErrorKind.SERVER)), variants=("standard", "blind"), store=store)
+    again = run_cube(small_cube, Scripted(lambda r: Response(text="B")), variants=("standard", "blind"), store=store)
+    for result in (first, again):
+        assert result.outcome_pairs == _pairs_of(result.records)
+        assert {o for o, _ in result.outcome_pairs} >= {Outcome.UNAVAILABLE}  # the fixture's restricted images
+        assert record_counts(result.records, result.outcome_pairs) == record_counts(result.records)
+        assert (result.cache_hits, result.errors, result.unavailable) == tuple(record_counts(result.records).values())
+        assert tally(result.records, requests=1, loaded=1, pairs=result.outcome_pairs) == \
+            tally(result.records, requests=1, loaded=1)
+    assert again.cache_hits > 0 and first.errors > 0
+    judge = Scripted(lambda r: Response(text="B"), fingerprint="judge:9")
+    judged = run_cube(unique_cube, Scripted(lambda r: Response(text="hard to say")), variants=("blind",),
+                      store=ResponseStore(tmp_path / "j"), judge=judge)
+    assert judged.outcome_pairs is None and judged.judge_requests > 0
+    assert record_counts(judged.records) == {"cache_hits": judged.cache_hits, "errors": judged.errors,
+                                             "unavailable": judged.unavailable}
+    # Counts of other records are not taken for these: a total that differs is counted again.
+    assert record_counts(first.records[1:], first.outcome_pairs) == record_counts(first.records[1:])

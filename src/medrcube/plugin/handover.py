@@ -167,6 +167,7 @@ def without_records(handover: Mapping[str, Any]) -> dict[str, Any]:
         out.pop(RECORDS, None)
         out.pop(DIGEST, None)
         out.pop("records", None)
+        out.pop("outcome_pairs", None)  # the counts of those records
     return out
 
 
@@ -229,9 +230,10 @@ def merged_run(handovers: Iterable[Mapping[str, Any]], preread: Preread | None =
     # from this process itself the records (GateSession.handover(live=True)).
     fresh: set[str] | None = None  # the asks of this run, as `asked` lines (parsed back, 0.1 s of CPU at paper scale)
 
-    def corrected(records: list[GradedRecord]) -> list[GradedRecord]:
+    def corrected(records: list[GradedRecord], pairs: Mapping[tuple[Any, bool], int] | None = None) -> list[GradedRecord]:
         nonlocal fresh
-        if not any(rec.cached for rec in records):  # nothing to correct (a run on a new store)
+        # Nothing to correct (a run on a new store); `pairs` (RunResult.outcome_pairs) says so without a pass.
+        if not (any(n for (_, cached), n in pairs.items() if cached) if pairs is not None else any(rec.cached for rec in records)):
             return records
         if fresh is None:  # each ask by its item, variant and rotation: a shuffled rotation is an ask of its own
             fresh = {key for h in handovers for key in _asked_keys(h)}
@@ -248,25 +250,31 @@ def merged_run(handovers: Iterable[Mapping[str, Any]], preread: Preread | None =
     if DIGEST in first:  # the controller published the digest of a read it holds until here: never
         raise RuntimeError(f"a worker handed over the digest of the run's lines ({first[DIGEST]}) but the "
                            "controller holds no read with it; the answers are in the response store: run again")
-    records, lines = _records(first)
+    # This process's own records, live (`GateSession.handover`): the list is the hand-over's own copy,
+    # of GradedRecords, with their (outcome, cached) counts from the grading (RunResult.outcome_pairs).
+    live = "outcome_pairs" in first and isinstance(first.get("records"), list)
+    records, lines = (first["records"], None) if live else _records(first)
     read = records
-    records = corrected(records)
+    records = corrected(records, first["outcome_pairs"] if live else None)
     ahead = None
     if lines is not None:
         ahead = GradedAhead()
         ahead.rows.add(records, lines=[line if rec is was else None for rec, was, line in zip(records, read, lines, strict=True)])
         ahead.tally.add(records)
-    return _merged(handovers, first, records), ahead
+    pairs = first["outcome_pairs"] if live and records is read else None  # none corrected: still theirs
+    return _merged(handovers, first, records, pairs), ahead
 
 
-def _merged(handovers: list[Mapping[str, Any]], first: Mapping[str, Any], records: list[GradedRecord]) -> Any:
+def _merged(handovers: list[Mapping[str, Any]], first: Mapping[str, Any], records: list[GradedRecord],
+            pairs: Any = None) -> Any:
     from medrcube.run.runner import RunResult, record_counts
 
     return RunResult(
         records=records,
         requests_sent=sum(int(h["requests_sent"]) for h in handovers),
         # cache_hits: asks answered from the store without any process of this run asking them.
-        **record_counts(records),
+        **record_counts(records, pairs),
+        outcome_pairs=pairs,
         wall_s=max(float(h["wall_s"]) for h in handovers),
         judge_requests=sum(int(h.get("judge_requests", 0)) for h in handovers),
         started=min(float(h["started"]) for h in handovers),

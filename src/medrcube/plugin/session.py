@@ -366,7 +366,8 @@ class GateSession:
                     out = asked_out(r.records)
         return {
             "worker": f"gw{self.worker[0]}" if self.worker[1] > 1 else "main",
-            **({"records": list(r.records)} if live else out if out is not None else
+            # Live: with their (outcome, cached) counts from the grading (RunResult.outcome_pairs).
+            **({"records": list(r.records), "outcome_pairs": r.outcome_pairs} if live else out if out is not None else
                records_out(r.records, self._lines_made(), self.exchange_dir, self._lines_digest,
                            # read from every shard file, as the controller's read is: wait for it, not send the lines
                            wait_s=READ_WAIT_S if self.shard_files() is not None else 0.0)),

@@ -222,7 +222,8 @@ def run_tally(result: Any, cube: Any, sampling: Mapping[str, Any] | None = None,
     budget = (sampling or {}).get("stop") or ""
     stop = result.aborted or (budget if budget.startswith("budget") else None)
     return tally(result.records, requests=result.requests_sent, loaded=len(cube), skipped=skipped_items(cube.problems),
-                 stop=stop, not_needed=int((sampling or {}).get("items_saved") or 0), failed_requests=failed_requests)
+                 stop=stop, not_needed=int((sampling or {}).get("items_saved") or 0), failed_requests=failed_requests,
+                 pairs=getattr(result, "outcome_pairs", None))
 
 
 # -- terminal summary ----------------------------------------------------------------------

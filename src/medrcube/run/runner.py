@@ -90,6 +90,12 @@ class RunResult:
     finished: float = 0.0
     aborted: str | None = None  # why the run stopped early (an authentication error)
     info: dict[str, Any] = field(default_factory=dict)  # spec, fingerprints, variants, template
+    # How many of `records` have each (outcome, cached), counted as they were graded, while each
+    # record was fresh in the cache: the counts above and the run's tally (tally.py) read it
+    # instead of passing over tens of thousands of records again after the last answer (about
+    # 10 ms a pass at the paper's scale, three passes: docs/speed.md). None: count `records`.
+    # Only for this very list: a result made with other records (dataclasses.replace) sets None.
+    outcome_pairs: Mapping[tuple[Outcome, bool], int] | None = field(default=None, repr=False, compare=False)
 
     @property
     def asked(self) -> int:
@@ -103,8 +109,14 @@ class RecordCounts(TypedDict):
     unavailable: int
 
 
-def record_counts(records: Sequence[GradedRecord]) -> RecordCounts:
-    """RunResult's counts that its records decide: answered from the store, errors, unavailable."""
+def record_counts(records: Sequence[GradedRecord],
+                  pairs: Mapping[tuple[Outcome, bool], int] | None = None) -> RecordCounts:
+    """RunResult's counts that its records decide: answered from the store, errors, unavailable;
+    from `pairs` (RunResult.outcome_pairs) when they count these records (as many as there are)."""
+    if pairs is not None and sum(pairs.values()) == len(records):
+        return {"cache_hits": sum(n for (_, cached), n in pairs.items() if cached),
+                "errors": sum(n for (outcome, _), n in pairs.items() if outcome is Outcome.ERROR),
+                "unavailable": sum(n for (outcome, _), n in pairs.items() if outcome is Outcome.UNAVAILABLE)}
     # Counted by C loops (map, attrgetter, Counter), a third of three generator passes' time:
     # taken at the run's end and again as the run is merged, 36,478 records at the paper's scale.
     outcomes = Counter(map(_OUTCOME, records))
@@ -253,6 +265,8 @@ async def run_cube_async(
     # Asks without their image (never sent): their records too are made with the next batch,
     # so that neither grading's import nor the results' lines come before the first request.
     unasked: list[int] = []
+    # Each record's (outcome, cached) counted as it is made (RunResult.outcome_pairs).
+    outcome_pairs: Counter[tuple[Outcome, bool]] = Counter()
 
     def grade_ungraded() -> None:
         from medrcube.run.grade import grade, unavailable
@@ -266,6 +280,7 @@ async def run_cube_async(
             records[i] = record = grade(plan[i], response, cached=cached)
             graded.append(record)
         ungraded.clear()
+        outcome_pairs.update(zip(map(_OUTCOME, graded), map(_CACHED, graded), strict=True))  # the batch, still in the cache
         if opts.on_graded is not None and graded:
             opts.on_graded(graded)
 
@@ -357,10 +372,13 @@ async def run_cube_async(
     final = [r for r in records if r is not None]
     assert len(final) == len(plan)
     finished = time.time()
+    # A judge's reading replaces records after they were counted: then they are counted again.
+    pairs = dict(outcome_pairs) if judge_pump is None else None
     return RunResult(
         records=final,
         requests_sent=pump.requests_sent,
-        **record_counts(final),
+        **record_counts(final, pairs),
+        outcome_pairs=pairs,
         wall_s=time.perf_counter() - t0,
         judge_requests=judge_pump.requests_sent if judge_pump else 0,
         judge_cache_hits=judge_pump.cache_hits if judge_pump else 0,
