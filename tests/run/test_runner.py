@@ -655,6 +655,9 @@ def test_the_outcomes_counted_while_grading_are_the_records_and_a_judge_s_readin
     graded) is what a pass over the run's records counts, so the counts and the tally read from it are theirs;
     with a judge, whose reading replaces records after they were counted, there are none and the records are
     counted."""
+    import dataclasses
+
+    from medrcube.rundir.files import run_document
     from medrcube.tally import tally
 
     store = ResponseStore(tmp_path / "s")
@@ -669,6 +672,8 @@ def test_the_outcomes_counted_while_grading_are_the_records_and_a_judge_s_readin
         assert (result.cache_hits, result.errors, result.unavailable) == tuple(record_counts(result.records).values())
         assert tally(result.records, requests=1, loaded=1, pairs=result.outcome_pairs) == \
             tally(result.records, requests=1, loaded=1)
+        counted = dataclasses.replace(result, outcome_pairs=None)  # run.json's outcomes, read from the records
+        assert run_document(result)["counts"] == run_document(counted)["counts"]
     assert again.cache_hits > 0 and first.errors > 0
     judge = Scripted(lambda r: Response(text="B"), fingerprint="judge:9")
     judged = run_cube(unique_cube, Scripted(lambda r: Response(text="hard to say")), variants=("blind",),

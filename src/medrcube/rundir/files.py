@@ -419,8 +419,14 @@ def run_document(result: RunResult, meta: Mapping[str, Any] | None = None, *,
     """run.json: what ran (model spec, never a key; fingerprints; variants), when, how long,
     with which versions, and the counts. `digest`: the records' records_digest, when known."""
     outcomes: dict[str, int] = defaultdict(int)
-    for outcome, n in Counter(map(attrgetter("outcome"), result.records)).items():  # by the enum, its value read once each
-        outcomes[outcome.value] += n
+    pairs = result.outcome_pairs  # counted as the records were graded, when they count these records
+    if pairs is not None and sum(pairs.values()) == len(result.records):
+        for (outcome, _), n in pairs.items():
+            if n:
+                outcomes[outcome.value] += n
+    else:
+        for outcome, n in Counter(map(attrgetter("outcome"), result.records)).items():  # by the enum, its value read once each
+            outcomes[outcome.value] += n
     doc: dict[str, Any] = {"schema_version": RUN_SCHEMA_VERSION}
     doc.update(result.info)
     doc.update(dict(meta or {}))
