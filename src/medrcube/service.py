@@ -299,6 +299,7 @@ def infer(
             whole.records = [dataclasses.replace(r, cached=False)
                              if r.cached and (r.item_id, r.variant, r.rotation) in asked else r for r in whole.records]
             whole.cache_hits = sum(r.cached for r in whole.records)
+            whole.outcome_pairs = None  # counted before those were corrected
             return whole
         return await run_cube_async(part, model, **kwargs)
 

@@ -203,6 +203,16 @@ def test_without_the_others_file_a_worker_reads_the_store(distinct_cube, scripte
     # Read from the store: the other shard's records are `cached` in worker 1's pass over it
     # (and some of its own may be: worker 0's pass over the whole cube can ask them first).
     assert {r.item_id for r in workers[1].result.records if r.cached} >= {it.id for it in distinct_cube.items} - mine
+    # Its records were corrected after the grading counted them (what it asked itself is not `cached`): its
+    # counts are the records' own, none taken from the grading's (RunResult.outcome_pairs).
+    from medrcube.run.runner import record_counts
+    from medrcube.tally import tally
+
+    for w in workers:
+        r = w.result
+        assert record_counts(r.records, r.outcome_pairs) == record_counts(r.records)
+        assert tally(r.records, requests=0, loaded=0, pairs=r.outcome_pairs) == tally(r.records, requests=0, loaded=0)
+        assert r.cache_hits == sum(x.cached for x in r.records)
 
 
 def test_a_writer_that_withdrew_is_not_waited_for(tmp_path):
