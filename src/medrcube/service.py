@@ -299,7 +299,6 @@ def infer(
             whole.records = [dataclasses.replace(r, cached=False)
                              if r.cached and (r.item_id, r.variant, r.rotation) in asked else r for r in whole.records]
             whole.cache_hits = sum(r.cached for r in whole.records)
-            whole.outcome_pairs = None  # counted before those were corrected
             return whole
         return await run_cube_async(part, model, **kwargs)
 
@@ -464,7 +463,7 @@ def _assembled(others: Mapping[int, shard_exchange.Shard], part: Cube, own: RunR
             rows.add(others[j].records, lines=others[j].lines)
     # The own pass's request counts and times (the other shards' were theirs), the whole part's records.
     return dataclasses.replace(own, records=records, info=_merged_info(own, [others[j].info for j in sorted(others)], model),
-                               **record_counts(records), outcome_pairs=None)
+                               **record_counts(records))
 
 
 def _merged_info(own: RunResult, others: Sequence[Mapping[str, Any]], model: Metered) -> dict[str, Any]:

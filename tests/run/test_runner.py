@@ -672,7 +672,7 @@ def test_the_outcomes_counted_while_grading_are_the_records_and_a_judge_s_readin
         assert (result.cache_hits, result.errors, result.unavailable) == tuple(record_counts(result.records).values())
         assert tally(result.records, requests=1, loaded=1, pairs=result.outcome_pairs) == \
             tally(result.records, requests=1, loaded=1)
-        counted = dataclasses.replace(result, outcome_pairs=None)  # run.json's outcomes, read from the records
+        counted = dataclasses.replace(result, counted=None)  # run.json's outcomes, read from the records
         assert run_document(result)["counts"] == run_document(counted)["counts"]
     assert again.cache_hits > 0 and first.errors > 0
     judge = Scripted(lambda r: Response(text="B"), fingerprint="judge:9")
@@ -681,5 +681,9 @@ def test_the_outcomes_counted_while_grading_are_the_records_and_a_judge_s_readin
     assert judged.outcome_pairs is None and judged.judge_requests > 0
     assert record_counts(judged.records) == {"cache_hits": judged.cache_hits, "errors": judged.errors,
                                              "unavailable": judged.unavailable}
-    # Counts of other records are not taken for these: a total that differs is counted again.
+    # Counts of other records are not taken for these: a total that differs is counted again, and a result
+    # given another list (assigned, or by dataclasses.replace) has none.
     assert record_counts(first.records[1:], first.outcome_pairs) == record_counts(first.records[1:])
+    assert dataclasses.replace(first, records=list(first.records)).outcome_pairs is None
+    first.records = first.records[::-1]
+    assert first.outcome_pairs is None

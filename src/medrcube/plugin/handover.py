@@ -274,7 +274,7 @@ def _merged(handovers: list[Mapping[str, Any]], first: Mapping[str, Any], record
         requests_sent=sum(int(h["requests_sent"]) for h in handovers),
         # cache_hits: asks answered from the store without any process of this run asking them.
         **record_counts(records, pairs),
-        outcome_pairs=pairs,
+        counted=(records, pairs) if pairs is not None else None,
         wall_s=max(float(h["wall_s"]) for h in handovers),
         judge_requests=sum(int(h.get("judge_requests", 0)) for h in handovers),
         started=min(float(h["started"]) for h in handovers),

@@ -90,12 +90,20 @@ class RunResult:
     finished: float = 0.0
     aborted: str | None = None  # why the run stopped early (an authentication error)
     info: dict[str, Any] = field(default_factory=dict)  # spec, fingerprints, variants, template
-    # How many of `records` have each (outcome, cached), counted as they were graded, while each
-    # record was fresh in the cache: the counts above and the run's tally (tally.py) read it
-    # instead of passing over tens of thousands of records again after the last answer (about
-    # 10 ms a pass at the paper's scale, three passes: docs/speed.md). None: count `records`.
-    # Only for this very list: a result made with other records (dataclasses.replace) sets None.
-    outcome_pairs: Mapping[tuple[Outcome, bool], int] | None = field(default=None, repr=False, compare=False)
+    # A list of records and how many of them have each (outcome, cached), counted as they were
+    # graded, while each record was fresh in the cache (`outcome_pairs`).
+    counted: tuple[list[GradedRecord], Mapping[tuple[Outcome, bool], int]] | None = field(
+        default=None, repr=False, compare=False)
+
+    @property
+    def outcome_pairs(self) -> Mapping[tuple[Outcome, bool], int] | None:
+        """How many of `records` have each (outcome, cached), as counted when they were graded: the
+        counts above, the merged run's and the run's tally (tally.py) read them instead of passing
+        over tens of thousands of records again after the last answer (about 10 ms a pass at the
+        paper's scale: docs/speed.md). None (count `records`) unless `records` is the very list they
+        were counted on: a result given other records, assigned or by dataclasses.replace, has none."""
+        counted = self.counted
+        return counted[1] if counted is not None and counted[0] is self.records else None
 
     @property
     def asked(self) -> int:
@@ -378,7 +386,7 @@ async def run_cube_async(
         records=final,
         requests_sent=pump.requests_sent,
         **record_counts(final, pairs),
-        outcome_pairs=pairs,
+        counted=(final, pairs) if pairs is not None else None,
         wall_s=time.perf_counter() - t0,
         judge_requests=judge_pump.requests_sent if judge_pump else 0,
         judge_cache_hits=judge_pump.cache_hits if judge_pump else 0,
