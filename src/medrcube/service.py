@@ -183,6 +183,7 @@ def infer(
     mirror: bool = False,
     take_whole: Callable[[str], Awaitable[bool]] | None = None,
     shard_digests: bool = False,
+    on_result: Callable[[Inference], None] | None = None,
 ) -> Inference:
     """Ask the candidate (then a baseline model) in one event loop, as `decider` asks (the
     whole cube when None), through the response store at `store_dir` (None: no store),
@@ -214,7 +215,10 @@ def infer(
     Its Inference then holds its own shard's records only (`complete` False) and reads the
     others from their files only when `completed()` is called. `shard_digests`: a sharded worker
     names the shard files its candidate's records were read from by their SHA-256
-    (`Inference.shard_files`, for the workers `take_whole` asks about)."""
+    (`Inference.shard_files`, for the workers `take_whole` asks about). `on_result`: given the
+    Inference as soon as it is whole (its usage counted), before the adapters are closed, the event
+    loop ends and the store is closed (plugin/speed/early_inference.py: the verdicts need not wait
+    for that); it is also what `infer` returns."""
     from medrcube.run.provenance import new_run_token
     from medrcube.run.runner import run_cube_async
     from medrcube.run.store import ResponseStore
@@ -327,10 +331,14 @@ def infer(
             await (decider or FixedDecider()).ask(
                 cube, checks, ask, ask_baseline=ask_baseline if baseline is not None else None,
                 baseline_records=baseline_records, spend=spend)
-            return Inference(_merged(batches), _merged(base_batches) if baseline is not None else None,
+            made = Inference(_merged(batches), _merged(base_batches) if baseline is not None else None,
                              ahead=ahead.made if ahead is not None else None, lines=handed[0] if handed else None,
                              shard_files=dict(shard_files) or None,
                              whole=later[0] if later else None)
+            if on_result is not None:  # every request answered: its usage is final
+                _count_usage(made, metered)
+                on_result(made)
+            return made
         finally:
             for m in metered.values():
                 await m.aclose()
@@ -349,12 +357,17 @@ def infer(
     finally:
         if store is not None:
             store.close()
+    _count_usage(out, metered)
+    return out
+
+
+def _count_usage(out: Inference, metered: Mapping[str, Metered]) -> None:
+    """Every model's usage into `out`, and its requests into the candidate's result (the two passes of a
+    sharded worker are one run for its counts)."""
     out.usage = {name: m.usage for name, m in metered.items()}
-    # The two passes of a sharded worker are one run for its counts.
     out.result.requests_sent = out.usage["candidate"].requests
     if "judge" in out.usage:
         out.result.judge_requests = out.usage["judge"].requests
-    return out
 
 
 def planned_asks(cube: Cube, variants: Sequence[Any]) -> int:

@@ -9,6 +9,7 @@ whose request count each test reads while pytest collects (a plugin object of th
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -177,3 +178,44 @@ def test_the_first_answer_wait_is_not_ended_by_asks_counted_unavailable() -> Non
     assert not answered.is_set() and progress.done == 3
     progress.advance(1, error=True)  # a failed request is an outcome: the wait ends
     assert answered.is_set()
+
+
+class _RunWithAnEnd:
+    """What EarlyInference asks of the session (`_infer(stop=, taken=)`): a run whose outcome is taken, then
+    whose end (the adapters, the loop and the store closed, here held until `end` is set) comes later."""
+
+    def __init__(self, fail_before: bool = False, fail_after: bool = False) -> None:
+        self.progress = None
+        self.end = threading.Event()
+        self.fail_before, self.fail_after = fail_before, fail_after
+
+    def _infer(self, stop: Any = None, taken: Any = None) -> None:
+        if self.fail_before:
+            raise RuntimeError("the endpoint refused the key")
+        taken()
+        self.end.wait(10)
+        if self.fail_after:
+            raise RuntimeError("closing the store failed")
+
+
+def test_the_verdicts_wait_for_the_run_s_outcome_not_its_end() -> None:
+    """The main thread goes on once the run's outcome is the session's while the run's end goes on; the
+    session's end waits for it and warns of an error there (the verdicts stand); an error before the outcome
+    is raised as before."""
+    from medrcube.plugin.speed.early_inference import EarlyInference
+
+    session = _RunWithAnEnd(fail_after=True)
+    early = EarlyInference(session, None)
+    early.start()
+    early.wait()  # returns with the run's end still to come
+    assert early.taken and early.thread.is_alive()
+    session.end.set()
+    with pytest.warns(RuntimeWarning, match="closing the store failed"):
+        early.stop()
+    assert not early.thread.is_alive() and not early.stopped.is_set()  # waited for, not cancelled
+
+    failing = EarlyInference(_RunWithAnEnd(fail_before=True), None)
+    failing.start()
+    with pytest.raises(RuntimeError, match="refused the key"):
+        failing.wait()
+    failing.stop()

@@ -687,3 +687,28 @@ def test_the_outcomes_counted_while_grading_are_the_records_and_a_judge_s_readin
     assert dataclasses.replace(first, records=list(first.records)).outcome_pairs is None
     first.records = first.records[::-1]
     assert first.outcome_pairs is None
+
+
+def test_the_outcome_is_handed_over_before_the_run_s_end(small_cube: Cube, tmp_path: Path) -> None:
+    """service.infer's `on_result`: the Inference whole (its usage and request counts in) before the adapters
+    are closed, the loop ended and the store closed; and the very object `infer` then returns."""
+    from medrcube import service
+
+    events: list[str] = []
+
+    class Closing(Scripted):
+        async def aclose(self) -> None:
+            events.append("adapter closed")
+
+    handed: list[service.Inference] = []
+
+    def on_result(inference: service.Inference) -> None:
+        events.append("outcome")
+        handed.append(inference)
+        assert inference.result.requests_sent == inference.usage["candidate"].requests > 0
+
+    out = service.infer(small_cube, Closing(lambda r: Response(text="A")), variants=("standard",),
+                        store_dir=tmp_path / "store", on_result=on_result)
+    assert events == ["outcome", "adapter closed"]
+    assert handed == [out] and handed[0] is out
+    assert out.result.requests_sent == out.usage["candidate"].requests

@@ -171,8 +171,10 @@ class GateSession:
 
     # -- inference: lazy, once per process ------------------------------------------------
 
-    def _infer(self, stop: Any = None) -> None:
-        """Run the candidate (and a baseline) through the one run service; `stop` cancels it (plugin/speed/early_inference.py)."""
+    def _infer(self, stop: Any = None, taken: Any = None) -> None:
+        """Run the candidate (and a baseline) through the one run service; `stop` cancels it, `taken` is
+        called once the run's outcome is this session's, before the run's end closes its adapters, event
+        loop and store (plugin/speed/early_inference.py)."""
         from medrcube.plugin.costs import price_of
         from medrcube.plugin.speed.shared_verdicts import shares_verdicts, taker
         from medrcube.service import infer
@@ -185,7 +187,12 @@ class GateSession:
                 pass  # the regression checks say so (verdict)
         specs = {"candidate": self.options.model, "judge": self.options.judge, "baseline": self.options.baseline}
         prices = {role: p for role, spec in specs.items() if (p := price_of(spec, self.options.models_file))}
-        self._inference = infer(
+        def take(inference: Any) -> None:
+            self._take(inference)
+            if taken is not None:
+                taken()
+
+        self._take(infer(
             self.cube,
             self.adapter,
             variants=self.variants,
@@ -206,15 +213,23 @@ class GateSession:
             stop=stop,
             exchange_dir=self.exchange_dir,
             # A sharded worker asks on this thread, with none waiting beside it to settle the heap
-            # (plugin/speed/early_inference.join_settling does that for the single process).
+            # (plugin/speed/early_inference.wait_settling does that for the single process).
             settle=settle_heap if self.worker[1] > 1 else None,
             mirror=True,  # the single process asks for its run files as it decides (plugin/speed/tail_ahead.py)
             take_whole=taker(self),  # an xdist worker that will take another's verdicts reads no other shard
             shard_digests=shares_verdicts(self),  # the deciding worker names the files it read (shared_verdicts.py)
-        )
-        self._result = self._inference.result
-        if self._inference.baseline is not None:
-            self._baseline_records = list(self._inference.baseline.records)
+            on_result=take if taken is not None else None,
+        ))
+
+    def _take(self, inference: Any) -> None:
+        """The run's outcome as this session's (service.Inference; taken once `infer` has it whole, and again,
+        the same, as `infer` returns)."""
+        if inference is self._inference:
+            return
+        self._inference = inference
+        self._result = inference.result
+        if inference.baseline is not None:
+            self._baseline_records = list(inference.baseline.records)
 
     @property
     def graded_ahead(self) -> Any:

@@ -50,10 +50,13 @@ DESELECTING_HOOKS = ("pytest_collection_modifyitems", "pytest_deselected", "pyte
 KNOWN = ("_pytest.", "medrcube.plugin.hooks", "allure_pytest.plugin", "_hypothesis_pytestplugin")
 # How long the main thread leaves the interpreter to the first requests before it goes on.
 FIRST_ANSWER_WAIT_S = 1.0
-# How often the main thread, waiting for the last answer, settles the heap (join_settling): each
+# How often the main thread, waiting for the last answer, settles the heap (wait_settling): each
 # settle collects what is alive and not yet frozen (at paper scale about 18,000 objects, a few
 # ms of CPU, every 2 s); a bundled run's requests take about a second, so it settles once, after.
 SETTLE_EVERY_S = 2.0
+# How long the end of a run whose outcome was taken (its adapters, loop and store closed) is waited for
+# before it is cancelled: it takes milliseconds; a hung connection's close must not hold the session's end.
+END_WAIT_S = 30.0
 
 
 def blocker(config: pytest.Config, session: Any) -> str | None:
@@ -143,10 +146,18 @@ class _Counting(GateProgress):
 
 
 class EarlyInference:
-    """The session's inference on a thread of its own, started at session start."""
+    """The session's inference on a thread of its own, started at session start.
+
+    The main thread waits for the run's outcome, not for the thread's end: once the run's records are
+    the session's (`taken`), the verdicts begin while the thread closes the adapters, ends its event loop
+    and closes the response store (its WAL checkpointed): about 20 ms of the time after the last answer
+    under load at the paper's scale (docs/speed.md, "Nineteenth pass"). An error of that end, after the
+    outcome was taken, no longer concerns the verdicts: `stop` waits for the end and warns of it."""
 
     def __init__(self, session: Any, progress: GateProgress | None) -> None:
         self.session = session
+        self.ready = threading.Event()  # the outcome taken, or the thread ended
+        self.taken = False
         self.answered = threading.Event()
         self.stopped = StopEvent()  # wakes the inference's loop when set (run/orphan.py): no polling
         self.sink = _HeldSink(progress.sink if progress is not None else None)
@@ -156,11 +167,16 @@ class EarlyInference:
 
     def _run(self) -> None:
         try:
-            self.session._infer(stop=self.stopped)
+            self.session._infer(stop=self.stopped, taken=self._taken)
         except BaseException as e:  # noqa: BLE001 - handed to the main thread, which raises it (wait)
             self.error = e
         finally:
             self.answered.set()
+            self.ready.set()
+
+    def _taken(self) -> None:
+        self.taken = True
+        self.ready.set()
 
     def start(self) -> None:
         self.thread.start()
@@ -169,32 +185,40 @@ class EarlyInference:
         self.answered.wait(FIRST_ANSWER_WAIT_S)
 
     def wait(self) -> None:
-        """Wait for the inference's end; raise what it raised. While waiting, the heap is
-        settled every SETTLE_EVERY_S (`join_settling`)."""
+        """Wait for the inference's outcome (its records the session's) or its end; raise what it
+        raised before its outcome was taken. While waiting, the heap is settled every
+        SETTLE_EVERY_S (`wait_settling`)."""
         self.sink.release()
-        join_settling(self.thread, SETTLE_EVERY_S, settle_heap)
+        wait_settling(self.ready, SETTLE_EVERY_S, settle_heap)
         self.sink.flush()
-        if self.error is not None:
+        if self.error is not None and not self.taken:
             raise self.error
 
     def stop(self) -> None:
-        """Cancel the inference if it still runs: nobody will read its answers (the run
-        ended without waiting for them, or completing the session failed)."""
+        """End the inference: once its outcome was taken, wait for the end of its run (the adapters,
+        the loop and the store closed; an error there is warned of, the verdicts stand); before
+        that, cancel it: nobody will read its answers (the run ended without waiting for them,
+        or completing the session failed)."""
+        if self.taken:
+            self.thread.join(END_WAIT_S)
         if self.thread.is_alive():
             self.stopped.set()
             self.thread.join()
+        if self.taken and self.error is not None:
+            import warnings
+
+            warnings.warn(f"medrcube: the inference's end, after its answers were taken, failed: "
+                          f"{type(self.error).__name__}: {self.error}", RuntimeWarning, stacklevel=1)
+            self.error = None
 
 
-def join_settling(thread: threading.Thread, every: float, settle: Callable[[], None]) -> None:
-    """Join `thread`, calling `settle` every `every` seconds while it runs. The records and
+def wait_settling(done: threading.Event, every: float, settle: Callable[[], None]) -> None:
+    """Wait for `done`, calling `settle` every `every` seconds until then. The records and
     sums the answers make are garbage-collected and frozen a few seconds' worth at a time,
     on the waiting thread, instead of all at once after the last answer (plugin/speed/
     frozen_heap.py: at paper scale 0.15 s of the tail), so the settle after the run looks
     only at what the last seconds made."""
-    while True:
-        thread.join(every)
-        if not thread.is_alive():
-            return
+    while not done.wait(every):
         settle()
 
 
