@@ -83,7 +83,23 @@ def text_regions(reader: ocr.TextReader, pixels: np.ndarray, turned: bool | None
     if turned and SHORT_REACH:
         for i, region in short_reached(reader, pixels, keep):
             keep[i] = region
+    if lone and LONE_DROPPED and detected and not keep:  # found, all dropped: read as where nothing was found
+        alone = lone_dropped(reader, pixels)
+        keep, found = keep + _judged(reader, pixels, alone), found + alone
     return keep, len(found) - len(keep)
+
+
+# A frame whose detector regions were all dropped (blobs, lone letters, short rows) is read as one where the detector
+# found nothing (LONE_DROPPED, session 29): the band map's thin lines ranked and the first read (`oriented.lone_lines`).
+# An 8 px low-contrast date at 135 degrees over an MR-like body (tuning seed 18004, frame 26 at 512 px) came back as two
+# blob regions off the line, both dropped, so neither the lone reading (only where nothing was found) nor the band map
+# (only along regions kept) ran, yet the full-scale band line along the whole date reads "10380002" at 0.63.
+LONE_DROPPED = True
+
+
+def lone_dropped(reader: ocr.TextReader, pixels: np.ndarray) -> list[ocr.TextRegion]:
+    """The lone reading's lines (`oriented.lone_lines`) as regions, on a frame whose detector regions were all dropped."""
+    return _lone_regions(reader, pixels)
 
 
 # A short piece of a turned line (a detector quad that runs off the row but is too short to count as a line:
