@@ -723,3 +723,23 @@ def test_a_sure_piece_counts_only_in_the_direction_of_text_found_and_from_two_le
     assert not linemask.sure_piece(piece, "I.", 0.99, [133.0])  # one letter
     assert not linemask.sure_piece(piece, "ID", linemask.SURE_PIECE - 0.01, [133.0])
     assert not linemask.sure_piece(piece, "ID", 0.99, [])  # no turned text found
+
+
+_SMALL_DATE_UNDER_DROPPED_BLOBS: tuple[str, tuple[int, int], tuple[int, int, int, int], list[_Burn]] = ("mr", (512, 512), (270871109582118351469127738033291102012, 306971836629299926434181575273900254483, 0, 2397580931),
+                                  [("19360902", (196, 203), "dejavu-serif", 8, 0.6098128199577332, 135.82381786907516, False)])  # fmt: skip  # tuning seed 18004
+
+
+def test_a_small_turned_date_on_a_frame_whose_detector_regions_were_all_dropped_is_read_on_the_band_map(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An 8 px date at 136 degrees, 0.15 of full scale over an MR-like body (tuning seed 18004, frame 26 at 512 px, 2026-12-07,
+    session 28): the detector comes back with regions off the line, all dropped by the blob rules, so neither the lone
+    reading (only where nothing was found) nor the band map (only along regions kept) ran and the date left whole. Read as
+    a frame where nothing was found (`textscreen.LONE_DROPPED`), the full-scale band line along the date reads as text and
+    the date is masked whole; without the rule it is not."""
+    from medrcube.construction.privacy import textscreen
+
+    img, (line,) = _drawn(*_SMALL_DATE_UNDER_DROPPED_BLOBS)
+    assert multiscale.detect(shared_reader(), img)  # the detector found something: the lone reading alone would not run
+    monkeypatch.setattr(textscreen, "LONE_DROPPED", False)
+    assert textscreen.text_regions(shared_reader(), img)[0] == []  # ... and all of it was dropped
+    monkeypatch.setattr(textscreen, "LONE_DROPPED", True)
+    _masked_whole_and_not_when(img, line, monkeypatch, textscreen, "LONE_DROPPED", False)
