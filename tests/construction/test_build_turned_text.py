@@ -743,3 +743,20 @@ def test_a_small_turned_date_on_a_frame_whose_detector_regions_were_all_dropped_
     assert textscreen.text_regions(shared_reader(), img)[0] == []  # ... and all of it was dropped
     monkeypatch.setattr(textscreen, "LONE_DROPPED", True)
     _masked_whole_and_not_when(img, line, monkeypatch, textscreen, "LONE_DROPPED", False)
+
+
+def test_a_row_too_long_for_the_engines_sizing_is_read_in_pieces() -> None:
+    """An 8 px row 2,700 px long (a stack down a large frame laid out as a row is longer still: tuning seed 19024): the
+    engine alone, reducing it to 2,000 px, sizes it 0 px high and raises; `TextReader.recognise_scored` reads it in
+    pieces, and the row's words are read."""
+    from rapidocr.utils.process_img import ResizeImgError
+
+    img = np.full((14, 3000), 0.1, dtype=np.float32)
+    img, line = synthetic.burn(img, "KOWALSKA 19621117 " * 30, (4, 2), "dejavu-sans", 8, 1.0, 0.0, False)
+    row = (img[line.box[1] - 1 : line.box[3] + 1, : line.box[2]] * 255).astype(np.uint8)
+    reader = shared_reader()
+    assert row.shape[1] > ocr.REC_MAX_SIDE
+    with pytest.raises(ResizeImgError):
+        reader._recognised(ocr.to_bgr8(row))
+    text, score = reader.recognise_scored(row)
+    assert text.count("KOWALSKA") >= 20 and score > 0.5
