@@ -760,3 +760,27 @@ def test_a_row_too_long_for_the_engines_sizing_is_read_in_pieces() -> None:
         reader._recognised(ocr.to_bgr8(row))
     text, score = reader.recognise_scored(row)
     assert text.count("KOWALSKA") >= 20 and score > 0.5
+
+
+_NARROW_ALONE: tuple[str, tuple[int, int], tuple[int, int, int, int], list[_Burn]] = ("noise", (512, 512), (133569261845843340958476150621357008089, 338189103288454147499336164861637033465, 1, 172672895),
+                 [("M. MCMILLAN", (130, 332), "stix-general", 8, 0.3555541574954987, 42.46714846696848, False)])  # fmt: skip  # tuning seed 19003
+@pytest.mark.parametrize(("frame", "index"), [(_NARROW_ALONE, 0)], ids=["found-nowhere"])
+def test_a_low_contrast_8px_turned_line_whose_band_line_reads_as_garbage_is_read_narrowed_and_masked(
+        frame: tuple[str, tuple[int, int], tuple[int, int, int, int], list[_Burn]], index: int, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """8 px lines at 42-48 degrees, 0.15 of full scale (tuning seed 19003, 2026-12-07, session 29): "M. MCMILLAN" over noise
+    on a frame where the detector finds nothing (the lone reading's first band line reads "VTEYNR" at 0.41), and "ID:
+    766750" over an MR-like body under two lines of its block that the detector finds (the net's band line on it reads
+    "Cs" at 0.15). Read narrowed to their strokes (`oriented.NARROW`), the band lines read as text and the lines are masked
+    whole; without the rule they leave whole."""
+    img, lines = _drawn(*frame)
+    _masked_whole_and_not_when(img, lines[index], monkeypatch, oriented, "NARROW", False, most_masked=0.4)
+
+
+def test_a_line_narrowed_keeps_its_direction_and_length_and_moves_across() -> None:
+    """`oriented.narrowed` cuts a line's thickness about an axis moved across it; its direction and length stay."""
+    row = oriented.line_of(((100.0, 100.0), (200.0, 100.0), (200.0, 120.0), (100.0, 120.0)))
+    cut = oriented.narrowed(row, 0.5, 0.25)
+    assert cut.thickness == pytest.approx(10.0) and cut.angle == pytest.approx(row.angle)
+    ys = np.asarray(cut.quad)[:, 1]
+    assert sorted({round(float(y), 6) for y in ys}) in ([100.0, 110.0], [110.0, 120.0])  # 5 px about an axis 5 px off
+    assert oriented.geometry(cut.quad)[0] == pytest.approx(100.0)
