@@ -292,7 +292,7 @@ SWITCHES: tuple[tuple[str, Any, str, Callable[[], None] | None, str], ...] = (
      "more, is masked as a piece of text (default: linemask.SURE_PIECES; on since 2026-12-07, session 28)"),
     ("lone-dropped", textscreen, "LONE_DROPPED", _watch_reads("lone_dropped", textscreen),
      "on a frame whose detector regions were all dropped, read the band map's thin lines as where the detector found "
-     "nothing (default: textscreen.LONE_DROPPED; new 2026-12-07, session 29)"),
+     "nothing (default: textscreen.LONE_DROPPED, off: it masked a text-free frame out of sample, 2026-12-07, session 29)"),
     ("narrow", oriented, "NARROW", _watch_reads("narrow_legible", oriented),
      "a thin band-map line (12 px or thinner) not read as text as is is read narrowed to 0.7 of its thickness, about its "
      "axis and 0.15 of it to either side (default: oriented.NARROW; new 2026-12-07, session 29)"),

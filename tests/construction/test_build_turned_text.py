@@ -341,7 +341,10 @@ def _found_and_faint_stix(kind: str, seed: int, faint: bool = True) -> tuple[np.
 
 def test_a_faint_8px_line_read_under_the_nets_floor_on_a_thin_band_line_is_masked(monkeypatch: pytest.MonkeyPatch) -> None:
     """The band map's thin lines (12 px or thinner) in the direction of text found count at the recogniser's confidence
-    FAINT_CONFIDENT (0.3): the faint STIX line is read whole at about 0.4 and masked; at the net's 0.5 it is exported."""
+    FAINT_CONFIDENT (0.3): the faint STIX line is read whole at about 0.4 and masked; at the net's 0.5 it is exported.
+    The reading of thin band lines narrowed to their strokes (`oriented.NARROW`, session 29) masks it too; it is off here,
+    so that this floor's own share is tested."""
+    monkeypatch.setattr(oriented, "NARROW", False)
     img, found, faint = _found_and_faint_stix("noise", 1)
     assert faint is not None
     plan, _ = mask_plan(shared_reader(), img)
@@ -734,7 +737,8 @@ def test_a_small_turned_date_on_a_frame_whose_detector_regions_were_all_dropped_
     session 28): the detector comes back with regions off the line, all dropped by the blob rules, so neither the lone
     reading (only where nothing was found) nor the band map (only along regions kept) ran and the date left whole. Read as
     a frame where nothing was found (`textscreen.LONE_DROPPED`), the full-scale band line along the date reads as text and
-    the date is masked whole; without the rule it is not."""
+    the date is masked whole; without the rule it is not. The rule is off by default (out of sample it masked a text-free
+    frame) and turned on here."""
     from medrcube.construction.privacy import textscreen
 
     img, (line,) = _drawn(*_SMALL_DATE_UNDER_DROPPED_BLOBS)
@@ -784,3 +788,16 @@ def test_a_line_narrowed_keeps_its_direction_and_length_and_moves_across() -> No
     ys = np.asarray(cut.quad)[:, 1]
     assert sorted({round(float(y), 6) for y in ys}) in ([100.0, 110.0], [110.0, 120.0])  # 5 px about an axis 5 px off
     assert oriented.geometry(cut.quad)[0] == pytest.approx(100.0)
+
+
+def test_a_short_band_line_on_a_text_free_frame_read_narrowed_as_a_few_digits_masks_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A text-free CT-like 512 px frame (tuning seed 19022, 2026-12-07, session 29) whose short thin band line, read
+    narrowed to its strokes, comes back as 5 digits at 0.50: at the narrowed reading's NARROW_LEAST letters or digits the
+    frame keeps every pixel; counted at the net's 4, it is masked (as 4 of 240 text-free tuning frames were)."""
+    img, _ = _drawn("ct", (512, 512), (173255501480806250373568383189999019506, 283791892218206859745859992267969623799, 1, 3525749583), [])
+    reader = shared_reader()
+    plan, _ = mask_plan(reader, img)
+    assert not plan.covered(img.shape).any()
+    monkeypatch.setattr(oriented, "NARROW_LEAST", oriented.LEGIBLE)
+    plan, _ = mask_plan(reader, img)
+    assert plan.covered(img.shape).any()

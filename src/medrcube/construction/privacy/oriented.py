@@ -534,7 +534,11 @@ def _lone_read(reader: TextReader, g: np.ndarray, line: Line) -> Line | None:
 # them mammogram-like frames where the detector found nothing), while an identifying 8 px line read narrowed comes back
 # with most of its characters ("ACNARLA", "19380002", "101L109T", "ARTDRRDY" at 0.52-0.70). So a line read narrowed
 # counts as text at NARROW_LEAST letters or digits or more and NARROW_CONFIDENT. Only lines NARROW_THICK px thick or
-# thinner (the full-scale map: 8 px text); up to 3 reads (each two recogniser calls) a line not read as text as is.
+# thinner (the full-scale map: 8 px text); up to 3 reads (each two recogniser calls) a line not read as text as is. So set,
+# on tuning seeds 19001-19006 (480 frames with text) one line more masked, none fewer, and no text-free frame masked of
+# 480 (seeds 19021-19028); it read 147 lines of 54 of 100 frames of seed 19032, 0.16 s a frame on average; out of sample
+# (seeds 19501-19550, 1,200 frames) one line more, none fewer, no text-free frame masked by it (benchmarks/RESULTS.md 23a,
+# session 29). `python -m benchmarks.deid_ocr --no-narrow` measures without it.
 NARROW = True
 NARROW_THICK = 12.0
 NARROW_CUT = 0.7
