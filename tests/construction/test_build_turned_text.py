@@ -791,11 +791,13 @@ def test_a_line_narrowed_keeps_its_direction_and_length_and_moves_across() -> No
 
 
 def test_a_short_band_line_on_a_text_free_frame_read_narrowed_as_a_few_digits_masks_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A text-free CT-like 512 px frame (tuning seed 19022, 2026-12-07, session 29) whose short thin band line, read
-    narrowed to its strokes, comes back as 5 digits at 0.50: at the narrowed reading's NARROW_LEAST letters or digits the
-    frame keeps every pixel; counted at the net's 4, it is masked (as 4 of 240 text-free tuning frames were)."""
-    img, _ = _drawn("ct", (512, 512), (173255501480806250373568383189999019506, 283791892218206859745859992267969623799, 1, 3525749583), [])
+    """A text-free mammogram-like 1,024 px frame where the detector finds nothing (tuning seed 19023, 2026-12-07, session
+    29): a short thin band line of the lone reading, read narrowed to its strokes, comes back as 4 digits at 0.60. At the
+    narrowed reading's NARROW_LEAST letters or digits the frame keeps every pixel; counted at the lone reading's LEGIBLE
+    (4), it is masked (as 4 of 240 text-free tuning frames were)."""
+    img, _ = _drawn("mammo", (1024, 819), (116464242165068738611667789751375902346, 166993858478277663479259592732382684855, 0, 2885720096), [])
     reader = shared_reader()
+    assert not multiscale.detect(reader, img)
     plan, _ = mask_plan(reader, img)
     assert not plan.covered(img.shape).any()
     monkeypatch.setattr(oriented, "NARROW_LEAST", oriented.LEGIBLE)
