@@ -290,6 +290,12 @@ SWITCHES: tuple[tuple[str, Any, str, Callable[[], None] | None, str], ...] = (
     ("sure-pieces", linemask, "SURE_PIECES", _watch_reads("sure_piece"),
      "a turned stroke-map or band-map line in the direction of text found, read as 2 or more letters or digits at 0.8 or "
      "more, is masked as a piece of text (default: linemask.SURE_PIECES; on since 2026-12-07, session 28)"),
+    ("lone-dropped", textscreen, "LONE_DROPPED", _watch_reads("lone_dropped", textscreen),
+     "on a frame whose detector regions were all dropped, read the band map's thin lines as where the detector found "
+     "nothing (default: textscreen.LONE_DROPPED, off: it masked a text-free frame out of sample, 2026-12-07, session 29)"),
+    ("narrow", oriented, "NARROW", _watch_reads("narrow_legible", oriented),
+     "a thin band-map line (12 px or thinner) not read as text as is is read narrowed to 0.7 of its thickness, about its "
+     "axis and 0.15 of it to either side (default: oriented.NARROW; new 2026-12-07, session 29)"),
     ("column-distinct", linemask, "COLUMN_DISTINCT", _watch_distinct,
      "count two pieces of a column that are one thing found twice (nested, of about one height) as one piece "
      "(default: linemask.COLUMN_DISTINCT, off: it lost a line at 270 degrees out of sample, 2026-12-07, session 24)"),

@@ -341,7 +341,10 @@ def _found_and_faint_stix(kind: str, seed: int, faint: bool = True) -> tuple[np.
 
 def test_a_faint_8px_line_read_under_the_nets_floor_on_a_thin_band_line_is_masked(monkeypatch: pytest.MonkeyPatch) -> None:
     """The band map's thin lines (12 px or thinner) in the direction of text found count at the recogniser's confidence
-    FAINT_CONFIDENT (0.3): the faint STIX line is read whole at about 0.4 and masked; at the net's 0.5 it is exported."""
+    FAINT_CONFIDENT (0.3): the faint STIX line is read whole at about 0.4 and masked; at the net's 0.5 it is exported.
+    The reading of thin band lines narrowed to their strokes (`oriented.NARROW`, session 29) masks it too; it is off here,
+    so that this floor's own share is tested."""
+    monkeypatch.setattr(oriented, "NARROW", False)
     img, found, faint = _found_and_faint_stix("noise", 1)
     assert faint is not None
     plan, _ = mask_plan(shared_reader(), img)
@@ -723,3 +726,80 @@ def test_a_sure_piece_counts_only_in_the_direction_of_text_found_and_from_two_le
     assert not linemask.sure_piece(piece, "I.", 0.99, [133.0])  # one letter
     assert not linemask.sure_piece(piece, "ID", linemask.SURE_PIECE - 0.01, [133.0])
     assert not linemask.sure_piece(piece, "ID", 0.99, [])  # no turned text found
+
+
+_SMALL_DATE_UNDER_DROPPED_BLOBS: tuple[str, tuple[int, int], tuple[int, int, int, int], list[_Burn]] = ("mr", (512, 512), (270871109582118351469127738033291102012, 306971836629299926434181575273900254483, 0, 2397580931),
+                                  [("19360902", (196, 203), "dejavu-serif", 8, 0.6098128199577332, 135.82381786907516, False)])  # fmt: skip  # tuning seed 18004
+
+
+def test_a_small_turned_date_on_a_frame_whose_detector_regions_were_all_dropped_is_read_on_the_band_map(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An 8 px date at 136 degrees, 0.15 of full scale over an MR-like body (tuning seed 18004, frame 26 at 512 px, 2026-12-07,
+    session 28): the detector comes back with regions off the line, all dropped by the blob rules, so neither the lone
+    reading (only where nothing was found) nor the band map (only along regions kept) ran and the date left whole. Read as
+    a frame where nothing was found (`textscreen.LONE_DROPPED`), the full-scale band line along the date reads as text and
+    the date is masked whole; without the rule it is not. The rule is off by default (out of sample it masked a text-free
+    frame) and turned on here."""
+    from medrcube.construction.privacy import textscreen
+
+    img, (line,) = _drawn(*_SMALL_DATE_UNDER_DROPPED_BLOBS)
+    assert multiscale.detect(shared_reader(), img)  # the detector found something: the lone reading alone would not run
+    monkeypatch.setattr(textscreen, "LONE_DROPPED", False)
+    assert textscreen.text_regions(shared_reader(), img)[0] == []  # ... and all of it was dropped
+    monkeypatch.setattr(textscreen, "LONE_DROPPED", True)
+    _masked_whole_and_not_when(img, line, monkeypatch, textscreen, "LONE_DROPPED", False)
+
+
+def test_a_row_too_long_for_the_engines_sizing_is_read_in_pieces() -> None:
+    """An 8 px row 2,700 px long (a stack down a large frame laid out as a row is longer still: tuning seed 19024): the
+    engine alone, reducing it to 2,000 px, sizes it 0 px high and raises; `TextReader.recognise_scored` reads it in
+    pieces, and the row's words are read."""
+    from rapidocr.utils.process_img import ResizeImgError
+
+    img = np.full((14, 3000), 0.1, dtype=np.float32)
+    img, line = synthetic.burn(img, "KOWALSKA 19621117 " * 30, (4, 2), "dejavu-sans", 8, 1.0, 0.0, False)
+    row = (img[line.box[1] - 1 : line.box[3] + 1, : line.box[2]] * 255).astype(np.uint8)
+    reader = shared_reader()
+    assert row.shape[1] > ocr.REC_MAX_SIDE
+    with pytest.raises(ResizeImgError):
+        reader._recognised(ocr.to_bgr8(row))
+    text, score = reader.recognise_scored(row)
+    assert text.count("KOWALSKA") >= 20 and score > 0.5
+
+
+_NARROW_ALONE: tuple[str, tuple[int, int], tuple[int, int, int, int], list[_Burn]] = ("noise", (512, 512), (133569261845843340958476150621357008089, 338189103288454147499336164861637033465, 1, 172672895),
+                 [("M. MCMILLAN", (130, 332), "stix-general", 8, 0.3555541574954987, 42.46714846696848, False)])  # fmt: skip  # tuning seed 19003
+@pytest.mark.parametrize(("frame", "index"), [(_NARROW_ALONE, 0)], ids=["found-nowhere"])
+def test_a_low_contrast_8px_turned_line_whose_band_line_reads_as_garbage_is_read_narrowed_and_masked(
+        frame: tuple[str, tuple[int, int], tuple[int, int, int, int], list[_Burn]], index: int, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """8 px lines at 42-48 degrees, 0.15 of full scale (tuning seed 19003, 2026-12-07, session 29): "M. MCMILLAN" over noise
+    on a frame where the detector finds nothing (the lone reading's first band line reads "VTEYNR" at 0.41), and "ID:
+    766750" over an MR-like body under two lines of its block that the detector finds (the net's band line on it reads
+    "Cs" at 0.15). Read narrowed to their strokes (`oriented.NARROW`), the band lines read as text and the lines are masked
+    whole; without the rule they leave whole."""
+    img, lines = _drawn(*frame)
+    _masked_whole_and_not_when(img, lines[index], monkeypatch, oriented, "NARROW", False, most_masked=0.4)
+
+
+def test_a_line_narrowed_keeps_its_direction_and_length_and_moves_across() -> None:
+    """`oriented.narrowed` cuts a line's thickness about an axis moved across it; its direction and length stay."""
+    row = oriented.line_of(((100.0, 100.0), (200.0, 100.0), (200.0, 120.0), (100.0, 120.0)))
+    cut = oriented.narrowed(row, 0.5, 0.25)
+    assert cut.thickness == pytest.approx(10.0) and cut.angle == pytest.approx(row.angle)
+    ys = np.asarray(cut.quad)[:, 1]
+    assert sorted({round(float(y), 6) for y in ys}) in ([100.0, 110.0], [110.0, 120.0])  # 5 px about an axis 5 px off
+    assert oriented.geometry(cut.quad)[0] == pytest.approx(100.0)
+
+
+def test_a_short_band_line_on_a_text_free_frame_read_narrowed_as_a_few_digits_masks_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A text-free mammogram-like 1,024 px frame where the detector finds nothing (tuning seed 19023, 2026-12-07, session
+    29): a short thin band line of the lone reading, read narrowed to its strokes, comes back as 4 digits at 0.60. At the
+    narrowed reading's NARROW_LEAST letters or digits the frame keeps every pixel; counted at the lone reading's LEGIBLE
+    (4), it is masked (as 4 of 240 text-free tuning frames were)."""
+    img, _ = _drawn("mammo", (1024, 819), (116464242165068738611667789751375902346, 166993858478277663479259592732382684855, 0, 2885720096), [])
+    reader = shared_reader()
+    assert not multiscale.detect(reader, img)
+    plan, _ = mask_plan(reader, img)
+    assert not plan.covered(img.shape).any()
+    monkeypatch.setattr(oriented, "NARROW_LEAST", oriented.LEGIBLE)
+    plan, _ = mask_plan(reader, img)
+    assert plan.covered(img.shape).any()

@@ -274,13 +274,14 @@ def _goes_on(line: oriented.Line, pieces: list[oriented.Line]) -> bool:
 
 def _uncovered_turned(reader: ocr.TextReader, masked: np.ndarray, lines: list[oriented.Line], covered: np.ndarray,
                       confident: float = NET_CONFIDENT, whole: np.ndarray | None = None, probe: bool = False,
-                      pieces: list[float] | None = None) -> list[oriented.Line]:  # fmt: skip
+                      pieces: list[float] | None = None, narrow: bool = False) -> list[oriented.Line]:  # fmt: skip
     """The turned stroke-map lines NET_MIN_HEIGHT px or thicker, less than 90% inside the masks, that the
     recogniser reads (upright, either way) as LEGIBLE letters or digits, with a confidence of `confident` or more,
     on the masked frame; with `whole` (the frame unmasked), a line partly under a mask is read there instead.
     With `probe` (and TURNED_PROBE), a line read as a few letters for sure is read again lengthened (`probed_legible`);
     with `pieces` (directions of text found, and SURE_PIECES), a line read as a few letters for sure in one of them counts
-    too (`sure_piece`).
+    too (`sure_piece`). With `narrow` (the band map's thin lines), a line read as text narrowed to its strokes
+    (`oriented.narrow_legible`) counts too.
     A near-vertical line not so read is read as a stack too (`oriented.stack_read`, with `oriented.UNSTACK`); one read
     so counts as the line lengthened that it returns."""
     out = []
@@ -299,6 +300,8 @@ def _uncovered_turned(reader: ocr.TextReader, masked: np.ndarray, lines: list[or
         ):
             out.append(line)
         elif pieces and SURE_PIECES and sure_piece(line, text, score, pieces):
+            out.append(line)
+        elif narrow and oriented.narrow_legible(reader, shown, line):
             out.append(line)
         elif (stack := oriented.stack_read(reader, shown, line)) is not None:  # read as a stack (`oriented.UNSTACK`)
             out.append(stack)
@@ -597,16 +600,17 @@ def plan(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.TextRegio
     passes = ((turned or [], NET_CONFIDENT, False, True, directions), (thin, FAINT_CONFIDENT, False, False, directions),
               (thick, NET_CONFIDENT, False, False, directions), (near, NET_CONFIDENT, True, False, None), (far, NET_CONFIDENT, True, False, None))  # fmt: skip
     for net_lines, floor, banded, probe, pieces in passes:
+        narrow = net_lines is thin  # the band map's thin lines are read narrowed to their strokes too (`oriented.NARROW`)
         if readable or not net_lines:
             continue
         covered = MaskPlan(boxes, 0, False, 0, tuple(quads)).covered(shape)
         # (band_row_hits: the same reading, named apart so that benchmarks/deid_ocr.py --paired-rule band-rows sees it fire)
         whole = pixels if NET_WHOLE else None
-        hits_t = band_row_hits(reader, masked, net_lines, covered, floor, whole) if banded else _uncovered_turned(reader, masked, net_lines, covered, floor, whole, probe, pieces)
+        hits_t = band_row_hits(reader, masked, net_lines, covered, floor, whole) if banded else _uncovered_turned(reader, masked, net_lines, covered, floor, whole, probe, pieces, narrow)
         if hits_t:
             netted += len(hits_t)
             quads += [_grown_turned(line) for line in hits_t]
             result = MaskPlan(boxes, extended, False, netted, tuple(quads))
             masked = result.paint(pixels)
-            readable = bool(_uncovered_turned(reader, masked, net_lines, result.covered(shape), floor, probe=probe))
+            readable = bool(_uncovered_turned(reader, masked, net_lines, result.covered(shape), floor, probe=probe, narrow=narrow))
     return MaskPlan(boxes, extended, readable, netted, tuple(oriented.joined(quads)))

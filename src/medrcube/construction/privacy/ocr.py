@@ -101,6 +101,13 @@ def to_bgr8(pixels: np.ndarray) -> np.ndarray:
 
 # The recogniser reads lines 48 pixels high; a taller crop is reduced first (the same read, far less to convert).
 REC_HEIGHT = 48
+# The engine reduces an image whose longest side passes REC_MAX_SIDE px (rapidocr's max_side_len) to that side, its height
+# rounded to a multiple of 32: a row more than about 125 times as long as high comes out 0 px high and the engine raises
+# (a stack of 8 px letters down a 1,024 px frame cut into cells 4 px high and laid out as a row, `oriented.unstacked`, 4 x
+# 3,800 px: tuning seed 19024, 2026-12-07, session 29). Such a row is read in pieces REC_PIECE times as long as high, each
+# a letter longer than the step (the engine reads them unreduced), their texts joined.
+REC_MAX_SIDE = 2000
+REC_PIECE = 40
 
 
 def _env_threads() -> int:
@@ -194,6 +201,15 @@ class TextReader:
 
             f = REC_HEIGHT / img.shape[0]
             img = np.asarray(Image.fromarray(img).resize((max(1, round(img.shape[1] * f)), REC_HEIGHT), Image.Resampling.BOX))
+        h, w = img.shape[:2]
+        if w > REC_MAX_SIDE and round(int(h * REC_MAX_SIDE / w) / 32) == 0:  # the engine would size it to 0 px high
+            step = REC_PIECE * h
+            pieces = [self._recognised(img[:, x : x + step + h]) for x in range(0, w - h, step)]  # a letter's overlap
+            read = [(t, s) for t, s in pieces if t]
+            return " ".join(t for t, _ in read), (min(s for _, s in read) if read else 0.0)
+        return self._recognised(img)
+
+    def _recognised(self, img: np.ndarray) -> tuple[str, float]:
         with self._lock:
             res = self.engine(img, use_det=False, use_cls=False, use_rec=True)
         texts = [str(t) for t in (getattr(res, "txts", None) or ())]

@@ -515,8 +515,55 @@ def lone_lines(reader: TextReader, pixels: np.ndarray) -> list[Line]:
 
 
 def _lone_read(reader: TextReader, g: np.ndarray, line: Line) -> Line | None:
-    """The line when read as text at LONE_CONFIDENT; else, with UNSTACK, the stack it is read as (`stack_read`); else None."""
-    return line if legible(reader, g, line, LONE_CONFIDENT) else stack_read(reader, g, line)
+    """The line when read as text at LONE_CONFIDENT, as is or (NARROW) narrowed to its strokes (`narrow_legible`); else,
+    with UNSTACK, the stack it is read as (`stack_read`); else None."""
+    if legible(reader, g, line, LONE_CONFIDENT) or narrow_legible(reader, g, line):
+        return line
+    return stack_read(reader, g, line)
+
+
+# A thin band-map line is also read narrowed to where its strokes are (NARROW, session 29): its middle NARROW_CUT of its
+# thickness, about its axis and NARROW_SHIFT of its thickness to either side. The full-scale band map lies along most 8 px
+# low-contrast lines, 9-12 px thick for glyphs of 6 px with 1 px strokes, and read upright with that ground above and below
+# the recogniser reads them as garbage ("VTEYNR" 0.41 for "M. MCMILLAN", "Cs" 0.15 for "ID: 766750", "Kimle" 0.29 for
+# "KOWALSKA, ARTHURINA ...": tuning seeds 19003, 18004); cut to 0.7 of their thickness the same lines read "ACNARLA" 0.52,
+# "066281" 0.70, "KOWAE" 0.83. A cut placed by the strip's own stroke profile across it was tried and read worse (its
+# place is not reliable on 1 px strokes at low contrast, as session 25 found). Read so, short band lines off text on
+# text-free frames come back as 4-6 letters or digits at up to 0.64 ("21220" 0.50, "2892" 0.60, "335768" 0.64: at the
+# lone reading's LEGIBLE and 0.5 it masked 4 of 240 text-free 512 and 1,024 px tuning frames, seeds 19021-19024, 3 of
+# them mammogram-like frames where the detector found nothing), while an identifying 8 px line read narrowed comes back
+# with most of its characters ("ACNARLA", "19380002", "101L109T", "ARTDRRDY" at 0.52-0.70). So a line read narrowed
+# counts as text at NARROW_LEAST letters or digits or more and NARROW_CONFIDENT. Only lines NARROW_THICK px thick or
+# thinner (the full-scale map: 8 px text); up to 3 reads (each two recogniser calls) a line not read as text as is. So set,
+# on tuning seeds 19001-19006 (480 frames with text) one line more masked, none fewer, and no text-free frame masked of
+# 480 (seeds 19021-19028); it read 147 lines of 54 of 100 frames of seed 19032, 0.16 s a frame on average; out of sample
+# (seeds 19501-19550, 1,200 frames) one line more, none fewer, no text-free frame masked by it (benchmarks/RESULTS.md 23a,
+# session 29). `python -m benchmarks.deid_ocr --no-narrow` measures without it.
+NARROW = True
+NARROW_THICK = 12.0
+NARROW_CUT = 0.7
+NARROW_SHIFT = 0.15
+NARROW_LEAST = 7
+NARROW_CONFIDENT = 0.5
+
+
+def narrowed(line: Line, cut: float, shift: float) -> Line:
+    """The line cut to `cut` of its thickness about an axis moved `shift` of its thickness across it."""
+    centre, along, across, half_len, half_thick = _frame(line)
+    centre = centre + shift * line.thickness * across
+    corners = [centre + sa * half_len * along + sc * cut * half_thick * across for sa, sc in ((-1, -1), (1, -1), (1, 1), (-1, 1))]
+    return Line(tuple((float(x), float(y)) for x, y in corners), line.angle, line.thickness * cut)
+
+
+def narrow_legible(reader: TextReader, pixels: np.ndarray, line: Line) -> bool:
+    """With NARROW, whether a line NARROW_THICK px thick or thinner is read as text narrowed to its strokes (see above)."""
+    if not NARROW or line.thickness > NARROW_THICK:
+        return False
+    for shift in (0.0, -NARROW_SHIFT, NARROW_SHIFT):
+        text, score = read_scored(reader, pixels, narrowed(line, NARROW_CUT, shift))
+        if sum(1 for c in text if c.isalnum()) >= NARROW_LEAST and score >= NARROW_CONFIDENT:
+            return True
+    return False
 
 
 def _ranked(g: np.ndarray, scale: int, thick: float) -> list[Line]:

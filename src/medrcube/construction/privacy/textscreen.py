@@ -83,7 +83,29 @@ def text_regions(reader: ocr.TextReader, pixels: np.ndarray, turned: bool | None
     if turned and SHORT_REACH:
         for i, region in short_reached(reader, pixels, keep):
             keep[i] = region
+    if lone and LONE_DROPPED and detected and not keep:  # found, all dropped: read as where nothing was found
+        alone = lone_dropped(reader, pixels)
+        keep, found = keep + _judged(reader, pixels, alone), found + alone
     return keep, len(found) - len(keep)
+
+
+# A frame whose detector regions were all dropped (blobs, lone letters, short rows) is read as one where the detector
+# found nothing (LONE_DROPPED, session 29): the band map's thin lines ranked and the first read (`oriented.lone_lines`).
+# An 8 px low-contrast date at 135 degrees over an MR-like body (tuning seed 18004, frame 26 at 512 px) came back as two
+# blob regions off the line, both dropped, so neither the lone reading (only where nothing was found) nor the band map
+# (only along regions kept) ran, yet the full-scale band line along the whole date reads "10380002" at 0.63. Session 26
+# tried this with the band map made for the net too (one frame in 203 changed, no line); this reads only. Measured on
+# tuning seeds 19001-19006 (480 frames, 45 and 135 degrees, 512 and 1,024 px; benchmarks/RESULTS.md 23a, session 29): one
+# line more masked, none fewer; no text-free frame masked (480, seeds 19021-19028). Its cost: it ran on 13 of 100 frames
+# of seed 19031, 0.43 s a run, 0.056 s a frame on average. Off: out of sample (seeds 19501-19550, 1,200 frames) it masked
+# one line more and one text-free frame more (a CT-like 512 px frame whose two regions were dropped: a near-vertical band
+# line over the body read as text, seed 19550). `python -m benchmarks.deid_ocr --lone-dropped` measures it on.
+LONE_DROPPED = False
+
+
+def lone_dropped(reader: ocr.TextReader, pixels: np.ndarray) -> list[ocr.TextRegion]:
+    """The lone reading's lines (`oriented.lone_lines`) as regions, on a frame whose detector regions were all dropped."""
+    return _lone_regions(reader, pixels)
 
 
 # A short piece of a turned line (a detector quad that runs off the row but is too short to count as a line:
