@@ -597,10 +597,12 @@ def plan(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.TextRegio
     thin = [f for f in read if f.thickness <= FAINT_LOW_THICK]
     thick = [f for f in read if f.thickness > FAINT_LOW_THICK]
     near, far = band_rows(faint or [], [r.box for r in rows], read) if BAND_ROWS else ([], [])
-    passes = ((turned or [], NET_CONFIDENT, False, True, directions), (thin, FAINT_CONFIDENT, False, False, directions),
-              (thick, NET_CONFIDENT, False, False, directions), (near, NET_CONFIDENT, True, False, None), (far, NET_CONFIDENT, True, False, None))  # fmt: skip
-    for net_lines, floor, banded, probe, pieces in passes:
-        narrow = net_lines is thin  # the band map's thin lines are read narrowed to their strokes too (`oriented.NARROW`)
+    # (lines, confidence floor, band rows, probed, directions for sure pieces, read narrowed): the band map's thin
+    # lines are read narrowed to their strokes too (`oriented.NARROW`)
+    passes = ((turned or [], NET_CONFIDENT, False, True, directions, False), (thin, FAINT_CONFIDENT, False, False, directions, True),
+              (thick, NET_CONFIDENT, False, False, directions, False), (near, NET_CONFIDENT, True, False, None, False),
+              (far, NET_CONFIDENT, True, False, None, False))  # fmt: skip
+    for net_lines, floor, banded, probe, pieces, narrow in passes:
         if readable or not net_lines:
             continue
         covered = MaskPlan(boxes, 0, False, 0, tuple(quads)).covered(shape)
