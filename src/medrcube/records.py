@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from copy import deepcopy
 from dataclasses import MISSING, dataclass, fields
 from enum import StrEnum
@@ -184,7 +184,17 @@ def is_perturbation(variant: str) -> bool:
     return bool(head) and head not in TEXT_VARIANTS
 
 
-_OUTCOME = attrgetter("outcome")
+_OUTCOME, _CACHED = attrgetter("outcome"), attrgetter("cached")
+
+
+def outcome_pairs(records: Sequence[GradedRecord],
+                  counted: Mapping[tuple[Outcome, bool], int] | None = None) -> Counter[tuple[Outcome, bool]]:
+    """How many of `records` have each (outcome, cached): `counted` when it counts as many records (a run's
+    counts made as it graded them, run/runner.RunResult.outcome_pairs), else counted from the records, each
+    read once (C loops)."""
+    if counted is not None and sum(counted.values()) == len(records):
+        return Counter(counted)
+    return Counter(zip(map(_OUTCOME, records), map(_CACHED, records), strict=True))
 
 
 def outcome_counts(records: Iterable[GradedRecord]) -> dict[Outcome, int]:

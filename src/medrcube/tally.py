@@ -28,11 +28,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import compress
-from operator import attrgetter
 from typing import Any
 
-from medrcube.records import GRADED, GradedRecord, Outcome
+from medrcube.records import GRADED, GradedRecord, Outcome, outcome_pairs
 
 # `GradedRecord.how` of an ask the run stopped before sending (run/grade.py).
 NOT_ASKED = "not_asked"
@@ -167,20 +165,15 @@ def tally(
     adapter sent, the items loaded and those skipped at load. `pairs`: how many records
     have each (outcome, cached), as the run counted them while grading
     (run/runner.RunResult.outcome_pairs), read instead of the records when they are as many."""
-    # Counted by C loops (map, attrgetter, compress, Counter) over every record, then by Python over
-    # the few that are cached or errors: what decides a category is the outcome, whether cached, and
-    # for an error how it came. The enum's `.value` is read once per outcome, not per record.
-    by_outcome: Counter[Outcome]
-    cached: Counter[Outcome]
-    if pairs is not None and sum(pairs.values()) == len(records):
-        by_outcome, cached = Counter(), Counter()
-        for (outcome, was_cached), n in pairs.items():
-            by_outcome[outcome] += n
-            if was_cached:
-                cached[outcome] += n
-    else:
-        by_outcome = Counter(map(attrgetter("outcome"), records))
-        cached = Counter(map(attrgetter("outcome"), compress(records, map(attrgetter("cached"), records))))
+    # Counted by C loops over every record (records.outcome_pairs: each read once, or the run's counts made
+    # as it graded them), then by Python over the few errors: what decides a category is the outcome,
+    # whether cached, and for an error how it came. The enum's `.value` is read once per outcome, not per record.
+    by_outcome: Counter[Outcome] = Counter()
+    cached: Counter[Outcome] = Counter()
+    for (outcome, was_cached), n in outcome_pairs(records, pairs).items():
+        by_outcome[outcome] += n
+        if was_cached:
+            cached[outcome] += n
     not_asked = sum(1 for r in records if r.outcome is Outcome.ERROR and r.how == NOT_ASKED) \
         if by_outcome[Outcome.ERROR] else 0
     keyed: Counter[tuple[Outcome, bool]] = Counter()

@@ -48,12 +48,11 @@ import time
 from collections import Counter
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from operator import attrgetter
 from typing import Any, TypedDict, TypeVar
 
 from medrcube.cube.item import Cube
 from medrcube.models.base import ModelAdapter, Request, Response
-from medrcube.records import GradedRecord, Outcome
+from medrcube.records import GradedRecord, Outcome, outcome_pairs
 from medrcube.run.order import image_runs
 from medrcube.run.plan import PlannedAsk, Position, as_variants, plan_asks, plan_in_chunks, planned_count, variant_specs
 from medrcube.run.progress import Progress
@@ -120,19 +119,11 @@ class RecordCounts(TypedDict):
 def record_counts(records: Sequence[GradedRecord],
                   pairs: Mapping[tuple[Outcome, bool], int] | None = None) -> RecordCounts:
     """RunResult's counts that its records decide: answered from the store, errors, unavailable;
-    from `pairs` (RunResult.outcome_pairs) when they count these records (as many as there are)."""
-    if pairs is not None and sum(pairs.values()) == len(records):
-        return {"cache_hits": sum(n for (_, cached), n in pairs.items() if cached),
-                "errors": sum(n for (outcome, _), n in pairs.items() if outcome is Outcome.ERROR),
-                "unavailable": sum(n for (outcome, _), n in pairs.items() if outcome is Outcome.UNAVAILABLE)}
-    # Counted by C loops (map, attrgetter, Counter), a third of three generator passes' time:
-    # taken at the run's end and again as the run is merged, 36,478 records at the paper's scale.
-    outcomes = Counter(map(_OUTCOME, records))
-    return {"cache_hits": sum(map(_CACHED, records)), "errors": outcomes[Outcome.ERROR],
-            "unavailable": outcomes[Outcome.UNAVAILABLE]}
-
-
-_OUTCOME, _CACHED = attrgetter("outcome"), attrgetter("cached")
+    from `pairs` (RunResult.outcome_pairs) when they count these records (records.outcome_pairs)."""
+    counted = outcome_pairs(records, pairs)
+    return {"cache_hits": sum(n for (_, cached), n in counted.items() if cached),
+            "errors": sum(n for (outcome, _), n in counted.items() if outcome is Outcome.ERROR),
+            "unavailable": sum(n for (outcome, _), n in counted.items() if outcome is Outcome.UNAVAILABLE)}
 
 
 GRADE_BATCH = 64  # answers graded together while the requests are out (run_cube_async's `done`)
@@ -274,7 +265,7 @@ async def run_cube_async(
     # so that neither grading's import nor the results' lines come before the first request.
     unasked: list[int] = []
     # Each record's (outcome, cached) counted as it is made (RunResult.outcome_pairs).
-    outcome_pairs: Counter[tuple[Outcome, bool]] = Counter()
+    graded_pairs: Counter[tuple[Outcome, bool]] = Counter()
 
     def grade_ungraded() -> None:
         from medrcube.run.grade import grade, unavailable
@@ -288,7 +279,7 @@ async def run_cube_async(
             records[i] = record = grade(plan[i], response, cached=cached)
             graded.append(record)
         ungraded.clear()
-        outcome_pairs.update(zip(map(_OUTCOME, graded), map(_CACHED, graded), strict=True))  # the batch, still in the cache
+        graded_pairs.update(outcome_pairs(graded))  # the batch, still in the cache
         if opts.on_graded is not None and graded:
             opts.on_graded(graded)
 
@@ -381,7 +372,7 @@ async def run_cube_async(
     assert len(final) == len(plan)
     finished = time.time()
     # A judge's reading replaces records after they were counted: then they are counted again.
-    pairs = dict(outcome_pairs) if judge_pump is None else None
+    pairs = dict(graded_pairs) if judge_pump is None else None
     return RunResult(
         records=final,
         requests_sent=pump.requests_sent,

@@ -19,15 +19,14 @@ import platform
 import re
 import sys
 import tempfile
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
 from medrcube.metrics.selective import DeferralCosts
-from medrcube.records import GradedRecord
+from medrcube.records import GradedRecord, outcome_pairs
 from medrcube.run.runner import RunResult
 from medrcube.rundir.documents import RUN_SCHEMA_VERSION, RunDocument
 from medrcube.rundir.jsontext import indented
@@ -419,13 +418,9 @@ def run_document(result: RunResult, meta: Mapping[str, Any] | None = None, *,
     """run.json: what ran (model spec, never a key; fingerprints; variants), when, how long,
     with which versions, and the counts. `digest`: the records' records_digest, when known."""
     outcomes: dict[str, int] = defaultdict(int)
-    pairs = result.outcome_pairs  # counted as the records were graded, when they count these records
-    if pairs is not None and sum(pairs.values()) == len(result.records):
-        for (outcome, _), n in pairs.items():
-            if n:
-                outcomes[outcome.value] += n
-    else:
-        for outcome, n in Counter(map(attrgetter("outcome"), result.records)).items():  # by the enum, its value read once each
+    # By the enum, its value read once each; counted as the records were graded when those counts are theirs.
+    for (outcome, _), n in outcome_pairs(result.records, result.outcome_pairs).items():
+        if n:
             outcomes[outcome.value] += n
     doc: dict[str, Any] = {"schema_version": RUN_SCHEMA_VERSION}
     doc.update(result.info)
