@@ -219,21 +219,30 @@ def test_verdict_to_dict_is_structured(rec):
 PARTS3, MODS3, TASKS3 = ("Chest", "Brain", "Heart"), ("X-Ray", "CT", "MRI"), (DD, MR, "Organ Recognition")
 
 
+VARIANTS3 = ("standard", "blind", "shuffled")
+
+
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(PARTS3), st.sampled_from(MODS3), st.sampled_from(TASKS3)), max_size=40),
-       st.lists(st.tuples(*(st.sampled_from((None, *axis)) for axis in (PARTS3, MODS3, TASKS3))), min_size=1,
-                max_size=6))
+@given(st.lists(st.tuples(st.sampled_from(PARTS3), st.sampled_from(MODS3), st.sampled_from(TASKS3),
+                          st.sampled_from(VARIANTS3)), max_size=40),
+       st.lists(st.tuples(*(st.sampled_from((None, *axis)) for axis in (PARTS3, MODS3, TASKS3)),
+                          st.sampled_from((None, ("standard",), ("standard", "blind"), ("shuffled", "standard")))),
+                min_size=1, max_size=6))
 def test_the_family_selects_each_checks_records_as_the_check_does(rec, scopes, wanted):
-    """evaluate_gate groups the records by scope once (evidence.ByScope): every check gets
-    exactly the records `Check.selects`, in the run's order, whatever scopes are present."""
+    """evaluate_gate groups the records by scope and variant once (evidence.ByScope): every check
+    gets exactly the records `Check.selects` of the variants its kind reads, in the run's order,
+    whatever scopes and variants are present."""
     from dataclasses import replace
 
     from medrcube.gate.evidence import ByScope
 
-    records = [rec(f"i{k}", part=p, modality=m, task=t) for k, (p, m, t) in enumerate(scopes)]
+    records = [rec(f"i{k}", part=p, modality=m, task=t, variant=v) for k, (p, m, t, v) in enumerate(scopes)]
     base = build_checks([("Chest", "X-Ray", DD)], policy())[0]
     grouped = ByScope(records)
-    for part, modality, task in wanted:
+    for part, modality, task, variants in wanted:
         check = replace(base, part=part, modality=modality, task=task)
-        assert grouped.select(check) == [r for r in records if check.selects(r)]
-        assert grouped.select(check) == [r for r in records if check.selects(r)]  # from its memo too
+        expected = [r for r in records if check.selects(r) and (variants is None or r.variant in variants)]
+        assert grouped.select(check, variants) == expected
+        assert grouped.select(check, variants) == expected  # from its memo too
+
+

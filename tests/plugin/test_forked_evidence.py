@@ -200,3 +200,21 @@ def test_a_child_that_answered_first_leaves_the_meanwhile_work_undone(forks, rec
     got = collect_forked(checks, ByScope(records), None, None, min_records=0, meanwhile=lambda: done.append(1))
     assert done == []  # done where it was before: after the verdicts (tail_ahead.ask_for_run_files)
     assert got == collect_each(checks, ByScope(records), None, None)
+
+
+def test_each_kind_given_only_the_variants_it_reads_decides_as_on_every_record(rec) -> None:
+    """The family's checks take from ByScope only the variants their kind reads (KindEntry.reads:
+    credibility, calibration and the accuracy counts the standard answers, image dependence the
+    standard and blind ones, position the standard and shuffled ones); each check's evidence is
+    the evidence `collect` makes from the whole run's records, unordered as xdist may hand them."""
+    from medrcube.gate.evidence import collect
+    from medrcube.gate.kinds import entry_of
+
+    records = _run(rec, images_per_place=12, seed=11)
+    random.Random(3).shuffle(records)
+    checks = _family(records)
+    assert {entry_of(str(c.kind)).reads for c in checks} >= {("standard",), ("standard", "blind"),
+                                                               ("standard", "shuffled")}
+    grouped = collect_each(checks, ByScope(records), None, None)
+    assert grouped == [collect(c, records) for c in checks]
+    assert any(ev.criteria for ev in grouped if str(ev.check.kind) in ("credibility", "position", "image_dependence"))

@@ -54,52 +54,53 @@ from medrcube.metrics.robustness import rotated_items
 from medrcube.metrics.worst import worst_of_cells
 from medrcube.records import GradedRecord, Outcome
 
+STANDARD = ("standard",)  # the variants read by a kind that reads the standard answers only
+
 
 class ByScope:
-    """The run's records by (part, modality, task), so that the family's checks do not
-    each test every record: a check takes the groups its scope covers (`Check.selects`
-    asked of one record per group), in the run's order."""
+    """The run's records by (part, modality, task, variant), so that the family's checks do not
+    each test every record: a check takes the groups its scope covers (`Check.selects` asked
+    of one record per group), of the variants its kind reads (KindEntry.reads), in the run's
+    order."""
 
     def __init__(self, records: Iterable[GradedRecord]) -> None:
         self.records = list(records)
-        self._groups: dict[tuple[str, str, str], list[int]] = {}
-        # Each group's standard records apart too: the accuracy checks count only those (standard_counts),
-        # and passing over the other variants' four records in five was half of counting them.
-        self._standard: dict[tuple[str, str, str], list[int]] = {}
-        groups, standard = self._groups, self._standard
+        # Grouped by variant too: the checks that read one or two variants (the accuracy checks'
+        # counts, credibility, calibration: the standard answers) pass over their records only,
+        # not over the other variants' (four records in five with blind and three rotations).
+        self._groups: dict[tuple[str, str, str, str], list[int]] = {}
+        groups = self._groups
         for i, r in enumerate(self.records):
-            key = (r.part, r.modality, r.task)
+            key = (r.part, r.modality, r.task, r.variant)
             group = groups.get(key)
             if group is None:
                 group = groups[key] = []
             group.append(i)
-            if r.variant == "standard":
-                own = standard.get(key)
-                if own is None:
-                    own = standard[key] = []
-                own.append(i)
-        self._selected: dict[tuple[str | None, str | None, str | None], list[GradedRecord]] = {}
+        self._selected: dict[tuple[str | None, str | None, str | None, tuple[str, ...] | None],
+                             list[GradedRecord]] = {}
         self._counts: dict[tuple[str, str, str], StandardCounts] | None = None
 
     def groups(self) -> list[tuple[GradedRecord, int]]:
-        """Each (part, modality, task) group's first record and its number of records."""
+        """Each (part, modality, task, variant) group's first record and its number of records."""
         return [(self.records[at[0]], len(at)) for at in self._groups.values()]
 
     def standard_counts(self, check: Check) -> StandardCounts:
         """The standard records' counts of the check's scope: the sum of its cells' counts,
         each cell counted once for the family."""
         if self._counts is None:
-            self._counts = {cell: StandardCounts.of(self.records[i] for i in self._standard.get(cell, ()))
-                            for cell in self._groups}
-        return StandardCounts.merged(self._counts[cell] for cell, at in self._groups.items()
-                                     if check.selects(self.records[at[0]]))
+            self._counts = {key[:3]: StandardCounts.of(self.records[i] for i in at)
+                            for key, at in self._groups.items() if key[3] == "standard"}
+        return StandardCounts.merged(counts for cell, counts in self._counts.items()
+                                     if check.selects(self.records[self._groups[(*cell, "standard")][0]]))
 
-    def select(self, check: Check) -> list[GradedRecord]:
-        scope = (check.part, check.modality, check.task)
+    def select(self, check: Check, variants: tuple[str, ...] | None = None) -> list[GradedRecord]:
+        """The records of the check's scope, of `variants` only (None: every variant), in the run's order."""
+        scope = (check.part, check.modality, check.task, variants)
         hit = self._selected.get(scope)
         if hit is None:
-            wanted = [g for g in self._groups.values() if check.selects(self.records[g[0]])]
-            order = wanted[0] if len(wanted) == 1 else sorted(i for g in wanted for i in g)
+            wanted = [at for key, at in self._groups.items()
+                      if (variants is None or key[3] in variants) and check.selects(self.records[at[0]])]
+            order = wanted[0] if len(wanted) == 1 else sorted(i for at in wanted for i in at)
             hit = self._selected[scope] = [self.records[i] for i in order]
         return list(hit)
 
@@ -120,8 +121,9 @@ def collect(
         # The family's accuracy checks: each cell's standard records counted once, a scope's
         # counts summed from its cells' (the same evidence as from the scope's records).
         counted = records.standard_counts(check)
-        return _accuracy_of_counts(check, counted, records.select(check) if counted.unanswered else ())
-    selected = records.select(check) if isinstance(records, ByScope) else [r for r in records if check.selects(r)]
+        return _accuracy_of_counts(check, counted, records.select(check, STANDARD) if counted.unanswered else ())
+    selected = records.select(check, entry.reads) if isinstance(records, ByScope) else \
+        [r for r in records if check.selects(r)]
     try:
         found = entry.evidence(check, selected, baseline, baseline_error) if entry.needs_baseline else entry.evidence(check, selected)
     except ValueError as exc:  # inconsistent records (e.g. duplicates): say so, decide nothing
@@ -235,7 +237,7 @@ def collect_site(check: Check, records: Iterable[GradedRecord], hit: Callable[[G
 # --------------------------------------------------------------------------- credibility
 
 
-@collects(CheckKind.CREDIBILITY)
+@collects(CheckKind.CREDIBILITY, reads=STANDARD)
 def _credibility(check: Check, records: list[GradedRecord]) -> Evidence:
     std = [r for r in records if r.variant == "standard"]
     rate, err = _errors(check, std)
@@ -265,8 +267,8 @@ def _credibility(check: Check, records: list[GradedRecord]) -> Evidence:
     # with its clustered interval (reported, not gated).
     luck_units = luck_shares(pairs)
     luck_md = luck_rate(luck_units, luck_conf)
-    dep = dependence(((p.image, p.low.correct, p.high.correct) for p in pairs), or_conf)
-    sc_ci = clustered_wilson(cluster_counts((p.image, p.high.correct) for p in pairs if not p.low.correct),
+    dep = dependence(((p.image, p.low_right, p.high_right) for p in pairs), or_conf)
+    sc_ci = clustered_wilson(cluster_counts((p.image, p.high_right) for p in pairs if not p.low_right),
                              check.confidence)
     crits: list[Criterion] = []
     notes: list[str] = []
@@ -401,7 +403,7 @@ def _either(first: Criterion, second: Criterion, share: float = 0.5) -> Criterio
 # --------------------------------------------------------------------------- image dependence
 
 
-@collects(CheckKind.IMAGE_DEPENDENCE)
+@collects(CheckKind.IMAGE_DEPENDENCE, reads=("standard", "blind"))
 def _image_dependence(check: Check, records: list[GradedRecord]) -> Evidence:
     asked = [r for r in records if r.variant in ("standard", "blind")]
     rate, err = _errors(check, asked)
@@ -410,7 +412,8 @@ def _image_dependence(check: Check, records: list[GradedRecord]) -> Evidence:
     standard = [r for r in asked if r.variant == "standard"]
     blind = [r for r in asked if r.variant == "blind"]
     pairs, counts = paired_records(standard, blind)
-    units = [(image_key(s), float(s.correct) - float(b.correct)) for s, b in pairs]  # read by both intervals
+    correct = Outcome.CORRECT
+    units = [(image_key(s), float(s.outcome is correct) - float(b.outcome is correct)) for s, b in pairs]  # both intervals
     md = clustered_mean_difference(units, check.confidence)
     chance = chance_level(blind)
     bound = check.bound if check.bound is not None else 0.0
@@ -432,7 +435,7 @@ def _image_dependence(check: Check, records: list[GradedRecord]) -> Evidence:
 # --------------------------------------------------------------------------- position robustness
 
 
-@collects(CheckKind.POSITION)
+@collects(CheckKind.POSITION, reads=("standard", "shuffled"))
 def _position(check: Check, records: list[GradedRecord]) -> Evidence:
     asked = [r for r in records if r.variant in ("standard", "shuffled")]
     rate, err = _errors(check, asked)

@@ -57,7 +57,7 @@ NO_CONFIDENCE = ("no graded record carries a confidence: ask an endpoint that re
                  "--template verbal (a stated confidence); docs/clinical.md")
 
 
-@collects(CheckKind.SELECTIVE)
+@collects(CheckKind.SELECTIVE, reads=("standard", "abstain"))
 def _selective(check: Check, records: list[GradedRecord]) -> Evidence:
     """A selective check's evidence, by its metric (records already in its scope)."""
     if check.metric == "utility":
@@ -160,7 +160,7 @@ def _in_cells(r: GradedRecord, patterns: Sequence[str]) -> bool:
     return any(all(fnmatch.fnmatchcase(v, q) for v, q in zip(r.cell, p.split("/"), strict=True)) for p in patterns)
 
 
-@collects(CheckKind.FINDING)
+@collects(CheckKind.FINDING, reads=("standard",))
 def _finding(check: Check, records: list[GradedRecord]) -> Evidence:
     finding = str(check.params["finding"])
     std = [r for r in records if r.variant == "standard" and _in_cells(r, check.params.get("cells") or ["*/*/*"])]
@@ -204,7 +204,7 @@ def _finding(check: Check, records: list[GradedRecord]) -> Evidence:
 # --------------------------------------------------------------------------- calibration (clinical depth)
 
 
-@collects(CheckKind.CALIBRATION)
+@collects(CheckKind.CALIBRATION, reads=("standard",))
 def _calibration(check: Check, records: list[GradedRecord]) -> Evidence:
     std = [r for r in records if r.variant == "standard"]
     rate, err = api_errors(check, std)

@@ -83,6 +83,11 @@ class KindEntry:
     # `needs_baseline` is also given the baseline's records and why they are missing.
     evidence: Callable[..., Any] | None = None
     needs_baseline: bool = False
+    # The variants `evidence` reads ("standard", "blind", ...): it is given only their records
+    # of its scope (a family's checks are grouped by variant too: gate/evidence.ByScope), so a
+    # check that reads the standard answers does not pass over the other variants' four records
+    # in five. None: every variant.
+    reads: tuple[str, ...] | None = None
     # How the outputs show the kind's checks (read by plugin/ and report/, which test no
     # kind by name):
     # (check) -> (epic, feature, story) in Allure's Behaviors tree; None: (the epic,
@@ -148,10 +153,13 @@ def builds(name: str) -> Callable[[F], F]:
     return attach
 
 
-def collects(name: str) -> Callable[[F], F]:
-    """Decorator: the function collects the evidence of a check of the registered kind `name`."""
+def collects(name: str, *, reads: tuple[str, ...] | None = None) -> Callable[[F], F]:
+    """Decorator: the function collects the evidence of a check of the registered kind `name`,
+    from the records of the variants it `reads` (None: every variant; KindEntry.reads)."""
     def attach(fn: F) -> F:
         _attach(name, "evidence", fn)
+        if reads is not None:
+            _attach(name, "reads", tuple(reads))
         return fn
     return attach
 
@@ -164,7 +172,7 @@ def describes(name: str) -> Callable[[F], F]:
     return attach
 
 
-def _attach(name: str, field: str, fn: Callable[..., Any]) -> None:
+def _attach(name: str, field: str, fn: Any) -> None:
     # Kept for the kind's registration when it comes later: a decorator never triggers
     # discovery (gate/checks.py is imported while the registry may be filling itself).
     _ATTACHED.setdefault(name, {})[field] = fn

@@ -18,7 +18,7 @@ from typing import Any
 from medrcube.metrics.accuracy import wilson_interval
 from medrcube.metrics.clustered import image_key
 from medrcube.metrics.paired import MeanDifference, clustered_mean_difference
-from medrcube.records import GradedRecord
+from medrcube.records import GRADED, GradedRecord, Outcome
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,14 +90,17 @@ class PairedCounts:
 
 
 def _by_item(records: Iterable[GradedRecord]) -> dict[str, GradedRecord]:
-    out: dict[str, GradedRecord] = {}
-    for r in records:
-        if r.item_id in out:
-            raise ValueError(
-                f"item {r.item_id!r} has two {r.variant!r} records (rotation {r.rotation}); "
-                "a paired comparison needs one record per item and side: deduplicate the run"
-            )
-        out[r.item_id] = r
+    records = records if isinstance(records, list) else list(records)
+    out = {r.item_id: r for r in records}  # one record per item: looked for one by one only when not
+    if len(out) != len(records):
+        seen: set[str] = set()
+        for r in records:
+            if r.item_id in seen:
+                raise ValueError(
+                    f"item {r.item_id!r} has two {r.variant!r} records (rotation {r.rotation}); "
+                    "a paired comparison needs one record per item and side: deduplicate the run"
+                )
+            seen.add(r.item_id)
     return out
 
 
@@ -108,19 +111,22 @@ def paired_records(
     f, s = _by_item(first), _by_item(second)
     pairs: list[tuple[GradedRecord, GradedRecord]] = []
     a = b = c = d = dropped = 0
+    graded, correct = GRADED, Outcome.CORRECT  # each record's outcome read once (its `graded`, `correct`)
     for item_id, r1 in f.items():
         r2 = s.get(item_id)
         if r2 is None:
             continue
-        if not (r1.graded and r2.graded):
+        o1, o2 = r1.outcome, r2.outcome
+        if o1 not in graded or o2 not in graded:
             dropped += 1
             continue
         pairs.append((r1, r2))
-        if r1.correct and r2.correct:
-            a += 1
-        elif r1.correct:
-            b += 1
-        elif r2.correct:
+        if o1 is correct:
+            if o2 is correct:
+                a += 1
+            else:
+                b += 1
+        elif o2 is correct:
             c += 1
         else:
             d += 1

@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
 
 from medrcube.metrics.clustered import t_quantile, t_sf, wilson_q
-from medrcube.records import GradedRecord
+from medrcube.records import GRADED, GradedRecord, Outcome
 from medrcube.taxonomy import Level, task_level
 
 # The reference's DEFAULT_IGNORE_TASKS, in canonical names ("View Identification";
@@ -54,6 +54,11 @@ class Pair(NamedTuple):
     high: GradedRecord
     low: GradedRecord
     group: str  # A (low right, high right), B (low right, high wrong), C (both wrong) or D (low wrong, high right)
+    # Whether each answer is right, as the group says: read for every pair by each statistic
+    # (grounding, the luck rate, the odds ratio, the shortcut interval), where each record's
+    # `correct` was looked up again for every pair it is in.
+    high_right: bool
+    low_right: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,32 +98,43 @@ def chain_pairs(
 ) -> tuple[list[Pair], int]:
     """Every counted (high, low) pair of standard records per image, and the number dropped.
     Images in the order of their first record, each image's pairs high by high."""
-    sides: dict[str, str | None] = {}  # a task's side, looked up once per task
+    sides: dict[str, bool | None] = {}  # a task's side (True: low), looked up once per task
     by_image: dict[str, tuple[list[GradedRecord], list[GradedRecord]]] = {}  # image -> (highs, lows)
     for r in records:
-        if r.variant != "standard" or not r.image:
+        if r.variant != "standard":
+            continue
+        image = r.image
+        if not image:
             continue
         task = r.task
-        side = sides[task] if task in sides else sides.setdefault(task, _side(task, exclude_low_tasks))
-        if side is None:
+        if task in sides:
+            low = sides[task]
+        else:
+            side = _side(task, exclude_low_tasks)
+            low = sides[task] = None if side is None else side == "low"
+        if low is None:
             continue
-        row = by_image.get(r.image)
+        row = by_image.get(image)
         if row is None:
-            row = by_image[r.image] = ([], [])
-        row[side == "low"].append(r)
+            row = by_image[image] = ([], [])
+        row[low].append(r)
+    # The outcomes read here once per record (records.GradedRecord's `graded` and `correct`, written out).
+    correct, graded = Outcome.CORRECT, GRADED
     pairs: list[Pair] = []
     dropped = 0
     for image, (highs, lows) in by_image.items():
-        graded_lows = [(lo, lo.correct) for lo in lows if lo.graded]
+        graded_lows = [(lo, lo.outcome is correct) for lo in lows if lo.outcome in graded]
         ungraded = len(lows) - len(graded_lows)
         for h in highs:
-            if not h.graded:
+            outcome = h.outcome
+            if outcome not in graded:
                 dropped += len(lows)
                 continue
             dropped += ungraded
-            right = h.correct
+            right = outcome is correct
             for lo, low_right in graded_lows:
-                pairs.append(Pair(image, h, lo, ("A" if right else "B") if low_right else ("D" if right else "C")))
+                pairs.append(Pair(image, h, lo, ("A" if right else "B") if low_right else ("D" if right else "C"),
+                                  right, low_right))
     return pairs, dropped
 
 
@@ -180,9 +196,9 @@ def luck_shares(pairs: Iterable[Pair]) -> list[tuple[str, float]]:
     interval over images stays tight."""
     per: dict[str, list[Any]] = {}  # right diagnosis -> [image, wrong partners, partners]
     for p in pairs:
-        if p.high.correct:
+        if p.high_right:
             row = per.setdefault(p.high.item_id, [p.image, 0, 0])
-            row[1] += not p.low.correct
+            row[1] += not p.low_right
             row[2] += 1
     return [(image, wrong / total) for _, (image, wrong, total) in sorted(per.items())]
 
@@ -255,12 +271,12 @@ def grounding(pairs: Iterable[Pair], confidence: float = 0.95) -> Grounding:
     for p in pairs:
         row = per[p.image]
         counts[p.group] += 1
-        if p.low.correct:
+        if p.low_right:
             row[1] += 1
-            row[0] += p.high.correct
+            row[0] += p.high_right
         else:
             row[3] += 1
-            row[2] += p.high.correct
+            row[2] += p.high_right
     a, b, c, d = (counts[g] for g in GROUPS)
     n = a + b + c + d
     n1, n0 = a + b, c + d

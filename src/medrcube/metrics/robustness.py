@@ -16,11 +16,11 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from medrcube.metrics.clustered import ClusteredInterval, cluster_counts, clustered_wilson, image_key
 from medrcube.metrics.comparison import PairedCounts, newcombe_paired_interval, paired_records
-from medrcube.records import GradedRecord
+from medrcube.records import GRADED, GradedRecord, Outcome
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,17 +86,15 @@ class PositionRobustness:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class RotatedItem:
-    """An item's standard record with every one of its shuffled rotations, all graded."""
+class RotatedItem(NamedTuple):
+    """An item's standard record with every one of its shuffled rotations, all graded, and
+    whether it is right in the original order and in every rotation (`circular`). A tuple, made
+    with its `circular` found once: one per item of the run (7,626 at the paper's scale), each
+    read by every statistic of the position check."""
 
     standard: GradedRecord
     rotations: tuple[GradedRecord, ...]  # by rotation
-
-    @property
-    def circular(self) -> bool:
-        """Right in the original order and in every rotation."""
-        return self.standard.correct and all(r.correct for r in self.rotations)
+    circular: bool
 
 
 def rotated_items(
@@ -111,20 +109,34 @@ def rotated_items(
     standard: dict[str, GradedRecord] = {}
     shuffled: dict[str, dict[int, GradedRecord]] = defaultdict(dict)
     for r in records:
-        if r.variant == "standard":
+        variant = r.variant
+        if variant == "standard":
             standard[r.item_id] = r
-        elif r.variant == "shuffled":
+        elif variant == "shuffled":
             shuffled[r.item_id][r.rotation] = r
     expected = rotations if rotations is not None else max((len(v) for v in shuffled.values()), default=0)
     complete: list[RotatedItem] = []
     incomplete = 0
+    graded, correct = GRADED, Outcome.CORRECT
+    none: dict[int, GradedRecord] = {}
     for item_id in sorted(standard.keys() | shuffled.keys()):
         std = standard.get(item_id)
-        rots = shuffled.get(item_id, {})
-        if std is None or not std.graded or len(rots) < expected or not all(r.graded for r in rots.values()):
+        rots = shuffled.get(item_id, none)
+        if std is None or std.outcome not in graded or len(rots) < expected:
             incomplete += 1
             continue
-        complete.append(RotatedItem(std, tuple(rots[k] for k in sorted(rots))))
+        ordered = tuple(rots[k] for k in sorted(rots))
+        # Every rotation graded (else incomplete), and right in each (with the standard: circular).
+        circular = std.outcome is correct
+        for r in ordered:
+            outcome = r.outcome
+            if outcome not in graded:
+                break
+            circular = circular and outcome is correct
+        else:
+            complete.append(RotatedItem(std, ordered, circular))
+            continue
+        incomplete += 1
     return complete, incomplete, expected
 
 
