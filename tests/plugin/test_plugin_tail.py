@@ -107,7 +107,8 @@ os.register_at_fork(after_in_child=_child_sleeps)
 def test_the_run_files_ask_is_prepared_while_the_evidence_child_works(gate_ws, gate_server, monkeypatch):
     """plugin/speed/forked_evidence.py's `meanwhile`, as the session wires it: with the evidence forked and
     the run files child on (here at any size), the offsets of the records' lines are found while the
-    process waits for the evidence child's answer, taken by the ask after the verdicts, and the run
+    process waits for the evidence child's answer (by the records' places among the batches graded:
+    RunResult.delivery, with no lookup by identity), taken by the ask after the verdicts, and the run
     directory's files are the child's, renamed into place, and the run's own."""
     from medrcube.rundir.files import read_results, records_digest
 
@@ -116,12 +117,17 @@ def test_the_run_files_ask_is_prepared_while_the_evidence_child_works(gate_ws, g
     files = importlib.import_module("medrcube.rundir.files")
     monkeypatch.setattr(mirror, "MIN_RECORDS", 1)
     monkeypatch.setattr(forked, "MIN_RECORDS", 0)
-    prepared, asked, taken = [], [], []
+    prepared, asked, taken, looked_up = [], [], [], []
     prepare, ask, take = files.GradedAhead.prepare_ask, files.GradedAhead.ask_mirror, mirror.Mirror.take
+    lookups = files.ResultRows.offsets
 
-    def observed_prepare(self, records, directory):
-        prepare(self, records, directory)
+    def observed_prepare(self, records, directory, *rest):
+        prepare(self, records, directory, *rest)
         prepared.append(self._ask_ready)
+
+    def observed_lookups(self, records):
+        looked_up.append(len(records))
+        return lookups(self, records)
 
     def observed_ask(self, records, *args, **kwargs):
         ready = self._ask_ready
@@ -135,6 +141,7 @@ def test_the_run_files_ask_is_prepared_while_the_evidence_child_works(gate_ws, g
     monkeypatch.setattr(files.GradedAhead, "prepare_ask", observed_prepare)
     monkeypatch.setattr(files.GradedAhead, "ask_mirror", observed_ask)
     monkeypatch.setattr(mirror.Mirror, "take", observed_take)
+    monkeypatch.setattr(files.ResultRows, "offsets", observed_lookups)
     gate_server.set_script({"answer_key": gate_ws.answer_key()})
     _SLOW_CHILD["on"] = True
     try:
@@ -144,6 +151,7 @@ def test_the_run_files_ask_is_prepared_while_the_evidence_child_works(gate_ws, g
     assert result.ret in (0, 10, 11), result.stdout.str()[-3000:]
     assert len(prepared) == 1 and prepared[0] is not None and prepared[0][2] is not None  # in the wait, once
     assert asked == [True]  # the ask took the offsets found then
+    assert looked_up == []  # found by the records' places among the batches graded
     assert len(taken) == 1 and taken[0] is not None  # and the child's files were made from them
     run_dir = gate_ws.run_dirs()[-1]
     assert verify_run_dir(run_dir).ok

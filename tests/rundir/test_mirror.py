@@ -216,3 +216,39 @@ def test_files_made_ahead_in_another_directory_or_never_asked_for_are_removed(re
     assert len(_hidden(reports)) == 3
     never.close()  # the verdicts failed, say: nothing asked, nothing left
     assert _hidden(reports) == []
+
+
+def test_the_runs_delivery_finds_the_lines_the_lookups_find_and_only_for_its_own_records(tmp_path: Path) -> None:
+    """A run's records found in the lines by their places among the batches handed on (RunResult.delivery,
+    the run's order not the batches'): the very offsets the lookups by identity find, and the same files
+    asked of the child; a delivery of other records (another run's, or these in another order) is not
+    used, and the lookups answer as before."""
+    cube = load_cube(str(generate_release_cube(tmp_path / "cube", n_items=60, n_datasets=3, n_images=20,
+                                               image_size=32, restricted_fraction=0.15, seed=21)))
+    ahead = GradedAhead()
+    run = run_cube(cube, RandomAdapter(seed=3), variants=",".join(VARIANTS), on_graded=ahead.add)
+    delivery = run.delivery
+    assert delivery is not None and delivery.order is not None  # planned in chunks: put in plan order at the end
+    # Graded as answered, not in the run's order: the places are not the positions.
+    assert list(delivery.places()) != list(range(len(run.records)))
+    assert ahead.rows.offsets_by_delivery(delivery) == ahead.rows.offsets(run.records)
+    other = run_cube(cube, RandomAdapter(seed=4), variants=",".join(VARIANTS), on_graded=GradedAhead().add)
+    assert other.delivery is not None and ahead.rows.offsets_by_delivery(other.delivery) is None
+    # Handed on in another order than these: not taken (the ids differ), looked up instead.
+    reordered = GradedAhead()
+    for start in range(len(run.records), 0, -16):
+        reordered.add(run.records[max(0, start - 16):start])
+    assert reordered.rows.offsets_by_delivery(delivery) is None
+    assert reordered._offsets(run.records, delivery) == reordered.rows.offsets(run.records)
+    # Another list for the result's records: no delivery (the places are of the run's own list).
+    assert dataclasses.replace(run, records=list(run.records)).delivery is None
+    # Asked by delivery, the child makes the writer's own bytes.
+    mirrored = GradedAhead()
+    mirrored.mirror_to(Mirror.start(mirrored.rows.spool_fileno()))
+    again = run_cube(cube, RandomAdapter(seed=3), variants=",".join(VARIANTS), on_graded=mirrored.add)
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    assert mirrored.ask_mirror(again.records, reports, VARIANTS, prevalence=PREVALENCE, costs=COSTS,
+                               delivery=again.delivery)
+    assert _written(tmp_path / "by-delivery", again.records, mirrored) == _written(tmp_path / "plain", again.records, None)
+    mirrored.close()

@@ -40,6 +40,7 @@ with no answer for `STALL_WARN_S` says so in the log (run/watchdog.py).
 
 from __future__ import annotations
 
+import array
 import asyncio
 import concurrent.futures
 import contextlib
@@ -73,6 +74,26 @@ DEFAULT_CLAIM_TTL_S = 60.0
 log = logging.getLogger("medrcube.run")
 
 
+@dataclass(frozen=True)
+class Delivery:
+    """Where a run's records are among the records handed to `RunOptions.on_graded` (RunResult.delivery):
+    the place of the record of the ask of each index (`place_by_ask`), those indices in the records'
+    order (`order`: None when they are in it), and the ids of the records handed on, in the order handed."""
+
+    place_by_ask: Sequence[int]
+    order: Sequence[int] | None
+    ids: array.array[int]
+
+    def places(self) -> Iterator[int]:
+        """Each record's place, in the records' order."""
+        return iter(self.place_by_ask) if self.order is None else map(self.place_by_ask.__getitem__, self.order)
+
+    @property
+    def size(self) -> int:
+        """The number of records."""
+        return len(self.place_by_ask)
+
+
 @dataclass
 class RunResult:
     """What a run produced: the graded records in plan order and how they were obtained."""
@@ -93,6 +114,11 @@ class RunResult:
     # graded, while each record was fresh in the cache (`outcome_pairs`).
     counted: tuple[list[GradedRecord], Mapping[tuple[Outcome, bool], int]] | None = field(
         default=None, repr=False, compare=False)
+    # A list of records, each one's place among the records handed to RunOptions.on_graded (by its
+    # ask's index, and those asks' indices in the list's order), and the ids of the records so
+    # handed, in that order (`delivery`).
+    delivered: tuple[list[GradedRecord], list[int], Sequence[int] | None, array.array[int]] | None = field(
+        default=None, repr=False, compare=False)
 
     @property
     def outcome_pairs(self) -> Mapping[tuple[Outcome, bool], int] | None:
@@ -103,6 +129,21 @@ class RunResult:
         were counted on: a result given other records, assigned or by dataclasses.replace, has none."""
         counted = self.counted
         return counted[1] if counted is not None and counted[0] is self.records else None
+
+    @property
+    def delivery(self) -> Delivery | None:
+        """Where each of `records` is among the records handed to `RunOptions.on_graded` (in the order
+        they were handed: as they were graded), and the ids of the records so handed, in that order
+        (`Delivery`). A reader of the batches that kept what it made of each in that order (results.jsonl's
+        lines: rundir/files.GradedAhead) finds the records' own in the run's order by place, after
+        checking that it was handed these very records (their ids, in the same order), instead of
+        looking each record up by its identity after the last answer (36,478 lookups, 26-29 ms at the
+        paper's scale: docs/speed.md). None unless `records` is the very list the places are of (as
+        `outcome_pairs`): a judge's reading (records replaced after they were handed on) has none."""
+        delivered = self.delivered
+        if delivered is None or delivered[0] is not self.records:
+            return None
+        return Delivery(*delivered[1:])
 
     @property
     def asked(self) -> int:
@@ -224,6 +265,10 @@ async def run_cube_async(
     positions: list[Position] = []
     by_key: dict[str, list[int]] = {}
     records: list[GradedRecord | None] = []
+    # Each ask's record's place among the records handed to on_graded, and those records' ids in that
+    # order (RunResult.delivery): noted as each batch is handed on.
+    handed_at: list[int] = []
+    handed_ids: array.array[int] = array.array("q")
 
     def take(chunk: list[tuple[Position, PlannedAsk]]) -> dict[str, Request]:
         """A chunk's asks recorded; its new requests, in the order they are sent."""
@@ -234,6 +279,7 @@ async def run_cube_async(
             plan.append(ask)
             positions.append(position)
             records.append(None)
+            handed_at.append(-1)
             if not ask.available:  # its record is made with the next batch graded (grade_ungraded)
                 unasked.append(i)
                 n_unavailable += 1
@@ -270,17 +316,20 @@ async def run_cube_async(
     def grade_ungraded() -> None:
         from medrcube.run.grade import grade, unavailable
 
-        graded = []
+        graded: list[GradedRecord] = []
         for i in unasked:
             records[i] = record = unavailable(plan[i])
+            handed_at[i] = len(handed_ids) + len(graded)
             graded.append(record)
         unasked.clear()
         for i, response, cached in ungraded:
             records[i] = record = grade(plan[i], response, cached=cached)
+            handed_at[i] = len(handed_ids) + len(graded)
             graded.append(record)
         ungraded.clear()
         graded_pairs.update(outcome_pairs(graded))  # the batch, still in the cache
         if opts.on_graded is not None and graded:
+            handed_ids.extend(map(id, graded))
             opts.on_graded(graded)
 
     answered: dict[str, tuple[Response, bool]] = {}
@@ -347,6 +396,7 @@ async def run_cube_async(
                 count_origin(plan[i].key, 1)
                 ungraded.append((i, *results[plan[i].key]))
         grade_ungraded()
+        order: list[int] | None = None  # the asks' indices in plan order (None: they are in it)
         if chunked:  # into plan order: variant by variant, items in cube order
             order = into_plan_order if len(into_plan_order) == len(plan) else sorted(
                 range(len(plan)), key=positions.__getitem__)  # a run stopped before its last chunk
@@ -378,6 +428,9 @@ async def run_cube_async(
         requests_sent=pump.requests_sent,
         **record_counts(final, pairs),
         counted=(final, pairs) if pairs is not None else None,
+        # The places are of the records handed on: none once a judge replaced some, or when none was handed on.
+        delivered=(final, handed_at, order, handed_ids)
+        if judge_pump is None and opts.on_graded is not None and len(handed_ids) == len(final) else None,
         wall_s=time.perf_counter() - t0,
         judge_requests=judge_pump.requests_sent if judge_pump else 0,
         judge_cache_hits=judge_pump.cache_hits if judge_pump else 0,

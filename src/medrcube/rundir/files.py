@@ -27,7 +27,7 @@ from typing import Any
 
 from medrcube.metrics.selective import DeferralCosts
 from medrcube.records import GradedRecord, outcome_pairs
-from medrcube.run.runner import RunResult
+from medrcube.run.runner import Delivery, RunResult
 from medrcube.rundir.documents import RUN_SCHEMA_VERSION, RunDocument
 from medrcube.rundir.jsontext import indented
 from medrcube.rundir.reading import RESULTS_SCHEMA_VERSION
@@ -69,6 +69,9 @@ class ResultRows:
         self._where: dict[int, tuple[GradedRecord, int, int]] = {}  # by id: the record (held), offset, length
         self._adds = 0
         self._identities: list[str] = []  # records_digest's lines of the records fed
+        # Each line's record's id and the line's offset, in the order fed (`offsets_by_delivery`).
+        self._fed_ids: array.array[int] = array.array("q")
+        self._fed_offsets: array.array[int] = array.array("q")
 
     def add(self, records: Iterable[GradedRecord], lines: Sequence[str | None] | None = None) -> None:
         """The records' lines, made here; or `lines[i]` for the i-th record where given: its
@@ -81,6 +84,8 @@ class ResultRows:
             self._spool = tempfile.TemporaryFile(prefix="medrcube-results-")
         for r, data in made:
             self._where[id(r)] = (r, self._end, len(data))  # the line with its newline
+            self._fed_ids.append(id(r))
+            self._fed_offsets.append(self._end)
             self._end += len(data)
         self._adds += len(made)
         self._identities.extend(record_identity(r) for r, _ in made)
@@ -144,6 +149,19 @@ class ResultRows:
             out.append(made[1])
         return out
 
+    def offsets_by_delivery(self, delivery: Delivery) -> array.array[int] | None:
+        """`offsets` of records given by their places among the records fed (run/runner.RunResult.delivery),
+        where the records fed were the delivery's, in the same order: each line is then found by its
+        place, with no lookup by identity (`offsets` of 36,478 records took 26-29 ms after the last
+        answer). None otherwise (then `offsets`). The same ids in the same order are the same records:
+        the index holds every record fed, so no other object can have one of their ids while it lives."""
+        if delivery.ids != self._fed_ids:
+            return None
+        try:
+            return array.array("q", map(self._fed_offsets.__getitem__, delivery.places()))
+        except IndexError:
+            return None
+
     def made_from(self, records: Sequence[GradedRecord]) -> bool:
         """Whether the lines were made from exactly `records`: the same objects, each once.
         By identity alone: the index holds every record fed, so while it lives no other
@@ -162,6 +180,8 @@ class ResultRows:
             self._spool = None
         self._where.clear()
         self._identities.clear()
+        self._fed_ids = array.array("q")
+        self._fed_offsets = array.array("q")
 
 
 class GradedAhead:
@@ -197,35 +217,50 @@ class GradedAhead:
         self._mirror = mirror
 
     def ask_mirror(self, records: Sequence[GradedRecord], directory: Path, variants: Sequence[str] | None = None, *,
-                   prevalence: Mapping[str, Any] | None = None, costs: DeferralCosts | None = None) -> bool:
+                   prevalence: Mapping[str, Any] | None = None, costs: DeferralCosts | None = None,
+                   delivery: Delivery | None = None) -> bool:
         """Ask the child for results.jsonl and metrics_summary.json of these very records, in this
         order, with these arguments, written into `directory` (on the run directory's file system):
         made on another core while this process decides (`place_mirrored` takes them). Whether it was
-        asked. The child checks that the records are every line it read, each once (their offsets)."""
+        asked. The child checks that the records are every line it read, each once (their offsets).
+        `delivery`: the records' places among the records fed and the ids of those (the runner's
+        RunResult.delivery), by which their lines are found (`_offsets`)."""
         mirror = self._mirror
         if mirror is None or self._mirror_asked is not None:
             return False
         order, ready, self._ask_ready = _order(records), self._ask_ready, None
         # The offsets `prepare_ask` found, if for these very records (the same objects in the same order:
         # the lines' index holds them) and the spool as it still ends; else found now.
-        offsets = ready[2] if ready is not None and ready[:2] == (order, self.rows.end) else self.rows.offsets(records)
+        offsets = ready[2] if ready is not None and ready[:2] == (order, self.rows.end) else \
+            self._offsets(records, delivery)
         if offsets is None or not mirror.request(offsets, self.rows.end, directory, variants, prevalence, costs):
             return False
         self._mirror_asked = (order, _summary_key(variants, prevalence, costs))
         return True
 
-    def prepare_ask(self, records: Sequence[GradedRecord], directory: Path) -> None:
+    def prepare_ask(self, records: Sequence[GradedRecord], directory: Path,
+                    delivery: Delivery | None = None) -> None:
         """Find the lines' offsets of these records now, and make the child's files in `directory`, where
         the process has time to spare (while the evidence child collects its share:
         plugin/speed/forked_evidence.py), for `ask_mirror` of the very same records into the same
         directory: the 36,478 lookups of a paper-scale run took 26-29 ms of the time before its first
-        case, and the files a few more."""
+        case (by `delivery`, as `ask_mirror`'s, a few), and the files a few more."""
         mirror = self._mirror
         if mirror is not None and self._mirror_asked is None:
-            offsets = self.rows.offsets(records)
+            offsets = self._offsets(records, delivery)
             self._ask_ready = (_order(records), self.rows.end, offsets)
             if offsets is not None:
                 mirror.stage(offsets, directory)
+
+    def _offsets(self, records: Sequence[GradedRecord],
+                 delivery: Delivery | None) -> array.array[int] | None:
+        """The records' lines' offsets: by their places among the records fed where `delivery` gives them
+        for as many records as these, else looked up by identity (ResultRows.offsets)."""
+        if delivery is not None and delivery.size == len(records):
+            found = self.rows.offsets_by_delivery(delivery)
+            if found is not None:
+                return found
+        return self.rows.offsets(records)
 
     def place_mirrored(self, records: Sequence[GradedRecord], run_dir: Path, variants: Sequence[str] | None = None, *,
                        prevalence: Mapping[str, Any] | None = None, costs: DeferralCosts | None = None,

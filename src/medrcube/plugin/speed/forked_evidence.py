@@ -46,10 +46,11 @@ ACCURACY_KINDS = frozenset({"cell", "slice", "overall"})
 MIN_RECORDS = 4000
 
 # Relative cost of a check's evidence per record of its scope (process time at the paper's
-# scale, benchmarks.tail_pieces: credibility 94 ms for 6 checks over 72,956 records, position
-# 58 ms over 36,478, image dependence 36 ms, calibration 7 ms). A kind not named costs as
-# image dependence. Only the split's balance depends on them, never the evidence.
-COST_PER_RECORD = {"credibility": 1.3, "position": 1.6, "image_dependence": 1.0, "calibration": 0.2,
+# scale, in-process, the least of 7 rounds: credibility 55-58 ms for 6 checks over 72,956 records,
+# position 50-53 ms over 36,478, image dependence 29-31 ms, calibration 3 ms; each kind reading only
+# its variants, docs/speed.md "Twentieth pass"). A kind not named costs 1.0. Only
+# the split's balance depends on them, never the evidence.
+COST_PER_RECORD = {"credibility": 0.8, "position": 1.4, "image_dependence": 0.85, "calibration": 0.08,
                    "regression": 1.0}
 # The accuracy checks together, per record of the run: their standard records' counts by cell
 # (ByScope.standard_counts, shared by them all) and the intervals. They stay in the parent, which

@@ -107,7 +107,7 @@ def prepare_run_files_ask(session: Any, result: Any) -> None:
     offsets of their lines, and the files the run files child will fill."""
     ahead = session.graded_ahead
     if ahead is not None:
-        ahead.prepare_ask(result.records, session.options.report_dir)
+        ahead.prepare_ask(result.records, session.options.report_dir, result.delivery)
 
 
 def ask_for_run_files(session: Any, result: Any) -> None:
@@ -124,4 +124,4 @@ def ask_for_run_files(session: Any, result: Any) -> None:
     with contextlib.suppress(Exception):  # an optimisation: the writer makes the files itself
         prevalence, costs = summary_arguments(site_policy(session))
         ahead.ask_mirror(result.records, session.options.report_dir, result.info.get("variants"),
-                         prevalence=prevalence, costs=costs)
+                         prevalence=prevalence, costs=costs, delivery=result.delivery)
