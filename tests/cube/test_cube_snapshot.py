@@ -210,6 +210,14 @@ def _folder_moved_out_and_linked(root: Path) -> None:
     folder.symlink_to(outside, target_is_directory=True)
 
 
+def _fifo_for_image(root: Path) -> None:
+    # Not a regular file where an image was (the files are looked at by lstat, not opened: docs/speed.md).
+    f, rec = find_record(root)
+    path = image_of(f, rec)
+    path.unlink()
+    os.mkfifo(path)
+
+
 CHANGES = {
     "image rewritten in place, mtime restored": _rewrite_image_in_place,
     "image replaced by another file of the same size": _replace_image_same_size,
@@ -223,6 +231,7 @@ CHANGES = {
     "image swapped for a symlink out of the root": _symlink_image_out,
     "image swapped for a symlink inside the root": _symlink_image_in,
     "image folder moved out of the root and linked back": _folder_moved_out_and_linked,
+    "image swapped for a FIFO": _fifo_for_image,
 }
 
 
