@@ -676,9 +676,13 @@ def test_the_outcomes_counted_while_grading_are_the_records_and_a_judge_s_readin
         assert run_document(result)["counts"] == run_document(counted)["counts"]
     assert again.cache_hits > 0 and first.errors > 0
     judge = Scripted(lambda r: Response(text="B"), fingerprint="judge:9")
+    handed: list[GradedRecord] = []
     judged = run_cube(unique_cube, Scripted(lambda r: Response(text="hard to say")), variants=("blind",),
-                      store=ResponseStore(tmp_path / "j"), judge=judge)
+                      store=ResponseStore(tmp_path / "j"), judge=judge, on_graded=handed.extend)
     assert judged.outcome_pairs is None and judged.judge_requests > 0
+    # The records handed on were the unparsed ones; the judge's replace them: no places either.
+    assert judged.delivery is None and len(handed) == len(judged.records)
+    assert {id(r) for r in handed} != {id(r) for r in judged.records}
     assert record_counts(judged.records) == {"cache_hits": judged.cache_hits, "errors": judged.errors,
                                              "unavailable": judged.unavailable}
     # Counts of other records are not taken for these: a total that differs is counted again, and a result
