@@ -218,3 +218,33 @@ def test_each_kind_given_only_the_variants_it_reads_decides_as_on_every_record(r
     grouped = collect_each(checks, ByScope(records), None, None)
     assert grouped == [collect(c, records) for c in checks]
     assert any(ev.criteria for ev in grouped if str(ev.check.kind) in ("credibility", "position", "image_dependence"))
+
+
+def test_the_answer_is_taken_without_waiting_for_the_child_to_exit(forks, rec, tmp_path) -> None:
+    """The child closes its end of the pipe once it has written its answer, and the parent takes the answer
+    then, not once the child has exited (an exit lets go of the child's copy of the heap first: about 10 ms at
+    the paper's scale); the child is waited for by a thread. Here the child's exit hangs: the parent has the
+    same evidence while the child is still there."""
+    records = _run(rec, images_per_place=12, seed=7)
+    checks = _family(records)
+    pidfile = tmp_path / "child.pid"
+
+    def exit_slowly() -> None:
+        pidfile.write_text(str(os.getpid()))
+        real_exit = os._exit
+
+        def slow_exit(status: int) -> None:
+            time.sleep(120)
+            real_exit(status)
+
+        os._exit = slow_exit
+
+    forks["in_child"] = exit_slowly
+    forks["parent_waits"] = 0.3
+    got = collect_forked(checks, ByScope(records), None, None, min_records=0)
+    pid = int(pidfile.read_text())
+    try:
+        assert os.waitpid(pid, os.WNOHANG) == (0, 0)  # not exited yet
+        assert got == collect_each(checks, ByScope(records), None, None)
+    finally:
+        os.kill(pid, 9)
