@@ -7,6 +7,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -73,9 +75,30 @@ def test_the_childs_files_are_the_writers_own_bytes_and_are_renamed_into_place(
     for name in ("results.jsonl", "metrics_summary.json"):
         assert landing.landed[run_dir / name].sha256 == file_sha256(run_dir / name)
     made = {name: (run_dir / name).read_bytes() for name in ("results.jsonl", "metrics_summary.json")}
+    process = ahead._mirror.process
+    waited_on: list[str] = []
+    wait = process.wait
+
+    def noted_wait(*args: object, **kwargs: object) -> object:
+        waited_on.append(threading.current_thread().name)
+        return wait(*args, **kwargs)
+
+    process.wait = noted_wait  # type: ignore[method-assign]
     ahead.close()
     assert made == _written(tmp_path / "alone", records, None)  # written from the records themselves
     assert _hidden(reports) == []
+    # Its answer taken, the child is ended and waited for by a thread, not by `close` (its exit lets go of every
+    # record it read first): it is reaped, and not by this test.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            assert os.waitpid(process.pid, os.WNOHANG) == (0, 0), "the child was left to this test to reap"
+        except ChildProcessError:
+            break  # reaped
+        time.sleep(0.01)
+    else:
+        pytest.fail("the child was never reaped")
+    assert threading.current_thread().name not in waited_on
 
 
 def test_write_run_dir_takes_them_and_the_files_are_the_same_either_way(records: list[GradedRecord],
