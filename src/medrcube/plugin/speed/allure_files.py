@@ -59,7 +59,8 @@ _END = _HEADER.pack(0xFFFFFFFF, 0)
 
 # The writer: the standard library only, started isolated (-I: no environment, no user site;
 # -S: no site), so it starts in a few milliseconds and imports nothing of the project's.
-# It ends at the process's end mark (`_END`), or at the end of its input. A name with a directory
+# It ends at the process's end mark (`_END`), or at the end of its input (at once: from the end of its
+# input to its exit 3.3 ms with the interpreter's teardown, 0.8 ms without). A name with a directory
 # in it, or a stream cut inside a file, ends it with status 3: the process then writes every file
 # itself. Ctrl-C reaches the whole process group: the writer ignores it and goes on to the end
 # mark, which the process still sends as pytest ends.
@@ -84,6 +85,7 @@ while True:
     with open(temporary, "wb") as fh:
         fh.write(data)
     os.replace(temporary, os.path.join(directory, name))
+os._exit(0)  # every file closed and in place: no interpreter teardown for the process to wait for
 """
 
 
