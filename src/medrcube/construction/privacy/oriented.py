@@ -577,12 +577,14 @@ def narrow_legible(reader: TextReader, pixels: np.ndarray, line: Line) -> bool:
 # ("1232382" 0.58, "2958290" 0.62 on 2 of 240 text-free tuning frames, seeds 20021-20024; "23002602" 0.50 on one of 140
 # out of sample, seed 20515, with a first form that counted 8 alone), but for three of the four text lines one of the
 # 0.7 cuts read part of the line ("9ply 599" 0.48, "066281" 0.70, "nzlfa:" 0.52) where those texture lines' 0.7 cuts
-# read nothing of 5 at 0.45 (0.44 at most, on 360 text-free tuning frames). So the half counts at NARROW_LEAST (and
-# NARROW_CONFIDENT) where a 0.7 cut read NARROW_AGREE letters or digits at NARROW_AGREE_CONFIDENT. A count set by the
+# read nothing of 5 at 0.45 (3 of the 460 thin band lines read on 360 text-free tuning frames did; cut to their middle
+# half, none read 7 at 0.5). So the half counts at NARROW_LEAST (and NARROW_CONFIDENT) where a 0.7 cut read
+# NARROW_AGREE letters or digits at NARROW_AGREE_CONFIDENT; read only there, on 8 of 542 thin band lines not read
+# otherwise (tuning seeds 20002-20007, 20021-20026, with session 29's misses). A count set by the
 # line's length (an 8 px line N px long holds about N/5 characters) did not tell the two apart: the texture's 7-9
-# character reads came at 4.4-6.8 px a character, the text's at 4.2-6.9. One more read (two recogniser calls, 0.05 s) a
-# thin band line not read otherwise (benchmarks/RESULTS.md 23a, session 30). `python -m benchmarks.deid_ocr
-# --no-narrow-half` measures without it.
+# character reads came at 4.4-6.8 px a character, the text's at 4.2-6.9. One read (two recogniser calls, 0.05 s) on
+# those lines (benchmarks/RESULTS.md 23a, session 30). `python -m benchmarks.deid_ocr --no-narrow-half` measures
+# without it.
 NARROW_HALF = True
 NARROW_HALF_CUT = 0.5
 NARROW_AGREE = 5
