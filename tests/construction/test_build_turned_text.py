@@ -822,7 +822,7 @@ def test_a_low_contrast_8px_line_read_only_cut_to_its_middle_half_is_masked(
     thin band lines read narrowed to 0.7 of their thickness come back as 6 characters at most ("066281" 0.70, "nzieia");
     cut to their middle half (`oriented.NARROW_HALF`, session 30) they read "0662813" at 0.71 and "112141640" at 0.61,
     a 0.7 cut having read part of each ("066281" 0.70, "nzlfa:" 0.52), and the lines are masked whole; without the rule
-    they leave whole."""
+    they leave whole. The rule ships off (it changed no frame out of sample) and is turned on here."""
     monkeypatch.setattr(oriented, "NARROW_HALF", True)
     img, lines = _drawn(*frame)
     _masked_whole_and_not_when(img, lines[index], monkeypatch, oriented, "NARROW_HALF", False, most_masked=0.4)
@@ -837,8 +837,9 @@ def test_a_band_line_on_a_text_free_frame_read_as_text_only_cut_to_its_middle_ha
         kind: str, shape: tuple[int, int], state: tuple[int, int, int, int], monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     """Text-free 1,024 px frames (seed 20023, frames 0 and 4 without text; seed 20515, frame 8; session 30): a short thin
     band line cut to its middle half reads 7-8 digits at 0.50-0.62 ("1232382", "2958290", "23002602"), and none of its
-    0.7 cuts reads 5 at 0.45. Counted without a 0.7 cut agreeing, the frame is masked; as shipped (NARROW_AGREE letters
-    or digits at NARROW_AGREE_CONFIDENT on a 0.7 cut first), it keeps every pixel."""
+    0.7 cuts reads 5 at 0.45. Counted without a 0.7 cut agreeing, the frame is masked; with the agreement (NARROW_AGREE
+    letters or digits at NARROW_AGREE_CONFIDENT on a 0.7 cut first), it keeps every pixel. The rule ships off (it changed
+    no frame out of sample) and is turned on here."""
     monkeypatch.setattr(oriented, "NARROW_HALF", True)
     img, _ = _drawn(kind, shape, state, [])
     reader = shared_reader()

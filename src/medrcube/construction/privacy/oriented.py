@@ -583,9 +583,10 @@ def narrow_legible(reader: TextReader, pixels: np.ndarray, line: Line) -> bool:
 # otherwise (tuning seeds 20002-20007, 20021-20026, with session 29's misses). A count set by the
 # line's length (an 8 px line N px long holds about N/5 characters) did not tell the two apart: the texture's 7-9
 # character reads came at 4.4-6.8 px a character, the text's at 4.2-6.9. One read (two recogniser calls, 0.05 s) on
-# those lines (benchmarks/RESULTS.md 23a, session 30). `python -m benchmarks.deid_ocr --no-narrow-half` measures
-# without it.
-NARROW_HALF = True
+# those lines. Off: out of sample (seeds 20601-20692, 2,208 frames, 2,640 lines) it changed no frame: no line more, none
+# fewer, no text-free frame more (benchmarks/RESULTS.md 23a, session 30). `python -m benchmarks.deid_ocr --narrow-half`
+# measures it on.
+NARROW_HALF = False
 NARROW_HALF_CUT = 0.5
 NARROW_AGREE = 5
 NARROW_AGREE_CONFIDENT = 0.45
