@@ -296,6 +296,9 @@ SWITCHES: tuple[tuple[str, Any, str, Callable[[], None] | None, str], ...] = (
     ("narrow", oriented, "NARROW", _watch_reads("narrow_legible", oriented),
      "a thin band-map line (12 px or thinner) not read as text as is is read narrowed to 0.7 of its thickness, about its "
      "axis and 0.15 of it to either side (default: oriented.NARROW; new 2026-12-07, session 29)"),
+    ("narrow-half", oriented, "NARROW_HALF", _watch_reads("halved_legible", oriented),
+     "a thin band-map line not read as text as is nor narrowed to 0.7 of its thickness is read cut to its middle half, "
+     "counted at 7 letters or digits where a 0.7 cut read 5 at 0.45 (default: oriented.NARROW_HALF, off: it changed no frame out of sample, 2026-12-08, session 30)"),
     ("column-distinct", linemask, "COLUMN_DISTINCT", _watch_distinct,
      "count two pieces of a column that are one thing found twice (nested, of about one height) as one piece "
      "(default: linemask.COLUMN_DISTINCT, off: it lost a line at 270 degrees out of sample, 2026-12-07, session 24)"),

@@ -559,11 +559,46 @@ def narrow_legible(reader: TextReader, pixels: np.ndarray, line: Line) -> bool:
     """With NARROW, whether a line NARROW_THICK px thick or thinner is read as text narrowed to its strokes (see above)."""
     if not NARROW or line.thickness > NARROW_THICK:
         return False
+    reads = []
     for shift in (0.0, -NARROW_SHIFT, NARROW_SHIFT):
         text, score = read_scored(reader, pixels, narrowed(line, NARROW_CUT, shift))
-        if sum(1 for c in text if c.isalnum()) >= NARROW_LEAST and score >= NARROW_CONFIDENT:
+        count = sum(1 for c in text if c.isalnum())
+        if count >= NARROW_LEAST and score >= NARROW_CONFIDENT:
             return True
-    return False
+        reads.append((count, score))
+    return halved_legible(reader, pixels, line, reads)
+
+
+# And, not read so, cut to its middle NARROW_HALF_CUT about its axis (NARROW_HALF, session 30). Of the 8 px low-contrast
+# lines that NARROW read and did not count (session 29's tuning and out-of-sample misses: seeds 19001, 19003, 19006,
+# 19525), four read cut to their middle half as NARROW_LEAST letters or digits or more at NARROW_CONFIDENT or more
+# ("Spdy 8g9." 0.63 for "Study 6949", "0662813" 0.71 for "ID: 766750", "0200260506" 0.55 for "ACC-9265596", "112141640"
+# 0.61 for "19471211"). So read, short band lines off text on text-free frames come back as 7-8 letters or digits too
+# ("1232382" 0.58, "2958290" 0.62 on 2 of 240 text-free tuning frames, seeds 20021-20024; "23002602" 0.50 on one of 140
+# out of sample, seed 20515, with a first form that counted 8 alone), but for three of the four text lines one of the
+# 0.7 cuts read part of the line ("9ply 599" 0.48, "066281" 0.70, "nzlfa:" 0.52) where those texture lines' 0.7 cuts
+# read nothing of 5 at 0.45 (3 of the 460 thin band lines read on 360 text-free tuning frames did; cut to their middle
+# half, none read 7 at 0.5). So the half counts at NARROW_LEAST (and NARROW_CONFIDENT) where a 0.7 cut read
+# NARROW_AGREE letters or digits at NARROW_AGREE_CONFIDENT; read only there, on 8 of 542 thin band lines not read
+# otherwise (tuning seeds 20002-20007, 20021-20026, with session 29's misses). A count set by the
+# line's length (an 8 px line N px long holds about N/5 characters) did not tell the two apart: the texture's 7-9
+# character reads came at 4.4-6.8 px a character, the text's at 4.2-6.9. One read (two recogniser calls, 0.05 s) on
+# those lines. Off: out of sample (seeds 20601-20692, 2,208 frames, 2,640 lines) it changed no frame: no line more, none
+# fewer, no text-free frame more (benchmarks/RESULTS.md 23a, session 30). `python -m benchmarks.deid_ocr --narrow-half`
+# measures it on.
+NARROW_HALF = False
+NARROW_HALF_CUT = 0.5
+NARROW_AGREE = 5
+NARROW_AGREE_CONFIDENT = 0.45
+
+
+def halved_legible(reader: TextReader, pixels: np.ndarray, line: Line, reads: list[tuple[int, float]]) -> bool:
+    """With NARROW_HALF, whether a thin band line is read as text cut to its middle NARROW_HALF_CUT (see above), given
+    the (letters or digits, confidence) of its NARROW_CUT reads."""
+    if not NARROW_HALF or not any(n >= NARROW_AGREE and c >= NARROW_AGREE_CONFIDENT for n, c in reads):
+        return False  # no 0.7 cut read part of it: the half read is not made
+    text, score = read_scored(reader, pixels, narrowed(line, NARROW_HALF_CUT, 0.0))
+    return sum(1 for c in text if c.isalnum()) >= NARROW_LEAST and score >= NARROW_CONFIDENT
 
 
 def _ranked(g: np.ndarray, scale: int, thick: float) -> list[Line]:
