@@ -158,7 +158,7 @@ def _legible(reader: ocr.TextReader, masked: np.ndarray, strip: Box, confident: 
     with a confidence of at least `confident`."""
     x0, y0, x1, y1 = strip
     text, score = reader.recognise_scored(proposals.stretched(proposals.gray8(masked[y0:y1, x0:x1])))
-    return sum(1 for c in text if c.isalnum()) >= LEGIBLE and score >= confident
+    return oriented.letters_or_digits(text) >= LEGIBLE and score >= confident
 
 
 def _candidate_crop(box: Box, shape: tuple[int, ...]) -> Box:
@@ -193,7 +193,7 @@ def half_turned_legible(reader: ocr.TextReader, masked: np.ndarray, strip: Box) 
     x0, y0, x1, y1 = strip
     row = proposals.stretched(proposals.gray8(masked[y0:y1, x0:x1]))
     text, score = reader.recognise_scored(np.ascontiguousarray(row[::-1, ::-1]))
-    return sum(1 for c in text if c.isalnum()) >= LEGIBLE and score >= NET_CONFIDENT
+    return oriented.letters_or_digits(text) >= LEGIBLE and score >= NET_CONFIDENT
 
 
 def _rechecked(reader: ocr.TextReader, pixels: np.ndarray, boxes: list[Box]) -> tuple[list[Box], int, bool, np.ndarray]:
@@ -295,7 +295,7 @@ def _uncovered_turned(reader: ocr.TextReader, masked: np.ndarray, lines: list[or
             continue
         shown = whole if whole is not None and under > 0 else masked
         text, score = oriented.read_scored(reader, shown, line)
-        if (sum(1 for c in text if c.isalnum()) >= oriented.LEGIBLE and score >= confident) or (
+        if (oriented.letters_or_digits(text) >= oriented.LEGIBLE and score >= confident) or (
             probe and TURNED_PROBE and probed_legible(reader, shown, line, text, score)
         ):
             out.append(line)
@@ -329,7 +329,7 @@ PROBE_SURE = 0.9
 
 def probed_legible(reader: ocr.TextReader, pixels: np.ndarray, line: oriented.Line, text: str, score: float) -> bool:
     """Whether a turned line read as `text` at `score` (not text by the net's rule) is read as text lengthened (see above)."""
-    if sum(1 for c in text if c.isalnum()) < PROBE_LEAST or score < PROBE_SURE:
+    if oriented.letters_or_digits(text) < PROBE_LEAST or score < PROBE_SURE:
         return False
     longer = oriented.lengthened(line, max(TURNED_ALONG * line.thickness, TURNED_REACH))
     return oriented.legible(reader, pixels, longer, NET_CONFIDENT)
@@ -359,7 +359,7 @@ SURE_PIECE = 0.8
 def sure_piece(line: oriented.Line, text: str, score: float, directions: list[float]) -> bool:
     """Whether a stroke- or band-map line read as `text` at `score` (not text by the net's rule, nor by TURNED_PROBE's)
     is a sure piece of a line of text (see above): `directions` are the turned lines' and columns' found (degrees)."""
-    if sum(1 for c in text if c.isalnum()) < PROBE_LEAST or score < SURE_PIECE:
+    if oriented.letters_or_digits(text) < PROBE_LEAST or score < SURE_PIECE:
         return False
     return any(min(abs(line.angle - d) % 180.0, 180.0 - abs(line.angle - d) % 180.0) <= FAINT_TURN for d in directions)
 

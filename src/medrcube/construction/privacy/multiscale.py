@@ -160,7 +160,7 @@ def detect(reader: ocr.TextReader, pixels: np.ndarray, turned: bool | None = Non
     # is the size of a letter: its other regions count only when the recogniser reads COARSE_LEGIBLE letters or
     # digits there (large text is legible; 4 of 30 text-free 1,024 px CT and MR frames lost a disc of anatomy else).
     alone = [r for r in coarse if _closer_share(r.box, list(found)) < COARSE_KEEP]
-    add([r for r in alone if sum(1 for c in text_of(reader, gray, r) if c.isalnum()) >= COARSE_LEGIBLE])
+    add([r for r in alone if oriented.letters_or_digits(text_of(reader, gray, r)) >= COARSE_LEGIBLE])
     regions = sorted(found.values(), key=lambda r: r.box)
     reader.memo_put(key, regions)
     return regions

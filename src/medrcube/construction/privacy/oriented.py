@@ -245,6 +245,11 @@ def upright(pixels: np.ndarray, line: Line, pad: float = 0.25) -> np.ndarray:
     return cv2.warpAffine(g, cv2.getAffineTransform(src, dst), (out_w, out_h), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
 
 
+def letters_or_digits(text: str) -> int:
+    """How many letters or digits a reading holds: what every rule of the screen counts against its least."""
+    return sum(1 for c in text if c.isalnum())
+
+
 def read(reader: TextReader, pixels: np.ndarray, line: Line) -> str:
     """What the recogniser reads along the line, upright, the direction with more letters or digits."""
     return read_scored(reader, pixels, line)[0]
@@ -254,13 +259,13 @@ def read_scored(reader: TextReader, pixels: np.ndarray, line: Line) -> tuple[str
     """`read`, with the recogniser's confidence of that direction's reading."""
     row = proposals.stretched(upright(pixels, line))
     reads = [reader.recognise_scored(row), reader.recognise_scored(np.ascontiguousarray(row[::-1, ::-1]))]
-    return max(reads, key=lambda r: (sum(1 for c in r[0] if c.isalnum()), r[1]))
+    return max(reads, key=lambda r: (letters_or_digits(r[0]), r[1]))
 
 
 def legible(reader: TextReader, pixels: np.ndarray, line: Line, confident: float = 0.0) -> bool:
     """LEGIBLE letters or digits read along the line, with the recogniser's confidence at least `confident`."""
     text, score = read_scored(reader, pixels, line)
-    return sum(1 for c in text if c.isalnum()) >= LEGIBLE and score >= confident
+    return letters_or_digits(text) >= LEGIBLE and score >= confident
 
 
 # A near-vertical line is also read as a stack of upright letters laid out as a row (UNSTACK, since 2026-12-07, session
@@ -340,14 +345,14 @@ def stack_read(reader: TextReader, pixels: np.ndarray, line: Line) -> Line | Non
         laid = unstacked(pixels, part)
         if laid is not None:
             text, score = reader.recognise_scored(laid[0])
-            if LEGIBLE <= sum(1 for c in text if c.isalnum()) <= laid[1] and score >= UNSTACK_CONFIDENT:
+            if LEGIBLE <= letters_or_digits(text) <= laid[1] and score >= UNSTACK_CONFIDENT:
                 return longer
     return None
     for part in (line, lengthened(line, UNSTACK_REACH)):
         row = unstacked(pixels, part)
         if row is not None:
             text, score = reader.recognise_scored(row)
-            if sum(1 for c in text if c.isalnum()) >= LEGIBLE and score >= UNSTACK_CONFIDENT:
+            if letters_or_digits(text) >= LEGIBLE and score >= UNSTACK_CONFIDENT:
                 return True
     return False
 
@@ -562,7 +567,7 @@ def narrow_legible(reader: TextReader, pixels: np.ndarray, line: Line) -> bool:
     reads = []
     for shift in (0.0, -NARROW_SHIFT, NARROW_SHIFT):
         text, score = read_scored(reader, pixels, narrowed(line, NARROW_CUT, shift))
-        count = sum(1 for c in text if c.isalnum())
+        count = letters_or_digits(text)
         if count >= NARROW_LEAST and score >= NARROW_CONFIDENT:
             return True
         reads.append((count, score))
@@ -598,7 +603,7 @@ def halved_legible(reader: TextReader, pixels: np.ndarray, line: Line, reads: li
     if not NARROW_HALF or not any(n >= NARROW_AGREE and c >= NARROW_AGREE_CONFIDENT for n, c in reads):
         return False  # no 0.7 cut read part of it: the half read is not made
     text, score = read_scored(reader, pixels, narrowed(line, NARROW_HALF_CUT, 0.0))
-    return sum(1 for c in text if c.isalnum()) >= NARROW_LEAST and score >= NARROW_CONFIDENT
+    return letters_or_digits(text) >= NARROW_LEAST and score >= NARROW_CONFIDENT
 
 
 def _ranked(g: np.ndarray, scale: int, thick: float) -> list[Line]:

@@ -88,7 +88,7 @@ def _read_both_ways(reader: ocr.TextReader, img: np.ndarray, region: ocr.TextReg
         return text, (1.0 if text else 0.0)  # a turned line: read upright, both ways (its own confidence is not kept)
     part = multiscale.crop(img, region.box)
     reads = [reader.recognise_scored(part), reader.recognise_scored(np.ascontiguousarray(np.asarray(part)[::-1, ::-1]))]
-    return max(reads, key=lambda r: (sum(1 for c in r[0] if c.isalnum()) if r[1] >= CONFIDENT else 0, r[1]))
+    return max(reads, key=lambda r: (oriented.letters_or_digits(r[0]) if r[1] >= CONFIDENT else 0, r[1]))
 
 
 def independent_read(reader: ocr.TextReader, pixels: np.ndarray) -> list[Reading]:
@@ -110,7 +110,7 @@ def independent_read(reader: ocr.TextReader, pixels: np.ndarray) -> list[Reading
 
 
 def legible(reading: Reading) -> bool:
-    return sum(1 for c in reading.text if c.isalnum()) >= LEGIBLE and reading.score >= CONFIDENT
+    return oriented.letters_or_digits(reading.text) >= LEGIBLE and reading.score >= CONFIDENT
 
 
 def scan_images(root: Path, files: Iterable[Path], identities: Identities, reader: ocr.TextReader) -> PixelScan:

@@ -46,10 +46,6 @@ TALL = 0.35
 BLOB = 0.1
 
 
-def _alnum(text: str) -> int:
-    return sum(1 for c in text if c.isalnum())
-
-
 def _blob(region: ocr.TextRegion, shape: tuple[int, ...]) -> bool:
     """A region shaped like a blob: by its box along the row, or, for a line that runs off the row
     (`oriented`), by its own length and thickness (thicker than BLOB of the frame's short side, or
@@ -146,8 +142,8 @@ def turned_pieces(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.
         piece = oriented.line_of(r.quad)
         longer = oriented.lengthened(piece, max(linemask.TURNED_ALONG * thickness, linemask.TURNED_REACH))
         text, score = oriented.read_scored(reader, pixels, longer)
-        if _alnum(text) >= oriented.LEGIBLE and score >= linemask.NET_CONFIDENT:
-            line = aligned(reader, pixels, piece, longer, (_alnum(text), score))[0]
+        if oriented.letters_or_digits(text) >= oriented.LEGIBLE and score >= linemask.NET_CONFIDENT:
+            line = aligned(reader, pixels, piece, longer, (oriented.letters_or_digits(text), score))[0]
             while not oriented.is_oriented(line.quad):  # (a detector quad is no exact rectangle: lengthened it is one)
                 line = oriented.lengthened(line, 0.25 * max(thickness, 1.0))
             out.append(ocr.TextRegion(line.box(pixels.shape), r.score, quad=line.quad))
@@ -165,13 +161,13 @@ def aligned(reader: ocr.TextReader, pixels: np.ndarray, piece: oriented.Line, lo
     best = (read[0], read[1], 0.0)
     for turn in PIECE_TURNS:
         t, c = oriented.read_scored(reader, pixels, oriented.turned_by(longer, turn))
-        best = max(best, (_alnum(t), c, turn))
+        best = max(best, (oriented.letters_or_digits(t), c, turn))
     turn = best[2]
     longer, line = (oriented.turned_by(longer, turn), oriented.turned_by(piece, turn)) if turn else (longer, piece)
     best = (best[0], best[1], 0.0)
     for by in PIECE_SHIFTS:
         t, c = oriented.read_scored(reader, pixels, oriented.shifted(longer, by * piece.thickness))
-        best = max(best, (_alnum(t), c, by))
+        best = max(best, (oriented.letters_or_digits(t), c, by))
     return (oriented.shifted(line, best[2] * piece.thickness) if best[2] else line), best[0], best[1]
 
 
@@ -213,12 +209,12 @@ def short_reached(reader: ocr.TextReader, pixels: np.ndarray, keep: list[ocr.Tex
         piece = oriented.line_of(r.quad)
         reach = max(linemask.TURNED_ALONG * thickness, linemask.TURNED_REACH)
         text, score = oriented.read_scored(reader, pixels, oriented.lengthened(piece, reach))
-        line, letters, sure = aligned(reader, pixels, piece, oriented.lengthened(piece, reach), (_alnum(text), score))
+        line, letters, sure = aligned(reader, pixels, piece, oriented.lengthened(piece, reach), (oriented.letters_or_digits(text), score))
         best = (letters if sure >= linemask.NET_CONFIDENT else 0, 0.0, 0.0)
         for behind, ahead in ((SHORT_AHEAD * thickness, thickness), (thickness, SHORT_AHEAD * thickness)):
             t, c = oriented.read_scored(reader, pixels, oriented.extended(line, behind, ahead))
-            if c >= linemask.NET_CONFIDENT and _alnum(t) >= oriented.LEGIBLE and _alnum(t) > best[0]:  # more read that way
-                best = (_alnum(t), max(0.0, behind - reach), max(0.0, ahead - reach))
+            if c >= linemask.NET_CONFIDENT and oriented.letters_or_digits(t) >= oriented.LEGIBLE and oriented.letters_or_digits(t) > best[0]:  # more read that way
+                best = (oriented.letters_or_digits(t), max(0.0, behind - reach), max(0.0, ahead - reach))
         if best[1] or best[2]:  # moved or turned only where its line reads on past one end
             line = oriented.extended(line, best[1], best[2])
             out.append((i, ocr.TextRegion(line.box(pixels.shape), r.score, quad=line.quad)))
@@ -236,7 +232,7 @@ def _judged(reader: ocr.TextReader, pixels: np.ndarray, found: list[ocr.TextRegi
     blobs = [r for r in found if _blob(r, shape)]
     keep = [r for r in found if not _blob(r, shape)]
     for r in multiscale.read(reader, pixels, blobs):
-        if _alnum(r.text) >= 3:
+        if oriented.letters_or_digits(r.text) >= 3:
             keep.append(ocr.TextRegion(r.box, r.score, quad=r.quad))
     keep = _lone_letters_read(reader, pixels, keep)
     if SHORT_READ:
@@ -298,7 +294,7 @@ def _lone_letters_read(reader: ocr.TextReader, pixels: np.ndarray, regions: list
             out.append(r)
             continue
         text, score = reader.recognise_scored(multiscale.crop(pixels, r.box))
-        if _alnum(text) >= 2 or (_alnum(text) == 1 and score >= LONE_CONFIDENT):
+        if oriented.letters_or_digits(text) >= 2 or (oriented.letters_or_digits(text) == 1 and score >= LONE_CONFIDENT):
             out.append(r)
     return out
 
@@ -334,7 +330,7 @@ def short_dropped(reader: ocr.TextReader, pixels: np.ndarray, regions: list[ocr.
         if any(_inside(r.box, c) for c in stacked):
             continue
         text, score = reader.recognise_scored(multiscale.crop(pixels, r.box))
-        if not (_alnum(text) >= 2 or (_alnum(text) == 1 and score >= LONE_CONFIDENT)):
+        if not (oriented.letters_or_digits(text) >= 2 or (oriented.letters_or_digits(text) == 1 and score >= LONE_CONFIDENT)):
             out.append(r)
     return out
 
