@@ -348,13 +348,6 @@ def stack_read(reader: TextReader, pixels: np.ndarray, line: Line) -> Line | Non
             if LEGIBLE <= letters_or_digits(text) <= laid[1] and score >= UNSTACK_CONFIDENT:
                 return longer
     return None
-    for part in (line, lengthened(line, UNSTACK_REACH)):
-        row = unstacked(pixels, part)
-        if row is not None:
-            text, score = reader.recognise_scored(row)
-            if letters_or_digits(text) >= LEGIBLE and score >= UNSTACK_CONFIDENT:
-                return True
-    return False
 
 
 def _turned(binary: np.ndarray, turn: int) -> tuple[np.ndarray, np.ndarray]:
